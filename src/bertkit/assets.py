@@ -137,8 +137,11 @@ def _fetch_chinese_vocab(tmp: Path, out: Path) -> None:
 def _fetch_austen(tmp: Path, out: Path) -> None:
     import rdata  # dev dependency: decodes R's lazy-load format
 
-    subprocess.run(["apt-get", "download", "-q", "r-cran-janeaustenr"], cwd=tmp, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = ["apt-get", "download", "-q", "r-cran-janeaustenr"]
+    if subprocess.run(cmd, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+        # A fresh machine has no package lists yet.
+        subprocess.run(["apt-get", "update", "-q"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deb = next(tmp.glob("r-cran-janeaustenr*.deb"))
     subprocess.run(["dpkg", "-x", str(deb), str(tmp / "deb")], check=True)
     base = next((tmp / "deb").rglob("janeaustenr/data/Rdata.rdx")).with_suffix("")
