@@ -1,0 +1,771 @@
+"""One Trainer for pretraining and fine-tuning.
+
+API (kept stable; fine-tuning builds on it)::
+
+    from bertkit.training import Trainer, TrainingConfig
+
+    cfg = TrainingConfig(output_dir="runs/x", max_steps=1000, batch_size=32, lr=1e-4,
+                         warmup_ratio=0.1, eval_every=200, save_every=200,
+                         best_metric="accuracy", greater_is_better=True, patience=3)
+    trainer = Trainer(model, cfg, train_dataset=ds, collate_fn=collate,
+                      evaluate=lambda model: {"accuracy": ...},   # called under no_grad, eval mode
+                      tokenizer=tok)                              # saved next to the model
+    result = trainer.train()        # -> TrainResult(step, best_metric, best_step, stopped_early, ...)
+
+Data: ``train_dataset`` (``len`` + ``__getitem__``) and ``collate_fn(list_of_items) -> dict``.
+Batches come from ``batch_sampler`` when given (any object whose ``__iter__`` yields lists of
+dataset indices; ``set_epoch(epoch)`` is called when it exists, e.g. length-grouped batching),
+else from a seeded shuffled :class:`RandomBatchSampler`. The batch list of an epoch must be a
+deterministic function of (seed, epoch): resuming skips the batches already consumed. Under DDP
+batch ``i`` goes to rank ``i % world_size``, so each rank reads its own part of the data and the
+global batch is ``world_size x batch_size x grad_accum_steps``. ``set_epoch`` is also called on the
+dataset and on the collate_fn when they define it (dynamic masking uses it).
+
+Loss: by default ``model(**batch)`` must return an object (or dict) with ``.loss``. A
+``loss_fn(model, batch) -> (loss, {name: scalar tensor or float})`` hook replaces that; the extra
+scalars (e.g. ``mlm_loss``, ``nsp_loss``) are averaged over the log interval and logged.
+
+Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``. Evaluation every ``eval_every``
+steps and/or at the end of every epoch (``eval_each_epoch``); the returned dict is logged with an
+``eval_`` prefix. With ``best_metric`` the best model is kept in ``OUTPUT/best`` and
+``patience`` evaluations without improvement stop the run.
+
+Optimisation: AdamW (fused/foreach when available) without weight decay on biases and LayerNorm
+weights, linear warmup (``warmup_steps`` or ``warmup_ratio``) then linear decay to 0, gradient
+clipping (``max_grad_norm``), gradient accumulation. ``precision``: ``"auto"`` (bf16 autocast where
+supported, else fp16 + GradScaler on CUDA, else fp32), ``"bf16"``, ``"fp16"``, ``"fp32"``.
+
+Outputs in ``output_dir``: ``metrics.jsonl`` (one JSON object per logged step: step, epoch, loss,
+extra loss terms, lr, tokens_per_sec = tokens of the padded batches per second of wall time,
+data loading included; eval rows carry ``eval_*`` keys), ``metrics.png`` (curves, drawn at the
+end), ``checkpoints/step-NNNNNNN/`` every ``save_every`` steps (written to a temporary folder, then
+renamed; the last ``keep_last`` kept) and, at the end, the model itself via
+``model.save_pretrained(output_dir)`` (plus ``tokenizer.save_pretrained``) or ``save_model(model,
+dir)``. ``resume=True`` restores model, optimizer, scheduler, scaler, RNG states and the data
+position from the newest complete checkpoint. A NaN/inf loss raises :class:`NonFiniteLossError`
+before anything is saved, so the last good checkpoint stays intact.
+
+DDP: launched under ``torchrun`` (``WORLD_SIZE`` > 1) the Trainer initialises the process group
+(NCCL on CUDA, gloo on CPU) and wraps the model; only rank 0 logs, shows the bar and saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import random
+import re
+import shutil
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = [
+    "TrainingConfig",
+    "Trainer",
+    "TrainResult",
+    "RandomBatchSampler",
+    "NonFiniteLossError",
+    "set_seed",
+    "latest_checkpoint",
+    "plot_metrics",
+]
+
+_CKPT_RE = re.compile(r"^step-(\d+)$")
+STATE_FILE = "trainer_state.pt"
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or inf; the run stopped without saving."""
+
+
+@dataclass
+class TrainingConfig:
+    """Everything the Trainer needs besides the model and the data (all fields have defaults)."""
+
+    output_dir: str = "runs/out"
+    max_steps: int | None = None  # optimizer steps; wins over num_epochs
+    num_epochs: float = 1.0
+    batch_size: int = 32  # per rank and micro-step
+    grad_accum_steps: int = 1
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-6
+    warmup_steps: int = 0
+    warmup_ratio: float = 0.0  # used when warmup_steps == 0
+    max_grad_norm: float | None = 1.0
+    precision: str = "auto"  # auto | bf16 | fp16 | fp32
+    seed: int = 42
+    shuffle: bool = True
+    drop_last: bool = True
+    log_every: int = 1
+    eval_every: int | None = None
+    eval_each_epoch: bool = False
+    save_every: int | None = None
+    keep_last: int = 2
+    best_metric: str | None = None  # key of evaluate()'s dict (without the eval_ prefix)
+    greater_is_better: bool = True
+    patience: int | None = None  # evaluations without improvement before stopping
+    resume: bool = False
+    save_final: bool = True
+    plot: bool = True
+    progress: bool = True
+    device: str | None = None  # default: cuda if available, else cpu
+    run_name: str | None = None  # shown in the progress bar
+    extra: dict[str, Any] = field(default_factory=dict)  # stored in checkpoints, for the caller
+
+    def __post_init__(self) -> None:
+        if self.max_steps is not None and self.max_steps <= 0:
+            raise ValueError(f"max_steps must be positive, got {self.max_steps}")
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        if self.grad_accum_steps <= 0:
+            raise ValueError(f"grad_accum_steps must be positive, got {self.grad_accum_steps}")
+        if self.precision not in ("auto", "bf16", "fp16", "fp32"):
+            raise ValueError(f"precision must be auto, bf16, fp16 or fp32, got {self.precision!r}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.log_every <= 0:
+            raise ValueError(f"log_every must be positive, got {self.log_every}")
+        self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
+
+
+@dataclass
+class TrainResult:
+    step: int
+    epoch: int
+    best_metric: float | None
+    best_step: int | None
+    stopped_early: bool
+    last_metrics: dict[str, float]
+    output_dir: str
+
+
+class RandomBatchSampler:
+    """Seeded batches of indices: a fresh permutation per epoch (or in order without shuffle)."""
+
+    def __init__(self, n: int, batch_size: int, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = True) -> None:
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.shuffle, self.drop_last, self.epoch = shuffle, drop_last, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)
+        else:
+            order = np.arange(self.n)
+        stop = (self.n // self.batch_size) * self.batch_size if self.drop_last else self.n
+        for i in range(0, stop, self.batch_size):
+            yield order[i:i + self.batch_size].tolist()
+
+    def __len__(self) -> int:
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """Newest complete ``checkpoints/step-N`` folder (temporary folders are ignored)."""
+    root = Path(output_dir) / "checkpoints"
+    if not root.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if (m := _CKPT_RE.match(p.name)) and (p / STATE_FILE).is_file()]
+    return max(found)[1] if found else None
+
+
+def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """No weight decay on biases and LayerNorm (and other norm) weights, as in BERT."""
+    decay, no_decay = [], []
+    norm_params = set()
+    for module in model.modules():
+        if isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.RMSNorm)):
+            norm_params.update(id(p) for p in module.parameters(recurse=False))
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if name.endswith("bias") or id(p) in norm_params or "LayerNorm" in name or p.ndim < 2:
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
+    def f(step: int) -> float:
+        if warmup > 0 and step < warmup:
+            return (step + 1) / warmup
+        if total <= warmup:
+            return 1.0
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return f
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _batch_tokens(batch: Any) -> int:
+    if isinstance(batch, dict):
+        for key in ("input_ids", "inputs_embeds", "pixel_values"):
+            if key in batch and isinstance(batch[key], torch.Tensor):
+                return int(batch[key].shape[0] * (batch[key].shape[1] if batch[key].ndim > 1 else 1))
+        for v in batch.values():
+            if isinstance(v, torch.Tensor):
+                return int(v.numel())
+    return 0
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return model.module if hasattr(model, "module") and isinstance(
+        model, nn.parallel.DistributedDataParallel) else model
+
+
+class Trainer:
+    """Train ``model`` on ``train_dataset`` with the settings in ``config`` (see module docs)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: TrainingConfig,
+        train_dataset: Any,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        batch_sampler: Iterable[list[int]] | None = None,
+        evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+        loss_fn: Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, Any]]] | None = None,
+        tokenizer: Any = None,
+        save_model: Callable[[nn.Module, Path], None] | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+    ) -> None:
+        self.config = config
+        self.dataset = train_dataset
+        self.collate_fn = collate_fn or (lambda items: torch.utils.data.default_collate(items))
+        self.evaluate_fn = evaluate
+        self.loss_fn = loss_fn
+        self.tokenizer = tokenizer
+        self.save_model_fn = save_model
+        self.output_dir = Path(config.output_dir)
+
+        # Distributed set-up (torchrun exports WORLD_SIZE / RANK / LOCAL_RANK).
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if config.device:
+            self.device = torch.device(config.device)
+        elif torch.cuda.is_available():
+            self.device = torch.device("cuda", self.local_rank if self.world_size > 1 else 0)
+        else:
+            self.device = torch.device("cpu")
+        self.distributed = self.world_size > 1
+        if self.distributed:
+            import torch.distributed as dist
+
+            if not dist.is_initialized():
+                backend = "nccl" if self.device.type == "cuda" else "gloo"
+                if self.device.type == "cuda":
+                    torch.cuda.set_device(self.device)
+                dist.init_process_group(backend=backend)
+        self.is_main = self.rank == 0
+
+        set_seed(config.seed)
+        self.model = model.to(self.device)
+        self.raw_model = model
+        if self.distributed:
+            self.model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+
+        self.batch_sampler = batch_sampler if batch_sampler is not None else RandomBatchSampler(
+            len(train_dataset), config.batch_size, seed=config.seed, shuffle=config.shuffle,
+            drop_last=config.drop_last)
+
+        # Precision: bf16 autocast where supported; fp16 + GradScaler only on CUDA without bf16.
+        prec = config.precision
+        if prec == "auto":
+            if self.device.type == "cuda":
+                prec = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+            else:
+                prec = "bf16"
+        if prec == "fp16" and self.device.type != "cuda":
+            warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=2)
+            prec = "bf16"
+        self.precision = prec
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
+        self.scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
+
+        if optimizer is None:
+            kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
+            if self.device.type == "cuda":
+                kwargs["fused"] = True
+            else:
+                kwargs["foreach"] = True
+            optimizer = torch.optim.AdamW(_param_groups(self.raw_model, config.weight_decay), **kwargs)
+        self.optimizer = optimizer
+
+        self.steps_per_epoch = max(1, self._num_batches() // (self.world_size * config.grad_accum_steps))
+        if config.max_steps is not None:
+            self.total_steps = config.max_steps
+        else:
+            self.total_steps = max(1, int(math.ceil(config.num_epochs * self.steps_per_epoch)))
+        warmup = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
+        self.warmup_steps = warmup
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _linear_schedule(warmup, self.total_steps))
+
+        # Progress state, all restored on resume.
+        self.step = 0
+        self.epoch = 0
+        self.batches_done_in_epoch = 0  # micro-batches (global, across ranks) of the current epoch
+        self.best_metric: float | None = None
+        self.best_step: int | None = None
+        self.bad_evals = 0
+        self.last_metrics: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _num_batches(self) -> int:
+        try:
+            return len(self.batch_sampler)  # type: ignore[arg-type]
+        except TypeError:
+            return sum(1 for _ in self.batch_sampler)
+
+    def _set_epoch(self, epoch: int) -> None:
+        for obj in (self.batch_sampler, self.dataset, self.collate_fn):
+            if hasattr(obj, "set_epoch"):
+                obj.set_epoch(epoch)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _compute_loss(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        if self.loss_fn is not None:
+            return self.loss_fn(self.model, batch)
+        out = self.model(**batch) if isinstance(batch, dict) else self.model(*batch)
+        loss = out["loss"] if isinstance(out, dict) else getattr(out, "loss", None)
+        if loss is None:
+            raise ValueError("model output has no .loss; pass labels in the batch or give a loss_fn")
+        return loss, {}
+
+    def _barrier(self) -> None:
+        if self.distributed:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def _log(self, row: dict[str, Any]) -> None:
+        if not self.is_main:
+            return
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save_model_to(self, directory: Path) -> None:
+        model = self.raw_model
+        if self.save_model_fn is not None:
+            self.save_model_fn(model, directory)
+        elif hasattr(model, "save_pretrained"):
+            model.save_pretrained(str(directory))
+        else:
+            from safetensors.torch import save_file
+
+            state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+            # Tied weights share storage; safetensors refuses duplicates, keep one name.
+            seen: dict[int, str] = {}
+            unique = {}
+            for k, v in state.items():
+                key = v.untyped_storage().data_ptr()
+                if key in seen and v.data_ptr() == state[seen[key]].data_ptr():
+                    continue
+                seen[key] = k
+                unique[k] = v
+            save_file(unique, str(directory / "model.safetensors"))
+        if self.tokenizer is not None and hasattr(self.tokenizer, "save_pretrained") \
+                and not (directory / "vocab.txt").exists():
+            self.tokenizer.save_pretrained(str(directory))
+
+    def _load_model_from(self, directory: Path) -> None:
+        from safetensors.torch import load_file
+
+        files = sorted(directory.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"no *.safetensors in checkpoint {directory}")
+        state: dict[str, torch.Tensor] = {}
+        for f in files:
+            state.update(load_file(str(f)))
+        missing, unexpected = self.raw_model.load_state_dict(state, strict=False)
+        # Tied weights may be stored once; anything else missing is an error.
+        tied = {k for k in missing if "decoder" in k or "word_embeddings" in k}
+        if set(missing) - tied or unexpected:
+            raise ValueError(f"checkpoint {directory} does not match the model: missing "
+                             f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+
+    def save_checkpoint(self) -> Path | None:
+        """Write ``checkpoints/step-N`` atomically (temp folder, then rename); prune old ones."""
+        root = self.output_dir / "checkpoints"
+        final = root / f"step-{self.step:07d}"
+        tmp = root / f".tmp-step-{self.step:07d}"
+        if self.is_main:
+            root.mkdir(parents=True, exist_ok=True)
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir()
+        self._barrier()
+        torch.save(_rng_state(), tmp / f"rng_rank{self.rank}.pt")
+        self._barrier()
+        if self.is_main:
+            self._save_model_to(tmp)
+            state = {
+                "step": self.step,
+                "epoch": self.epoch,
+                "batches_done_in_epoch": self.batches_done_in_epoch,
+                "best_metric": self.best_metric,
+                "best_step": self.best_step,
+                "bad_evals": self.bad_evals,
+                "world_size": self.world_size,
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                "config": dataclasses.asdict(self.config),
+            }
+            torch.save(state, tmp / STATE_FILE)
+            with contextlib.suppress(OSError):  # make the contents durable before the rename
+                fd = os.open(tmp, os.O_RDONLY)
+                os.fsync(fd)
+                os.close(fd)
+            if final.exists():
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+            kept = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT_RE.match(p.name)))
+            for _, old in kept[:-max(1, self.config.keep_last)]:
+                shutil.rmtree(old, ignore_errors=True)
+        self._barrier()
+        return final if self.is_main else None
+
+    def load_checkpoint(self, ckpt: Path) -> None:
+        """Restore model, optimizer, scheduler, scaler, RNG and data position from ``ckpt``."""
+        state = torch.load(ckpt / STATE_FILE, map_location="cpu", weights_only=False)
+        if state.get("world_size", 1) != self.world_size:
+            raise ValueError(f"checkpoint {ckpt} was written with {state.get('world_size')} processes, "
+                             f"this run has {self.world_size}; resume with the same world size")
+        self._load_model_from(ckpt)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.step = state["step"]
+        self.epoch = state["epoch"]
+        self.batches_done_in_epoch = state["batches_done_in_epoch"]
+        self.best_metric = state["best_metric"]
+        self.best_step = state["best_step"]
+        self.bad_evals = state["bad_evals"]
+        rng_file = ckpt / f"rng_rank{self.rank}.pt"
+        if rng_file.exists():
+            _set_rng_state(torch.load(rng_file, map_location="cpu", weights_only=False))
+
+    def _prepare_output(self) -> None:
+        """Resume from the newest checkpoint, or start a fresh metrics log."""
+        cfg = self.config
+        ckpt = latest_checkpoint(self.output_dir) if cfg.resume else None
+        if self.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            root = self.output_dir / "checkpoints"
+            if root.is_dir():  # leftovers of a run killed while writing a checkpoint
+                for p in root.glob(".tmp-step-*"):
+                    shutil.rmtree(p, ignore_errors=True)
+        self._barrier()
+        metrics = self.output_dir / "metrics.jsonl"
+        if ckpt is None:
+            if cfg.resume and self.is_main:
+                print(f"resume: no checkpoint in {self.output_dir / 'checkpoints'}; starting fresh",
+                      file=sys.stderr)
+            if self.is_main and metrics.exists():
+                metrics.unlink()
+            return
+        self.load_checkpoint(ckpt)
+        if self.is_main:
+            print(f"resumed from {ckpt} (step {self.step})", file=sys.stderr)
+            if metrics.exists():
+                # Rows logged after the checkpoint are replayed by this run: drop them.
+                kept = [line for line in metrics.read_text(encoding="utf-8").splitlines()
+                        if line.strip() and json.loads(line).get("step", 0) <= self.step]
+                _atomic_write_text(metrics, "".join(line + "\n" for line in kept))
+
+    # ------------------------------------------------------------------ evaluation
+    def run_evaluation(self) -> dict[str, float]:
+        """Run the evaluate callback (rank 0), log it, track the best model and patience."""
+        stop = False
+        metrics: dict[str, float] = {}
+        if self.evaluate_fn is not None and self.is_main:
+            model = self.raw_model
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
+            model.train(was_training)
+            self.last_metrics = metrics
+            self._log({"step": self.step, "epoch": self.epoch, **{f"eval_{k}": v for k, v in metrics.items()}})
+            name = self.config.best_metric
+            if name is not None:
+                if name not in metrics:
+                    raise ValueError(f"best_metric {name!r} is not among the evaluation metrics "
+                                     f"{sorted(metrics)}")
+                value = metrics[name]
+                better = self.best_metric is None or (
+                    value > self.best_metric if self.config.greater_is_better else value < self.best_metric)
+                if better:
+                    self.best_metric, self.best_step, self.bad_evals = value, self.step, 0
+                    self._save_best()
+                else:
+                    self.bad_evals += 1
+                    if self.config.patience is not None and self.bad_evals >= self.config.patience:
+                        stop = True
+        if self.distributed:
+            import torch.distributed as dist
+
+            flag = torch.tensor([1.0 if stop else 0.0], device=self.device)
+            dist.broadcast(flag, src=0)
+            stop = bool(flag.item())
+        self._stop = stop
+        return metrics
+
+    def _save_best(self) -> None:
+        best = self.output_dir / "best"
+        tmp = self.output_dir / ".tmp-best"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        self._save_model_to(tmp)
+        _atomic_write_text(tmp / "best.json", json.dumps({"step": self.step, self.config.best_metric: self.best_metric}))
+        old = self.output_dir / ".old-best"
+        if best.exists():
+            os.rename(best, old)
+        os.rename(tmp, best)
+        shutil.rmtree(old, ignore_errors=True)
+
+    # ------------------------------------------------------------------ training
+    def _epoch_batches(self) -> list[list[int]]:
+        self._set_epoch(self.epoch)
+        return [list(b) for b in self.batch_sampler]
+
+    def _micro_batches(self) -> Iterator[tuple[Any, bool]]:
+        """(batch, ends_epoch) for this rank, forever, starting at the saved data position."""
+        while True:
+            batches = self._epoch_batches()
+            n_use = (len(batches) // (self.world_size * self.config.grad_accum_steps)) * \
+                self.world_size * self.config.grad_accum_steps
+            if n_use == 0:
+                raise ValueError(
+                    f"the training data gives {len(batches)} batches, fewer than one optimizer step "
+                    f"needs ({self.world_size} processes x {self.config.grad_accum_steps} accumulation)")
+            start = self.batches_done_in_epoch
+            for i in range(start + self.rank, n_use, self.world_size):
+                items = [self.dataset[j] for j in batches[i]]
+                batch = self.collate_fn(items)
+                self.batches_done_in_epoch = i - self.rank + self.world_size
+                yield batch, self.batches_done_in_epoch >= n_use
+            self.epoch += 1
+            self.batches_done_in_epoch = 0
+
+    def train(self) -> TrainResult:
+        """Run until max_steps / num_epochs or early stopping; returns a :class:`TrainResult`."""
+        cfg = self.config
+        self._prepare_output()
+        self._stop = False
+        self.model.train()
+        if self.step > 0:
+            # Re-seed per rank after restoring RNG is not needed: RNG came from the checkpoint.
+            pass
+        elif self.world_size > 1:
+            set_seed(cfg.seed + self.rank)  # different dropout per rank, same weights (DDP broadcast)
+
+        bar = None
+        if self.is_main and cfg.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.run_name or "train",
+                       dynamic_ncols=True, file=sys.stderr)
+        accum = cfg.grad_accum_steps
+        stream = self._micro_batches()
+        sums: dict[str, torch.Tensor] = {}
+        n_logged = 0
+        tokens = 0
+        t_last = time.perf_counter()
+        try:
+            while self.step < self.total_steps and not self._stop:
+                epoch_ended = False
+                step_tokens = 0
+                for micro in range(accum):
+                    batch, ends = next(stream)
+                    epoch_ended = epoch_ended or ends
+                    step_tokens += _batch_tokens(batch)
+                    batch = _to_device(batch, self.device)
+                    sync = (micro == accum - 1) or not self.distributed
+                    ctx = contextlib.nullcontext() if sync else self.model.no_sync()
+                    with ctx:
+                        with self._autocast():
+                            loss, extra = self._compute_loss(batch)
+                        if not torch.isfinite(loss.detach()).all():
+                            raise NonFiniteLossError(
+                                f"loss is {loss.item()} at step {self.step + 1} (epoch {self.epoch}); "
+                                f"stopping without saving. Last good checkpoint: "
+                                f"{latest_checkpoint(self.output_dir) or 'none'}. Lower --lr, raise "
+                                f"warmup, or check the data.")
+                        scaled = loss.float() / accum
+                        if self.scaler is not None:
+                            self.scaler.scale(scaled).backward()
+                        else:
+                            scaled.backward()
+                    for k, v in (("loss", loss), *extra.items()):
+                        v = v.detach().float() if isinstance(v, torch.Tensor) else torch.tensor(float(v))
+                        sums[k] = sums.get(k, 0) + v / accum
+                if self.scaler is not None:
+                    self.scaler.unscale_(self.optimizer)
+                if cfg.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm, foreach=True)
+                if self.scaler is not None:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    self.optimizer.step()
+                lr = self.scheduler.get_last_lr()[0]
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.step += 1
+                n_logged += 1
+                tokens += step_tokens * self.world_size
+
+                if self.step % cfg.log_every == 0 or self.step == self.total_steps:
+                    now = time.perf_counter()
+                    row: dict[str, Any] = {"step": self.step, "epoch": self.epoch}
+                    row.update({k: float(v.item()) / n_logged for k, v in sums.items()})
+                    row["lr"] = lr
+                    row["tokens_per_sec"] = tokens / max(now - t_last, 1e-9)
+                    self._log(row)
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}",
+                                        tok_s=f"{row['tokens_per_sec']:.0f}", refresh=False)
+                    sums, n_logged, tokens, t_last = {}, 0, 0, time.perf_counter()
+                if bar is not None:
+                    bar.update(1)
+
+                if (cfg.eval_every and self.step % cfg.eval_every == 0) or \
+                        (cfg.eval_each_epoch and epoch_ended):
+                    self.run_evaluation()
+                    t_last = time.perf_counter()  # evaluation time is not training throughput
+                if cfg.save_every and self.step % cfg.save_every == 0 and self.step < self.total_steps:
+                    self.save_checkpoint()
+                    t_last = time.perf_counter()
+            if cfg.eval_every and self.step % cfg.eval_every != 0 and not self._stop and \
+                    self.evaluate_fn is not None and not cfg.eval_each_epoch:
+                self.run_evaluation()  # always end with an evaluation
+        finally:
+            if bar is not None:
+                bar.close()
+
+        if cfg.save_every:
+            self.save_checkpoint()
+        if self.is_main and cfg.save_final:
+            self.save_final()
+        if self.is_main and cfg.plot:
+            try:
+                plot_metrics(self.output_dir / "metrics.jsonl", self.output_dir / "metrics.png")
+            except Exception as e:  # a plot must never cost the trained model
+                warnings.warn(f"could not draw metrics.png: {e}", stacklevel=2)
+        self._barrier()
+        return TrainResult(self.step, self.epoch, self.best_metric, self.best_step, self._stop,
+                           self.last_metrics, str(self.output_dir))
+
+    def save_final(self) -> None:
+        """Write the trained model into ``output_dir`` itself (atomically, file by file)."""
+        tmp = self.output_dir / ".tmp-final"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        self._save_model_to(tmp)
+        for f in tmp.iterdir():
+            os.replace(f, self.output_dir / f.name)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
+    """Draw loss terms, lr, throughput and eval metrics from a metrics.jsonl into one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in Path(jsonl).read_text(encoding="utf-8").splitlines() if line.strip()]
+    train = [r for r in rows if "loss" in r]
+    evals = [r for r in rows if any(k.startswith("eval_") for k in r)]
+    loss_keys = sorted({k for r in train for k in r if k == "loss" or k.endswith("_loss")})
+    eval_keys = sorted({k for r in evals for k in r if k.startswith("eval_")})
+    panels = [("training loss", loss_keys, train), ("learning rate", ["lr"], train)]
+    if eval_keys:
+        panels.append(("evaluation", eval_keys, evals))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
+    for ax, (title, keys, data) in zip(np.atleast_1d(axes), panels):
+        for k in keys:
+            pts = [(r["step"], r[k]) for r in data if k in r and r[k] is not None]
+            if pts:
+                ax.plot(*zip(*pts), label=k, marker="o" if title == "evaluation" and len(pts) < 30 else None)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if keys:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = Path(png).with_name(f".{Path(png).name}.tmp{os.getpid()}.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, png)
+    return Path(png)
