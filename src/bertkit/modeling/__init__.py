@@ -1,0 +1,67 @@
+"""BERT models with transformers' module paths, every head, and inspection helpers."""
+
+from .config import PRESETS, BertConfig
+from .heads import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+from .inspect import count_parameters, freeze, parameter_table, unfreeze
+from .model import BertModel, BertPreTrainedModel
+from .outputs import (
+    BaseModelOutputWithPooling,
+    BertForPreTrainingOutput,
+    MaskedLMOutput,
+    ModelOutput,
+    MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+MODEL_CLASSES = {
+    cls.__name__: cls
+    for cls in (
+        BertModel,
+        BertForPreTraining,
+        BertForMaskedLM,
+        BertForNextSentencePrediction,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertForQuestionAnswering,
+        BertForMultipleChoice,
+    )
+}
+
+__all__ = [
+    "PRESETS",
+    "MODEL_CLASSES",
+    "BertConfig",
+    "BertPreTrainedModel",
+    "BertModel",
+    "BertForPreTraining",
+    "BertForMaskedLM",
+    "BertForNextSentencePrediction",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertForQuestionAnswering",
+    "BertForMultipleChoice",
+    "count_parameters",
+    "parameter_table",
+    "freeze",
+    "unfreeze",
+    "ModelOutput",
+    "BaseModelOutputWithPooling",
+    "BertForPreTrainingOutput",
+    "MaskedLMOutput",
+    "NextSentencePredictorOutput",
+    "SequenceClassifierOutput",
+    "TokenClassifierOutput",
+    "QuestionAnsweringModelOutput",
+    "MultipleChoiceModelOutput",
+]

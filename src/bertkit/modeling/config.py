@@ -1,0 +1,235 @@
+"""BertConfig: the hyper-parameters of a BERT model, read from and written to transformers' config.json."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BertConfig", "PRESETS"]
+
+# Google's BERT miniatures (Turc et al. 2019) plus the two original sizes: (layers, hidden).
+# Heads = hidden / 64 and intermediate = 4 * hidden, as in every released miniature.
+PRESETS: dict[str, tuple[int, int]] = {
+    "tiny": (2, 128),
+    "mini": (4, 256),
+    "small": (4, 512),
+    "medium": (8, 512),
+    "base": (12, 768),
+    "large": (24, 1024),
+}
+
+# Fields that exist only at run time in transformers and are not written unless changed.
+_RUNTIME_FIELDS = ("output_attentions", "output_hidden_states", "return_dict")
+
+
+@dataclass
+class BertConfig:
+    """BERT hyper-parameters. Defaults are bert-base-uncased, as in transformers.
+
+    Unknown fields found in a config.json are kept in ``extra`` (and readable as attributes) so that
+    saving writes them back unchanged.
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    position_embedding_type: str = "absolute"
+    classifier_dropout: float | None = None
+    problem_type: str | None = None
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    num_labels: int | None = None
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    tie_word_embeddings: bool = True
+    output_attentions: bool = False
+    output_hidden_states: bool = False
+    return_dict: bool = True
+    architectures: list[str] | None = None
+    model_type: str = "bert"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+        n = self.num_labels
+        if n is None:
+            n = len(self.id2label) if self.id2label else 2
+        self.num_labels = int(n)
+        if self.id2label is None or len(self.id2label) != self.num_labels:
+            self.id2label = {i: f"LABEL_{i}" for i in range(self.num_labels)}
+        if self.label2id is None or len(self.label2id) != self.num_labels:
+            self.label2id = {v: k for k, v in self.id2label.items()}
+        else:
+            self.label2id = {str(k): int(v) for k, v in self.label2id.items()}
+        if self.problem_type not in (None, "regression", "single_label_classification", "multi_label_classification"):
+            raise ValueError(
+                f"problem_type must be regression, single_label_classification or multi_label_classification; "
+                f"got {self.problem_type!r}"
+            )
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: expose unknown config.json fields as attributes.
+        extra = self.__dict__.get("extra")
+        if extra is not None and name in extra:
+            return extra[name]
+        raise AttributeError(f"BertConfig has no field {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "num_labels" and "id2label" in self.__dict__ and value is not None:
+            # Changing the label count re-derives the label maps, as transformers does.
+            object.__setattr__(self, "num_labels", int(value))
+            if self.id2label is None or len(self.id2label) != int(value):
+                object.__setattr__(self, "id2label", {i: f"LABEL_{i}" for i in range(int(value))})
+                object.__setattr__(self, "label2id", {f"LABEL_{i}": i for i in range(int(value))})
+            return
+        if name in _FIELD_NAMES or name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            self.__dict__.setdefault("extra", {})[name] = value
+
+    # ------------------------------------------------------------------ derived sizes
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def use_return_dict(self) -> bool:
+        return self.return_dict
+
+    def validate(self) -> None:
+        """Raise for sizes that cannot build a model and for features bertkit does not implement."""
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
+        if self.position_embedding_type != "absolute":
+            raise NotImplementedError(
+                f"position_embedding_type={self.position_embedding_type!r} is not supported; "
+                "bertkit implements absolute position embeddings only"
+            )
+        if self.is_decoder or self.add_cross_attention:
+            raise NotImplementedError(
+                "is_decoder / add_cross_attention (BERT as a decoder with cross-attention) is not supported; "
+                "bertkit implements the bidirectional encoder only"
+            )
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        """A config by size name: tiny, mini, small, medium, base or large (Google's miniatures)."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden = PRESETS[name]
+        kwargs: dict[str, Any] = dict(
+            num_hidden_layers=layers,
+            hidden_size=hidden,
+            num_attention_heads=hidden // 64,
+            intermediate_size=4 * hidden,
+        )
+        kwargs.update(overrides)
+        return cls.from_dict(kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "BertConfig":
+        """Build from a config.json-style dict; unknown keys go to ``extra``."""
+        data = {**copy.deepcopy(dict(data)), **overrides}
+        known = {k: v for k, v in data.items() if k in _FIELD_NAMES and k != "extra"}
+        extra = {k: v for k, v in data.items() if k not in _FIELD_NAMES}
+        extra.update(data.get("extra") or {})
+        # An explicit num_labels that disagrees with the saved label maps wins (from_pretrained(p, num_labels=5)).
+        if "num_labels" in overrides and "id2label" not in overrides:
+            if known.get("id2label") is not None and len(known["id2label"]) != int(overrides["num_labels"]):
+                known.pop("id2label", None)
+                known.pop("label2id", None)
+        return cls(**known, extra=extra)
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_pretrained(cls, path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                        **overrides: Any) -> "BertConfig":
+        """Read config.json from a folder, a config.json path, or a model id in the local HF cache."""
+        from bertkit.checkpoint import resolve_model_path  # checkpoint imports this module
+
+        path = Path(path_or_id)
+        if path.is_file():
+            config_file = path
+        else:
+            config_file = resolve_model_path(path_or_id, cache_dir=cache_dir) / "config.json"
+            if not config_file.is_file():
+                raise FileNotFoundError(f"no config.json in {config_file.parent}")
+        config = cls.from_json_file(config_file)
+        return cls.from_dict(config.to_dict(), **overrides) if overrides else config
+
+    # ------------------------------------------------------------------ serialization
+    def to_dict(self) -> dict[str, Any]:
+        """The config.json dict: known fields, then unknown ones kept from loading."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if f.name in _RUNTIME_FIELDS and value == f.default:
+                continue
+            if f.name == "architectures" and value is None:
+                continue
+            if f.name == "id2label":
+                value = {str(k): v for k, v in value.items()}
+            out[f.name] = copy.deepcopy(value)
+        for k, v in self.extra.items():
+            out.setdefault(k, copy.deepcopy(v))
+        return out
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
+        """Write ``config.json`` into ``save_directory`` atomically; returns the file path."""
+        folder = Path(save_directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / "config.json"
+        fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(self.to_json_string())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    def copy(self, **overrides: Any) -> "BertConfig":
+        return type(self).from_dict(self.to_dict(), **overrides)
+
+    def __repr__(self) -> str:
+        return f"BertConfig {self.to_json_string()}"
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(BertConfig))
