@@ -1,0 +1,25 @@
+"""bertkit.tokenization: BERT WordPiece tokenization in pure Python (no torch import here).
+
+- :class:`BertTokenizer`: transformers-compatible tokenizer (parity with ``BertTokenizerFast``).
+- :class:`BatchEncoding`: what the tokenizer returns; a dict, so ``model(**enc)`` works.
+- :class:`WordPieceTrainer`: learn a WordPiece vocabulary from raw text.
+
+Fast path for big corpora: ``BertTokenizer.encode_batch_ids(texts) -> list[list[int]]`` (no
+special tokens, no padding); ``tokenizer(texts, add_special_tokens=False)["input_ids"]`` gives
+the same ids with a little more bookkeeping.
+"""
+
+from __future__ import annotations
+
+from .encoding import BatchEncoding
+from .tokenizer import BertTokenizer, load_vocab
+
+__all__ = ["BatchEncoding", "BertTokenizer", "WordPieceTrainer", "load_vocab"]
+
+
+def __getattr__(name: str):
+    if name == "WordPieceTrainer":
+        from .trainer import WordPieceTrainer
+
+        return WordPieceTrainer
+    raise AttributeError(f"module 'bertkit.tokenization' has no attribute {name!r}")

@@ -1,0 +1,777 @@
+"""BertTokenizer: transformers' BERT tokenizer API over bertkit's pure-Python WordPiece.
+
+Outputs (ids, token types, masks, offsets, special-token masks, overflow windows, word ids) match
+transformers' ``BertTokenizerFast``; see tests/test_tokenizer_parity.py.
+
+Fast path for big corpora: ``tokenizer.encode_batch_ids(texts)`` returns ``list[list[int]]``
+without special tokens, padding or truncation; it is the cheapest way to turn text into ids
+(``tokenizer(texts, add_special_tokens=False)["input_ids"]`` gives the same ids with a little
+more bookkeeping).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import warnings
+from itertools import chain
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .encoding import BatchEncoding
+from .wordpiece import Normalizer, WordPiece
+
+__all__ = ["BertTokenizer", "load_vocab"]
+
+VOCAB_FILE = "vocab.txt"
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_FILE = "special_tokens_map.json"
+_SPECIAL_KEYS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_DEFAULT_MAX_LENGTH = 512
+
+
+def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
+    """Read a WordPiece vocabulary (one token per line, id = line number - 1).
+
+    Raises FileNotFoundError / ValueError naming the file and line for a missing or empty file,
+    invalid UTF-8, an empty token or a duplicate token.
+    """
+    path = Path(vocab_file)
+    if not path.is_file():
+        raise FileNotFoundError(f"vocabulary file not found: {path}")
+    data = path.read_bytes()
+    vocab: dict[str, int] = {}
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for i, raw in enumerate(lines):
+        try:
+            token = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{i + 1}: invalid UTF-8 in vocabulary ({e.reason} at byte {e.start})") from None
+        if token.endswith("\r"):
+            token = token[:-1]
+        if token == "":
+            raise ValueError(f"{path}:{i + 1}: empty token in vocabulary")
+        if token in vocab:
+            raise ValueError(f"{path}:{i + 1}: duplicate token {token!r} (first on line {vocab[token] + 1})")
+        vocab[token] = i
+    if not vocab:
+        raise ValueError(f"{path}: vocabulary file is empty")
+    return vocab
+
+
+class _Seq:
+    """One encoded text: ids, and with details also offsets and word indices per token."""
+
+    __slots__ = ("ids", "offsets", "words")
+
+    def __init__(self, ids: list[int], offsets: list | None = None, words: list | None = None) -> None:
+        self.ids = ids
+        self.offsets = offsets
+        self.words = words
+
+
+class BertTokenizer:
+    """BERT WordPiece tokenizer with the calls of transformers' ``BertTokenizer(Fast)``.
+
+    >>> tok = BertTokenizer.from_pretrained("path/to/bert-base-uncased")   # doctest: +SKIP
+    >>> tok.tokenize("unheard")                                            # doctest: +SKIP
+    ['un', '##heard']
+    """
+
+    vocab_files_names = {"vocab_file": VOCAB_FILE}
+    model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    padding_side = "right"
+    truncation_side = "right"
+
+    def __init__(self, vocab_file: str | os.PathLike | None = None, do_lower_case: bool = True,
+                 do_basic_tokenize: bool = True, never_split: Iterable[str] | None = None,
+                 unk_token: str = "[UNK]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
+                 cls_token: str = "[CLS]", mask_token: str = "[MASK]",
+                 tokenize_chinese_chars: bool = True, strip_accents: bool | None = None,
+                 model_max_length: int = _DEFAULT_MAX_LENGTH, clean_up_tokenization_spaces: bool = False,
+                 vocab: dict[str, int] | None = None, max_input_chars_per_word: int = 100,
+                 additional_special_tokens: Iterable[str] | None = None, **kwargs: Any) -> None:
+        if vocab is None:
+            if vocab_file is None:
+                raise ValueError("BertTokenizer needs a vocab_file (or a vocab dict)")
+            vocab = load_vocab(vocab_file)
+        self.vocab_file = str(vocab_file) if vocab_file is not None else None
+        self.vocab: dict[str, int] = dict(vocab)
+        self.ids_to_tokens: dict[int, str] = {i: t for t, i in self.vocab.items()}
+        self.do_lower_case = bool(do_lower_case)
+        self.do_basic_tokenize = do_basic_tokenize
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
+        self.strip_accents = strip_accents
+        self.model_max_length = int(model_max_length)
+        self.clean_up_tokenization_spaces = bool(clean_up_tokenization_spaces)
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.unk_token, self.sep_token, self.pad_token = str(unk_token), str(sep_token), str(pad_token)
+        self.cls_token, self.mask_token = str(cls_token), str(mask_token)
+        self.additional_special_tokens = [str(t) for t in (additional_special_tokens or [])]
+        self.never_split = set(never_split or [])
+        self.init_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
+        self._normalizer = Normalizer(lowercase=self.do_lower_case, strip_accents=strip_accents,
+                                      tokenize_chinese_chars=self.tokenize_chinese_chars)
+        self._wordpiece = WordPiece(self.vocab, unk_token=self.unk_token,
+                                    max_input_chars_per_word=self.max_input_chars_per_word)
+        self._warned_length = False
+        self._build_special()
+
+    def _build_special(self) -> None:
+        specials = [t for t in self.all_special_tokens if t in self.vocab]
+        specials += [t for t in self.never_split if t in self.vocab and t not in specials]
+        self._special_ids = {t: self.vocab[t] for t in specials}
+        self._special_id_set = frozenset(self._special_ids.values())
+        if specials:
+            alts = "|".join(re.escape(t) for t in sorted(specials, key=len, reverse=True))
+            self._special_re: re.Pattern | None = re.compile(f"({alts})")
+        else:
+            self._special_re = None
+
+    # ------------------------------------------------------------------ loading / saving
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, **kwargs: Any) -> "BertTokenizer":
+        """Load from a folder with ``vocab.txt`` (and optional ``tokenizer_config.json`` and
+        ``special_tokens_map.json``), a vocab file, or a model name in the Hugging Face cache."""
+        path = _resolve(pretrained_model_name_or_path)
+        if path.is_file():
+            return cls(vocab_file=path, **kwargs)
+        config: dict[str, Any] = {}
+        for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
+            f = path / name
+            if f.is_file():
+                try:
+                    loaded = json.loads(f.read_text(encoding="utf-8"))
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    raise ValueError(f"{f}: not valid JSON: {e}") from None
+                for k, v in loaded.items():
+                    if isinstance(v, dict) and "content" in v:  # AddedToken serialization
+                        v = v["content"]
+                    if k == "additional_special_tokens":
+                        v = [x["content"] if isinstance(x, dict) else x for x in v]
+                    config[k] = v
+        for k in ("tokenizer_class", "added_tokens_decoder", "auto_map", "name_or_path", "backend",
+                  "vocab_file", "tokenizer_file", "special_tokens_map_file"):
+            config.pop(k, None)
+        if int(config.get("model_max_length", _DEFAULT_MAX_LENGTH)) > 1e20:
+            config["model_max_length"] = _DEFAULT_MAX_LENGTH  # "no limit" sentinel in transformers configs
+        config.update(kwargs)
+        vocab_file = path / VOCAB_FILE
+        if not vocab_file.is_file():
+            raise FileNotFoundError(f"no {VOCAB_FILE} in {path}")
+        tok = cls(vocab_file=vocab_file, **config)
+        tok.name_or_path = str(pretrained_model_name_or_path)
+        return tok
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any) -> tuple[str, ...]:
+        """Write ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json``
+        (each atomically: temp file, then rename). Returns the written paths."""
+        out = Path(save_directory)
+        if out.is_file():
+            raise ValueError(f"save_pretrained needs a directory, {out} is a file")
+        out.mkdir(parents=True, exist_ok=True)
+        tokens = [self.ids_to_tokens[i] for i in sorted(self.ids_to_tokens)]
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.do_lower_case,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "strip_accents": self.strip_accents,
+            "model_max_length": self.model_max_length,
+            "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
+            **self.special_tokens_map,
+        }
+        if self.max_input_chars_per_word != 100:
+            config["max_input_chars_per_word"] = self.max_input_chars_per_word
+        paths = (out / VOCAB_FILE, out / CONFIG_FILE, out / SPECIAL_TOKENS_FILE)
+        _write_atomic(paths[0], "".join(t + "\n" for t in tokens))
+        _write_atomic(paths[1], json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        _write_atomic(paths[2], json.dumps(self.special_tokens_map, indent=2, ensure_ascii=False) + "\n")
+        return tuple(str(p) for p in paths)
+
+    def save_vocabulary(self, save_directory: str | os.PathLike, filename_prefix: str | None = None) -> tuple[str]:
+        name = (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILE
+        path = Path(save_directory) / name
+        _write_atomic(path, "".join(self.ids_to_tokens[i] + "\n" for i in sorted(self.ids_to_tokens)))
+        return (str(path),)
+
+    # ------------------------------------------------------------------ special tokens
+    @property
+    def special_tokens_map(self) -> dict[str, Any]:
+        m: dict[str, Any] = {k: getattr(self, k) for k in _SPECIAL_KEYS}
+        if self.additional_special_tokens:
+            m["additional_special_tokens"] = list(self.additional_special_tokens)
+        return m
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        out: list[str] = []
+        for k in _SPECIAL_KEYS:
+            t = getattr(self, k)
+            if t not in out:
+                out.append(t)
+        out += [t for t in self.additional_special_tokens if t not in out]
+        return out
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return [self.vocab.get(t, self._unk_id()) for t in self.all_special_tokens]
+
+    def _unk_id(self) -> int | None:
+        return self.vocab.get(self.unk_token)
+
+    unk_token_id = property(lambda self: self.vocab.get(self.unk_token))
+    sep_token_id = property(lambda self: self.vocab.get(self.sep_token))
+    pad_token_id = property(lambda self: self.vocab.get(self.pad_token))
+    cls_token_id = property(lambda self: self.vocab.get(self.cls_token))
+    mask_token_id = property(lambda self: self.vocab.get(self.mask_token))
+    pad_token_type_id = 0
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab)
+
+    def __repr__(self) -> str:
+        return (f"BertTokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
+                f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars}, "
+                f"model_max_length={self.model_max_length})")
+
+    @property
+    def is_fast(self) -> bool:
+        return True
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        return 3 if pair else 2
+
+    # ------------------------------------------------------------------ core
+    def _check_text(self, text: Any, what: str = "text") -> str:
+        if not isinstance(text, str):
+            raise TypeError(f"{what} must be a str (or a list of str for a batch), got {type(text).__name__}")
+        return text
+
+    def _ids(self, text: str) -> list[int]:
+        """Ids of one text, no special tokens added (special tokens *in* the text are kept)."""
+        sre = self._special_re
+        wp = self._wordpiece
+        norm = self._normalizer
+        if sre is None or sre.search(text) is None:
+            return wp.ids(norm.words(text))
+        ids: list[int] = []
+        for k, part in enumerate(sre.split(text)):
+            if k & 1:
+                ids.append(self._special_ids[part])
+            elif part:
+                ids += wp.ids(norm.words(part))
+        return ids
+
+    def _encode_details(self, text: str, word_base: int = 0, char_base: int = 0,
+                        words_out: list | None = None, offsets_out: list | None = None,
+                        ids_out: list | None = None) -> int:
+        """Append ids, offsets and word indices of ``text``; returns the next word index."""
+        sre = self._special_re
+        parts = [text] if sre is None or sre.search(text) is None else sre.split(text)
+        wp = self._wordpiece
+        w = word_base
+        pos = char_base
+        for k, part in enumerate(parts):
+            if k & 1:
+                ids_out.append(self._special_ids[part])
+                offsets_out.append((pos, pos + len(part)))
+                words_out.append(w)
+                w += 1
+            elif part:
+                words, spans, align = self._normalizer.words_with_offsets(part)
+                for word, (s, e) in zip(words, spans):
+                    wids = wp.word_ids(word)
+                    ids_out.extend(wids)
+                    n = len(wids)
+                    if align is None:
+                        if n == 1:
+                            offsets_out.append((pos + s, pos + e))
+                        else:
+                            offsets_out.extend([(pos + s + a, pos + s + b) for a, b in wp.word_spans(word)])
+                    else:
+                        offsets_out.extend([(pos + align[s + a], pos + align[s + b - 1] + 1)
+                                            for a, b in wp.word_spans(word)])
+                    words_out.extend([w] * n)
+                    w += 1
+            pos += len(part)
+        return w
+
+    def _encode_seq(self, text: str | Sequence[str], details: bool, split_words: bool = False) -> _Seq:
+        if split_words:
+            if isinstance(text, str) or not all(isinstance(t, str) for t in text):
+                raise TypeError("with is_split_into_words=True each input must be a list of str, got "
+                                f"{type(text).__name__}")
+            ids: list[int] = []
+            offsets: list = []
+            words: list = []
+            for i, word in enumerate(text):
+                n0 = len(words)
+                self._encode_details(word, 0, 0, words, offsets, ids)
+                words[n0:] = [i] * (len(words) - n0)
+            return _Seq(ids, offsets, words)
+        text = self._check_text(text)
+        if not details:
+            return _Seq(self._ids(text))
+        ids, offsets, words = [], [], []
+        self._encode_details(text, 0, 0, words, offsets, ids)
+        return _Seq(ids, offsets, words)
+
+    def encode_batch_ids(self, texts: Iterable[str]) -> list[list[int]]:
+        """Fast path: ids of each text, without special tokens, padding or truncation."""
+        ids = self._ids
+        out = []
+        for t in texts:
+            if not isinstance(t, str):
+                self._check_text(t)
+            out.append(ids(t))
+        return out
+
+    # ------------------------------------------------------------------ simple API
+    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
+        """WordPiece tokens of ``text`` (special tokens in the text are kept whole)."""
+        self._check_text(text)
+        itt = self.ids_to_tokens
+        return [itt[i] for i in self._ids(text)]
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        unk = self._unk_id()
+        if isinstance(tokens, str):
+            return self.vocab.get(tokens, unk)
+        return [self.vocab.get(t, unk) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str | list[str]:
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, int):
+            return self._id_to_token(ids)
+        return [self._id_to_token(int(i)) for i in ids
+                if not (skip_special_tokens and int(i) in self._special_id_set)]
+
+    def _id_to_token(self, i: int) -> str:
+        try:
+            return self.ids_to_tokens[i]
+        except KeyError:
+            raise IndexError(f"token id {i} is out of range for a vocabulary of {len(self.vocab)}") from None
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        return " ".join(tokens).replace(" ##", "").strip()
+
+    def build_inputs_with_special_tokens(self, ids_0: list[int], ids_1: list[int] | None = None) -> list[int]:
+        cls, sep = [self.cls_token_id], [self.sep_token_id]
+        return cls + ids_0 + sep if ids_1 is None else cls + ids_0 + sep + ids_1 + sep
+
+    def create_token_type_ids_from_sequences(self, ids_0: list[int], ids_1: list[int] | None = None) -> list[int]:
+        n0 = len(ids_0) + 2
+        return [0] * n0 if ids_1 is None else [0] * n0 + [1] * (len(ids_1) + 1)
+
+    def get_special_tokens_mask(self, ids_0: list[int], ids_1: list[int] | None = None,
+                                already_has_special_tokens: bool = False) -> list[int]:
+        if already_has_special_tokens:
+            return [1 if i in self._special_id_set else 0 for i in ids_0]
+        m = [1] + [0] * len(ids_0) + [1]
+        return m if ids_1 is None else m + [0] * len(ids_1) + [1]
+
+    def encode(self, text: str, text_pair: str | None = None, add_special_tokens: bool = True,
+               **kwargs: Any) -> list[int]:
+        """Ids of a text (or pair), with [CLS]/[SEP] unless ``add_special_tokens=False``."""
+        kwargs.pop("return_tensors", None)
+        enc = self(text, text_pair, add_special_tokens=add_special_tokens, return_attention_mask=False,
+                   return_token_type_ids=False, **kwargs)
+        return enc["input_ids"]
+
+    def encode_plus(self, text: str, text_pair: str | None = None, **kwargs: Any) -> BatchEncoding:
+        return self(text, text_pair, **kwargs)
+
+    def batch_encode_plus(self, batch_text_or_text_pairs: Sequence, **kwargs: Any) -> BatchEncoding:
+        if not isinstance(batch_text_or_text_pairs, (list, tuple)):
+            raise TypeError(f"batch_encode_plus needs a list, got {type(batch_text_or_text_pairs).__name__}")
+        return self(list(batch_text_or_text_pairs), **kwargs)
+
+    def decode(self, token_ids: Any, skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
+        """Text of ``token_ids``: ``##`` pieces joined, the way BertTokenizerFast decodes."""
+        if hasattr(token_ids, "tolist"):
+            token_ids = token_ids.tolist()
+        if isinstance(token_ids, int):
+            token_ids = [token_ids]
+        tokens = self.convert_ids_to_tokens(token_ids, skip_special_tokens=skip_special_tokens)
+        out = []
+        for i, t in enumerate(tokens):
+            if i:
+                t = t[2:] if t.startswith("##") else " " + t
+            if t in (" .", " ?", " !", " ,"):  # the WordPiece decoder's per-token cleanup
+                t = t[1:]
+            out.append(t)
+        text = "".join(out)
+        if clean_up_tokenization_spaces is None:
+            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
+        if clean_up_tokenization_spaces:
+            text = clean_up_tokenization(text)
+        return text
+
+    def batch_decode(self, sequences: Any, skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> list[str]:
+        if hasattr(sequences, "tolist"):
+            sequences = sequences.tolist()
+        return [self.decode(s, skip_special_tokens, clean_up_tokenization_spaces) for s in sequences]
+
+    # ------------------------------------------------------------------ __call__
+    def __call__(self, text: Any = None, text_pair: Any = None, add_special_tokens: bool = True,
+                 padding: bool | str = False, truncation: bool | str | None = None,
+                 max_length: int | None = None, stride: int = 0, is_split_into_words: bool = False,
+                 pad_to_multiple_of: int | None = None, padding_side: str | None = None,
+                 return_tensors: str | None = None, return_token_type_ids: bool | None = None,
+                 return_attention_mask: bool | None = None, return_overflowing_tokens: bool = False,
+                 return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
+                 return_length: bool = False, verbose: bool = True, text_target: Any = None,
+                 **kwargs: Any) -> BatchEncoding:
+        """Encode a text, a pair, or a batch of either (see transformers' ``__call__``)."""
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(kwargs))}")
+        if text is None:
+            raise ValueError("you need to give `text` (a str, a list of str, or a list of pairs)")
+        batched = _is_batched(text, is_split_into_words)
+        if batched:
+            texts = list(text)
+            if text_pair is None:
+                if texts and all(isinstance(t, (tuple, list)) and len(t) == 2 and not is_split_into_words
+                                 for t in texts):
+                    pairs = [t[1] for t in texts]
+                    texts = [t[0] for t in texts]
+                else:
+                    pairs = None
+            else:
+                if not _is_batched(text_pair, is_split_into_words):
+                    raise TypeError("text is a batch, so text_pair must be a batch too, got "
+                                    f"{type(text_pair).__name__}")
+                pairs = list(text_pair)
+                if len(pairs) != len(texts):
+                    raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
+        else:
+            texts = [text]
+            pairs = None if text_pair is None else [text_pair]
+
+        # --- resolve strategies the way transformers does
+        if padding is True or padding == "longest":
+            pad_mode = "longest"
+        elif padding is False or padding is None or padding == "do_not_pad":
+            pad_mode = None
+        elif padding == "max_length":
+            pad_mode = "max_length"
+        else:
+            raise ValueError(f"padding must be True, False, 'longest', 'max_length' or 'do_not_pad', got {padding!r}")
+        if truncation is None and max_length is not None and pad_mode != "max_length":
+            truncation = "longest_first"
+        if truncation is True:
+            trunc = "longest_first"
+        elif truncation in (None, False, "do_not_truncate"):
+            trunc = None
+        elif truncation in ("longest_first", "only_first", "only_second"):
+            trunc = truncation
+        else:
+            raise ValueError("truncation must be True, False, 'longest_first', 'only_first', 'only_second' "
+                             f"or 'do_not_truncate', got {truncation!r}")
+        if max_length is None and (trunc is not None or pad_mode == "max_length"):
+            max_length = self.model_max_length
+        if max_length is not None and max_length < 0:
+            raise ValueError(f"max_length must be >= 0, got {max_length}")
+        n_special = (3 if pairs is not None else 2) if add_special_tokens else 0
+        if trunc is not None and max_length is not None and max_length < n_special:
+            raise ValueError(f"max_length={max_length} is smaller than the {n_special} special tokens this "
+                             "input needs")
+        if trunc is not None and pad_mode is not None and pad_to_multiple_of and max_length is not None \
+                and max_length % pad_to_multiple_of:
+            raise ValueError(f"truncation length ({max_length}) is not a multiple of pad_to_multiple_of "
+                             f"({pad_to_multiple_of})")
+        if stride < 0:
+            raise ValueError(f"stride must be >= 0, got {stride}")
+        side = padding_side or self.padding_side
+        if side not in ("right", "left"):
+            raise ValueError(f"padding_side must be 'right' or 'left', got {side!r}")
+        want_tt = True if return_token_type_ids is None else return_token_type_ids
+        want_am = True if return_attention_mask is None else return_attention_mask
+        details = return_offsets_mapping or is_split_into_words
+
+        # --- encode texts
+        seq_a = [self._encode_seq(t, details, is_split_into_words) for t in texts]
+        seq_b = None if pairs is None else [self._encode_seq(t, details, is_split_into_words) for t in pairs]
+
+        # --- truncate into windows: rows of (sample, (a0, a1), (b0, b1) | None)
+        rows: list[tuple[int, tuple[int, int], tuple[int, int] | None]] = []
+        for i, a in enumerate(seq_a):
+            la = len(a.ids)
+            lb = None if seq_b is None else len(seq_b[i].ids)
+            if trunc is None:
+                wins = [((0, la), None if lb is None else (0, lb))]
+                if (verbose and max_length is None and not self._warned_length
+                        and la + (lb or 0) + n_special > self.model_max_length):
+                    self._warned_length = True  # once per tokenizer, like transformers
+                    warnings.warn(
+                        f"Token indices sequence length is longer than the specified maximum sequence length "
+                        f"for this model ({la + (lb or 0) + n_special} > {self.model_max_length}). Running this "
+                        "sequence through the model will result in indexing errors; pass truncation=True.",
+                        stacklevel=2)
+            else:
+                wins = _windows(la, lb, max_length - n_special, trunc, stride)
+            if not return_overflowing_tokens:
+                wins = wins[:1]
+            rows.extend((i, ra, rb) for ra, rb in wins)
+
+        # --- assemble rows
+        cls_id, sep_id = self.cls_token_id, self.sep_token_id
+        input_ids, types, specials, offsets = [], [], [], []
+        for i, (a0, a1), rb in rows:
+            ids_a = seq_a[i].ids[a0:a1]
+            if rb is None:
+                if add_special_tokens:
+                    ids = [cls_id, *ids_a, sep_id]
+                    n = len(ids)
+                    tt = [0] * n
+                    sm = [1, *([0] * (n - 2)), 1]
+                else:
+                    ids = ids_a
+                    n = len(ids)
+                    tt = [0] * n
+                    sm = [0] * n
+                if details:
+                    off = seq_a[i].offsets[a0:a1]
+                    off = [(0, 0), *off, (0, 0)] if add_special_tokens else off
+            else:
+                b0, b1 = rb
+                ids_b = seq_b[i].ids[b0:b1]
+                if add_special_tokens:
+                    ids = [cls_id, *ids_a, sep_id, *ids_b, sep_id]
+                    tt = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
+                    sm = [1, *([0] * len(ids_a)), 1, *([0] * len(ids_b)), 1]
+                else:
+                    ids = ids_a + ids_b
+                    tt = [0] * len(ids_a) + [1] * len(ids_b)
+                    sm = [0] * len(ids)
+                if details:
+                    oa, ob = seq_a[i].offsets[a0:a1], seq_b[i].offsets[b0:b1]
+                    off = [(0, 0), *oa, (0, 0), *ob, (0, 0)] if add_special_tokens else oa + ob
+            input_ids.append(ids)
+            types.append(tt)
+            specials.append(sm)
+            if details:
+                offsets.append(off)
+
+        lengths = [len(r) for r in input_ids]
+        target = None
+        if pad_mode == "longest":
+            target = max(lengths, default=0)
+        elif pad_mode == "max_length":
+            target = max_length
+        if target is not None and pad_to_multiple_of:
+            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+        masks = [[1] * n for n in lengths] if want_am else None
+        if target is not None:
+            pad_id = self.pad_token_id
+            if pad_id is None:
+                raise ValueError(f"padding needs a pad token, but {self.pad_token!r} is not in the vocabulary")
+            for r, n in enumerate(lengths):
+                k = target - n
+                if k <= 0:
+                    continue
+                if side == "right":
+                    input_ids[r] += [pad_id] * k
+                    types[r] += [self.pad_token_type_id] * k
+                    specials[r] += [1] * k
+                    if masks is not None:
+                        masks[r] += [0] * k
+                    if details:
+                        offsets[r] += [(0, 0)] * k
+                else:
+                    input_ids[r] = [pad_id] * k + input_ids[r]
+                    types[r] = [self.pad_token_type_id] * k + types[r]
+                    specials[r] = [1] * k + specials[r]
+                    if masks is not None:
+                        masks[r] = [0] * k + masks[r]
+                    if details:
+                        offsets[r] = [(0, 0)] * k + offsets[r]
+
+        data: dict[str, Any] = {"input_ids": input_ids}
+        if want_tt:
+            data["token_type_ids"] = types
+        if want_am:
+            data["attention_mask"] = masks
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = specials
+        if return_offsets_mapping:
+            data["offset_mapping"] = offsets
+        if return_length:
+            data["length"] = lengths
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = [i for i, _, _ in rows]
+
+        padded_lengths = [len(r) for r in input_ids]
+
+        def row_details(r: int) -> tuple[list, list, list]:
+            i, (a0, a1), rb = rows[r]
+            a = seq_a[i] if seq_a[i].words is not None else self._encode_seq(texts[i], True)
+            itt = self.ids_to_tokens
+            toks = [itt[x] for x in a.ids[a0:a1]]
+            words = a.words[a0:a1]
+            seqs = [0] * len(toks)
+            if rb is not None:
+                b = seq_b[i] if seq_b[i].words is not None else self._encode_seq(pairs[i], True)
+                tb = [itt[x] for x in b.ids[rb[0]:rb[1]]]
+                wb = b.words[rb[0]:rb[1]]
+            if add_special_tokens:
+                toks = [self.cls_token, *toks, self.sep_token]
+                words = [None, *words, None]
+                seqs = [None, *seqs, None]
+                if rb is not None:
+                    toks += tb + [self.sep_token]
+                    words += wb + [None]
+                    seqs += [1] * len(tb) + [None]
+            elif rb is not None:
+                toks += tb
+                words += wb
+                seqs += [1] * len(tb)
+            k = padded_lengths[r] - len(toks)
+            if k > 0:
+                if side == "right":
+                    toks += [self.pad_token] * k
+                    words += [None] * k
+                    seqs += [None] * k
+                else:
+                    toks = [self.pad_token] * k + toks
+                    words = [None] * k + words
+                    seqs = [None] * k + seqs
+            return toks, words, seqs
+
+        single = not batched and not return_overflowing_tokens
+        if single:
+            data = {k: v[0] for k, v in data.items()}
+        enc = BatchEncoding(data, rows=rows, details=row_details, n_sequences=1 if pairs is None else 2,
+                            batched=not single)
+        if return_tensors is not None:
+            if single:
+                enc.update({k: [v] for k, v in enc.items()})
+            enc.convert_to_tensors(return_tensors)
+        return enc
+
+
+def _windows(la: int, lb: int | None, room: int, strategy: str, stride: int):
+    """Truncation windows as tokenizers computes them: [(range_a, range_b), ...], first = kept."""
+
+    def split(n: int, keep: int) -> list[tuple[int, int]]:
+        if keep >= n:
+            return [(0, n)]
+        if keep == 0:
+            return [(0, 0), (0, n)]
+        if stride >= keep:
+            raise ValueError(f"stride={stride} must be smaller than the room left for the text ({keep} tokens)")
+        step = keep - stride
+        out = []
+        start = 0
+        while True:
+            stop = min(start + keep, n)
+            out.append((start, stop))
+            if stop == n:
+                return out
+            start += step
+
+    if lb is None:
+        if strategy == "only_second" and la > room:
+            raise ValueError("truncation='only_second' needs a text pair")
+        return [(w, None) for w in split(la, room)]
+    total = la + lb
+    if total <= room:
+        return [((0, la), (0, lb))]
+    if strategy == "longest_first":
+        n1, n2 = la, lb
+        swap = n1 > n2
+        if swap:
+            n1, n2 = n2, n1
+        n2 = n1 if n1 > room else max(n1, room - n1)
+        if n1 + n2 > room:
+            n1 = room // 2
+            n2 = n1 + room % 2
+        if swap:
+            n1, n2 = n2, n1
+        wa, wb = split(la, n1), split(lb, n2)
+    elif strategy == "only_first":
+        to_remove = total - room
+        if la <= to_remove:
+            raise ValueError(f"cannot truncate the first text ({la} tokens) by {to_remove} tokens to fit "
+                             f"max_length; use truncation='longest_first' or a larger max_length")
+        wa, wb = split(la, la - to_remove), [(0, lb)]
+    else:
+        to_remove = total - room
+        if lb <= to_remove:
+            raise ValueError(f"cannot truncate the second text ({lb} tokens) by {to_remove} tokens to fit "
+                             f"max_length; use truncation='longest_first' or a larger max_length")
+        wa, wb = [(0, la)], split(lb, lb - to_remove)
+    # the order in which tokenizers' Encoding.merge_with combines overflowing parts
+    out = [(wa[0], wb[0])]
+    for a in wa[1:]:
+        out.append((a, wb[0]))
+        out.extend((a, b) for b in wb[1:])
+    out.extend((wa[0], b) for b in wb[1:])
+    return out
+
+
+def _is_batched(x: Any, split_words: bool) -> bool:
+    if isinstance(x, str):
+        return False
+    if isinstance(x, (list, tuple)):
+        if split_words:
+            return bool(x) and isinstance(x[0], (list, tuple))
+        return True
+    raise TypeError(f"text must be a str, a list of str or a list of pairs, got {type(x).__name__}")
+
+
+def clean_up_tokenization(text: str) -> str:
+    """transformers' ``clean_up_tokenization``: undo spaces before punctuation and contractions."""
+    return (text.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",")
+            .replace(" ' ", "'").replace(" n't", "n't").replace(" 'm", "'m").replace(" 's", "'s")
+            .replace(" 've", "'ve").replace(" 're", "'re"))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _resolve(name: str | os.PathLike) -> Path:
+    """A local folder/file, or a model id found in the Hugging Face hub cache."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return path
+    name = str(name)
+    if "/" in name or re.fullmatch(r"[\w.-]+", name):
+        hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+        repo = hub / ("models--" + name.replace("/", "--"))
+        ref = repo / "refs" / "main"
+        snaps = repo / "snapshots"
+        if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
+            return snaps / ref.read_text().strip()
+        if snaps.is_dir():
+            found = sorted(p for p in snaps.iterdir() if (p / VOCAB_FILE).is_file())
+            if found:
+                return found[-1]
+    raise FileNotFoundError(f"no tokenizer found at {name!r}: not a local folder or file, and not in the "
+                            "Hugging Face cache (bertkit never downloads)")
