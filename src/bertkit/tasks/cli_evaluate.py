@@ -1,0 +1,36 @@
+"""`bertkit evaluate`: metrics of a fine-tuned model on a labelled file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .cli_finetune import add_data_options
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
+    p.add_argument("--data", required=True, help="labelled file in the task's format")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--output", default=None, help="also write the metrics to this JSON file")
+    p.add_argument("--no-progress", action="store_true")
+    add_data_options(p, defaults=False)
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    keys = ("text_column", "text_pair_column", "label_column", "label_separator", "max_length",
+            "doc_stride", "max_answer_length", "n_best_size")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    from .finetune import evaluate
+
+    metrics = evaluate(args.model, args.data, batch_size=args.batch_size, progress=not args.no_progress,
+                       **_overrides(args))
+    for k, v in metrics.items():
+        print(f"{k}\t{v:.4f}")
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump(metrics, f, indent=2)
+    return 0

@@ -1,0 +1,32 @@
+"""`bertkit predict`: predictions with label names and scores, as JSONL."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .cli_evaluate import _overrides
+from .cli_finetune import add_data_options
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
+    p.add_argument("--input", required=True, help="file in the task's format (labels optional)")
+    p.add_argument("--output", default=None, help="JSONL file to write (default: stdout)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--no-progress", action="store_true")
+    add_data_options(p, defaults=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .finetune import predict
+
+    rows = predict(args.model, args.input, output=args.output, batch_size=args.batch_size,
+                   progress=not args.no_progress, **_overrides(args))
+    if args.output is None:
+        for r in rows:
+            sys.stdout.write(json.dumps(r, ensure_ascii=False) + "\n")
+    else:
+        print(f"wrote {len(rows)} predictions to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,251 @@
+"""Fine-tune, evaluate and predict: the Python API behind `bertkit finetune / evaluate / predict`.
+
+::
+
+    from bertkit.tasks import finetune, evaluate, predict
+    result = finetune("text-classification", model="minilm/", train="train.csv",
+                      validation="test.csv", output="runs/polarity", epochs=3, max_length=128)
+    result.metrics            # {"accuracy": ..., "macro_f1": ...}; also OUTPUT/eval_results.json
+    evaluate("runs/polarity", "test.csv")
+    predict("runs/polarity", "new.csv", output="preds.jsonl")
+
+Training runs on the shared :class:`bertkit.training.Trainer`: length-grouped batches with dynamic
+padding, AdamW with warmup and linear decay, gradient accumulation, optional bf16, evaluation after
+every epoch, the best checkpoint kept by the task's main metric, optional early stopping.
+``OUTPUT/`` ends up a ``save_pretrained`` folder (the best model, its tokenizer, the label maps and
+the data options in config.json) that transformers' Auto classes load as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from .batching import LengthGroupedBatchSampler, collate_features
+from .tasks import Task, TaskOptions, get_task, task_from_config
+
+__all__ = ["finetune", "evaluate", "predict", "load_finetuned", "FinetuneResult"]
+
+
+@dataclass
+class FinetuneResult:
+    metrics: dict[str, float]
+    output_dir: str
+    train_seconds: float
+    best_step: int | None
+    steps: int
+    stopped_early: bool
+    history: list[dict] = field(default_factory=list)
+
+
+class _Features(torch.utils.data.Dataset):
+    def __init__(self, feats: list[dict]) -> None:
+        self.feats = feats
+
+    def __len__(self) -> int:
+        return len(self.feats)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.feats[i]
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _say(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def _load_tokenizer(path: str | Path) -> Any:
+    from bertkit.tokenization import BertTokenizer
+
+    return BertTokenizer.from_pretrained(str(path))
+
+
+def finetune(
+    task: str,
+    model: str | Path,
+    train: str | Path,
+    output: str | Path,
+    validation: str | Path | None = None,
+    *,
+    epochs: float = 3.0,
+    batch_size: int = 32,
+    lr: float = 5e-5,
+    max_length: int = 128,
+    warmup_ratio: float = 0.1,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+    grad_accum_steps: int = 1,
+    bf16: bool = False,
+    patience: int | None = None,
+    freeze: Sequence[str] | str | None = None,
+    group_by_length: bool = True,
+    eval_batch_size: int = 64,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    text_column: str = "text",
+    text_pair_column: str | None = None,
+    label_column: str = "label",
+    label_separator: str | None = None,
+    problem_type: str | None = None,
+    label_scheme: str | None = None,
+    doc_stride: int = 128,
+    max_answer_length: int = 30,
+    n_best_size: int = 20,
+    version_2_with_negative: bool | None = None,
+    tokenizer: Any = None,
+    device: str | None = None,
+    progress: bool = True,
+    quiet: bool = False,
+) -> FinetuneResult:
+    """Fine-tune the checkpoint in ``model`` on ``train`` for ``task``; write OUTPUT and return the
+    final validation metrics (the best epoch's, when a validation file is given)."""
+    options = TaskOptions(
+        max_length=max_length, text_column=text_column, text_pair_column=text_pair_column,
+        label_column=label_column, label_separator=label_separator, problem_type=problem_type,
+        doc_stride=doc_stride, max_answer_length=max_answer_length, n_best_size=n_best_size,
+        version_2_with_negative=version_2_with_negative, label_scheme=label_scheme,
+    )
+    t: Task = get_task(task, options)
+    output = Path(output)
+
+    _say(f"[{t.name}] reading {train}", quiet)
+    train_ex = t.read(train)
+    if max_train_samples:
+        train_ex = train_ex[:max_train_samples]
+    t.setup_labels(train_ex)
+    val_ex = None
+    if validation is not None:
+        val_ex = t.read(validation)
+        if max_eval_samples:
+            val_ex = val_ex[:max_eval_samples]
+        t.check(validation, val_ex)
+
+    tok = tokenizer if tokenizer is not None else _load_tokenizer(model)
+    _say(f"[{t.name}] tokenizing {len(train_ex)} training examples (max_length {max_length})", quiet)
+    train_enc = t.encode(tok, train_ex)
+    val_enc = t.encode(tok, val_ex, with_labels=t.name != "question-answering") if val_ex is not None else None
+
+    cls = t.model_class()
+    net = cls.from_pretrained(str(model), **t.model_kwargs())
+    net.config.finetuning_task = t.name
+    net.config.bertkit_task_options = options.to_dict()
+    if freeze:
+        from bertkit.modeling import freeze as freeze_fn
+
+        patterns = [p.strip() for p in freeze.split(",")] if isinstance(freeze, str) else list(freeze)
+        freeze_fn(net, *[p for p in patterns if p])
+    n_train = sum(p.numel() for p in net.parameters() if p.requires_grad)
+    n_all = sum(p.numel() for p in net.parameters())
+    _say(f"[{t.name}] {cls.__name__}: {n_all:,} parameters, {n_train:,} trainable; "
+         f"{len(train_enc.features)} training features", quiet)
+
+    feats = train_enc.features
+    lengths = [max(len(c) for c in f["input_ids"]) if isinstance(f["input_ids"][0], list) else len(f["input_ids"])
+               for f in feats]
+    sampler = LengthGroupedBatchSampler(lengths, batch_size, shuffle=True, seed=seed,
+                                        bucket_batches=50 if group_by_length else 1)
+
+    from bertkit.training import Trainer, TrainingConfig
+
+    eval_fn = None
+    if val_ex is not None:
+        def eval_fn(m: torch.nn.Module) -> dict[str, float]:
+            return t.evaluate(m, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
+
+    output.mkdir(parents=True, exist_ok=True)
+    cfg = TrainingConfig(
+        output_dir=str(output), num_epochs=epochs, batch_size=batch_size, grad_accum_steps=grad_accum_steps,
+        lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio, precision="bf16" if bf16 else "fp32",
+        seed=seed, drop_last=False, log_every=10, eval_each_epoch=eval_fn is not None,
+        best_metric=t.main_metric if eval_fn is not None else None, greater_is_better=t.greater_is_better,
+        patience=patience, progress=progress, device=device, run_name=f"finetune {t.name}",
+    )
+    trainer = Trainer(net, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler,
+                      evaluate=eval_fn, tokenizer=tok)
+    t0 = time.perf_counter()
+    res = trainer.train()
+    train_seconds = time.perf_counter() - t0
+
+    # OUTPUT is the best epoch's model, not the last one's
+    best_dir = output / "best"
+    if best_dir.is_dir() and res.best_step is not None and res.best_step != res.step:
+        _say(f"[{t.name}] keeping the best model (step {res.best_step}, {t.main_metric} {res.best_metric:.4f})", quiet)
+        best = cls.from_pretrained(str(best_dir))
+        net.load_state_dict(best.state_dict())
+        net.save_pretrained(str(output), tokenizer=tok)
+    if best_dir.is_dir():
+        shutil.rmtree(best_dir, ignore_errors=True)
+
+    metrics: dict[str, float] = {}
+    if val_ex is not None:
+        metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
+    history = []
+    mfile = output / "metrics.jsonl"
+    if mfile.exists():
+        history = [json.loads(l) for l in mfile.read_text().splitlines() if l.strip() and "eval_" in l]
+    _atomic_json(output / "eval_results.json", {
+        "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
+        "best_step": res.best_step, "stopped_early": res.stopped_early,
+        "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
+    })
+    if metrics:
+        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()) +
+             f"  ({train_seconds:.0f}s training)", quiet)
+    return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
+
+
+def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides: Any) -> tuple[Task, Any, Any]:
+    """(task, model, tokenizer) of a fine-tuned OUTPUT folder."""
+    from bertkit.modeling import BertConfig
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: no config.json; is this a `bertkit finetune` output folder?")
+    config = BertConfig.from_pretrained(str(model_dir))
+    task = task_from_config(config, overrides)
+    net = task.model_class().from_pretrained(str(model_dir))
+    if device:
+        net.to(device)
+    net.eval()
+    return task, net, _load_tokenizer(model_dir)
+
+
+def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, progress: bool = True,
+             **overrides: Any) -> dict[str, float]:
+    """Metrics of a fine-tuned model on a labelled file."""
+    task, net, tok = load_finetuned(model_dir, **overrides)
+    examples = task.read(data)
+    task.check(data, examples)
+    return task.evaluate(net, tok, examples, batch_size=batch_size, progress=progress)
+
+
+def predict(model_dir: str | Path, data: str | Path, output: str | Path | None = None, batch_size: int = 64,
+            progress: bool = True, **overrides: Any) -> list[dict]:
+    """Predictions (label names and scores) for every example of ``data``; written as JSONL to
+    ``output`` when given."""
+    task, net, tok = load_finetuned(model_dir, **overrides)
+    examples = task.read(data, labelled=False)
+    rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)
+    if output is not None:
+        output = Path(output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        os.replace(tmp, output)
+    return rows

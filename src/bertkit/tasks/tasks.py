@@ -1,0 +1,575 @@
+"""The four fine-tuning families as small Task objects: read, encode, score, predict.
+
+A Task knows its data format, how examples become model features, which bertkit head it trains,
+how raw model outputs become metrics and human-readable predictions, and which metric picks the
+best checkpoint. The training loop itself is the shared :class:`bertkit.training.Trainer`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from . import metrics as M
+from .batching import collate_features
+from .data import (
+    ChoiceExample,
+    QAExample,
+    TaggedSentence,
+    TextExample,
+    build_label_list,
+    check_labels,
+    read_conll,
+    read_squad,
+    read_swag,
+    read_table,
+)
+from .qa import QAFeatures, decode_qa, prepare_qa_features
+
+__all__ = [
+    "TASKS",
+    "TaskOptions",
+    "Task",
+    "TextClassificationTask",
+    "TokenClassificationTask",
+    "QuestionAnsweringTask",
+    "MultipleChoiceTask",
+    "get_task",
+    "task_from_config",
+    "run_model",
+]
+
+
+@dataclass
+class TaskOptions:
+    """Data options shared by finetune / evaluate / predict (saved in the model's config)."""
+
+    max_length: int = 128
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    label_separator: str | None = None
+    problem_type: str | None = None  # text-classification: single/multi_label_classification, regression
+    doc_stride: int = 128
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    version_2_with_negative: bool | None = None  # None: detect from the training data
+    null_score_diff_threshold: float = 0.0
+    label_scheme: str | None = None  # BIO / BIOES / BMES; None: detect from the tags
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "TaskOptions":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+
+
+@dataclass
+class Encoded:
+    """Model features of a list of examples plus what decoding needs."""
+
+    features: list[dict]
+    aux: Any = None
+
+
+def run_model(
+    model: torch.nn.Module,
+    features: Sequence[dict],
+    batch_size: int = 64,
+    outputs: Sequence[str] = ("logits",),
+    progress: bool = False,
+    desc: str = "predict",
+) -> list[dict[str, np.ndarray]]:
+    """Forward ``features`` in length-sorted batches; per feature, each requested output cut back
+    to the feature's own length (token-level outputs) as float32 numpy arrays, in input order."""
+    from tqdm.auto import tqdm
+
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    lengths = [_feature_len(f) for f in features]
+    order = sorted(range(len(features)), key=lambda i: -lengths[i])
+    results: list[dict[str, np.ndarray] | None] = [None] * len(features)
+    keys = ("input_ids", "token_type_ids", "attention_mask")
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    try:
+        with torch.inference_mode():
+            for b in tqdm(batches, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
+                batch = collate_features([{k: features[i][k] for k in keys if k in features[i]} for i in b])
+                batch = {k: v.to(device) for k, v in batch.items()}
+                out = model(**batch)
+                got = {name: _get(out, name).float().cpu().numpy() for name in outputs}
+                seq_len = batch["input_ids"].shape[-1]
+                for row, i in enumerate(b):
+                    res = {}
+                    for name, arr in got.items():
+                        a = arr[row]
+                        if a.ndim >= 1 and a.shape[0] == seq_len and batch["input_ids"].ndim == 2:
+                            a = a[: lengths[i]]
+                        res[name] = a
+                    results[i] = res
+    finally:
+        model.train(was_training)
+    return results  # type: ignore[return-value]
+
+
+def _get(out: Any, name: str) -> torch.Tensor:
+    if isinstance(out, dict):
+        return out[name]
+    return getattr(out, name)
+
+
+def _feature_len(f: dict) -> int:
+    ids = f["input_ids"]
+    return max(len(c) for c in ids) if ids and isinstance(ids[0], list) else len(ids)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class Task:
+    """Base class; see the concrete tasks below."""
+
+    name: str = ""
+    main_metric: str = ""
+    greater_is_better: bool = True
+    model_class_name: str = ""
+    outputs: tuple[str, ...] = ("logits",)
+
+    def __init__(self, options: TaskOptions | None = None) -> None:
+        self.options = options or TaskOptions()
+
+    # --- data
+    def read(self, path: str | Path, labelled: bool = True) -> list:
+        raise NotImplementedError
+
+    def setup_labels(self, train_examples: Sequence) -> None:
+        """Learn the label set from the training data (no-op for tasks without labels)."""
+
+    def load_labels(self, config: Any) -> None:
+        """Restore the label set from a fine-tuned model's config."""
+
+    def check(self, path: str | Path, examples: Sequence) -> None:
+        """Validate labelled evaluation data against the training labels."""
+
+    def encode(self, tokenizer: Any, examples: Sequence, with_labels: bool = True) -> Encoded:
+        raise NotImplementedError
+
+    # --- model
+    def model_class(self) -> type:
+        import bertkit.modeling as modeling
+
+        return getattr(modeling, self.model_class_name)
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    # --- scoring
+    def evaluate(self, model: torch.nn.Module, tokenizer: Any, examples: Sequence,
+                 encoded: Encoded | None = None, batch_size: int = 64, progress: bool = False) -> dict[str, float]:
+        raise NotImplementedError
+
+    def predict(self, model: torch.nn.Module, tokenizer: Any, examples: Sequence,
+                batch_size: int = 64, progress: bool = False) -> list[dict]:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------ text classification
+
+
+class TextClassificationTask(Task):
+    name = "text-classification"
+    model_class_name = "BertForSequenceClassification"
+
+    def __init__(self, options: TaskOptions | None = None) -> None:
+        super().__init__(options)
+        self.labels: list[str] = []
+
+    @property
+    def problem_type(self) -> str:
+        return self.options.problem_type or "single_label_classification"
+
+    @property
+    def main_metric(self) -> str:  # type: ignore[override]
+        return {"regression": "pearson", "multi_label_classification": "micro_f1"}.get(self.problem_type, "accuracy")
+
+    def read(self, path, labelled=True):
+        o = self.options
+        return read_table(path, o.text_column, o.text_pair_column, o.label_column if labelled else None,
+                          o.label_separator, require_label=labelled)
+
+    def setup_labels(self, train_examples):
+        labels = [e.label for e in train_examples]
+        if self.options.problem_type is None:
+            if any(isinstance(l, (list, tuple)) for l in labels):
+                self.options.problem_type = "multi_label_classification"
+            else:
+                self.options.problem_type = "single_label_classification"
+        if self.problem_type == "regression":
+            for e in train_examples:
+                try:
+                    float(e.label)
+                except (TypeError, ValueError):
+                    raise ValueError(f"line {e.line}: regression label {e.label!r} is not a number") from None
+            self.labels = ["score"]
+        else:
+            self.labels = build_label_list(labels)
+            if self.problem_type == "single_label_classification" and len(self.labels) < 2:
+                raise ValueError(f"the training data has a single label ({self.labels}); need at least two")
+
+    def load_labels(self, config):
+        self.options.problem_type = self.options.problem_type or getattr(config, "problem_type", None)
+        self.labels = [config.id2label[i] for i in range(config.num_labels)]
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {l: i for i, l in enumerate(self.labels)}
+
+    def check(self, path, examples):
+        if self.problem_type != "regression":
+            check_labels(path, examples, self.label2id)
+
+    def model_kwargs(self):
+        return {
+            "num_labels": len(self.labels),
+            "id2label": dict(enumerate(self.labels)),
+            "label2id": self.label2id,
+            "problem_type": self.problem_type,
+        }
+
+    def encode(self, tokenizer, examples, with_labels=True):
+        texts = [e.text for e in examples]
+        kw = dict(truncation=True, max_length=self.options.max_length)
+        if self.options.text_pair_column:
+            enc = tokenizer(texts, [e.text_pair for e in examples], **kw)
+        else:
+            enc = tokenizer(texts, **kw)
+        l2i = self.label2id
+        feats = []
+        for i, ex in enumerate(examples):
+            f = {"input_ids": list(enc["input_ids"][i]), "attention_mask": list(enc["attention_mask"][i])}
+            if "token_type_ids" in enc:
+                f["token_type_ids"] = list(enc["token_type_ids"][i])
+            if with_labels and ex.label is not None:
+                if self.problem_type == "regression":
+                    f["labels"] = float(ex.label)
+                elif self.problem_type == "multi_label_classification":
+                    labs = ex.label if isinstance(ex.label, (list, tuple)) else [ex.label]
+                    hot = [0.0] * len(self.labels)
+                    for lab in labs:
+                        hot[l2i[str(lab)]] = 1.0
+                    f["labels"] = hot
+                else:
+                    f["labels"] = l2i[str(ex.label)]
+            feats.append(f)
+        return Encoded(feats)
+
+    def _logits(self, model, encoded, batch_size, progress):
+        res = run_model(model, encoded.features, batch_size, progress=progress, desc="evaluate")
+        return np.stack([r["logits"] for r in res])
+
+    def evaluate(self, model, tokenizer, examples, encoded=None, batch_size=64, progress=False):
+        encoded = encoded or self.encode(tokenizer, examples)
+        logits = self._logits(model, encoded, batch_size, progress)
+        y = [f["labels"] for f in encoded.features]
+        if self.problem_type == "regression":
+            pred = logits[:, 0]
+            y = np.asarray(y, dtype=float)
+            return {"pearson": M.pearsonr(pred, y), "spearman": M.spearmanr(pred, y),
+                    "mse": float(((pred - y) ** 2).mean())}
+        if self.problem_type == "multi_label_classification":
+            probs = 1 / (1 + np.exp(-logits))
+            return M.multilabel_scores(probs, np.asarray(y))
+        pred = logits.argmax(-1)
+        _, _, macro = M.precision_recall_f1(pred, y, "macro", num_labels=len(self.labels))
+        return {
+            "accuracy": M.accuracy(pred, y),
+            "macro_f1": macro,
+            "micro_f1": M.f1_score(pred, y, "micro"),
+            "mcc": M.matthews_corrcoef(pred, y),
+        }
+
+    def predict(self, model, tokenizer, examples, batch_size=64, progress=False):
+        logits = self._logits(model, self.encode(tokenizer, examples, with_labels=False), batch_size, progress)
+        out = []
+        for ex, lg in zip(examples, logits):
+            row: dict[str, Any] = {"text": ex.text}
+            if ex.text_pair is not None:
+                row["text_pair"] = ex.text_pair
+            if self.problem_type == "regression":
+                row["score"] = float(lg[0])
+            elif self.problem_type == "multi_label_classification":
+                probs = 1 / (1 + np.exp(-lg))
+                row["labels"] = [l for l, p in zip(self.labels, probs) if p >= 0.5]
+                row["scores"] = {l: float(p) for l, p in zip(self.labels, probs)}
+            else:
+                probs = _softmax(lg)
+                k = int(probs.argmax())
+                row["label"] = self.labels[k]
+                row["score"] = float(probs[k])
+                row["scores"] = {l: float(p) for l, p in zip(self.labels, probs)}
+            if ex.label is not None:
+                row["gold"] = ex.label
+            out.append(row)
+        return out
+
+
+# ------------------------------------------------------------------------ token classification
+
+
+class TokenClassificationTask(Task):
+    name = "token-classification"
+    main_metric = "f1"
+    model_class_name = "BertForTokenClassification"
+
+    def __init__(self, options: TaskOptions | None = None) -> None:
+        super().__init__(options)
+        self.labels: list[str] = []
+
+    def read(self, path, labelled=True):
+        return read_conll(path, require_tags=labelled)
+
+    def setup_labels(self, train_examples):
+        tags = [t for s in train_examples for t in s.tags]
+        scheme = self.options.label_scheme or M.detect_scheme(tags)
+        self.options.label_scheme = scheme.upper()
+        # "O" first, then entity types grouped with their prefixes: a stable, readable id2label
+        names = set(tags)
+        rest = sorted(names - {"O"}, key=lambda t: (t.split("-", 1)[-1], "BIMES".find(t[0])))
+        self.labels = (["O"] if "O" in names else []) + rest
+
+    def load_labels(self, config):
+        self.labels = [config.id2label[i] for i in range(config.num_labels)]
+        if self.options.label_scheme is None:
+            self.options.label_scheme = M.detect_scheme(self.labels)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {l: i for i, l in enumerate(self.labels)}
+
+    def check(self, path, examples):
+        l2i = self.label2id
+        for s in examples:
+            for k, t in enumerate(s.tags or []):
+                if t not in l2i:
+                    raise ValueError(
+                        f"{path}:{s.line + k}: tag {t!r} was never seen in training (known tags: {', '.join(self.labels)})"
+                    )
+
+    def model_kwargs(self):
+        return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)), "label2id": self.label2id}
+
+    def _word_ids(self, tokenizer, words_batch):
+        """input_ids and word_ids per sentence, each word's sub-tokens from the tokenizer."""
+        enc = tokenizer(words_batch, is_split_into_words=True, truncation=True, max_length=self.options.max_length)
+        return enc, [enc.word_ids(i) for i in range(len(words_batch))]
+
+    def encode(self, tokenizer, examples, with_labels=True):
+        enc, word_ids = self._word_ids(tokenizer, [s.tokens for s in examples])
+        l2i = self.label2id
+        feats = []
+        for i, s in enumerate(examples):
+            f = {"input_ids": list(enc["input_ids"][i]), "attention_mask": list(enc["attention_mask"][i])}
+            if "token_type_ids" in enc:
+                f["token_type_ids"] = list(enc["token_type_ids"][i])
+            if with_labels and s.tags is not None:
+                labels, prev = [], None
+                for w in word_ids[i]:
+                    # only a word's first sub-token carries its label; the rest are ignored (-100)
+                    labels.append(l2i[s.tags[w]] if w is not None and w != prev else -100)
+                    prev = w
+                f["labels"] = labels
+            feats.append(f)
+        return Encoded(feats, word_ids)
+
+    def _word_predictions(self, model, encoded, examples, batch_size, progress):
+        res = run_model(model, encoded.features, batch_size, progress=progress, desc="evaluate")
+        preds, scores, truncated = [], [], 0
+        for s, r, wids in zip(examples, res, encoded.aux):
+            probs = _softmax(r["logits"])
+            first: dict[int, int] = {}
+            for pos, w in enumerate(wids):
+                if w is not None and w not in first:
+                    first[w] = pos
+            tags, sc = [], []
+            for w in range(len(s.tokens)):
+                if w in first:
+                    k = int(probs[first[w]].argmax())
+                    tags.append(self.labels[k])
+                    sc.append(float(probs[first[w]][k]))
+                else:  # cut off by max_length
+                    tags.append("O")
+                    sc.append(0.0)
+                    truncated += 1
+            preds.append(tags)
+            scores.append(sc)
+        if truncated:
+            warnings.warn(f"{truncated} word(s) beyond --max-length {self.options.max_length} were tagged O", stacklevel=3)
+        return preds, scores
+
+    def evaluate(self, model, tokenizer, examples, encoded=None, batch_size=64, progress=False):
+        encoded = encoded or self.encode(tokenizer, examples)
+        preds, _ = self._word_predictions(model, encoded, examples, batch_size, progress)
+        gold = [s.tags for s in examples]
+        s = M.entity_scores(gold, preds, self.options.label_scheme)
+        flat_g = [t for g in gold for t in g]
+        flat_p = [t for p in preds for t in p]
+        return {"precision": s["precision"], "recall": s["recall"], "f1": s["f1"],
+                "token_accuracy": float(np.mean([a == b for a, b in zip(flat_g, flat_p)]))}
+
+    def predict(self, model, tokenizer, examples, batch_size=64, progress=False):
+        encoded = self.encode(tokenizer, examples, with_labels=False)
+        preds, scores = self._word_predictions(model, encoded, examples, batch_size, progress)
+        out = []
+        for s, tags, sc in zip(examples, preds, scores):
+            ents = [
+                {"type": e.type, "start": e.start, "end": e.end, "text": " ".join(s.tokens[e.start : e.end]),
+                 "score": float(np.mean(sc[e.start : e.end]))}
+                for e in M.get_entities(tags, self.options.label_scheme or "BIO")
+            ]
+            row = {"tokens": s.tokens, "tags": tags, "scores": sc, "entities": ents}
+            if s.tags is not None:
+                row["gold"] = s.tags
+            out.append(row)
+        return out
+
+
+# ------------------------------------------------------------------------ question answering
+
+
+class QuestionAnsweringTask(Task):
+    name = "question-answering"
+    main_metric = "f1"
+    model_class_name = "BertForQuestionAnswering"
+    outputs = ("start_logits", "end_logits")
+
+    def read(self, path, labelled=True):
+        return read_squad(path)
+
+    def setup_labels(self, train_examples):
+        if self.options.version_2_with_negative is None:
+            self.options.version_2_with_negative = any(e.is_impossible for e in train_examples)
+
+    def encode(self, tokenizer, examples, with_labels=True):
+        o = self.options
+        qf = prepare_qa_features(tokenizer, examples, o.max_length, o.doc_stride, with_labels)
+        return Encoded(qf.features, qf)
+
+    def _decode(self, model, encoded, examples, batch_size, progress):
+        res = run_model(model, encoded.features, batch_size, outputs=self.outputs, progress=progress, desc="evaluate")
+        o = self.options
+        return decode_qa(
+            examples, encoded.aux, [r["start_logits"] for r in res], [r["end_logits"] for r in res],
+            n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
+            version_2_with_negative=bool(o.version_2_with_negative),
+            null_score_diff_threshold=o.null_score_diff_threshold,
+        )
+
+    def evaluate(self, model, tokenizer, examples, encoded=None, batch_size=64, progress=False):
+        encoded = encoded or self.encode(tokenizer, examples, with_labels=False)
+        preds, _ = self._decode(model, encoded, examples, batch_size, progress)
+        refs = {e.id: [a["text"] for a in e.answers] if not e.is_impossible else [] for e in examples}
+        return M.squad_scores(preds, refs)
+
+    def predict(self, model, tokenizer, examples, batch_size=64, progress=False):
+        encoded = self.encode(tokenizer, examples, with_labels=False)
+        preds, nbest = self._decode(model, encoded, examples, batch_size, progress)
+        out = []
+        for e in examples:
+            best = next((a for a in nbest[e.id] if a.text == preds[e.id]), nbest[e.id][0])
+            out.append({"id": e.id, "question": e.question, "answer": preds[e.id],
+                        "start": best.start if preds[e.id] else -1, "end": best.end if preds[e.id] else -1,
+                        "score": best.probability,
+                        "n_best": [{"text": a.text, "start": a.start, "end": a.end, "probability": a.probability}
+                                   for a in nbest[e.id][:5]]})
+        return out
+
+
+# ------------------------------------------------------------------------ multiple choice
+
+
+class MultipleChoiceTask(Task):
+    name = "multiple-choice"
+    main_metric = "accuracy"
+    model_class_name = "BertForMultipleChoice"
+
+    def read(self, path, labelled=True):
+        return read_swag(path, require_label=labelled)
+
+    def encode(self, tokenizer, examples, with_labels=True):
+        firsts = [e.context for e in examples for _ in e.endings]
+        seconds = [end for e in examples for end in e.endings]
+        enc = tokenizer(firsts, seconds, truncation=True, max_length=self.options.max_length)
+        feats, k = [], 0
+        for e in examples:
+            n = len(e.endings)
+            f = {key: [list(enc[key][k + j]) for j in range(n)]
+                 for key in ("input_ids", "token_type_ids", "attention_mask") if key in enc}
+            if with_labels and e.label is not None:
+                f["labels"] = int(e.label)
+            feats.append(f)
+            k += n
+        return Encoded(feats)
+
+    def _logits(self, model, encoded, batch_size, progress):
+        res = run_model(model, encoded.features, batch_size, progress=progress, desc="evaluate")
+        return [r["logits"] for r in res]
+
+    def evaluate(self, model, tokenizer, examples, encoded=None, batch_size=64, progress=False):
+        encoded = encoded or self.encode(tokenizer, examples)
+        logits = self._logits(model, encoded, batch_size, progress)
+        return {"accuracy": M.accuracy([int(np.argmax(l)) for l in logits], [e.label for e in examples])}
+
+    def predict(self, model, tokenizer, examples, batch_size=64, progress=False):
+        logits = self._logits(model, self.encode(tokenizer, examples, with_labels=False), batch_size, progress)
+        out = []
+        for e, lg in zip(examples, logits):
+            p = _softmax(np.asarray(lg))
+            k = int(p.argmax())
+            out.append({"context": e.context, "label": k, "ending": e.endings[k], "score": float(p[k]),
+                        "scores": [float(x) for x in p]})
+        return out
+
+
+TASKS: dict[str, type[Task]] = {
+    "text-classification": TextClassificationTask,
+    "token-classification": TokenClassificationTask,
+    "ner": TokenClassificationTask,
+    "question-answering": QuestionAnsweringTask,
+    "multiple-choice": MultipleChoiceTask,
+}
+
+_BY_ARCH = {cls.model_class_name: name for name, cls in TASKS.items() if name != "ner"}
+
+
+def get_task(name: str, options: TaskOptions | None = None) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    return TASKS[name](options)
+
+
+def task_from_config(config: Any, overrides: dict[str, Any] | None = None) -> Task:
+    """The Task a fine-tuned model was trained for, from its config (finetuning_task or
+    architectures), with the data options saved at fine-tuning time."""
+    name = getattr(config, "finetuning_task", None)
+    if name not in TASKS:
+        archs = getattr(config, "architectures", None) or []
+        name = next((_BY_ARCH[a] for a in archs if a in _BY_ARCH), None)
+    if name is None:
+        raise ValueError("cannot tell the task of this model: its config has no finetuning_task and "
+                         "no known architectures; pass --task")
+    saved = getattr(config, "bertkit_task_options", None)
+    opts = TaskOptions.from_dict({**(saved or {}), **{k: v for k, v in (overrides or {}).items() if v is not None}})
+    task = get_task(name, opts)
+    task.load_labels(config)
+    return task
