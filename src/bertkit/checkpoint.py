@@ -408,17 +408,16 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
             f"none of the {len(state)} tensors in {weights_file} match {cls.__name__} "
             f"(e.g. checkpoint {list(state)[:3]} vs model {expected[:3]}); is this a BERT checkpoint?"
         )
-    mismatched = []
-    for k in list(mapped):
-        if k in model_state and tuple(mapped[k].shape) != tuple(model_state[k].shape):
-            if not ignore_mismatched_sizes:
-                raise ValueError(
-                    f"{weights_file}: {k} has shape {tuple(mapped[k].shape)} in the checkpoint but "
-                    f"{tuple(model_state[k].shape)} in {cls.__name__} for this config; fix the config "
-                    "(e.g. num_labels) or pass ignore_mismatched_sizes=True to re-initialize it"
-                )
-            mismatched.append((k, tuple(mapped[k].shape), tuple(model_state[k].shape)))
-            del mapped[k]
+    mismatched = [(k, tuple(mapped[k].shape), tuple(model_state[k].shape)) for k in mapped
+                  if k in model_state and tuple(mapped[k].shape) != tuple(model_state[k].shape)]
+    if mismatched and not ignore_mismatched_sizes:
+        desc = "; ".join(f"{k} has shape {a} in the checkpoint but {b} in {cls.__name__}" for k, a, b in mismatched)
+        raise ValueError(
+            f"{weights_file}: {desc}. Fix the config (e.g. num_labels) or pass ignore_mismatched_sizes=True "
+            "to re-initialize these weights"
+        )
+    for k, _, _ in mismatched:
+        del mapped[k]
     missing = [k for k in expected if k not in mapped and k not in dict(model.named_buffers())]
 
     target_dtype = dtype if dtype is not None else torch_dtype

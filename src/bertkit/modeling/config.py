@@ -74,10 +74,10 @@ class BertConfig:
         self.num_labels = int(n)
         if self.id2label is None or len(self.id2label) != self.num_labels:
             self.id2label = {i: f"LABEL_{i}" for i in range(self.num_labels)}
-        if self.label2id is None or len(self.label2id) != self.num_labels:
-            self.label2id = {v: k for k, v in self.id2label.items()}
-        else:
+        if self.label2id is not None:
             self.label2id = {str(k): int(v) for k, v in self.label2id.items()}
+        if self.label2id is None or set(self.label2id) != set(self.id2label.values()):
+            self.label2id = {v: k for k, v in self.id2label.items()}
         if self.problem_type not in (None, "regression", "single_label_classification", "multi_label_classification"):
             raise ValueError(
                 f"problem_type must be regression, single_label_classification or multi_label_classification; "

@@ -455,7 +455,8 @@ class BertForQuestionAnswering(_BertHeadModel):
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)  # start and end logits
+        self.num_labels = config.num_labels
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)  # start and end logits
         self.post_init()
 
     def forward(
@@ -473,6 +474,8 @@ class BertForQuestionAnswering(_BertHeadModel):
     ) -> QuestionAnsweringModelOutput | tuple:
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                            output_attentions, output_hidden_states)
+        if self.num_labels != 2:
+            raise ValueError(f"question answering needs num_labels=2 (start, end); this model has {self.num_labels}")
         logits = self.qa_outputs(out.last_hidden_state)  # (B, N, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, N) each
         loss = None

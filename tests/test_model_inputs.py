@@ -1,0 +1,77 @@
+"""Bad input gets clear errors naming the value and the limit; unsupported features say so."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertkit.modeling import BertConfig, BertForMultipleChoice, BertForTokenClassification, BertModel
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return BertModel(BertConfig.from_preset("tiny", vocab_size=1000, max_position_embeddings=64)).eval()
+
+
+def test_too_long_sequence_names_both_numbers(model):
+    with pytest.raises(ValueError, match=r"sequence length 65 .*max_position_embeddings=64"):
+        model(torch.ones(1, 65, dtype=torch.long))
+    model(torch.ones(1, 64, dtype=torch.long))  # the limit itself is fine
+
+
+def test_out_of_range_ids(model):
+    with pytest.raises(ValueError, match=r"input_ids contains 1000.*vocab_size=1000"):
+        model(torch.tensor([[1, 2, 1000]]))
+    with pytest.raises(ValueError, match=r"input_ids contains -1"):
+        model(torch.tensor([[1, -1, 3]]))
+    with pytest.raises(ValueError, match=r"token_type_ids contains 2.*type_vocab_size=2"):
+        model(torch.tensor([[1, 2, 3]]), token_type_ids=torch.tensor([[0, 1, 2]]))
+    with pytest.raises(TypeError, match="integer"):
+        model(torch.tensor([[1.0, 2.0]]))
+
+
+def test_disagreeing_shapes_are_named(model):
+    ids = torch.ones(2, 5, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 4\).*\(2, 5\)"):
+        model(ids, attention_mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match=r"token_type_ids has shape \(1, 5\).*\(2, 5\)"):
+        model(ids, token_type_ids=torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\(5,\).*unsqueeze"):
+        model(torch.ones(5, dtype=torch.long))
+    with pytest.raises(ValueError, match="exactly one"):
+        model()
+    tok = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=1000))
+    with pytest.raises(ValueError, match=r"labels has shape \(2, 4\).*\(2, 5\)"):
+        tok(ids, labels=torch.zeros(2, 4, dtype=torch.long))
+    mc = BertForMultipleChoice(BertConfig.from_preset("tiny", vocab_size=1000))
+    with pytest.raises(ValueError, match=r"num_choices.*\(2, 5\)"):
+        mc(ids)
+
+
+@pytest.mark.parametrize("change", [dict(position_embedding_type="relative_key"),
+                                    dict(position_embedding_type="relative_key_query"),
+                                    dict(is_decoder=True), dict(add_cross_attention=True)])
+def test_unsupported_features_raise_not_implemented(change):
+    with pytest.raises(NotImplementedError):
+        BertModel(BertConfig.from_preset("tiny", **change))
+
+
+def test_bad_sizes_and_activation():
+    with pytest.raises(ValueError, match="not a multiple"):
+        BertModel(BertConfig(hidden_size=100, num_attention_heads=12))
+    with pytest.raises(ValueError, match="hidden_act"):
+        BertModel(BertConfig.from_preset("tiny", hidden_act="nope"))
+
+
+def test_padding_does_not_change_real_tokens(model):
+    """A sentence alone and the same sentence padded in a batch give the same states (SDPA mask)."""
+    ids = torch.tensor([[101, 7, 8, 9, 102]])
+    padded = torch.tensor([[101, 7, 8, 9, 102, 0, 0], [101, 5, 6, 7, 8, 9, 102]])
+    mask = (padded != 0).long()
+    with torch.no_grad():
+        alone = model(ids).last_hidden_state
+        both = model(padded, attention_mask=mask).last_hidden_state
+        explicit = model(padded, attention_mask=mask, output_attentions=True).last_hidden_state
+    assert torch.allclose(alone[0], both[0, :5], atol=1e-5)
+    assert torch.allclose(both[:, :5], explicit[:, :5], atol=1e-5)
