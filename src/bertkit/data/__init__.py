@@ -1,0 +1,23 @@
+"""Pretraining data: raw text -> token shards -> BERT instances -> dynamically masked batches."""
+
+from bertkit.data.collator import MaskingCollator
+from bertkit.data.corpus import ShardedCorpus, load_vocab, prepare_corpus, read_documents, split_sentences
+from bertkit.data.instances import (
+    PretrainingDataset,
+    create_nsp_instances,
+    create_single_segment_instances,
+    split_documents,
+)
+
+__all__ = [
+    "MaskingCollator",
+    "PretrainingDataset",
+    "ShardedCorpus",
+    "create_nsp_instances",
+    "create_single_segment_instances",
+    "load_vocab",
+    "prepare_corpus",
+    "read_documents",
+    "split_documents",
+    "split_sentences",
+]

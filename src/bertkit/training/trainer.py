@@ -95,6 +95,7 @@ class TrainingConfig:
 
     output_dir: str = "runs/out"
     max_steps: int | None = None  # optimizer steps; wins over num_epochs
+    max_time_minutes: float | None = None  # stop (and save) after this much training wall time
     num_epochs: float = 1.0
     batch_size: int = 32  # per rank and micro-step
     grad_accum_steps: int = 1
@@ -123,6 +124,7 @@ class TrainingConfig:
     progress: bool = True
     device: str | None = None  # default: cuda if available, else cpu
     run_name: str | None = None  # shown in the progress bar
+    ddp_find_unused_parameters: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # stored in checkpoints, for the caller
 
     def __post_init__(self) -> None:
@@ -321,7 +323,8 @@ class Trainer:
         self.raw_model = model
         if self.distributed:
             self.model = nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=config.ddp_find_unused_parameters)
 
         self.batch_sampler = batch_sampler if batch_sampler is not None else RandomBatchSampler(
             len(train_dataset), config.batch_size, seed=config.seed, shuffle=config.shuffle,
@@ -368,6 +371,8 @@ class Trainer:
         self.best_step: int | None = None
         self.bad_evals = 0
         self.last_metrics: dict[str, float] = {}
+        self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
+        self._elapsed: Callable[[], float] = lambda: self.train_seconds
 
     # ------------------------------------------------------------------ helpers
     def _num_batches(self) -> int:
@@ -471,6 +476,7 @@ class Trainer:
                 "best_metric": self.best_metric,
                 "best_step": self.best_step,
                 "bad_evals": self.bad_evals,
+                "train_seconds": self._elapsed(),
                 "world_size": self.world_size,
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
@@ -508,6 +514,7 @@ class Trainer:
         self.best_metric = state["best_metric"]
         self.best_step = state["best_step"]
         self.bad_evals = state["bad_evals"]
+        self.train_seconds = float(state.get("train_seconds", 0.0))
         rng_file = ckpt / f"rng_rank{self.rank}.pt"
         if rng_file.exists():
             _set_rng_state(torch.load(rng_file, map_location="cpu", weights_only=False))
@@ -545,6 +552,7 @@ class Trainer:
         """Run the evaluate callback (rank 0), log it, track the best model and patience."""
         stop = False
         metrics: dict[str, float] = {}
+        elapsed = self._elapsed()
         if self.evaluate_fn is not None and self.is_main:
             model = self.raw_model
             was_training = model.training
@@ -553,7 +561,8 @@ class Trainer:
                 metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
             model.train(was_training)
             self.last_metrics = metrics
-            self._log({"step": self.step, "epoch": self.epoch, **{f"eval_{k}": v for k, v in metrics.items()}})
+            self._log({"step": self.step, "epoch": self.epoch, "train_seconds": round(elapsed, 3),
+                       **{f"eval_{k}": v for k, v in metrics.items()}})
             name = self.config.best_metric
             if name is not None:
                 if name not in metrics:
@@ -639,9 +648,17 @@ class Trainer:
         sums: dict[str, torch.Tensor] = {}
         n_logged = 0
         tokens = 0
-        t_last = time.perf_counter()
+        t_last = t_start = time.perf_counter()
+        t_eval = 0.0  # evaluation and checkpoint time does not count against max_time_minutes
+        self._elapsed = lambda: self.train_seconds + time.perf_counter() - t_start - t_eval
         try:
             while self.step < self.total_steps and not self._stop:
+                if cfg.max_time_minutes is not None and \
+                        self._elapsed() > 60.0 * cfg.max_time_minutes:
+                    if self.is_main:
+                        print(f"stopping at step {self.step}: max_time_minutes={cfg.max_time_minutes} "
+                              f"reached", file=sys.stderr)
+                    break
                 epoch_ended = False
                 step_tokens = 0
                 for micro in range(accum):
@@ -690,6 +707,7 @@ class Trainer:
                     row.update({k: float(v.item()) / n_logged for k, v in sums.items()})
                     row["lr"] = lr
                     row["tokens_per_sec"] = tokens / max(now - t_last, 1e-9)
+                    row["train_seconds"] = round(self.train_seconds + now - t_start - t_eval, 3)
                     self._log(row)
                     if bar is not None:
                         bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}",
@@ -700,11 +718,15 @@ class Trainer:
 
                 if (cfg.eval_every and self.step % cfg.eval_every == 0) or \
                         (cfg.eval_each_epoch and epoch_ended):
+                    t0 = time.perf_counter()
                     self.run_evaluation()
                     t_last = time.perf_counter()  # evaluation time is not training throughput
+                    t_eval += t_last - t0
                 if cfg.save_every and self.step % cfg.save_every == 0 and self.step < self.total_steps:
+                    t0 = time.perf_counter()
                     self.save_checkpoint()
                     t_last = time.perf_counter()
+                    t_eval += t_last - t0
             if cfg.eval_every and self.step % cfg.eval_every != 0 and not self._stop and \
                     self.evaluate_fn is not None and not cfg.eval_each_epoch:
                 self.run_evaluation()  # always end with an evaluation

@@ -1,0 +1,401 @@
+"""Raw text -> compact token shards (numpy memmaps of token ids plus sentence/document bounds).
+
+Input layouts (``fmt``):
+
+* ``"bert"``: the original BERT layout, one sentence per line, a blank line between documents.
+  Lines are never split.
+* ``"prose"`` (default): plain prose, one paragraph (or sentence) per line, a blank line between
+  documents. Each line goes through :func:`split_sentences`, a rule-based splitter: a sentence ends
+  at ``.``, ``!`` or ``?`` (optionally followed by closing quotes/brackets) when whitespace and then
+  an upper-case letter, digit, opening quote or bracket follow, except after a known abbreviation
+  (``Mr.``, ``Dr.``, ``e.g.``, ...) or a single-letter initial (``J. Smith``). Decimal numbers and
+  ``...`` inside a sentence never split because no whitespace follows the dot.
+* ``.jsonl`` files: every record's ``"text"`` field (``--jsonl-field``) is one prose document.
+
+Shard folder layout (format ``bertkit-shards-v1``)::
+
+    meta.json                   counts, dtype, vocab size/hash, sources, splitter, shard list
+    vocab.txt                   the vocabulary the ids refer to
+    shard-00000.tokens.bin      token ids, uint16 (uint32 when the vocab has > 65,535 entries)
+    shard-00000.sentences.bin   int64 offsets into tokens, one per sentence boundary (S + 1)
+    shard-00000.documents.bin   int64 offsets into sentences, one per document boundary (D + 1)
+
+Documents never straddle shards. Files are written to a temporary folder that is renamed at the
+end, so a half-written shard folder never looks complete. Reading is streaming (line by line), so
+corpora larger than memory work.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import os
+import re
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+__all__ = [
+    "split_sentences",
+    "read_documents",
+    "prepare_corpus",
+    "ShardedCorpus",
+    "load_vocab",
+    "vocab_fingerprint",
+    "FORMAT",
+]
+
+FORMAT = "bertkit-shards-v1"
+
+_ABBREVIATIONS = {
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "etc", "e.g", "i.e", "cf", "al",
+    "no", "vol", "fig", "gen", "col", "lt", "capt", "sgt", "rev", "gov", "sen", "rep", "hon",
+    "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept",
+    "oct", "nov", "dec", "approx", "dept", "est", "u.s", "u.k", "p", "pp", "ch", "ed", "eds",
+}
+# Candidate boundary: terminator(s), optional closers, whitespace, then a plausible sentence start.
+_BOUNDARY = re.compile(r"""([.!?]+["'”’)\]]*)(\s+)(?=["'“‘(\[]?[A-Z0-9À-Þ])""")
+_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*)\.$")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a paragraph of prose into sentences with the rule described in the module docs."""
+    text = text.strip()
+    if not text:
+        return []
+    out: list[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        end = m.end(1)
+        term = m.group(1)
+        if term.startswith(".") and len(term.rstrip("\"'”’)]")) == 1:
+            w = _WORD_BEFORE.search(text[start:end].rstrip("\"'”’)]"))
+            if w:
+                word = w.group(1).lower()
+                if word in _ABBREVIATIONS or (len(word) == 1 and w.group(1).isupper()):
+                    continue
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = m.end(2)
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+class _ReplacementCounter:
+    """A codecs error handler that replaces undecodable bytes by U+FFFD and counts them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.name = f"bertkit_count_{id(self)}"
+        codecs.register_error(self.name, self)
+
+    def __call__(self, err: UnicodeDecodeError) -> tuple[str, int]:
+        self.count += err.end - err.start
+        return "\ufffd", err.end
+
+
+def _iter_lines(path: Path, counter: _ReplacementCounter) -> Iterator[tuple[int, str]]:
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            yield lineno, raw.decode("utf-8", errors=counter.name)
+
+
+def read_documents(path: str | os.PathLike, fmt: str = "prose", jsonl_field: str = "text",
+                   counter: _ReplacementCounter | None = None,
+                   progress: Callable[[int], None] | None = None) -> Iterator[list[str]]:
+    """Yield documents (lists of sentences) of one file, streaming."""
+    path = Path(path)
+    counter = counter or _ReplacementCounter()
+    if fmt not in ("prose", "bert"):
+        raise ValueError(f"unknown corpus format {fmt!r}; use 'prose' or 'bert'")
+    if path.suffix == ".jsonl":
+        for lineno, line in _iter_lines(path, counter):
+            if progress:
+                progress(len(line.encode("utf-8", errors="replace")))
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}, line {lineno}: not valid JSON ({e.msg})") from None
+            if not isinstance(record, dict) or jsonl_field not in record:
+                raise ValueError(f"{path}, line {lineno}: no {jsonl_field!r} field")
+            doc = [s for para in str(record[jsonl_field]).splitlines() for s in split_sentences(para)]
+            if doc:
+                yield doc
+        return
+    doc: list[str] = []
+    for _, line in _iter_lines(path, counter):
+        if progress:
+            progress(len(line.encode("utf-8", errors="replace")))
+        line = line.strip()
+        if not line:
+            if doc:
+                yield doc
+                doc = []
+            continue
+        if fmt == "bert":
+            doc.append(line)
+        else:
+            doc.extend(split_sentences(line))
+    if doc:
+        yield doc
+
+
+def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
+    """Tokens of a vocab.txt, one per line, in id order."""
+    path = Path(vocab_file)
+    if path.is_dir():
+        path = path / "vocab.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"vocabulary file not found: {path}")
+    tokens = path.read_text(encoding="utf-8").split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    if not tokens:
+        raise ValueError(f"vocabulary file {path} is empty")
+    return tokens
+
+
+def vocab_fingerprint(tokens: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class _ShardWriter:
+    folder: Path
+    index: int
+    dtype: np.dtype
+
+    def __post_init__(self) -> None:
+        stem = self.folder / f"shard-{self.index:05d}"
+        self.tok_f = open(f"{stem}.tokens.bin", "wb")
+        self.sent_f = open(f"{stem}.sentences.bin", "wb")
+        self.doc_f = open(f"{stem}.documents.bin", "wb")
+        self.n_tokens = 0
+        self.n_sentences = 0
+        self.n_documents = 0
+        self.sent_f.write(np.zeros(1, np.int64).tobytes())
+        self.doc_f.write(np.zeros(1, np.int64).tobytes())
+
+    def add_document(self, sentences: list[list[int]]) -> None:
+        lengths = np.fromiter((len(s) for s in sentences), np.int64, len(sentences))
+        flat = np.fromiter((t for s in sentences for t in s), self.dtype, int(lengths.sum()))
+        self.tok_f.write(flat.tobytes())
+        self.sent_f.write((self.n_tokens + np.cumsum(lengths)).tobytes())
+        self.n_tokens += int(lengths.sum())
+        self.n_sentences += len(sentences)
+        self.n_documents += 1
+        self.doc_f.write(np.array([self.n_sentences], np.int64).tobytes())
+
+    def close(self) -> dict[str, object]:
+        for f in (self.tok_f, self.sent_f, self.doc_f):
+            f.close()
+        return {"name": f"shard-{self.index:05d}", "num_tokens": self.n_tokens,
+                "num_sentences": self.n_sentences, "num_documents": self.n_documents}
+
+
+def _encoder(tokenizer: object) -> Callable[[list[str]], list[list[int]]]:
+    """Fastest available text-batch -> ids path of a tokenizer (no special tokens)."""
+    fn = getattr(tokenizer, "encode_batch_ids", None)  # bertkit's BertTokenizer fast path
+    if callable(fn):
+        return lambda texts: [list(x) for x in fn(texts)]  # type: ignore[misc]
+
+    def encode(texts: list[str]) -> list[list[int]]:
+        out = tokenizer(texts, add_special_tokens=False)  # type: ignore[operator]
+        ids = out["input_ids"]
+        return [list(x) for x in ids]
+
+    return encode
+
+
+def prepare_corpus(
+    files: Sequence[str | os.PathLike],
+    tokenizer: object,
+    output: str | os.PathLike,
+    vocab_tokens: Sequence[str],
+    fmt: str = "prose",
+    jsonl_field: str = "text",
+    shard_tokens: int = 50_000_000,
+    batch_sentences: int = 2048,
+    progress: bool = True,
+) -> Path:
+    """Tokenize ``files`` once into a shard folder at ``output`` (see module docs); returns it."""
+    output = Path(output)
+    files = [Path(f) for f in files]
+    if not files:
+        raise ValueError("no corpus files given")
+    for f in files:
+        if not f.is_file():
+            raise FileNotFoundError(f"corpus file not found: {f}")
+    encode = _encoder(tokenizer)
+    vocab_size = len(vocab_tokens)
+    dtype = np.dtype(np.uint16 if vocab_size <= 65535 else np.uint32)
+    tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    total_bytes = sum(f.stat().st_size for f in files)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare-data", dynamic_ncols=True)
+    shards: list[dict[str, object]] = []
+    writer = _ShardWriter(tmp, 0, dtype)
+    replaced: dict[str, int] = {}
+    sources = []
+    try:
+        for path in files:
+            counter = _ReplacementCounter()
+            n_docs_file = 0
+            n_sent_file = 0
+            pending: list[list[str]] = []
+            pending_n = 0
+
+            def flush() -> None:
+                nonlocal writer, n_docs_file, n_sent_file, pending, pending_n
+                flat = [s for d in pending for s in d]
+                ids = encode(flat) if flat else []
+                k = 0
+                for d in pending:
+                    sent_ids = [x for x in ids[k:k + len(d)] if len(x) > 0]
+                    k += len(d)
+                    if not sent_ids:
+                        continue
+                    if writer.n_tokens >= shard_tokens:
+                        shards.append(writer.close())
+                        writer = _ShardWriter(tmp, len(shards), dtype)
+                    writer.add_document(sent_ids)
+                    n_docs_file += 1
+                    n_sent_file += len(sent_ids)
+                pending, pending_n = [], 0
+
+            step = bar.update if bar is not None else None
+            for doc in read_documents(path, fmt, jsonl_field, counter, step):
+                pending.append(doc)
+                pending_n += len(doc)
+                if pending_n >= batch_sentences:
+                    flush()
+            flush()
+            if n_sent_file == 0:
+                raise ValueError(f"corpus file {path} is empty or has no complete sentence "
+                                 f"(nothing left after sentence splitting and tokenization)")
+            if counter.count:
+                replaced[str(path)] = counter.count
+            sources.append({"file": str(path), "documents": n_docs_file, "sentences": n_sent_file})
+        shards.append(writer.close())
+    except BaseException:
+        for f in (writer.tok_f, writer.sent_f, writer.doc_f):
+            f.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    if replaced:
+        warnings.warn(
+            f"replaced {sum(replaced.values())} byte(s) that are not valid UTF-8 with U+FFFD: "
+            + ", ".join(f"{k}: {v}" for k, v in replaced.items()), stacklevel=2)
+    meta = {
+        "format": FORMAT,
+        "dtype": dtype.name,
+        "vocab_size": vocab_size,
+        "vocab_fingerprint": vocab_fingerprint(vocab_tokens),
+        "layout": fmt,
+        "splitter": "rule-based (bertkit.data.corpus.split_sentences)" if fmt == "prose" else "one sentence per line",
+        "num_tokens": sum(int(s["num_tokens"]) for s in shards),  # type: ignore[call-overload]
+        "num_sentences": sum(int(s["num_sentences"]) for s in shards),  # type: ignore[call-overload]
+        "num_documents": sum(int(s["num_documents"]) for s in shards),  # type: ignore[call-overload]
+        "replaced_bytes": replaced,
+        "sources": sources,
+        "shards": shards,
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    (tmp / "vocab.txt").write_text("".join(t + "\n" for t in vocab_tokens), encoding="utf-8")
+    if output.exists():
+        old = output.with_name(f".{output.name}.old{os.getpid()}")
+        os.rename(output, old)
+        os.rename(tmp, output)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(tmp, output)
+    return output
+
+
+class ShardedCorpus:
+    """Read-only view of a shard folder: documents as arrays of sentence token offsets.
+
+    Token positions are global (shard token arrays concatenated); a document's sentences are
+    contiguous, so any run of sentences of one document is one slice ``tokens(start, end)``.
+    """
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.folder = Path(folder)
+        meta_file = self.folder / "meta.json"
+        if not meta_file.is_file():
+            raise FileNotFoundError(f"{self.folder} is not a prepared corpus (no meta.json); "
+                                    "run `bertkit prepare-data` first")
+        self.meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        if self.meta.get("format") != FORMAT:
+            raise ValueError(f"{meta_file}: unknown format {self.meta.get('format')!r}, expected {FORMAT}")
+        dtype = np.dtype(self.meta["dtype"])
+        self._tokens: list[np.ndarray] = []
+        sent_bounds: list[np.ndarray] = []
+        doc_bounds: list[np.ndarray] = []
+        tok_base = 0
+        sent_base = 0
+        for shard in self.meta["shards"]:
+            stem = self.folder / str(shard["name"])
+            n = int(shard["num_tokens"])
+            toks = np.memmap(f"{stem}.tokens.bin", dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
+            sents = np.fromfile(f"{stem}.sentences.bin", dtype=np.int64)
+            docs = np.fromfile(f"{stem}.documents.bin", dtype=np.int64)
+            if len(sents) != int(shard["num_sentences"]) + 1 or len(docs) != int(shard["num_documents"]) + 1:
+                raise ValueError(f"{stem}: shard files are truncated or inconsistent with meta.json")
+            self._tokens.append(toks)
+            # Sentence start offsets (global) and document -> first sentence (global).
+            sent_bounds.append(sents[:-1] + tok_base)
+            doc_bounds.append(docs[:-1] + sent_base)
+            tok_base += n
+            sent_base += len(sents) - 1
+        self.num_tokens = tok_base
+        self.sentence_starts = np.concatenate(sent_bounds + [np.array([tok_base], np.int64)])
+        self.document_starts = np.concatenate(doc_bounds + [np.array([sent_base], np.int64)])
+        self._shard_starts = np.cumsum([0] + [len(t) for t in self._tokens])
+        self.vocab_size = int(self.meta["vocab_size"])
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.document_starts) - 1
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.sentence_starts) - 1
+
+    def document_sentences(self, doc: int) -> np.ndarray:
+        """Sentence boundaries of document ``doc`` as token offsets (length = sentences + 1)."""
+        s0, s1 = self.document_starts[doc], self.document_starts[doc + 1]
+        return self.sentence_starts[s0:s1 + 1]
+
+    def tokens(self, start: int, end: int) -> np.ndarray:
+        """Token ids in global positions [start, end) (must lie inside one document)."""
+        if end <= start:
+            return np.zeros(0, np.int64)
+        i = int(np.searchsorted(self._shard_starts, start, side="right")) - 1
+        base = self._shard_starts[i]
+        return np.asarray(self._tokens[i][start - base:end - base], dtype=np.int64)
+
+    def document_tokens(self) -> np.ndarray:
+        """Tokens per document (for splitting by size)."""
+        starts = self.sentence_starts[self.document_starts]
+        return np.diff(starts)
