@@ -10,11 +10,11 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "finetune": "bertkit.tasks.finetune",
-    "evaluate": "bertkit.tasks.finetune",
-    "predict": "bertkit.tasks.finetune",
-    "load_finetuned": "bertkit.tasks.finetune",
-    "FinetuneResult": "bertkit.tasks.finetune",
+    "finetune": "bertkit.tasks.api",
+    "evaluate": "bertkit.tasks.api",
+    "predict": "bertkit.tasks.api",
+    "load_finetuned": "bertkit.tasks.api",
+    "FinetuneResult": "bertkit.tasks.api",
     "get_task": "bertkit.tasks.tasks",
     "TaskOptions": "bertkit.tasks.tasks",
     "TASKS": "bertkit.tasks.tasks",

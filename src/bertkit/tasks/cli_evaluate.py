@@ -24,7 +24,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .finetune import evaluate
+    from .api import evaluate
 
     metrics = evaluate(args.model, args.data, batch_size=args.batch_size, progress=not args.no_progress,
                        **_overrides(args))

@@ -1,4 +1,4 @@
-"""`bertkit finetune`: fine-tune a checkpoint on a downstream task (see bertkit.tasks.finetune)."""
+"""`bertkit finetune`: fine-tune a checkpoint on a downstream task (see bertkit.tasks.api)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .finetune import finetune
+    from .api import finetune
 
     res = finetune(
         args.task, args.model, args.train, args.output, args.validation,

@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .finetune import predict
+    from .api import predict
 
     rows = predict(args.model, args.input, output=args.output, batch_size=args.batch_size,
                    progress=not args.no_progress, **_overrides(args))

@@ -343,10 +343,11 @@ class TokenClassificationTask(Task):
         tags = [t for s in train_examples for t in s.tags]
         scheme = self.options.label_scheme or M.detect_scheme(tags)
         self.options.label_scheme = scheme.upper()
-        # "O" first, then entity types grouped with their prefixes: a stable, readable id2label
-        names = set(tags)
-        rest = sorted(names - {"O"}, key=lambda t: (t.split("-", 1)[-1], "BIMES".find(t[0])))
-        self.labels = (["O"] if "O" in names else []) + rest
+        # "O", then every prefix of the scheme for each entity type seen in training: a rare
+        # I-/E- tag missing from the training split must not make its type unpredictable
+        prefixes = {"BIO": "BI", "BIOES": "BIES", "BMES": "BMES"}[self.options.label_scheme]
+        types = sorted({t.split("-", 1)[1] for t in tags if t != "O"})
+        self.labels = ["O"] + [f"{p}-{ty}" for ty in types for p in prefixes]
 
     def load_labels(self, config):
         self.labels = [config.id2label[i] for i in range(config.num_labels)]
