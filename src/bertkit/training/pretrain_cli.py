@@ -69,20 +69,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tr.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
 
 
+def _token_weight(labels: Any) -> Any:
+    """Under DDP, this rank's share of the masked tokens x world size (1.0 otherwise).
+
+    DDP averages gradients of per-rank mean losses; scaling each rank's MLM mean by this weight
+    makes the result the mean over all masked tokens of the global batch, exactly what one process
+    with the whole batch computes.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return 1.0
+    n = (labels != -100).sum().to(torch.float32)
+    total = n.detach().clone()
+    dist.all_reduce(total)
+    return n * dist.get_world_size() / total.clamp_min(1.0)
+
+
 def mlm_nsp_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Sparse-MLM forward; returns (mlm + nsp loss, {mlm_loss, nsp_loss})."""
+    """Sparse-MLM forward; returns (loss to optimise, {mlm_loss, nsp_loss})."""
     import torch.nn.functional as F
 
     out = model(**batch, sparse_mlm=True)
     nsp_logits = out.seq_relationship_logits
+    labels = batch["labels"]
+    weight = _token_weight(labels)
     if "next_sentence_label" in batch:
         nsp_loss = F.cross_entropy(nsp_logits.float(), batch["next_sentence_label"])
         mlm_loss = out.loss - nsp_loss  # the model's loss is mlm + nsp
-        return out.loss, {"mlm_loss": mlm_loss, "nsp_loss": nsp_loss}
-    labels = batch["labels"]
+        loss = out.loss if isinstance(weight, float) else mlm_loss * weight + nsp_loss
+        return loss, {"mlm_loss": mlm_loss, "nsp_loss": nsp_loss}
     mlm_loss = F.cross_entropy(out.prediction_logits.float(), labels[labels != -100])
     # Touch the unused NSP head so DDP sees a gradient (zero) for every parameter.
-    return mlm_loss + 0.0 * nsp_logits.sum(), {"mlm_loss": mlm_loss}
+    return mlm_loss * weight + 0.0 * nsp_logits.sum(), {"mlm_loss": mlm_loss}
 
 
 def evaluate_pretraining(model: Any, dataset: Any, collate: Any, batch_size: int = 64,
@@ -134,8 +154,8 @@ def build_pretraining(args: argparse.Namespace) -> dict[str, Any]:
     from bertkit.data.prepare_cli import ensure_prepared, load_tokenizer
     from bertkit.modeling import BertConfig, BertForPreTraining
 
-    if bool(args.vocab) == bool(args.model):
-        raise ValueError("give exactly one of --vocab (new model) or --model DIR (continue pretraining)")
+    if not args.vocab and not args.model:
+        raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
     if bool(args.corpus) == bool(args.data):
         raise ValueError("give exactly one of --corpus FILE... or --data DIR")
     if args.seq_len < 8:

@@ -1,0 +1,214 @@
+"""The shared Trainer on small torch modules: schedule, decay groups, accumulation, NaN stop,
+best-model tracking and early stopping, atomic checkpoints (process killed mid-write), resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from bertkit.training import NonFiniteLossError, Trainer, TrainingConfig, latest_checkpoint
+from bertkit.training.trainer import _linear_schedule, _param_groups
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Regressor(nn.Module):
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d, 16)
+        self.LayerNorm = nn.LayerNorm(16)
+        self.out = nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        pred = self.out(torch.tanh(self.LayerNorm(self.dense(x)))).squeeze(-1)
+        return {"loss": nn.functional.mse_loss(pred.float(), y)}
+
+
+def _data(n: int = 128, d: int = 8, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    y = x[:, 0] * 2 - x[:, 1]
+    return [{"x": x[i], "y": y[i]} for i in range(n)]
+
+
+def _cfg(tmp_path: Path, **kw) -> TrainingConfig:
+    base = dict(output_dir=str(tmp_path / "out"), batch_size=16, lr=1e-2, precision="fp32",
+                progress=False, plot=False, seed=0)
+    base.update(kw)
+    return TrainingConfig(**base)
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(l) for l in (path / "metrics.jsonl").read_text().splitlines() if l.strip()]
+
+
+def test_schedule_and_decay_groups():
+    f = _linear_schedule(10, 110)
+    assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0)
+    assert f(10) == pytest.approx(1.0) and f(60) == pytest.approx(0.5) and f(110) == 0.0
+    model = Regressor()
+    decay, no_decay = _param_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert sorted(names[id(p)] for p in decay["params"]) == ["dense.weight", "out.weight"]
+    assert sorted(names[id(p)] for p in no_decay["params"]) == \
+        ["LayerNorm.bias", "LayerNorm.weight", "dense.bias", "out.bias"]
+    assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == 0.01
+
+
+def test_trains_logs_and_saves(tmp_path):
+    torch.manual_seed(0)
+    data = _data()
+    trainer = Trainer(Regressor(), _cfg(tmp_path, num_epochs=6, warmup_ratio=0.1, plot=True,
+                                        eval_each_epoch=True, best_metric="mse", greater_is_better=False),
+                      data, evaluate=lambda m: {"mse": float(m(torch.stack([d["x"] for d in data]),
+                                                             torch.stack([d["y"] for d in data]))["loss"])})
+    result = trainer.train()
+    rows = _rows(tmp_path / "out")
+    train_rows = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in train_rows] == list(range(1, 49))  # 128 / 16 = 8 steps x 6 epochs
+    assert {"step", "epoch", "loss", "lr", "tokens_per_sec"} <= set(train_rows[0])
+    assert train_rows[-1]["loss"] < 0.5 * train_rows[0]["loss"]
+    evals = [r["eval_mse"] for r in rows if "eval_mse" in r]
+    assert len(evals) == 6 and result.best_metric == min(evals)
+    assert (tmp_path / "out" / "metrics.png").stat().st_size > 1000
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert (tmp_path / "out" / "best" / "model.safetensors").is_file()
+    # The warmup peak is the configured lr; the schedule decays linearly to 0 at the last step.
+    lrs = [r["lr"] for r in train_rows]
+    assert max(lrs) == pytest.approx(1e-2) and lrs[-1] < 1e-3
+
+
+def test_gradient_accumulation_matches_big_batch(tmp_path):
+    data = _data()
+    models = []
+    for bs, accum in ((32, 1), (8, 4)):
+        torch.manual_seed(1)
+        m = Regressor()
+        Trainer(m, _cfg(tmp_path / f"{bs}", batch_size=bs, grad_accum_steps=accum, max_steps=4,
+                        save_final=False), data).train()
+        models.append(m)
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_early_stopping_by_patience(tmp_path):
+    scores = iter([0.5, 0.7, 0.6, 0.65, 0.69, 0.9, 0.95])
+    trainer = Trainer(Regressor(), _cfg(tmp_path, max_steps=100, eval_every=5, best_metric="acc",
+                                        patience=3), _data(), evaluate=lambda m: {"acc": next(scores)})
+    result = trainer.train()
+    assert result.stopped_early and result.step == 25
+    assert result.best_metric == 0.7 and result.best_step == 10
+    assert json.loads((tmp_path / "out" / "best" / "best.json").read_text())["step"] == 10
+
+
+class Exploding(Regressor):
+    """Loss becomes NaN once the step counter passes a threshold (a stand-in for divergence)."""
+
+    def __init__(self, nan_after: int) -> None:
+        super().__init__()
+        self.calls = 0
+        self.nan_after = nan_after
+
+    def forward(self, x, y):
+        self.calls += 1
+        out = super().forward(x, y)
+        if self.calls > self.nan_after:
+            out["loss"] = out["loss"] * float("nan")
+        return out
+
+
+def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path):
+    trainer = Trainer(Exploding(nan_after=7), _cfg(tmp_path, max_steps=20, save_every=3), _data())
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 8.*step-0000006"):
+        trainer.train()
+    ckpt = latest_checkpoint(tmp_path / "out")
+    assert ckpt is not None and ckpt.name == "step-0000006"
+    assert not any(p.name.startswith(".tmp") for p in ckpt.parent.iterdir())
+    # The checkpoint is intact: a fresh trainer resumes from it.
+    t2 = Trainer(Regressor(), _cfg(tmp_path, max_steps=20, save_every=3, resume=True), _data())
+    t2.load_checkpoint(ckpt)
+    assert t2.step == 6
+    for a, b in zip(t2.raw_model.state_dict().values(), trainer.raw_model.state_dict().values()):
+        assert torch.isfinite(a).all()
+
+
+_KILL_SCRIPT = textwrap.dedent("""
+    import sys, time, torch
+    from torch import nn
+    from safetensors.torch import save_file
+    sys.path.insert(0, {tests!r})
+    from test_trainer import Regressor, _data
+    from bertkit.training import Trainer, TrainingConfig
+
+    def slow_save(model, directory):
+        # A real, large-ish write that is slow enough to be interrupted half-way.
+        save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, str(directory / "model.safetensors"))
+        if "step-0000010" in str(directory) or ".tmp-step-0000010" in str(directory):
+            (directory / "WRITING").write_text("x")
+            time.sleep(60)
+
+    cfg = TrainingConfig(output_dir={out!r}, max_steps=20, save_every=5, batch_size=16, lr=1e-2,
+                         precision="fp32", progress=False, plot=False)
+    Trainer(Regressor(), cfg, _data(), save_model=slow_save).train()
+""")
+
+
+def test_killed_while_writing_checkpoint_keeps_previous(tmp_path):
+    out = tmp_path / "out"
+    script = tmp_path / "run.py"
+    script.write_text(_KILL_SCRIPT.format(tests=str(Path(__file__).parent), out=str(out)))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
+    marker = out / "checkpoints" / ".tmp-step-0000010" / "WRITING"
+    deadline = time.time() + 120
+    while not marker.exists():
+        assert proc.poll() is None, "training ended before the checkpoint write"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ckpt = latest_checkpoint(out)
+    assert ckpt is not None and ckpt.name == "step-0000005"
+    assert (out / "checkpoints" / ".tmp-step-0000010").exists()  # the half-written one is ignored
+    trainer = Trainer(Regressor(), _cfg(tmp_path, max_steps=20, save_every=5, resume=True), _data())
+    trainer.load_checkpoint(ckpt)
+    assert trainer.step == 5
+    result = trainer.train()  # resumes from step 5, cleans the temporary folder
+    assert result.step == 20
+    assert not (out / "checkpoints" / ".tmp-step-0000010").exists()
+    assert [r["step"] for r in _rows(out) if "loss" in r] == list(range(1, 21))
+
+
+def test_resume_in_process_is_exact(tmp_path):
+    data = _data()
+    torch.manual_seed(3)
+    full = Trainer(Regressor(), _cfg(tmp_path / "a", max_steps=12, save_every=6), data)
+    full.train()
+    torch.manual_seed(3)
+    first = Trainer(Regressor(), _cfg(tmp_path / "b", max_steps=12, save_every=6), data)
+    first.total_steps = 6  # stop half-way as if interrupted (the lr schedule is still 12 steps)
+    first.train()
+    torch.manual_seed(99)  # a different init: everything must come from the checkpoint
+    second = Trainer(Regressor(), _cfg(tmp_path / "b", max_steps=12, save_every=6, resume=True), data)
+    second.train()
+    for a, b in zip(full.raw_model.parameters(), second.raw_model.parameters()):
+        assert torch.equal(a, b)
+    la = [r["loss"] for r in _rows(tmp_path / "a" / "out") if "loss" in r]
+    lb = [r["loss"] for r in _rows(tmp_path / "b" / "out") if "loss" in r]
+    assert la == lb
+
+
+def test_bad_config_values():
+    with pytest.raises(ValueError, match="precision"):
+        TrainingConfig(precision="fp8")
+    with pytest.raises(ValueError, match="max_steps"):
+        TrainingConfig(max_steps=0)
