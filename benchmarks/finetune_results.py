@@ -1,0 +1,60 @@
+"""Real-data fine-tuning results from the real MiniLM checkpoint, with wall time on this machine.
+
+    python benchmarks/finetune_results.py [--only bbcnews,polarity,wnut16] [--out runs/results]
+
+Each task runs through bertkit's public finetune API on the seeded 80/20 splits of the assets and
+prints one line: task, main metric on the held-out 20%, epochs, and wall time (training + final
+evaluation). Settings are modest on purpose: the CPU is small and shared (2 cores, four
+engineers' jobs at once when these figures were taken), so one or two epochs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from bertkit.assets import asset_path  # noqa: E402
+from bertkit.tasks import finetune  # noqa: E402
+
+RUNS = {
+    # name: (task, train, test, metric, settings)
+    "bbcnews": ("text-classification", "bbcnews-train", "bbcnews-test", "accuracy",
+                dict(epochs=1, max_length=128, batch_size=16, lr=1e-4)),
+    "polarity": ("text-classification", "polarity-train", "polarity-test", "accuracy",
+                 dict(epochs=1, max_length=64, batch_size=32, lr=1e-4)),
+    "wnut16": ("token-classification", "wnut16-train", "wnut16-test", "f1",
+               dict(epochs=2, max_length=64, batch_size=16, lr=1e-4)),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(RUNS))
+    ap.add_argument("--out", default="runs/results")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args()
+    lines = []
+    for name in args.only.split(","):
+        task, tr, te, metric, kw = RUNS[name]
+        t0 = time.perf_counter()
+        res = finetune(task, asset_path("minilm"), asset_path(tr), Path(args.out) / name, asset_path(te),
+                       seed=0, progress=not args.no_progress, **kw)
+        wall = time.perf_counter() - t0
+        extra = ", ".join(f"{k} {v:.4f}" for k, v in res.metrics.items() if k != metric)
+        line = (f"{name:9s} {task:21s} {metric} {res.metrics[metric]:.4f}  ({extra})  "
+                f"epochs {kw['epochs']}, max_length {kw['max_length']}, batch {kw['batch_size']}, "
+                f"train {res.train_seconds:.0f}s, wall {wall:.0f}s")
+        print(line, flush=True)
+        lines.append(line)
+        with open(Path(args.out) / "results.txt", "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

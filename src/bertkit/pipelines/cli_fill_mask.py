@@ -1,0 +1,27 @@
+"""`bertkit fill-mask --model DIR "text with [MASK]" [--top-k 5]`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="folder of a masked-LM checkpoint (config, weights, vocab.txt)")
+    p.add_argument("text", nargs="+", help="text(s) containing [MASK]")
+    p.add_argument("--top-k", type=int, default=5)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .pipelines import pipeline
+
+    fill = pipeline("fill-mask", model=args.model)
+    for text in args.text:
+        print(text)
+        res = fill(text, top_k=args.top_k)
+        groups = res if res and isinstance(res[0], list) else [res]
+        for m, rows in enumerate(groups):
+            if len(groups) > 1:
+                print(f"  mask {m + 1}:")
+            for r in rows:
+                print(f"  {r['score']:.4f}  {r['token_str']:<15s} {r['sequence']}")
+    return 0

@@ -1,0 +1,123 @@
+"""bertkit pipelines against transformers' pipelines on the same real-checkpoint folders."""
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.assets import asset_path
+from bertkit.cli import main as cli_main
+from bertkit.pipelines import pipeline
+from bertkit.tokenization import BertTokenizer
+
+transformers = pytest.importorskip("transformers")
+
+TEXTS = ["Barack Obama visited the Eiffel Tower in Paris on Tuesday.",
+         "a gorgeous , witty , seductive movie ."]
+
+
+def _save_head(cls_name, folder, **kw):
+    """MiniLM with a (seeded, untrained) head, saved with its tokenizer: enough to compare."""
+    import bertkit.modeling as bm
+
+    torch.manual_seed(0)
+    m = getattr(bm, cls_name).from_pretrained(str(asset_path("minilm")), **kw)
+    tok = BertTokenizer.from_pretrained(str(asset_path("minilm")))
+    m.save_pretrained(str(folder), tokenizer=tok)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def clf_dir(tmp_path_factory):
+    return _save_head("BertForSequenceClassification", tmp_path_factory.mktemp("clf"), num_labels=3,
+                      id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
+
+
+def test_text_classification_matches_transformers(clf_dir):
+    ours = pipeline("text-classification", model=clf_dir)
+    ref = transformers.pipeline("text-classification", model=str(clf_dir), device="cpu")
+    a, b = ours(TEXTS), ref(TEXTS)
+    assert [x["label"] for x in a] == [x["label"] for x in b]
+    np.testing.assert_allclose([x["score"] for x in a], [x["score"] for x in b], atol=1e-4)
+    single = ours(TEXTS[1])
+    assert isinstance(single, list) and single[0]["label"] == b[1]["label"]
+    every = ours(TEXTS[0], top_k=None)
+    ref_every = ref(TEXTS[0], top_k=None)
+    assert [x["label"] for x in every] == [x["label"] for x in ref_every]
+    assert sum(x["score"] for x in every) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_ner_matches_transformers(tmp_path):
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    d = _save_head("BertForTokenClassification", tmp_path / "ner", num_labels=5,
+                   id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+    ours = pipeline("ner", model=d)(TEXTS[0])
+    ref = transformers.pipeline("ner", model=str(d), device="cpu")(TEXTS[0])
+    assert len(ours) == len(ref) and len(ours) > 0
+    for a, b in zip(ours, ref):
+        assert (a["entity"], a["index"], a["word"], a["start"], a["end"]) == (b["entity"], b["index"], b["word"], b["start"], b["end"])
+        assert a["score"] == pytest.approx(float(b["score"]), abs=1e-4)
+    grouped = pipeline("ner", model=d, aggregation_strategy="simple")(TEXTS[0])
+    for g in grouped:  # spans are real character offsets of the text
+        assert TEXTS[0][g["start"]:g["end"]] == g["word"] and g["entity_group"] in ("PER", "LOC")
+
+
+def test_qa_matches_transformers_best_span(tmp_path):
+    d = _save_head("BertForQuestionAnswering", tmp_path / "qa")
+    ctx = ("The Bell Rock Lighthouse stands off the coast of Angus, Scotland. It was built between 1807 "
+           "and 1810 by Robert Stevenson.")
+    q = "Who built the lighthouse?"
+    ours = pipeline("question-answering", model=d)(question=q, context=ctx)
+    # transformers 5 has no QA pipeline: brute-force the best context span from its model instead
+    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    hf = transformers.AutoModelForQuestionAnswering.from_pretrained(str(d)).eval()
+    enc = tok(q, ctx, return_offsets_mapping=True, return_tensors="pt")
+    offs = enc.pop("offset_mapping")[0].tolist()
+    with torch.no_grad():
+        out = hf(**enc)
+    st, en = out.start_logits[0], out.end_logits[0]
+    ctx_pos = [i for i, s in enumerate(enc.sequence_ids(0)) if s == 1]
+    best = max(((st[i] + en[j]).item(), i, j) for i in ctx_pos for j in ctx_pos if i <= j < i + 15)
+    ref = {"start": offs[best[1]][0], "end": offs[best[2]][1]}
+    ref["answer"] = ctx[ref["start"]:ref["end"]]
+    assert (ours["start"], ours["end"], ours["answer"]) == (ref["start"], ref["end"], ref["answer"])
+    assert ctx[ours["start"]:ours["end"]] == ours["answer"]
+    top3 = pipeline("question-answering", model=d)(question=q, context=ctx, top_k=3)
+    assert len(top3) == 3 and top3[0]["score"] >= top3[1]["score"] >= top3[2]["score"]
+
+
+def test_fill_mask_matches_transformers(tmp_path, capsys):
+    import bertkit.modeling as bm
+
+    torch.manual_seed(0)
+    cfg = bm.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128)
+    m = bm.BertForMaskedLM(cfg)
+    m.save_pretrained(str(tmp_path / "mlm"), tokenizer=BertTokenizer.from_pretrained(str(asset_path("minilm"))))
+    text = "paris is the [MASK] of france."
+    ours = pipeline("fill-mask", model=tmp_path / "mlm")(text, top_k=5)
+    ref = transformers.pipeline("fill-mask", model=str(tmp_path / "mlm"), device="cpu")(text, top_k=5)
+    assert [r["token"] for r in ours] == [r["token"] for r in ref]
+    assert [r["token_str"] for r in ours] == [r["token_str"] for r in ref]
+    assert [r["sequence"] for r in ours] == [r["sequence"] for r in ref]
+    np.testing.assert_allclose([r["score"] for r in ours], [r["score"] for r in ref], atol=1e-5)
+    assert cli_main(["fill-mask", "--model", str(tmp_path / "mlm"), text, "--top-k", "3"]) == 0
+    assert ours[0]["token_str"] in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"no \[MASK\]"):
+        pipeline("fill-mask", model=tmp_path / "mlm")("no mask here")
+
+
+def test_sentence_embedding_mean_pooling_matches_transformers():
+    emb = pipeline("sentence-embedding", model=asset_path("minilm"))
+    ours = np.array(emb(TEXTS))
+    tok = transformers.AutoTokenizer.from_pretrained(str(asset_path("minilm")))
+    hf = transformers.AutoModel.from_pretrained(str(asset_path("minilm"))).eval()
+    enc = tok(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        h = hf(**enc).last_hidden_state
+    m = enc["attention_mask"].unsqueeze(-1).float()
+    ref = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1).numpy()
+    np.testing.assert_allclose(ours, ref, atol=1e-4)
+    feats = pipeline("feature-extraction", model=asset_path("minilm"))(TEXTS[1])
+    assert np.array(feats).shape == (1, int(enc["attention_mask"][1].sum()), 384)
+    with pytest.raises(ValueError, match="unknown pipeline task"):
+        pipeline("summarization", model=asset_path("minilm"))
