@@ -206,6 +206,9 @@ def build_pretraining(args: argparse.Namespace) -> dict[str, Any]:
     eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919)
     collate = MaskingCollator(vocab, mask_prob=args.mask_prob, whole_word_masking=args.whole_word_masking,
                               seed=args.seed)
+    from bertkit.training.trainer import set_seed
+
+    set_seed(args.seed)  # the initial weights depend on --seed only
     model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
         else BertForPreTraining(config)
     return {"model": model, "config": config, "tokenizer": tokenizer, "vocab": vocab,

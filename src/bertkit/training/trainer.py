@@ -27,7 +27,7 @@ scalars (e.g. ``mlm_loss``, ``nsp_loss``) are averaged over the log interval and
 
 Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``. Evaluation every ``eval_every``
 steps and/or at the end of every epoch (``eval_each_epoch``); the returned dict is logged with an
-``eval_`` prefix. With ``best_metric`` the best model is kept in ``OUTPUT/best`` and
+``eval_`` prefix; the final weights are always evaluated once at the end. With ``best_metric`` the best model is kept in ``OUTPUT/best`` and
 ``patience`` evaluations without improvement stop the run.
 
 Optimisation: AdamW (fused/foreach when available) without weight decay on biases and LayerNorm
@@ -553,6 +553,7 @@ class Trainer:
         stop = False
         metrics: dict[str, float] = {}
         elapsed = self._elapsed()
+        self._last_eval_step = self.step
         if self.evaluate_fn is not None and self.is_main:
             model = self.raw_model
             was_training = model.training
@@ -630,6 +631,7 @@ class Trainer:
         cfg = self.config
         self._prepare_output()
         self._stop = False
+        self._last_eval_step = -1
         self.model.train()
         if self.step > 0:
             # Re-seed per rank after restoring RNG is not needed: RNG came from the checkpoint.
@@ -727,9 +729,8 @@ class Trainer:
                     self.save_checkpoint()
                     t_last = time.perf_counter()
                     t_eval += t_last - t0
-            if cfg.eval_every and self.step % cfg.eval_every != 0 and not self._stop and \
-                    self.evaluate_fn is not None and not cfg.eval_each_epoch:
-                self.run_evaluation()  # always end with an evaluation
+            if self.evaluate_fn is not None and self._last_eval_step != self.step and not self._stop:
+                self.run_evaluation()  # always end with an evaluation of the final weights
         finally:
             if bar is not None:
                 bar.close()
