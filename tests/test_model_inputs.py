@@ -75,3 +75,30 @@ def test_padding_does_not_change_real_tokens(model):
         explicit = model(padded, attention_mask=mask, output_attentions=True).last_hidden_state
     assert torch.allclose(alone[0], both[0, :5], atol=1e-5)
     assert torch.allclose(both[:, :5], explicit[:, :5], atol=1e-5)
+
+
+def test_packed_fast_path_equals_full_computation_on_real_tokens():
+    torch.manual_seed(1)
+    model = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=1000, hidden_dropout_prob=0.0,
+                                                              attention_probs_dropout_prob=0.0)).train()
+    ids = torch.randint(1, 1000, (3, 9))
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[0, 4:] = 0
+    mask[2, 7:] = 0
+    labels = torch.randint(0, 2, (3, 9)).masked_fill(mask == 0, -100)
+    results = []
+    for pack in (True, False):
+        model.bert.pack_padding = pack
+        out = model(ids, attention_mask=mask, labels=labels)
+        grads = torch.autograd.grad(out.loss, list(model.parameters()))
+        results.append((out, grads))
+    (packed, g1), (full, g2) = results
+    real = mask.bool()
+    assert torch.allclose(packed.logits[real], full.logits[real], atol=1e-5)
+    assert torch.allclose(packed.loss, full.loss, atol=1e-6)
+    for a, b in zip(g1, g2):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+    with torch.no_grad():
+        model.bert.pack_padding = True
+        hidden = model.bert(ids, attention_mask=mask).last_hidden_state
+    assert hidden[~real].abs().max() == 0  # padding positions are left at zero, not computed

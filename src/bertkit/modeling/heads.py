@@ -457,6 +457,9 @@ class BertForQuestionAnswering(_BertHeadModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)  # start and end logits
+        # Span logits are normalised over every position, padding included (as in transformers), so
+        # padding positions must be computed, not left at zero.
+        self.bert.pack_padding = False
         self.post_init()
 
     def forward(

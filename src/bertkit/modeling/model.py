@@ -83,6 +83,29 @@ def get_activation(name: str) -> nn.Module:
         raise ValueError(f"unsupported hidden_act {name!r}; supported: {', '.join(sorted(_ACTIVATIONS))}") from None
 
 
+# ---------------------------------------------------------------------------------------- packing
+
+
+class PackedBatch:
+    """The real (non-padding) tokens of a padded (B, N) batch, flattened to (T, ...) rows.
+
+    Every per-token op (projections, feed-forward, LayerNorm) runs on the T real tokens only; attention
+    re-pads q/k/v to (B, N) for SDPA. On batches of variable-length sentences this skips the padding's
+    share of the compute. Padding positions of the outputs are zeros.
+    """
+
+    def __init__(self, attention_mask: torch.Tensor):  # (B, N) 0/1
+        self.batch, self.seq_len = attention_mask.shape
+        self.index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (T,)
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:  # (B, N, C) -> (T, C)
+        return x.reshape(self.batch * self.seq_len, -1).index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:  # (T, C) -> (B, N, C), zeros at padding
+        out = x.new_zeros(self.batch * self.seq_len, x.shape[-1]).index_copy(0, self.index, x)
+        return out.view(self.batch, self.seq_len, -1)
+
+
 # ---------------------------------------------------------------------------------------- modules
 
 
@@ -135,17 +158,20 @@ class BertSelfAttention(nn.Module):
 
     def forward(
         self,
-        hidden_states: torch.Tensor,  # (B, N, H)
+        hidden_states: torch.Tensor,  # (B, N, H), or (T, H) real tokens when packed
         attention_mask: torch.Tensor | None = None,  # bool (B, 1, 1|N, N), True = attend; None = all
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:  # (B, N, H), (B, h, N, N) or None
-        B, N, _ = hidden_states.shape
+        packed: PackedBatch | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:  # like hidden_states; (B, h, N, N) or None
         h, d = self.num_attention_heads, self.attention_head_size
         # One GEMM for q, k and v; the parameters stay separate so checkpoint keys are unchanged.
         w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3H, H)
         b = torch.cat([self.query.bias, self.key.bias, self.value.bias])  # (3H,)
-        qkv = F.linear(hidden_states, w, b).view(B, N, 3, h, d)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, h, N, d)
+        qkv = F.linear(hidden_states, w, b)  # (B, N, 3H) or (T, 3H)
+        if packed is not None:
+            qkv = packed.unpack(qkv)  # (B, N, 3H)
+        B, N, _ = qkv.shape
+        q, k, v = qkv.view(B, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, h, N, d)
         if output_attentions:
             scores = torch.matmul(q, k.transpose(-1, -2)) * (d ** -0.5)  # (B, h, N, N)
             if attention_mask is not None:
@@ -157,7 +183,7 @@ class BertSelfAttention(nn.Module):
             p = self.dropout.p if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, N, h * d)  # (B, N, H)
-        return y, probs
+        return (packed.pack(y) if packed is not None else y), probs
 
 
 class BertSelfOutput(nn.Module):
@@ -180,9 +206,10 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
+        packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        y, probs = self.self(hidden_states, attention_mask, output_attentions)
+        y, probs = self.self(hidden_states, attention_mask, output_attentions, packed)
         return self.output(y, hidden_states), probs
 
 
@@ -221,9 +248,10 @@ class BertLayer(nn.Module):
         self.output = BertOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
+        packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention_output, probs = self.attention(hidden_states, attention_mask, output_attentions)
+        attention_output, probs = self.attention(hidden_states, attention_mask, output_attentions, packed)
         return self.output(self.intermediate(attention_output), attention_output), probs
 
 
@@ -238,11 +266,12 @@ class BertEncoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         all_hidden = [hidden_states] if output_hidden_states else None
         all_probs = [] if output_attentions else None
         for layer in self.layer:
-            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
+            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions, packed)
             if all_hidden is not None:
                 all_hidden.append(hidden_states)
             if all_probs is not None:
@@ -395,7 +424,15 @@ def _check_ids(name: str, ids: torch.Tensor, limit: int, limit_name: str) -> Non
 
 
 class BertModel(BertPreTrainedModel):
-    """The bare encoder: embeddings, N transformer layers and (optionally) the pooler."""
+    """The bare encoder: embeddings, N transformer layers and (optionally) the pooler.
+
+    ``pack_padding`` (default True): on padded batches, when neither attentions nor hidden states are
+    requested, per-token work runs on the real tokens only and padding positions of
+    ``last_hidden_state`` are zeros (transformers computes meaningless values there). Real tokens are
+    unaffected. Set it to False to compute padding positions as transformers does.
+    """
+
+    pack_padding: bool = True
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -489,7 +526,14 @@ class BertModel(BertPreTrainedModel):
 
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
         mask = self._sdpa_mask(attention_mask)
-        last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states)
+        if (self.pack_padding and mask is not None and attention_mask.dim() == 2
+                and not (output_attentions or output_hidden_states)):
+            # Fast path: per-token work on real tokens only (padding outputs are zeros, not computed).
+            packed = PackedBatch(attention_mask)
+            last, hidden_states, attentions = self.encoder(packed.pack(x), mask, False, False, packed)
+            last = packed.unpack(last)
+        else:
+            last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states)
         pooled = self.pooler(last) if self.pooler is not None else None  # (B, H)
         out = BaseModelOutputWithPooling(
             last_hidden_state=last, pooler_output=pooled, hidden_states=hidden_states, attentions=attentions
