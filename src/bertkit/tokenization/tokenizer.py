@@ -460,7 +460,8 @@ class BertTokenizer:
                     raise ValueError(f"text has {len(texts)} items but text_pair has {len(pairs)}")
         else:
             texts = [text]
-            pairs = None if text_pair is None else [text_pair]
+            # like transformers, an empty second text means "no pair"
+            pairs = [text_pair] if text_pair else None
 
         # --- resolve strategies the way transformers does
         if padding is True or padding == "longest":

@@ -23,10 +23,12 @@ a Hangul syllable, ...) take an exact per-character path that keeps an alignment
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
+from bisect import bisect_right
 from itertools import chain
 from typing import Iterable
+
+from . import _unicode_data as _ud
 
 __all__ = ["Normalizer", "WordPiece", "is_chinese_char", "is_punctuation"]
 
@@ -36,7 +38,9 @@ _CJK_RANGES = (
     (0x20000, 0x2A6DF),
     (0x2A700, 0x2B73F),
     (0x2B740, 0x2B81F),
-    (0x2B820, 0x2CEAF),
+    # The slow Python BertTokenizer says 0x2B820 here; tokenizers (BertTokenizerFast) says 0x2B920,
+    # so U+2B820..U+2B91F are ordinary letters for it. bertkit matches the Fast one.
+    (0x2B920, 0x2CEAF),
     (0xF900, 0xFAFF),
     (0x2F800, 0x2FA1F),
 )
@@ -45,7 +49,6 @@ _CJK_RANGES = (
 # control characters: those are removed by the cleaning step before whitespace is mapped.
 _WHITESPACE = frozenset("\t\n\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
                         "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-_ASCII_PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 
 
 def is_chinese_char(cp: int) -> bool:
@@ -56,38 +59,50 @@ def is_chinese_char(cp: int) -> bool:
     return False
 
 
+class _RangeSet:
+    """Membership in sorted inclusive code point ranges (bisect; no million-entry set)."""
+
+    def __init__(self, ranges: tuple[tuple[int, int], ...]) -> None:
+        self.ranges = ranges
+        self.starts = [lo for lo, _ in ranges]
+
+    def __contains__(self, ch: str) -> bool:
+        cp = ord(ch)
+        i = bisect_right(self.starts, cp) - 1
+        return i >= 0 and cp <= self.ranges[i][1]
+
+
+# The reference's own (older) Unicode tables; see _unicode_data.py.
+_REMOVED = _RangeSet(_ud.REMOVED)
+_MARKS = _RangeSet(_ud.MARKS)
+_PUNCT = _RangeSet(_ud.PUNCT)
+_NO_NFD = _RangeSet(_ud.NO_NFD)
+_CCC_UNKNOWN = _RangeSet(_ud.CCC_UNKNOWN)
+
+
+def _ccc(c: str) -> int:
+    """Canonical combining class as the reference's NFD knows it."""
+    k = unicodedata.combining(c)
+    return 0 if k and c in _CCC_UNKNOWN else k
+
+
 def is_punctuation(ch: str) -> bool:
-    """BERT punctuation: any ASCII symbol, or Unicode category P*."""
-    return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
+    """BERT punctuation: ASCII symbols and Unicode P* (as the reference's tables define it)."""
+    return ch in _PUNCT
 
 
 def _is_removed(ch: str) -> bool:
-    if ch in "\t\n\r":
-        return False
-    cp = ord(ch)
-    return cp == 0 or cp == 0xFFFD or unicodedata.category(ch)[0] == "C"
+    # lone surrogates (category Cs) cannot reach the reference (not UTF-8); drop them like Cs
+    return ch in _REMOVED or "\ud800" <= ch <= "\udfff"
 
 
-def _ranges_class(cps: Iterable[int]) -> str:
-    """A regex character-class body for a sorted set of code points."""
-    out = []
-    cps = sorted(cps)
-    i = 0
-    while i < len(cps):
-        j = i
-        while j + 1 < len(cps) and cps[j + 1] == cps[j] + 1:
-            j += 1
-        lo, hi = cps[i], cps[j]
-        out.append(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}")
-        i = j + 1
-    return "".join(out)
+def _class_body(ranges: Iterable[tuple[int, int]]) -> str:
+    return "".join(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
+                   for lo, hi in ranges)
 
 
 def _build_split_re() -> re.Pattern:
-    punct = [cp for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)).startswith("P")]
-    punct += [ord(c) for c in _ASCII_PUNCT]
-    cjk = "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in _CJK_RANGES)
-    single = _ranges_class(set(punct)) + cjk
+    single = _class_body(_ud.PUNCT) + _class_body(_CJK_RANGES)
     # Words are runs of anything that is not a separator, punctuation or CJK; punctuation and CJK
     # characters are words of their own. Only " \t\n\r" can be separators here: every other
     # whitespace character has been mapped to " " (or removed) before this regex runs.
@@ -111,6 +126,8 @@ class Normalizer:
         self._ok: set[str] = set()  # non-ASCII characters that normalize 1:1 (maybe to themselves)
         self._bad: dict[str, str] = {}  # characters that do not: char -> normalized string
         self._memo: dict[str, str] = {}  # any character -> normalized string (exact path)
+        self._decomp: dict[str, str] = {}  # any character -> cleaned NFD (exact path, stripping)
+        self._post: dict[str, str] = {}  # decomposed character -> final string (exact path, stripping)
 
     # -- per-character rules (run once per distinct character, then cached) ------------------
     def normalize_char(self, ch: str) -> str:
@@ -126,20 +143,27 @@ class Normalizer:
             pass
         s = ch
         if self.strip_accents:
-            s = "".join(c for c in unicodedata.normalize("NFD", s) if unicodedata.category(c) != "Mn")
+            if ch not in _NO_NFD:
+                s = unicodedata.normalize("NFD", s)
+            s = "".join(c for c in s if c not in _MARKS)
         if self.lowercase:
-            s = "".join(c.lower() for c in s)
+            s = "".join(map(self._lower, s))
         return s
 
     def _classify(self, chars: Iterable[str]) -> None:
         for ch in chars:
             n = self.normalize_char(ch)
-            if len(n) == 1:
+            if len(n) == 1 and not (self.strip_accents and self._kept_combining(ch)):
                 self._ok.add(ch)
                 if n != ch:
                     self._table[ord(ch)] = n
             else:
                 self._bad[ch] = n
+
+    def _kept_combining(self, ch: str) -> bool:
+        # a combining character that survives stripping can be reordered past its neighbours
+        # by NFD, which only the exact path reproduces
+        return any(_ccc(c) and c not in _MARKS for c in self._decompose(ch))
 
     def _simple(self, text: str) -> str | None:
         """The normalized text when every character maps 1:1, else None."""
@@ -155,21 +179,93 @@ class Normalizer:
         return text.translate(self._table)
 
     def normalize_aligned(self, text: str) -> tuple[str, list[int]]:
-        """Normalized text and, for each of its characters, the index of the source character."""
-        memo = self._memo
-        pieces = []
-        align: list[int] = []
+        """Normalized text and, for each of its characters, the index of the source character.
+
+        The exact path. With accent stripping it runs the reference's stages in order: clean, NFD
+        with canonical reordering of combining marks (alignments stay *positional*, as in
+        tokenizers' NormalizedString), drop non-spacing marks, lowercase.
+        """
+        if not self.strip_accents:
+            memo = self._memo
+            pieces = []
+            align: list[int] = []
+            for i, ch in enumerate(text):
+                n = memo.get(ch)
+                if n is None:
+                    n = memo[ch] = self.normalize_char(ch)
+                if n:
+                    pieces.append(n)
+                    if len(n) == 1:
+                        align.append(i)
+                    else:
+                        align.extend([i] * len(n))
+            return "".join(pieces), align
+        decomp = self._decomp
+        chars: list[str] = []
+        consumes: list[bool] = []  # first character of a decomposition (vs one it inserted)
+        origins: list[int] = []  # source index of each character that survived cleaning
         for i, ch in enumerate(text):
-            n = memo.get(ch)
-            if n is None:
-                n = memo[ch] = self.normalize_char(ch)
-            if n:
-                pieces.append(n)
-                if len(n) == 1:
-                    align.append(i)
+            d = decomp.get(ch)
+            if d is None:
+                d = decomp[ch] = self._decompose(ch)
+            if d:
+                origins.append(i)
+                chars.extend(d)
+                consumes.append(True)
+                if len(d) > 1:
+                    consumes.extend([False] * (len(d) - 1))
+        comb = _ccc
+        k, n = 0, len(chars)
+        while k < n:
+            if comb(chars[k]):
+                j = k + 1
+                while j < n and comb(chars[j]):
+                    j += 1
+                if j - k > 1:
+                    # canonical ordering (stable by combining class); whether a character consumes a
+                    # source character travels with it, as in the reference's NFD with alignments
+                    run = sorted(zip(chars[k:j], consumes[k:j]), key=lambda t: comb(t[0]))
+                    chars[k:j] = [c for c, _ in run]
+                    consumes[k:j] = [f for _, f in run]
+                k = j
+            else:
+                k += 1
+        align = []
+        src = iter(origins)
+        prev = 0
+        for f in consumes:
+            if f:
+                prev = next(src)
+            align.append(prev)
+        post = self._post
+        pieces = []
+        out_align: list[int] = []
+        for c, i in zip(chars, align):
+            m = post.get(c)
+            if m is None:
+                m = post[c] = "" if c in _MARKS else (self._lower(c) if self.lowercase else c)
+            if m:
+                pieces.append(m)
+                if len(m) == 1:
+                    out_align.append(i)
                 else:
-                    align.extend([i] * len(n))
-        return "".join(pieces), align
+                    out_align.extend([i] * len(m))
+        return "".join(pieces), out_align
+
+    @staticmethod
+    def _lower(c: str) -> str:
+        return _ud.LOWER.get(ord(c)) or c.lower()
+
+    @staticmethod
+    def _decompose(ch: str) -> str:
+        """Clean + NFD of one character (before marks are dropped)."""
+        if _is_removed(ch):
+            return ""
+        if ch in _WHITESPACE:
+            return " "
+        if ch in _NO_NFD:
+            return ch
+        return unicodedata.normalize("NFD", ch)
 
     def words(self, text: str) -> list[str]:
         """Normalized words of ``text`` (no offsets)."""
