@@ -137,7 +137,10 @@ class BertTokenizer:
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, **kwargs: Any) -> "BertTokenizer":
         """Load from a folder with ``vocab.txt`` (and optional ``tokenizer_config.json`` and
         ``special_tokens_map.json``), a vocab file, or a model name in the Hugging Face cache."""
-        path = _resolve(pretrained_model_name_or_path)
+        cache_dir = kwargs.pop("cache_dir", None)
+        for k in ("local_files_only", "revision", "force_download", "token", "trust_remote_code", "subfolder"):
+            kwargs.pop(k, None)  # accepted for transformers compatibility; bertkit never downloads
+        path = _resolve(pretrained_model_name_or_path, cache_dir)
         if path.is_file():
             return cls(vocab_file=path, **kwargs)
         config: dict[str, Any] = {}
@@ -757,14 +760,16 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _resolve(name: str | os.PathLike) -> Path:
-    """A local folder/file, or a model id found in the Hugging Face hub cache."""
+def _resolve(name: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
+    """A local folder/file, or a model id found in the Hugging Face hub cache (or ``cache_dir``)."""
     path = Path(name).expanduser()
     if path.exists():
         return path
     name = str(name)
     if "/" in name or re.fullmatch(r"[\w.-]+", name):
-        hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+        hub = Path(cache_dir) if cache_dir is not None else Path(
+            os.environ.get("HF_HUB_CACHE")
+            or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
         repo = hub / ("models--" + name.replace("/", "--"))
         ref = repo / "refs" / "main"
         snaps = repo / "snapshots"
