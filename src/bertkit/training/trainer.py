@@ -706,7 +706,15 @@ class Trainer:
                 if self.step % cfg.log_every == 0 or self.step == self.total_steps:
                     now = time.perf_counter()
                     row: dict[str, Any] = {"step": self.step, "epoch": self.epoch}
-                    row.update({k: float(v.item()) / n_logged for k, v in sums.items()})
+                    keys = sorted(sums)
+                    vals = torch.stack([sums[k].float().reshape(()) for k in keys]) / n_logged
+                    if self.distributed:  # log the mean over ranks, i.e. over the global batch
+                        import torch.distributed as dist
+
+                        vals = vals.to(self.device)
+                        dist.all_reduce(vals)
+                        vals = vals / self.world_size
+                    row.update(dict(zip(keys, vals.cpu().tolist())))
                     row["lr"] = lr
                     row["tokens_per_sec"] = tokens / max(now - t_last, 1e-9)
                     row["train_seconds"] = round(self.train_seconds + now - t_start - t_eval, 3)
