@@ -24,11 +24,12 @@ from bertkit.tasks import finetune  # noqa: E402
 RUNS = {
     # name: (task, train, test, metric, settings)
     "bbcnews": ("text-classification", "bbcnews-train", "bbcnews-test", "accuracy",
-                dict(epochs=1, max_length=128, batch_size=16, lr=1e-4)),
+                dict(epochs=1, max_length=64, batch_size=16, lr=1e-4,
+                     freeze="embeddings,encoder.layer.0-2")),
     "polarity": ("text-classification", "polarity-train", "polarity-test", "accuracy",
                  dict(epochs=1, max_length=64, batch_size=32, lr=1e-4)),
     "wnut16": ("token-classification", "wnut16-train", "wnut16-test", "f1",
-               dict(epochs=2, max_length=64, batch_size=16, lr=1e-4)),
+               dict(epochs=1, max_length=64, batch_size=16, lr=1e-4)),
 }
 
 
@@ -37,7 +38,12 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(RUNS))
     ap.add_argument("--out", default="runs/results")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     lines = []
     for name in args.only.split(","):
         task, tr, te, metric, kw = RUNS[name]
@@ -47,7 +53,8 @@ def main() -> int:
         wall = time.perf_counter() - t0
         extra = ", ".join(f"{k} {v:.4f}" for k, v in res.metrics.items() if k != metric)
         line = (f"{name:9s} {task:21s} {metric} {res.metrics[metric]:.4f}  ({extra})  "
-                f"epochs {kw['epochs']}, max_length {kw['max_length']}, batch {kw['batch_size']}, "
+                f"epochs {kw['epochs']}, max_length {kw['max_length']}, batch {kw['batch_size']}"
+                f"{', frozen ' + kw['freeze'] if kw.get('freeze') else ''}, "
                 f"train {res.train_seconds:.0f}s, wall {wall:.0f}s")
         print(line, flush=True)
         lines.append(line)
