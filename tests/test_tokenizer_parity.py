@@ -227,3 +227,19 @@ def test_special_token_properties():
     assert tok.vocab_size == ref.vocab_size == len(tok) == len(ref)
     assert tok.vocab == ref.get_vocab()
     assert all(tok.ids_to_tokens[i] == t for t, i in ref.get_vocab().items())
+
+
+@pytest.mark.parametrize("asset,lower", CONFIGS[:2], ids=CONFIG_IDS[:2])
+def test_lazy_word_ids_without_offsets(asset, lower):
+    """word_ids()/tokens()/sequence_ids() computed on demand after a plain (ids-only) call."""
+    ref, tok = reference(asset, lower), ours(asset, lower)
+    texts = [t[:30] for t in list(corpus("tweets")[:20]) + list(corpus("news-zh")[:20]) + HANDWRITTEN[:20]]
+    pairs = list(corpus("austen")[:60])
+    for kw in [dict(), dict(padding=True), dict(truncation="only_second", max_length=64, stride=5,
+                                                return_overflowing_tokens=True, padding="max_length")]:
+        exp, got = ref(texts, pairs, **kw), tok(texts, pairs, **kw)
+        assert got["input_ids"] == exp["input_ids"]
+        for i in range(len(exp["input_ids"])):
+            assert got.word_ids(i) == exp.word_ids(i)
+            assert got.tokens(i) == exp.tokens(i)
+            assert got.sequence_ids(i) == exp.sequence_ids(i)

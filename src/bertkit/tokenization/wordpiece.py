@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
-from itertools import chain
+from itertools import accumulate, chain
+from operator import add, sub
 from typing import Iterable
 
 from . import _unicode_data as _ud
@@ -101,15 +102,29 @@ def _class_body(ranges: Iterable[tuple[int, int]]) -> str:
                    for lo, hi in ranges)
 
 
-def _build_split_re() -> re.Pattern:
-    single = _class_body(_ud.PUNCT) + _class_body(_CJK_RANGES)
+def _build_split_re(limit: int = 0x10FFFF) -> re.Pattern:
+    def clip(ranges):
+        return [(lo, min(hi, limit)) for lo, hi in ranges if lo <= limit]
+
+    single = _class_body(clip(_ud.PUNCT)) + _class_body(clip(_CJK_RANGES))
     # Words are runs of anything that is not a separator, punctuation or CJK; punctuation and CJK
     # characters are words of their own. Only " \t\n\r" can be separators here: every other
     # whitespace character has been mapped to " " (or removed) before this regex runs.
     return re.compile(f"[^ \\t\\n\\r{single}]+|[{single}]")
 
 
+def _with_gaps(rx: re.Pattern) -> re.Pattern:
+    # (separators before the word, word): findall then gives positions by running sums, without
+    # creating a Match object per word
+    return re.compile(f"([ \\t\\n\\r]*)({rx.pattern})")
+
+
 _SPLIT_RE = _build_split_re()
+# re keeps characters above U+FFFF in a class as a list of ranges that every character is
+# checked against, so text without such characters gets a regex without them (~3x faster).
+_BMP_SPLIT_RE = _build_split_re(0xFFFF)
+_ASCII_SPLIT_RE = _build_split_re(0x7F)
+_GAPS = {rx: _with_gaps(rx) for rx in (_SPLIT_RE, _BMP_SPLIT_RE, _ASCII_SPLIT_RE)}
 _ASCII_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -165,18 +180,26 @@ class Normalizer:
         # by NFD, which only the exact path reproduces
         return any(_ccc(c) and c not in _MARKS for c in self._decompose(ch))
 
-    def _simple(self, text: str) -> str | None:
-        """The normalized text when every character maps 1:1, else None."""
+    def _simple(self, text: str) -> tuple[str, re.Pattern] | None:
+        """The normalized text and the splitting regex for it when every character maps 1:1,
+        else None."""
         if text.isascii():
             if _ASCII_CONTROL_RE.search(text) is not None:
                 return None
-            return text.lower() if self.lowercase else text
+            return (text.lower() if self.lowercase else text), _ASCII_SPLIT_RE
         chars = set(text)
         if not chars <= self._ok:
             self._classify(chars - self._ok - self._bad.keys())
             if not chars <= self._ok:
                 return None
-        return text.translate(self._table)
+        return text.translate(self._table), (_BMP_SPLIT_RE if max(chars) <= "\uffff" else _SPLIT_RE)
+
+    def _normalized(self, text: str) -> tuple[str, re.Pattern, list[int] | None]:
+        got = self._simple(text)
+        if got is not None:
+            return got[0], got[1], None
+        norm, align = self.normalize_aligned(text)
+        return norm, (_BMP_SPLIT_RE if not norm or max(norm) <= "\uffff" else _SPLIT_RE), align
 
     def normalize_aligned(self, text: str) -> tuple[str, list[int]]:
         """Normalized text and, for each of its characters, the index of the source character.
@@ -269,20 +292,20 @@ class Normalizer:
 
     def words(self, text: str) -> list[str]:
         """Normalized words of ``text`` (no offsets)."""
-        norm = self._simple(text)
-        if norm is None:
-            norm = self.normalize_aligned(text)[0]
-        return _SPLIT_RE.findall(norm)
+        norm, rx, _ = self._normalized(text)
+        return rx.findall(norm)
 
-    def words_with_offsets(self, text: str) -> tuple[list[str], list[tuple[int, int]], list[int] | None]:
-        """Normalized words, their spans in the normalized text, and the alignment table
+    def words_with_offsets(self, text: str) -> tuple[tuple[str, ...], list[int], list[int], list[int] | None]:
+        """Normalized words, their start and end in the normalized text, and the alignment table
         (normalized index -> source index), or None when the two coincide."""
-        norm = self._simple(text)
-        align = None
-        if norm is None:
-            norm, align = self.normalize_aligned(text)
-        matches = list(_SPLIT_RE.finditer(norm))
-        return list(map(re.Match.group, matches)), list(map(re.Match.span, matches)), align
+        norm, rx, align = self._normalized(text)
+        found = _GAPS[rx].findall(norm)
+        if not found:
+            return (), [], [], align
+        gaps, words = zip(*found)
+        ends = list(accumulate(map(add, map(len, gaps), map(len, words))))
+        starts = list(map(sub, ends, map(len, words)))
+        return words, starts, ends, align
 
 
 class _Cache(dict):
