@@ -242,3 +242,16 @@ def test_save_with_tokenizer_and_atomic_replace(minilm_dir, tmp_path):
 def test_unknown_from_pretrained_kwarg_is_an_error(minilm_dir):
     with pytest.raises(TypeError, match="num_lables"):
         BertModel.from_pretrained(minilm_dir, num_lables=3)
+
+
+def test_partially_missing_module_keeps_loaded_siblings(minilm_dir, real_state, tmp_path):
+    _copy_config(minilm_dir, tmp_path)
+    state = {k: v for k, v in real_state.items() if k != "pooler.dense.bias"}
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    model, info = BertModel.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == ["pooler.dense.bias"]
+    assert torch.equal(model.pooler.dense.weight, real_state["pooler.dense.weight"])
+    assert model.pooler.dense.bias.abs().max() == 0
+    cls = BertForSequenceClassification.from_pretrained(minilm_dir)
+    std = cls.classifier.weight.std().item()
+    assert 0.01 < std < 0.03 and cls.classifier.bias.abs().max() == 0  # BERT init: normal(0, 0.02)

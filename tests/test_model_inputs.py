@@ -102,3 +102,17 @@ def test_packed_fast_path_equals_full_computation_on_real_tokens():
         model.bert.pack_padding = True
         hidden = model.bert(ids, attention_mask=mask).last_hidden_state
     assert hidden[~real].abs().max() == 0  # padding positions are left at zero, not computed
+
+
+def test_bert_initialization():
+    torch.manual_seed(0)
+    cfg = BertConfig.from_preset("mini", vocab_size=5000, initializer_range=0.05)
+    model = BertForTokenClassification(cfg)
+    w = model.bert.encoder.layer[1].intermediate.dense.weight
+    assert abs(w.std().item() - 0.05) < 0.002 and abs(w.mean().item()) < 0.002
+    assert model.bert.encoder.layer[1].intermediate.dense.bias.abs().max() == 0
+    ln = model.bert.encoder.layer[0].output.LayerNorm
+    assert torch.equal(ln.weight, torch.ones_like(ln.weight)) and ln.bias.abs().max() == 0
+    assert model.bert.embeddings.word_embeddings.weight[cfg.pad_token_id].abs().max() == 0
+    emb = model.bert.embeddings.word_embeddings.weight
+    assert abs(emb.std().item() - 0.05) < 0.002

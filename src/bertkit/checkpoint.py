@@ -372,6 +372,22 @@ def _load_report(model: nn.Module, source: Path, missing: list[str], unexpected:
     return f"{name}.from_pretrained({source}):\n  " + "\n  ".join(lines)
 
 
+@torch.no_grad()
+def _init_parameter(model: nn.Module, key: str) -> None:
+    """BERT initialisation of one parameter the checkpoint lacked (its siblings keep their loaded values)."""
+    owner_name, _, attr = key.rpartition(".")
+    owner = model.get_submodule(owner_name)
+    param = getattr(owner, attr)
+    if isinstance(owner, nn.LayerNorm):
+        param.fill_(1.0 if attr == "weight" else 0.0)
+    elif attr == "bias":
+        param.zero_()
+    else:
+        param.normal_(0.0, model.config.initializer_range)
+        if isinstance(owner, nn.Embedding) and owner.padding_idx is not None:
+            param[owner.padding_idx].zero_()
+
+
 def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike, *model_args: Any,
                     config: Any = None, cache_dir: str | os.PathLike | None = None, revision: str | None = None,
                     dtype: torch.dtype | str | None = None, torch_dtype: torch.dtype | str | None = None,
@@ -437,10 +453,8 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
             if isinstance(module, BertEmbeddings):
                 module.position_ids = torch.arange(config.max_position_embeddings).expand((1, -1))
         model.tie_weights()
-        reinit = {k.rsplit(".", 1)[0] for k in missing} | {k.rsplit(".", 1)[0] for k, _, _ in mismatched}
-        modules = dict(model.named_modules())
-        for name in sorted(reinit):
-            model._init_module(modules[name])
+        for key in missing + [k for k, _, _ in mismatched]:
+            _init_parameter(model, key)
         model.tie_weights()
     model.to(dtype=target_dtype or torch.float32)
     if device is not None:

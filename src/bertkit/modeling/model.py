@@ -146,6 +146,8 @@ class BertEmbeddings(nn.Module):
 class BertSelfAttention(nn.Module):
     """Multi-head self-attention. SDPA when probabilities are not needed; explicit softmax when they are."""
 
+    fused_qkv: bool = True
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
@@ -164,10 +166,13 @@ class BertSelfAttention(nn.Module):
         packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:  # like hidden_states; (B, h, N, N) or None
         h, d = self.num_attention_heads, self.attention_head_size
-        # One GEMM for q, k and v; the parameters stay separate so checkpoint keys are unchanged.
-        w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3H, H)
-        b = torch.cat([self.query.bias, self.key.bias, self.value.bias])  # (3H,)
-        qkv = F.linear(hidden_states, w, b)  # (B, N, 3H) or (T, 3H)
+        if self.fused_qkv:
+            # One GEMM for q, k and v; the parameters stay separate so checkpoint keys are unchanged.
+            w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3H, H)
+            b = torch.cat([self.query.bias, self.key.bias, self.value.bias])  # (3H,)
+            qkv = F.linear(hidden_states, w, b)  # (B, N, 3H) or (T, 3H)
+        else:
+            qkv = torch.cat([self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)], -1)
         if packed is not None:
             qkv = packed.unpack(qkv)  # (B, N, 3H)
         B, N, _ = qkv.shape
