@@ -306,3 +306,20 @@ def test_sparse_mlm_matches_dense_loss_and_gradients(cls, batch):
         assert torch.allclose(g1, g2, atol=1e-6, rtol=1e-4), name
     selected = labels["labels"] != -100
     assert _maxdiff(dense[1][selected], logits) < 1e-5
+
+
+def test_training_step_under_bf16_autocast(batch):
+    """The pretraining path runs under CPU bf16 autocast (sparse MLM + NSP), close to the fp32 loss."""
+    torch.manual_seed(5)
+    cfg = BertConfig.from_preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForPreTraining(cfg).train()
+    labels = _labels_for("BertForPreTraining", batch)
+    fp32 = model(**batch, **labels, sparse_mlm=True).loss
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(**batch, **labels, sparse_mlm=True)
+    out.loss.backward()
+    assert out.prediction_logits.dtype == torch.bfloat16
+    assert abs(out.loss.item() - fp32.item()) < 0.05 * fp32.item()
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters())
