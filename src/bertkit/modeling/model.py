@@ -102,7 +102,8 @@ class PackedBatch:
         return x.reshape(self.batch * self.seq_len, -1).index_select(0, self.index)
 
     def unpack(self, x: torch.Tensor) -> torch.Tensor:  # (T, C) -> (B, N, C), zeros at padding
-        out = x.new_zeros(self.batch * self.seq_len, x.shape[-1]).index_copy(0, self.index, x)
+        # In place on a fresh buffer (autograd-safe) saves the clone that out-of-place index_copy makes.
+        out = x.new_zeros(self.batch * self.seq_len, x.shape[-1]).index_copy_(0, self.index, x)
         return out.view(self.batch, self.seq_len, -1)
 
 
