@@ -155,7 +155,8 @@ def test_pairs_padding_truncation(asset, lower):
     for kw in [dict(), dict(padding=True), dict(padding="max_length", max_length=64, truncation=True),
                dict(truncation="longest_first", max_length=40),
                dict(truncation=True, max_length=32, padding="longest", pad_to_multiple_of=8),
-               dict(add_special_tokens=False, padding=True), dict(padding=True, padding_side="left")]:
+               dict(add_special_tokens=False, padding=True), dict(padding=True, padding_side="left"),
+               dict(max_length=24), dict(padding=True, max_length=24)]:
         _assert_same(ref, tok, texts, pairs, **kw)
         _assert_same(ref, tok, texts, None, **kw)
 

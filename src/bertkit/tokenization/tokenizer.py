@@ -518,8 +518,8 @@ class BertTokenizer:
             pad_mode = "max_length"
         else:
             raise ValueError(f"padding must be True, False, 'longest', 'max_length' or 'do_not_pad', got {padding!r}")
-        if truncation is None and max_length is not None and pad_mode != "max_length":
-            truncation = "longest_first"
+        if truncation is None and max_length is not None and pad_mode is None:
+            truncation = "longest_first"  # transformers' default when only max_length is given
         if truncation is True:
             trunc = "longest_first"
         elif truncation in (None, False, "do_not_truncate"):
@@ -529,6 +529,9 @@ class BertTokenizer:
         else:
             raise ValueError("truncation must be True, False, 'longest_first', 'only_first', 'only_second' "
                              f"or 'do_not_truncate', got {truncation!r}")
+        if pad_mode == "longest" and trunc is None and max_length is not None and verbose:
+            warnings.warn("max_length is ignored when padding=True and there is no truncation; to pad to "
+                          "max_length use padding='max_length'", stacklevel=3)
         if max_length is None and (trunc is not None or pad_mode == "max_length"):
             max_length = self.model_max_length
         if max_length is not None and max_length < 0:
