@@ -346,11 +346,11 @@ class Trainer:
 
         if optimizer is None:
             kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
-            if self.device.type == "cuda":
-                kwargs["fused"] = True
-            else:
-                kwargs["foreach"] = True
-            optimizer = torch.optim.AdamW(_param_groups(self.raw_model, config.weight_decay), **kwargs)
+            groups = _param_groups(self.raw_model, config.weight_decay)
+            try:  # one fused kernel over all parameters (CUDA and, in recent torch, CPU)
+                optimizer = torch.optim.AdamW(groups, fused=True, **kwargs)
+            except (RuntimeError, TypeError, ValueError):
+                optimizer = torch.optim.AdamW(groups, foreach=True, **kwargs)
         self.optimizer = optimizer
 
         self.steps_per_epoch = max(1, self._num_batches() // (self.world_size * config.grad_accum_steps))
