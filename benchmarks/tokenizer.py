@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} tokenizers={tokenizers.__version__} "
           f"RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')} repeats={args.repeats} "
-          f"batch_size={args.batch_size}")
+          f"batch_size={args.batch_size} loadavg={os.getloadavg()[0]:.1f} (shared machine: a busy core slows "
+          "the reference's 2-thread pool more than single-threaded bertkit)")
     for lang, (vocab, texts) in load_corpora(args.max_texts).items():
         path = asset_path(vocab)
         ours = BertTokenizer(path, do_lower_case=True, model_max_length=10**9)
