@@ -170,3 +170,17 @@ def test_cli_tokenize_matches_reference(tmp_path):
         assert main(["tokenize", "--vocab", str(asset_path("vocab-chinese")), "--cased", "Café 中文"]) == 0
     assert str(reference("vocab-chinese", False)("Café 中文").tokens()) in buf.getvalue()
     assert main(["tokenize", "--vocab", str(tmp_path / "nope.txt"), "x"]) == 1
+
+
+def test_pad_like_reference():
+    torch = pytest.importorskip("torch")
+    ref, tok = reference("vocab-uncased", True), ours("vocab-uncased", True)
+    feats = [dict(ref(t)) for t in SEED_TEXTS]
+    for kw in [dict(), dict(padding="max_length", max_length=24), dict(pad_to_multiple_of=8),
+               dict(padding_side="left")]:
+        exp, got = ref.pad(feats, **kw), tok.pad(feats, **kw)
+        assert dict(got) == dict(exp), kw
+    exp, got = ref.pad(feats, return_tensors="pt"), tok.pad(feats, return_tensors="pt")
+    assert all(torch.equal(got[k], exp[k]) for k in exp)
+    no_mask = [{"input_ids": f["input_ids"]} for f in feats]
+    assert dict(tok.pad(no_mask)) == dict(ref.pad(no_mask))

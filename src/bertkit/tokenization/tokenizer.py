@@ -455,6 +455,56 @@ class BertTokenizer:
             sequences = sequences.tolist()
         return [self.decode(s, skip_special_tokens, clean_up_tokenization_spaces) for s in sequences]
 
+    def pad(self, encoded_inputs: Any, padding: bool | str = True, max_length: int | None = None,
+            pad_to_multiple_of: int | None = None, padding_side: str | None = None,
+            return_attention_mask: bool | None = None, return_tensors: str | None = None,
+            verbose: bool = True) -> BatchEncoding:
+        """Pad already-encoded inputs (a dict of lists, or a list of dicts as data collators pass)."""
+        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], dict):
+            encoded_inputs = {k: [ex[k] for ex in encoded_inputs] for k in encoded_inputs[0]}
+        if not isinstance(encoded_inputs, dict) or "input_ids" not in encoded_inputs:
+            raise ValueError("pad() needs a dict (or list of dicts) with 'input_ids'")
+        data = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in encoded_inputs.items()}
+        single = bool(data["input_ids"]) and isinstance(data["input_ids"][0], int) or data["input_ids"] == []
+        if single:
+            data = {k: [v] for k, v in data.items()}
+        rows = data["input_ids"]
+        want_am = return_attention_mask if return_attention_mask is not None else True
+        if want_am and "attention_mask" not in data:
+            data["attention_mask"] = [[1] * len(r) for r in rows]
+        if padding is True or padding == "longest":
+            target = max(map(len, rows), default=0)
+        elif padding == "max_length":
+            target = max_length if max_length is not None else self.model_max_length
+        elif padding in (False, None, "do_not_pad"):
+            target = None
+        else:
+            raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
+        if target is not None and pad_to_multiple_of:
+            target = -(-target // pad_to_multiple_of) * pad_to_multiple_of
+        side = padding_side or self.padding_side
+        fill = {"input_ids": self.pad_token_id, "token_type_ids": self.pad_token_type_id, "attention_mask": 0,
+                "special_tokens_mask": 1, "offset_mapping": (0, 0)}
+        if target is not None:
+            for key, value in fill.items():
+                if key not in data:
+                    continue
+                col = data[key]
+                for r, row in enumerate(col):
+                    k = target - len(row)
+                    if k > 0:
+                        col[r] = list(row) + [value] * k if side == "right" else [value] * k + list(row)
+        if not want_am:
+            data.pop("attention_mask", None)
+        if single:
+            data = {k: v[0] for k, v in data.items()}
+        enc = BatchEncoding(data, batched=not single)
+        if return_tensors is not None:
+            if single:
+                enc.update({k: [v] for k, v in enc.items()})
+            enc.convert_to_tensors(return_tensors)
+        return enc
+
     # ------------------------------------------------------------------ __call__
     def __call__(self, text: Any = None, text_pair: Any = None, add_special_tokens: bool = True,
                  padding: bool | str = False, truncation: bool | str | None = None,
