@@ -184,3 +184,17 @@ def test_pad_like_reference():
     assert all(torch.equal(got[k], exp[k]) for k in exp)
     no_mask = [{"input_ids": f["input_ids"]} for f in feats]
     assert dict(tok.pad(no_mask)) == dict(ref.pad(no_mask))
+
+
+def test_from_pretrained_tokenizer_json_only(tmp_path):
+    import shutil
+
+    src = asset_path("minilm")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(src / name, tmp_path / name)
+    tok = BertTokenizer.from_pretrained(tmp_path)
+    ref = BertTokenizerFast.from_pretrained(src)
+    texts = list(corpus("wiki")[:20]) + ["Café 中文 unheard"]
+    assert tok(texts, return_offsets_mapping=True)["offset_mapping"] == \
+        [list(map(tuple, r)) for r in ref(texts, return_offsets_mapping=True)["offset_mapping"]]
+    assert tok(texts)["input_ids"] == ref(texts)["input_ids"]

@@ -14,7 +14,10 @@ from __future__ import annotations
 from .encoding import BatchEncoding
 from .tokenizer import BertTokenizer, load_vocab
 
-__all__ = ["BatchEncoding", "BertTokenizer", "WordPieceTrainer", "load_vocab"]
+# transformers code often names the fast class; bertkit has one class that answers both
+BertTokenizerFast = BertTokenizer
+
+__all__ = ["BatchEncoding", "BertTokenizer", "BertTokenizerFast", "WordPieceTrainer", "load_vocab"]
 
 
 def __getattr__(name: str):

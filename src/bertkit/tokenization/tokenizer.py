@@ -166,9 +166,12 @@ class BertTokenizer:
             config["model_max_length"] = _DEFAULT_MAX_LENGTH  # "no limit" sentinel in transformers configs
         config.update(kwargs)
         vocab_file = path / VOCAB_FILE
-        if not vocab_file.is_file():
-            raise FileNotFoundError(f"no {VOCAB_FILE} in {path}")
-        tok = cls(vocab_file=vocab_file, **config)
+        if vocab_file.is_file():
+            tok = cls(vocab_file=vocab_file, **config)
+        elif (path / "tokenizer.json").is_file():
+            tok = cls(**{**_from_tokenizer_json(path / "tokenizer.json"), **config})
+        else:
+            raise FileNotFoundError(f"no {VOCAB_FILE} (or tokenizer.json) in {path}")
         tok.name_or_path = str(pretrained_model_name_or_path)
         return tok
 
@@ -821,6 +824,27 @@ def _windows(la: int, lb: int | None, room: int, strategy: str, stride: int):
         out.append((a, wb[0]))
         out.extend((a, b) for b in wb[1:])
     out.extend((wa[0], b) for b in wb[1:])
+    return out
+
+
+def _from_tokenizer_json(path: Path) -> dict[str, Any]:
+    """Constructor arguments from a `tokenizers` tokenizer.json holding a WordPiece model."""
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    model = spec.get("model") or {}
+    if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        raise ValueError(f"{path}: not a WordPiece tokenizer (model type {model.get('type')!r})")
+    vocab = model["vocab"]
+    if sorted(vocab.values()) != list(range(len(vocab))):
+        raise ValueError(f"{path}: WordPiece vocabulary ids are not 0..{len(vocab) - 1}")
+    out: dict[str, Any] = {"vocab": vocab, "unk_token": model.get("unk_token", "[UNK]"),
+                           "max_input_chars_per_word": model.get("max_input_chars_per_word", 100)}
+    norm = spec.get("normalizer") or {}
+    if norm.get("type") == "BertNormalizer":
+        out.update(do_lower_case=norm.get("lowercase", True), strip_accents=norm.get("strip_accents"),
+                   tokenize_chinese_chars=norm.get("handle_chinese_chars", True))
     return out
 
 
