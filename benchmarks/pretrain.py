@@ -98,7 +98,10 @@ def main() -> int:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--config", default="mini")
     ap.add_argument("--ref-bf16", action="store_true", help="also time the reference under bf16 autocast")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads for both sides (0: torch's default)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     import transformers
 

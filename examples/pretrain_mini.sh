@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 "$PY" -m bertkit pretrain \
   --corpus "$A/austen/austen.txt" "$A/wiki/wiki.txt" "$A/bbcnews/train.jsonl" \
   --vocab "$A/vocab/uncased.txt" --config mini --dropout 0.0 \
-  --seq-len 128 --batch-size 32 --max-steps 500 --max-minutes 60 \
+  --seq-len 128 --batch-size 32 --max-steps 950 --max-minutes 60 \
   --lr 1e-3 --warmup-steps 80 --weight-decay 0.01 --precision bf16 \
   --eval-every 50 --eval-instances 256 --save-every 100 --keep-last 2 \
   --threads "${THREADS:-1}" --seed 0 --output "$OUT" "$@" 2>&1 | tee -a "$OUT/log.txt"

@@ -209,7 +209,7 @@ def test_nsp_instances(shards):
     never = create_nsp_instances(shards, docs, SEQ, short_seq_prob=0.0, seed=3)
     always = create_nsp_instances(shards, docs, SEQ, short_seq_prob=1.0, seed=3)
     frac_short = lambda x: ((x[:, 1] - x[:, 0] + x[:, 3] - x[:, 2]) < SEQ // 2).mean()
-    assert frac_short(always) > frac_short(never) + 0.1
+    assert frac_short(always) > max(0.02, 10 * frac_short(never))
     again = create_nsp_instances(shards, docs, SEQ, short_seq_prob=0.1, seed=3)
     assert np.array_equal(inst, again)
 
@@ -222,7 +222,9 @@ def test_single_segment_instances_cover_every_token(shards):
     assert (lengths <= SEQ - 2).all() and (lengths > 0).all()
     assert (inst[:, 4] == -100).all()
     assert lengths.sum() == shards.document_tokens()[train].sum()
-    assert (lengths == SEQ - 2).mean() > 0.5  # "full-length" segments
+    # Packed close to the limit: only document ends and long next sentences leave room.
+    assert lengths.mean() > 0.7 * (SEQ - 2)
+    assert (lengths < (SEQ - 2) // 2).mean() < 0.15
 
 
 def test_dataset_items(shards, vocab):
