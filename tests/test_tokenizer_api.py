@@ -198,3 +198,24 @@ def test_from_pretrained_tokenizer_json_only(tmp_path):
     assert tok(texts, return_offsets_mapping=True)["offset_mapping"] == \
         [list(map(tuple, r)) for r in ref(texts, return_offsets_mapping=True)["offset_mapping"]]
     assert tok(texts)["input_ids"] == ref(texts)["input_ids"]
+
+
+def test_add_special_tokens_like_reference(tmp_path):
+    ref = BertTokenizerFast.from_pretrained(asset_path("minilm"))
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    markers = {"additional_special_tokens": ["[E1]", "[/E1]", "<ent>"]}
+    assert tok.add_special_tokens(markers) == ref.add_special_tokens(markers) == 3
+    assert len(tok) == len(ref) and tok.vocab_size == ref.vocab_size
+    assert tok.all_special_tokens == ref.all_special_tokens and tok.all_special_ids == ref.all_special_ids
+    texts = ["[E1] Elizabeth [/E1] met [E1]Darcy[/E1] at <ent>Pemberley<ent>.", "x[E1]y [e1] <ENT>"]
+    exp = ref(texts, return_offsets_mapping=True, return_special_tokens_mask=True)
+    got = tok(texts, return_offsets_mapping=True, return_special_tokens_mask=True)
+    assert got["input_ids"] == exp["input_ids"]
+    assert got["offset_mapping"] == [list(map(tuple, r)) for r in exp["offset_mapping"]]
+    assert got["special_tokens_mask"] == exp["special_tokens_mask"]
+    for skip in (False, True):
+        assert tok.decode(got["input_ids"][0], skip_special_tokens=skip) == \
+            ref.decode(exp["input_ids"][0], skip_special_tokens=skip)
+    tok.save_pretrained(tmp_path)
+    again = BertTokenizer.from_pretrained(tmp_path)
+    assert again(texts)["input_ids"] == exp["input_ids"]

@@ -118,7 +118,9 @@ class BertTokenizer:
         self.init_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
         self._normalizer = Normalizer(lowercase=self.do_lower_case, strip_accents=strip_accents,
                                       tokenize_chinese_chars=self.tokenize_chinese_chars)
-        self._wordpiece = WordPiece(self.vocab, unk_token=self.unk_token,
+        self._base_vocab_size = len(self.vocab)
+        # a copy: tokens added later are matched in the raw text, never as WordPiece pieces
+        self._wordpiece = WordPiece(dict(self.vocab), unk_token=self.unk_token,
                                     max_input_chars_per_word=self.max_input_chars_per_word)
         self._warned_length = False
         self._build_special()
@@ -240,7 +242,41 @@ class BertTokenizer:
 
     @property
     def vocab_size(self) -> int:
-        return len(self.vocab)
+        """Size of the base vocabulary (``len(tokenizer)`` also counts added tokens)."""
+        return self._base_vocab_size
+
+    def add_special_tokens(self, special_tokens_dict: dict[str, Any], replace_additional_special_tokens: bool = True) -> int:
+        """Set or add special tokens (e.g. ``{"additional_special_tokens": ["[E1]", "[/E1]"]}``);
+        tokens not in the vocabulary get new ids. They are matched whole in the raw text.
+        Returns how many tokens were added to the vocabulary."""
+        added = 0
+
+        def ensure(tok: str) -> None:
+            nonlocal added
+            if tok not in self.vocab:
+                i = len(self.vocab)
+                self.vocab[tok] = i
+                self.ids_to_tokens[i] = tok
+                added += 1
+
+        for key, value in special_tokens_dict.items():
+            if key == "additional_special_tokens":
+                toks = [str(getattr(t, "content", t)) for t in value]
+                for t in toks:
+                    ensure(t)
+                if replace_additional_special_tokens:
+                    self.additional_special_tokens = list(dict.fromkeys(toks))
+                else:
+                    self.additional_special_tokens += [t for t in toks if t not in self.additional_special_tokens]
+            elif key in _SPECIAL_KEYS:
+                t = str(getattr(value, "content", value))
+                ensure(t)
+                setattr(self, key, t)
+            else:
+                raise ValueError(f"unknown special token key {key!r}; use one of {_SPECIAL_KEYS} or "
+                                 "'additional_special_tokens'")
+        self._build_special()
+        return added
 
     def __len__(self) -> int:
         return len(self.vocab)
