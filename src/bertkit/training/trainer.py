@@ -25,7 +25,9 @@ Loss: by default ``model(**batch)`` must return an object (or dict) with ``.loss
 ``loss_fn(model, batch) -> (loss, {name: scalar tensor or float})`` hook replaces that; the extra
 scalars (e.g. ``mlm_loss``, ``nsp_loss``) are averaged over the log interval and logged.
 
-Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``. Evaluation every ``eval_every``
+Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``; ``max_time_minutes`` also stops
+the run after that much training wall time (evaluation and checkpointing excluded; counted across
+resumes). Evaluation every ``eval_every``
 steps and/or at the end of every epoch (``eval_each_epoch``); the returned dict is logged with an
 ``eval_`` prefix; the final weights are always evaluated once at the end. With ``best_metric`` the best model is kept in ``OUTPUT/best`` and
 ``patience`` evaluations without improvement stop the run.
@@ -37,7 +39,8 @@ supported, else fp16 + GradScaler on CUDA, else fp32), ``"bf16"``, ``"fp16"``, `
 
 Outputs in ``output_dir``: ``metrics.jsonl`` (one JSON object per logged step: step, epoch, loss,
 extra loss terms, lr, tokens_per_sec = tokens of the padded batches per second of wall time,
-data loading included; eval rows carry ``eval_*`` keys), ``metrics.png`` (curves, drawn at the
+data loading included, of all ranks together; losses are averaged over ranks under DDP;
+train_seconds; eval rows carry ``eval_*`` keys), ``metrics.png`` (curves, drawn at the
 end), ``checkpoints/step-NNNNNNN/`` every ``save_every`` steps (written to a temporary folder, then
 renamed; the last ``keep_last`` kept) and, at the end, the model itself via
 ``model.save_pretrained(output_dir)`` (plus ``tokenizer.save_pretrained``) or ``save_model(model,
@@ -46,7 +49,9 @@ position from the newest complete checkpoint. A NaN/inf loss raises :class:`NonF
 before anything is saved, so the last good checkpoint stays intact.
 
 DDP: launched under ``torchrun`` (``WORLD_SIZE`` > 1) the Trainer initialises the process group
-(NCCL on CUDA, gloo on CPU) and wraps the model; only rank 0 logs, shows the bar and saves.
+(NCCL on CUDA, gloo on CPU) and wraps the model (``ddp_find_unused_parameters`` for heads that
+skip parameters); only rank 0 logs, shows the bar and saves; each rank keeps its own RNG state in
+the checkpoint, and resuming needs the same world size.
 """
 
 from __future__ import annotations
@@ -780,11 +785,17 @@ def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
     evals = [r for r in rows if any(k.startswith("eval_") for k in r)]
     loss_keys = sorted({k for r in train for k in r if k == "loss" or k.endswith("_loss")})
     eval_keys = sorted({k for r in evals for k in r if k.startswith("eval_")})
+    unit = [k for k in eval_keys if all(0.0 <= r[k] <= 1.0 for r in evals if r.get(k) is not None)]
+    other = [k for k in eval_keys if k not in unit]
     panels = [("training loss", loss_keys, train), ("learning rate", ["lr"], train)]
-    if eval_keys:
-        panels.append(("evaluation", eval_keys, evals))
+    if unit:
+        panels.append(("evaluation", unit, evals))
+    if other:
+        panels.append(("evaluation (log scale)", other, evals))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
     for ax, (title, keys, data) in zip(np.atleast_1d(axes), panels):
+        if "log scale" in title:
+            ax.set_yscale("log")
         for k in keys:
             pts = [(r["step"], r[k]) for r in data if k in r and r[k] is not None]
             if pts:
