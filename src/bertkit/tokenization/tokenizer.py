@@ -330,7 +330,8 @@ class BertTokenizer:
             if k & 1:
                 ids_out.append(self._special_ids[part])
                 offsets_out.append((pos, pos + len(part)))
-                words_out.append(w)
+                if words_out is not None:
+                    words_out.append(w)
                 w += 1
             elif part:
                 words, starts, ends, align = self._normalizer.words_with_offsets(part)
@@ -344,7 +345,8 @@ class BertTokenizer:
                     n0 = len(ids_out)
                     ids_out.extend(chain.from_iterable(pieces))
                     offs = list(zip(starts, ends))
-                    wids = list(range(w, w + nw))
+                    track = words_out is not None
+                    wids = list(range(w, w + nw)) if track else None
                     if len(ids_out) - n0 != nw:
                         # splice the few multi-piece words in, from the right so indices stay valid
                         multi = list(compress(range(nw), map(gt, map(len, pieces), repeat(1))))
@@ -353,23 +355,27 @@ class BertTokenizer:
                             s = starts[i]
                             rel = spans[words[i]]
                             offs[i:i + 1] = [(s + a, s + b) for a, b in rel]
-                            wids[i:i + 1] = repeat(w + i, len(rel))
+                            if track:
+                                wids[i:i + 1] = repeat(w + i, len(rel))
                     offsets_out.extend(offs)
-                    words_out.extend(wids)
+                    if track:
+                        words_out.extend(wids)
                 else:
                     for word, s, in zip(words, starts):
                         wids = wp.word_ids(word)
                         ids_out.extend(wids)
                         offsets_out.extend([(pos + align[s + a], pos + align[s + b - 1] + 1)
                                             for a, b in wp.word_spans(word)])
-                        words_out.extend(repeat(w, len(wids)))
+                        if words_out is not None:
+                            words_out.extend(repeat(w, len(wids)))
                         w += 1
                     w -= nw
                 w += nw
             pos += len(part)
         return w
 
-    def _encode_seq(self, text: str | Sequence[str], details: bool, split_words: bool = False) -> _Seq:
+    def _encode_seq(self, text: str | Sequence[str], details: bool, split_words: bool = False,
+                    words: bool = True) -> _Seq:
         if split_words:
             if isinstance(text, str) or not all(isinstance(t, str) for t in text):
                 raise TypeError("with is_split_into_words=True each input must be a list of str, got "
@@ -385,9 +391,10 @@ class BertTokenizer:
         text = self._check_text(text)
         if not details:
             return _Seq(self._ids(text))
-        ids, offsets, words = [], [], []
-        self._encode_details(text, 0, 0, words, offsets, ids)
-        return _Seq(ids, offsets, words)
+        ids, offsets = [], []
+        word_ids = [] if words else None  # else computed on demand by BatchEncoding.word_ids()
+        self._encode_details(text, 0, 0, word_ids, offsets, ids)
+        return _Seq(ids, offsets, word_ids)
 
     def encode_batch_ids(self, texts: Iterable[str]) -> list[list[int]]:
         """Fast path: ids of each text, without special tokens, padding or truncation."""
@@ -643,8 +650,9 @@ class BertTokenizer:
         details = return_offsets_mapping or is_split_into_words
 
         # --- encode texts
-        seq_a = [self._encode_seq(t, details, is_split_into_words) for t in texts]
-        seq_b = None if pairs is None else [self._encode_seq(t, details, is_split_into_words) for t in pairs]
+        enc_seq = self._encode_seq
+        seq_a = [enc_seq(t, details, is_split_into_words, False) for t in texts]
+        seq_b = None if pairs is None else [enc_seq(t, details, is_split_into_words, False) for t in pairs]
 
         # --- truncate into windows: rows of (sample, (a0, a1), (b0, b1) | None)
         rows: list[tuple[int, tuple[int, int], tuple[int, int] | None]] = []
@@ -670,41 +678,57 @@ class BertTokenizer:
         # --- assemble rows
         cls_id, sep_id = self.cls_token_id, self.sep_token_id
         input_ids, types, specials, offsets = [], [], [], []
-        for i, (a0, a1), rb in rows:
-            ids_a = seq_a[i].ids[a0:a1]
-            if rb is None:
-                if add_special_tokens:
-                    ids = [cls_id, *ids_a, sep_id]
-                    n = len(ids)
-                    tt = [0] * n
-                    sm = [1, *([0] * (n - 2)), 1]
-                else:
-                    ids = ids_a
-                    n = len(ids)
-                    tt = [0] * n
-                    sm = [0] * n
+        if seq_b is None and trunc is None:
+            # the common case, in list comprehensions: one row per text, nothing cut
+            if add_special_tokens:
+                input_ids = [[cls_id, *a.ids, sep_id] for a in seq_a]
                 if details:
-                    off = seq_a[i].offsets[a0:a1]
-                    off = [(0, 0), *off, (0, 0)] if add_special_tokens else off
+                    offsets = [[(0, 0), *a.offsets, (0, 0)] for a in seq_a]
+                if return_special_tokens_mask:
+                    specials = [[1, *([0] * len(a.ids)), 1] for a in seq_a]
             else:
-                b0, b1 = rb
-                ids_b = seq_b[i].ids[b0:b1]
-                if add_special_tokens:
-                    ids = [cls_id, *ids_a, sep_id, *ids_b, sep_id]
-                    tt = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
-                    sm = [1, *([0] * len(ids_a)), 1, *([0] * len(ids_b)), 1]
-                else:
-                    ids = ids_a + ids_b
-                    tt = [0] * len(ids_a) + [1] * len(ids_b)
-                    sm = [0] * len(ids)
+                input_ids = [a.ids for a in seq_a]
                 if details:
-                    oa, ob = seq_a[i].offsets[a0:a1], seq_b[i].offsets[b0:b1]
-                    off = [(0, 0), *oa, (0, 0), *ob, (0, 0)] if add_special_tokens else oa + ob
-            input_ids.append(ids)
-            types.append(tt)
-            specials.append(sm)
-            if details:
-                offsets.append(off)
+                    offsets = [a.offsets for a in seq_a]
+                if return_special_tokens_mask:
+                    specials = [[0] * len(a.ids) for a in seq_a]
+            types = [[0] * len(r) for r in input_ids]
+        else:
+            for i, (a0, a1), rb in rows:
+                ids_a = seq_a[i].ids[a0:a1]
+                if rb is None:
+                    if add_special_tokens:
+                        ids = [cls_id, *ids_a, sep_id]
+                        n = len(ids)
+                        tt = [0] * n
+                        sm = [1, *([0] * (n - 2)), 1]
+                    else:
+                        ids = ids_a
+                        n = len(ids)
+                        tt = [0] * n
+                        sm = [0] * n
+                    if details:
+                        off = seq_a[i].offsets[a0:a1]
+                        off = [(0, 0), *off, (0, 0)] if add_special_tokens else off
+                else:
+                    b0, b1 = rb
+                    ids_b = seq_b[i].ids[b0:b1]
+                    if add_special_tokens:
+                        ids = [cls_id, *ids_a, sep_id, *ids_b, sep_id]
+                        tt = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
+                        sm = [1, *([0] * len(ids_a)), 1, *([0] * len(ids_b)), 1]
+                    else:
+                        ids = ids_a + ids_b
+                        tt = [0] * len(ids_a) + [1] * len(ids_b)
+                        sm = [0] * len(ids)
+                    if details:
+                        oa, ob = seq_a[i].offsets[a0:a1], seq_b[i].offsets[b0:b1]
+                        off = [(0, 0), *oa, (0, 0), *ob, (0, 0)] if add_special_tokens else oa + ob
+                input_ids.append(ids)
+                types.append(tt)
+                specials.append(sm)
+                if details:
+                    offsets.append(off)
 
         lengths = [len(r) for r in input_ids]
         target = None
@@ -726,7 +750,8 @@ class BertTokenizer:
                 if side == "right":
                     input_ids[r] += [pad_id] * k
                     types[r] += [self.pad_token_type_id] * k
-                    specials[r] += [1] * k
+                    if return_special_tokens_mask:
+                        specials[r] += [1] * k
                     if masks is not None:
                         masks[r] += [0] * k
                     if details:
@@ -734,7 +759,8 @@ class BertTokenizer:
                 else:
                     input_ids[r] = [pad_id] * k + input_ids[r]
                     types[r] = [self.pad_token_type_id] * k + types[r]
-                    specials[r] = [1] * k + specials[r]
+                    if return_special_tokens_mask:
+                        specials[r] = [1] * k + specials[r]
                     if masks is not None:
                         masks[r] = [0] * k + masks[r]
                     if details:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
-from itertools import accumulate, chain
-from operator import add, sub
+from itertools import accumulate, chain, repeat
+from operator import sub
 from typing import Iterable
 
 from . import _unicode_data as _ud
@@ -114,9 +114,9 @@ def _build_split_re(limit: int = 0x10FFFF) -> re.Pattern:
 
 
 def _with_gaps(rx: re.Pattern) -> re.Pattern:
-    # (separators before the word, word): findall then gives positions by running sums, without
-    # creating a Match object per word
-    return re.compile(f"([ \\t\\n\\r]*)({rx.pattern})")
+    # each word with the separators before it: findall then gives positions by running sums,
+    # without creating a Match object (or a group tuple) per word
+    return re.compile(f"[ \\t\\n\\r]*(?:{rx.pattern})")
 
 
 _SPLIT_RE = _build_split_re()
@@ -295,15 +295,13 @@ class Normalizer:
         norm, rx, _ = self._normalized(text)
         return rx.findall(norm)
 
-    def words_with_offsets(self, text: str) -> tuple[tuple[str, ...], list[int], list[int], list[int] | None]:
+    def words_with_offsets(self, text: str) -> tuple[list[str], list[int], list[int], list[int] | None]:
         """Normalized words, their start and end in the normalized text, and the alignment table
         (normalized index -> source index), or None when the two coincide."""
         norm, rx, align = self._normalized(text)
         found = _GAPS[rx].findall(norm)
-        if not found:
-            return (), [], [], align
-        gaps, words = zip(*found)
-        ends = list(accumulate(map(add, map(len, gaps), map(len, words))))
+        words = list(map(str.lstrip, found, repeat(" \t\n\r")))
+        ends = list(accumulate(map(len, found)))
         starts = list(map(sub, ends, map(len, words)))
         return words, starts, ends, align
 
