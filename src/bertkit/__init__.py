@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # tokenization
     "BertTokenizer": "bertkit.tokenization",
+    "BertTokenizerFast": "bertkit.tokenization",
     "BatchEncoding": "bertkit.tokenization",
     "WordPieceTrainer": "bertkit.tokenization",
     # modeling
