@@ -8,7 +8,6 @@ multiple-choice classification.
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 import torch.nn.functional as F

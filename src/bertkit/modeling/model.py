@@ -7,9 +7,10 @@ of every BERT checkpoint with no mapping table: ``embeddings.word_embeddings``,
 
 Shapes: B batch, N sequence length, H hidden size, h heads, d = H / h head size, I intermediate size.
 
-Weight initialisation is kept apart from construction (as in torchtitan): modules only declare their
-parameters; ``BertPreTrainedModel.init_weights`` applies BERT's initialisation once, and
-``from_pretrained`` builds on the meta device and skips it for every weight the checkpoint provides.
+Weight initialisation is kept apart from construction (as in torchtitan): modules declare their
+parameters, ``BertPreTrainedModel.init_weights`` applies BERT's initialisation (normal with
+``initializer_range``) to a whole model once, and ``from_pretrained`` builds on the meta device,
+assigns the checkpoint's tensors and initialises only the parameters the checkpoint lacks.
 """
 
 from __future__ import annotations
