@@ -323,3 +323,24 @@ def test_training_step_under_bf16_autocast(batch):
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+
+
+def test_resize_token_embeddings_like_transformers(batch):
+    torch.manual_seed(6)
+    cfg = _hf_config()
+    hf = transformers.BertForMaskedLM(cfg).eval()
+    mine = BertForMaskedLM(BertConfig(**{k: v for k, v in cfg.to_dict().items()
+                                         if k in BertConfig.__dataclass_fields__})).eval()
+    mine.load_state_dict({k: v for k, v in hf.state_dict().items()}, strict=False)
+    mine.tie_weights()
+    hf.resize_token_embeddings(30530)
+    mine.resize_token_embeddings(30530)
+    assert mine.config.vocab_size == 30530 and mine.cls.predictions.bias.shape == (30530,)
+    assert mine.cls.predictions.decoder.weight is mine.bert.embeddings.word_embeddings.weight
+    assert mine.cls.predictions.decoder.bias is mine.cls.predictions.bias
+    with torch.no_grad():  # the old vocabulary's logits are unchanged
+        a = mine(**batch, output_hidden_states=True).logits[..., :30522]
+        b = hf(**batch, output_hidden_states=True).logits[..., :30522]
+    assert _maxdiff(a, b) < TOL
+    base = BertModel.from_pretrained(asset_path("minilm"), add_pooling_layer=False)
+    assert base.pooler is None

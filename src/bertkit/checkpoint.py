@@ -397,8 +397,12 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
     from bertkit.modeling.config import _FIELD_NAMES, BertConfig
     from bertkit.modeling.model import BertEmbeddings, no_init_weights
 
-    overrides = {k: v for k, v in kwargs.items() if k in _FIELD_NAMES}
-    unknown = sorted(set(kwargs) - set(overrides) - _IGNORED_HF_KWARGS)
+    import inspect
+
+    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
+    model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}  # e.g. add_pooling_layer=False
+    overrides = {k: v for k, v in kwargs.items() if k in _FIELD_NAMES and k not in model_kwargs}
+    unknown = sorted(set(kwargs) - set(overrides) - set(model_kwargs) - _IGNORED_HF_KWARGS)
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword arguments: {', '.join(unknown)}")
     folder = resolve_model_path(pretrained_model_name_or_path, cache_dir=cache_dir, revision=revision)
@@ -414,7 +418,7 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
     state = load_state_dict(weights_file)
 
     with no_init_weights(), torch.device("meta"):
-        model = cls(config, *model_args)
+        model = cls(config, *model_args, **model_kwargs)
     mapped, unexpected = map_checkpoint_keys(state, model)
     model_state = model.state_dict()
     tied = _tied_keys(model)

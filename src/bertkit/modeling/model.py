@@ -383,6 +383,38 @@ class BertPreTrainedModel(nn.Module):
     def get_output_embeddings(self) -> nn.Linear | None:
         return None
 
+    @torch.no_grad()
+    def resize_token_embeddings(self, new_num_tokens: int) -> nn.Embedding:
+        """Grow or shrink the vocabulary: existing rows are kept, new rows get BERT's init.
+
+        Updates ``config.vocab_size`` and keeps the MLM decoder (and its bias) tied and sized to match.
+        """
+        old = self.get_input_embeddings()
+        n_old, dim = old.weight.shape
+        if new_num_tokens == n_old:
+            return old
+        new = nn.Embedding(new_num_tokens, dim, padding_idx=old.padding_idx if
+                           old.padding_idx is not None and old.padding_idx < new_num_tokens else None)
+        new.to(device=old.weight.device, dtype=old.weight.dtype)
+        self._init_module(new)
+        keep = min(n_old, new_num_tokens)
+        new.weight[:keep] = old.weight[:keep]
+        self.base_model.embeddings.word_embeddings = new
+        decoder = self.get_output_embeddings()
+        if decoder is not None:
+            bias = self.cls.predictions.bias
+            new_bias = torch.zeros(new_num_tokens, dtype=bias.dtype, device=bias.device)
+            new_bias[:keep] = bias[:keep]
+            self.cls.predictions.bias = nn.Parameter(new_bias)
+            new_decoder = nn.Linear(dim, new_num_tokens, device=bias.device, dtype=bias.dtype)
+            if not self.config.tie_word_embeddings:
+                self._init_module(new_decoder)
+                new_decoder.weight[:keep] = decoder.weight[:keep]
+            self.cls.predictions.decoder = new_decoder
+        self.config.vocab_size = new_num_tokens
+        self.tie_weights()
+        return new
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
