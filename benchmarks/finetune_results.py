@@ -27,7 +27,7 @@ RUNS = {
                 dict(epochs=2, max_length=128, batch_size=16, lr=1e-4,
                      freeze="embeddings,encoder.layer.0-1")),
     "polarity": ("text-classification", "polarity-train", "polarity-test", "accuracy",
-                 dict(epochs=1, max_length=64, batch_size=32, lr=1e-4)),
+                 dict(epochs=2, max_length=64, batch_size=32, lr=1e-4)),
     "wnut16": ("token-classification", "wnut16-train", "wnut16-test", "f1",
                dict(epochs=4, max_length=64, batch_size=16, lr=1e-4)),
 }
