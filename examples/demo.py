@@ -10,7 +10,7 @@
 Everything is written under runs/demo/. Each step says what it does; if a step cannot run (a
 missing asset or component), it says why and the demo goes on with the next one.
 
-    python examples/demo.py [--pretrain-minutes 3] [--quick]
+    python examples/demo.py [--pretrain-minutes 4] [--quick]
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ def run_step(name: str, fn, *a):
 def main() -> int:
     ap = argparse.ArgumentParser(description="bertkit's main story on CPU")
     ap.add_argument("--vocab-size", type=int, default=8000)
-    ap.add_argument("--pretrain-minutes", type=float, default=3.0)
-    ap.add_argument("--pretrain-steps", type=int, default=400, help="sets the lr schedule; minutes cap it")
+    ap.add_argument("--pretrain-minutes", type=float, default=4.0)
+    ap.add_argument("--pretrain-steps", type=int, default=1200, help="sets the lr schedule; minutes cap it")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--quick", action="store_true", help="a shorter run: 1 minute of pretraining, 800 sentences")
     args = ap.parse_args()
