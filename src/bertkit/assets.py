@@ -5,7 +5,7 @@ This is the one place where bertkit's *set-up* touches a network: `bertkit fetch
 it needs. Library code never downloads; it only looks paths up with :func:`asset_path`, which
 raises a clear error naming the command to run when an asset is missing.
 
-Cache layout (``$BERTKIT_ASSETS``, default ``~/.cache/bertkit/assets``)::
+Cache layout (``$BERTKIT_ASSETS``; else ``./.assets`` if present; else ``~/.cache/bertkit/assets``)::
 
     minilm/                 sentence-transformers/all-MiniLM-L6-v2 (config, safetensors, vocab)
     vocab/uncased.txt       bert-base-uncased vocabulary (30,522)
@@ -61,9 +61,13 @@ ASSETS = {
 
 
 def assets_dir() -> Path:
-    """The asset cache folder: ``$BERTKIT_ASSETS`` or ``~/.cache/bertkit/assets``."""
+    """The asset cache folder: ``$BERTKIT_ASSETS``, else ``./.assets`` when it exists (what `make`
+    fetches in a checkout, so scripts run from the repo root find it), else ``~/.cache/bertkit/assets``."""
     env = os.environ.get("BERTKIT_ASSETS")
-    return Path(env) if env else Path.home() / ".cache" / "bertkit" / "assets"
+    if env:
+        return Path(env)
+    local = Path.cwd() / ".assets"
+    return local if local.is_dir() else Path.home() / ".cache" / "bertkit" / "assets"
 
 
 def asset_path(name: str) -> Path:
