@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,13 +35,16 @@ WORKER = textwrap.dedent("""
     parts = build_pretraining(args)
     cfg = TrainingConfig(output_dir=args.output, max_steps=args.max_steps, batch_size=args.batch_size,
                          lr=args.lr, warmup_steps=args.warmup_steps, precision=args.precision,
-                         seed=args.seed, progress=False, plot=False, save_every=args.save_every or None)
+                         seed=args.seed, progress=False, plot=False, save_every=args.save_every or None,
+                         resume=args.resume, max_time_minutes=args.max_minutes)
     trainer = Trainer(parts["model"], cfg, parts["train_dataset"], collate_fn=parts["collate"],
                       loss_fn=mlm_nsp_loss, tokenizer=parts["tokenizer"])
     trainer.train()
     rank = int(os.environ.get("RANK", "0"))
     torch.save({k: v.detach().clone() for k, v in trainer.raw_model.state_dict().items()},
                f"{dump}/rank{rank}_ws{trainer.world_size}.pt")
+    with open(f"{dump}/rank{rank}_ws{trainer.world_size}.step", "w") as f:
+        f.write(str(trainer.step))
     if trainer.distributed:
         import torch.distributed as dist
         dist.destroy_process_group()
@@ -109,3 +113,43 @@ def test_two_process_gloo_matches_single_process(setup):
         [r["nsp_loss"] for r in single_rows if "loss" in r], rel=1e-4)
     assert [r["mlm_loss"] for r in rows if "loss" in r] == pytest.approx(
         [r["mlm_loss"] for r in single_rows if "loss" in r], rel=2e-2)
+
+
+def _torchrun(worker: Path, args: list[str], dump: Path, env: dict) -> subprocess.CompletedProcess:
+    dump.mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+         "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(worker), *args, str(dump)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_ddp_resume_matches_uninterrupted_run(setup):
+    """Resume under DDP from the step-2 checkpoint of a 4-step run gives that run's step-4 weights."""
+    d, worker, env = setup
+    full = _torchrun(worker, [*_args(d, "ddp-full", 4), "--save-every", "2"], d / "dump-full", env)
+    assert full.returncode == 0, full.stderr[-3000:]
+    # Keep only what a run killed between steps 2 and 4 would have left: the step-2 checkpoint.
+    resumed = d / "ddp-resume"
+    (resumed / "checkpoints").mkdir(parents=True)
+    shutil.copytree(d / "ddp-full" / "checkpoints" / "step-0000002", resumed / "checkpoints" / "step-0000002")
+    second = _torchrun(worker, [*_args(d, "ddp-resume", 4), "--save-every", "2", "--resume"],
+                       d / "dump-second", env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    for rank in (0, 1):
+        assert (d / "dump-second" / f"rank{rank}_ws2.step").read_text() == "4"
+        a = torch.load(d / "dump-full" / f"rank{rank}_ws2.pt")
+        b = torch.load(d / "dump-second" / f"rank{rank}_ws2.pt")
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], atol=1e-6, rtol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+def test_ddp_time_limit_stops_all_ranks_at_the_same_step(setup):
+    """--max-minutes is decided jointly; a rank that stopped alone would leave the other hanging."""
+    d, worker, env = setup
+    args = _args(d, "ddp-time", 4)
+    args[args.index("--max-steps") + 1] = "100000"
+    run = _torchrun(worker, [*args, "--max-minutes", "0.05"], d / "dump-time", env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    steps = [(d / "dump-time" / f"rank{r}_ws2.step").read_text() for r in (0, 1)]
+    assert steps[0] == steps[1] and 0 < int(steps[0]) < 100000
+    assert "max_time_minutes=0.05 reached" in run.stderr

@@ -170,3 +170,55 @@ def test_multiple_choice_swag(tmp_path, minilm):
         with torch.no_grad():
             lg = hf(**{k: v.unsqueeze(0) for k, v in enc.items()}).logits[0]
         np.testing.assert_allclose(p["scores"], lg.softmax(-1).numpy(), atol=1e-4)
+
+
+def test_token_classification_long_sentence_windows(minilm):
+    """A sentence longer than max_length is split into overlapping word windows: every word is
+    labelled in training and predicted at inference, each window is a real encoding of its words."""
+    import warnings
+
+    from bertkit import BertForTokenClassification, BertTokenizer
+    from bertkit.tasks.data import TaggedSentence
+    from bertkit.tasks.tasks import TaskOptions, TokenClassificationTask
+
+    sents = read_conll(asset_path("wnut16-train"))[:40]
+    words = [w for s in sents for w in s.tokens]
+    tags = [t for s in sents for t in s.tags]
+    long = TaggedSentence(tokens=words, tags=tags, line=1)
+    task = TokenClassificationTask(TaskOptions(max_length=32, doc_stride=8))
+    task.setup_labels([long])
+    tok = BertTokenizer.from_pretrained(minilm)
+    enc = task.encode(tok, [long])
+    assert len(enc.features) > 10  # hundreds of word pieces in 32-token windows
+    hf_tok = transformers.BertTokenizerFast.from_pretrained(str(minilm))
+    first_words = set()
+    prev_ws: set[int] = set()
+    overlaps = 0
+    for f, (i, wids) in zip(enc.features, enc.aux):
+        assert i == 0 and len(f["input_ids"]) <= 32
+        ws = [w for w in wids if w is not None]
+        assert ws == sorted(ws) and ws[0] == min(ws)
+        # the window starts at a word's first piece, and overlaps the previous window
+        assert tok.convert_ids_to_tokens(f["input_ids"][1])[:2] != "##"
+        # consecutive windows overlap (unless the boundary word is longer than the overlap) or touch
+        assert not prev_ws or ws[0] in prev_ws or ws[0] == max(prev_ws) + 1
+        overlaps += ws[0] in prev_ws
+        prev_ws = set(ws)
+        # labels sit on each word's first piece only, and are that word's tag
+        for pos, (w, lab) in enumerate(zip(wids, f["labels"])):
+            if w is not None and (pos == 0 or wids[pos - 1] != w):
+                assert task.labels[lab] == tags[w]
+                first_words.add(w)
+            else:
+                assert lab == -100
+        # each window is exactly what the reference tokenizer gives for those words
+        hf = hf_tok(words[ws[0]: ws[-1] + 1], is_split_into_words=True, truncation=True, max_length=32)
+        assert f["input_ids"] == hf["input_ids"]
+    assert first_words == set(range(len(words)))
+    assert overlaps >= 0.8 * (len(enc.features) - 1)
+
+    model = BertForTokenClassification.from_pretrained(minilm, num_labels=len(task.labels)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no word may be dropped and tagged O silently or otherwise
+        rows = task.predict(model, tok, [long])
+    assert len(rows[0]["tags"]) == len(words) and all(t in task.labels for t in rows[0]["tags"])

@@ -19,7 +19,7 @@ def add_data_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     g.add_argument("--label-column", default=d("label"), help="label column (default: label)")
     g.add_argument("--label-separator", default=None, help="split string labels on this for multi-label, e.g. '|'")
     g.add_argument("--max-length", type=int, default=d(128), help="max tokens per sequence/window (default: 128)")
-    g.add_argument("--doc-stride", type=int, default=d(128), help="QA: overlap between context windows (default: 128)")
+    g.add_argument("--doc-stride", type=int, default=d(128), help="QA: overlap between context windows; token classification: overlap between the windows of a sentence longer than --max-length, at most half a window (default: 128)")
     g.add_argument("--max-answer-length", type=int, default=d(30), help="QA: longest answer in tokens (default: 30)")
     g.add_argument("--n-best-size", type=int, default=d(20), help="QA: start/end candidates per window (default: 20)")
 

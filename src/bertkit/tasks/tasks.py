@@ -370,52 +370,89 @@ class TokenClassificationTask(Task):
     def model_kwargs(self):
         return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)), "label2id": self.label2id}
 
-    def _word_ids(self, tokenizer, words_batch):
-        """input_ids and word_ids per sentence, each word's sub-tokens from the tokenizer."""
-        enc = tokenizer(words_batch, is_split_into_words=True, truncation=True, max_length=self.options.max_length)
-        return enc, [enc.word_ids(i) for i in range(len(words_batch))]
+    def _windows(self, counts: list[int]) -> list[tuple[int, int]]:
+        """Word ranges [start, end) of at most ``max_length - 2`` tokens each, overlapping by up to
+        ``min(doc_stride, room // 2)`` tokens of whole words, so a long sentence is covered without
+        cutting a word (a word longer than the overlap is not repeated; a word longer than a window
+        is truncated inside its own window)."""
+        room = self.options.max_length - 2
+        overlap = min(self.options.doc_stride, room // 2)
+        windows, start, n = [], 0, len(counts)
+        while True:
+            end, used = start, 0
+            while end < n and (end == start or used + counts[end] <= room):
+                used += counts[end]
+                end += 1
+            windows.append((start, end))
+            if end >= n:
+                return windows
+            nxt, back = end, 0  # step back over whole words until the overlap is reached
+            while nxt - 1 > start and back + counts[nxt - 1] <= overlap:
+                nxt -= 1
+                back += counts[nxt]
+            start = nxt
 
     def encode(self, tokenizer, examples, with_labels=True):
-        enc, word_ids = self._word_ids(tokenizer, [s.tokens for s in examples])
-        l2i = self.label2id
-        feats = []
+        """One feature per window (see :meth:`_windows`); aux: (sentence, first word, word_ids) per window."""
+        words_batch = [s.tokens for s in examples]
+        full = tokenizer(words_batch, is_split_into_words=True, add_special_tokens=False, verbose=False)
+        spans = []  # (sentence index, first word, end word)
         for i, s in enumerate(examples):
-            f = {"input_ids": list(enc["input_ids"][i]), "attention_mask": list(enc["attention_mask"][i])}
+            counts = [0] * len(s.tokens)
+            for w in full.word_ids(i):
+                counts[w] += 1
+            spans += [(i, a, b) for a, b in (self._windows(counts) if s.tokens else [(0, 0)])]
+        enc = tokenizer([words_batch[i][a:b] for i, a, b in spans], is_split_into_words=True, truncation=True,
+                        max_length=self.options.max_length)
+        l2i = self.label2id
+        feats, aux = [], []
+        for j, (i, a, _) in enumerate(spans):
+            wids = [None if w is None else w + a for w in enc.word_ids(j)]  # sentence-level word indices
+            f = {"input_ids": list(enc["input_ids"][j]), "attention_mask": list(enc["attention_mask"][j])}
             if "token_type_ids" in enc:
-                f["token_type_ids"] = list(enc["token_type_ids"][i])
-            if with_labels and s.tags is not None:
+                f["token_type_ids"] = list(enc["token_type_ids"][j])
+            tags = examples[i].tags
+            if with_labels and tags is not None:
                 labels, prev = [], None
-                for w in word_ids[i]:
+                for w in wids:
                     # only a word's first sub-token carries its label; the rest are ignored (-100)
-                    labels.append(l2i[s.tags[w]] if w is not None and w != prev else -100)
+                    labels.append(l2i[tags[w]] if w is not None and w != prev else -100)
                     prev = w
                 f["labels"] = labels
             feats.append(f)
-        return Encoded(feats, word_ids)
+            aux.append((i, wids))
+        return Encoded(feats, aux)
 
     def _word_predictions(self, model, encoded, examples, batch_size, progress):
+        """Per word, the prediction at its first sub-token, from the window where that token is most
+        central (furthest from a window edge, so it saw the most context on both sides)."""
         res = run_model(model, encoded.features, batch_size, progress=progress, desc="evaluate")
-        preds, scores, truncated = [], [], 0
-        for s, r, wids in zip(examples, res, encoded.aux):
+        best: list[dict[int, tuple[int, np.ndarray]]] = [{} for _ in examples]  # word -> (margin, probs)
+        for r, (i, wids) in zip(res, encoded.aux):
             probs = _softmax(r["logits"])
-            first: dict[int, int] = {}
+            n, prev = len(wids), None
             for pos, w in enumerate(wids):
-                if w is not None and w not in first:
-                    first[w] = pos
+                if w is not None and w != prev:
+                    margin = min(pos, n - 1 - pos)
+                    if w not in best[i] or margin > best[i][w][0]:
+                        best[i][w] = (margin, probs[pos])
+                prev = w
+        preds, scores, missing = [], [], 0
+        for s, got in zip(examples, best):
             tags, sc = [], []
             for w in range(len(s.tokens)):
-                if w in first:
-                    k = int(probs[first[w]].argmax())
+                if w in got:
+                    k = int(got[w][1].argmax())
                     tags.append(self.labels[k])
-                    sc.append(float(probs[first[w]][k]))
-                else:  # cut off by max_length
+                    sc.append(float(got[w][1][k]))
+                else:  # a word the tokenizer turned into no tokens at all (e.g. a lone control character)
                     tags.append("O")
                     sc.append(0.0)
-                    truncated += 1
+                    missing += 1
             preds.append(tags)
             scores.append(sc)
-        if truncated:
-            warnings.warn(f"{truncated} word(s) beyond --max-length {self.options.max_length} were tagged O", stacklevel=3)
+        if missing:
+            warnings.warn(f"{missing} word(s) produced no tokens and were tagged O", stacklevel=3)
         return preds, scores
 
     def evaluate(self, model, tokenizer, examples, encoded=None, batch_size=64, progress=False):

@@ -405,6 +405,17 @@ class Trainer:
             raise ValueError("model output has no .loss; pass labels in the batch or give a loss_fn")
         return loss, {}
 
+    def _out_of_time(self) -> bool:
+        """max_time_minutes reached; under DDP decided by all ranks together (else one would hang)."""
+        out = self._elapsed() > 60.0 * self.config.max_time_minutes
+        if not self.distributed:
+            return out
+        import torch.distributed as dist
+
+        flag = torch.tensor([float(out)], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
     def _barrier(self) -> None:
         if self.distributed:
             import torch.distributed as dist
@@ -660,8 +671,7 @@ class Trainer:
         self._elapsed = lambda: self.train_seconds + time.perf_counter() - t_start - t_eval
         try:
             while self.step < self.total_steps and not self._stop:
-                if cfg.max_time_minutes is not None and \
-                        self._elapsed() > 60.0 * cfg.max_time_minutes:
+                if cfg.max_time_minutes is not None and self._out_of_time():
                     if self.is_main:
                         print(f"stopping at step {self.step}: max_time_minutes={cfg.max_time_minutes} "
                               f"reached", file=sys.stderr)
