@@ -393,34 +393,41 @@ class TokenClassificationTask(Task):
             start = nxt
 
     def encode(self, tokenizer, examples, with_labels=True):
-        """One feature per window (see :meth:`_windows`); aux: (sentence, first word, word_ids) per window."""
-        words_batch = [s.tokens for s in examples]
-        full = tokenizer(words_batch, is_split_into_words=True, add_special_tokens=False, verbose=False)
-        spans = []  # (sentence index, first word, end word)
-        for i, s in enumerate(examples):
-            counts = [0] * len(s.tokens)
-            for w in full.word_ids(i):
-                counts[w] += 1
-            spans += [(i, a, b) for a, b in (self._windows(counts) if s.tokens else [(0, 0)])]
-        enc = tokenizer([words_batch[i][a:b] for i, a, b in spans], is_split_into_words=True, truncation=True,
-                        max_length=self.options.max_length)
+        """One feature per window (see :meth:`_windows`); aux: (sentence, word_ids) per window.
+
+        Sentences are tokenized once, without special tokens; WordPiece splits each word on its own,
+        so a window is a slice of that encoding between [CLS] and [SEP].
+        """
+        full = tokenizer([s.tokens for s in examples], is_split_into_words=True, add_special_tokens=False,
+                         verbose=False)
+        cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+        room = self.options.max_length - 2
         l2i = self.label2id
         feats, aux = [], []
-        for j, (i, a, _) in enumerate(spans):
-            wids = [None if w is None else w + a for w in enc.word_ids(j)]  # sentence-level word indices
-            f = {"input_ids": list(enc["input_ids"][j]), "attention_mask": list(enc["attention_mask"][j])}
-            if "token_type_ids" in enc:
-                f["token_type_ids"] = list(enc["token_type_ids"][j])
-            tags = examples[i].tags
-            if with_labels and tags is not None:
-                labels, prev = [], None
-                for w in wids:
-                    # only a word's first sub-token carries its label; the rest are ignored (-100)
-                    labels.append(l2i[tags[w]] if w is not None and w != prev else -100)
-                    prev = w
-                f["labels"] = labels
-            feats.append(f)
-            aux.append((i, wids))
+        for i, s in enumerate(examples):
+            ids, wids = list(full["input_ids"][i]), full.word_ids(i)
+            counts = [0] * len(s.tokens)
+            first_token = [len(ids)] * (len(s.tokens) + 1)  # token index where each word starts
+            for t in reversed(range(len(wids))):
+                counts[wids[t]] += 1
+                first_token[wids[t]] = t
+            for w in reversed(range(len(s.tokens))):  # words without tokens start where the next one does
+                first_token[w] = min(first_token[w], first_token[w + 1])
+            for a, b in self._windows(counts) if s.tokens else [(0, 0)]:
+                t0, t1 = first_token[a], min(first_token[b], first_token[a] + room)
+                win_wids = [None, *wids[t0:t1], None]
+                f = {"input_ids": [cls_id, *ids[t0:t1], sep_id], "attention_mask": [1] * (t1 - t0 + 2)}
+                if "token_type_ids" in full:
+                    f["token_type_ids"] = [0] * (t1 - t0 + 2)
+                if with_labels and s.tags is not None:
+                    labels, prev = [], None
+                    for w in win_wids:
+                        # only a word's first sub-token carries its label; the rest are ignored (-100)
+                        labels.append(l2i[s.tags[w]] if w is not None and w != prev else -100)
+                        prev = w
+                    f["labels"] = labels
+                feats.append(f)
+                aux.append((i, win_wids))
         return Encoded(feats, aux)
 
     def _word_predictions(self, model, encoded, examples, batch_size, progress):
