@@ -1,0 +1,152 @@
+"""One way to write a file or a folder safely: temp file, fsync, rename, clean-up on error.
+
+Every output bertkit writes goes through this module, so a reader (or a resumed run) sees either
+the old complete file or the new complete file, never a torn one. The file is fsynced before the
+rename that publishes it and the folder after it: without that, a power cut can publish an empty
+file under the final name (the rule SQLite and PostgreSQL's WAL follow).
+
+Files are created with the permissions the umask allows (0666 & ~umask), as any other tool would,
+rather than the 0600 that ``tempfile.mkstemp`` gives.
+
+This module is a leaf: it imports nothing of bertkit and nothing heavier than the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "atomic_path",
+    "atomic_dir",
+    "fsync_dir",
+    "fsync_tree",
+    "file_mode",
+]
+
+
+def file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give a new file under the current umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _dir_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o777 & ~mask
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Flush a folder's entries (a rename into it) to disk; a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike) -> None:
+    """fsync every file and folder under ``root`` (before the rename that publishes it)."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(dirpath)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Path]:
+    """Yield a temp path beside ``path``; on success fsync it and rename it onto ``path``.
+
+    For writers that want a file name (``torch.save``, ``safetensors.save_file``, ``savefig``). On
+    any error the temp file is removed and ``path`` is left as it was.
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.chmod(tmp, file_mode() if mode is None else mode)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+        fsync_dir(final.parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; returns the path."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (newlines as given: no platform translation)."""
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2, **kwargs: Any) -> Path:
+    """Write ``obj`` as JSON (UTF-8, non-ASCII kept, trailing newline) atomically."""
+    kwargs.setdefault("ensure_ascii", False)
+    return atomic_write_text(path, json.dumps(obj, indent=indent, **kwargs) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]:
+    """Yield an empty temp folder beside ``path``; on success publish it as ``path`` in one rename.
+
+    ``path`` must not exist unless ``replace=True``; then the old folder is swapped out and removed
+    only after the new one is in place. Callers decide whether ``path`` is theirs to replace: this
+    function never checks what the old folder holds. On any error the temp folder is removed and
+    ``path`` is untouched.
+    """
+    final = Path(path)
+    if final.exists() and not replace:
+        raise FileExistsError(f"{final} already exists")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        os.chmod(tmp, _dir_mode())
+        yield tmp
+        fsync_tree(tmp)
+        if final.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
+            os.rmdir(old)
+            os.replace(final, old)
+            os.replace(tmp, final)
+            fsync_dir(final.parent)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+            fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
