@@ -1,12 +1,16 @@
-"""transformers-compatible checkpoints: find, read, map and write BERT weights.
+"""transformers-compatible checkpoints: find, read, map and write weights of any model family.
 
 Reads ``model.safetensors``, a sharded ``model.safetensors.index.json``, ``pytorch_model.bin``
 (always with ``weights_only=True``) or its sharded index, from a folder or from a model id in the
 local Hugging Face cache (``models--org--name/snapshots/<rev>/``). Never touches the network.
 
 Keys are checkpoint keys as they are (module paths mirror transformers); the only mapping is the
-``bert.`` prefix (a head model from a bare-encoder checkpoint and the reverse), legacy TensorFlow
-``gamma``/``beta`` LayerNorm names, and tied weights (the MLM decoder shares the word embeddings).
+model's ``base_model_prefix`` (a head model from a bare-encoder checkpoint and the reverse), legacy
+TensorFlow ``gamma``/``beta`` LayerNorm names, renames a model class passes in, and tied weights.
+
+This module is a leaf: it knows no model class. A model family passes in what is its own (its
+builder, key renames, tied weights and how to initialise a missing parameter) to
+:func:`load_into_new_model`; name resolution is :mod:`bertkit.hub`.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import logging
 import os
 import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
 
 from bertkit._io import atomic_update_dir
+from bertkit.hub import hub_cache_dirs, resolve_model_path
 
 __all__ = [
     "hub_cache_dirs",
@@ -30,8 +36,10 @@ __all__ = [
     "find_weights_file",
     "load_state_dict",
     "save_state_dict",
-    "load_pretrained",
     "save_pretrained",
+    "map_checkpoint_keys",
+    "load_into_new_model",
+    "LoadResult",
     "shared_parameters",
     "checkpoint_state",
     "load_checkpoint_state",
@@ -48,84 +56,7 @@ WEIGHT_FILES = (SAFE_WEIGHTS, SAFE_INDEX, BIN_WEIGHTS, BIN_INDEX)
 # Buffers that some checkpoints carry and no current model needs.
 _IGNORED_KEYS = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
 
-# Keyword arguments transformers users pass that mean nothing here (bertkit is local-only, SDPA/eager).
-_IGNORED_HF_KWARGS = frozenset({
-    "attn_implementation", "local_files_only", "trust_remote_code", "low_cpu_mem_usage", "use_safetensors",
-    "force_download", "resume_download", "proxies", "token", "use_auth_token", "mirror", "_fast_init",
-    "device_map",
-})
-
-
 # ---------------------------------------------------------------------------------------- locating
-
-
-def hub_cache_dirs(cache_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Hugging Face hub cache folders to search, in order (explicit, env vars, default)."""
-    candidates: list[Path] = []
-    if cache_dir is not None:
-        candidates.append(Path(cache_dir).expanduser())
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(var):
-            candidates.append(Path(os.environ[var]).expanduser())
-    if os.environ.get("HF_HOME"):
-        candidates.append(Path(os.environ["HF_HOME"]).expanduser() / "hub")
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    candidates.append((Path(xdg) if xdg else Path.home() / ".cache") / "huggingface" / "hub")
-    out: list[Path] = []
-    for c in candidates:
-        if c not in out:
-            out.append(c)
-    return out
-
-
-def _snapshot(repo_dir: Path, revision: str) -> Path | None:
-    ref = repo_dir / "refs" / revision
-    if ref.is_file():
-        snap = repo_dir / "snapshots" / ref.read_text().strip()
-        if snap.is_dir():
-            return snap
-    snap = repo_dir / "snapshots" / revision  # a commit hash given as revision
-    if snap.is_dir():
-        return snap
-    snaps = [p for p in (repo_dir / "snapshots").glob("*") if (p / "config.json").exists()]
-    if revision == "main" and snaps:  # no refs/main (copied cache): newest snapshot with a config
-        return max(snaps, key=lambda p: p.stat().st_mtime)
-    return None
-
-
-def resolve_model_path(path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                       revision: str | None = None) -> Path:
-    """A local model folder for a path or for a model id (``bert-base-uncased``, ``org/name``).
-
-    Ids are looked up in the Hugging Face cache layout only; the error lists every place searched.
-    """
-    path = Path(path_or_id).expanduser()
-    if path.is_dir():
-        return path
-    if path.is_file():
-        return path.parent
-    text = str(path_or_id)
-    looks_like_id = re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", text) is not None and not text.startswith(".")
-    if not looks_like_id:
-        raise FileNotFoundError(f"model folder {text} does not exist")
-    ids = [text]
-    if "/" not in text:
-        ids.append(f"google-bert/{text}")  # the hub moved the original BERT checkpoints under google-bert/
-    looked: list[str] = []
-    for cache in hub_cache_dirs(cache_dir):
-        for model_id in ids:
-            repo_dir = cache / ("models--" + model_id.replace("/", "--"))
-            looked.append(str(repo_dir))
-            if repo_dir.is_dir():
-                snap = _snapshot(repo_dir, revision or "main")
-                if snap is not None:
-                    return snap
-    raise FileNotFoundError(
-        f"model {text!r} is neither a local folder nor in the Hugging Face cache. Looked in: "
-        + ", ".join(looked)
-        + ". bertkit never downloads, so no download was attempted: pass the folder that holds config.json "
-        "and the weights, or put the model in the cache (HF_HOME / cache_dir) first."
-    )
 
 
 def find_weights_file(folder: str | os.PathLike) -> Path:
@@ -314,14 +245,6 @@ def save_pretrained(model: nn.Module, save_directory: str | os.PathLike, tokeniz
 # ---------------------------------------------------------------------------------------- loading into a model
 
 
-def _tied_keys(model: nn.Module) -> dict[str, str]:
-    keys = dict(getattr(model, "_tied_weights_keys", {}) or {})
-    config = getattr(model, "config", None)
-    if config is not None and not config.tie_word_embeddings:
-        keys = {t: s for t, s in keys.items() if not s.endswith("word_embeddings.weight")}
-    return keys
-
-
 def _legacy_name(key: str) -> str:
     """TensorFlow-era LayerNorm names: ``LayerNorm.gamma`` -> ``LayerNorm.weight``, ``beta`` -> ``bias``."""
     if key.endswith(".gamma"):
@@ -331,19 +254,27 @@ def _legacy_name(key: str) -> str:
     return key
 
 
-def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Rename checkpoint keys onto the model's keys. Returns (mapped state, unexpected keys)."""
+def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module, tied: Mapping[str, str] | None = None,
+                        rename: Callable[[str], str] | None = None) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Rename checkpoint keys onto the model's keys. Returns (mapped state, unexpected keys).
+
+    ``tied`` maps a tied parameter to the one it shares (``{target: source}``): a checkpoint that
+    stores only the target fills the source. ``rename`` is the model family's own key rename,
+    applied after the legacy LayerNorm names.
+    """
     expected = set(model.state_dict().keys())
-    prefix = getattr(model, "base_model_prefix", "bert") + "."
+    prefix = getattr(model, "base_model_prefix", "") + "."
     mapped: dict[str, torch.Tensor] = {}
     unexpected: list[str] = []
     for raw, tensor in state.items():
         key = _legacy_name(raw)
+        if rename is not None:
+            key = rename(key)
         if key in expected:
             pass
-        elif prefix + key in expected:  # head model from a bare-encoder checkpoint
+        elif prefix != "." and prefix + key in expected:  # head model from a bare-encoder checkpoint
             key = prefix + key
-        elif key.startswith(prefix) and key[len(prefix):] in expected:  # bare encoder from a head checkpoint
+        elif prefix != "." and key.startswith(prefix) and key[len(prefix):] in expected:  # the reverse
             key = key[len(prefix):]
         elif _IGNORED_KEYS.search(key):
             continue
@@ -351,149 +282,65 @@ def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module) -> 
             unexpected.append(raw)
             continue
         mapped[key] = tensor
-    for target, source in _tied_keys(model).items():
+    for target, source in (tied or {}).items():
         if target in mapped and source not in mapped:
             mapped[source] = mapped[target]
         mapped.pop(target, None)
     return mapped, unexpected
 
 
-def _summarize(keys: Iterable[str], limit: int = 8) -> str:
-    keys = list(keys)
-    shown = ", ".join(keys[:limit])
-    return shown + (f" (and {len(keys) - limit} more)" if len(keys) > limit else "")
+@dataclass
+class LoadResult:
+    """What :func:`load_into_new_model` did: keys initialised, ignored and re-initialised."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+    mismatched: list[tuple[str, tuple, tuple]]
+    weights_file: Path
 
 
-def _head_of(key: str) -> str:
-    return key.split(".")[0] if not key.startswith("bert.") else ".".join(key.split(".")[:2])
+def load_into_new_model(build: Callable[[], nn.Module], weights_file: Path, *,
+                        tied: Mapping[str, str] | None = None, rename: Callable[[str], str] | None = None,
+                        init_missing: Callable[[nn.Module, list[str]], None],
+                        ignore_mismatched_sizes: bool = False) -> tuple[nn.Module, LoadResult]:
+    """Build a model on the meta device, allocate it, load a checkpoint, initialise only the rest.
 
-
-def _load_report(model: nn.Module, source: Path, missing: list[str], unexpected: list[str],
-                 mismatched: list[tuple[str, tuple, tuple]]) -> str:
-    name = type(model).__name__
-    lines: list[str] = []
-    groups: dict[str, list[str]] = {}
-    for k in missing:
-        groups.setdefault(_head_of(k), []).append(k)
-    for head, keys in groups.items():
-        if head in ("cls", "classifier", "qa_outputs"):
-            why = (f"the checkpoint has no {model._head_description or 'head for ' + name}; "
-                   "train this model before using it")
-        elif head.endswith("pooler"):
-            why = "the checkpoint has no pooler weights; pooler_output (and heads on it) need training"
-        else:
-            why = "they are not in the checkpoint, so they start from random values"
-        lines.append(f"{_summarize(keys)} {'is' if len(keys) == 1 else 'are'} newly initialized: {why}.")
-    if mismatched:
-        desc = "; ".join(f"{k}: checkpoint {tuple(a)} vs model {tuple(b)}" for k, a, b in mismatched)
-        lines.append(f"re-initialized because shapes differ (ignore_mismatched_sizes=True): {desc}.")
-    if unexpected:
-        lines.append(
-            f"not used by {name} (weights for heads or layers this model does not have): {_summarize(unexpected)}."
-        )
-    return f"{name}.from_pretrained({source}):\n  " + "\n  ".join(lines)
-
-
-@torch.no_grad()
-def _init_parameter(model: nn.Module, key: str) -> None:
-    """BERT initialisation of one parameter the checkpoint lacked (its siblings keep their loaded values)."""
-    owner_name, _, attr = key.rpartition(".")
-    owner = model.get_submodule(owner_name)
-    param = getattr(owner, attr)
-    if isinstance(owner, nn.LayerNorm):
-        param.fill_(1.0 if attr == "weight" else 0.0)
-    elif attr == "bias":
-        param.zero_()
-    else:
-        param.normal_(0.0, model.config.initializer_range)
-        if isinstance(owner, nn.Embedding) and owner.padding_idx is not None:
-            param[owner.padding_idx].zero_()
-
-
-def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike, *model_args: Any,
-                    config: Any = None, cache_dir: str | os.PathLike | None = None, revision: str | None = None,
-                    dtype: torch.dtype | str | None = None, torch_dtype: torch.dtype | str | None = None,
-                    device: str | torch.device | None = None, ignore_mismatched_sizes: bool = False,
-                    output_loading_info: bool = False, **kwargs: Any):
-    """Implementation of ``BertPreTrainedModel.from_pretrained`` (see there)."""
-    from bertkit.modeling.config import _FIELD_NAMES, BertConfig
-    from bertkit.modeling.model import BertEmbeddings, no_init_weights
-
-    import inspect
-
-    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
-    model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}  # e.g. add_pooling_layer=False
-    overrides = {k: v for k, v in kwargs.items() if k in _FIELD_NAMES and k not in model_kwargs}
-    unknown = sorted(set(kwargs) - set(overrides) - set(model_kwargs) - _IGNORED_HF_KWARGS)
-    if unknown:
-        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword arguments: {', '.join(unknown)}")
-    folder = resolve_model_path(pretrained_model_name_or_path, cache_dir=cache_dir, revision=revision)
-    if config is None:
-        config = BertConfig.from_pretrained(folder, **overrides)
-    elif isinstance(config, (str, os.PathLike)):
-        config = BertConfig.from_pretrained(config, cache_dir=cache_dir, **overrides)
-    elif overrides:
-        config = config.copy(**overrides)
-
-    weights_file = find_weights_file(Path(pretrained_model_name_or_path)
-                                     if Path(pretrained_model_name_or_path).is_file() else folder)
+    ``build()`` constructs the model without initialising it (it runs under ``torch.device("meta")``,
+    so no memory is touched and no random numbers are drawn). The model is then allocated on the CPU
+    with ``to_empty``, the checkpoint's tensors are copied in, weights are re-tied
+    (``model.tie_weights()`` when defined), and ``init_missing(model, keys)`` initialises the keys the
+    checkpoint lacked (or had with another shape) and any non-persistent buffer the model owns.
+    """
     state = load_state_dict(weights_file)
-
-    with no_init_weights(), torch.device("meta"):
-        model = cls(config, *model_args, **model_kwargs)
-    mapped, unexpected = map_checkpoint_keys(state, model)
+    with torch.device("meta"):
+        model = build()
+    mapped, unexpected = map_checkpoint_keys(state, model, tied, rename)
     model_state = model.state_dict()
-    tied = _tied_keys(model)
-    expected = [k for k in model_state if k not in tied]
-    if expected and not any(k in mapped for k in expected):
+    expected = [k for k in model_state if k not in (tied or {})]
+    persistent = [k for k in expected if k not in dict(model.named_buffers())]
+    if persistent and not any(k in mapped for k in persistent):
         raise ValueError(
-            f"none of the {len(state)} tensors in {weights_file} match {cls.__name__} "
-            f"(e.g. checkpoint {list(state)[:3]} vs model {expected[:3]}); is this a BERT checkpoint?"
+            f"none of the {len(state)} tensors in {weights_file} match {type(model).__name__} "
+            f"(e.g. checkpoint {list(state)[:3]} vs model {persistent[:3]}); is this checkpoint for this model family?"
         )
     mismatched = [(k, tuple(mapped[k].shape), tuple(model_state[k].shape)) for k in mapped
                   if k in model_state and tuple(mapped[k].shape) != tuple(model_state[k].shape)]
     if mismatched and not ignore_mismatched_sizes:
-        desc = "; ".join(f"{k} has shape {a} in the checkpoint but {b} in {cls.__name__}" for k, a, b in mismatched)
+        desc = "; ".join(f"{k} has shape {a} in the checkpoint but {b} in {type(model).__name__}"
+                         for k, a, b in mismatched)
         raise ValueError(
             f"{weights_file}: {desc}. Fix the config (e.g. num_labels) or pass ignore_mismatched_sizes=True "
             "to re-initialize these weights"
         )
     for k, _, _ in mismatched:
         del mapped[k]
-    missing = [k for k in expected if k not in mapped and k not in dict(model.named_buffers())]
-
-    target_dtype = dtype if dtype is not None else torch_dtype
-    if isinstance(target_dtype, str):
-        target_dtype = None if target_dtype == "auto" else getattr(torch, target_dtype)
-    model.load_state_dict(mapped, strict=False, assign=True)
-
-    # Whatever the checkpoint did not provide is still on the meta device: allocate and initialise it.
+    missing = [k for k in persistent if k not in mapped]
+    model.to_empty(device="cpu")
     with torch.no_grad():
-        for module in model.modules():
-            for name, p in list(module._parameters.items()):
-                if p is not None and p.is_meta:
-                    module._parameters[name] = nn.Parameter(torch.empty_like(p, device="cpu"), p.requires_grad)
-            for name, b in list(module._buffers.items()):
-                if b is not None and b.is_meta:
-                    module._buffers[name] = torch.empty_like(b, device="cpu")
-            if isinstance(module, BertEmbeddings):
-                module.position_ids = torch.arange(config.max_position_embeddings).expand((1, -1))
-        model.tie_weights()
-        for key in missing + [k for k, _, _ in mismatched]:
-            _init_parameter(model, key)
-        model.tie_weights()
-    model.to(dtype=target_dtype or torch.float32)
-    if device is not None:
-        model.to(device)
-    model.eval()
-
-    if missing or unexpected or mismatched:
-        logger.warning(_load_report(model, weights_file, missing, unexpected, mismatched))
-    if output_loading_info:
-        return model, {
-            "missing_keys": missing,
-            "unexpected_keys": unexpected,
-            "mismatched_keys": [k for k, _, _ in mismatched],
-            "weights_file": str(weights_file),
-        }
-    return model
+        if hasattr(model, "tie_weights"):
+            model.tie_weights()
+        model.load_state_dict(mapped, strict=False)
+        init_missing(model, missing + [k for k, _, _ in mismatched])
+        if hasattr(model, "tie_weights"):
+            model.tie_weights()
+    return model, LoadResult(missing, unexpected, mismatched, weights_file)

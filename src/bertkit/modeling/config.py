@@ -175,7 +175,7 @@ class BertConfig:
     def from_pretrained(cls, path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
                         **overrides: Any) -> "BertConfig":
         """Read config.json from a folder, a config.json path, or a model id in the local HF cache."""
-        from bertkit.checkpoint import resolve_model_path  # checkpoint imports this module
+        from bertkit.hub import resolve_model_path
 
         path = Path(path_or_id)
         if path.is_file():

@@ -7,10 +7,14 @@ of every BERT checkpoint with no mapping table: ``embeddings.word_embeddings``,
 
 Shapes: B batch, N sequence length, H hidden size, h heads, d = H / h head size, I intermediate size.
 
-Weight initialisation is kept apart from construction (as in torchtitan): modules declare their
-parameters, ``BertPreTrainedModel.init_weights`` applies BERT's initialisation (normal with
-``initializer_range``) to a whole model once, and ``from_pretrained`` builds on the meta device,
-assigns the checkpoint's tensors and initialises only the parameters the checkpoint lacks.
+Weight initialisation is one pass over a whole model, apart from the modules: modules only declare
+their parameters, and ``BertPreTrainedModel.init_weights`` applies BERT's initialisation (normal with
+``initializer_range``, zero biases, unit LayerNorm) once, from ``post_init`` at the end of the
+outermost constructor (a head model builds its encoder inside ``no_init_weights()``, so nothing is
+initialised twice). ``from_pretrained`` draws no random weights that the checkpoint overwrites: it
+builds the model on the meta device inside ``no_init_weights()``, allocates it with ``to_empty``,
+copies the checkpoint in and initialises only the parameters the checkpoint lacks
+(:meth:`BertPreTrainedModel.init_missing`).
 """
 
 from __future__ import annotations
@@ -372,6 +376,36 @@ class BertPreTrainedModel(nn.Module):
     def tie_weights(self) -> None:
         """Share the MLM decoder with the word embeddings (when the config ties them)."""
 
+    @classmethod
+    def tied_weights(cls, config: BertConfig) -> dict[str, str]:
+        """``{tied parameter: the parameter it shares}`` for this class under ``config``."""
+        keys = dict(cls._tied_weights_keys)
+        if not config.tie_word_embeddings:
+            keys = {t: s for t, s in keys.items() if not s.endswith("word_embeddings.weight")}
+        return keys
+
+    @torch.no_grad()
+    def init_missing(self, keys: list[str]) -> None:
+        """BERT's initialisation of the parameters ``keys`` only, and of the non-persistent buffers.
+
+        For a model whose other parameters came from a checkpoint (their values are kept).
+        """
+        for key in keys:
+            owner_name, _, attr = key.rpartition(".")
+            owner = self.get_submodule(owner_name)
+            param = getattr(owner, attr)
+            if isinstance(owner, nn.LayerNorm):
+                param.fill_(1.0 if attr == "weight" else 0.0)
+            elif attr == "bias":
+                param.zero_()
+            else:
+                param.normal_(0.0, self.config.initializer_range)
+                if isinstance(owner, nn.Embedding) and owner.padding_idx is not None:
+                    param[owner.padding_idx].zero_()
+        for module in self.modules():
+            if isinstance(module, BertEmbeddings):
+                module.position_ids.copy_(torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+
     # ----------------------------------------------------------------- conveniences
     @property
     def base_model(self) -> "BertModel":
@@ -436,7 +470,7 @@ class BertPreTrainedModel(nn.Module):
         ``config``, ``cache_dir``, ``dtype``, ``device``, ``ignore_mismatched_sizes``,
         ``output_loading_info``. Never touches the network.
         """
-        from bertkit.checkpoint import load_pretrained
+        from .loading import load_pretrained
 
         return load_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs)
 

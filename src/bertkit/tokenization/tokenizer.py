@@ -144,12 +144,16 @@ class BertTokenizer:
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, **kwargs: Any) -> "BertTokenizer":
         """Load from a folder with ``vocab.txt`` (and optional ``tokenizer_config.json`` and
         ``special_tokens_map.json``), a vocab file, or a model name in the Hugging Face cache."""
+        from bertkit.hub import resolve_model_path
+
         cache_dir = kwargs.pop("cache_dir", None)
-        for k in ("local_files_only", "revision", "force_download", "token", "trust_remote_code", "subfolder"):
+        revision = kwargs.pop("revision", None)
+        for k in ("local_files_only", "force_download", "token", "trust_remote_code", "subfolder"):
             kwargs.pop(k, None)  # accepted for transformers compatibility; bertkit never downloads
-        path = _resolve(pretrained_model_name_or_path, cache_dir)
-        if path.is_file():
-            return cls(vocab_file=path, **kwargs)
+        if Path(pretrained_model_name_or_path).expanduser().is_file():
+            return cls(vocab_file=Path(pretrained_model_name_or_path).expanduser(), **kwargs)
+        path = resolve_model_path(pretrained_model_name_or_path, cache_dir, revision,
+                                  files=(VOCAB_FILE, "tokenizer.json"))
         config: dict[str, Any] = {}
         for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
             f = path / name
@@ -928,29 +932,6 @@ def clean_up_tokenization(text: str) -> str:
     return (text.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",")
             .replace(" ' ", "'").replace(" n't", "n't").replace(" 'm", "'m").replace(" 's", "'s")
             .replace(" 've", "'ve").replace(" 're", "'re"))
-
-
-def _resolve(name: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
-    """A local folder/file, or a model id found in the Hugging Face hub cache (or ``cache_dir``)."""
-    path = Path(name).expanduser()
-    if path.exists():
-        return path
-    name = str(name)
-    if "/" in name or re.fullmatch(r"[\w.-]+", name):
-        hub = Path(cache_dir) if cache_dir is not None else Path(
-            os.environ.get("HF_HUB_CACHE")
-            or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
-        repo = hub / ("models--" + name.replace("/", "--"))
-        ref = repo / "refs" / "main"
-        snaps = repo / "snapshots"
-        if ref.is_file() and (snaps / ref.read_text().strip()).is_dir():
-            return snaps / ref.read_text().strip()
-        if snaps.is_dir():
-            found = sorted(p for p in snaps.iterdir() if (p / VOCAB_FILE).is_file())
-            if found:
-                return found[-1]
-    raise FileNotFoundError(f"no tokenizer found at {name!r}: not a local folder or file, and not in the "
-                            "Hugging Face cache (bertkit never downloads)")
 
 
 def load_tokenizer(vocab: str | os.PathLike, lower_case: bool | None = None) -> BertTokenizer:

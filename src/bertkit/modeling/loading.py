@@ -1,0 +1,119 @@
+"""``BertPreTrainedModel.from_pretrained``: what is BERT's own in loading a checkpoint.
+
+The file formats, key mapping and the meta-device build are :mod:`bertkit.checkpoint`'s; this
+module passes in BERT's parts (config class, tied weights, initialisation of a missing parameter)
+and writes the load report that names what was initialised and why.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+from torch import nn
+
+from bertkit.checkpoint import find_weights_file, load_into_new_model
+from bertkit.hub import resolve_model_path
+
+from .config import _FIELD_NAMES, BertConfig
+from .model import BertPreTrainedModel, no_init_weights
+
+__all__ = ["load_pretrained"]
+
+logger = logging.getLogger("bertkit")
+
+# Keyword arguments transformers users pass that mean nothing here (bertkit is local-only, SDPA/eager).
+_IGNORED_HF_KWARGS = frozenset({
+    "attn_implementation", "local_files_only", "trust_remote_code", "low_cpu_mem_usage", "use_safetensors",
+    "force_download", "resume_download", "proxies", "token", "use_auth_token", "mirror", "_fast_init",
+    "device_map",
+})
+
+
+def _summarize(keys: Iterable[str], limit: int = 8) -> str:
+    keys = list(keys)
+    shown = ", ".join(keys[:limit])
+    return shown + (f" (and {len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def _head_of(key: str) -> str:
+    return key.split(".")[0] if not key.startswith("bert.") else ".".join(key.split(".")[:2])
+
+
+def _load_report(model: nn.Module, source: Path, missing: list[str], unexpected: list[str],
+                 mismatched: list[tuple[str, tuple, tuple]]) -> str:
+    name = type(model).__name__
+    lines: list[str] = []
+    groups: dict[str, list[str]] = {}
+    for k in missing:
+        groups.setdefault(_head_of(k), []).append(k)
+    for head, keys in groups.items():
+        if head in ("cls", "classifier", "qa_outputs"):
+            why = (f"the checkpoint has no {model._head_description or 'head for ' + name}; "
+                   "train this model before using it")
+        elif head.endswith("pooler"):
+            why = "the checkpoint has no pooler weights; pooler_output (and heads on it) need training"
+        else:
+            why = "they are not in the checkpoint, so they start from random values"
+        lines.append(f"{_summarize(keys)} {'is' if len(keys) == 1 else 'are'} newly initialized: {why}.")
+    if mismatched:
+        desc = "; ".join(f"{k}: checkpoint {tuple(a)} vs model {tuple(b)}" for k, a, b in mismatched)
+        lines.append(f"re-initialized because shapes differ (ignore_mismatched_sizes=True): {desc}.")
+    if unexpected:
+        lines.append(
+            f"not used by {name} (weights for heads or layers this model does not have): {_summarize(unexpected)}."
+        )
+    return f"{name}.from_pretrained({source}):\n  " + "\n  ".join(lines)
+
+
+def load_pretrained(cls: type[BertPreTrainedModel], pretrained_model_name_or_path: str | os.PathLike,
+                    *model_args: Any, config: Any = None, cache_dir: str | os.PathLike | None = None,
+                    revision: str | None = None, dtype: torch.dtype | str | None = None,
+                    torch_dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
+                    ignore_mismatched_sizes: bool = False, output_loading_info: bool = False, **kwargs: Any):
+    """Implementation of ``BertPreTrainedModel.from_pretrained`` (see there)."""
+    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
+    model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}  # e.g. add_pooling_layer=False
+    overrides = {k: v for k, v in kwargs.items() if k in _FIELD_NAMES and k not in model_kwargs}
+    unknown = sorted(set(kwargs) - set(overrides) - set(model_kwargs) - _IGNORED_HF_KWARGS)
+    if unknown:
+        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword arguments: {', '.join(unknown)}")
+    folder = resolve_model_path(pretrained_model_name_or_path, cache_dir=cache_dir, revision=revision)
+    if config is None:
+        config = BertConfig.from_pretrained(folder, **overrides)
+    elif isinstance(config, (str, os.PathLike)):
+        config = BertConfig.from_pretrained(config, cache_dir=cache_dir, **overrides)
+    elif overrides:
+        config = config.copy(**overrides)
+
+    weights_file = find_weights_file(Path(pretrained_model_name_or_path)
+                                     if Path(pretrained_model_name_or_path).is_file() else folder)
+
+    def build() -> BertPreTrainedModel:
+        with no_init_weights():
+            return cls(config, *model_args, **model_kwargs)
+
+    model, res = load_into_new_model(build, weights_file, tied=cls.tied_weights(config),
+                                     init_missing=cls.init_missing, ignore_mismatched_sizes=ignore_mismatched_sizes)
+    target_dtype = dtype if dtype is not None else torch_dtype
+    if isinstance(target_dtype, str):
+        target_dtype = None if target_dtype == "auto" else getattr(torch, target_dtype)
+    model.to(dtype=target_dtype or torch.float32)
+    if device is not None:
+        model.to(device)
+    model.eval()
+
+    if res.missing_keys or res.unexpected_keys or res.mismatched:
+        logger.warning(_load_report(model, weights_file, res.missing_keys, res.unexpected_keys, res.mismatched))
+    if output_loading_info:
+        return model, {
+            "missing_keys": res.missing_keys,
+            "unexpected_keys": res.unexpected_keys,
+            "mismatched_keys": [k for k, _, _ in res.mismatched],
+            "weights_file": str(weights_file),
+        }
+    return model
