@@ -116,3 +116,29 @@ def test_bert_initialization():
     assert model.bert.embeddings.word_embeddings.weight[cfg.pad_token_id].abs().max() == 0
     emb = model.bert.embeddings.word_embeddings.weight
     assert abs(emb.std().item() - 0.05) < 0.002
+
+
+def test_compiled_graph_has_no_host_sync_and_matches_eager(model):
+    # fullgraph=True fails on any graph break, and every host read of a tensor (id-range checks,
+    # the all-ones mask shortcut, packing's nonzero) is one; the eager backend keeps this fast.
+    ids = torch.randint(1, 1000, (2, 7))
+    mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    with torch.no_grad():
+        got = compiled(ids, attention_mask=mask).last_hidden_state
+        model.pack_padding = False
+        want = model(ids, attention_mask=mask).last_hidden_state
+        model.pack_padding = True
+    assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_trusted_caller_skips_only_the_value_checks(model):
+    model.check_inputs = False
+    try:
+        with pytest.raises(IndexError):  # no host read of the ids: torch's own error, not bertkit's
+            model(torch.tensor([[1, 2, 1000]]))
+        with pytest.raises(ValueError, match="shape"):  # shape checks stay
+            model(torch.tensor([1, 2, 3]))
+    finally:
+        model.check_inputs = True

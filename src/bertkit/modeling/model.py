@@ -34,6 +34,7 @@ from .config import BertConfig
 from .outputs import BaseModelOutputWithPooling
 
 __all__ = [
+    "AttentionMask",
     "BertEmbeddings",
     "BertSelfAttention",
     "BertSelfOutput",
@@ -88,20 +89,51 @@ def get_activation(name: str) -> nn.Module:
         raise ValueError(f"unsupported hidden_act {name!r}; supported: {', '.join(sorted(_ACTIVATIONS))}") from None
 
 
-# ---------------------------------------------------------------------------------------- packing
+# ---------------------------------------------------------------------------------------- attention mask
 
 
-class PackedBatch:
-    """The real (non-padding) tokens of a padded (B, N) batch, flattened to (T, ...) rows.
+class AttentionMask:
+    """The attention mask of one batch, built once and passed to every layer.
 
-    Every per-token op (projections, feed-forward, LayerNorm) runs on the T real tokens only; attention
-    re-pads q/k/v to (B, N) for SDPA. On batches of variable-length sentences this skips the padding's
-    share of the compute. Padding positions of the outputs are zeros.
+    ``mask``: bool ``(B, 1, 1|N, N)`` for SDPA, True = attend; None when nothing is masked (SDPA then
+    takes its fastest kernel). When ``index`` is set the batch is *packed*: every per-token op
+    (projections, feed-forward, LayerNorm) runs on the T real tokens only, as ``(T, C)`` rows, and
+    attention re-pads q/k/v to ``(B, N)``. On batches of variable-length sentences this skips the
+    padding's share of the compute; padding positions of the outputs are zeros.
     """
 
-    def __init__(self, attention_mask: torch.Tensor):  # (B, N) 0/1
-        self.batch, self.seq_len = attention_mask.shape
-        self.index = attention_mask.reshape(-1).nonzero().squeeze(1)  # (T,)
+    __slots__ = ("mask", "index", "batch", "seq_len")
+
+    def __init__(self, mask: torch.Tensor | None, index: torch.Tensor | None = None, batch: int = 0,
+                 seq_len: int = 0) -> None:
+        self.mask, self.index, self.batch, self.seq_len = mask, index, batch, seq_len
+
+    @classmethod
+    def build(cls, attention_mask: torch.Tensor | None, pack: bool = False, sync: bool = True) -> "AttentionMask":
+        """From a ``(B, N)`` 0/1 or ``(B, N, N)`` mask.
+
+        ``pack``: drop padding tokens (2-D masks only). ``sync=False`` skips the two steps that read
+        the mask on the host (the all-ones shortcut and packing), for ``torch.compile``.
+        """
+        if attention_mask is None:
+            return cls(None)
+        m = attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0
+        if sync and bool(m.all()):
+            return cls(None)
+        sdpa = m[:, None, None, :] if m.dim() == 2 else m[:, None, :, :]
+        if not (pack and sync and m.dim() == 2):
+            return cls(sdpa)
+        batch, seq_len = m.shape
+        return cls(sdpa, m.reshape(-1).nonzero().squeeze(1), batch, seq_len)  # (T,)
+
+    @classmethod
+    def wrap(cls, mask: "AttentionMask | torch.Tensor | None") -> "AttentionMask":
+        """An :class:`AttentionMask` as is; a bool ``(B, 1, 1|N, N)`` SDPA mask (or None) wrapped."""
+        return mask if isinstance(mask, AttentionMask) else cls(mask)
+
+    @property
+    def packed(self) -> bool:
+        return self.index is not None
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:  # (B, N, C) -> (T, C)
         return x.reshape(self.batch * self.seq_len, -1).index_select(0, self.index)
@@ -152,8 +184,6 @@ class BertEmbeddings(nn.Module):
 class BertSelfAttention(nn.Module):
     """Multi-head self-attention. SDPA when probabilities are not needed; explicit softmax when they are."""
 
-    fused_qkv: bool = True
-
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
@@ -166,35 +196,32 @@ class BertSelfAttention(nn.Module):
 
     def forward(
         self,
-        hidden_states: torch.Tensor,  # (B, N, H), or (T, H) real tokens when packed
-        attention_mask: torch.Tensor | None = None,  # bool (B, 1, 1|N, N), True = attend; None = all
+        hidden_states: torch.Tensor,  # (B, N, H), or (T, H) real tokens when the mask is packed
+        attention_mask: AttentionMask | torch.Tensor | None = None,  # or a bool (B, 1, 1|N, N), True = attend
         output_attentions: bool = False,
-        packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:  # like hidden_states; (B, h, N, N) or None
+        mask = AttentionMask.wrap(attention_mask)
         h, d = self.num_attention_heads, self.attention_head_size
-        if self.fused_qkv:
-            # One GEMM for q, k and v; the parameters stay separate so checkpoint keys are unchanged.
-            w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3H, H)
-            b = torch.cat([self.query.bias, self.key.bias, self.value.bias])  # (3H,)
-            qkv = F.linear(hidden_states, w, b)  # (B, N, 3H) or (T, 3H)
-        else:
-            qkv = torch.cat([self.query(hidden_states), self.key(hidden_states), self.value(hidden_states)], -1)
-        if packed is not None:
-            qkv = packed.unpack(qkv)  # (B, N, 3H)
+        # One GEMM for q, k and v; the parameters stay separate so checkpoint keys are unchanged.
+        w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3H, H)
+        b = torch.cat([self.query.bias, self.key.bias, self.value.bias])  # (3H,)
+        qkv = F.linear(hidden_states, w, b)  # (B, N, 3H) or (T, 3H)
+        if mask.packed:
+            qkv = mask.unpack(qkv)  # (B, N, 3H)
         B, N, _ = qkv.shape
         q, k, v = qkv.view(B, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, h, N, d)
         if output_attentions:
             scores = torch.matmul(q, k.transpose(-1, -2)) * (d ** -0.5)  # (B, h, N, N)
-            if attention_mask is not None:
-                scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+            if mask.mask is not None:
+                scores = scores.masked_fill(~mask.mask, torch.finfo(scores.dtype).min)
             probs = scores.softmax(dim=-1)
             y = torch.matmul(self.dropout(probs), v)  # (B, h, N, d)
         else:
             probs = None
             p = self.dropout.p if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=p)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.mask, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, N, h * d)  # (B, N, H)
-        return (packed.pack(y) if packed is not None else y), probs
+        return (mask.pack(y) if mask.packed else y), probs
 
 
 class BertSelfOutput(nn.Module):
@@ -217,10 +244,10 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
-        packed: PackedBatch | None = None,
+        self, hidden_states: torch.Tensor, attention_mask: AttentionMask | torch.Tensor | None = None,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        y, probs = self.self(hidden_states, attention_mask, output_attentions, packed)
+        y, probs = self.self(hidden_states, attention_mask, output_attentions)
         return self.output(y, hidden_states), probs
 
 
@@ -259,10 +286,10 @@ class BertLayer(nn.Module):
         self.output = BertOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
-        packed: PackedBatch | None = None,
+        self, hidden_states: torch.Tensor, attention_mask: AttentionMask | torch.Tensor | None = None,
+        output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention_output, probs = self.attention(hidden_states, attention_mask, output_attentions, packed)
+        attention_output, probs = self.attention(hidden_states, attention_mask, output_attentions)
         return self.output(self.intermediate(attention_output), attention_output), probs
 
 
@@ -273,16 +300,16 @@ class BertEncoder(nn.Module):
 
     def forward(
         self,
-        hidden_states: torch.Tensor,  # (B, N, H)
-        attention_mask: torch.Tensor | None = None,
+        hidden_states: torch.Tensor,  # (B, N, H), or (T, H) when the mask is packed
+        attention_mask: AttentionMask | torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-        packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         all_hidden = [hidden_states] if output_hidden_states else None
         all_probs = [] if output_attentions else None
+        mask = AttentionMask.wrap(attention_mask)
         for layer in self.layer:
-            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions, packed)
+            hidden_states, probs = layer(hidden_states, mask, output_attentions)
             if all_hidden is not None:
                 all_hidden.append(hidden_states)
             if all_probs is not None:
@@ -484,10 +511,10 @@ class BertPreTrainedModel(nn.Module):
 # ---------------------------------------------------------------------------------------- BertModel
 
 
-def _check_ids(name: str, ids: torch.Tensor, limit: int, limit_name: str) -> None:
+def _check_ids(name: str, ids: torch.Tensor, limit: int, limit_name: str, check_values: bool = True) -> None:
     if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
         raise TypeError(f"{name} must hold integer ids, got dtype {ids.dtype}")
-    if ids.numel() == 0:
+    if not check_values or ids.numel() == 0:
         return
     lo, hi = torch.aminmax(ids)
     lo, hi = int(lo), int(hi)
@@ -506,6 +533,9 @@ class BertModel(BertPreTrainedModel):
     """
 
     pack_padding: bool = True
+    # False: a trusted caller (serving ids its own tokenizer made) skips the id-range checks, which
+    # read the ids on the host; shapes and dtypes are still checked. torch.compile skips them anyway.
+    check_inputs: bool = True
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -521,8 +551,12 @@ class BertModel(BertPreTrainedModel):
         token_type_ids: torch.Tensor | None,
         position_ids: torch.Tensor | None,
         inputs_embeds: torch.Tensor | None,
+        check_values: bool = True,
     ) -> tuple[int, int]:
-        """Cheap checks that turn deep IndexErrors into messages naming the value and the limit."""
+        """Cheap checks that turn deep IndexErrors into messages naming the value and the limit.
+
+        Shapes and dtypes are always checked; id ranges only with ``check_values`` (a host sync).
+        """
         cfg = self.config
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
@@ -533,7 +567,7 @@ class BertModel(BertPreTrainedModel):
                     + ("; add a batch dimension with input_ids.unsqueeze(0)" if input_ids.dim() == 1 else "")
                 )
             shape = tuple(input_ids.shape)
-            _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size")
+            _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size", check_values)
         else:
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.hidden_size:
                 raise ValueError(
@@ -552,13 +586,14 @@ class BertModel(BertPreTrainedModel):
                 raise ValueError(
                     f"token_type_ids has shape {tuple(token_type_ids.shape)} but the input has shape {shape}"
                 )
-            _check_ids("token_type_ids", token_type_ids, cfg.type_vocab_size, "type_vocab_size")
+            _check_ids("token_type_ids", token_type_ids, cfg.type_vocab_size, "type_vocab_size", check_values)
         if position_ids is not None:
             if position_ids.dim() != 2 or position_ids.shape[1] != N or position_ids.shape[0] not in (1, B):
                 raise ValueError(
                     f"position_ids has shape {tuple(position_ids.shape)} but the input has shape {shape}"
                 )
-            _check_ids("position_ids", position_ids, cfg.max_position_embeddings, "max_position_embeddings")
+            _check_ids("position_ids", position_ids, cfg.max_position_embeddings, "max_position_embeddings",
+                       check_values)
         if attention_mask is not None:
             ok = (attention_mask.dim() == 2 and tuple(attention_mask.shape) == shape) or (
                 attention_mask.dim() == 3 and tuple(attention_mask.shape) == (B, N, N)
@@ -569,16 +604,6 @@ class BertModel(BertPreTrainedModel):
                     f"(expected {shape} or {(B, N, N)})"
                 )
         return B, N
-
-    @staticmethod
-    def _sdpa_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-        """(B, N) 0/1 or (B, N, N) mask -> bool (B, 1, 1|N, N) with True = attend; None when nothing is masked."""
-        if attention_mask is None:
-            return None
-        mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0
-        if bool(mask.all()):
-            return None  # lets SDPA take its fastest kernel
-        return mask[:, None, None, :] if mask.dim() == 2 else mask[:, None, :, :]
 
     def forward(
         self,
@@ -595,16 +620,18 @@ class BertModel(BertPreTrainedModel):
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         return_dict = cfg.return_dict if return_dict is None else return_dict
-        self._validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        # Id-range checks, the all-ones mask shortcut and packing each read a tensor on the host (a
+        # device sync and a graph break): a compiled graph skips all three, check_inputs=False the first.
+        compiling = torch.compiler.is_compiling()
+        self._validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                              check_values=self.check_inputs and not compiling)
 
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
-        mask = self._sdpa_mask(attention_mask)
-        if (self.pack_padding and mask is not None and attention_mask.dim() == 2
-                and not (output_attentions or output_hidden_states)):
-            # Fast path: per-token work on real tokens only (padding outputs are zeros, not computed).
-            packed = PackedBatch(attention_mask)
-            last, hidden_states, attentions = self.encoder(packed.pack(x), mask, False, False, packed)
-            last = packed.unpack(last)
+        pack = self.pack_padding and not (output_attentions or output_hidden_states)
+        mask = AttentionMask.build(attention_mask, pack=pack, sync=not compiling)
+        if mask.packed:  # per-token work on real tokens only (padding outputs are zeros, not computed)
+            last, hidden_states, attentions = self.encoder(mask.pack(x), mask, False, False)
+            last = mask.unpack(last)
         else:
             last, hidden_states, attentions = self.encoder(x, mask, output_attentions, output_hidden_states)
         pooled = self.pooler(last) if self.pooler is not None else None  # (B, H)
