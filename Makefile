@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # this cache by `bertkit fetch-assets`; bertkit never downloads at run time.
 export BERTKIT_ASSETS ?= $(CURDIR)/.assets
 
-.PHONY: venv assets test demo bench clean
+.PHONY: venv assets test test-fast lint demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ assets: $(VENV)/.installed
 # pytest exits 5 when it collects no tests: that is not a failure of the suite.
 test: assets
 	$(PY) -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The inner loop: everything except the tests marked slow (fine-tuning runs, multi-process runs).
+test-fast: assets
+	$(PY) -m pytest -q -m "not slow" tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# ruff's rules and line length are in pyproject.toml.
+lint: $(VENV)/.installed
+	$(PY) -m ruff check src tests benchmarks examples
 
 demo: assets
 	$(PY) examples/demo.py

@@ -48,7 +48,6 @@ def bertkit_epoch(texts_labels, args, seed, out_dir) -> tuple[float, int]:
                          warmup_ratio=0.1, precision="fp32", seed=seed, drop_last=False, progress=False,
                          save_final=False, plot=False, log_every=1000)
     trainer = Trainer(model, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler)
-    t_setup = time.perf_counter() - t0
     t0 = time.perf_counter()
     trainer.train()
     tokens = sum(max(len(feats[i]["input_ids"]) for i in b) * len(b) for b in sampler.batches())
@@ -62,7 +61,8 @@ def transformers_epoch(texts_labels, args, seed) -> tuple[float, int]:
     tok = transformers.BertTokenizerFast.from_pretrained(str(asset_path("minilm")))
     labels = sorted({l for _, l in texts_labels})
     torch.manual_seed(seed)
-    model = transformers.BertForSequenceClassification.from_pretrained(str(asset_path("minilm")), num_labels=len(labels))
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        str(asset_path("minilm")), num_labels=len(labels))
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
     n_steps = -(-len(texts_labels) // args.batch_size)

@@ -11,7 +11,6 @@ engineers' jobs at once when these figures were taken), so one or two epochs onl
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

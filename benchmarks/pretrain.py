@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -76,7 +75,8 @@ def reference_run(model, opt, ds, hf_collate, steps: int, batch: int, seq_len: i
         t0 = time.perf_counter()
         idx = rng.choice(len(ds), batch, replace=False)
         items = [ds[int(i)] for i in idx]
-        feats = [{"input_ids": it["input_ids"].tolist(), "token_type_ids": it["token_type_ids"].tolist()} for it in items]
+        feats = [{"input_ids": it["input_ids"].tolist(), "token_type_ids": it["token_type_ids"].tolist()}
+                 for it in items]
         b = hf_collate(feats)
         b["next_sentence_label"] = torch.tensor([it["next_sentence_label"] for it in items])
         with ctx():

@@ -21,7 +21,8 @@ from bertkit.assets import asset_path
 from bertkit.tokenization import BertTokenizer, WordPieceTrainer
 
 
-def split_corpus(out_dir: Path, held_out_frac: float = 0.1, max_chars: int | None = None) -> tuple[list[Path], list[str]]:
+def split_corpus(out_dir: Path, held_out_frac: float = 0.1,
+                 max_chars: int | None = None) -> tuple[list[Path], list[str]]:
     """Train files (each asset minus its last 10% of lines) and held-out lines."""
     train_files, held = [], []
     for name in ("austen", "wiki"):
@@ -97,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     for vs in args.vocab_size:
         r = compare(vs, args.min_frequency)
-        print(f"train-vocab austen+wiki ({r['train_bytes'] / 1e6:.1f} MB) vocab_size={vs} min_frequency={args.min_frequency}: "
-              f"bertkit {r['time_ours']:.1f}s (vocab {r['size_ours']})  tokenizers WordPieceTrainer {r['time_ref']:.1f}s "
+        print(f"train-vocab austen+wiki ({r['train_bytes'] / 1e6:.1f} MB) vocab_size={vs} "
+              f"min_frequency={args.min_frequency}: "
+              f"bertkit {r['time_ours']:.1f}s (vocab {r['size_ours']})  "
+              f"tokenizers WordPieceTrainer {r['time_ref']:.1f}s "
               f"(vocab {r['size_ref']})")
         print(f"fertility on held-out ({r['held_lines']} lines): bertkit {r['fert_ours']:.4f} tokens/word  "
               f"tokenizers {r['fert_ref']:.4f} tokens/word  ratio {r['fert_ours'] / r['fert_ref']:.4f} "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 
 import pytest
 import torch
@@ -18,7 +17,6 @@ from bertkit.checkpoint import resolve_model_path
 from bertkit.modeling import (
     BertConfig,
     BertForMaskedLM,
-    BertForPreTraining,
     BertForSequenceClassification,
     BertModel,
 )

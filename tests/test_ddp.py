@@ -21,6 +21,8 @@ import torch
 
 from bertkit.assets import asset_path
 
+pytestmark = pytest.mark.slow  # fine-tuning and multi-process runs: `make test-fast` skips them
+
 ROOT = Path(__file__).resolve().parents[1]
 
 WORKER = textwrap.dedent("""
@@ -97,7 +99,6 @@ def test_two_process_gloo_matches_single_process(setup):
     r0 = torch.load(dump / "rank0_ws2.pt")
     r1 = torch.load(dump / "rank1_ws2.pt")
     one = torch.load(dump / "rank0_ws1.pt")
-    init_moved = 0
     for name, p0 in r0.items():
         assert torch.equal(p0, r1[name]), f"{name} differs between ranks"
         torch.testing.assert_close(p0, one[name], atol=2e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")

@@ -4,7 +4,6 @@ OUTPUT folders must load in transformers' Auto classes and give the same predict
 """
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -12,8 +11,10 @@ import torch
 
 from bertkit.assets import asset_path
 from bertkit.cli import main as cli_main
-from bertkit.tasks import evaluate, finetune, predict
+from bertkit.tasks import finetune, predict
 from bertkit.tasks.data import read_conll, read_table
+
+pytestmark = pytest.mark.slow  # fine-tuning and multi-process runs: `make test-fast` skips them
 
 transformers = pytest.importorskip("transformers")
 
@@ -97,7 +98,8 @@ def test_cli_errors(tmp_path, minilm, capsys):
     assert "no column 'text'; available columns: 'sentence', 'label'" in capsys.readouterr().err
     assert cli_main(base + ["--train", str(train), "--validation", str(val), "--text-column", "sentence"]) == 1
     assert "v.tsv:3: label 'mixed' was never seen in training" in capsys.readouterr().err
-    assert cli_main(base + ["--train", str(train), "--text-column", "sentence", "--freeze", "embeddings,encoder.layr.0"]) == 1
+    bad_freeze = ["--freeze", "embeddings,encoder.layr.0"]
+    assert cli_main(base + ["--train", str(train), "--text-column", "sentence", *bad_freeze]) == 1
     err = capsys.readouterr().err
     assert "encoder.layr.0" in err and "encoder.layer" in err  # lists the valid names
     empty = tmp_path / "e.csv"
@@ -151,19 +153,26 @@ def test_token_classification_words_and_transformers(tmp_path, minilm):
 
 def test_multiple_choice_swag(tmp_path, minilm):
     rows = [
-        {"sent1": "She opens the fridge.", "sent2": "She", "ending0": "takes out the milk.", "ending1": "flies to the moon.", "label": 0},
-        {"sent1": "He kicks the ball.", "sent2": "The ball", "ending0": "sings a song.", "ending1": "rolls into the goal.", "label": 1},
-        {"sent1": "It starts to rain.", "sent2": "People", "ending0": "open their umbrellas.", "ending1": "eat the clouds.", "label": 0},
-        {"sent1": "The kettle boils.", "sent2": "She", "ending0": "paints the kettle blue at night.", "ending1": "pours the water into a cup.", "label": 1},
+        {"sent1": "She opens the fridge.", "sent2": "She", "ending0": "takes out the milk.",
+         "ending1": "flies to the moon.", "label": 0},
+        {"sent1": "He kicks the ball.", "sent2": "The ball", "ending0": "sings a song.",
+         "ending1": "rolls into the goal.", "label": 1},
+        {"sent1": "It starts to rain.", "sent2": "People", "ending0": "open their umbrellas.",
+         "ending1": "eat the clouds.", "label": 0},
+        {"sent1": "The kettle boils.", "sent2": "She", "ending0": "paints the kettle blue at night.",
+         "ending1": "pours the water into a cup.", "label": 1},
     ]
     f = tmp_path / "swag.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = tmp_path / "mc"
-    res = finetune("multiple-choice", minilm, f, out, f, epochs=1, batch_size=2, max_length=32, progress=False, quiet=True)
-    assert 0.0 <= res.metrics["accuracy"] <= 1.0
+    res = finetune("multiple-choice", minilm, f, out, f, epochs=1, batch_size=2, max_length=32, progress=False,
+                   quiet=True)
     hf = transformers.AutoModelForMultipleChoice.from_pretrained(str(out)).eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(str(out))
     preds = predict(out, f, progress=False)
+    # The evaluation's accuracy is the accuracy of the predictions, ending by ending.
+    hits = [int(np.argmax(p["scores"])) == r["label"] for r, p in zip(rows, preds)]
+    assert res.metrics["accuracy"] == pytest.approx(sum(hits) / len(rows))
     for r, p in zip(rows, preds):
         enc = hf_tok([r["sent1"]] * 2, [f"{r['sent2']} {r['ending' + str(k)]}" for k in range(2)], padding=True,
                      return_tensors="pt")

@@ -51,7 +51,8 @@ def test_mcc_multiclass_by_hand():
     # confusion (rows true, cols pred): [[2,1,0],[0,2,0],[1,0,1]]; s=7, c=5
     y = [0, 0, 0, 1, 1, 2, 2]
     p = [0, 0, 1, 1, 1, 0, 2]
-    t = np.array([3, 2, 2]); q = np.array([3, 3, 1])
+    t = np.array([3, 2, 2])
+    q = np.array([3, 3, 1])
     expected = (5 * 7 - t @ q) / math.sqrt((49 - q @ q) * (49 - t @ t))
     assert matthews_corrcoef(p, y) == pytest.approx(expected)
 

@@ -120,13 +120,25 @@ def test_bert_base_parameter_count():
     assert bertkit.count_parameters(model) == 109_482_240
 
 
-def test_presets_match_google_miniatures():
-    for name, (layers, hidden) in {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512),
-                                   "base": (12, 768), "large": (24, 1024)}.items():
-        cfg = BertConfig.from_preset(name)
-        assert (cfg.num_hidden_layers, cfg.hidden_size) == (layers, hidden)
-        assert cfg.num_attention_heads == hidden // 64 and cfg.intermediate_size == 4 * hidden
-    assert BertConfig.from_preset("mini", vocab_size=1000).vocab_size == 1000
+# Google's BERT miniatures and the two original sizes: (layers L, hidden H); heads = H / 64, FFN = 4H.
+GOOGLE_SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512),
+                "base": (12, 768), "large": (24, 1024)}
+
+
+@pytest.mark.parametrize("name", list(GOOGLE_SIZES))
+def test_presets_match_google_miniatures(name):
+    layers, hidden = GOOGLE_SIZES[name]
+    cfg = BertConfig.from_preset(name)
+    ref_cfg = transformers.BertConfig(num_hidden_layers=layers, hidden_size=hidden,
+                                      num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
+    fields = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
+              "max_position_embeddings", "type_vocab_size", "hidden_act")
+    assert {f: getattr(cfg, f) for f in fields} == {f: getattr(ref_cfg, f) for f in fields}
+    # The same architecture: transformers' model of that size has exactly as many parameters.
+    with torch.device("meta"):
+        ours, ref = BertModel(cfg), transformers.BertModel(ref_cfg)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in ref.parameters())
+    assert BertConfig.from_preset(name, vocab_size=1000).vocab_size == 1000
 
 
 # ------------------------------------------------------------------------------------------- every head

@@ -54,7 +54,8 @@ def test_ner_matches_transformers(tmp_path):
     ref = transformers.pipeline("ner", model=str(d), device="cpu")(TEXTS[0])
     assert len(ours) == len(ref) and len(ours) > 0
     for a, b in zip(ours, ref):
-        assert (a["entity"], a["index"], a["word"], a["start"], a["end"]) == (b["entity"], b["index"], b["word"], b["start"], b["end"])
+        keys = ("entity", "index", "word", "start", "end")
+        assert [a[k] for k in keys] == [b[k] for k in keys]
         assert a["score"] == pytest.approx(float(b["score"]), abs=1e-4)
     grouped = pipeline("ner", model=d, aggregation_strategy="simple")(TEXTS[0])
     for g in grouped:  # spans are real character offsets of the text

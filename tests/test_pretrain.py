@@ -65,6 +65,7 @@ def full_run(tmp_path_factory, corpus, env) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_gives_same_step40_loss(tmp_path, corpus, env, full_run):
     out = tmp_path / "out"
     log = tmp_path / "stderr.txt"

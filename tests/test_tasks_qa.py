@@ -48,10 +48,12 @@ def test_decoding_maps_logits_to_char_offsets(tok):
     qf = prepare_qa_features(tok, ex, max_length=48, doc_stride=16)
     starts, ends = [], []
     for f in qf.features:  # logits that point at the gold span wherever a window holds it
-        s = np.zeros(len(f["input_ids"])); e = np.zeros(len(f["input_ids"]))
+        s = np.zeros(len(f["input_ids"]))
+        e = np.zeros(len(f["input_ids"]))
         s[f["start_positions"]] = 10.0
         e[f["end_positions"]] = 10.0
-        starts.append(s); ends.append(e)
+        starts.append(s)
+        ends.append(e)
     preds, nbest = decode_qa(ex, qf, starts, ends, max_answer_length=30, version_2_with_negative=True)
     for e in ex:
         if e.is_impossible:
@@ -67,11 +69,12 @@ def test_decoding_maps_logits_to_char_offsets(tok):
     assert preds1[long_q.id] != long_q.answers[0]["text"]
 
 
+@pytest.mark.slow
 def test_qa_finetune_end_to_end(tmp_path, tok):
     ex = read_squad(SQUAD)
     out = tmp_path / "qa"
-    res = finetune("question-answering", asset_path("minilm"), SQUAD, out, SQUAD, epochs=2, batch_size=8, lr=2e-4,
-                   warmup_ratio=0.0, max_length=64, doc_stride=24, max_answer_length=12, progress=False, quiet=True)
+    finetune("question-answering", asset_path("minilm"), SQUAD, out, SQUAD, epochs=2, batch_size=8, lr=2e-4,
+             warmup_ratio=0.0, max_length=64, doc_stride=24, max_answer_length=12, progress=False, quiet=True)
     results = json.loads((out / "eval_results.json").read_text())
     assert {"exact_match", "f1"} <= set(results) and 0 <= results["f1"] <= 100
     cfg = json.loads((out / "config.json").read_text())

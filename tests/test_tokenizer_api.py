@@ -16,10 +16,10 @@ import pytest
 from bertkit.assets import asset_path
 
 transformers = pytest.importorskip("transformers")
+from test_tokenizer_parity import corpus, ours, reference  # noqa: E402
 from transformers import BertTokenizerFast  # noqa: E402
 
 from bertkit.tokenization import BatchEncoding, BertTokenizer  # noqa: E402
-from test_tokenizer_parity import corpus, ours, reference  # noqa: E402
 
 SEED_TEXTS = ["albums sold 124443286539 copies", "technically perfect, melodically correct",
               "featuring a previously unheard track", "best-selling music artist", "s1 d1 o1 and o2",
@@ -53,7 +53,8 @@ def test_from_pretrained_real_checkpoint_folder():
     assert tok.model_max_length == ref.model_max_length
     assert tok.do_lower_case == ref.do_lower_case
     texts = list(corpus("austen")[:30]) + SEED_TEXTS
-    assert tok(texts, padding=True, truncation=True)["input_ids"] == ref(texts, padding=True, truncation=True)["input_ids"]
+    kw = {"padding": True, "truncation": True}
+    assert tok(texts, **kw)["input_ids"] == ref(texts, **kw)["input_ids"]
 
 
 def test_save_pretrained_roundtrip_and_transformers_can_read_it(tmp_path):
@@ -97,7 +98,8 @@ def test_tensors_and_batch_encoding():
     assert one.input_ids is one["input_ids"]
     npd = tok(texts, padding="max_length", max_length=20, return_tensors="np")
     assert npd["input_ids"].shape == (len(texts), 20)
-    assert (npd["attention_mask"] == ref(texts, padding="max_length", max_length=20, return_tensors="np")["attention_mask"]).all()
+    want = ref(texts, padding="max_length", max_length=20, return_tensors="np")["attention_mask"]
+    assert (npd["attention_mask"] == want).all()
     with pytest.raises(ValueError, match="padding"):
         tok(texts, return_tensors="pt")
     assert got.to("cpu") is got
@@ -160,7 +162,8 @@ def test_cli_tokenize_matches_reference(tmp_path):
     ref = reference("vocab-uncased", True)
     buf = io.StringIO()
     with redirect_stdout(buf):
-        assert main(["tokenize", "--vocab", str(asset_path("vocab-uncased")), "featuring a previously unheard track"]) == 0
+        vocab = str(asset_path("vocab-uncased"))
+        assert main(["tokenize", "--vocab", vocab, "featuring a previously unheard track"]) == 0
     out = buf.getvalue()
     enc = ref("featuring a previously unheard track")
     assert f"tokens: {enc.tokens()}" in out

@@ -10,7 +10,6 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
 from test_tokenizer_parity import CONFIG_IDS, CONFIGS, ours, reference  # noqa: E402
 
 # Mix fully random code points with an alphabet that stresses the tricky classes: ASCII,

@@ -8,7 +8,6 @@ ignored and yields a 5-token vocabulary, so the reference here is built from the
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 

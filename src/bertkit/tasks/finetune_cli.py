@@ -19,7 +19,9 @@ def add_data_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     g.add_argument("--label-column", default=d("label"), help="label column (default: label)")
     g.add_argument("--label-separator", default=None, help="split string labels on this for multi-label, e.g. '|'")
     g.add_argument("--max-length", type=int, default=d(128), help="max tokens per sequence/window (default: 128)")
-    g.add_argument("--doc-stride", type=int, default=d(128), help="QA: overlap between context windows; token classification: overlap between the windows of a sentence longer than --max-length, at most half a window (default: 128)")
+    g.add_argument("--doc-stride", type=int, default=d(128),
+                   help="QA: overlap between context windows; token classification: overlap between the "
+                        "windows of a sentence longer than --max-length, at most half a window (default: 128)")
     g.add_argument("--max-answer-length", type=int, default=d(30), help="QA: longest answer in tokens (default: 30)")
     g.add_argument("--n-best-size", type=int, default=d(20), help="QA: start/end candidates per window (default: 20)")
 
@@ -39,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")
     p.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
     p.add_argument("--patience", type=int, default=None, help="stop after this many epochs without improvement")
-    p.add_argument("--freeze", default=None, help="comma-separated module patterns to freeze, e.g. embeddings,encoder.layer.0-3")
+    p.add_argument("--freeze", default=None,
+                   help="comma-separated module patterns to freeze, e.g. embeddings,encoder.layer.0-3")
     p.add_argument("--no-group-by-length", action="store_true", help="random batches instead of length-grouped ones")
     p.add_argument("--eval-batch-size", type=int, default=64)
     p.add_argument("--max-train-samples", type=int, default=None)
@@ -50,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-scheme", default=None, choices=["BIO", "BIOES", "BMES"],
                    help="token-classification tag scheme (default: detected from the tags)")
     p.add_argument("--version-2-with-negative", action="store_true", default=None,
-                   help="QA: allow no-answer predictions (default: on when the training data has unanswerable questions)")
+                   help="QA: allow no-answer predictions "
+                        "(default: on when the training data has unanswerable questions)")
     p.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--no-progress", action="store_true")
     add_data_options(p)

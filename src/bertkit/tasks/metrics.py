@@ -175,7 +175,8 @@ def _split_tag(tag: str, allowed: str) -> tuple[str, str]:
         return "O", ""
     prefix, sep, etype = tag.partition("-")
     if not sep or len(prefix) != 1 or prefix not in allowed or not etype:
-        raise ValueError(f"tag {tag!r} is not valid in this scheme (expected O or one of {', '.join(allowed.replace('O', ''))} + '-TYPE')")
+        raise ValueError(f"tag {tag!r} is not valid in this scheme "
+                         f"(expected O or one of {', '.join(allowed.replace('O', ''))} + '-TYPE')")
     return prefix, etype
 
 

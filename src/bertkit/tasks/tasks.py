@@ -7,11 +7,10 @@ best checkpoint. The training loop itself is the shared :class:`bertkit.training
 
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -19,10 +18,6 @@ import torch
 from . import metrics as M
 from .batching import collate_features
 from .data import (
-    ChoiceExample,
-    QAExample,
-    TaggedSentence,
-    TextExample,
     build_label_list,
     check_labels,
     read_conll,
@@ -30,7 +25,7 @@ from .data import (
     read_swag,
     read_table,
 )
-from .qa import QAFeatures, decode_qa, prepare_qa_features
+from .qa import decode_qa, prepare_qa_features
 
 __all__ = [
     "TASKS",
@@ -364,7 +359,8 @@ class TokenClassificationTask(Task):
             for k, t in enumerate(s.tags or []):
                 if t not in l2i:
                     raise ValueError(
-                        f"{path}:{s.line + k}: tag {t!r} was never seen in training (known tags: {', '.join(self.labels)})"
+                        f"{path}:{s.line + k}: tag {t!r} was never seen in training "
+                        f"(known tags: {', '.join(self.labels)})"
                     )
 
     def model_kwargs(self):

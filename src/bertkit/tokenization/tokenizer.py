@@ -252,7 +252,8 @@ class BertTokenizer:
         """Size of the base vocabulary (``len(tokenizer)`` also counts added tokens)."""
         return self._base_vocab_size
 
-    def add_special_tokens(self, special_tokens_dict: dict[str, Any], replace_additional_special_tokens: bool = True) -> int:
+    def add_special_tokens(self, special_tokens_dict: dict[str, Any],
+                           replace_additional_special_tokens: bool = True) -> int:
         """Set or add special tokens (e.g. ``{"additional_special_tokens": ["[E1]", "[/E1]"]}``);
         tokens not in the vocabulary get new ids. They are matched whole in the raw text.
         Returns how many tokens were added to the vocabulary."""

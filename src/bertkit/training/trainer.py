@@ -33,8 +33,8 @@ Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``; ``max_time_min
 the run after that much training wall time (evaluation and checkpointing excluded; counted across
 resumes). Evaluation every ``eval_every``
 steps and/or at the end of every epoch (``eval_each_epoch``); the returned dict is logged with an
-``eval_`` prefix; the final weights are always evaluated once at the end. With ``best_metric`` the best model is kept in ``OUTPUT/best`` and
-``patience`` evaluations without improvement stop the run.
+``eval_`` prefix; the final weights are always evaluated once at the end. With ``best_metric`` the
+best model is kept in ``OUTPUT/best`` and ``patience`` evaluations without improvement stop the run.
 
 Optimisation: AdamW (fused/foreach when available) without weight decay on biases and LayerNorm
 weights, linear warmup (``warmup_steps`` or ``warmup_ratio``) then linear decay to 0, gradient
@@ -46,7 +46,8 @@ extra loss terms, lr, tokens_per_sec = tokens of the padded batches per second o
 data loading included, of all ranks together; losses are averaged over ranks under DDP;
 train_seconds; eval rows carry ``eval_*`` keys), ``metrics.png`` (curves, drawn at the
 end, :mod:`bertkit.training.plots`), ``checkpoints/step-NNNNNNN/`` every ``save_every`` steps
-(:mod:`bertkit.training.checkpointing`: each published in one rename; the last ``keep_last`` kept) and, at the end, the model itself via
+(:mod:`bertkit.training.checkpointing`: each published in one rename; the last ``keep_last`` kept)
+and, at the end, the model itself via
 ``model.save_pretrained(output_dir)`` (plus ``tokenizer.save_pretrained``) or ``save_model(model,
 dir)``. ``resume=True`` restores model, optimizer, scheduler, scaler, RNG states and the data
 position from the newest complete checkpoint. A NaN/inf loss raises :class:`NonFiniteLossError`
@@ -71,7 +72,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
