@@ -3,7 +3,7 @@
 Both sides train the `mini` config (4 layers, hidden 256, vocab 30,522) on the same real text
 (Jane Austen + Wikipedia excerpt, prepared into BERT NSP instances) at seq 128, batch 32, in one
 process, interleaved repeat by repeat. A step is data loading + collation + forward + backward +
-clipping + AdamW step; tokens/s = batch x seq_len / wall time of the step (the issue's definition).
+clipping + AdamW step; tokens/s = batch x seq_len / wall time of the step (data loading included).
 
 * bertkit: the real `Trainer` (tokens/s read from its metrics.jsonl) with its defaults: bf16
   autocast, sparse MLM head (only masked positions go through the transform and the decoder),

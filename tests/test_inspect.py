@@ -1,4 +1,5 @@
-"""count_parameters, freeze/unfreeze and `bertkit inspect`, checked against transformers' counts and seed 003."""
+"""count_parameters, freeze/unfreeze and `bertkit inspect`, checked against transformers' parameter counts
+and the per-component table a user reads to see where a model's parameters are."""
 
 from __future__ import annotations
 

@@ -106,7 +106,8 @@ def test_outputs_by_attribute_key_and_index(batch, bk_minilm):
     assert isinstance(as_tuple, tuple) and len(as_tuple) == 3
     assert torch.equal(as_tuple[0], out[0])
     assert torch.equal(out[2][-1], out[0])
-    # seed 003: outputs[1] == model.pooler(outputs[0]); outputs[2][0] == model.embeddings(ids, token_type_ids)
+    # The tuple positions users index by hand: outputs[1] is the pooler applied to outputs[0], and
+    # outputs[2][0] (the first hidden state) is the embedding layer's output.
     with torch.no_grad():
         assert torch.equal(bk_minilm.pooler(out[0]), out[1])
         assert torch.equal(bk_minilm.embeddings(batch["input_ids"], batch["token_type_ids"]), out[2][0])

@@ -1,4 +1,5 @@
-"""Readers and batching: real asset files plus the bad-input errors the issue lists."""
+"""Readers and batching: real asset files, and bad input (missing columns, unknown labels, broken
+lines) reported with the file, line and value."""
 
 import json
 import warnings
