@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
-from .model import BertModel, BertPreTrainedModel, get_activation, no_init_weights
+from .loading import no_init_weights
+from .model import BertModel, BertPreTrainedModel, get_activation
 from .outputs import (
     BaseModelOutputWithPooling,
     BertForPreTrainingOutput,

@@ -7,11 +7,13 @@ and writes the load report that names what was initialised and why.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import logging
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -20,9 +22,8 @@ from bertkit.checkpoint import find_weights_file, load_into_new_model
 from bertkit.hub import resolve_model_path
 
 from .config import _FIELD_NAMES, BertConfig
-from .model import BertPreTrainedModel, no_init_weights
 
-__all__ = ["load_pretrained"]
+__all__ = ["load_pretrained", "no_init_weights", "init_weights_enabled"]
 
 logger = logging.getLogger("bertkit")
 
@@ -32,6 +33,24 @@ _IGNORED_HF_KWARGS = frozenset({
     "force_download", "resume_download", "proxies", "token", "use_auth_token", "mirror", "_fast_init",
     "device_map",
 })
+
+
+_INIT_WEIGHTS = contextvars.ContextVar("bertkit_init_weights", default=True)
+
+
+@contextlib.contextmanager
+def no_init_weights() -> Iterator[None]:
+    """Build models without running BERT's initialisation (from_pretrained overwrites the weights)."""
+    token = _INIT_WEIGHTS.set(False)
+    try:
+        yield
+    finally:
+        _INIT_WEIGHTS.reset(token)
+
+
+def init_weights_enabled() -> bool:
+    """False inside :func:`no_init_weights` (read by ``BertPreTrainedModel.post_init``)."""
+    return _INIT_WEIGHTS.get()
 
 
 def _summarize(keys: Iterable[str], limit: int = 8) -> str:
@@ -70,7 +89,7 @@ def _load_report(model: nn.Module, source: Path, missing: list[str], unexpected:
     return f"{name}.from_pretrained({source}):\n  " + "\n  ".join(lines)
 
 
-def load_pretrained(cls: type[BertPreTrainedModel], pretrained_model_name_or_path: str | os.PathLike,
+def load_pretrained(cls: type[nn.Module], pretrained_model_name_or_path: str | os.PathLike,
                     *model_args: Any, config: Any = None, cache_dir: str | os.PathLike | None = None,
                     revision: str | None = None, dtype: torch.dtype | str | None = None,
                     torch_dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
@@ -93,7 +112,7 @@ def load_pretrained(cls: type[BertPreTrainedModel], pretrained_model_name_or_pat
     weights_file = find_weights_file(Path(pretrained_model_name_or_path)
                                      if Path(pretrained_model_name_or_path).is_file() else folder)
 
-    def build() -> BertPreTrainedModel:
+    def build() -> nn.Module:
         with no_init_weights():
             return cls(config, *model_args, **model_kwargs)
 

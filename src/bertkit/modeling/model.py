@@ -19,18 +19,17 @@ copies the checkpoint in and initialises only the parameters the checkpoint lack
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
+from .loading import init_weights_enabled, load_pretrained
 from .outputs import BaseModelOutputWithPooling
 
 __all__ = [
@@ -335,19 +334,6 @@ class BertPooler(nn.Module):
 
 # ---------------------------------------------------------------------------------------- base class
 
-_INIT_WEIGHTS = contextvars.ContextVar("bertkit_init_weights", default=True)
-
-
-@contextlib.contextmanager
-def no_init_weights() -> Iterator[None]:
-    """Build models without running BERT's initialisation (from_pretrained overwrites the weights)."""
-    token = _INIT_WEIGHTS.set(False)
-    try:
-        yield
-    finally:
-        _INIT_WEIGHTS.reset(token)
-
-
 class BertPreTrainedModel(nn.Module):
     """Shared plumbing: config, weight init, weight tying, from_pretrained / save_pretrained."""
 
@@ -368,7 +354,7 @@ class BertPreTrainedModel(nn.Module):
     def post_init(self) -> None:
         """Tie weights, then initialise them (skipped inside ``no_init_weights()``)."""
         self.tie_weights()
-        if _INIT_WEIGHTS.get():
+        if init_weights_enabled():
             self.init_weights()
 
     # ----------------------------------------------------------------- init
@@ -497,8 +483,6 @@ class BertPreTrainedModel(nn.Module):
         ``config``, ``cache_dir``, ``dtype``, ``device``, ``ignore_mismatched_sizes``,
         ``output_loading_info``. Never touches the network.
         """
-        from .loading import load_pretrained
-
         return load_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs)
 
     def save_pretrained(self, save_directory: str | os.PathLike, tokenizer: Any = None, **kwargs: Any) -> Path:

@@ -67,8 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.training import NonFiniteLossError
     from bertkit.training.pretraining import PretrainingArguments, pretrain
+    from bertkit.training.trainer import NonFiniteLossError
 
     try:
         pretrain(PretrainingArguments.from_namespace(args))

@@ -225,7 +225,7 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
     """
     import torch
 
-    from bertkit.training import Trainer, TrainingConfig
+    from bertkit.training.trainer import Trainer, TrainingConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -78,7 +78,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit.training import checkpointing as ckpt_io
+import bertkit.training.checkpointing as ckpt_io
 from bertkit.training.checkpointing import latest_checkpoint
 from bertkit.training.plots import plot_metrics
 
