@@ -74,7 +74,7 @@ def step_pretrain(args, vocab: Path | None) -> Path | None:
     out = RUN / "pretrain"
     vocab = vocab or asset_path("vocab-uncased")
     # 32-token sequences: a from-scratch BERT leaves the "predict frequent words" plateau within
-    # minutes at seq 32, and not within an hour at seq 128 (README, "Real pretraining run").
+    # minutes at seq 32, and not within an hour at seq 128 (docs/pretraining.md).
     cmd = [sys.executable, "-m", "bertkit", "pretrain", "--corpus", str(asset_path("austen")),
            "--vocab", str(vocab), "--config", "tiny", "--no-nsp", "--seq-len", "32", "--batch-size", "64",
            "--lr", "2e-3", "--warmup-ratio", "0.05", "--max-steps", str(args.pretrain_steps),
