@@ -134,6 +134,7 @@ def test_vocab_size_mismatch_names_both_numbers(tmp_path, corpus, env, full_run)
     assert "21128" in r.stderr and "30522" in r.stderr, r.stderr[-1000:]
 
 
+@pytest.mark.slow
 def test_no_nsp_whole_word_masking_run(tmp_path, corpus, env):
     out = tmp_path / "o"
     cmd = _cmd(corpus, out, "--no-nsp", "--whole-word-masking", "--mask-prob", "0.2")

@@ -562,11 +562,10 @@ class Trainer:
         self._stop = False
         self._last_eval_step = -1
         self.model.train()
-        if self.step > 0:
-            # Re-seed per rank after restoring RNG is not needed: RNG came from the checkpoint.
-            pass
-        elif self.world_size > 1:
-            set_seed(cfg.seed + self.rank)  # different dropout per rank, same weights (DDP broadcast)
+        if self.step == 0 and self.world_size > 1:
+            # Different dropout per rank, same weights (DDP broadcasts them); a resumed run has its
+            # per-rank RNG from the checkpoint instead.
+            set_seed(cfg.seed + self.rank)
 
         bar = None
         if self.is_main and cfg.progress:
@@ -574,14 +573,11 @@ class Trainer:
 
             bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.run_name or "train",
                        dynamic_ncols=True, file=sys.stderr)
-        accum = cfg.grad_accum_steps
         stream = self._micro_batches()
-        sums: dict[str, torch.Tensor] = {}
-        n_logged = 0
-        tokens = 0
-        t_last = t_start = time.perf_counter()
-        t_eval = 0.0  # evaluation and checkpoint time does not count against max_time_minutes
-        self._elapsed = lambda: self.train_seconds + time.perf_counter() - t_start - t_eval
+        self._window: dict[str, Any] = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
+        t_start = time.perf_counter()
+        self._t_paused = 0.0  # evaluation and checkpoint time does not count against max_time_minutes
+        self._elapsed = lambda: self.train_seconds + time.perf_counter() - t_start - self._t_paused
         try:
             while self.step < self.total_steps and not self._stop:
                 if cfg.max_time_minutes is not None and self._out_of_time():
@@ -589,82 +585,11 @@ class Trainer:
                         print(f"stopping at step {self.step}: max_time_minutes={cfg.max_time_minutes} "
                               f"reached", file=sys.stderr)
                     break
-                epoch_ended = False
-                step_tokens = 0
-                for micro in range(accum):
-                    batch, ends = next(stream)
-                    epoch_ended = epoch_ended or ends
-                    step_tokens += _batch_tokens(batch)
-                    batch = _to_device(batch, self.device)
-                    sync = (micro == accum - 1) or not self.distributed
-                    ctx = contextlib.nullcontext() if sync else self.model.no_sync()
-                    with ctx:
-                        with self._autocast():
-                            loss, extra = self.loss_fn(self.model, batch)
-                        if not torch.isfinite(loss.detach()).all():
-                            raise NonFiniteLossError(
-                                f"loss is {loss.item()} at step {self.step + 1} (epoch {self.epoch}); "
-                                f"stopping without saving. Last good checkpoint: "
-                                f"{latest_checkpoint(self.output_dir) or 'none'}. Lower --lr, raise "
-                                f"warmup, or check the data.")
-                        scaled = loss.float() / accum
-                        if self.scaler is not None:
-                            self.scaler.scale(scaled).backward()
-                        else:
-                            scaled.backward()
-                    for k, v in (("loss", loss), *extra.items()):
-                        v = v.detach().float() if isinstance(v, torch.Tensor) else torch.tensor(float(v))
-                        sums[k] = sums.get(k, 0) + v / accum
-                if self.scaler is not None:
-                    self.scaler.unscale_(self.optimizer)
-                if cfg.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm, foreach=True)
-                if self.scaler is not None:
-                    self.scaler.step(self.optimizer)
-                    self.scaler.update()
-                else:
-                    self.optimizer.step()
-                lr = self.scheduler.get_last_lr()[0]
-                self.scheduler.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                self.step += 1
-                n_logged += 1
-                tokens += step_tokens * self.world_size
-
-                if self.step % cfg.log_every == 0 or self.step == self.total_steps:
-                    now = time.perf_counter()
-                    row: dict[str, Any] = {"step": self.step, "epoch": self.epoch}
-                    keys = sorted(sums)
-                    vals = torch.stack([sums[k].float().reshape(()) for k in keys]) / n_logged
-                    if self.distributed:  # log the mean over ranks, i.e. over the global batch
-                        import torch.distributed as dist
-
-                        vals = vals.to(self.device)
-                        dist.all_reduce(vals)
-                        vals = vals / self.world_size
-                    row.update(dict(zip(keys, vals.cpu().tolist())))
-                    row["lr"] = lr
-                    row["tokens_per_sec"] = tokens / max(now - t_last, 1e-9)
-                    row["train_seconds"] = round(self.train_seconds + now - t_start - t_eval, 3)
-                    self._log(row)
-                    if bar is not None:
-                        bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}",
-                                        tok_s=f"{row['tokens_per_sec']:.0f}", refresh=False)
-                    sums, n_logged, tokens, t_last = {}, 0, 0, time.perf_counter()
+                lr, epoch_ended = self._step(stream)
+                self._maybe_log(lr, bar)
                 if bar is not None:
                     bar.update(1)
-
-                if (cfg.eval_every and self.step % cfg.eval_every == 0) or \
-                        (cfg.eval_each_epoch and epoch_ended):
-                    t0 = time.perf_counter()
-                    self.run_evaluation()
-                    t_last = time.perf_counter()  # evaluation time is not training throughput
-                    t_eval += t_last - t0
-                if cfg.save_every and self.step % cfg.save_every == 0 and self.step < self.total_steps:
-                    t0 = time.perf_counter()
-                    self.save_checkpoint()
-                    t_last = time.perf_counter()
-                    t_eval += t_last - t0
+                self._maybe_eval_or_save(epoch_ended)
             if self.evaluate_fn is not None and self._last_eval_step != self.step and not self._stop:
                 self.run_evaluation()  # always end with an evaluation of the final weights
         finally:
@@ -683,6 +608,95 @@ class Trainer:
         self._barrier()
         return TrainResult(self.step, self.epoch, self.best_metric, self.best_step, self._stop,
                            self.last_metrics, str(self.output_dir))
+
+    def _step(self, stream: Iterator[tuple[Any, bool]]) -> tuple[float, bool]:
+        """One optimizer step over ``grad_accum_steps`` micro-batches; returns (lr used, epoch ended)."""
+        cfg = self.config
+        accum = cfg.grad_accum_steps
+        sums = self._window["sums"]
+        epoch_ended = False
+        step_tokens = 0
+        for micro in range(accum):
+            batch, ends = next(stream)
+            epoch_ended = epoch_ended or ends
+            step_tokens += _batch_tokens(batch)
+            batch = _to_device(batch, self.device)
+            sync = (micro == accum - 1) or not self.distributed
+            ctx = contextlib.nullcontext() if sync else self.model.no_sync()
+            with ctx:
+                with self._autocast():
+                    loss, extra = self.loss_fn(self.model, batch)
+                if not torch.isfinite(loss.detach()).all():
+                    raise NonFiniteLossError(
+                        f"loss is {loss.item()} at step {self.step + 1} (epoch {self.epoch}); "
+                        f"stopping without saving. Last good checkpoint: "
+                        f"{latest_checkpoint(self.output_dir) or 'none'}. Lower --lr, raise "
+                        f"warmup, or check the data.")
+                scaled = loss.float() / accum
+                if self.scaler is not None:
+                    self.scaler.scale(scaled).backward()
+                else:
+                    scaled.backward()
+            for k, v in (("loss", loss), *extra.items()):
+                v = v.detach().float() if isinstance(v, torch.Tensor) else torch.tensor(float(v))
+                sums[k] = sums.get(k, 0) + v / accum
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm, foreach=True)
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self._window["steps"] += 1
+        self._window["tokens"] += step_tokens * self.world_size
+        return lr, epoch_ended
+
+    def _maybe_log(self, lr: float, bar: Any) -> None:
+        """Every ``log_every`` steps: the window's mean loss terms (over ranks), lr and throughput."""
+        if not (self.step % self.config.log_every == 0 or self.step == self.total_steps):
+            return
+        w = self._window
+        now = time.perf_counter()
+        row: dict[str, Any] = {"step": self.step, "epoch": self.epoch}
+        keys = sorted(w["sums"])
+        vals = torch.stack([w["sums"][k].float().reshape(()) for k in keys]) / w["steps"]
+        if self.distributed:  # log the mean over ranks, i.e. over the global batch
+            import torch.distributed as dist
+
+            vals = vals.to(self.device)
+            dist.all_reduce(vals)
+            vals = vals / self.world_size
+        row.update(dict(zip(keys, vals.cpu().tolist())))
+        row["lr"] = lr
+        row["tokens_per_sec"] = w["tokens"] / max(now - w["t0"], 1e-9)
+        row["train_seconds"] = round(self._elapsed(), 3)
+        self._log(row)
+        if bar is not None:
+            bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_sec']:.0f}",
+                            refresh=False)
+        self._window = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
+
+    def _maybe_eval_or_save(self, epoch_ended: bool) -> None:
+        """Evaluate and/or write a checkpoint when due; their time is not training time."""
+        cfg = self.config
+        due_eval = (cfg.eval_every and self.step % cfg.eval_every == 0) or (cfg.eval_each_epoch and epoch_ended)
+        due_save = cfg.save_every and self.step % cfg.save_every == 0 and self.step < self.total_steps
+        if not (due_eval or due_save):
+            return
+        t0 = time.perf_counter()
+        if due_eval:
+            self.run_evaluation()
+        if due_save:
+            self.save_checkpoint()
+        t1 = time.perf_counter()
+        self._t_paused += t1 - t0
+        self._window["t0"] += t1 - t0  # throughput counts training time only
 
     def save_final(self) -> None:
         """Write the trained model into ``output_dir`` itself (atomically, file by file)."""
