@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 __all__ = [
+    "SEQ_LEN",
     "Range",
     "available_devices",
     "check_device",
@@ -33,6 +34,7 @@ __all__ = [
     "nonnegative_int",
     "positive_float",
     "positive_int",
+    "seed",
     "threads",
 ]
 
@@ -120,6 +122,9 @@ fraction_0_1 = Range(float, 0, 1, name="fraction_0_1")
 fraction_0_1_open = Range(float, 0, 1, True, True, name="fraction_0_1_open")
 fraction_0_1_right_open = Range(float, 0, 1, False, True, name="fraction_0_1_right_open")
 fraction_0_1_left_open = Range(float, 0, 1, True, False, name="fraction_0_1_left_open")
+
+seed = Range(int, 0, 2**32 - 1, name="seed")
+SEQ_LEN = Range(int, 8, name="seq_len")  # [CLS] + [SEP]s + a few tokens: shorter cannot hold a pair
 
 _threads = Range(int, 0, name="threads", note="0: torch's default")
 

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from bertkit import _args as A
+
 __all__ = ["add_arguments", "run", "load_tokenizer", "prepared_cache_dir", "ensure_prepared"]
 
 
@@ -25,9 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jsonl-field", default="text", help="text field of .jsonl records (default: text)")
     p.add_argument("--no-lower-case", dest="lower_case", action="store_false",
                    help="keep case (for cased vocabularies)")
-    p.add_argument("--seq-len", type=int, default=128,
+    p.add_argument("--seq-len", type=A.SEQ_LEN, default=128,
                    help="accepted for symmetry with `pretrain`; shards do not depend on it")
-    p.add_argument("--shard-tokens", type=int, default=50_000_000, help="tokens per shard file")
+    p.add_argument("--shard-tokens", type=A.positive_int, default=50_000_000, help="tokens per shard file")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
 

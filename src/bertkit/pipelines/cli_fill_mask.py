@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit import _args as A
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="folder of a masked-LM checkpoint (config, weights, vocab.txt)")
     p.add_argument("text", nargs="+", help="text(s) containing [MASK]")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=A.positive_int, default=5,
+                   help="candidates per [MASK] (default: 5)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -84,7 +84,7 @@ def finetune(
     epochs: float = 3.0,
     batch_size: int = 32,
     lr: float = 5e-5,
-    max_length: int = 128,
+    max_length: int | None = None,
     warmup_ratio: float = 0.1,
     weight_decay: float = 0.01,
     seed: int = 0,
@@ -112,7 +112,25 @@ def finetune(
     quiet: bool = False,
 ) -> FinetuneResult:
     """Fine-tune the checkpoint in ``model`` on ``train`` for ``task``; write OUTPUT and return the
-    final validation metrics (the best epoch's, when a validation file is given)."""
+    final validation metrics (the best epoch's, when a validation file is given).
+
+    ``max_length`` defaults to the task's (384 for question answering, as the reference SQuAD
+    scripts, else 128). Out-of-range arguments raise ValueError naming the argument.
+    """
+    from bertkit import _args as A
+
+    A.positive_float.check("epochs", epochs)
+    A.positive_int.check("batch_size", batch_size)
+    A.positive_float.check("lr", lr)
+    A.fraction_0_1.check("warmup_ratio", warmup_ratio)
+    A.nonnegative_float.check("weight_decay", weight_decay)
+    A.seed.check("seed", seed)
+    A.positive_int.check("grad_accum_steps", grad_accum_steps)
+    A.positive_int.check("patience", patience, allow_none=True)
+    A.positive_int.check("eval_batch_size", eval_batch_size)
+    A.positive_int.check("max_train_samples", max_train_samples, allow_none=True)
+    A.positive_int.check("max_eval_samples", max_eval_samples, allow_none=True)
+    A.check_device("device", device)
     options = TaskOptions(
         max_length=max_length, text_column=text_column, text_pair_column=text_pair_column,
         label_column=label_column, label_separator=label_separator, problem_type=problem_type,
@@ -135,7 +153,7 @@ def finetune(
         t.check(validation, val_ex)
 
     tok = tokenizer if tokenizer is not None else _load_tokenizer(model)
-    _say(f"[{t.name}] tokenizing {len(train_ex)} training examples (max_length {max_length})", quiet)
+    _say(f"[{t.name}] tokenizing {len(train_ex)} training examples (max_length {options.max_length})", quiet)
     train_enc = t.encode(tok, train_ex)
     val_enc = t.encode(tok, val_ex, with_labels=t.name != "question-answering") if val_ex is not None else None
 
@@ -227,6 +245,9 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides
 def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, progress: bool = True,
              **overrides: Any) -> dict[str, float]:
     """Metrics of a fine-tuned model on a labelled file."""
+    from bertkit import _args as A
+
+    A.positive_int.check("batch_size", batch_size)
     task, net, tok = load_finetuned(model_dir, **overrides)
     examples = task.read(data)
     task.check(data, examples)
@@ -237,6 +258,9 @@ def predict(model_dir: str | Path, data: str | Path, output: str | Path | None =
             progress: bool = True, **overrides: Any) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
     ``output`` when given."""
+    from bertkit import _args as A
+
+    A.positive_int.check("batch_size", batch_size)
     task, net, tok = load_finetuned(model_dir, **overrides)
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)

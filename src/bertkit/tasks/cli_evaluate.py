@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit import _args as A
+
 from .cli_finetune import add_data_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
     p.add_argument("--data", required=True, help="labelled file in the task's format")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     p.add_argument("--no-progress", action="store_true")
     add_data_options(p, defaults=False)

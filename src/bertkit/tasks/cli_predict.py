@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from bertkit import _args as A
+
 from .cli_evaluate import _overrides
 from .cli_finetune import add_data_options
 
@@ -14,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
     p.add_argument("--input", required=True, help="file in the task's format (labels optional)")
     p.add_argument("--output", default=None, help="JSONL file to write (default: stdout)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument("--no-progress", action="store_true")
     add_data_options(p, defaults=False)
 
