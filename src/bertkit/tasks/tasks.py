@@ -520,7 +520,7 @@ class QuestionAnsweringTask(Task):
                              f"({self.options.max_length}): the windows of a context overlap by doc_stride tokens")
 
     def read(self, path, labelled=True):
-        return read_squad(path)
+        return read_squad(path, require_answers=labelled)
 
     def setup_labels(self, train_examples):
         if self.options.version_2_with_negative is None:
