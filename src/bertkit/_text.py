@@ -15,11 +15,12 @@ This module is a leaf: it imports nothing of bertkit.
 from __future__ import annotations
 
 import codecs
+import json
 import os
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["split_records", "decode_utf8", "read_text", "iter_lines", "ReplacementCounter"]
+__all__ = ["ReplacementCounter", "decode_utf8", "iter_lines", "read_jsonl", "read_text", "split_records"]
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -49,7 +50,7 @@ def _utf8_message(path: str | os.PathLike, data: bytes, err: UnicodeDecodeError,
     line += data.count(b"\n", 0, err.start)
     line_start = data.rfind(b"\n", 0, err.start) + 1
     byte = data[err.start:err.start + 1].hex()
-    return (f"{path}:{line}: not valid UTF-8: byte 0x{byte} at byte offset {offset + err.start} of the file "
+    return (f"{path}:{line}: invalid UTF-8: byte 0x{byte} at byte offset {offset + err.start} of the file "
             f"(byte {err.start - line_start + 1} of the line; {err.reason}); save the file as UTF-8, "
             f"e.g. `iconv -f latin1 -t utf-8`")
 
@@ -118,3 +119,27 @@ def iter_lines(path: str | os.PathLike, replace: ReplacementCounter | None = Non
                 replace.note(path, lineno, offset + skip, before, body)
             yield lineno, text
             offset += len(raw)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Records of a JSONL log bertkit appends to (metrics.jsonl), split at ``\\n`` only.
+
+    A last line that does not parse is a write cut short by a kill or a full disk: it is dropped,
+    so a resumed run or a plot still reads the complete records. A bad line anywhere else is
+    damage and raises a ValueError naming the file and line.
+    """
+    path = Path(path)
+    lines = split_records(read_text(path))
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines):
+                break
+            raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out

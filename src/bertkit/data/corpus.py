@@ -27,18 +27,20 @@ corpora larger than memory work.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
+
+from bertkit._text import ReplacementCounter, iter_lines, read_text, split_records
 
 __all__ = [
     "split_sentences",
@@ -89,35 +91,16 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-class _ReplacementCounter:
-    """A codecs error handler that replaces undecodable bytes by U+FFFD and counts them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.name = f"bertkit_count_{id(self)}"
-        codecs.register_error(self.name, self)
-
-    def __call__(self, err: UnicodeDecodeError) -> tuple[str, int]:
-        self.count += err.end - err.start
-        return "\ufffd", err.end
-
-
-def _iter_lines(path: Path, counter: _ReplacementCounter) -> Iterator[tuple[int, str]]:
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            yield lineno, raw.decode("utf-8", errors=counter.name)
-
-
 def read_documents(path: str | os.PathLike, fmt: str = "prose", jsonl_field: str = "text",
-                   counter: _ReplacementCounter | None = None,
+                   counter: ReplacementCounter | None = None,
                    progress: Callable[[int], None] | None = None) -> Iterator[list[str]]:
     """Yield documents (lists of sentences) of one file, streaming."""
     path = Path(path)
-    counter = counter or _ReplacementCounter()
+    counter = counter or ReplacementCounter()
     if fmt not in ("prose", "bert"):
         raise ValueError(f"unknown corpus format {fmt!r}; use 'prose' or 'bert'")
     if path.suffix == ".jsonl":
-        for lineno, line in _iter_lines(path, counter):
+        for lineno, line in iter_lines(path, counter):
             if progress:
                 progress(len(line.encode("utf-8", errors="replace")))
             if not line.strip():
@@ -128,12 +111,12 @@ def read_documents(path: str | os.PathLike, fmt: str = "prose", jsonl_field: str
                 raise ValueError(f"{path}, line {lineno}: not valid JSON ({e.msg})") from None
             if not isinstance(record, dict) or jsonl_field not in record:
                 raise ValueError(f"{path}, line {lineno}: no {jsonl_field!r} field")
-            doc = [s for para in str(record[jsonl_field]).splitlines() for s in split_sentences(para)]
+            doc = [s for para in split_records(str(record[jsonl_field])) for s in split_sentences(para)]
             if doc:
                 yield doc
         return
     doc: list[str] = []
-    for _, line in _iter_lines(path, counter):
+    for _, line in iter_lines(path, counter):
         if progress:
             progress(len(line.encode("utf-8", errors="replace")))
         line = line.strip()
@@ -157,9 +140,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
         path = path / "vocab.txt"
     if not path.is_file():
         raise FileNotFoundError(f"vocabulary file not found: {path}")
-    tokens = path.read_text(encoding="utf-8").split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
+    tokens = split_records(read_text(path))
     if not tokens:
         raise ValueError(f"vocabulary file {path} is empty")
     return tokens
@@ -252,10 +233,11 @@ def prepare_corpus(
     shards: list[dict[str, object]] = []
     writer = _ShardWriter(tmp, 0, dtype)
     replaced: dict[str, int] = {}
+    first: tuple[str, int, int] | None = None  # (file, line, byte offset) of the first bad byte
     sources = []
     try:
         for path in files:
-            counter = _ReplacementCounter()
+            counter = ReplacementCounter()
             n_docs_file = 0
             n_sent_file = 0
             pending: list[list[str]] = []
@@ -291,6 +273,7 @@ def prepare_corpus(
                                  f"(nothing left after sentence splitting and tokenization)")
             if counter.count:
                 replaced[str(path)] = counter.count
+                first = first or counter.first
             sources.append({"file": str(path), "documents": n_docs_file, "sentences": n_sent_file})
         shards.append(writer.close())
     except BaseException:
@@ -302,9 +285,13 @@ def prepare_corpus(
         if bar is not None:
             bar.close()
     if replaced:
-        warnings.warn(
-            f"replaced {sum(replaced.values())} byte(s) that are not valid UTF-8 with U+FFFD: "
-            + ", ".join(f"{k}: {v}" for k, v in replaced.items()), stacklevel=2)
+        # Kept (as U+FFFD) rather than fatal: a scraped corpus often holds a few stray bytes. But
+        # the user must see it on screen, with where to look, not only in meta.json.
+        where = f" (first at {first[0]}:{first[1]}, byte offset {first[2]})" if first else ""
+        message = (f"replaced {sum(replaced.values())} byte(s) that are not valid UTF-8 with U+FFFD{where}: "
+                   + ", ".join(f"{k}: {v}" for k, v in replaced.items()) + "; recorded as replaced_bytes in meta.json")
+        warnings.warn(message, stacklevel=2)
+        print(f"warning: {message}", file=sys.stderr)
     meta = {
         "format": FORMAT,
         "dtype": dtype.name,

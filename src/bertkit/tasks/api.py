@@ -29,6 +29,8 @@ from typing import Any, Sequence
 
 import torch
 
+from bertkit._text import read_jsonl
+
 from .batching import LengthGroupedBatchSampler, collate_features
 from .tasks import Task, TaskOptions, get_task, task_from_config
 
@@ -214,7 +216,7 @@ def finetune(
     history = []
     mfile = output / "metrics.jsonl"
     if mfile.exists():
-        history = [json.loads(l) for l in mfile.read_text().splitlines() if l.strip() and "eval_" in l]
+        history = [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)]
     _atomic_json(output / "eval_results.json", {
         "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
         "best_step": res.best_step, "stopped_early": res.stopped_early,

@@ -22,6 +22,8 @@ from operator import add, gt
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from bertkit._text import decode_utf8
+
 from .encoding import BatchEncoding
 from .wordpiece import Normalizer, WordPiece
 
@@ -48,11 +50,10 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    offset = 0
     for i, raw in enumerate(lines):
-        try:
-            token = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}:{i + 1}: invalid UTF-8 in vocabulary ({e.reason} at byte {e.start})") from None
+        token = decode_utf8(raw, path, i + 1, offset)
+        offset += len(raw) + 1
         if token.endswith("\r"):
             token = token[:-1]
         if token == "":

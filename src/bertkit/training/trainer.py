@@ -75,6 +75,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertkit._text import read_jsonl
+
 __all__ = [
     "TrainingConfig",
     "Trainer",
@@ -559,9 +561,8 @@ class Trainer:
             print(f"resumed from {ckpt} (step {self.step})", file=sys.stderr)
             if metrics.exists():
                 # Rows logged after the checkpoint are replayed by this run: drop them.
-                kept = [line for line in metrics.read_text(encoding="utf-8").splitlines()
-                        if line.strip() and json.loads(line).get("step", 0) <= self.step]
-                _atomic_write_text(metrics, "".join(line + "\n" for line in kept))
+                kept = [row for row in read_jsonl(metrics) if row.get("step", 0) <= self.step]
+                _atomic_write_text(metrics, "".join(json.dumps(row) + "\n" for row in kept))
 
     # ------------------------------------------------------------------ evaluation
     def run_evaluation(self) -> dict[str, float]:
@@ -790,7 +791,7 @@ def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in Path(jsonl).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_jsonl(jsonl)
     train = [r for r in rows if "loss" in r]
     evals = [r for r in rows if any(k.startswith("eval_") for k in r)]
     loss_keys = sorted({k for r in train for k in r if k == "loss" or k.endswith("_loss")})
