@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import torch
 
 from bertkit._text import read_jsonl
+from bertkit.modeling.config import check_vocab_fits
 
 from .batching import LengthGroupedBatchSampler, collate_features
 from .tasks import Task, TaskOptions, get_task, task_from_config
@@ -161,6 +162,7 @@ def finetune(
 
     cls = t.model_class()
     net = cls.from_pretrained(str(model), **t.model_kwargs())
+    check_vocab_fits(tok, net.config, str(model))
     net.config.finetuning_task = t.name
     net.config.bertkit_task_options = options.to_dict()
     if freeze:
@@ -230,6 +232,7 @@ def finetune(
 
 def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides: Any) -> tuple[Task, Any, Any]:
     """(task, model, tokenizer) of a fine-tuned OUTPUT folder."""
+    from bertkit import _args as A
     from bertkit.modeling import BertConfig
 
     model_dir = Path(model_dir)
@@ -238,10 +241,12 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides
     config = BertConfig.from_pretrained(str(model_dir))
     task = task_from_config(config, overrides)
     net = task.model_class().from_pretrained(str(model_dir))
+    tok = _load_tokenizer(model_dir)
+    check_vocab_fits(tok, net.config, str(model_dir))
     if device:
-        net.to(device)
+        net.to(A.check_device("device", device))
     net.eval()
-    return task, net, _load_tokenizer(model_dir)
+    return task, net, tok
 
 
 def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, progress: bool = True,

@@ -153,8 +153,9 @@ def build_pretraining(args: argparse.Namespace) -> dict[str, Any]:
         load_vocab,
         split_documents,
     )
+    from bertkit.data.corpus import vocab_fingerprint
     from bertkit.data.prepare_cli import ensure_prepared, load_tokenizer
-    from bertkit.modeling import BertConfig, BertForPreTraining
+    from bertkit.modeling import BertConfig, BertForPreTraining, check_vocab_fits
 
     if not args.vocab and not args.model:
         raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
@@ -173,9 +174,7 @@ def build_pretraining(args: argparse.Namespace) -> dict[str, Any]:
     if args.dropout is not None:
         config.hidden_dropout_prob = args.dropout
         config.attention_probs_dropout_prob = args.dropout
-    if config.vocab_size != len(vocab):
-        raise ValueError(f"vocabulary {vocab_path} has {len(vocab)} tokens but the model's vocab_size "
-                         f"is {config.vocab_size}; they must match")
+    check_vocab_fits(tokenizer, config, str(args.model or vocab_path))
     if args.seq_len > config.max_position_embeddings:
         raise ValueError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
                          f"({config.max_position_embeddings})")
@@ -189,6 +188,12 @@ def build_pretraining(args: argparse.Namespace) -> dict[str, Any]:
     if corpus.vocab_size != len(vocab):
         raise ValueError(f"prepared data {data_dir} was tokenized with a {corpus.vocab_size}-token "
                          f"vocabulary but {vocab_path} has {len(vocab)} tokens")
+    saved = corpus.meta.get("vocab_fingerprint")
+    if saved and saved != vocab_fingerprint(vocab):
+        # Same size, different tokens: every id would mean another word. Silent garbage otherwise.
+        raise ValueError(f"prepared data {data_dir} was tokenized with a different vocabulary than {vocab_path} "
+                         f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
+                         f"with this vocabulary")
     train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
     if args.no_nsp:
         train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
