@@ -172,6 +172,9 @@ def finetune(
         freeze_fn(net, *[p for p in patterns if p])
     n_train = sum(p.numel() for p in net.parameters() if p.requires_grad)
     n_all = sum(p.numel() for p in net.parameters())
+    if n_train == 0:
+        raise ValueError(f"freeze={freeze!r} freezes every parameter of {cls.__name__}: nothing is left to "
+                         f"train; leave the classifier (and whatever should learn) out of it")
     _say(f"[{t.name}] {cls.__name__}: {n_all:,} parameters, {n_train:,} trainable; "
          f"{len(train_enc.features)} training features", quiet)
 
