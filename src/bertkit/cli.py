@@ -61,7 +61,7 @@ def describe_os_error(e: OSError) -> str:
         errno.EROFS: "the file system is read-only; choose another path",
         errno.EISDIR: "a file was expected, this is a folder",
         errno.ENOTDIR: "a folder was expected, this (or a parent) is a file",
-        errno.EEXIST: "remove it or choose another path",
+        errno.EEXIST: "something is in the way there; choose another path",
     }.get(e.errno or -1)
     if not where:
         return str(e) if not e.strerror else f"{reason}" + (f" ({hint})" if hint else "")
