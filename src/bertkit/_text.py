@@ -18,9 +18,18 @@ import codecs
 import json
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
-__all__ = ["ReplacementCounter", "decode_utf8", "iter_lines", "read_jsonl", "read_text", "split_records"]
+__all__ = [
+    "ReplacementCounter",
+    "decode_utf8",
+    "iter_lines",
+    "parse_json",
+    "read_json",
+    "read_jsonl",
+    "read_text",
+    "split_records",
+]
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -135,11 +144,29 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
+            obj = parse_json(line, f"{path}:{n}")
+        except ValueError:
             if n == len(lines):
                 break
-            raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            raise
         if isinstance(obj, dict):
             out.append(obj)
     return out
+
+
+def parse_json(text: str, where: str) -> Any:
+    """``json.loads`` whose every failure is a ValueError naming ``where`` (``FILE`` or ``FILE:LINE``).
+
+    Covers what json itself lets escape: RecursionError on deeply nested arrays.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to read") from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A UTF-8 JSON file (a leading byte-order mark dropped); every failure names the file."""
+    return parse_json(read_text(path), str(path))

@@ -40,7 +40,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from bertkit._text import ReplacementCounter, iter_lines, read_text, split_records
+from bertkit._text import ReplacementCounter, iter_lines, parse_json, read_json, read_text, split_records
 
 __all__ = [
     "split_sentences",
@@ -105,10 +105,7 @@ def read_documents(path: str | os.PathLike, fmt: str = "prose", jsonl_field: str
                 progress(len(line.encode("utf-8", errors="replace")))
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}, line {lineno}: not valid JSON ({e.msg})") from None
+            record = parse_json(line, f"{path}:{lineno}")
             if not isinstance(record, dict) or jsonl_field not in record:
                 raise ValueError(f"{path}, line {lineno}: no {jsonl_field!r} field")
             doc = [s for para in split_records(str(record[jsonl_field])) for s in split_sentences(para)]
@@ -332,9 +329,19 @@ class ShardedCorpus:
         if not meta_file.is_file():
             raise FileNotFoundError(f"{self.folder} is not a prepared corpus (no meta.json); "
                                     "run `bertkit prepare-data` first")
-        self.meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        if self.meta.get("format") != FORMAT:
-            raise ValueError(f"{meta_file}: unknown format {self.meta.get('format')!r}, expected {FORMAT}")
+        self.meta = read_json(meta_file)
+        if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
+            found = self.meta.get("format") if isinstance(self.meta, dict) else self.meta
+            raise ValueError(f"{meta_file}: unknown format {found!r}, expected {FORMAT}")
+        try:
+            self._open_shards()
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            if str(meta_file) in str(e) or str(self.folder) in str(e):
+                raise
+            raise ValueError(f"{meta_file}: damaged or not written by this bertkit ({type(e).__name__}: {e}); "
+                             f"prepare the data again") from None
+
+    def _open_shards(self) -> None:
         dtype = np.dtype(self.meta["dtype"])
         self._tokens: list[np.ndarray] = []
         sent_bounds: list[np.ndarray] = []

@@ -164,10 +164,9 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        from bertkit._text import read_json
+
+        data = read_json(path)
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
         return cls.from_dict(data)

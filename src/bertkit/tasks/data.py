@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from bertkit._text import read_text, split_records
+from bertkit._text import parse_json, read_text, split_records
 
 __all__ = [
     "TextExample",
@@ -95,10 +95,7 @@ def _rows(path: Path, fmt: str) -> tuple[list[tuple[int, dict]], list[str]]:
         for n, line in enumerate(split_records(text), 1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            obj = parse_json(line, f"{path}:{n}")
             if not isinstance(obj, dict):
                 raise ValueError(f"{path}:{n}: expected a JSON object per line, got {type(obj).__name__}")
             for k in obj:
@@ -279,10 +276,7 @@ def read_squad(path: str | Path, require_answers: bool = True) -> list[QAExample
     """
     path = Path(path)
     text = _check_nonempty(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    data = parse_json(text, str(path))
     if not isinstance(data, dict) or "data" not in data:
         raise ValueError(f"{path}: not SQuAD format (expected a top-level object with 'data')")
     articles = _squad_field(path, "top level", data, "data", list)

@@ -22,7 +22,7 @@ from operator import add, gt
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from bertkit._text import decode_utf8
+from bertkit._text import decode_utf8, read_json
 
 from .encoding import BatchEncoding
 from .wordpiece import Normalizer, WordPiece
@@ -152,10 +152,9 @@ class BertTokenizer:
         for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
             f = path / name
             if f.is_file():
-                try:
-                    loaded = json.loads(f.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    raise ValueError(f"{f}: not valid JSON: {e}") from None
+                loaded = read_json(f)
+                if not isinstance(loaded, dict):
+                    raise ValueError(f"{f}: expected a JSON object, got {type(loaded).__name__}")
                 for k, v in loaded.items():
                     if isinstance(v, dict) and "content" in v:  # AddedToken serialization
                         v = v["content"]
@@ -892,10 +891,9 @@ def _windows(la: int, lb: int | None, room: int, strategy: str, stride: int):
 
 def _from_tokenizer_json(path: Path) -> dict[str, Any]:
     """Constructor arguments from a `tokenizers` tokenizer.json holding a WordPiece model."""
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    spec = read_json(path)
+    if not isinstance(spec, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(spec).__name__}")
     model = spec.get("model") or {}
     if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
         raise ValueError(f"{path}: not a WordPiece tokenizer (model type {model.get('type')!r})")
