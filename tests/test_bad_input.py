@@ -242,7 +242,7 @@ def test_debug_flag_and_env_show_the_traceback(capsys, tmp_path, monkeypatch):
 
 def test_type_error_from_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     """Only TypeErrors that bertkit raises on purpose become one-line errors; a bug is not hidden."""
-    import bertkit.tokenization.cli as tok_cli
+    import bertkit.tokenization.tokenize_cli as tok_cli
 
     def buggy(args):
         return len(5)  # a TypeError from a bug, not a deliberate check
