@@ -271,8 +271,9 @@ def test_predict_line_separators_inside_text(capsys, tmp_path, classifier):
 
 def test_readers_split_records_at_newline_only(tmp_path):
     from bertkit._text import split_records
-    from bertkit.data.corpus import load_vocab, read_documents
+    from bertkit.data.corpus import read_documents
     from bertkit.tasks.data import read_conll
+    from bertkit.tokenization import load_vocab
 
     seps = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"
     assert split_records(f"a{seps}b\r\nc\nd") == [f"a{seps}b", "c", "d"]
@@ -285,7 +286,7 @@ def test_readers_split_records_at_newline_only(tmp_path):
     assert [len(d) for d in read_documents(corpus, fmt="bert")] == [2, 1]
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\r\n[UNK]\r\na\u2028b\r\n", encoding="utf-8")
-    assert load_vocab(vocab) == ["[PAD]", "[UNK]", "a\u2028b"]
+    assert list(load_vocab(vocab)) == ["[PAD]", "[UNK]", "a\u2028b"]
 
 
 def test_non_utf8_task_file_names_file_line_and_offset(capsys, tmp_path, classifier):

@@ -59,10 +59,10 @@ def inputs(kind: str):
 
 
 def _read(kind: str, path: Path):
-    from bertkit.data.corpus import ShardedCorpus, load_vocab, read_documents
+    from bertkit.data.corpus import ShardedCorpus, read_documents
     from bertkit.modeling import BertConfig
     from bertkit.tasks import data as D
-    from bertkit.tokenization import BertTokenizer, WordPieceTrainer
+    from bertkit.tokenization import BertTokenizer, WordPieceTrainer, load_vocab
 
     if kind in ("csv", "tsv", "jsonl"):
         D.read_table(path, label_separator="|")
