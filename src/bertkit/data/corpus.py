@@ -41,7 +41,8 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from bertkit._io import atomic_dir
+from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
+from bertkit._outputs import MARKER, claim_output_dir
 from bertkit._text import ReplacementCounter, iter_lines, parse_json, read_json, split_records
 
 __all__ = [
@@ -195,8 +196,14 @@ def prepare_corpus(
     shard_tokens: int = 50_000_000,
     batch_sentences: int = 2048,
     progress: bool = True,
+    overwrite: bool = False,
 ) -> Path:
-    """Tokenize ``files`` once into a shard folder at ``output`` (see module docs); returns it."""
+    """Tokenize ``files`` once into a shard folder at ``output`` (see module docs); returns it.
+
+    ``output`` must be new or empty, or an earlier prepare-data output and ``overwrite`` given: the
+    new folder then replaces it in one rename once complete (files that prepare-data did not write
+    stay where they are).
+    """
     output = Path(output)
     files = [Path(f) for f in files]
     if not files:
@@ -204,15 +211,34 @@ def prepare_corpus(
     for f in files:
         if not f.is_file():
             raise FileNotFoundError(f"corpus file not found: {f}")
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise FileExistsError(f"output folder {output} already exists and is not empty; choose a new "
-                              "folder or remove it yourself")
-    if output.is_dir():
-        output.rmdir()  # empty: atomic_dir publishes the finished folder under this name
-    with atomic_dir(output) as tmp:
+    run = {"files": [str(f) for f in files], "format": fmt, "vocab": vocab_fingerprint(vocab_tokens)}
+    claim = claim_output_dir(output, "prepare-data", overwrite=overwrite, run=run, owned=PREPARED_OUTPUTS,
+                             legacy=_is_prepared, dry_run=True)
+    if claim.foreign:
+        # Somebody's files sit in our earlier output: replace ours file by file, keep theirs.
+        claim = claim_output_dir(output, "prepare-data", overwrite=True, run=run, owned=PREPARED_OUTPUTS,
+                                 legacy=_is_prepared, create=False)
+        writer = atomic_update_dir(output)
+    else:
+        # The whole folder is published (or swapped for our earlier one) in one rename when complete.
+        writer = atomic_dir(output, replace=output.exists())
+    with writer as tmp:
         _write_shards(files, tokenizer, tmp, vocab_tokens, fmt, jsonl_field, shard_tokens, batch_sentences,
                       progress)
+        atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir())), indent=1)
     return output
+
+
+# What prepare-data writes into its output folder.
+PREPARED_OUTPUTS = ("meta.json", "vocab.txt", "shard-*.bin")
+
+
+def _is_prepared(folder: Path) -> bool:
+    """An unmarked shard folder written by an older bertkit."""
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens: Sequence[str], fmt: str,

@@ -15,6 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="raw text files (.txt) or JSONL files (.jsonl, one document per record)")
     p.add_argument("--vocab", required=True, help="vocab.txt (or a folder holding one)")
     p.add_argument("--output", required=True, help="shard folder to write (must not exist or be empty)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier `bertkit prepare-data` output in --output (only the files it wrote)")
     p.add_argument("--format", choices=["prose", "bert"], default="prose",
                    help="prose: split lines into sentences with the rule-based splitter; bert: one "
                         "sentence per line. Both: blank line between documents (default: prose)")
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = prepare_corpus(args.corpus, load_tokenizer(args.vocab, args.lower_case), args.output,
                          list(load_vocab(args.vocab)), fmt=args.format, jsonl_field=args.jsonl_field,
-                         shard_tokens=args.shard_tokens, progress=args.progress)
+                         shard_tokens=args.shard_tokens, progress=args.progress, overwrite=args.overwrite)
     meta = read_json(out / "meta.json")
     print(f"wrote {out}: {meta['num_tokens']:,} tokens, {meta['num_sentences']:,} sentences, "
           f"{meta['num_documents']:,} documents in {len(meta['shards'])} shard(s)")

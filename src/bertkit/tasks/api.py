@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import torch
 
+from bertkit._outputs import check_output_file, claim_output_dir
 from bertkit._text import read_jsonl
 from bertkit.modeling.config import check_vocab_fits
 
@@ -107,11 +108,13 @@ def finetune(
     device: str | None = None,
     progress: bool = True,
     quiet: bool = False,
+    overwrite: bool = False,
 ) -> FinetuneResult:
     """Fine-tune the checkpoint in ``model`` on ``train`` for ``task``; write OUTPUT and return the
     final validation metrics (the best epoch's, when a validation file is given).
 
-    ``max_length`` defaults to the task's (384 for question answering, as the reference SQuAD
+    OUTPUT must be a new or empty folder, or (with ``overwrite``) an earlier finetune output, of
+    which only the files that run wrote are replaced. ``max_length`` defaults to the task's (384 for question answering, as the reference SQuAD
     scripts, else 128). Out-of-range arguments raise ValueError naming the argument.
     """
     from bertkit import _args as A
@@ -136,6 +139,8 @@ def finetune(
     )
     t: Task = get_task(task, options)
     output = Path(output)
+    # Refuse a folder that is not ours before minutes of reading and tokenizing; claim it later.
+    claim_output_dir(output, "finetune", overwrite=overwrite, owned=FINETUNE_OUTPUTS, dry_run=True)
 
     _say(f"[{t.name}] reading {train}", quiet)
     train_ex = t.read(train)
@@ -178,14 +183,55 @@ def finetune(
     sampler = LengthGroupedBatchSampler(lengths, batch_size, shuffle=True, seed=seed,
                                         bucket_batches=50 if group_by_length else 1)
 
-    from bertkit.training import Trainer, TrainingConfig
-
     eval_fn = None
     if val_ex is not None:
         def eval_fn(m: torch.nn.Module) -> dict[str, float]:
             return t.evaluate(m, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
 
-    output.mkdir(parents=True, exist_ok=True)
+    claim = claim_output_dir(output, "finetune", overwrite=overwrite, owned=FINETUNE_OUTPUTS,
+                             run={"task": t.name, "model": str(model), "train": str(train)})
+    try:
+        res, train_seconds = _train_and_save(claim, t, net, tok, feats, sampler, eval_fn, cls, quiet, epochs=epochs,
+                                             batch_size=batch_size, grad_accum_steps=grad_accum_steps, lr=lr,
+                                             weight_decay=weight_decay, warmup_ratio=warmup_ratio, bf16=bf16,
+                                             seed=seed, patience=patience, progress=progress, device=device)
+        metrics: dict[str, float] = {}
+        if val_ex is not None:
+            metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
+        history = []
+        mfile = output / "metrics.jsonl"
+        if mfile.exists():
+            history = [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)]
+        atomic_write_json(output / "eval_results.json", {
+            "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
+            "best_step": res.best_step, "stopped_early": res.stopped_early,
+            "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
+        })
+    except BaseException:
+        claim.abandon()
+        raise
+    claim.finish()
+    if metrics:
+        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()) +
+             f"  ({train_seconds:.0f}s training)", quiet)
+    return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
+
+
+# What `bertkit finetune` writes into its --output.
+FINETUNE_OUTPUTS = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+                    "special_tokens_map.json", "tokenizer.json", "metrics.jsonl", "metrics.png", "eval_results.json",
+                    "best", "checkpoints")
+
+
+def _train_and_save(claim: Any, t: Task, net: Any, tok: Any, feats: list, sampler: Any, eval_fn: Any, cls: type,
+                    quiet: bool, **kw: Any) -> tuple[Any, float]:
+    """The training part of :func:`finetune`: train, keep the best epoch's model in OUTPUT."""
+    from bertkit.training import Trainer, TrainingConfig
+
+    output = claim.path
+    epochs, batch_size, grad_accum_steps, lr = kw["epochs"], kw["batch_size"], kw["grad_accum_steps"], kw["lr"]
+    weight_decay, warmup_ratio, bf16, seed = kw["weight_decay"], kw["warmup_ratio"], kw["bf16"], kw["seed"]
+    patience, progress, device = kw["patience"], kw["progress"], kw["device"]
     cfg = TrainingConfig(
         output_dir=str(output), num_epochs=epochs, batch_size=batch_size, grad_accum_steps=grad_accum_steps,
         lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio, precision="bf16" if bf16 else "fp32",
@@ -208,23 +254,7 @@ def finetune(
         net.save_pretrained(str(output), tokenizer=tok)
     if best_dir.is_dir():
         shutil.rmtree(best_dir, ignore_errors=True)
-
-    metrics: dict[str, float] = {}
-    if val_ex is not None:
-        metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
-    history = []
-    mfile = output / "metrics.jsonl"
-    if mfile.exists():
-        history = [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)]
-    atomic_write_json(output / "eval_results.json", {
-        "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
-        "best_step": res.best_step, "stopped_early": res.stopped_early,
-        "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
-    })
-    if metrics:
-        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()) +
-             f"  ({train_seconds:.0f}s training)", quiet)
-    return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
+    return res, train_seconds
 
 
 def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides: Any) -> tuple[Task, Any, Any]:
@@ -259,12 +289,14 @@ def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, prog
 
 
 def predict(model_dir: str | Path, data: str | Path, output: str | Path | None = None, batch_size: int = 64,
-            progress: bool = True, **overrides: Any) -> list[dict]:
+            progress: bool = True, overwrite: bool = False, **overrides: Any) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
-    ``output`` when given."""
+    ``output`` when given (an existing file only with ``overwrite``)."""
     from bertkit import _args as A
 
     A.positive_int.check("batch_size", batch_size)
+    if output is not None:
+        check_output_file(output, overwrite)
     task, net, tok = load_finetuned(model_dir, **overrides)
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)

@@ -32,7 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="pretrained checkpoint folder (config.json, weights, vocab.txt)")
     p.add_argument("--train", required=True, help="training file (CSV/TSV/JSONL, CoNLL, SQuAD JSON or SWAG JSONL)")
     p.add_argument("--validation", default=None, help="validation file, evaluated after every epoch")
-    p.add_argument("--output", required=True, help="output folder (a save_pretrained directory)")
+    p.add_argument("--output", required=True, help="output folder (a save_pretrained directory): new or empty")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier `bertkit finetune` output in --output (only the files it wrote)")
     p.add_argument("--epochs", type=A.positive_float, default=3.0)
     p.add_argument("--batch-size", type=A.positive_int, default=32)
     p.add_argument("--lr", type=A.positive_float, default=5e-5)
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         label_separator=args.label_separator, problem_type=args.problem_type, label_scheme=args.label_scheme,
         doc_stride=args.doc_stride, max_answer_length=args.max_answer_length, n_best_size=args.n_best_size,
         version_2_with_negative=args.version_2_with_negative, device=args.device,
-        progress=not args.no_progress,
+        progress=not args.no_progress, overwrite=args.overwrite,
     )
     print(f"saved to {res.output_dir} (eval_results.json)")
     for k, v in res.metrics.items():

@@ -63,7 +63,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tr.add_argument("--save-every", type=A.nonnegative_int, default=0, help="0: no intermediate checkpoints")
     tr.add_argument("--keep-last", type=A.positive_int, default=2)
     tr.add_argument("--output", required=True)
-    tr.add_argument("--resume", action="store_true")
+    tr.add_argument("--resume", action="store_true",
+                    help="continue the run in --output from its newest complete checkpoint (same settings)")
+    tr.add_argument("--overwrite", action="store_true",
+                    help="replace an earlier `bertkit pretrain` output in --output (only the files it wrote)")
     tr.add_argument("--no-progress", dest="progress", action="store_false")
     tr.add_argument("--threads", type=A.threads, default=0, help="torch intra-op threads (0: torch's default)")
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bertkit._outputs import claim_output_dir
 
 __all__ = ["PretrainingArguments", "pretrain", "build_pretraining", "mlm_nsp_loss", "evaluate_pretraining"]
 
@@ -56,6 +59,7 @@ class PretrainingArguments:
     save_every: int = 0
     keep_last: int = 2
     resume: bool = False
+    overwrite: bool = False  # replace this command's own earlier output in `output`
     progress: bool = True
     threads: int = 0
 
@@ -239,6 +243,29 @@ def build_pretraining(args: Any) -> dict[str, Any]:
             "corpus": corpus, "data_dir": data_dir}
 
 
+# What `bertkit pretrain` writes into its --output (see bertkit.training.checkpointing).
+PRETRAIN_OUTPUTS = ("checkpoints", "best", "metrics.jsonl", "metrics.png", "config.json", "model.safetensors",
+                    "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+
+_MODEL_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "hidden_act", "max_position_embeddings", "type_vocab_size", "hidden_dropout_prob",
+               "attention_probs_dropout_prob")
+
+
+def run_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
+    """What makes a pretraining run the same run on --resume: model configuration, data, objective."""
+    from bertkit.data.corpus import vocab_fingerprint
+
+    config, corpus = parts["config"], parts["corpus"]
+    return {
+        "model": {k: getattr(config, k, None) for k in _MODEL_KEYS},
+        "data": {"vocab": vocab_fingerprint(parts["vocab"]), "tokens": int(corpus.num_tokens),
+                 "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
+        "objective": {"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
+                      "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob},
+    }
+
+
 def pretrain(args: PretrainingArguments | Any) -> Any:
     """Run the whole recipe; returns the :class:`~bertkit.training.TrainResult`.
 
@@ -252,6 +279,11 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
     if args.threads:
         torch.set_num_threads(args.threads)
     parts = build_pretraining(args)
+    claim = None
+    if int(os.environ.get("RANK", "0")) == 0:  # other ranks wait at the Trainer's first barrier
+        claim = claim_output_dir(args.output, "pretrain", overwrite=getattr(args, "overwrite", False),
+                                 resume=args.resume, run=run_identity(args, parts), owned=PRETRAIN_OUTPUTS,
+                                 can_resume=True)
     cfg = TrainingConfig(
         output_dir=args.output, max_steps=args.max_steps, max_time_minutes=args.max_minutes, batch_size=args.batch_size,
         grad_accum_steps=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
@@ -277,11 +309,17 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
               f"{trainer.world_size} process(es)", file=sys.stderr)
     try:
         result = trainer.train()
+    except BaseException:
+        if claim is not None:
+            claim.abandon()
+        raise
     finally:
         if trainer.distributed:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+    if claim is not None:
+        claim.finish()
     if trainer.is_main:
         summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
         print(json.dumps(summary))
