@@ -195,6 +195,10 @@ def build_pretraining(args: Any) -> dict[str, Any]:
         config.hidden_dropout_prob = args.dropout
         config.attention_probs_dropout_prob = args.dropout
     check_vocab_fits(tokenizer, config, str(args.model or vocab_path))
+    if args.vocab and config.vocab_size != len(vocab):
+        # A vocabulary given beside a model is not the model's own: its ids would mean other words.
+        raise ValueError(f"vocabulary {vocab_path} has {len(vocab)} tokens but the model's vocab_size "
+                         f"is {config.vocab_size}; they must match")
     if args.seq_len > config.max_position_embeddings:
         raise ValueError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
                          f"({config.max_position_embeddings})")
