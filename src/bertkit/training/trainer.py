@@ -152,6 +152,19 @@ class TrainingConfig:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.log_every <= 0:
             raise ValueError(f"log_every must be positive, got {self.log_every}")
+        from bertkit import _args as A
+
+        A.positive_float.check("num_epochs", self.num_epochs)
+        A.positive_float.check("lr", self.lr)
+        A.nonnegative_float.check("weight_decay", self.weight_decay)
+        A.nonnegative_int.check("warmup_steps", self.warmup_steps)
+        A.positive_int.check("keep_last", self.keep_last)
+        A.positive_int.check("eval_every", self.eval_every, allow_none=True)
+        A.positive_int.check("save_every", self.save_every, allow_none=True)
+        A.positive_int.check("patience", self.patience, allow_none=True)
+        A.positive_float.check("max_time_minutes", self.max_time_minutes, allow_none=True)
+        A.nonnegative_float.check("max_grad_norm", self.max_grad_norm, allow_none=True)
+        A.check_device("device", self.device)
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
 
 
