@@ -18,6 +18,9 @@ def run(args: argparse.Namespace) -> int:
     from .pipelines import pipeline
 
     fill = pipeline("fill-mask", model=args.model)
+    from bertkit.modeling import check_vocab_fits
+
+    check_vocab_fits(fill.tokenizer, fill.model.config, args.model)  # else the top tokens are garbage
     for text in args.text:
         print(text)
         res = fill(text, top_k=args.top_k)
