@@ -398,6 +398,8 @@ def test_vocab_larger_than_embedding_table(capsys, tmp_path, tiny_model):
                      "--output", tmp_path / "out", "--no-progress")
     assert rc == 1 and "30,522" in err and "21,128" in err and str(d) in err
     assert tree_hash(tmp_path) == before
+    rc, _, err = run(capsys, "fill-mask", "--model", d, "the [MASK] is here")
+    assert rc == 1 and "30,522" in err and "21,128" in err
 
 
 # ------------------------------------------------------------------------------- model and training API
