@@ -187,7 +187,7 @@ def test_every_task_default_is_valid():
 def test_question_answering_with_default_flags(capsys, tmp_path, tiny_model):
     """`finetune --task question-answering` with no length flags trains (it used to stop at once)."""
     squad = Path(__file__).parent / "data" / "squad_small.json"
-    rc, out, err = run(capsys, "finetune", "--task", "question-answering", "--model", tiny_model,
+    rc, _, err = run(capsys, "finetune", "--task", "question-answering", "--model", tiny_model,
                        "--train", squad, "--output", tmp_path / "qa", "--epochs", "1", "--max-train-samples", "4",
                        "--no-progress")
     assert rc == 0, err

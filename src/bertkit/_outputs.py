@@ -23,13 +23,14 @@ import fnmatch
 import json
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from bertkit._io import atomic_write_json
 
-__all__ = ["MARKER", "OutputClaim", "claim_output_dir", "check_output_file"]
+__all__ = ["MARKER", "OutputClaim", "check_output_file", "claim_output_dir"]
 
 MARKER = ".bertkit-output.json"
 

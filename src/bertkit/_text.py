@@ -17,8 +17,9 @@ from __future__ import annotations
 import codecs
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = [
     "ReplacementCounter",
@@ -47,7 +48,7 @@ def split_records(text: str, keepends: bool = False) -> list[str]:
     if keepends:
         out = [p + "\n" for p in parts]
     else:
-        out = [p[:-1] if p.endswith("\r") else p for p in parts]
+        out = [p.removesuffix("\r") for p in parts]
     if last:
         out.append(last)
     return out
