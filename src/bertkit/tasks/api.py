@@ -162,6 +162,10 @@ def finetune(
     cls = t.model_class()
     net = cls.from_pretrained(str(model), **t.model_kwargs())
     check_vocab_fits(tok, net.config, str(model))
+    if options.max_length > net.config.max_position_embeddings:
+        raise ValueError(f"max_length {options.max_length} exceeds the model's max_position_embeddings "
+                         f"({net.config.max_position_embeddings}); use --max-length "
+                         f"{net.config.max_position_embeddings} or less")
     net.config.finetuning_task = t.name
     net.config.bertkit_task_options = options.to_dict()
     if freeze:
