@@ -466,3 +466,12 @@ def test_cjk_compatibility_ideographs_leaving_the_bmp_match_the_reference():
 
 def test_environment_leaves_no_debug_set():
     assert os.environ.get("BERTKIT_DEBUG", "") in ("", "0")
+
+
+def test_max_length_beyond_the_models_positions(capsys, tmp_path, tiny_model):
+    train = tmp_path / "t.jsonl"
+    train.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in TRAIN_ROWS))
+    rc, _, err = run(capsys, "finetune", "--task", "text-classification", "--model", tiny_model, "--train", train,
+                     "--output", tmp_path / "out", "--max-length", "600", "--no-progress")
+    assert rc == 1 and "max_length 600" in err and "(512)" in err
+    assert not (tmp_path / "out").exists()
