@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from bertkit import _args as A
 
@@ -23,10 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .vocab_trainer import DEFAULT_SPECIAL_TOKENS, WordPieceTrainer
-
     from bertkit._outputs import check_output_file
 
+    from .vocab_trainer import DEFAULT_SPECIAL_TOKENS, WordPieceTrainer
+
+    missing = [f for f in args.corpus if not Path(f).is_file()]
+    if missing:  # the input's error first: it is the one to fix
+        raise FileNotFoundError(f"corpus file not found: {missing[0]}")
     check_output_file(args.output, args.overwrite)  # before the training, not after it
     t0 = time.perf_counter()
     trainer = WordPieceTrainer(vocab_size=args.vocab_size, min_frequency=args.min_frequency,
