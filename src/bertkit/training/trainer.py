@@ -502,7 +502,7 @@ class Trainer:
             for candidate in candidates:
                 try:
                     self.load_checkpoint(candidate)
-                except Exception as e:  # noqa: BLE001 - any damage (truncated file, bad pickle) means: try older
+                except Exception as e:  # any damage (truncated file, bad pickle): try the older one
                     if isinstance(e, ValueError) and "world size" in str(e):
                         raise
                     print(f"resume: checkpoint {candidate} is damaged ({type(e).__name__}: {str(e)[:200]}); "
