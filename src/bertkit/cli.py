@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "finetune": ("bertkit.tasks.cli_finetune", "fine-tune on a downstream task"),
     "evaluate": ("bertkit.tasks.cli_evaluate", "evaluate a fine-tuned model on a labelled file"),
     "predict": ("bertkit.tasks.cli_predict", "predict with a fine-tuned model"),
+    "explain": ("bertkit.explain_cli", "see inside a model: attention, embeddings, heads (HTML/JSON/PNG), --verify"),
 }
 
 
