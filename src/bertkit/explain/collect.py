@@ -138,7 +138,8 @@ def _encode(tokenizer: Any, text: str, pair: str | None, max_len: int) -> tuple[
     if pair is not None and not pair.strip():
         raise ValueError("--pair is empty; leave it out or give a second text")
     notes = []
-    full = len(tokenizer(text, pair)["input_ids"])
+    full = (len(tokenizer.tokenize(text)) + (len(tokenizer.tokenize(pair)) if pair is not None else 0)
+            + tokenizer.num_special_tokens_to_add(pair=pair is not None))
     enc = tokenizer(text, pair, truncation=True, max_length=max_len, return_offsets_mapping=True)
     if full > max_len:
         notes.append(f"The input has {full} tokens; it was truncated to {max_len}, the model's "
