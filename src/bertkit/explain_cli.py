@@ -40,8 +40,13 @@ def run(args: argparse.Namespace) -> int:
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:
             print(f"wrote {path}")
-    for note in (res.explanation.notes if res.explanation else []):
-        print(f"note: {note}", file=sys.stderr)
+    if res.explanation is not None:
+        from bertkit.explain.report import prediction_lines
+
+        for note in res.explanation.notes:
+            print(f"note: {note}", file=sys.stderr)
+        for line in prediction_lines(res.explanation):
+            print(line)
     if res.checks:
         for c in res.checks:
             print(c.line())

@@ -21,7 +21,7 @@ from bertkit._io import atomic_path, atomic_write_json, atomic_write_text
 
 from .collect import Explanation
 
-__all__ = ["html_payload", "write_html", "write_json", "write_pngs"]
+__all__ = ["html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
 
 _ASSETS = Path(__file__).with_name("assets")
 
@@ -159,3 +159,23 @@ def write_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
     a2.grid(alpha=0.3)
     save(fig, "hidden_states.png")
     return written
+
+
+def prediction_lines(ex: Explanation) -> list[str]:
+    """The head's predictions as short text lines (what the CLI prints)."""
+    pred = ex.predictions
+    if not pred:
+        return []
+    lines = []
+    if pred["kind"] == "masked-lm":
+        for row in pred["positions"]:
+            tops = ", ".join(f"{t['token']} {t['score']:.3f}" for t in row["top"])
+            lines.append(f"position {row['position']} {row['token']}: {tops}")
+    if "next_sentence" in pred:
+        ns = pred["next_sentence"]
+        lines.append(f"next sentence: is next {ns['is_next']:.3f}, random {ns['is_random']:.3f}")
+    if pred["kind"] == "sequence-classification":
+        lines.extend(f"{x['label']}: {x['score']:.3f}" for x in pred["labels"])
+    if pred["kind"] == "token-classification":
+        lines.append(" ".join(f"{w['word']}/{w['tag']}" for w in pred["words"]))
+    return lines
