@@ -5,15 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
+from bertkit._args import positive_int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_path", default=None, help="write the raw numbers (full precision) here")
     p.add_argument("--png", dest="png_dir", default=None, help="write matplotlib figures into this folder")
     p.add_argument("--layers", default=None, help="layers whose attention to keep, e.g. 0-5 or 0,3,11 (default all)")
-    p.add_argument("--top-k", type=_positive_int, default=5, help="masked-LM predictions per position (default 5)")
+    p.add_argument("--top-k", type=positive_int, default=5, help="masked-LM predictions per position (default 5)")
     p.add_argument("--all-positions", action="store_true", help="masked-LM predictions at every position, not only [MASK]")
     p.add_argument("--verify", action="store_true",
                    help="rebuild every step from the raw weights with plain tensor code and compare; "

@@ -225,10 +225,10 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
 def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, layers: str | list[int] | None = None,
             top_k: int = 5, all_positions: bool = False, model_path: str = "") -> Explanation:
     """Run ``model`` once on ``text`` (and ``pair``) and gather everything the report shows."""
+    from bertkit._args import positive_int
     from bertkit.modeling import BertModel
 
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+    top_k = positive_int.check("top_k", top_k)
     cfg = model.config
     base: BertModel = model.base_model
     layer_ids = layers if isinstance(layers, list) else parse_layers(layers, cfg.num_hidden_layers)
@@ -332,7 +332,11 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
     ``model`` defaults to the folder's model loaded with ``from_pretrained``; pass one to check a
     model in memory against the weights on disk.
     """
-    from bertkit.checkpoint import find_weights_file, load_state_dict, resolve_model_path
+    from bertkit.checkpoint import (
+        find_weights_file,
+        load_state_dict,
+        resolve_model_path,
+    )
 
     folder = resolve_model_path(model_dir)
     if model is None or tokenizer is None:
