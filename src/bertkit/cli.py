@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("bertkit.modeling.inspect_cli", "print a model's module tree and parameter table"),
     "prepare-data": ("bertkit.data.prepare_cli", "tokenize raw text into pretraining shards"),
     "pretrain": ("bertkit.training.pretrain_cli", "pretrain BERT with MLM (+ NSP)"),
+    "pretrain-clm": ("bertkit.training.pretrain_clm_cli", "pretrain a GPT-2 (causal language model) on raw text"),
     "fill-mask": ("bertkit.pipelines.cli_fill_mask", "predict [MASK] tokens with a masked-LM model"),
     "finetune": ("bertkit.tasks.cli_finetune", "fine-tune on a downstream task"),
     "evaluate": ("bertkit.tasks.cli_evaluate", "evaluate a fine-tuned model on a labelled file"),

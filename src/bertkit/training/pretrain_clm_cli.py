@@ -1,0 +1,55 @@
+"""`bertkit pretrain-clm`: train a GPT-2 (causal LM) from scratch on raw text.
+
+Example (a small Chinese GPT-2 on the bert-base-chinese vocabulary)::
+
+    bertkit pretrain-clm --corpus news_zh.txt --vocab chinese_vocab.txt --n-layer 4 --n-embd 256 \\
+        --seq-len 128 --batch-size 16 --max-minutes 30 --output runs/gpt2-zh
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bertkit.training.clm import CLMRecipe
+
+    d = CLMRecipe(corpus=[], vocab="", output="")
+    p.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="raw .txt / .jsonl files")
+    p.add_argument("--vocab", required=True, help="vocab.txt (a BERT WordPiece vocabulary)")
+    p.add_argument("--output", required=True, metavar="DIR")
+    p.add_argument("--format", choices=["prose", "bert"], default=d.format,
+                   help="raw text layout: bert = one sentence a line (default), prose = split sentences")
+    p.add_argument("--no-lower-case", dest="lower_case", action="store_false")
+    p.add_argument("--n-layer", type=int, default=d.n_layer)
+    p.add_argument("--n-embd", type=int, default=d.n_embd)
+    p.add_argument("--n-head", type=int, default=d.n_head)
+    p.add_argument("--seq-len", type=int, default=d.seq_len, help="block length = the model's n_positions")
+    p.add_argument("--dropout", type=float, default=d.dropout)
+    p.add_argument("--eval-fraction", type=float, default=d.eval_fraction, help="sentences held out")
+    p.add_argument("--eval-blocks", type=int, default=d.eval_blocks, help="held-out blocks per evaluation")
+    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--max-steps", type=int, default=d.max_steps)
+    p.add_argument("--max-minutes", type=float, default=None, help="also stop after this much training time")
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
+    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    p.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default=d.precision)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--eval-every", type=int, default=d.eval_every)
+    p.add_argument("--save-every", type=int, default=d.save_every)
+    p.add_argument("--cache-dir", help="where --corpus is prepared (default: the shared prepared-data cache)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.training.clm import CLMRecipe, pretrain_clm
+
+    fields = CLMRecipe.__dataclass_fields__
+    recipe = CLMRecipe(**{k: v for k, v in vars(args).items() if k in fields})
+    print(json.dumps(pretrain_clm(recipe)))
+    return 0
