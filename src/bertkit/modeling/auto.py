@@ -27,6 +27,7 @@ __all__ = [
     "AutoModelForMultipleChoice",
     "AutoModelForCausalLM",
     "SUPPORTED_MODEL_TYPES",
+    "auto_class_for",
 ]
 
 # model_type -> (module, config class)
@@ -216,3 +217,13 @@ AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", {"bert": "BertF
                                     "gpt2": _DECODER_ONLY})
 AutoModelForCausalLM = _auto("AutoModelForCausalLM", {"gpt2": "GPT2LMHeadModel"},
                              {"bert": _ENCODER_NO_CAUSAL, "distilbert": _ENCODER_NO_CAUSAL})
+
+
+def auto_class_for(class_name: str) -> type:
+    """The auto class that loads what a BERT-named class loads, for any family (``BertModel`` -> AutoModel)."""
+    for auto in (AutoModel, AutoModelForPreTraining, AutoModelForMaskedLM, AutoModelForSequenceClassification,
+                 AutoModelForTokenClassification, AutoModelForQuestionAnswering, AutoModelForMultipleChoice,
+                 AutoModelForCausalLM):
+        if class_name in auto._mapping.values():
+            return auto
+    raise ValueError(f"no auto class loads {class_name}")
