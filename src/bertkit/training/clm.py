@@ -55,13 +55,13 @@ def pack_sentences(sentences: Sequence[np.ndarray], seq_len: int, prefix: int | 
     return stream[: n * seq_len].reshape(n, seq_len)
 
 
-def build_clm_blocks(corpus: Any, vocab: Sequence[str], seq_len: int, eval_fraction: float,
+def build_clm_blocks(corpus: Any, vocab: dict[str, int], seq_len: int, eval_fraction: float,
                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Training and held-out blocks from a ShardedCorpus (sentences split before packing)."""
     if "[CLS]" in vocab and "[SEP]" in vocab:
-        prefix, suffix = vocab.index("[CLS]"), vocab.index("[SEP]")
+        prefix, suffix = vocab["[CLS]"], vocab["[SEP]"]
     elif "<|endoftext|>" in vocab:
-        prefix, suffix = None, vocab.index("<|endoftext|>")
+        prefix, suffix = None, vocab["<|endoftext|>"]
     else:
         raise ValueError("the vocabulary has neither [CLS]/[SEP] nor <|endoftext|> to mark sentence bounds")
     starts = corpus.sentence_starts
@@ -134,8 +134,8 @@ def pretrain_clm(recipe: CLMRecipe) -> dict[str, Any]:
     With a BERT WordPiece vocabulary the saved config names ``"tokenizer_class": "BertTokenizer"``,
     so ``AutoTokenizer`` (bertkit's or transformers') picks the right tokenizer. Returns the last metrics.
     """
-    from bertkit.data import ShardedCorpus, load_vocab
-    from bertkit.data.prepare_cli import ensure_prepared, load_tokenizer
+    from bertkit.data import ShardedCorpus, ensure_prepared
+    from bertkit.tokenization import load_tokenizer, load_vocab
     from bertkit.modeling.gpt2 import GPT2Config, GPT2LMHeadModel
     from bertkit.training.trainer import Trainer, TrainingConfig, set_seed
 
@@ -155,10 +155,8 @@ def pretrain_clm(recipe: CLMRecipe) -> dict[str, Any]:
     if len(eval_blocks) > recipe.eval_blocks:
         eval_blocks = eval_blocks[: recipe.eval_blocks]
     bert_vocab = "[CLS]" in vocab
-    special = ({"bos_token_id": vocab.index("[CLS]"), "eos_token_id": vocab.index("[SEP]"),
-                "pad_token_id": vocab.index("[PAD]") if "[PAD]" in vocab else None}
-               if bert_vocab else {"bos_token_id": vocab.index("<|endoftext|>"),
-                                   "eos_token_id": vocab.index("<|endoftext|>")})
+    special = ({"bos_token_id": vocab["[CLS]"], "eos_token_id": vocab["[SEP]"], "pad_token_id": vocab.get("[PAD]")}
+               if bert_vocab else {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|endoftext|>"]})
     config = GPT2Config(vocab_size=len(vocab), n_positions=recipe.seq_len, n_embd=recipe.n_embd,
                         n_layer=recipe.n_layer, n_head=recipe.n_head, resid_pdrop=recipe.dropout,
                         embd_pdrop=recipe.dropout, attn_pdrop=recipe.dropout, **special)
