@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from .pipelines import Pipeline, _batched
 
-__all__ = ["TextGenerationPipeline", "join_cjk"]
+__all__ = ["TextGenerationPipeline", "TextStreamer", "generate_text", "join_cjk"]
 
 # CJK ideographs, CJK punctuation and full-width forms: no space belongs next to these in Chinese text.
 _CJK = r"\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
@@ -88,3 +88,53 @@ class TextGenerationPipeline(Pipeline):
                 rows.append({"generated_text": prompt + text if return_full_text else text})
             results.append(rows)
         return results if batched else results[0]
+
+
+class TextStreamer:
+    """Writes the text of each new token as soon as ``generate`` produces it (one sequence).
+
+    WordPiece pieces only become text in context (``##`` joins a word, spaces depend on neighbours),
+    so the decoded text of all new tokens is recomputed and only its unseen tail is written.
+    """
+
+    def __init__(self, tokenizer: Any, write: Any, join_chinese: bool = False):
+        self.tokenizer = tokenizer
+        self.write = write
+        self.join_chinese = join_chinese
+        self.ids: list[int] = []
+        self.shown = ""
+
+    def _text(self) -> str:
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        return join_cjk(text) if self.join_chinese else text
+
+    def put(self, value: Any) -> None:
+        """Take the (1,) tensor of the step's new token and write the text it adds."""
+        self.ids.extend(int(v) for v in value.reshape(-1).tolist())
+        text = self._text()
+        # A new piece may change how earlier pieces render ("un" + "##able"): write only what is stable.
+        common = len(self.shown)
+        if not text.startswith(self.shown):
+            common = next((i for i, (a, b) in enumerate(zip(text, self.shown)) if a != b), min(len(text), common))
+        if len(text) > common:
+            self.write(text[common:])
+        self.shown = text
+
+    def end(self) -> None:
+        self.write("\n")
+
+
+def generate_text(model: Any, prompt: str, write: Any = None, tokenizer: Any = None, device: str | None = None,
+                  **generate_kwargs: Any) -> str:
+    """Continue ``prompt`` with the causal LM in folder ``model``; stream pieces to ``write`` as they come.
+
+    ``generate_kwargs`` are ``generate()``'s (max_new_tokens, do_sample, top_p, ...). Returns the full text.
+    """
+    pipe = TextGenerationPipeline(model, tokenizer=tokenizer, device=device)
+    join = type(pipe.tokenizer).__name__ == "BertTokenizer"
+    streamer = TextStreamer(pipe.tokenizer, write, join) if write is not None else None
+    if write is not None:
+        write(prompt)
+    generate_kwargs.setdefault("do_sample", False)
+    generate_kwargs.setdefault("temperature", 1.0)
+    return pipe(prompt, streamer=streamer, **generate_kwargs)[0]["generated_text"]
