@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-data": ("bertkit.data.prepare_data_cli", "tokenize raw text into pretraining shards"),
     "pretrain": ("bertkit.training.pretrain_cli", "pretrain BERT with MLM (+ NSP)"),
     "pretrain-clm": ("bertkit.training.pretrain_clm_cli", "pretrain a GPT-2 (causal language model) on raw text"),
+    "distill": ("bertkit.training.distill_cli", "distil a fine-tuned BERT classifier into a smaller DistilBERT"),
     "generate": ("bertkit.pipelines.generate_cli", "continue a prompt with a GPT-2 model, streaming the tokens"),
     "fill-mask": ("bertkit.pipelines.fill_mask_cli", "predict [MASK] tokens with a masked-LM model"),
     "finetune": ("bertkit.tasks.finetune_cli", "fine-tune on a downstream task"),
