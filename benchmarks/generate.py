@@ -66,16 +66,23 @@ def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: 
     for batch in (1, 8):
         inputs = prompts(tok, source, batch, 16)
         new = min(new_tokens, limit - inputs["input_ids"].shape[1])
-        kw = {"max_new_tokens": new}
+        kw = {**inputs, "max_new_tokens": new, "pad_token_id": 0}
+
+        def run_ours(kw=kw, **extra):
+            return ours.generate(**kw, **extra)
+
+        def run_ref(kw=kw):
+            return ref.generate(**kw, do_sample=False)
+
         with torch.inference_mode():
-            _, a = timed(lambda: ours.generate(**inputs, **kw, pad_token_id=0))  # warm-up both
-            _, b = timed(lambda: ref.generate(**inputs, **kw, do_sample=False, pad_token_id=0))
+            _, a = timed(run_ours)  # warm-up both
+            _, b = timed(run_ref)
             same = torch.equal(a, b)
             t_ours, t_ref, t_nocache = [], [], []
             for _ in range(repeats):
-                t_ours.append(timed(lambda: ours.generate(**inputs, **kw, pad_token_id=0))[0])
-                t_ref.append(timed(lambda: ref.generate(**inputs, **kw, do_sample=False, pad_token_id=0))[0])
-                t_nocache.append(timed(lambda: ours.generate(**inputs, **kw, pad_token_id=0, use_cache=False))[0])
+                t_ours.append(timed(run_ours)[0])
+                t_ref.append(timed(run_ref)[0])
+                t_nocache.append(timed(lambda: run_ours(use_cache=False))[0])
         m_ours, m_ref, m_nc = (statistics.median(t) for t in (t_ours, t_ref, t_nocache))
         tps = batch * new
         lines.append(f"{name:28s} batch {batch}  {new} new tokens  bertkit {tps / m_ours:8.1f} tok/s  "

@@ -166,7 +166,7 @@ def test_gpt2_kv_cache_matches_full_forward(gpt2_pair, zh_batch):
 @pytest.mark.parametrize("mode", ["no_mask", "mask", "left_padding"])
 def test_gpt2_greedy_generate_equals_transformers(gpt2_pair, zh_batch, mode):
     ref, ours, _ = gpt2_pair
-    ids, mask, left_ids, left_mask = zh_batch
+    ids, _, left_ids, left_mask = zh_batch
     if mode == "no_mask":
         kw = {"input_ids": ids[:1, :10]}
     elif mode == "mask":

@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "SUPPORTED_MODEL_TYPES",
     "AutoConfig",
-    "AutoTokenizer",
     "AutoModel",
-    "AutoModelForPreTraining",
+    "AutoModelForCausalLM",
     "AutoModelForMaskedLM",
+    "AutoModelForMultipleChoice",
+    "AutoModelForPreTraining",
+    "AutoModelForQuestionAnswering",
     "AutoModelForSequenceClassification",
     "AutoModelForTokenClassification",
-    "AutoModelForQuestionAnswering",
-    "AutoModelForMultipleChoice",
-    "AutoModelForCausalLM",
-    "SUPPORTED_MODEL_TYPES",
+    "AutoTokenizer",
     "auto_class_for",
 ]
 
@@ -61,7 +61,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        raise TypeError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
 
 

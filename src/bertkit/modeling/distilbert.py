@@ -47,12 +47,12 @@ from .outputs import (
 
 __all__ = [
     "DistilBertConfig",
-    "DistilBertPreTrainedModel",
-    "DistilBertModel",
     "DistilBertForMaskedLM",
+    "DistilBertForQuestionAnswering",
     "DistilBertForSequenceClassification",
     "DistilBertForTokenClassification",
-    "DistilBertForQuestionAnswering",
+    "DistilBertModel",
+    "DistilBertPreTrainedModel",
 ]
 
 

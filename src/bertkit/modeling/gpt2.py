@@ -27,7 +27,7 @@ from .generation import GenerationMixin
 from .model import BertPreTrainedModel, _check_ids, attention, get_activation
 from .outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
-__all__ = ["GPT2Config", "Conv1D", "KVCache", "GPT2Model", "GPT2LMHeadModel", "GPT2PreTrainedModel"]
+__all__ = ["Conv1D", "GPT2Config", "GPT2LMHeadModel", "GPT2Model", "GPT2PreTrainedModel", "KVCache"]
 
 IGNORE_INDEX = -100
 

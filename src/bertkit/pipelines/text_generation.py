@@ -16,7 +16,8 @@ decoding puts between Chinese characters are dropped, since Chinese is written w
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .pipelines import Pipeline, _batched
 

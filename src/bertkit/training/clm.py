@@ -14,14 +14,15 @@ import json
 import math
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["CLMDataset", "pack_sentences", "build_clm_blocks", "evaluate_clm", "CLMRecipe", "pretrain_clm"]
+__all__ = ["CLMDataset", "CLMRecipe", "build_clm_blocks", "evaluate_clm", "pack_sentences", "pretrain_clm"]
 
 
 class CLMDataset:
@@ -68,7 +69,7 @@ def build_clm_blocks(corpus: Any, vocab: dict[str, int], seq_len: int, eval_frac
     n = corpus.num_sentences
     held = np.zeros(n, bool)
     if eval_fraction > 0:
-        k = max(1, int(round(eval_fraction * n)))
+        k = max(1, round(eval_fraction * n))
         held[np.random.default_rng(seed).choice(n, size=min(k, n - 1), replace=False)] = True
     train = [corpus.tokens(int(starts[i]), int(starts[i + 1])) for i in range(n) if not held[i]]
     evals = [corpus.tokens(int(starts[i]), int(starts[i + 1])) for i in range(n) if held[i]]
@@ -135,8 +136,8 @@ def pretrain_clm(recipe: CLMRecipe) -> dict[str, Any]:
     so ``AutoTokenizer`` (bertkit's or transformers') picks the right tokenizer. Returns the last metrics.
     """
     from bertkit.data import ShardedCorpus, ensure_prepared
-    from bertkit.tokenization import load_tokenizer, load_vocab
     from bertkit.modeling.gpt2 import GPT2Config, GPT2LMHeadModel
+    from bertkit.tokenization import load_tokenizer, load_vocab
     from bertkit.training.trainer import Trainer, TrainingConfig, set_seed
 
     if recipe.seq_len < 8:

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["DistillConfig", "student_from_teacher", "distillation_loss", "distill", "compare_speed"]
+__all__ = ["DistillConfig", "compare_speed", "distill", "distillation_loss", "student_from_teacher"]
 
 
 def _layer_map(teacher_layers: int, student_layers: int) -> list[int]:
@@ -40,7 +40,10 @@ def _layer_map(teacher_layers: int, student_layers: int) -> list[int]:
 @torch.no_grad()
 def student_from_teacher(teacher: nn.Module, student_layers: int) -> nn.Module:
     """A DistilBertForSequenceClassification initialised from a BertForSequenceClassification teacher."""
-    from bertkit.modeling.distilbert import DistilBertConfig, DistilBertForSequenceClassification
+    from bertkit.modeling.distilbert import (
+        DistilBertConfig,
+        DistilBertForSequenceClassification,
+    )
 
     tc = teacher.config
     if tc.model_type != "bert" or not hasattr(teacher, "classifier"):
