@@ -155,6 +155,7 @@ def test_distill_recipe_end_to_end(tmp_path):
                                 progress=False, max_length=32))
     assert res["student_layers"] == 1 and res["teacher_layers"] == 2
     assert 0 <= res["student"]["accuracy"] <= 1 and 0 <= res["teacher"]["accuracy"] <= 1
+    assert res["speed"]["teacher_seconds"] > 0 and res["speed"]["student_seconds"] > 0
     rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
     assert any({"soft_loss", "hard_loss", "cos_loss"} <= set(r) for r in rows)
     assert json.loads((out / "config.json").read_text())["model_type"] == "distilbert"

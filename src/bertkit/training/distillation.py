@@ -200,6 +200,11 @@ def distill(cfg: DistillConfig) -> dict[str, Any]:
     if val_ex is not None:
         out["teacher"] = task.evaluate(teacher, tok, val_ex, val_enc, progress=False)
         out["student"] = task.evaluate(student, tok, val_ex, val_enc, progress=False)
+        # Inference speed of both on the same validation batches, in this process, interleaved.
+        vf = val_enc.features[: 32 * 8]
+        batches = [{k: v.to(trainer.device) for k, v in collate_features(
+            [{k: f[k] for k in keys if k in f} for f in vf[i:i + 32]]).items()} for i in range(0, len(vf), 32)]
+        out["speed"] = compare_speed(teacher, student, batches)
     from bertkit._io import atomic_write_json
 
     atomic_write_json(Path(cfg.output) / "distill_results.json", out)
