@@ -85,7 +85,7 @@ def _device_index(index: int) -> str:
     import warnings
 
     warnings.warn(f"device={index} asks for GPU {index}, but no CUDA device is available; running on the CPU",
-                  stacklevel=3)
+                  stacklevel=4)
     return "cpu"
 
 

@@ -188,7 +188,7 @@ def pretrain_clm(recipe: CLMRecipe) -> dict[str, Any]:
 
 
 def perplexity_curve(metrics_jsonl: str | os.PathLike, png: str | os.PathLike, title: str = "") -> Path:
-    """Plot held-out perplexity against step from a run's metrics.jsonl."""
+    """Plot held-out perplexity (points) and training perplexity (exp of each step's loss) against step."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -200,10 +200,14 @@ def perplexity_curve(metrics_jsonl: str | os.PathLike, png: str | os.PathLike, t
     points = [(r["step"], r["eval_perplexity"]) for r in rows if "eval_perplexity" in r]
     if not points:
         raise ValueError(f"{metrics_jsonl} has no eval_perplexity rows")
+    train = [(r["step"], math.exp(min(r["loss"], 50.0))) for r in rows if "loss" in r]
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+    if train:
+        ax.plot([p[0] for p in train], [p[1] for p in train], color="0.6", lw=1, label="training batches")
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label="held-out")
+    ax.legend()
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("held-out perplexity")
+    ax.set_ylabel("perplexity")
     ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
     ax.set_title(title)
