@@ -7,8 +7,9 @@ with ``--zh``, the Chinese GPT-2 that ``bertkit pretrain-clm`` trained (its cont
 it generates up to its n_positions). Prompts are real sentences, batch 1 and batch 8 (left-padded).
 Both libraries run greedy search in one process, interleaved repeat by repeat; each line gives
 medians of new tokens per second and the ratio, after checking that both produced the same tokens.
-EOS is disabled so every run generates the full number of tokens. The last lines compare bertkit
-with and without its KV cache.
+EOS is disabled so every run generates the full number of tokens. The second line of each pair
+compares bertkit with and without its KV cache (``--nocache-new-tokens`` new tokens, since without a
+cache every step re-runs the whole sequence).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def timed(fn) -> tuple[float, torch.Tensor]:
     return time.perf_counter() - t0, out
 
 
-def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: int, repeats: int) -> list[str]:
+def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: int, repeats: int,
+          nocache_tokens: int) -> list[str]:
     ref = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
     ours = GPT2LMHeadModel.from_pretrained(folder)
     ours.config.eos_token_id = None
@@ -67,9 +69,10 @@ def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: 
         inputs = prompts(tok, source, batch, 16)
         new = min(new_tokens, limit - inputs["input_ids"].shape[1])
         kw = {**inputs, "max_new_tokens": new, "pad_token_id": 0}
+        nc_new = min(new, nocache_tokens)
 
         def run_ours(kw=kw, **extra):
-            return ours.generate(**kw, **extra)
+            return ours.generate(**{**kw, **extra})
 
         def run_ref(kw=kw):
             return ref.generate(**kw, do_sample=False)
@@ -78,18 +81,19 @@ def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: 
             _, a = timed(run_ours)  # warm-up both
             _, b = timed(run_ref)
             same = torch.equal(a, b)
-            t_ours, t_ref, t_nocache = [], [], []
+            t_ours, t_ref, t_nocache, t_cache_nc = [], [], [], []
             for _ in range(repeats):
                 t_ours.append(timed(run_ours)[0])
                 t_ref.append(timed(run_ref)[0])
-                t_nocache.append(timed(lambda: run_ours(use_cache=False))[0])
-        m_ours, m_ref, m_nc = (statistics.median(t) for t in (t_ours, t_ref, t_nocache))
+                t_nocache.append(timed(lambda n=nc_new: run_ours(use_cache=False, max_new_tokens=n))[0])
+                t_cache_nc.append(timed(lambda n=nc_new: run_ours(max_new_tokens=n))[0])
+        m_ours, m_ref, m_nc, m_cnc = (statistics.median(t) for t in (t_ours, t_ref, t_nocache, t_cache_nc))
         tps = batch * new
         lines.append(f"{name:28s} batch {batch}  {new} new tokens  bertkit {tps / m_ours:8.1f} tok/s  "
                      f"transformers {tps / m_ref:8.1f} tok/s  ratio {m_ref / m_ours:.2f}x  "
                      f"same tokens: {'yes' if same else 'NO'}")
-        lines.append(f"{name:28s} batch {batch}  KV cache {tps / m_ours:8.1f} tok/s  no cache {tps / m_nc:8.1f} tok/s  "
-                     f"cache speed-up {m_nc / m_ours:.2f}x")
+        lines.append(f"{name:28s} batch {batch}  {nc_new} new tokens  bertkit KV cache {batch * nc_new / m_cnc:8.1f} "
+                     f"tok/s  no cache {batch * nc_new / m_nc:8.1f} tok/s  cache speed-up {m_nc / m_cnc:.2f}x")
         print(lines[-2], flush=True)
         print(lines[-1], flush=True)
     return lines
@@ -100,6 +104,8 @@ def main() -> int:
     ap.add_argument("--zh", default=None, help="folder of a Chinese GPT-2 trained by `bertkit pretrain-clm`")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--nocache-new-tokens", type=int, default=128,
+                    help="new tokens for the cache / no-cache comparison (no cache costs O(n^2))")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
     if args.threads:
@@ -111,10 +117,10 @@ def main() -> int:
         cfg = transformers.GPT2Config(n_layer=6, n_embd=512, n_head=8, bos_token_id=None, eos_token_id=None)
         transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp)
         bench("gpt2 6x512 (random init)", Path(tmp), BertTokenizer.from_pretrained(asset_path("minilm")),
-              "polarity-test", args.new_tokens, args.repeats)
+              "polarity-test", args.new_tokens, args.repeats, args.nocache_new_tokens)
     if args.zh:
         bench("gpt2-zh (pretrain-clm)", Path(args.zh), BertTokenizer.from_pretrained(args.zh), "news-zh",
-              args.new_tokens, args.repeats)
+              args.new_tokens, args.repeats, args.nocache_new_tokens)
     return 0
 
 

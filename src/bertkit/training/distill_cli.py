@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup-ratio", type=_ranged(float, 0, 1), default=d.warmup_ratio)
     p.add_argument("--max-length", type=_ranged(int, 8), default=None,
                    help="default: the teacher's fine-tuning max_length")
+    p.add_argument("--max-train-samples", type=_ranged(int, 1), default=None, help="first N training examples only")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--resume", action="store_true")
     p.add_argument("--no-progress", dest="progress", action="store_false")

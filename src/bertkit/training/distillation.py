@@ -128,6 +128,7 @@ class DistillConfig:
     lr: float = 1e-4
     warmup_ratio: float = 0.1
     max_length: int | None = None  # default: the teacher's fine-tuning max_length
+    max_train_samples: int | None = None  # first N training examples only
     seed: int = 0
     resume: bool = False
     progress: bool = True
@@ -148,7 +149,7 @@ def distill(cfg: DistillConfig) -> dict[str, Any]:
         raise ValueError(f"{cfg.teacher} was fine-tuned for {task.name}; distillation supports text-classification")
     if not cfg.temperature > 0:
         raise ValueError(f"temperature must be > 0, got {cfg.temperature}")
-    train_ex = task.read(cfg.train)
+    train_ex = task.read(cfg.train)[: cfg.max_train_samples or None]
     task.check(cfg.train, train_ex)
     val_ex = None
     if cfg.validation:
