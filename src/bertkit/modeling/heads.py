@@ -45,6 +45,19 @@ __all__ = [
 IGNORE_INDEX = -100
 
 
+def _check_class_labels(name: str, labels: torch.Tensor, num_classes: int, what: str) -> None:
+    """Class ids must lie in [0, num_classes) (or be IGNORE_INDEX); torch's own message names neither."""
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of class ids, got {type(labels).__name__}")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class ids, got dtype {labels.dtype}")
+    ids = labels[labels != IGNORE_INDEX]
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_classes):
+        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+        raise ValueError(f"{name} contains {bad}, outside [0, {num_classes}) ({what}={num_classes}; "
+                         f"{IGNORE_INDEX} marks positions to ignore)")
+
+
 # ---------------------------------------------------------------------------------------- head modules
 
 
@@ -119,6 +132,7 @@ def masked_lm_logits_and_loss(
     if labels.shape != sequence_output.shape[:-1]:
         raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape "
                          f"{tuple(sequence_output.shape[:-1])}")
+    _check_class_labels("labels", labels, predictions.decoder.out_features, "vocab_size")
     if sparse:
         selected = labels != IGNORE_INDEX  # (B, N)
         logits = predictions(sequence_output[selected])  # (M, V)
@@ -142,6 +156,7 @@ def sequence_classification_loss(config, logits: torch.Tensor, labels: torch.Ten
             return F.mse_loss(logits.squeeze(), labels.squeeze().to(logits.dtype))
         return F.mse_loss(logits, labels.to(logits.dtype))
     if config.problem_type == "single_label_classification":
+        _check_class_labels("labels", labels, num_labels, "num_labels")
         return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
     if labels.shape != logits.shape:
         raise ValueError(f"multi-label labels must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
@@ -152,6 +167,7 @@ def token_classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> tor
     """Cross-entropy over every (B, N) position; -100 labels are ignored."""
     if labels.shape != logits.shape[:-1]:
         raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(logits.shape[:-1])}")
+    _check_class_labels("labels", labels, logits.shape[-1], "num_labels")
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))
 
 
@@ -328,6 +344,8 @@ class BertForNextSentencePrediction(_BertHeadModel):
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                            output_attentions, output_hidden_states)
         logits = self.cls(out.pooler_output)  # (B, 2)
+        if labels is not None:
+            _check_class_labels("labels", labels, 2, "next-sentence classes")
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
         return self._pack(
             NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -461,6 +479,8 @@ class BertForMultipleChoice(_BertWithClassifier):
         out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
                            flat(inputs_embeds), output_attentions, output_hidden_states)
         logits = self._classify(out.pooler_output).view(-1, num_choices)  # (B, C)
+        if labels is not None:
+            _check_class_labels("labels", labels, num_choices, "num_choices")
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         return self._pack(
             MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
