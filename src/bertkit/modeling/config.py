@@ -8,7 +8,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["PRESETS", "BertConfig", "PretrainedConfig", "check_vocab_fits"]
 
@@ -39,7 +39,7 @@ class PretrainedConfig:
     """
 
     model_type: str = ""
-    attribute_map: dict[str, str] = {}
+    attribute_map: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def field_names(cls) -> frozenset[str]:
@@ -95,7 +95,7 @@ class PretrainedConfig:
             self.__dict__.setdefault("extra", {})[name] = value
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "PretrainedConfig":
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> PretrainedConfig:
         """Build from a config.json-style dict; unknown keys go to ``extra``."""
         data = {cls.attribute_map.get(k, k): v for k, v in {**copy.deepcopy(dict(data)), **overrides}.items()}
         known = {k: v for k, v in data.items() if k in cls.field_names() and k != "extra"}
@@ -109,7 +109,7 @@ class PretrainedConfig:
         return cls(**known, extra=extra)
 
     @classmethod
-    def from_json_file(cls, path: str | os.PathLike) -> "PretrainedConfig":
+    def from_json_file(cls, path: str | os.PathLike) -> PretrainedConfig:
         path = Path(path)
         from bertkit._text import read_json
 
@@ -127,9 +127,11 @@ class PretrainedConfig:
 
     @classmethod
     def from_pretrained(cls, path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                        **overrides: Any) -> "PretrainedConfig":
+                        **overrides: Any) -> PretrainedConfig:
         """Read config.json from a folder, a config.json path, or a model id in the local HF cache."""
-        from bertkit.checkpoint import resolve_model_path  # checkpoint imports this module
+        from bertkit.checkpoint import (
+            resolve_model_path,  # checkpoint imports this module
+        )
 
         path = Path(path_or_id)
         if path.is_file():
@@ -169,7 +171,7 @@ class PretrainedConfig:
 
         return atomic_write_text(Path(save_directory) / "config.json", self.to_json_string())
 
-    def copy(self, **overrides: Any) -> "PretrainedConfig":
+    def copy(self, **overrides: Any) -> PretrainedConfig:
         return type(self).from_dict(self.to_dict(), **overrides)
 
     def __repr__(self) -> str:
@@ -245,7 +247,7 @@ class BertConfig(PretrainedConfig):
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "BertConfig":
+    def from_preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A config by size name: tiny, mini, small, medium, base or large (Google's miniatures)."""
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
