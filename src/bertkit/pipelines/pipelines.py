@@ -46,22 +46,23 @@ class Pipeline:
     model_class_name = "BertModel"
 
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, **kwargs: Any) -> None:
-        import bertkit.modeling as modeling
+        from bertkit.modeling.auto import AutoTokenizer, auto_class_for
 
         if isinstance(model, (str, Path)):
             path = Path(model)
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such model folder")
-            model = getattr(modeling, self.model_class_name).from_pretrained(str(path))
+            # The Auto class picks BERT, DistilBERT or GPT-2 from the folder's config.json.
+            model = auto_class_for(self.model_class_name).from_pretrained(str(path))
             if tokenizer is None:
                 tokenizer = path
         if tokenizer is None:
             raise ValueError("pass tokenizer=... when model is a model object rather than a folder")
         if isinstance(tokenizer, (str, Path)):
-            from bertkit.tokenization import BertTokenizer
-
-            tokenizer = BertTokenizer.from_pretrained(str(tokenizer))
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
         self.model = model.eval()
+        if isinstance(device, int) and not isinstance(device, bool):
+            device = _device_index(device)
         if device:
             self.model.to(device)
         self.tokenizer = tokenizer
@@ -75,6 +76,19 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={type(self.model).__name__})"
+
+
+def _device_index(index: int) -> str:
+    """transformers' ``device=N``: GPU N (-1 = CPU); CPU with a warning when there is no GPU."""
+    if index < 0:
+        return "cpu"
+    if torch.cuda.is_available():
+        return f"cuda:{index}"
+    import warnings
+
+    warnings.warn(f"device={index} asks for GPU {index}, but no CUDA device is available; running on the CPU",
+                  stacklevel=4)
+    return "cpu"
 
 
 def _batched(inputs: Any) -> tuple[list, bool]:
