@@ -37,9 +37,14 @@ def load_model(path: str | os.PathLike) -> tuple[Any, Any, Path]:
     """(model in eval mode and float32, its tokenizer, the resolved folder) for a model folder or cached id."""
     from bertkit.checkpoint import resolve_model_path
     from bertkit.modeling import MODEL_CLASSES, BertConfig
+    from bertkit.modeling.auto import AutoConfig
     from bertkit.tokenization import BertTokenizer
 
     folder = resolve_model_path(path)
+    model_type = AutoConfig.from_pretrained(folder).model_type
+    if model_type != "bert":
+        # The report's sections and the from-scratch check are BERT's equations (token types, post-LN).
+        raise ValueError(f"bertkit explain covers BERT models; {folder} holds a {model_type!r} model")
     config = BertConfig.from_pretrained(folder)
     model = MODEL_CLASSES[model_class_name(config)].from_pretrained(folder, dtype=torch.float32).eval()
     tokenizer = BertTokenizer.from_pretrained(folder)
