@@ -149,6 +149,8 @@ class BertSelfAttention(nn.Module):
     """Multi-head self-attention. SDPA when probabilities are not needed; explicit softmax when they are."""
 
     fused_qkv: bool = True
+    # (3H, H) projection built once by bertkit.inference.prepare_for_inference; used in eval mode only
+    _inference_qkv: nn.Module | None = None
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -168,7 +170,9 @@ class BertSelfAttention(nn.Module):
         packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:  # like hidden_states; (B, h, N, N) or None
         h, d = self.num_attention_heads, self.attention_head_size
-        if self.fused_qkv:
+        if self._inference_qkv is not None and not self.training:
+            qkv = self._inference_qkv(hidden_states)
+        elif self.fused_qkv:
             # One GEMM for q, k and v; the parameters stay separate so checkpoint keys are unchanged.
             w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3H, H)
             b = torch.cat([self.query.bias, self.key.bias, self.value.bias])  # (3H,)
