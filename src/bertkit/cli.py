@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "finetune": ("bertkit.tasks.cli_finetune", "fine-tune on a downstream task"),
     "evaluate": ("bertkit.tasks.cli_evaluate", "evaluate a fine-tuned model on a labelled file"),
     "predict": ("bertkit.tasks.cli_predict", "predict with a fine-tuned model"),
+    "serve": ("bertkit.serving.serve_cli", "serve a model over HTTP with dynamic batching"),
+    "index": ("bertkit.search.index_cli", "embed a corpus into a semantic-search index"),
+    "search": ("bertkit.search.search_cli", "query a semantic-search index"),
+    "export": ("bertkit.inference.export_cli", "export a model folder (onnx)"),
 }
 
 
