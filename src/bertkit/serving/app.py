@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -475,5 +476,8 @@ def serve(config: ServeConfig) -> int:
           f"http://{config.host}:{config.port} (docs at /docs)", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                            timeout_graceful_shutdown=int(config.request_timeout)))
+    # uvicorn drains on SIGTERM, then re-raises the signal once its own handler is gone; a no-op
+    # handler underneath turns that into a normal return, so a drained shutdown exits 0.
+    signal.signal(signal.SIGTERM, lambda *_: None)
     server.run()
     return 0
