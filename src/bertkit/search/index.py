@@ -108,12 +108,13 @@ def build_faiss(vectors: np.ndarray, kind: str = "faiss", seed: int = 0) -> Any:
         index.hnsw.efConstruction = 80
         index.hnsw.efSearch = 64
     elif kind == "faiss-ivf":
-        nlist = max(1, min(4096, int(4 * np.sqrt(len(x)))))
+        # about sqrt(n) lists, with the ~40 training points per centroid k-means wants
+        nlist = max(1, min(4096, int(np.sqrt(len(x))), len(x) // 40))
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
         rng = np.random.default_rng(seed)
         train = x[rng.choice(len(x), size=min(len(x), 64 * nlist), replace=False)]
         index.train(train)
-        index.nprobe = max(1, nlist // 16)
+        index.nprobe = min(nlist, max(4, nlist // 16))
     else:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {kind!r}")
     index.add(x)
