@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertkit.assets import asset_path
-from bertkit.inference import cpu_flags, describe_cpu, prepare_for_inference, resolve_dtype, run_batched
+from bertkit.inference import cpu_flags, describe_cpu, resolve_dtype, run_batched
 from bertkit.modeling import BertModel
 from bertkit.pipelines import pipeline
 

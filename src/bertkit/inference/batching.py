@@ -26,7 +26,8 @@ def _feature_len(f: dict) -> int:
     return max(len(c) for c in ids) if len(ids) and isinstance(ids[0], (list, tuple)) else len(ids)
 
 
-def length_batches(lengths: Sequence[int], batch_size: int = 64, max_batch_tokens: int | None = None) -> list[list[int]]:
+def length_batches(lengths: Sequence[int], batch_size: int = 64,
+                   max_batch_tokens: int | None = None) -> list[list[int]]:
     """Indices sorted longest first and cut into batches of at most ``batch_size`` rows and (when
     given) at most ``max_batch_tokens`` padded tokens, so each batch pads to nearly its own length."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])

@@ -60,7 +60,8 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{model_dir}: not a model folder (no config.json)")
     archs = json.loads(cfg_file.read_text(encoding="utf-8")).get("architectures") or []
-    cls_name, outputs = next((_HEADS[a] for a in archs if a in _HEADS), ("BertModel", ("last_hidden_state", "pooler_output")))
+    bare = ("BertModel", ("last_hidden_state", "pooler_output"))
+    cls_name, outputs = next((_HEADS[a] for a in archs if a in _HEADS), bare)
     model = getattr(modeling, cls_name).from_pretrained(str(model_dir)).eval()
     if cls_name == "BertModel" and model.pooler is None:
         outputs = ("last_hidden_state",)

@@ -23,7 +23,8 @@ import numpy as np
 
 from bertkit._io import atomic_dir, atomic_path, atomic_write_json, atomic_write_text
 
-__all__ = ["BACKENDS", "Index", "build_faiss", "build_index", "embed_queries", "load_index", "read_corpus", "top_k_exact"]
+__all__ = ["BACKENDS", "Index", "build_faiss", "build_index", "embed_queries", "load_index", "read_corpus",
+           "top_k_exact"]
 
 BACKENDS = ("exact", "faiss", "faiss-ivf")
 _FAISS_FILES = {"faiss": "faiss-hnsw.index", "faiss-ivf": "faiss-ivf.index"}
@@ -218,7 +219,8 @@ def build_index(model: str | Path, input: str | Path, output: str | Path, text_c
     key_file = work / "key"
     if work.exists():
         if not key_file.is_file() or key_file.read_text(encoding="utf-8") != key:
-            raise FileExistsError(f"{work} holds an unfinished index of other inputs; remove it or pick another --output")
+            raise FileExistsError(f"{work} holds an unfinished index of other inputs; "
+                                  "remove it or pick another --output")
     else:
         work.mkdir(parents=True)
         atomic_write_text(key_file, key)

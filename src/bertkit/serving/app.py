@@ -174,7 +174,8 @@ class ModelService:
             n = len(ids) + 2
             if n > self.config.max_input_tokens and not self.config.truncate:
                 raise ApiError(413, f"{field}[{i}] has {n} tokens, over --max-input-tokens "
-                                    f"{self.config.max_input_tokens} (start the server with --truncate to cut long texts)")
+                                    f"{self.config.max_input_tokens} "
+                                    "(start the server with --truncate to cut long texts)")
             total += min(n, self.config.max_input_tokens)
         return total
 

@@ -48,7 +48,8 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, int], int] = defaultdict(int)
-        self.batch_size = Histogram("bertkit_batch_size", "Texts per model forward.", (1, 2, 4, 8, 16, 32, 64, 128, 256))
+        self.batch_size = Histogram("bertkit_batch_size", "Texts per model forward.",
+                                    (1, 2, 4, 8, 16, 32, 64, 128, 256))
         self.batch_tokens = Histogram("bertkit_batch_tokens", "Real tokens per model forward.",
                                       (64, 256, 1024, 2048, 4096, 8192, 16384))
         self.queue_time = Histogram("bertkit_queue_seconds", "Time a request waited before its batch ran.",

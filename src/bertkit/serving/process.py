@@ -54,7 +54,8 @@ def server_process(model: str | os.PathLike, args: Sequence[str] = (), log: str 
         deadline = time.monotonic() + start_timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"server exited with {proc.returncode}: {tail}")
             try:
                 with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
                     if json.load(r).get("status") == "ok":

@@ -14,7 +14,8 @@ def _ranged(kind: type, lo: float, hi: float | None = None):  # noqa: ANN202
         try:
             v = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
         if v < lo or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"must be in [{lo}, {hi if hi is not None else 'inf'}], got {text!r}")
         return v
@@ -27,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .app import API_KEY_ENV, TASKS
 
     p.add_argument("--model", required=True, help="model folder (config.json, weights, vocab.txt)")
-    p.add_argument("--task", default="auto", choices=("auto", *TASKS), help="what /predict does (auto: from config.json)")
+    p.add_argument("--task", default="auto", choices=("auto", *TASKS),
+                   help="what /predict does (auto: from config.json)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=_ranged(int, 0, 65535), default=8080)
     p.add_argument("--dtype", default="auto", choices=DTYPES, help="auto = bf16 where the CPU has AMX/AVX-512 BF16")

@@ -208,8 +208,10 @@ def finetune(
     return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
 
 
-def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides: Any) -> tuple[Task, Any, Any]:
-    """(task, model, tokenizer) of a fine-tuned OUTPUT folder."""
+def load_finetuned(model_dir: str | Path, device: str | None = None, dtype: str | None = None,
+                   **overrides: Any) -> tuple[Task, Any, Any]:
+    """(task, model, tokenizer) of a fine-tuned OUTPUT folder; ``dtype`` "auto"/"fp32"/"bf16"/"int8"
+    prepares the model for inference at that precision (see :mod:`bertkit.inference`)."""
     from bertkit.modeling import BertConfig
 
     model_dir = Path(model_dir)
@@ -221,23 +223,27 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides
     if device:
         net.to(device)
     net.eval()
+    if dtype is not None:
+        from bertkit.inference import prepare_for_inference
+
+        prepare_for_inference(net, dtype)
     return task, net, _load_tokenizer(model_dir)
 
 
 def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, progress: bool = True,
-             **overrides: Any) -> dict[str, float]:
-    """Metrics of a fine-tuned model on a labelled file."""
-    task, net, tok = load_finetuned(model_dir, **overrides)
+             dtype: str | None = None, **overrides: Any) -> dict[str, float]:
+    """Metrics of a fine-tuned model on a labelled file (at inference precision ``dtype``)."""
+    task, net, tok = load_finetuned(model_dir, dtype=dtype, **overrides)
     examples = task.read(data)
     task.check(data, examples)
     return task.evaluate(net, tok, examples, batch_size=batch_size, progress=progress)
 
 
 def predict(model_dir: str | Path, data: str | Path, output: str | Path | None = None, batch_size: int = 64,
-            progress: bool = True, **overrides: Any) -> list[dict]:
+            progress: bool = True, dtype: str | None = None, **overrides: Any) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
     ``output`` when given."""
-    task, net, tok = load_finetuned(model_dir, **overrides)
+    task, net, tok = load_finetuned(model_dir, dtype=dtype, **overrides)
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)
     if output is not None:
