@@ -40,13 +40,12 @@ def build_data(tmp: Path, seq_len: int):
         PretrainingDataset,
         ShardedCorpus,
         create_nsp_instances,
-        load_vocab,
         prepare_corpus,
     )
-    from bertkit.data.prepare_cli import load_tokenizer
+    from bertkit.tokenization import load_tokenizer, load_vocab
 
     vocab_file = asset_path("vocab-uncased")
-    vocab = load_vocab(vocab_file)
+    vocab = list(load_vocab(vocab_file))
     text = tmp / "text.txt"
     text.write_text("\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:3000]) + "\n\n"
                     + asset_path("wiki").read_text(encoding="utf-8")[:600_000], encoding="utf-8")
@@ -58,7 +57,7 @@ def build_data(tmp: Path, seq_len: int):
 
 def bertkit_run(model, ds, collate, out: Path, steps: int, batch: int, seed: int) -> list[float]:
     from bertkit.training import Trainer, TrainingConfig
-    from bertkit.training.pretrain_cli import mlm_nsp_loss
+    from bertkit.training.pretraining import mlm_nsp_loss
 
     cfg = TrainingConfig(output_dir=str(out), max_steps=steps, batch_size=batch, lr=1e-4, warmup_steps=0,
                          seed=seed, progress=False, plot=False, save_final=False, log_every=1)

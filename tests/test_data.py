@@ -20,13 +20,13 @@ from bertkit.data import (
     ShardedCorpus,
     create_nsp_instances,
     create_single_segment_instances,
-    load_vocab,
     prepare_corpus,
     read_documents,
     split_documents,
     split_sentences,
 )
 from bertkit.data.instances import _truncate_pair
+from bertkit.tokenization import load_vocab
 
 SEQ = 64
 
@@ -39,7 +39,7 @@ def _excerpt(src: Path, dst: Path, max_lines: int) -> Path:
 
 @pytest.fixture(scope="module")
 def vocab() -> list[str]:
-    return load_vocab(asset_path("vocab-uncased"))
+    return list(load_vocab(asset_path("vocab-uncased")))
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +140,22 @@ def test_empty_corpus_names_file(tmp_path, tokenizer, vocab, content):
     with pytest.raises(ValueError, match="empty_corpus.txt"):
         prepare_corpus([f], tokenizer, tmp_path / "out", vocab, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_existing_output_folder_is_refused_and_kept(tmp_path, tokenizer, vocab):
+    f = tmp_path / "c.txt"
+    f.write_text("The cat sat on the mat. It was happy.\n", encoding="utf-8")
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me", encoding="utf-8")
+    with pytest.raises(FileExistsError, match="mine"):
+        prepare_corpus([f], tokenizer, out, vocab, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "keep me"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp folder left
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert ShardedCorpus(prepare_corpus([f], tokenizer, empty, vocab, progress=False)).num_documents == 1
 
 
 def test_cli_error_names_file(tmp_path, capsys):

@@ -27,7 +27,7 @@ WORKER = textwrap.dedent("""
     import os, sys, torch
     from bertkit.cli import build_parser
     from bertkit.training import Trainer, TrainingConfig
-    from bertkit.training.pretrain_cli import build_pretraining, mlm_nsp_loss
+    from bertkit.training.pretraining import build_pretraining, mlm_nsp_loss
 
     argv, dump = sys.argv[1:-1], sys.argv[-1]
     args = build_parser(only="pretrain").parse_args(["pretrain", *argv])

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from bertkit.assets import asset_path
-from bertkit.data import MaskingCollator, load_vocab, split_sentences
+from bertkit.data import MaskingCollator, split_sentences
+from bertkit.tokenization import load_vocab
 
 
 @pytest.fixture(scope="module")
 def vocab() -> list[str]:
-    return load_vocab(asset_path("vocab-uncased"))
+    return list(load_vocab(asset_path("vocab-uncased")))
 
 
 @pytest.fixture(scope="module")

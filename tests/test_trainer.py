@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from bertkit.training import NonFiniteLossError, Trainer, TrainingConfig, latest_checkpoint
@@ -133,13 +134,17 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path):
         trainer.train()
     ckpt = latest_checkpoint(tmp_path / "out")
     assert ckpt is not None and ckpt.name == "step-0000006"
-    assert not any(p.name.startswith(".tmp") for p in ckpt.parent.iterdir())
-    # The checkpoint is intact: a fresh trainer resumes from it.
+    assert not any(p.name.endswith(".tmp") for p in ckpt.parent.iterdir())
+    # The checkpoint is intact: a fresh trainer resumes from it, with the saved (finite) weights.
+    saved = load_file(str(ckpt / "model.safetensors"))
     t2 = Trainer(Regressor(), _cfg(tmp_path, max_steps=20, save_every=3, resume=True), _data())
     t2.load_checkpoint(ckpt)
     assert t2.step == 6
-    for a, b in zip(t2.raw_model.state_dict().values(), trainer.raw_model.state_dict().values()):
-        assert torch.isfinite(a).all()
+    state = t2.raw_model.state_dict()
+    assert set(saved) == set(state)
+    for name, value in saved.items():
+        assert torch.isfinite(value).all()
+        assert torch.equal(state[name], value)
 
 
 _KILL_SCRIPT = textwrap.dedent("""
@@ -153,7 +158,7 @@ _KILL_SCRIPT = textwrap.dedent("""
     def slow_save(model, directory):
         # A real, large-ish write that is slow enough to be interrupted half-way.
         save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, str(directory / "model.safetensors"))
-        if "step-0000010" in str(directory) or ".tmp-step-0000010" in str(directory):
+        if ".step-0000010." in str(directory):  # the temp folder of the step-10 checkpoint
             (directory / "WRITING").write_text("x")
             time.sleep(60)
 
@@ -168,9 +173,8 @@ def test_killed_while_writing_checkpoint_keeps_previous(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(_KILL_SCRIPT.format(tests=str(Path(__file__).parent), out=str(out)))
     proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT)
-    marker = out / "checkpoints" / ".tmp-step-0000010" / "WRITING"
     deadline = time.time() + 120
-    while not marker.exists():
+    while not list((out / "checkpoints").glob(".step-0000010.*.tmp/WRITING")):
         assert proc.poll() is None, "training ended before the checkpoint write"
         assert time.time() < deadline
         time.sleep(0.05)
@@ -178,13 +182,13 @@ def test_killed_while_writing_checkpoint_keeps_previous(tmp_path):
     proc.wait()
     ckpt = latest_checkpoint(out)
     assert ckpt is not None and ckpt.name == "step-0000005"
-    assert (out / "checkpoints" / ".tmp-step-0000010").exists()  # the half-written one is ignored
+    assert list((out / "checkpoints").glob(".step-0000010.*.tmp"))  # the half-written one is ignored
     trainer = Trainer(Regressor(), _cfg(tmp_path, max_steps=20, save_every=5, resume=True), _data())
     trainer.load_checkpoint(ckpt)
     assert trainer.step == 5
     result = trainer.train()  # resumes from step 5, cleans the temporary folder
     assert result.step == 20
-    assert not (out / "checkpoints" / ".tmp-step-0000010").exists()
+    assert not list((out / "checkpoints").glob(".step-0000010.*.tmp"))
     assert [r["step"] for r in _rows(out) if "loss" in r] == list(range(1, 21))
 
 

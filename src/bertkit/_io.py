@@ -27,6 +27,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_path",
     "atomic_dir",
+    "atomic_update_dir",
     "fsync_dir",
     "fsync_tree",
     "file_mode",
@@ -150,3 +151,38 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def atomic_update_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temp folder; on success move each of its entries into the folder ``path``.
+
+    For writers that add files to a folder that may hold other files (``save_pretrained`` into an
+    existing folder, a model saved next to a run's metrics): a new ``path`` appears complete in one
+    rename; into an existing one each written file replaces its namesake in one rename, so a reader
+    sees each file old or new, never torn. Entries not written are kept. On any error nothing in
+    ``path`` changes.
+    """
+    final = Path(path)
+    if not final.exists():
+        with atomic_dir(final) as tmp:
+            yield tmp
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        os.chmod(tmp, _dir_mode())
+        yield tmp
+        fsync_tree(tmp)
+        for item in sorted(tmp.iterdir()):
+            dest = final / item.name
+            if item.is_dir() and dest.is_dir():
+                old = Path(tempfile.mkdtemp(prefix=f".{item.name}.", suffix=".old", dir=final))
+                os.rmdir(old)
+                os.replace(dest, old)
+                os.replace(item, dest)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(item, dest)
+        fsync_dir(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

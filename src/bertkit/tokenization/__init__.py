@@ -12,17 +12,17 @@ the same ids with a little more bookkeeping.
 from __future__ import annotations
 
 from .encoding import BatchEncoding
-from .tokenizer import BertTokenizer, load_vocab
+from .tokenizer import BertTokenizer, load_tokenizer, load_vocab
 
 # transformers code often names the fast class; bertkit has one class that answers both
 BertTokenizerFast = BertTokenizer
 
-__all__ = ["BatchEncoding", "BertTokenizer", "BertTokenizerFast", "WordPieceTrainer", "load_vocab"]
+__all__ = ["BatchEncoding", "BertTokenizer", "BertTokenizerFast", "WordPieceTrainer", "load_tokenizer", "load_vocab"]
 
 
 def __getattr__(name: str):
     if name == "WordPieceTrainer":
-        from .trainer import WordPieceTrainer
+        from .vocab_trainer import WordPieceTrainer
 
         return WordPieceTrainer
     raise AttributeError(f"module 'bertkit.tokenization' has no attribute {name!r}")

@@ -15,17 +15,17 @@ import gc
 import json
 import os
 import re
-import tempfile
 import warnings
 from itertools import chain, compress, repeat
 from operator import add, gt
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .._io import atomic_write_json, atomic_write_text
 from .encoding import BatchEncoding
 from .wordpiece import Normalizer, WordPiece
 
-__all__ = ["BertTokenizer", "load_vocab"]
+__all__ = ["BertTokenizer", "load_vocab", "load_tokenizer"]
 
 VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "tokenizer_config.json"
@@ -37,10 +37,13 @@ _DEFAULT_MAX_LENGTH = 512
 def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     """Read a WordPiece vocabulary (one token per line, id = line number - 1).
 
-    Raises FileNotFoundError / ValueError naming the file and line for a missing or empty file,
-    invalid UTF-8, an empty token or a duplicate token.
+    ``vocab_file`` may also be a folder holding ``vocab.txt``. Raises FileNotFoundError /
+    ValueError naming the file and line for a missing or empty file, invalid UTF-8, an empty token
+    or a duplicate token. ``list(load_vocab(f))`` gives the tokens in id order.
     """
     path = Path(vocab_file)
+    if path.is_dir():
+        path = path / VOCAB_FILE
     if not path.is_file():
         raise FileNotFoundError(f"vocabulary file not found: {path}")
     data = path.read_bytes()
@@ -197,15 +200,15 @@ class BertTokenizer:
         if self.max_input_chars_per_word != 100:
             config["max_input_chars_per_word"] = self.max_input_chars_per_word
         paths = (out / VOCAB_FILE, out / CONFIG_FILE, out / SPECIAL_TOKENS_FILE)
-        _write_atomic(paths[0], "".join(t + "\n" for t in tokens))
-        _write_atomic(paths[1], json.dumps(config, indent=2, ensure_ascii=False) + "\n")
-        _write_atomic(paths[2], json.dumps(self.special_tokens_map, indent=2, ensure_ascii=False) + "\n")
+        atomic_write_text(paths[0], "".join(t + "\n" for t in tokens))
+        atomic_write_json(paths[1], config)
+        atomic_write_json(paths[2], self.special_tokens_map)
         return tuple(str(p) for p in paths)
 
     def save_vocabulary(self, save_directory: str | os.PathLike, filename_prefix: str | None = None) -> tuple[str]:
         name = (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILE
         path = Path(save_directory) / name
-        _write_atomic(path, "".join(self.ids_to_tokens[i] + "\n" for i in sorted(self.ids_to_tokens)))
+        atomic_write_text(path, "".join(self.ids_to_tokens[i] + "\n" for i in sorted(self.ids_to_tokens)))
         return (str(path),)
 
     # ------------------------------------------------------------------ special tokens
@@ -927,21 +930,6 @@ def clean_up_tokenization(text: str) -> str:
             .replace(" 've", "'ve").replace(" 're", "'re"))
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def _resolve(name: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
     """A local folder/file, or a model id found in the Hugging Face hub cache (or ``cache_dir``)."""
     path = Path(name).expanduser()
@@ -963,3 +951,17 @@ def _resolve(name: str | os.PathLike, cache_dir: str | os.PathLike | None = None
                 return found[-1]
     raise FileNotFoundError(f"no tokenizer found at {name!r}: not a local folder or file, and not in the "
                             "Hugging Face cache (bertkit never downloads)")
+
+
+def load_tokenizer(vocab: str | os.PathLike, lower_case: bool | None = None) -> BertTokenizer:
+    """A :class:`BertTokenizer` for a vocab.txt or a folder holding one (and tokenizer_config.json).
+
+    ``lower_case`` overrides the saved (or default) ``do_lower_case`` when given.
+    """
+    path = Path(vocab)
+    kwargs = {} if lower_case is None else {"do_lower_case": lower_case}
+    if path.is_dir():
+        return BertTokenizer.from_pretrained(str(path), **kwargs)
+    if not path.is_file():
+        raise FileNotFoundError(f"vocabulary file not found: {path}")
+    return BertTokenizer(str(path), **kwargs)

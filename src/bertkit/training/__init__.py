@@ -1,13 +1,27 @@
-"""One Trainer for pretraining and fine-tuning (see :mod:`bertkit.training.trainer`)."""
+"""One Trainer for pretraining and fine-tuning (see :mod:`bertkit.training.trainer`).
 
+- :mod:`~bertkit.training.trainer`: the loop (steps, logging, evaluation, early stopping, DDP).
+- :mod:`~bertkit.training.checkpointing`: checkpoint files, retention, best and final model.
+- :mod:`~bertkit.training.plots`: metrics.png.
+- :mod:`~bertkit.training.pretraining`: the MLM (+ NSP) pretraining recipe.
+"""
+
+from bertkit.training.checkpointing import latest_checkpoint
+from bertkit.training.plots import plot_metrics
+from bertkit.training.pretraining import (
+    PretrainingArguments,
+    build_pretraining,
+    evaluate_pretraining,
+    mlm_nsp_loss,
+    pretrain,
+)
 from bertkit.training.trainer import (
     NonFiniteLossError,
     RandomBatchSampler,
     Trainer,
     TrainingConfig,
     TrainResult,
-    latest_checkpoint,
-    plot_metrics,
+    model_loss,
     set_seed,
 )
 
@@ -18,6 +32,12 @@ __all__ = [
     "RandomBatchSampler",
     "NonFiniteLossError",
     "latest_checkpoint",
+    "model_loss",
     "plot_metrics",
     "set_seed",
+    "PretrainingArguments",
+    "pretrain",
+    "build_pretraining",
+    "evaluate_pretraining",
+    "mlm_nsp_loss",
 ]

@@ -7,18 +7,15 @@ Example::
         --eval-every 200 --save-every 500 --output runs/mini
 
 Under ``torchrun --nproc_per_node=N -m bertkit pretrain ...`` it runs DistributedDataParallel.
+The recipe itself is :func:`bertkit.training.pretraining.pretrain`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
-from pathlib import Path
-from typing import Any
 
-__all__ = ["add_arguments", "run", "build_pretraining", "mlm_nsp_loss", "evaluate_pretraining"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -69,194 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tr.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
 
 
-def _token_weight(labels: Any) -> Any:
-    """Under DDP, this rank's share of the masked tokens x world size (1.0 otherwise).
-
-    DDP averages gradients of per-rank mean losses; scaling each rank's MLM mean by this weight
-    makes the result the mean over all masked tokens of the global batch, exactly what one process
-    with the whole batch computes.
-    """
-    import torch
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return 1.0
-    n = (labels != -100).sum().to(torch.float32)
-    total = n.detach().clone()
-    dist.all_reduce(total)
-    return n * dist.get_world_size() / total.clamp_min(1.0)
-
-
-def mlm_nsp_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Sparse-MLM forward; returns (loss to optimise, {mlm_loss, nsp_loss})."""
-    import torch.nn.functional as F
-
-    out = model(**batch, sparse_mlm=True)
-    nsp_logits = out.seq_relationship_logits
-    labels = batch["labels"]
-    weight = _token_weight(labels)
-    if "next_sentence_label" in batch:
-        nsp_loss = F.cross_entropy(nsp_logits.float(), batch["next_sentence_label"])
-        mlm_loss = out.loss - nsp_loss  # the model's loss is mlm + nsp
-        loss = out.loss if isinstance(weight, float) else mlm_loss * weight + nsp_loss
-        return loss, {"mlm_loss": mlm_loss, "nsp_loss": nsp_loss}
-    mlm_loss = F.cross_entropy(out.prediction_logits.float(), labels[labels != -100])
-    # Touch the unused NSP head so DDP sees a gradient (zero) for every parameter.
-    return mlm_loss * weight + 0.0 * nsp_logits.sum(), {"mlm_loss": mlm_loss}
-
-
-def evaluate_pretraining(model: Any, dataset: Any, collate: Any, batch_size: int = 64,
-                         device: Any = None, amp_dtype: Any = None) -> dict[str, float]:
-    """Held-out MLM accuracy, MLM loss, perplexity and (when labelled) NSP accuracy."""
-    import contextlib
-
-    import torch
-    import torch.nn.functional as F
-
-    device = device or next(model.parameters()).device
-    correct = total = 0
-    loss_sum = 0.0
-    nsp_correct = nsp_total = 0
-    for start in range(0, len(dataset), batch_size):
-        batch = collate([dataset[i] for i in range(start, min(len(dataset), start + batch_size))])
-        batch = {k: v.to(device) for k, v in batch.items()}
-        ctx = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-        with ctx:
-            out = model(**batch, sparse_mlm=True)
-        labels = batch["labels"][batch["labels"] != -100]
-        logits = out.prediction_logits.float()
-        loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
-        correct += int((logits.argmax(-1) == labels).sum())
-        total += int(labels.numel())
-        if "next_sentence_label" in batch:
-            nsp_correct += int((out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum())
-            nsp_total += int(batch["next_sentence_label"].numel())
-    metrics = {"mlm_accuracy": correct / max(total, 1), "mlm_loss": loss_sum / max(total, 1)}
-    metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
-    if nsp_total:
-        metrics["nsp_accuracy"] = nsp_correct / nsp_total
-    return metrics
-
-
-def build_pretraining(args: argparse.Namespace) -> dict[str, Any]:
-    """Model, tokenizer, datasets and collators from CLI arguments (shared with the benchmark)."""
-    import numpy as np
-
-    from bertkit.data import (
-        MaskingCollator,
-        PretrainingDataset,
-        ShardedCorpus,
-        create_nsp_instances,
-        create_single_segment_instances,
-        load_vocab,
-        split_documents,
-    )
-    from bertkit.data.prepare_cli import ensure_prepared, load_tokenizer
-    from bertkit.modeling import BertConfig, BertForPreTraining
-
-    if not args.vocab and not args.model:
-        raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
-    if bool(args.corpus) == bool(args.data):
-        raise ValueError("give exactly one of --corpus FILE... or --data DIR")
-    if args.seq_len < 8:
-        raise ValueError(f"--seq-len must be at least 8, got {args.seq_len}")
-    vocab_path = Path(args.vocab) if args.vocab else Path(args.model) / "vocab.txt"
-    vocab = load_vocab(vocab_path)
-    tokenizer = load_tokenizer(vocab_path, args.lower_case)
-
-    if args.model:
-        config = BertConfig.from_pretrained(args.model)
-    else:
-        config = BertConfig.from_preset(args.config, vocab_size=len(vocab))
-    if args.dropout is not None:
-        config.hidden_dropout_prob = args.dropout
-        config.attention_probs_dropout_prob = args.dropout
-    if config.vocab_size != len(vocab):
-        raise ValueError(f"vocabulary {vocab_path} has {len(vocab)} tokens but the model's vocab_size "
-                         f"is {config.vocab_size}; they must match")
-    if args.seq_len > config.max_position_embeddings:
-        raise ValueError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
-                         f"({config.max_position_embeddings})")
-
-    if args.data:
-        data_dir = Path(args.data)
-    else:
-        data_dir = ensure_prepared(args.corpus, vocab_path, args.format, args.lower_case,
-                                   progress=args.progress, cache_dir=args.cache_dir)
-    corpus = ShardedCorpus(data_dir)
-    if corpus.vocab_size != len(vocab):
-        raise ValueError(f"prepared data {data_dir} was tokenized with a {corpus.vocab_size}-token "
-                         f"vocabulary but {vocab_path} has {len(vocab)} tokens")
-    train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
-    if args.no_nsp:
-        train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
-        eval_inst = create_single_segment_instances(corpus, eval_docs, args.seq_len)
-    else:
-        train_inst = create_nsp_instances(corpus, train_docs, args.seq_len, args.short_seq_prob, seed=args.seed)
-        # Held-out B segments come from held-out documents only.
-        eval_inst = create_nsp_instances(corpus, eval_docs, args.seq_len, args.short_seq_prob,
-                                         seed=args.seed + 1) if len(eval_docs) else np.zeros((0, 5), np.int64)
-    if len(train_inst) == 0:
-        raise ValueError(f"no training instances could be built from {data_dir}")
-    if len(eval_inst) > args.eval_instances:
-        keep = np.sort(np.random.default_rng(args.seed).choice(len(eval_inst), args.eval_instances, replace=False))
-        eval_inst = eval_inst[keep]
-    cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
-    train_ds = PretrainingDataset(corpus, train_inst, cls_id, sep_id, seed=args.seed)
-    eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919)
-    collate = MaskingCollator(vocab, mask_prob=args.mask_prob, whole_word_masking=args.whole_word_masking,
-                              seed=args.seed)
-    from bertkit.training.trainer import set_seed
-
-    set_seed(args.seed)  # the initial weights depend on --seed only
-    model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
-        else BertForPreTraining(config)
-    return {"model": model, "config": config, "tokenizer": tokenizer, "vocab": vocab,
-            "train_dataset": train_ds, "eval_dataset": eval_ds, "collate": collate,
-            "corpus": corpus, "data_dir": data_dir}
-
-
 def run(args: argparse.Namespace) -> int:
-    import torch
+    from bertkit.training import NonFiniteLossError
+    from bertkit.training.pretraining import PretrainingArguments, pretrain
 
-    from bertkit.training import NonFiniteLossError, Trainer, TrainingConfig
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    parts = build_pretraining(args)
-    cfg = TrainingConfig(
-        output_dir=args.output, max_steps=args.max_steps, max_time_minutes=args.max_minutes, batch_size=args.batch_size,
-        grad_accum_steps=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
-        warmup_steps=args.warmup_steps, warmup_ratio=args.warmup_ratio,
-        max_grad_norm=args.max_grad_norm or None, precision=args.precision, seed=args.seed,
-        log_every=args.log_every, eval_every=args.eval_every or None, save_every=args.save_every or None,
-        keep_last=args.keep_last, resume=args.resume, progress=args.progress, run_name="pretrain",
-    )
-    eval_ds, collate = parts["eval_dataset"], parts["collate"]
-    trainer: Trainer | None = None
-
-    def evaluate(model: Any) -> dict[str, float]:
-        if len(eval_ds) == 0:
-            return {}
-        return evaluate_pretraining(model, eval_ds, collate, device=trainer.device, amp_dtype=trainer.amp_dtype)
-
-    trainer = Trainer(parts["model"], cfg, parts["train_dataset"], collate_fn=collate,
-                      evaluate=evaluate, loss_fn=mlm_nsp_loss, tokenizer=parts["tokenizer"])
-    if trainer.is_main:
-        n_params = sum(p.numel() for p in parts["model"].parameters())
-        print(f"pretrain: {len(parts['train_dataset']):,} training / {len(eval_ds):,} held-out instances "
-              f"from {parts['data_dir']}; {n_params:,} parameters; precision {trainer.precision}; "
-              f"{trainer.world_size} process(es)", file=sys.stderr)
     try:
-        result = trainer.train()
+        pretrain(PretrainingArguments.from_namespace(args))
     except NonFiniteLossError as e:
         print(f"bertkit pretrain: error: {e}", file=sys.stderr)
         return 3
-    if trainer.is_main:
-        summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
-        print(json.dumps(summary))
-    if trainer.distributed:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
     return 0

@@ -21,9 +21,13 @@ batch ``i`` goes to rank ``i % world_size``, so each rank reads its own part of 
 global batch is ``world_size x batch_size x grad_accum_steps``. ``set_epoch`` is also called on the
 dataset and on the collate_fn when they define it (dynamic masking uses it).
 
-Loss: by default ``model(**batch)`` must return an object (or dict) with ``.loss``. A
-``loss_fn(model, batch) -> (loss, {name: scalar tensor or float})`` hook replaces that; the extra
-scalars (e.g. ``mlm_loss``, ``nsp_loss``) are averaged over the log interval and logged.
+Loss: the Trainer never knows what it optimises. ``loss_fn(model, batch) -> (loss, logs)`` is
+called on every micro-batch, under autocast, with the (DDP-wrapped) model; ``loss`` is a scalar
+tensor to minimise and ``logs`` a ``{name: scalar tensor or float}`` dict whose entries are
+averaged over the log interval and written next to ``loss`` (e.g. ``mlm_loss``, ``nsp_loss``).
+The default, :func:`model_loss`, returns ``model(**batch).loss`` and no logs. Pretraining passes
+:func:`bertkit.training.pretraining.mlm_nsp_loss`; a distillation or causal-LM recipe passes its
+own function (a teacher model can live in its closure) without any change here.
 
 Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``; ``max_time_minutes`` also stops
 the run after that much training wall time (evaluation and checkpointing excluded; counted across
@@ -41,8 +45,8 @@ Outputs in ``output_dir``: ``metrics.jsonl`` (one JSON object per logged step: s
 extra loss terms, lr, tokens_per_sec = tokens of the padded batches per second of wall time,
 data loading included, of all ranks together; losses are averaged over ranks under DDP;
 train_seconds; eval rows carry ``eval_*`` keys), ``metrics.png`` (curves, drawn at the
-end), ``checkpoints/step-NNNNNNN/`` every ``save_every`` steps (written to a temporary folder, then
-renamed; the last ``keep_last`` kept) and, at the end, the model itself via
+end, :mod:`bertkit.training.plots`), ``checkpoints/step-NNNNNNN/`` every ``save_every`` steps
+(:mod:`bertkit.training.checkpointing`: each published in one rename; the last ``keep_last`` kept) and, at the end, the model itself via
 ``model.save_pretrained(output_dir)`` (plus ``tokenizer.save_pretrained``) or ``save_model(model,
 dir)``. ``resume=True`` restores model, optimizer, scheduler, scaler, RNG states and the data
 position from the newest complete checkpoint. A NaN/inf loss raises :class:`NonFiniteLossError`
@@ -62,8 +66,6 @@ import json
 import math
 import os
 import random
-import re
-import shutil
 import sys
 import time
 import warnings
@@ -75,6 +77,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertkit.training import checkpointing as ckpt_io
+from bertkit.training.checkpointing import latest_checkpoint
+from bertkit.training.plots import plot_metrics
+
 __all__ = [
     "TrainingConfig",
     "Trainer",
@@ -82,12 +88,12 @@ __all__ = [
     "RandomBatchSampler",
     "NonFiniteLossError",
     "set_seed",
+    "model_loss",
     "latest_checkpoint",
     "plot_metrics",
 ]
 
-_CKPT_RE = re.compile(r"^step-(\d+)$")
-STATE_FILE = "trainer_state.pt"
+LossFn = Callable[[nn.Module, Any], "tuple[torch.Tensor, dict[str, Any]]"]
 
 
 class NonFiniteLossError(RuntimeError):
@@ -192,31 +198,6 @@ def set_seed(seed: int) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
-def _rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
-    """Newest complete ``checkpoints/step-N`` folder (temporary folders are ignored)."""
-    root = Path(output_dir) / "checkpoints"
-    if not root.is_dir():
-        return None
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if (m := _CKPT_RE.match(p.name)) and (p / STATE_FILE).is_file()]
-    return max(found)[1] if found else None
-
-
 def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """No weight decay on biases and LayerNorm (and other norm) weights, as in BERT."""
     decay, no_decay = [], []
@@ -266,10 +247,13 @@ def _batch_tokens(batch: Any) -> int:
     return 0
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def model_loss(model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The default ``loss_fn``: the ``.loss`` (or ``["loss"]``) of ``model(**batch)``, no extra logs."""
+    out = model(**batch) if isinstance(batch, dict) else model(*batch)
+    loss = out["loss"] if isinstance(out, dict) else getattr(out, "loss", None)
+    if loss is None:
+        raise ValueError("model output has no .loss; pass labels in the batch or give a loss_fn")
+    return loss, {}
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -288,7 +272,7 @@ class Trainer:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         batch_sampler: Iterable[list[int]] | None = None,
         evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
-        loss_fn: Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, Any]]] | None = None,
+        loss_fn: LossFn | None = None,
         tokenizer: Any = None,
         save_model: Callable[[nn.Module, Path], None] | None = None,
         optimizer: torch.optim.Optimizer | None = None,
@@ -297,7 +281,7 @@ class Trainer:
         self.dataset = train_dataset
         self.collate_fn = collate_fn or (lambda items: torch.utils.data.default_collate(items))
         self.evaluate_fn = evaluate
-        self.loss_fn = loss_fn
+        self.loss_fn: LossFn = loss_fn or model_loss
         self.tokenizer = tokenizer
         self.save_model_fn = save_model
         self.output_dir = Path(config.output_dir)
@@ -396,15 +380,6 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
-    def _compute_loss(self, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
-        if self.loss_fn is not None:
-            return self.loss_fn(self.model, batch)
-        out = self.model(**batch) if isinstance(batch, dict) else self.model(*batch)
-        loss = out["loss"] if isinstance(out, dict) else getattr(out, "loss", None)
-        if loss is None:
-            raise ValueError("model output has no .loss; pass labels in the batch or give a loss_fn")
-        return loss, {}
-
     def _out_of_time(self) -> bool:
         """max_time_minutes reached; under DDP decided by all ranks together (else one would hang)."""
         out = self._elapsed() > 60.0 * self.config.max_time_minutes
@@ -430,61 +405,25 @@ class Trainer:
             f.write(json.dumps(row) + "\n")
 
     # ------------------------------------------------------------------ checkpoints
-    def _save_model_to(self, directory: Path) -> None:
-        model = self.raw_model
-        if self.save_model_fn is not None:
-            self.save_model_fn(model, directory)
-        elif hasattr(model, "save_pretrained"):
-            model.save_pretrained(str(directory))
-        else:
-            from safetensors.torch import save_file
+    def _write_model(self, directory: Path) -> None:
+        ckpt_io.save_model(self.raw_model, directory, self.tokenizer, self.save_model_fn)
 
-            state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-            # Tied weights share storage; safetensors refuses duplicates, keep one name.
-            seen: dict[int, str] = {}
-            unique = {}
-            for k, v in state.items():
-                key = v.untyped_storage().data_ptr()
-                if key in seen and v.data_ptr() == state[seen[key]].data_ptr():
-                    continue
-                seen[key] = k
-                unique[k] = v
-            save_file(unique, str(directory / "model.safetensors"))
-        if self.tokenizer is not None and hasattr(self.tokenizer, "save_pretrained") \
-                and not (directory / "vocab.txt").exists():
-            self.tokenizer.save_pretrained(str(directory))
+    def _gather_rng(self) -> list[dict[str, Any]]:
+        """Every rank's RNG state, on rank 0 (the other ranks get an empty list)."""
+        state = ckpt_io.rng_state()
+        if not self.distributed:
+            return [state]
+        import torch.distributed as dist
 
-    def _load_model_from(self, directory: Path) -> None:
-        from safetensors.torch import load_file
-
-        files = sorted(directory.glob("*.safetensors"))
-        if not files:
-            raise FileNotFoundError(f"no *.safetensors in checkpoint {directory}")
-        state: dict[str, torch.Tensor] = {}
-        for f in files:
-            state.update(load_file(str(f)))
-        missing, unexpected = self.raw_model.load_state_dict(state, strict=False)
-        # Tied weights may be stored once; anything else missing is an error.
-        tied = {k for k in missing if "decoder" in k or "word_embeddings" in k}
-        if set(missing) - tied or unexpected:
-            raise ValueError(f"checkpoint {directory} does not match the model: missing "
-                             f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+        states: list[Any] = [None] * self.world_size
+        dist.all_gather_object(states, state)
+        return states if self.is_main else []
 
     def save_checkpoint(self) -> Path | None:
-        """Write ``checkpoints/step-N`` atomically (temp folder, then rename); prune old ones."""
-        root = self.output_dir / "checkpoints"
-        final = root / f"step-{self.step:07d}"
-        tmp = root / f".tmp-step-{self.step:07d}"
+        """Publish ``checkpoints/step-N`` (rank 0 writes every rank's RNG state); prune old ones."""
+        rng_states = self._gather_rng()
+        final = None
         if self.is_main:
-            root.mkdir(parents=True, exist_ok=True)
-            if tmp.exists():
-                shutil.rmtree(tmp)
-            tmp.mkdir()
-        self._barrier()
-        torch.save(_rng_state(), tmp / f"rng_rank{self.rank}.pt")
-        self._barrier()
-        if self.is_main:
-            self._save_model_to(tmp)
             state = {
                 "step": self.step,
                 "epoch": self.epoch,
@@ -499,27 +438,18 @@ class Trainer:
                 "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                 "config": dataclasses.asdict(self.config),
             }
-            torch.save(state, tmp / STATE_FILE)
-            with contextlib.suppress(OSError):  # make the contents durable before the rename
-                fd = os.open(tmp, os.O_RDONLY)
-                os.fsync(fd)
-                os.close(fd)
-            if final.exists():
-                shutil.rmtree(final)
-            os.rename(tmp, final)
-            kept = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT_RE.match(p.name)))
-            for _, old in kept[:-max(1, self.config.keep_last)]:
-                shutil.rmtree(old, ignore_errors=True)
+            final = ckpt_io.write_checkpoint(self.output_dir, self.step, self._write_model, state, rng_states,
+                                             self.config.keep_last)
         self._barrier()
-        return final if self.is_main else None
+        return final
 
     def load_checkpoint(self, ckpt: Path) -> None:
         """Restore model, optimizer, scheduler, scaler, RNG and data position from ``ckpt``."""
-        state = torch.load(ckpt / STATE_FILE, map_location="cpu", weights_only=False)
+        state, rng = ckpt_io.read_checkpoint(ckpt, self.rank)
         if state.get("world_size", 1) != self.world_size:
             raise ValueError(f"checkpoint {ckpt} was written with {state.get('world_size')} processes, "
                              f"this run has {self.world_size}; resume with the same world size")
-        self._load_model_from(ckpt)
+        ckpt_io.load_model_weights(self.raw_model, ckpt)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state.get("scaler"):
@@ -531,9 +461,8 @@ class Trainer:
         self.best_step = state["best_step"]
         self.bad_evals = state["bad_evals"]
         self.train_seconds = float(state.get("train_seconds", 0.0))
-        rng_file = ckpt / f"rng_rank{self.rank}.pt"
-        if rng_file.exists():
-            _set_rng_state(torch.load(rng_file, map_location="cpu", weights_only=False))
+        if rng is not None:
+            ckpt_io.set_rng_state(rng)
 
     def _prepare_output(self) -> None:
         """Resume from the newest checkpoint, or start a fresh metrics log."""
@@ -541,10 +470,7 @@ class Trainer:
         ckpt = latest_checkpoint(self.output_dir) if cfg.resume else None
         if self.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
-            root = self.output_dir / "checkpoints"
-            if root.is_dir():  # leftovers of a run killed while writing a checkpoint
-                for p in root.glob(".tmp-step-*"):
-                    shutil.rmtree(p, ignore_errors=True)
+            ckpt_io.remove_leftovers(self.output_dir)
         self._barrier()
         metrics = self.output_dir / "metrics.jsonl"
         if ckpt is None:
@@ -557,11 +483,7 @@ class Trainer:
         self.load_checkpoint(ckpt)
         if self.is_main:
             print(f"resumed from {ckpt} (step {self.step})", file=sys.stderr)
-            if metrics.exists():
-                # Rows logged after the checkpoint are replayed by this run: drop them.
-                kept = [line for line in metrics.read_text(encoding="utf-8").splitlines()
-                        if line.strip() and json.loads(line).get("step", 0) <= self.step]
-                _atomic_write_text(metrics, "".join(line + "\n" for line in kept))
+            ckpt_io.truncate_metrics(metrics, self.step)
 
     # ------------------------------------------------------------------ evaluation
     def run_evaluation(self) -> dict[str, float]:
@@ -605,18 +527,8 @@ class Trainer:
         return metrics
 
     def _save_best(self) -> None:
-        best = self.output_dir / "best"
-        tmp = self.output_dir / ".tmp-best"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        self._save_model_to(tmp)
-        _atomic_write_text(tmp / "best.json", json.dumps({"step": self.step, self.config.best_metric: self.best_metric}))
-        old = self.output_dir / ".old-best"
-        if best.exists():
-            os.rename(best, old)
-        os.rename(tmp, best)
-        shutil.rmtree(old, ignore_errors=True)
+        ckpt_io.write_best(self.output_dir, self._write_model,
+                           {"step": self.step, self.config.best_metric: self.best_metric})
 
     # ------------------------------------------------------------------ training
     def _epoch_batches(self) -> list[list[int]]:
@@ -687,7 +599,7 @@ class Trainer:
                     ctx = contextlib.nullcontext() if sync else self.model.no_sync()
                     with ctx:
                         with self._autocast():
-                            loss, extra = self._compute_loss(batch)
+                            loss, extra = self.loss_fn(self.model, batch)
                         if not torch.isfinite(loss.detach()).all():
                             raise NonFiniteLossError(
                                 f"loss is {loss.item()} at step {self.step + 1} (epoch {self.epoch}); "
@@ -773,51 +685,4 @@ class Trainer:
 
     def save_final(self) -> None:
         """Write the trained model into ``output_dir`` itself (atomically, file by file)."""
-        tmp = self.output_dir / ".tmp-final"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        self._save_model_to(tmp)
-        for f in tmp.iterdir():
-            os.replace(f, self.output_dir / f.name)
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
-    """Draw loss terms, lr, throughput and eval metrics from a metrics.jsonl into one PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in Path(jsonl).read_text(encoding="utf-8").splitlines() if line.strip()]
-    train = [r for r in rows if "loss" in r]
-    evals = [r for r in rows if any(k.startswith("eval_") for k in r)]
-    loss_keys = sorted({k for r in train for k in r if k == "loss" or k.endswith("_loss")})
-    eval_keys = sorted({k for r in evals for k in r if k.startswith("eval_")})
-    unit = [k for k in eval_keys if all(0.0 <= r[k] <= 1.0 for r in evals if r.get(k) is not None)]
-    other = [k for k in eval_keys if k not in unit]
-    panels = [("training loss", loss_keys, train), ("learning rate", ["lr"], train)]
-    if unit:
-        panels.append(("evaluation", unit, evals))
-    if other:
-        panels.append(("evaluation (log scale)", other, evals))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4))
-    for ax, (title, keys, data) in zip(np.atleast_1d(axes), panels):
-        if "log scale" in title:
-            ax.set_yscale("log")
-        for k in keys:
-            pts = [(r["step"], r[k]) for r in data if k in r and r[k] is not None]
-            if pts:
-                ax.plot(*zip(*pts), label=k, marker="o" if title == "evaluation" and len(pts) < 30 else None)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        if keys:
-            ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = Path(png).with_name(f".{Path(png).name}.tmp{os.getpid()}.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, png)
-    return Path(png)
+        ckpt_io.write_final(self.output_dir, self._write_model)

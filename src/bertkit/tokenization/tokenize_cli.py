@@ -16,13 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from .tokenizer import load_tokenizer
 
-    from .tokenizer import BertTokenizer
-
-    kwargs = {"do_lower_case": False} if args.cased else {}
-    path = Path(args.vocab)
-    tok = BertTokenizer.from_pretrained(path, **kwargs) if path.is_dir() else BertTokenizer(path, **kwargs)
+    tok = load_tokenizer(args.vocab, lower_case=False if args.cased else None)
     text = " ".join(args.text)
     enc = tok(text, args.pair, add_special_tokens=not args.no_special)
     tokens = enc.tokens()

@@ -245,11 +245,9 @@ class WordPieceTrainer:
         """Write the vocabulary, one token per line, atomically."""
         if not self.vocab:
             raise ValueError("nothing to save: call train() first")
-        from .tokenizer import _write_atomic
+        from .._io import atomic_write_text
 
-        path = Path(path)
-        _write_atomic(path, "".join(t + "\n" for t in self.vocab))
-        return path
+        return atomic_write_text(Path(path), "".join(t + "\n" for t in self.vocab))
 
     def tokenizer(self, **kwargs):
         """A :class:`BertTokenizer` over the learned vocabulary (same normalization)."""

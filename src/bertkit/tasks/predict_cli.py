@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from .cli_evaluate import _overrides
-from .cli_finetune import add_data_options
+from .evaluate_cli import _overrides
+from .finetune_cli import add_data_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from .cli_finetune import add_data_options
+from .finetune_cli import add_data_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     for k, v in metrics.items():
         print(f"{k}\t{v:.4f}")
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(metrics, f, indent=2)
+        from bertkit._io import atomic_write_json
+
+        atomic_write_json(args.output, metrics)
     return 0

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .trainer import DEFAULT_SPECIAL_TOKENS, WordPieceTrainer
+    from .vocab_trainer import DEFAULT_SPECIAL_TOKENS, WordPieceTrainer
 
     t0 = time.perf_counter()
     trainer = WordPieceTrainer(vocab_size=args.vocab_size, min_frequency=args.min_frequency,
