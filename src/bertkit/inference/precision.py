@@ -4,8 +4,8 @@
 
 - ``"auto"`` picks bf16 where the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else fp32;
 - ``"bf16"`` casts every parameter to bfloat16 (outputs are cast back to float32 by the callers);
-- ``"int8"`` applies dynamic quantization to the Linear layers only: embeddings and LayerNorm keep
-  float32, activations are quantized per batch at run time;
+- ``"int8"`` applies dynamic quantization to the Linear layers only (int8 weights with one scale per
+  output row): embeddings and LayerNorm keep float32, activations are quantized per batch at run time;
 - every BERT self-attention gets its query/key/value weights concatenated once, so inference runs one
   GEMM without re-building the (3H, H) matrix on every call (training ignores the cache).
 """
@@ -54,11 +54,12 @@ def inference_dtype(model: nn.Module) -> str:
 
 
 def _quantize(module: nn.Module) -> nn.Module:
-    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     with warnings.catch_warnings():  # torch marks eager quantization deprecated; it is still its CPU int8 path
         warnings.simplefilter("ignore")
-        return quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8, inplace=True)
+        # one scale per output row: per-tensor scales lose too much on rows with small weights
+        return quantize_dynamic(module, {nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
 
 
 def _fuse_qkv(model: nn.Module, quantize: bool) -> None:
