@@ -94,8 +94,8 @@ class Pipeline:
         return inference_dtype(self.model)
 
     def _run(self, features: Sequence[dict], outputs: Sequence[str] = ("logits",), postprocess: Any = None,
-             ) -> list[dict[str, np.ndarray]]:
-        return run_batched(self.model, features, self.batch_size, outputs=outputs,
+             batch_size: int | None = None) -> list[dict[str, np.ndarray]]:
+        return run_batched(self.model, features, batch_size or self.batch_size, outputs=outputs,
                            max_batch_tokens=self.max_batch_tokens, postprocess=postprocess)
 
     def _features(self, enc: Any, n: int) -> list[dict]:
@@ -398,9 +398,9 @@ class FeatureExtractionPipeline(Pipeline):
             vec = torch.nn.functional.normalize(vec, dim=-1)
         return {"embedding": vec}
 
-    def forward_features(self, features: Sequence[dict]) -> np.ndarray:
+    def forward_features(self, features: Sequence[dict], batch_size: int | None = None) -> np.ndarray:
         """Sentence vectors (len(features), hidden) as float32, in input order."""
-        res = self._run(features, postprocess=self._pool)
+        res = self._run(features, postprocess=self._pool, batch_size=batch_size)
         if not res:
             return np.zeros((0, self.model.config.hidden_size), np.float32)
         return np.stack([r["embedding"] for r in res])
@@ -408,16 +408,14 @@ class FeatureExtractionPipeline(Pipeline):
     def __call__(self, inputs: str | Sequence[str], max_length: int | None = None, batch_size: int | None = None,
                  return_tensors: bool = False):
         texts, batched = _batched(inputs)
-        if batch_size:
-            self.batch_size = batch_size
         feats = self.encode_features(texts, max_length)
         if self.sentence:
-            vecs = torch.from_numpy(self.forward_features(feats))
+            vecs = torch.from_numpy(self.forward_features(feats, batch_size))
             if return_tensors:
                 return vecs if batched else vecs[0]
             outs = vecs.tolist()
             return outs if batched else outs[0]
-        res = self._run(feats, outputs=("last_hidden_state",))
+        res = self._run(feats, outputs=("last_hidden_state",), batch_size=batch_size)
         outs = [torch.from_numpy(r["last_hidden_state"]).unsqueeze(0) if return_tensors
                 else [r["last_hidden_state"].tolist()] for r in res]
         return outs if batched else outs[0]
