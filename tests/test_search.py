@@ -64,7 +64,8 @@ def test_index_resumes_after_kill_and_search_cli(tmp_path, capsys):
     build_index(asset_path("minilm"), corpus, out, dtype="fp32", chunk_size=64, progress=False)
     assert not work.exists()
     index = load_index(out)
-    assert len(index) == 400 and index.meta["dim"] == 384 and index.vectors.dtype == np.float16
+    assert len(index) == 400 and index.meta["dim"] == 384 and index.meta["vector_dtype"] == "float16"
+    assert np.load(out / "vectors.npy").dtype == np.float16
     np.testing.assert_allclose(index.vectors[:64].astype(np.float32), -first.astype(np.float32), atol=1e-3)
     with pytest.raises(FileExistsError, match="never overwritten"):
         build_index(asset_path("minilm"), corpus, out, progress=False)
