@@ -133,7 +133,7 @@ def test_search_endpoint_finds_the_sentence(minilm_server):
 
 @pytest.mark.slow
 def test_classifier_folder_predict_embed_backpressure_and_drain(polarity_clf):
-    texts = _sentences(6)
+    texts = _sentences(4)
     offline = pipeline("text-classification", model=polarity_clf, dtype="fp32")(texts, top_k=None)
     args = ["--dtype", "fp32", "--max-queue", "2", "--max-batch-size", "4", "--max-wait-ms", "1"]
     with server_process(polarity_clf, args) as srv:
