@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit import _args as A
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="folder of a masked-LM checkpoint (config, weights, vocab.txt)")
     p.add_argument("text", nargs="+", help="text(s) containing [MASK]")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=A.positive_int, default=5,
+                   help="candidates per [MASK] (default: 5)")
     p.add_argument("--dtype", default="fp32", choices=("auto", "fp32", "bf16", "int8"),
                    help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)")
 
@@ -16,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .pipelines import pipeline
 
-    fill = pipeline("fill-mask", model=args.model, dtype=args.dtype)
+    fill = pipeline("fill-mask", model=args.model, dtype=args.dtype)  # checks the vocab fits the model
     for text in args.text:
         print(text)
         res = fill(text, top_k=args.top_k)

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit import _args as A
 from bertkit.inference import DTYPES
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return v
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,7 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--index", required=True, help="folder made by `bertkit index`")
     p.add_argument("query", nargs="+", help="query text(s)")
-    p.add_argument("--top-k", type=_positive, default=10)
+    p.add_argument("--top-k", type=A.positive_int, default=10)
     p.add_argument("--backend", default="exact", choices=BACKENDS)
     p.add_argument("--model", default=None, help="embedding model (default: the one the index was built with)")
     p.add_argument("--dtype", default="auto", choices=DTYPES)
