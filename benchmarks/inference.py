@@ -26,7 +26,13 @@ import time
 import torch
 
 from bertkit.assets import asset_path
-from bertkit.inference import cpu_flags, describe_cpu, prepare_for_inference, resolve_dtype, try_compile
+from bertkit.inference import (
+    cpu_flags,
+    describe_cpu,
+    prepare_for_inference,
+    resolve_dtype,
+    try_compile,
+)
 from bertkit.modeling import BertModel
 from bertkit.pipelines import pipeline
 
@@ -37,7 +43,7 @@ def load(split: str, n: int | None = None) -> list[dict]:
     return rows[:n] if n else rows
 
 
-def timed(fn) -> float:  # noqa: ANN001
+def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0

@@ -28,8 +28,10 @@ from bertkit.search import build_faiss, top_k_exact
 
 
 def corpus_sentences() -> list[str]:
-    texts = [json.loads(line)["text"] for line in open(asset_path("bbcnews-train"), encoding="utf-8")]
-    texts += open(asset_path("wiki"), encoding="utf-8").read().split("\n\n")
+    with open(asset_path("bbcnews-train"), encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    with open(asset_path("wiki"), encoding="utf-8") as f:
+        texts += f.read().split("\n\n")
     out = []
     for t in texts:
         for s in re.split(r"(?<=[.!?])\s+", t.replace("\n", " ")):
@@ -38,7 +40,7 @@ def corpus_sentences() -> list[str]:
     return out
 
 
-def qps(fn, queries: np.ndarray) -> tuple[float, np.ndarray]:  # noqa: ANN001
+def qps(fn, queries: np.ndarray) -> tuple[float, np.ndarray]:
     t0 = time.perf_counter()
     ids = np.stack([fn(q[None])[0] for q in queries])
     return len(queries) / (time.perf_counter() - t0), ids

@@ -8,7 +8,7 @@ if "BERTKIT_ASSETS" not in os.environ and _REPO_ASSETS.is_dir():
     os.environ["BERTKIT_ASSETS"] = str(_REPO_ASSETS)
 
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="session")

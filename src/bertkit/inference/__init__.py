@@ -6,9 +6,23 @@
     model = prepare_for_inference(BertModel.from_pretrained(folder), dtype="auto")  # bf16 on AMX / AVX-512 BF16
 """
 
-from .batching import MODEL_INPUTS, first_subtokens, length_batches, merge_windows, run_batched, softmax, word_windows
+from .batching import (
+    MODEL_INPUTS,
+    first_subtokens,
+    length_batches,
+    merge_windows,
+    run_batched,
+    softmax,
+    word_windows,
+)
 from .cpu import cpu_flags, describe_cpu, has_fast_bf16
-from .precision import DTYPES, inference_dtype, prepare_for_inference, resolve_dtype, try_compile
+from .precision import (
+    DTYPES,
+    inference_dtype,
+    prepare_for_inference,
+    resolve_dtype,
+    try_compile,
+)
 
 __all__ = [
     "DTYPES",

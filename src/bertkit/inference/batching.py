@@ -3,13 +3,21 @@ post-processing helpers every head needs (softmax, and merging overlapping windo
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["softmax", "length_batches", "run_batched", "word_windows", "merge_windows", "first_subtokens",
-           "MODEL_INPUTS"]
+__all__ = [
+    "MODEL_INPUTS",
+    "first_subtokens",
+    "length_batches",
+    "merge_windows",
+    "run_batched",
+    "softmax",
+    "word_windows",
+]
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 

@@ -11,7 +11,7 @@ __all__ = ["FLAGS_OF_INTEREST", "cpu_flags", "describe_cpu", "has_fast_bf16"]
 FLAGS_OF_INTEREST = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read_flags(path: str) -> frozenset[str]:
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")

@@ -11,7 +11,7 @@ from torch import nn
 
 from bertkit._io import atomic_path
 
-__all__ = ["export_onnx", "ONNX_INPUTS"]
+__all__ = ["ONNX_INPUTS", "export_onnx"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class _OnnxWrapper(nn.Module):
         base._sdpa_mask = lambda am: (am != 0)[:, None, None, :]
         base._validate_inputs = lambda *a: None
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor):  # noqa: ANN201
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         return tuple(getattr(out, name) for name in self.outputs)
 

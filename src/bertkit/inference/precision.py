@@ -22,7 +22,7 @@ from torch import nn
 
 from .cpu import cpu_flags, has_fast_bf16
 
-__all__ = ["DTYPES", "resolve_dtype", "prepare_for_inference", "inference_dtype", "try_compile"]
+__all__ = ["DTYPES", "inference_dtype", "prepare_for_inference", "resolve_dtype", "try_compile"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +112,6 @@ def try_compile(model: nn.Module, example: dict[str, torch.Tensor] | None = None
             with torch.inference_mode():
                 compiled(**example)
         return compiled, time.perf_counter() - t0
-    except Exception as e:  # no C++ compiler, unsupported op...: eager is always correct
+    except Exception as e:  # noqa: BLE001 - no C++ compiler, an unsupported op...: eager is always correct
         logger.warning("torch.compile unavailable (%s: %s); running eagerly", type(e).__name__, e)
         return model, None

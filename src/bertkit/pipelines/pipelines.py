@@ -20,8 +20,9 @@ tokenized, sorted by length, forwarded in batches and returned in input order. `
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,14 +38,14 @@ from bertkit.inference import (
 )
 
 __all__ = [
-    "pipeline",
-    "Pipeline",
+    "SUPPORTED_TASKS",
+    "FeatureExtractionPipeline",
     "FillMaskPipeline",
+    "Pipeline",
+    "QuestionAnsweringPipeline",
     "TextClassificationPipeline",
     "TokenClassificationPipeline",
-    "QuestionAnsweringPipeline",
-    "FeatureExtractionPipeline",
-    "SUPPORTED_TASKS",
+    "pipeline",
     "register_pipeline",
 ]
 
@@ -59,7 +60,7 @@ class Pipeline:
 
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, dtype: str | None = None,
                  batch_size: int = 32, max_batch_tokens: int | None = 16384, **kwargs: Any) -> None:
-        import bertkit.modeling as modeling
+        from bertkit import modeling
 
         self.folder: Path | None = None
         if isinstance(model, (str, Path)):

@@ -52,7 +52,8 @@ def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "i
                 except ValueError as e:
                     raise ValueError(f"{path}:{n}: invalid JSON ({e})") from None
                 if not isinstance(obj, dict) or not isinstance(obj.get(text_column), str):
-                    raise ValueError(f"{path}:{n}: no string field {text_column!r} (use --text-column)")
+                    # bad data in a file, not a bad argument: ValueError, like the other file errors
+                    raise ValueError(  # noqa: TRY004f"{path}:{n}: no string field {text_column!r} (use --text-column)")
                 if obj[text_column].strip():
                     rows.append((str(obj.get(id_column, n)), obj[text_column]))
         elif suffix == ".csv":
@@ -234,9 +235,8 @@ def build_index(model: str | Path, input: str | Path, output: str | Path, text_c
             part = texts[start : start + chunk_size]
             if not file.exists():
                 vecs = emb.forward_features(emb.encode_features(part)).astype(vector_dtype)
-                with atomic_path(file) as tmp:
-                    with open(tmp, "wb") as f:
-                        np.save(f, vecs)
+                with atomic_path(file) as tmp, open(tmp, "wb") as f:
+                    np.save(f, vecs)
             bar.update(len(part))
     vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
     norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
@@ -245,8 +245,7 @@ def build_index(model: str | Path, input: str | Path, output: str | Path, text_c
         with open(tmp / "vectors.npy", "wb") as f:
             np.save(f, vectors)
         with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
-            for i, t in rows:
-                f.write(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n")
+            f.writelines(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in rows)
         atomic_write_json(tmp / "meta.json", {
             "model": str(Path(model).resolve()), "source": str(Path(input).resolve()), "text_column": text_column,
             "count": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "vector_dtype": vector_dtype,

@@ -22,7 +22,7 @@ from typing import Any
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
 
-__all__ = ["ServeConfig", "ModelService", "create_app", "detect_task", "serve", "API_KEY_ENV"]
+__all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
 
 logger = logging.getLogger("bertkit.serve")
 
@@ -90,7 +90,10 @@ class ModelService:
 
     def __init__(self, config: ServeConfig) -> None:
         from bertkit.pipelines import pipeline
-        from bertkit.pipelines.pipelines import FeatureExtractionPipeline, sentence_transformers_pooling
+        from bertkit.pipelines.pipelines import (
+            FeatureExtractionPipeline,
+            sentence_transformers_pooling,
+        )
 
         self.config = config
         folder = Path(config.model)
@@ -326,7 +329,7 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
     api_key = config.api_key or os.environ.get(API_KEY_ENV) or None
 
     @asynccontextmanager
-    async def lifespan(app: Any):  # noqa: ANN202
+    async def lifespan(app: Any):
         yield
         # uvicorn has already waited for in-flight requests; finish whatever is still queued, then stop
         await asyncio.to_thread(batcher.close)

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["free_port", "server_process", "ServerProcess"]
+__all__ = ["ServerProcess", "free_port", "server_process"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
