@@ -53,7 +53,8 @@ def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "i
                     raise ValueError(f"{path}:{n}: invalid JSON ({e})") from None
                 if not isinstance(obj, dict) or not isinstance(obj.get(text_column), str):
                     # bad data in a file, not a bad argument: ValueError, like the other file errors
-                    raise ValueError(  # noqa: TRY004f"{path}:{n}: no string field {text_column!r} (use --text-column)")
+                    msg = f"{path}:{n}: no string field {text_column!r} (use --text-column)"
+                    raise ValueError(msg)  # noqa: TRY004
                 if obj[text_column].strip():
                     rows.append((str(obj.get(id_column, n)), obj[text_column]))
         elif suffix == ".csv":
