@@ -338,6 +338,7 @@ def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module) -> 
     """Rename checkpoint keys onto the model's keys. Returns (mapped state, unexpected keys)."""
     expected = set(model.state_dict().keys())
     prefix = getattr(model, "base_model_prefix", "bert") + "."
+    ignore_patterns = getattr(model, "_keys_to_ignore_on_load_unexpected", ())
     mapped: dict[str, torch.Tensor] = {}
     unexpected: list[str] = []
     for raw, tensor in state.items():
@@ -348,7 +349,7 @@ def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module) -> 
             key = prefix + key
         elif key.startswith(prefix) and key[len(prefix):] in expected:  # bare encoder from a head checkpoint
             key = key[len(prefix):]
-        elif _IGNORED_KEYS.search(key):
+        elif _IGNORED_KEYS.search(key) or any(re.search(p, key) for p in ignore_patterns):
             continue
         else:
             unexpected.append(raw)
@@ -422,22 +423,23 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
                     device: str | torch.device | None = None, ignore_mismatched_sizes: bool = False,
                     output_loading_info: bool = False, **kwargs: Any):
     """Implementation of ``BertPreTrainedModel.from_pretrained`` (see there)."""
-    from bertkit.modeling.config import _FIELD_NAMES, BertConfig
     from bertkit.modeling.model import BertEmbeddings, no_init_weights
 
     import inspect
 
     init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
     model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}  # e.g. add_pooling_layer=False
-    overrides = {k: v for k, v in kwargs.items() if k in _FIELD_NAMES and k not in model_kwargs}
+    config_class = cls.config_class
+    field_names = config_class.field_names() | set(config_class.attribute_map)
+    overrides = {k: v for k, v in kwargs.items() if k in field_names and k not in model_kwargs}
     unknown = sorted(set(kwargs) - set(overrides) - set(model_kwargs) - _IGNORED_HF_KWARGS)
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword arguments: {', '.join(unknown)}")
     folder = resolve_model_path(pretrained_model_name_or_path, cache_dir=cache_dir, revision=revision)
     if config is None:
-        config = BertConfig.from_pretrained(folder, **overrides)
+        config = config_class.from_pretrained(folder, **overrides)
     elif isinstance(config, (str, os.PathLike)):
-        config = BertConfig.from_pretrained(config, cache_dir=cache_dir, **overrides)
+        config = config_class.from_pretrained(config, cache_dir=cache_dir, **overrides)
     elif overrides:
         config = config.copy(**overrides)
 
@@ -454,7 +456,8 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
     if expected and not any(k in mapped for k in expected):
         raise ValueError(
             f"none of the {len(state)} tensors in {weights_file} match {cls.__name__} "
-            f"(e.g. checkpoint {list(state)[:3]} vs model {expected[:3]}); is this a BERT checkpoint?"
+            f"(e.g. checkpoint {list(state)[:3]} vs model {expected[:3]}); is this a "
+            f"{config_class.model_type} checkpoint?"
         )
     mismatched = [(k, tuple(mapped[k].shape), tuple(model_state[k].shape)) for k in mapped
                   if k in model_state and tuple(mapped[k].shape) != tuple(model_state[k].shape)]

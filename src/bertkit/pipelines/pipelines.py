@@ -61,6 +61,7 @@ class Pipeline:
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, dtype: str | None = None,
                  batch_size: int = 32, max_batch_tokens: int | None = 16384, **kwargs: Any) -> None:
         from bertkit import modeling
+        from bertkit.modeling.auto import AutoTokenizer, auto_class_for
 
         self.folder: Path | None = None
         if isinstance(model, (str, Path)):
@@ -68,19 +69,22 @@ class Pipeline:
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such model folder")
             self.folder = path
-            model = getattr(modeling, self.model_class_name).from_pretrained(str(path))
+            # The Auto class picks BERT, DistilBERT or GPT-2 from the folder's config.json.
+            model = auto_class_for(self.model_class_name).from_pretrained(str(path))
             dtype = dtype or "fp32"
             if tokenizer is None:
                 tokenizer = path
         if tokenizer is None:
             raise ValueError("pass tokenizer=... when model is a model object rather than a folder")
         if isinstance(tokenizer, (str, Path)):
-            from bertkit.tokenization import BertTokenizer
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        from bertkit.tokenization import BertTokenizer
 
-            tokenizer = BertTokenizer.from_pretrained(str(tokenizer))
-        if self.folder is not None:  # a wrong vocab.txt would index past the embedding table
-            modeling.check_vocab_fits(tokenizer, model.config, str(self.folder))
+        if self.folder is not None and isinstance(tokenizer, BertTokenizer):
+            modeling.check_vocab_fits(tokenizer, model.config, str(self.folder))  # a wrong vocab.txt
         self.model = model.eval()
+        if isinstance(device, int) and not isinstance(device, bool):
+            device = _device_index(device)
         if device:
             self.model.to(device)
         if dtype is not None:
@@ -108,6 +112,19 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={type(self.model).__name__}, dtype={self.dtype})"
+
+
+def _device_index(index: int) -> str:
+    """transformers' ``device=N``: GPU N (-1 = CPU); CPU with a warning when there is no GPU."""
+    if index < 0:
+        return "cpu"
+    if torch.cuda.is_available():
+        return f"cuda:{index}"
+    import warnings
+
+    warnings.warn(f"device={index} asks for GPU {index}, but no CUDA device is available; running on the CPU",
+                  stacklevel=4)
+    return "cpu"
 
 
 def _batched(inputs: Any) -> tuple[list, bool]:

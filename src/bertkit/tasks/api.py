@@ -266,14 +266,15 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, dtype: str 
     """(task, model, tokenizer) of a fine-tuned OUTPUT folder; ``dtype`` "auto"/"fp32"/"bf16"/"int8"
     prepares the model for inference at that precision (see :mod:`bertkit.inference`)."""
     from bertkit import _args as A
-    from bertkit.modeling import BertConfig
+    from bertkit.modeling.auto import AutoConfig, auto_class_for
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; is this a `bertkit finetune` output folder?")
-    config = BertConfig.from_pretrained(str(model_dir))
+    config = AutoConfig.from_pretrained(str(model_dir))
     task = task_from_config(config, overrides)
-    net = task.model_class().from_pretrained(str(model_dir))
+    # The Auto class loads a BERT or a DistilBERT (e.g. a distilled student) model for the task.
+    net = auto_class_for(task.model_class_name).from_pretrained(str(model_dir))
     tok = _load_tokenizer(model_dir)
     check_vocab_fits(tok, net.config, str(model_dir))
     if device:
