@@ -414,6 +414,9 @@ def _init_parameter(model: nn.Module, key: str) -> None:
             param[owner.padding_idx].zero_()
 
 
+_INFERENCE_DTYPES = ("auto", "fp32", "bf16", "int8")
+
+
 def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike, *model_args: Any,
                     config: Any = None, cache_dir: str | os.PathLike | None = None, revision: str | None = None,
                     dtype: torch.dtype | str | None = None, torch_dtype: torch.dtype | str | None = None,
@@ -469,8 +472,10 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
     missing = [k for k in expected if k not in mapped and k not in dict(model.named_buffers())]
 
     target_dtype = dtype if dtype is not None else torch_dtype
+    # "auto" / "fp32" / "bf16" / "int8" name an inference precision (bertkit.inference), applied after loading
+    inference_dtype = target_dtype if isinstance(target_dtype, str) and target_dtype in _INFERENCE_DTYPES else None
     if isinstance(target_dtype, str):
-        target_dtype = None if target_dtype == "auto" else getattr(torch, target_dtype)
+        target_dtype = None if inference_dtype else getattr(torch, target_dtype)
     model.load_state_dict(mapped, strict=False, assign=True)
 
     # Whatever the checkpoint did not provide is still on the meta device: allocate and initialise it.
@@ -492,6 +497,10 @@ def load_pretrained(cls: type, pretrained_model_name_or_path: str | os.PathLike,
     if device is not None:
         model.to(device)
     model.eval()
+    if inference_dtype is not None:
+        from bertkit.inference import prepare_for_inference
+
+        prepare_for_inference(model, inference_dtype)
 
     if missing or unexpected or mismatched:
         logger.warning(_load_report(model, weights_file, missing, unexpected, mismatched))

@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("bertkit.tasks.evaluate_cli", "evaluate a fine-tuned model on a labelled file"),
     "predict": ("bertkit.tasks.predict_cli", "predict with a fine-tuned model"),
     "explain": ("bertkit.explain_cli", "see inside a model: attention, embeddings, heads (HTML/JSON/PNG), --verify"),
+    "serve": ("bertkit.serving.serve_cli", "serve a model over HTTP with dynamic batching"),
+    "index": ("bertkit.search.index_cli", "embed a corpus into a semantic-search index"),
+    "search": ("bertkit.search.search_cli", "query a semantic-search index"),
+    "export": ("bertkit.inference.export_cli", "export a model folder (onnx)"),
 }
 
 

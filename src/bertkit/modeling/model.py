@@ -208,6 +208,8 @@ class BertSelfAttention(nn.Module):
     """Multi-head self-attention. SDPA when probabilities are not needed; explicit softmax when they are."""
 
     fused_qkv: bool = True
+    # (3H, H) projection built once by bertkit.inference.prepare_for_inference; used in eval mode only
+    _inference_qkv: nn.Module | None = None
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -226,7 +228,11 @@ class BertSelfAttention(nn.Module):
         output_attentions: bool = False,
         packed: PackedBatch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:  # like hidden_states; (B, h, N, N) or None
-        qkv = project_qkv(hidden_states, self.query, self.key, self.value, self.fused_qkv)  # (B, N, 3H) or (T, 3H)
+        h, d = self.num_attention_heads, self.attention_head_size
+        if self._inference_qkv is not None and not self.training:
+            qkv = self._inference_qkv(hidden_states)  # built once by bertkit.inference.prepare_for_inference
+        else:
+            qkv = project_qkv(hidden_states, self.query, self.key, self.value, self.fused_qkv)  # (B, N, 3H) or (T, 3H)
         if packed is not None:
             qkv = packed.unpack(qkv)  # (B, N, 3H)
         y, probs = multi_head_attention(qkv, self.num_attention_heads, attention_mask, output_attentions, self.dropout)
