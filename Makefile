@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # this cache by `bertkit fetch-assets`; bertkit never downloads at run time.
 export BERTKIT_ASSETS ?= $(CURDIR)/.assets
 
-.PHONY: venv assets test test-fast lint demo bench clean
+.PHONY: venv assets chromium test test-fast lint demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,15 @@ venv: $(VENV)/.installed
 assets: $(VENV)/.installed
 	$(PY) -m bertkit fetch-assets
 
+# The explain report's tests drive Debian's chromium headless; install it when it is missing.
+chromium:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; then :; \
+	else echo "!!! /usr/bin/chromium is missing and could not be installed (apt-get as root):" \
+	          "the browser tests of tests/test_explain_browser.py will be SKIPPED !!!"; fi
+
 # pytest exits 5 when it collects no tests: that is not a failure of the suite.
-test: assets
+test: assets chromium
 	$(PY) -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The inner loop: everything except the tests marked slow (fine-tuning runs, multi-process runs).

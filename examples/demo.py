@@ -5,7 +5,10 @@
 2. pretrain a tiny BERT on the same corpus for a few minutes and ask it to fill in [MASK]s;
 3. fine-tune the real MiniLM checkpoint on Pang & Lee sentence polarity and report accuracy on the
    held-out 20%;
-4. classify a few new sentences with the fine-tuned model, with label names.
+4. classify a few new sentences with the fine-tuned model, with label names;
+5. look inside the fine-tuned model: `bertkit explain` writes one offline HTML report (tokens,
+   embeddings, every attention head, hidden states, [CLS] and pooler, label scores) and checks
+   the model against a from-scratch rebuild of its equations.
 
 Everything is written under runs/demo/. Each step says what it does; if a step fails, it says why
 and the demo goes on with the next one, then exits non-zero.
@@ -136,6 +139,23 @@ def step_classify(model_dir: Path) -> None:
         print(f"  {r['label']:>8s} {r['score']:.2f}  {s}")
 
 
+def step_explain(model_dir: Path) -> None:
+    from bertkit.explain import explain
+
+    banner(5, "look inside the fine-tuned model",
+           "bertkit explain --model runs/demo/polarity \"...\" --output runs/demo/explain.html --verify\n"
+           "One self-contained page (open it offline in any browser), and every step of the model\n"
+           "rebuilt from the raw weights with plain tensor code and compared with the model's output.")
+    res = explain(model_dir, "not the best film of the year , but an honest and moving one .",
+                  output=RUN / "explain.html", verify_weights=True)
+    worst = max(c.max_diff for c in res.checks)
+    print(f"  from-scratch check: {sum(c.ok for c in res.checks)} of {len(res.checks)} steps match "
+          f"(largest |difference| {worst:.1e})")
+    if not res.ok:
+        raise RuntimeError("the from-scratch check failed: " + ", ".join(c.name for c in res.checks if not c.ok))
+    print(f"  report: {res.html.resolve()}")
+
+
 FAILED: list[str] = []
 
 
@@ -170,11 +190,14 @@ def main() -> int:
     model_dir = run_step("step 3", step_finetune, args)
     if model_dir is not None:
         run_step("step 4", step_classify, model_dir)
+        run_step("step 5", step_explain, model_dir)
     else:
-        print("\n  [step 4 skipped: it needs the fine-tuned model of step 3]")
+        print("\n  [steps 4 and 5 skipped: they need the fine-tuned model of step 3]")
     print(f"\nDone in {(time.perf_counter() - t0) / 60:.1f} minutes. Try next:\n"
           f"  bertkit predict --model {RUN / 'polarity'} --input my_sentences.csv\n"
-          f"  bertkit fill-mask --model {RUN / 'pretrain'} \"she was the [MASK] of the family .\"")
+          f"  bertkit fill-mask --model {RUN / 'pretrain'} \"she was the [MASK] of the family .\"\n"
+          f"  bertkit explain --model {RUN / 'pretrain'} \"she was the [MASK] of the family .\" "
+          f"--output {RUN / 'explain_mlm.html'}")
     if FAILED:
         print(f"\nFAILED: {', '.join(FAILED)}", file=sys.stderr)
         return 1

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 transformers = pytest.importorskip("transformers")
 
 from bertkit.assets import asset_path
-from bertkit.checkpoint import resolve_model_path
+from bertkit.hub import resolve_model_path
 from bertkit.modeling import (
     BertConfig,
     BertForMaskedLM,

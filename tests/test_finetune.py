@@ -203,7 +203,7 @@ def test_token_classification_long_sentence_windows(minilm):
     first_words = set()
     prev_ws: set[int] = set()
     overlaps = 0
-    for f, (i, wids) in zip(enc.features, enc.aux):
+    for f, (i, wids, _first_token) in zip(enc.features, enc.aux):
         assert i == 0 and len(f["input_ids"]) <= 32
         ws = [w for w in wids if w is not None]
         assert ws == sorted(ws) and ws[0] == min(ws)

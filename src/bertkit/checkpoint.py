@@ -267,6 +267,8 @@ def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module, tie
     """
     expected = set(model.state_dict().keys())
     prefix = getattr(model, "base_model_prefix", "") + "."
+    # A model class may list regexes of checkpoint keys it knowingly drops (e.g. GPT-2's attention bias buffers).
+    ignore_patterns = getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ()
     mapped: dict[str, torch.Tensor] = {}
     unexpected: list[str] = []
     for raw, tensor in state.items():
@@ -279,7 +281,7 @@ def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module, tie
             key = prefix + key
         elif prefix != "." and key.startswith(prefix) and key[len(prefix):] in expected:  # the reverse
             key = key[len(prefix):]
-        elif _IGNORED_KEYS.search(key):
+        elif _IGNORED_KEYS.search(key) or any(re.search(p, key) for p in ignore_patterns):
             continue
         else:
             unexpected.append(raw)

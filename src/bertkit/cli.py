@@ -23,10 +23,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("bertkit.modeling.inspect_cli", "print a model's module tree and parameter table"),
     "prepare-data": ("bertkit.data.prepare_data_cli", "tokenize raw text into pretraining shards"),
     "pretrain": ("bertkit.training.pretrain_cli", "pretrain BERT with MLM (+ NSP)"),
+    "pretrain-clm": ("bertkit.training.pretrain_clm_cli", "pretrain a GPT-2 (causal language model) on raw text"),
+    "distill": ("bertkit.training.distill_cli", "distil a fine-tuned BERT classifier into a smaller DistilBERT"),
+    "generate": ("bertkit.pipelines.generate_cli", "continue a prompt with a GPT-2 model, streaming the tokens"),
     "fill-mask": ("bertkit.pipelines.fill_mask_cli", "predict [MASK] tokens with a masked-LM model"),
     "finetune": ("bertkit.tasks.finetune_cli", "fine-tune on a downstream task"),
     "evaluate": ("bertkit.tasks.evaluate_cli", "evaluate a fine-tuned model on a labelled file"),
     "predict": ("bertkit.tasks.predict_cli", "predict with a fine-tuned model"),
+    "explain": ("bertkit.explain_cli", "see inside a model: attention, embeddings, heads (HTML/JSON/PNG), --verify"),
+    "serve": ("bertkit.serving.serve_cli", "serve a model over HTTP with dynamic batching"),
+    "index": ("bertkit.search.index_cli", "embed a corpus into a semantic-search index"),
+    "search": ("bertkit.search.search_cli", "query a semantic-search index"),
+    "export": ("bertkit.inference.export_cli", "export a model folder (onnx)"),
 }
 
 

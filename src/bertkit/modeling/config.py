@@ -8,9 +8,9 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-__all__ = ["PRESETS", "BertConfig", "check_vocab_fits"]
+__all__ = ["PRESETS", "BertConfig", "PretrainedConfig", "check_vocab_fits"]
 
 # Google's BERT miniatures (Turc et al. 2019) plus the two original sizes: (layers, hidden).
 # Heads = hidden / 64 and intermediate = 4 * hidden, as in every released miniature.
@@ -23,48 +23,35 @@ PRESETS: dict[str, tuple[int, int]] = {
     "large": (24, 1024),
 }
 
+# The model families bertkit implements (config.json model_type); their configs never load into each other.
+FAMILY_MODEL_TYPES = ("bert", "distilbert", "gpt2")
+
 # Fields that exist only at run time in transformers and are not written unless changed.
 _RUNTIME_FIELDS = ("output_attentions", "output_hidden_states", "return_dict")
 
 
-@dataclass
-class BertConfig:
-    """BERT hyper-parameters. Defaults are bert-base-uncased, as in transformers.
+class PretrainedConfig:
+    """config.json I/O shared by every model family (BERT, DistilBERT, GPT-2).
 
-    Unknown fields found in a config.json are kept in ``extra`` (and readable as attributes) so that
-    saving writes them back unchanged.
+    Subclasses are dataclasses with an ``extra`` field; unknown fields found in a config.json are kept in
+    ``extra`` (and readable as attributes) so that saving writes them back unchanged. ``attribute_map``
+    gives transformers' common names (``hidden_size``...) for family-specific fields (``n_embd``...).
     """
 
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
-    position_embedding_type: str = "absolute"
-    classifier_dropout: float | None = None
-    problem_type: str | None = None
-    id2label: dict[int, str] | None = None
-    label2id: dict[str, int] | None = None
-    num_labels: int | None = None
-    is_decoder: bool = False
-    add_cross_attention: bool = False
-    tie_word_embeddings: bool = True
-    output_attentions: bool = False
-    output_hidden_states: bool = False
-    return_dict: bool = True
-    architectures: list[str] | None = None
-    model_type: str = "bert"
-    extra: dict[str, Any] = field(default_factory=dict)
+    model_type: str = ""
+    attribute_map: ClassVar[dict[str, str]] = {}
 
-    def __post_init__(self) -> None:
+    @classmethod
+    def field_names(cls) -> frozenset[str]:
+        """The dataclass fields of this config class."""
+        names = cls.__dict__.get("_field_names")
+        if names is None:
+            names = frozenset(f.name for f in dataclasses.fields(cls))
+            cls._field_names = names  # per class: subclasses have their own fields
+        return names
+
+    def _init_labels(self) -> None:
+        """Derive num_labels / id2label / label2id from whichever of them was given (as transformers does)."""
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
         n = self.num_labels
@@ -85,10 +72,13 @@ class BertConfig:
 
     def __getattr__(self, name: str) -> Any:
         # Only called when normal lookup fails: expose unknown config.json fields as attributes.
+        mapped = type(self).attribute_map.get(name)
+        if mapped is not None:
+            return getattr(self, mapped)
         extra = self.__dict__.get("extra")
         if extra is not None and name in extra:
             return extra[name]
-        raise AttributeError(f"BertConfig has no field {name!r}")
+        raise AttributeError(f"{type(self).__name__} has no field {name!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "num_labels" and "id2label" in self.__dict__ and value is not None:
@@ -98,60 +88,18 @@ class BertConfig:
                 object.__setattr__(self, "id2label", {i: f"LABEL_{i}" for i in range(int(value))})
                 object.__setattr__(self, "label2id", {f"LABEL_{i}": i for i in range(int(value))})
             return
-        if name in _FIELD_NAMES or name.startswith("_"):
+        name = type(self).attribute_map.get(name, name)
+        if name in type(self).field_names() or name.startswith("_"):
             object.__setattr__(self, name, value)
         else:
             self.__dict__.setdefault("extra", {})[name] = value
 
-    # ------------------------------------------------------------------ derived sizes
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def use_return_dict(self) -> bool:
-        return self.return_dict
-
-    def validate(self) -> None:
-        """Raise for sizes that cannot build a model and for features bertkit does not implement."""
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
-                f"({self.num_attention_heads})"
-            )
-        if self.position_embedding_type != "absolute":
-            raise NotImplementedError(
-                f"position_embedding_type={self.position_embedding_type!r} is not supported; "
-                "bertkit implements absolute position embeddings only"
-            )
-        if self.is_decoder or self.add_cross_attention:
-            raise NotImplementedError(
-                "is_decoder / add_cross_attention (BERT as a decoder with cross-attention) is not supported; "
-                "bertkit implements the bidirectional encoder only"
-            )
-
-    # ------------------------------------------------------------------ construction
     @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "BertConfig":
-        """A config by size name: tiny, mini, small, medium, base or large (Google's miniatures)."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        layers, hidden = PRESETS[name]
-        kwargs: dict[str, Any] = dict(
-            num_hidden_layers=layers,
-            hidden_size=hidden,
-            num_attention_heads=hidden // 64,
-            intermediate_size=4 * hidden,
-        )
-        kwargs.update(overrides)
-        return cls.from_dict(kwargs)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> "BertConfig":
+    def from_dict(cls, data: dict[str, Any], **overrides: Any) -> PretrainedConfig:
         """Build from a config.json-style dict; unknown keys go to ``extra``."""
-        data = {**copy.deepcopy(dict(data)), **overrides}
-        known = {k: v for k, v in data.items() if k in _FIELD_NAMES and k != "extra"}
-        extra = {k: v for k, v in data.items() if k not in _FIELD_NAMES}
+        data = {cls.attribute_map.get(k, k): v for k, v in {**copy.deepcopy(dict(data)), **overrides}.items()}
+        known = {k: v for k, v in data.items() if k in cls.field_names() and k != "extra"}
+        extra = {k: v for k, v in data.items() if k not in cls.field_names()}
         extra.update(data.get("extra") or {})
         # An explicit num_labels that disagrees with the saved label maps wins (from_pretrained(p, num_labels=5)).
         if "num_labels" in overrides and "id2label" not in overrides:
@@ -161,18 +109,25 @@ class BertConfig:
         return cls(**known, extra=extra)
 
     @classmethod
-    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+    def from_json_file(cls, path: str | os.PathLike) -> PretrainedConfig:
         path = Path(path)
         from bertkit._text import read_json
 
         data = read_json(path)
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        found = data.get("model_type")
+        if found in FAMILY_MODEL_TYPES and cls.model_type and found != cls.model_type:
+            raise ValueError(
+                f"{path} is a {found!r} model (model_type), not {cls.model_type!r}: load it with the "
+                f"{found} classes or the Auto classes (AutoModel, AutoModelForCausalLM...), not with "
+                f"{cls.__name__.removesuffix('Config')} classes"
+            )
         return cls.from_dict(data)
 
     @classmethod
     def from_pretrained(cls, path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                        **overrides: Any) -> "BertConfig":
+                        **overrides: Any) -> PretrainedConfig:
         """Read config.json from a folder, a config.json path, or a model id in the local HF cache."""
         from bertkit.hub import resolve_model_path
 
@@ -214,14 +169,98 @@ class BertConfig:
 
         return atomic_write_text(Path(save_directory) / "config.json", self.to_json_string())
 
-    def copy(self, **overrides: Any) -> "BertConfig":
+    def copy(self, **overrides: Any) -> PretrainedConfig:
         return type(self).from_dict(self.to_dict(), **overrides)
 
     def __repr__(self) -> str:
-        return f"BertConfig {self.to_json_string()}"
+        return f"{type(self).__name__} {self.to_json_string()}"
 
 
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(BertConfig))
+@dataclass
+class BertConfig(PretrainedConfig):
+    """BERT hyper-parameters. Defaults are bert-base-uncased, as in transformers.
+
+    Unknown fields found in a config.json are kept in ``extra`` (and readable as attributes) so that
+    saving writes them back unchanged.
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    position_embedding_type: str = "absolute"
+    classifier_dropout: float | None = None
+    problem_type: str | None = None
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    num_labels: int | None = None
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    tie_word_embeddings: bool = True
+    output_attentions: bool = False
+    output_hidden_states: bool = False
+    return_dict: bool = True
+    architectures: list[str] | None = None
+    model_type: str = "bert"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._init_labels()
+
+    # ------------------------------------------------------------------ derived sizes
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def use_return_dict(self) -> bool:
+        return self.return_dict
+
+    def validate(self) -> None:
+        """Raise for sizes that cannot build a model and for features bertkit does not implement."""
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not a multiple of num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
+        if self.position_embedding_type != "absolute":
+            raise NotImplementedError(
+                f"position_embedding_type={self.position_embedding_type!r} is not supported; "
+                "bertkit implements absolute position embeddings only"
+            )
+        if self.is_decoder or self.add_cross_attention:
+            raise NotImplementedError(
+                "is_decoder / add_cross_attention (BERT as a decoder with cross-attention) is not supported; "
+                "bertkit implements the bidirectional encoder only"
+            )
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> BertConfig:
+        """A config by size name: tiny, mini, small, medium, base or large (Google's miniatures)."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden = PRESETS[name]
+        kwargs: dict[str, Any] = dict(
+            num_hidden_layers=layers,
+            hidden_size=hidden,
+            num_attention_heads=hidden // 64,
+            intermediate_size=4 * hidden,
+        )
+        kwargs.update(overrides)
+        return cls.from_dict(kwargs)
+
+
+_FIELD_NAMES = BertConfig.field_names()
 
 
 def check_vocab_fits(tokenizer: Any, config: Any, where: str | None = None) -> None:

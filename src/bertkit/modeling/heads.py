@@ -141,6 +141,52 @@ def masked_lm_logits_and_loss(
     return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))
 
 
+def sequence_classification_loss(config, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """MSE, cross-entropy or BCE by ``config.problem_type`` (inferred from num_labels and labels' dtype)."""
+    num_labels = config.num_labels
+    if config.problem_type is None:
+        if num_labels == 1:
+            config.problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            config.problem_type = "single_label_classification"
+        else:
+            config.problem_type = "multi_label_classification"
+    if config.problem_type == "regression":
+        if num_labels == 1:
+            return F.mse_loss(logits.squeeze(), labels.squeeze().to(logits.dtype))
+        return F.mse_loss(logits, labels.to(logits.dtype))
+    if config.problem_type == "single_label_classification":
+        _check_class_labels("labels", labels, num_labels, "num_labels")
+        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
+    if labels.shape != logits.shape:
+        raise ValueError(f"multi-label labels must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
+    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+
+
+def token_classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over every (B, N) position; -100 labels are ignored."""
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(logits.shape[:-1])}")
+    _check_class_labels("labels", labels, logits.shape[-1], "num_labels")
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def span_logits_and_loss(
+    logits: torch.Tensor, start_positions: torch.Tensor | None, end_positions: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(B, N, 2) QA logits -> start, end logits (B, N) and the mean of both span cross-entropies."""
+    start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
+    loss = None
+    if start_positions is not None and end_positions is not None:
+        # Positions outside the sequence (answer truncated away) are clamped to N and ignored.
+        n = start_logits.size(1)
+        start = start_positions.view(-1).clamp(0, n)
+        end = end_positions.view(-1).clamp(0, n)
+        loss = (F.cross_entropy(start_logits, start, ignore_index=n)
+                + F.cross_entropy(end_logits, end, ignore_index=n)) / 2
+    return start_logits, end_logits, loss
+
+
 # ---------------------------------------------------------------------------------------- shared plumbing
 
 
@@ -363,24 +409,7 @@ class BertForSequenceClassification(_BertWithClassifier):
         )
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        cfg = self.config
-        if cfg.problem_type is None:
-            if self.num_labels == 1:
-                cfg.problem_type = "regression"
-            elif labels.dtype in (torch.long, torch.int):
-                cfg.problem_type = "single_label_classification"
-            else:
-                cfg.problem_type = "multi_label_classification"
-        if cfg.problem_type == "regression":
-            if self.num_labels == 1:
-                return F.mse_loss(logits.squeeze(), labels.squeeze().to(logits.dtype))
-            return F.mse_loss(logits, labels.to(logits.dtype))
-        if cfg.problem_type == "single_label_classification":
-            _check_class_labels("labels", labels, self.num_labels, "num_labels")
-            return F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
-        if labels.shape != logits.shape:
-            raise ValueError(f"multi-label labels must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
-        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+        return sequence_classification_loss(self.config, logits, labels)
 
 
 class BertForTokenClassification(_BertWithClassifier):
@@ -404,13 +433,7 @@ class BertForTokenClassification(_BertWithClassifier):
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                            output_attentions, output_hidden_states)
         logits = self._classify(out.last_hidden_state)  # (B, N, num_labels)
-        loss = None
-        if labels is not None:
-            if labels.shape != logits.shape[:-1]:
-                raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape "
-                                 f"{tuple(logits.shape[:-1])}")
-            _check_class_labels("labels", labels, self.num_labels, "num_labels")
-            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.reshape(-1))
+        loss = token_classification_loss(logits, labels) if labels is not None else None
         return self._pack(
             TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
                                   attentions=out.attentions),
@@ -500,15 +523,7 @@ class BertForQuestionAnswering(_BertHeadModel):
         if self.num_labels != 2:
             raise ValueError(f"question answering needs num_labels=2 (start, end); this model has {self.num_labels}")
         logits = self.qa_outputs(out.last_hidden_state)  # (B, N, 2)
-        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))  # (B, N) each
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            # Positions outside the sequence (answer truncated away) are clamped to N and ignored.
-            n = start_logits.size(1)
-            start = start_positions.view(-1).clamp(0, n)
-            end = end_positions.view(-1).clamp(0, n)
-            loss = (F.cross_entropy(start_logits, start, ignore_index=n)
-                    + F.cross_entropy(end_logits, end, ignore_index=n)) / 2
+        start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
         return self._pack(
             QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
                                          hidden_states=out.hidden_states, attentions=out.attentions),

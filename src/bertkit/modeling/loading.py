@@ -21,8 +21,6 @@ from torch import nn
 from bertkit.checkpoint import find_weights_file, load_into_new_model
 from bertkit.hub import resolve_model_path
 
-from .config import _FIELD_NAMES, BertConfig
-
 __all__ = ["load_pretrained", "no_init_weights", "init_weights_enabled"]
 
 logger = logging.getLogger("bertkit")
@@ -34,6 +32,8 @@ _IGNORED_HF_KWARGS = frozenset({
     "device_map",
 })
 
+
+_INFERENCE_DTYPES = ("auto", "fp32", "bf16", "int8")
 
 _INIT_WEIGHTS = contextvars.ContextVar("bertkit_init_weights", default=True)
 
@@ -94,18 +94,24 @@ def load_pretrained(cls: type[nn.Module], pretrained_model_name_or_path: str | o
                     revision: str | None = None, dtype: torch.dtype | str | None = None,
                     torch_dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                     ignore_mismatched_sizes: bool = False, output_loading_info: bool = False, **kwargs: Any):
-    """Implementation of ``BertPreTrainedModel.from_pretrained`` (see there)."""
+    """Implementation of ``BertPreTrainedModel.from_pretrained`` (see there), for every model family.
+
+    The class passes in what is its own: ``config_class``, ``tied_weights(config)`` and ``init_missing``;
+    ``_keys_to_ignore_on_load_unexpected`` is read from the model by :func:`bertkit.checkpoint.map_checkpoint_keys`.
+    """
     init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "config"}
     model_kwargs = {k: v for k, v in kwargs.items() if k in init_params}  # e.g. add_pooling_layer=False
-    overrides = {k: v for k, v in kwargs.items() if k in _FIELD_NAMES and k not in model_kwargs}
+    config_class = cls.config_class
+    field_names = config_class.field_names() | set(config_class.attribute_map)
+    overrides = {k: v for k, v in kwargs.items() if k in field_names and k not in model_kwargs}
     unknown = sorted(set(kwargs) - set(overrides) - set(model_kwargs) - _IGNORED_HF_KWARGS)
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected keyword arguments: {', '.join(unknown)}")
     folder = resolve_model_path(pretrained_model_name_or_path, cache_dir=cache_dir, revision=revision)
     if config is None:
-        config = BertConfig.from_pretrained(folder, **overrides)
+        config = config_class.from_pretrained(folder, **overrides)
     elif isinstance(config, (str, os.PathLike)):
-        config = BertConfig.from_pretrained(config, cache_dir=cache_dir, **overrides)
+        config = config_class.from_pretrained(config, cache_dir=cache_dir, **overrides)
     elif overrides:
         config = config.copy(**overrides)
 
@@ -119,12 +125,18 @@ def load_pretrained(cls: type[nn.Module], pretrained_model_name_or_path: str | o
     model, res = load_into_new_model(build, weights_file, tied=cls.tied_weights(config),
                                      init_missing=cls.init_missing, ignore_mismatched_sizes=ignore_mismatched_sizes)
     target_dtype = dtype if dtype is not None else torch_dtype
+    # "auto" / "fp32" / "bf16" / "int8" name an inference precision (bertkit.inference), applied after loading
+    inference_dtype = target_dtype if isinstance(target_dtype, str) and target_dtype in _INFERENCE_DTYPES else None
     if isinstance(target_dtype, str):
-        target_dtype = None if target_dtype == "auto" else getattr(torch, target_dtype)
+        target_dtype = None if inference_dtype else getattr(torch, target_dtype)
     model.to(dtype=target_dtype or torch.float32)
     if device is not None:
         model.to(device)
     model.eval()
+    if inference_dtype is not None:
+        from bertkit.inference import prepare_for_inference  # a layer above modeling: imported only when asked for
+
+        prepare_for_inference(model, inference_dtype)
 
     if res.missing_keys or res.unexpected_keys or res.mismatched:
         logger.warning(_load_report(model, weights_file, res.missing_keys, res.unexpected_keys, res.mismatched))

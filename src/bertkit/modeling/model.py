@@ -45,6 +45,9 @@ __all__ = [
     "BertPooler",
     "BertPreTrainedModel",
     "BertModel",
+    "attention",
+    "multi_head_attention",
+    "project_qkv",
 ]
 
 # ---------------------------------------------------------------------------------------- activations
@@ -143,6 +146,66 @@ class AttentionMask:
         return out.view(self.batch, self.seq_len, -1)
 
 
+# ---------------------------------------------------------------------------------------- attention
+
+
+def project_qkv(x: torch.Tensor, query: nn.Linear, key: nn.Linear, value: nn.Linear) -> torch.Tensor:
+    """q, k and v side by side, ``(..., H) -> (..., 3H)``, in one GEMM.
+
+    The parameters stay separate so checkpoint keys are unchanged.
+    """
+    w = torch.cat([query.weight, key.weight, value.weight])  # (3H, H)
+    b = torch.cat([query.bias, key.bias, value.bias])  # (3H,)
+    return F.linear(x, w, b)
+
+
+def attention(
+    q: torch.Tensor,  # (B, h, N, d)
+    k: torch.Tensor,  # (B, h, L, d)
+    v: torch.Tensor,  # (B, h, L, d)
+    attention_mask: torch.Tensor | None,  # bool (B, 1, 1|N, L), True = attend; None = all
+    output_attentions: bool,
+    dropout: nn.Dropout,
+    is_causal: bool = False,  # query i sees keys up to L - N + i (a causal block after cached keys)
+    scale: float | None = None,  # None = 1/sqrt(d)
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # (B, h, N, d); (B, h, N, L) probabilities or None
+    """Scaled dot-product attention: SDPA unless the probabilities are wanted (then an explicit softmax)."""
+    if output_attentions:
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
+        scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # (B, h, N, L)
+        if is_causal:
+            n, length = q.shape[2], k.shape[2]
+            causal = torch.ones(n, length, dtype=torch.bool, device=q.device).tril(length - n)
+            attention_mask = causal if attention_mask is None else attention_mask & causal
+        if attention_mask is not None:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        probs = scores.softmax(dim=-1)
+        return torch.matmul(dropout(probs), v), probs
+    p = dropout.p if dropout.training else 0.0
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=p,
+                                       is_causal=is_causal and attention_mask is None, scale=scale)
+    return y, None
+
+
+def multi_head_attention(
+    qkv: torch.Tensor,  # (B, N, 3H), or (T, 3H) real tokens when the mask is packed: q, k and v side by side
+    num_heads: int,
+    attention_mask: AttentionMask | torch.Tensor | None,  # or a bool (B, 1, 1|N, N), True = attend; None = all
+    output_attentions: bool,
+    dropout: nn.Dropout,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # like qkv with H columns; (B, h, N, N) probabilities or None
+    """Bidirectional self-attention over fused q/k/v: the one used by the encoders (BERT, DistilBERT)."""
+    mask = AttentionMask.wrap(attention_mask)
+    if mask.packed:
+        qkv = mask.unpack(qkv)  # (B, N, 3H)
+    B, N, three_h = qkv.shape
+    d = three_h // (3 * num_heads)
+    q, k, v = qkv.view(B, N, 3, num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, h, N, d)
+    y, probs = attention(q, k, v, mask.mask, output_attentions, dropout)
+    y = y.transpose(1, 2).reshape(B, N, num_heads * d)  # (B, N, H)
+    return (mask.pack(y) if mask.packed else y), probs
+
+
 # ---------------------------------------------------------------------------------------- modules
 
 
@@ -183,6 +246,9 @@ class BertEmbeddings(nn.Module):
 class BertSelfAttention(nn.Module):
     """Multi-head self-attention. SDPA when probabilities are not needed; explicit softmax when they are."""
 
+    # (3H, H) projection built once by bertkit.inference.prepare_for_inference; used in eval mode only
+    _inference_qkv: nn.Module | None = None
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_attention_heads = config.num_attention_heads
@@ -199,28 +265,11 @@ class BertSelfAttention(nn.Module):
         attention_mask: AttentionMask | torch.Tensor | None = None,  # or a bool (B, 1, 1|N, N), True = attend
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:  # like hidden_states; (B, h, N, N) or None
-        mask = AttentionMask.wrap(attention_mask)
-        h, d = self.num_attention_heads, self.attention_head_size
-        # One GEMM for q, k and v; the parameters stay separate so checkpoint keys are unchanged.
-        w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3H, H)
-        b = torch.cat([self.query.bias, self.key.bias, self.value.bias])  # (3H,)
-        qkv = F.linear(hidden_states, w, b)  # (B, N, 3H) or (T, 3H)
-        if mask.packed:
-            qkv = mask.unpack(qkv)  # (B, N, 3H)
-        B, N, _ = qkv.shape
-        q, k, v = qkv.view(B, N, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, h, N, d)
-        if output_attentions:
-            scores = torch.matmul(q, k.transpose(-1, -2)) * (d ** -0.5)  # (B, h, N, N)
-            if mask.mask is not None:
-                scores = scores.masked_fill(~mask.mask, torch.finfo(scores.dtype).min)
-            probs = scores.softmax(dim=-1)
-            y = torch.matmul(self.dropout(probs), v)  # (B, h, N, d)
+        if self._inference_qkv is not None and not self.training:
+            qkv = self._inference_qkv(hidden_states)  # (B, N, 3H) or (T, 3H)
         else:
-            probs = None
-            p = self.dropout.p if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.mask, dropout_p=p)
-        y = y.transpose(1, 2).reshape(B, N, h * d)  # (B, N, H)
-        return (mask.pack(y) if mask.packed else y), probs
+            qkv = project_qkv(hidden_states, self.query, self.key, self.value)  # (B, N, 3H) or (T, 3H)
+        return multi_head_attention(qkv, self.num_attention_heads, attention_mask, output_attentions, self.dropout)
 
 
 class BertSelfOutput(nn.Module):
@@ -346,8 +395,12 @@ class BertPreTrainedModel(nn.Module):
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        if not isinstance(config, BertConfig):
-            raise TypeError(f"{type(self).__name__} needs a BertConfig, got {type(config).__name__}")
+        if not isinstance(config, self.config_class):
+            raise TypeError(
+                f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}"
+                + (f" (model_type {config.model_type!r}: load it with the Auto classes or its own classes)"
+                   if hasattr(config, "model_type") else "")
+            )
         config.validate()
         self.config = config
 

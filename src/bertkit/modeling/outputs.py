@@ -16,6 +16,9 @@ import torch
 
 __all__ = [
     "ModelOutput",
+    "BaseModelOutput",
+    "BaseModelOutputWithPast",
+    "CausalLMOutputWithPast",
     "BaseModelOutputWithPooling",
     "BertForPreTrainingOutput",
     "MaskedLMOutput",
@@ -61,6 +64,30 @@ class ModelOutput(OrderedDict):
 
     def __reduce__(self):  # pickle through the dataclass constructor, not OrderedDict's
         return (type(self), tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
+
+@dataclass(repr=True, eq=False)
+class BaseModelOutput(ModelOutput):
+    last_hidden_state: Tensor | None = None  # (B, N, H)
+    hidden_states: Tensors | None = None  # num_layers + 1 of (B, N, H): embeddings, then each layer
+    attentions: Tensors | None = None  # num_layers of (B, heads, N, N) probabilities
+
+
+@dataclass(repr=True, eq=False)
+class BaseModelOutputWithPast(ModelOutput):
+    last_hidden_state: Tensor | None = None  # (B, N, H)
+    past_key_values: Any = None  # the KV cache to pass to the next call (use_cache=True)
+    hidden_states: Tensors | None = None
+    attentions: Tensors | None = None
+
+
+@dataclass(repr=True, eq=False)
+class CausalLMOutputWithPast(ModelOutput):
+    loss: Tensor | None = None  # mean next-token cross-entropy
+    logits: Tensor | None = None  # (B, N, V)
+    past_key_values: Any = None
+    hidden_states: Tensors | None = None
+    attentions: Tensors | None = None
 
 
 @dataclass(repr=True, eq=False)

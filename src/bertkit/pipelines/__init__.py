@@ -1,4 +1,4 @@
-"""Inference pipelines (fill-mask, classification, NER, QA, embeddings), answering like transformers'."""
+"""Inference pipelines answering like transformers': fill-mask, classification, NER, QA, embeddings, text generation."""
 
 from .pipelines import (
     SUPPORTED_TASKS,
@@ -10,6 +10,9 @@ from .pipelines import (
     TokenClassificationPipeline,
     pipeline,
 )
+from .text_generation import TextGenerationPipeline
+
+SUPPORTED_TASKS["text-generation"] = TextGenerationPipeline
 
 __all__ = [
     "pipeline",
@@ -20,4 +23,5 @@ __all__ = [
     "TokenClassificationPipeline",
     "QuestionAnsweringPipeline",
     "FeatureExtractionPipeline",
+    "TextGenerationPipeline",
 ]

@@ -12,15 +12,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", nargs="+", help="text(s) containing [MASK]")
     p.add_argument("--top-k", type=A.positive_int, default=5,
                    help="candidates per [MASK] (default: 5)")
+    p.add_argument("--dtype", default="fp32", choices=("auto", "fp32", "bf16", "int8"),
+                   help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)")
 
 
 def run(args: argparse.Namespace) -> int:
     from .pipelines import pipeline
 
-    fill = pipeline("fill-mask", model=args.model)
-    from bertkit.modeling import check_vocab_fits
-
-    check_vocab_fits(fill.tokenizer, fill.model.config, args.model)  # else the top tokens are garbage
+    fill = pipeline("fill-mask", model=args.model, dtype=args.dtype)  # checks the vocab fits the model
     for text in args.text:
         print(text)
         res = fill(text, top_k=args.top_k)

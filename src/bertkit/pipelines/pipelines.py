@@ -3,78 +3,128 @@
 ::
 
     from bertkit import pipeline
-    clf = pipeline("text-classification", model="runs/polarity")
+    clf = pipeline("text-classification", model="runs/polarity", dtype="auto")
     clf("a gorgeous, witty film")            # [{'label': 'positive', 'score': 0.97}]
     ner = pipeline("ner", model="runs/wnut16", aggregation_strategy="simple")
     qa = pipeline("question-answering", model="runs/qa")
     qa(question="Who built it?", context="...")  # {'score', 'start', 'end', 'answer'}
     fill = pipeline("fill-mask", model="runs/pretrain")
     fill("paris is the [MASK] of france.")   # [{'score', 'token', 'token_str', 'sequence'}, ...]
-    emb = pipeline("sentence-embedding", model=asset_path("minilm"))   # mean pooling, L2-normalised
+    emb = pipeline("sentence-embedding", model=asset_path("minilm"))   # pooling/normalisation per the folder
+
+Every pipeline runs its inputs through :func:`bertkit.inference.run_batched`: all texts of a call are
+tokenized, sorted by length, forwarded in batches and returned in input order. ``dtype`` ("auto",
+"fp32", "bf16", "int8"; see :mod:`bertkit.inference`) picks the precision; the default keeps fp32.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from bertkit import _args as A
+from bertkit.inference import (
+    first_subtokens,
+    merge_windows,
+    prepare_for_inference,
+    run_batched,
+    softmax,
+    word_windows,
+)
 
 __all__ = [
-    "pipeline",
-    "Pipeline",
+    "SUPPORTED_TASKS",
+    "FeatureExtractionPipeline",
     "FillMaskPipeline",
+    "Pipeline",
+    "QuestionAnsweringPipeline",
     "TextClassificationPipeline",
     "TokenClassificationPipeline",
-    "QuestionAnsweringPipeline",
-    "FeatureExtractionPipeline",
-    "SUPPORTED_TASKS",
+    "pipeline",
+    "register_pipeline",
 ]
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 class Pipeline:
-    """Holds a model and its tokenizer; subclasses implement ``__call__``."""
+    """Holds a model and its tokenizer; subclasses implement ``__call__``.
+
+    ``batch_size`` and ``max_batch_tokens`` bound each forward of the shared batched path.
+    """
 
     model_class_name = "BertModel"
 
-    def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, **kwargs: Any) -> None:
-        import bertkit.modeling as modeling
+    def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, dtype: str | None = None,
+                 batch_size: int = 32, max_batch_tokens: int | None = 16384, **kwargs: Any) -> None:
+        from bertkit import modeling
+        from bertkit.modeling.auto import AutoTokenizer, auto_class_for
 
+        self.folder: Path | None = None
         if isinstance(model, (str, Path)):
             path = Path(model)
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such model folder")
-            model = getattr(modeling, self.model_class_name).from_pretrained(str(path))
+            self.folder = path
+            # The Auto class picks BERT, DistilBERT or GPT-2 from the folder's config.json.
+            model = auto_class_for(self.model_class_name).from_pretrained(str(path))
+            dtype = dtype or "fp32"
             if tokenizer is None:
                 tokenizer = path
         if tokenizer is None:
             raise ValueError("pass tokenizer=... when model is a model object rather than a folder")
         if isinstance(tokenizer, (str, Path)):
-            from bertkit.tokenization import BertTokenizer
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        from bertkit.tokenization import BertTokenizer
 
-            tokenizer = BertTokenizer.from_pretrained(str(tokenizer))
+        if self.folder is not None and isinstance(tokenizer, BertTokenizer):
+            modeling.check_vocab_fits(tokenizer, model.config, str(self.folder))  # a wrong vocab.txt
         self.model = model.eval()
+        if isinstance(device, int) and not isinstance(device, bool):
+            device = _device_index(device)
         if device:
             self.model.to(device)
+        if dtype is not None:
+            prepare_for_inference(self.model, dtype)
         self.tokenizer = tokenizer
         self.device = next(self.model.parameters()).device
+        self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
         self.kwargs = kwargs
 
-    def _forward(self, enc: dict) -> Any:
-        keys = ("input_ids", "token_type_ids", "attention_mask")
-        with torch.inference_mode():
-            return self.model(**{k: torch.as_tensor(enc[k]).to(self.device) for k in keys if k in enc})
+    @property
+    def dtype(self) -> str:
+        from bertkit.inference import inference_dtype
+
+        return inference_dtype(self.model)
+
+    def _run(self, features: Sequence[dict], outputs: Sequence[str] = ("logits",), postprocess: Any = None,
+             batch_size: int | None = None) -> list[dict[str, np.ndarray]]:
+        return run_batched(self.model, features, batch_size or self.batch_size, outputs=outputs,
+                           max_batch_tokens=self.max_batch_tokens, postprocess=postprocess)
+
+    def _features(self, enc: Any, n: int) -> list[dict]:
+        keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
+        return [{k: enc[k][i] for k in keys} for i in range(n)]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={type(self.model).__name__})"
+        return f"{type(self).__name__}(model={type(self.model).__name__}, dtype={self.dtype})"
+
+
+def _device_index(index: int) -> str:
+    """transformers' ``device=N``: GPU N (-1 = CPU); CPU with a warning when there is no GPU."""
+    if index < 0:
+        return "cpu"
+    if torch.cuda.is_available():
+        return f"cuda:{index}"
+    import warnings
+
+    warnings.warn(f"device={index} asks for GPU {index}, but no CUDA device is available; running on the CPU",
+                  stacklevel=4)
+    return "cpu"
 
 
 def _batched(inputs: Any) -> tuple[list, bool]:
@@ -83,39 +133,60 @@ def _batched(inputs: Any) -> tuple[list, bool]:
     return [inputs], False
 
 
+def _check_texts(texts: list, what: str = "inputs") -> None:
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{what}[{i}] must be a string, got {type(t).__name__}")
+
+
 class FillMaskPipeline(Pipeline):
     """``fill(text, top_k=5)``: the top tokens for each [MASK] (a list of lists for several masks)."""
 
     model_class_name = "BertForMaskedLM"
 
-    def __call__(self, inputs: str | Sequence[str], top_k: int | None = None, targets: Sequence[str] | None = None):
+    def __call__(self, inputs: str | Sequence[str], top_k: int | None = None, targets: Sequence[str] | None = None,
+                 max_length: int = 512):
         texts, batched = _batched(inputs)
+        _check_texts(texts)
         top_k = A.positive_int.check("top_k", self.kwargs.get("top_k", 5) if top_k is None else top_k)
         mask_id = self.tokenizer.mask_token_id
-        results = []
-        for text in texts:
-            enc = self.tokenizer(text, return_tensors="pt", truncation=True)
-            ids = enc["input_ids"][0]
-            positions = (ids == mask_id).nonzero().flatten().tolist()
-            if not positions:
+        enc = self.tokenizer(texts, truncation=True, max_length=max_length)
+        feats = self._features(enc, len(texts))
+        positions = [[p for p, t in enumerate(f["input_ids"]) if t == mask_id] for f in feats]
+        for text, pos in zip(texts, positions):
+            if not pos:
                 raise ValueError(f"no {self.tokenizer.mask_token} token in {text!r}")
-            logits = self._forward(enc).logits[0].float()
+
+        def at_masks(out: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            # Only the [MASK] rows leave the batch: (B, masks, V) instead of (B, N, V).
+            ids = batch["input_ids"]
+            where = ids == mask_id
+            k = int(where.sum(1).max())
+            rows = torch.zeros(ids.shape[0], k, out.logits.shape[-1], dtype=out.logits.dtype)
+            for r in range(ids.shape[0]):
+                sel = out.logits[r][where[r]]
+                rows[r, : sel.shape[0]] = sel
+            return {"mask_logits": rows}
+
+        res = self._run(feats, postprocess=at_masks)
+        cand = torch.tensor(self.tokenizer.convert_tokens_to_ids(list(targets))) if targets else None
+        results = []
+        for f, pos, r in zip(feats, positions, res):
+            ids = torch.tensor(f["input_ids"])
             per_mask = []
-            for pos in positions:
-                probs = logits[pos].softmax(-1)
-                if targets:
-                    cand = torch.tensor(self.tokenizer.convert_tokens_to_ids(list(targets)))
+            for m, p in enumerate(pos):
+                probs = torch.from_numpy(softmax(r["mask_logits"][m]))
+                if cand is not None:
                     vals, order = probs[cand].sort(descending=True)
-                    idx = cand[order][:top_k]
-                    vals = vals[:top_k]
+                    idx, vals = cand[order][:top_k], vals[:top_k]
                 else:
                     vals, idx = probs.topk(min(top_k, probs.numel()))
                 rows = []
-                for p, i in zip(vals.tolist(), idx.tolist()):
+                for score, i in zip(vals.tolist(), idx.tolist()):
                     filled = ids.clone()
-                    filled[pos] = i
+                    filled[p] = i
                     rows.append({
-                        "score": p,
+                        "score": score,
                         "token": i,
                         "token_str": self.tokenizer.decode([i]),
                         "sequence": self.tokenizer.decode(filled.tolist(), skip_special_tokens=True),
@@ -139,21 +210,26 @@ class TextClassificationPipeline(Pipeline):
         items, batched = _batched(inputs)
         texts = [x["text"] if isinstance(x, dict) else x for x in items]
         pairs = [x.get("text_pair") if isinstance(x, dict) else None for x in items]
+        _check_texts(texts)
+        if all(p is None for p in pairs):
+            enc = self.tokenizer(texts, truncation=True, max_length=max_length)
+            feats = self._features(enc, len(texts))
+        else:
+            feats = [self._features(self.tokenizer(t, p, truncation=True, max_length=max_length), 1)[0]
+                     for t, p in zip(texts, pairs)]
         cfg = self.model.config
         out = []
-        for text, pair in zip(texts, pairs):
-            enc = self.tokenizer(text, pair, truncation=True, max_length=max_length, return_tensors="pt")
-            logits = self._forward(enc).logits[0].float().cpu().numpy()
+        for r in self._run(feats):
+            logits = r["logits"]
             if cfg.problem_type == "multi_label_classification" or cfg.num_labels == 1:
                 scores = 1 / (1 + np.exp(-logits))
             else:
-                scores = _softmax(logits)
+                scores = softmax(logits)
             order = np.argsort(-scores)
             rows = [{"label": cfg.id2label[int(k)], "score": float(scores[k])} for k in order]
             out.append(rows if top_k is None else rows[:top_k])
         if top_k == 1:
-            out = [r[0] for r in out]
-            return out  # transformers returns a list of dicts, also for one input
+            return [r[0] for r in out]  # transformers returns a list of dicts, also for one input
         return out if batched else out[0]
 
 
@@ -164,51 +240,70 @@ class TokenClassificationPipeline(Pipeline):
     with ``entity``, ``score``, ``index``, ``word``, ``start``, ``end``. ``"simple"``/``"first"``:
     words take the label of their first sub-token and form strict-scheme entity spans:
     ``entity_group``, ``score`` (mean), ``word`` (the text span), ``start``, ``end``.
+
+    A text longer than ``max_length`` tokens is cut into overlapping word windows (the ones
+    fine-tuning uses, ``doc_stride`` tokens of overlap), so every word gets a tag.
     """
 
     model_class_name = "BertForTokenClassification"
 
-    def __call__(self, inputs: Any, aggregation_strategy: str | None = None, max_length: int = 512):
+    def __call__(self, inputs: Any, aggregation_strategy: str | None = None, max_length: int = 512,
+                 doc_stride: int = 128):
         from bertkit.tasks.metrics import detect_scheme, get_entities
 
         strategy = (aggregation_strategy or self.kwargs.get("aggregation_strategy") or "none").lower()
         if strategy not in ("none", "simple", "first"):
             raise ValueError(f"aggregation_strategy must be none, simple or first, got {strategy!r}")
         texts, batched = _batched(inputs)
+        _check_texts(texts)
         id2label = self.model.config.id2label
         scheme = detect_scheme(id2label.values())
+        enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        room = max_length - 2
+        feats, owners = [], []  # owners: (text index, first token of the window)
+        per_text = []
+        for i in range(len(texts)):
+            ids, wids = list(enc["input_ids"][i]), enc.word_ids(i)
+            n_words = max((w for w in wids if w is not None), default=-1) + 1
+            counts, first_tok = [0] * n_words, [len(ids)] * (n_words + 1)
+            for t in reversed(range(len(wids))):
+                counts[wids[t]] += 1
+                first_tok[wids[t]] = t
+            for w in reversed(range(n_words)):
+                first_tok[w] = min(first_tok[w], first_tok[w + 1])
+            for a, b in word_windows(counts, max_length, doc_stride) if n_words else [(0, 0)]:
+                t0, t1 = first_tok[a], min(first_tok[b], first_tok[a] + room)
+                f = {"input_ids": [cls_id, *ids[t0:t1], sep_id], "attention_mask": [1] * (t1 - t0 + 2)}
+                if "token_type_ids" in enc:
+                    f["token_type_ids"] = [0] * (t1 - t0 + 2)
+                feats.append(f)
+                owners.append((i, t0))
+            per_text.append((ids, wids, [tuple(int(v) for v in o) for o in enc["offset_mapping"][i]]))
+        windows: list[list[tuple[int, np.ndarray]]] = [[] for _ in texts]
+        for (i, t0), r in zip(owners, self._run(feats)):
+            windows[i].append((t0, softmax(r["logits"])))
         out = []
-        for text in texts:
-            enc = self.tokenizer(text, truncation=True, max_length=max_length, return_offsets_mapping=True,
-                                 return_tensors="pt")
-            probs = _softmax(self._forward(enc).logits[0].float().cpu().numpy())
-            offsets = [tuple(int(v) for v in o) for o in enc["offset_mapping"][0].tolist()]
-            ids = enc["input_ids"][0].tolist()
-            special = set(self.tokenizer.all_special_ids)
+        for text, (ids, wids, offsets), wins in zip(texts, per_text, windows):
+            probs, covered = merge_windows(len(ids), wins)
             rows = []
             if strategy == "none":
-                for i, (tid, (s, e)) in enumerate(zip(ids, offsets)):
-                    if tid in special:
+                for t, (tid, (s, e)) in enumerate(zip(ids, offsets)):
+                    if not covered[t]:
                         continue
-                    k = int(probs[i].argmax())
+                    k = int(probs[t].argmax())
                     if id2label[k] == "O":
                         continue
-                    rows.append({"entity": id2label[k], "score": float(probs[i][k]), "index": i,
+                    rows.append({"entity": id2label[k], "score": float(probs[t][k]), "index": t + 1,
                                  "word": self.tokenizer.convert_ids_to_tokens(tid), "start": s, "end": e})
             else:
-                word_ids = enc.word_ids(0)
+                first = first_subtokens(wids, covered)
+                last = {w: t for t, w in enumerate(wids) if w is not None}  # later sub-tokens widen the span
                 words: list[tuple[int, int, str, float]] = []  # start, end, tag, score
-                prev = None
-                for i, w in enumerate(word_ids):
-                    if w is None:
-                        continue
-                    if w != prev:
-                        k = int(probs[i].argmax())
-                        words.append((offsets[i][0], offsets[i][1], id2label[k], float(probs[i][k])))
-                    else:  # later sub-tokens widen the word's span
-                        s0, _, tag, sc = words[-1]
-                        words[-1] = (s0, offsets[i][1], tag, sc)
-                    prev = w
+                for w in sorted(first):
+                    t = first[w]
+                    k = int(probs[t].argmax())
+                    words.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(probs[t][k])))
                 for ent in get_entities([w[2] for w in words], scheme):
                     s, e = words[ent.start][0], words[ent.end - 1][1]
                     rows.append({"entity_group": ent.type,
@@ -243,16 +338,15 @@ class QuestionAnsweringPipeline(Pipeline):
         cs = list(context) if isinstance(context, (list, tuple)) else [context] * len(qs)
         if len(cs) != len(qs):
             raise ValueError(f"{len(qs)} questions but {len(cs)} contexts")
+        _check_texts(qs, "question")
+        _check_texts(cs, "context")
         examples = [QAExample(str(i), q, c) for i, (q, c) in enumerate(zip(qs, cs))]
         doc_stride = min(doc_stride, max_seq_len // 2)
         feats = prepare_qa_features(self.tokenizer, examples, max_seq_len, doc_stride, with_labels=False)
-        starts, ends = [], []
-        for f in feats.features:
-            out = self._forward({k: torch.tensor([v]) for k, v in f.items()})
-            starts.append(out.start_logits[0].float().cpu().numpy())
-            ends.append(out.end_logits[0].float().cpu().numpy())
-        _, nbest = decode_qa(examples, feats, starts, ends, n_best_size=max(20, top_k),
-                             max_answer_length=max_answer_len, version_2_with_negative=handle_impossible_answer)
+        res = self._run(feats.features, outputs=("start_logits", "end_logits"))
+        _, nbest = decode_qa(examples, feats, [r["start_logits"] for r in res], [r["end_logits"] for r in res],
+                             n_best_size=max(20, top_k), max_answer_length=max_answer_len,
+                             version_2_with_negative=handle_impossible_answer)
         results = []
         for ex in examples:
             rows = [{"score": a.probability, "start": max(a.start, 0), "end": max(a.end, 0), "answer": a.text}
@@ -261,49 +355,95 @@ class QuestionAnsweringPipeline(Pipeline):
         return results if batched else results[0]
 
 
+def sentence_transformers_pooling(folder: str | Path) -> tuple[str | None, bool | None, int | None]:
+    """(pooling, normalize, max_seq_length) read from a sentence-transformers folder's
+    ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json``; None where absent."""
+    folder = Path(folder)
+    pooling = normalize = max_len = None
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None, None
+    normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
+    for m in modules:
+        if str(m.get("type", "")).endswith(".Pooling"):
+            try:
+                cfg = json.loads((folder / m.get("path", "") / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            for key, name in (("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"),
+                              ("pooling_mode_max_tokens", "max")):
+                if cfg.get(key):
+                    pooling = name
+                    break
+    try:
+        max_len = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8")).get("max_seq_length")
+    except (OSError, ValueError):
+        pass
+    return pooling, normalize, max_len
+
+
 class FeatureExtractionPipeline(Pipeline):
     """``feature-extraction``: token vectors ``[1][tokens][hidden]`` per text, as transformers.
-    ``sentence-embedding``: one vector per text, ``pooling`` "mean" (mask-aware, default), "cls"
-    or "max", L2-normalised when ``normalize`` (default True for sentence-embedding)."""
+    ``sentence-embedding``: one vector per text, ``pooling`` "mean" (mask-aware), "cls" or "max",
+    L2-normalised when ``normalize``. Both default to the folder's sentence-transformers config
+    (mean and normalised when the folder has none); ``max_length`` to its ``max_seq_length`` (else 512)."""
 
     model_class_name = "BertModel"
 
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, sentence: bool = False,
-                 pooling: str = "mean", normalize: bool | None = None, **kwargs: Any) -> None:
+                 pooling: str | None = None, normalize: bool | None = None, max_length: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(model, tokenizer, device, **kwargs)
+        st_pool, st_norm, st_len = sentence_transformers_pooling(self.folder) if self.folder else (None, None, None)
+        pooling = pooling or st_pool or "mean"
         if pooling not in ("mean", "cls", "max"):
             raise ValueError(f"pooling must be mean, cls or max, got {pooling!r}")
         self.sentence = sentence
         self.pooling = pooling
-        self.normalize = sentence if normalize is None else normalize
+        self.normalize = normalize if normalize is not None else (st_norm if st_norm is not None else sentence)
+        self.max_length = int(max_length or st_len or 512)
 
-    def __call__(self, inputs: str | Sequence[str], max_length: int = 512, batch_size: int = 32,
+    def encode_features(self, texts: Sequence[str], max_length: int | None = None) -> list[dict]:
+        """Token features of ``texts`` (truncated to ``max_length``), ready for :meth:`forward_features`."""
+        texts = list(texts)
+        _check_texts(texts)
+        enc = self.tokenizer(texts, truncation=True, max_length=max_length or self.max_length)
+        return self._features(enc, len(texts))
+
+    def _pool(self, out: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        if self.pooling == "mean":
+            vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        elif self.pooling == "cls":
+            vec = hidden[:, 0]
+        else:
+            vec = hidden.masked_fill(mask == 0, float("-inf")).max(1).values
+        if self.normalize:
+            vec = torch.nn.functional.normalize(vec, dim=-1)
+        return {"embedding": vec}
+
+    def forward_features(self, features: Sequence[dict], batch_size: int | None = None) -> np.ndarray:
+        """Sentence vectors (len(features), hidden) as float32, in input order."""
+        res = self._run(features, postprocess=self._pool, batch_size=batch_size)
+        if not res:
+            return np.zeros((0, self.model.config.hidden_size), np.float32)
+        return np.stack([r["embedding"] for r in res])
+
+    def __call__(self, inputs: str | Sequence[str], max_length: int | None = None, batch_size: int | None = None,
                  return_tensors: bool = False):
         texts, batched = _batched(inputs)
-        outs: list[Any] = []
-        for b in range(0, len(texts), batch_size):
-            chunk = texts[b : b + batch_size]
-            enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-            out = self._forward(enc)
-            hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
-            mask = enc["attention_mask"].to(hidden.device).unsqueeze(-1).to(hidden.dtype)
-            if not self.sentence:
-                for i in range(len(chunk)):
-                    n = int(mask[i].sum())
-                    v = hidden[i, :n].cpu()
-                    outs.append(v.unsqueeze(0) if return_tensors else [v.tolist()])
-                continue
-            if self.pooling == "mean":
-                vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            elif self.pooling == "cls":
-                vec = hidden[:, 0]
-            else:
-                vec = hidden.masked_fill(mask == 0, float("-inf")).max(1).values
-            if self.normalize:
-                vec = torch.nn.functional.normalize(vec, dim=-1)
-            outs.extend(v.cpu() if return_tensors else v.tolist() for v in vec)
-        if self.sentence and return_tensors:
-            return torch.stack(outs) if batched else outs[0]
+        feats = self.encode_features(texts, max_length)
+        if self.sentence:
+            vecs = torch.from_numpy(self.forward_features(feats, batch_size))
+            if return_tensors:
+                return vecs if batched else vecs[0]
+            outs = vecs.tolist()
+            return outs if batched else outs[0]
+        res = self._run(feats, outputs=("last_hidden_state",), batch_size=batch_size)
+        outs = [torch.from_numpy(r["last_hidden_state"]).unsqueeze(0) if return_tensors
+                else [r["last_hidden_state"].tolist()] for r in res]
         return outs if batched else outs[0]
 
 
@@ -318,18 +458,29 @@ SUPPORTED_TASKS: dict[str, type[Pipeline]] = {
     "sentence-embedding": FeatureExtractionPipeline,
 }
 
+# task -> keyword defaults the task implies (a task that shares a class with another)
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {"sentence-embedding": {"sentence": True}}
 
-def pipeline(task: str, model: Any = None, tokenizer: Any = None, device: str | None = None, **kwargs: Any) -> Pipeline:
+
+def register_pipeline(task: str, cls: type[Pipeline], **defaults: Any) -> None:
+    """Make ``pipeline(task, ...)`` build ``cls`` (with ``defaults`` as keyword arguments)."""
+    SUPPORTED_TASKS[task] = cls
+    if defaults:
+        TASK_DEFAULTS[task] = dict(defaults)
+
+
+def pipeline(task: str, model: Any = None, tokenizer: Any = None, device: str | None = None,
+             dtype: str | None = None, **kwargs: Any) -> Pipeline:
     """Build the pipeline for ``task`` from a model folder (or a model object plus ``tokenizer``).
 
     Tasks: fill-mask, text-classification (alias sentiment-analysis), token-classification (alias
     ner), question-answering, feature-extraction, sentence-embedding (``pooling="mean"|"cls"|"max"``).
+    ``dtype``: "auto" | "fp32" | "bf16" | "int8" (default fp32; "auto" = bf16 where the CPU has it).
     """
     if task not in SUPPORTED_TASKS:
         raise ValueError(f"unknown pipeline task {task!r}; choose one of {', '.join(SUPPORTED_TASKS)}")
     if model is None:
         raise ValueError(f"pipeline({task!r}) needs model=<folder or model>; bertkit never downloads a default")
-    cls = SUPPORTED_TASKS[task]
-    if task == "sentence-embedding":
-        kwargs.setdefault("sentence", True)
-    return cls(model, tokenizer=tokenizer, device=device, **kwargs)
+    for k, v in TASK_DEFAULTS.get(task, {}).items():
+        kwargs.setdefault(k, v)
+    return SUPPORTED_TASKS[task](model, tokenizer=tokenizer, device=device, dtype=dtype, **kwargs)

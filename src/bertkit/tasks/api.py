@@ -262,39 +262,47 @@ def _train_and_save(claim: Any, t: Task, net: Any, tok: Any, feats: list, sample
     return res, train_seconds
 
 
-def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides: Any) -> tuple[Task, Any, Any]:
-    """(task, model, tokenizer) of a fine-tuned OUTPUT folder."""
+def load_finetuned(model_dir: str | Path, device: str | None = None, dtype: str | None = None,
+                   **overrides: Any) -> tuple[Task, Any, Any]:
+    """(task, model, tokenizer) of a fine-tuned OUTPUT folder; ``dtype`` "auto"/"fp32"/"bf16"/"int8"
+    prepares the model for inference at that precision (see :mod:`bertkit.inference`)."""
     from bertkit import _args as A
-    from bertkit.modeling import BertConfig
+    from bertkit.modeling.auto import AutoConfig, auto_class_for
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; is this a `bertkit finetune` output folder?")
-    config = BertConfig.from_pretrained(str(model_dir))
+    config = AutoConfig.from_pretrained(str(model_dir))
     task = task_from_config(config, overrides)
-    net = task.model_class().from_pretrained(str(model_dir))
+    # The Auto class loads a BERT or a DistilBERT (e.g. a distilled student) model for the task.
+    net = auto_class_for(task.model_class_name).from_pretrained(str(model_dir))
     tok = _load_tokenizer(model_dir)
     check_vocab_fits(tok, net.config, str(model_dir))
     if device:
         net.to(A.check_device("device", device))
     net.eval()
+    if dtype is not None:
+        from bertkit.inference import prepare_for_inference
+
+        prepare_for_inference(net, dtype)
     return task, net, tok
 
 
 def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, progress: bool = True,
-             **overrides: Any) -> dict[str, float]:
-    """Metrics of a fine-tuned model on a labelled file."""
+             dtype: str | None = None, **overrides: Any) -> dict[str, float]:
+    """Metrics of a fine-tuned model on a labelled file (at inference precision ``dtype``)."""
     from bertkit import _args as A
 
     A.positive_int.check("batch_size", batch_size)
-    task, net, tok = load_finetuned(model_dir, **overrides)
+    task, net, tok = load_finetuned(model_dir, dtype=dtype, **overrides)
     examples = task.read(data)
     task.check(data, examples)
     return task.evaluate(net, tok, examples, batch_size=batch_size, progress=progress)
 
 
 def predict(model_dir: str | Path, data: str | Path, output: str | Path | None = None, batch_size: int = 64,
-            progress: bool = True, overwrite: bool = False, **overrides: Any) -> list[dict]:
+            progress: bool = True, overwrite: bool = False, dtype: str | None = None,
+            **overrides: Any) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
     ``output`` when given (an existing file only with ``overwrite``)."""
     from bertkit import _args as A
@@ -302,7 +310,7 @@ def predict(model_dir: str | Path, data: str | Path, output: str | Path | None =
     A.positive_int.check("batch_size", batch_size)
     if output is not None:
         check_output_file(output, overwrite)
-    task, net, tok = load_finetuned(model_dir, **overrides)
+    task, net, tok = load_finetuned(model_dir, dtype=dtype, **overrides)
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)
     if output is not None:

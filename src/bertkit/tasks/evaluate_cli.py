@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--dtype", default="fp32", choices=("auto", "fp32", "bf16", "int8"),
+                   help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)")
     add_data_options(p, defaults=False)
 
 
@@ -32,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_output_file(args.output, args.overwrite)  # before the evaluation, not after it
-    metrics = evaluate(args.model, args.data, batch_size=args.batch_size, progress=not args.no_progress,
+    metrics = evaluate(args.model, args.data, batch_size=args.batch_size, dtype=args.dtype,
+                       progress=not args.no_progress,
                        **_overrides(args))
     for k, v in metrics.items():
         print(f"{k}\t{v:.4f}")

@@ -15,8 +15,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from bertkit.inference import first_subtokens, merge_windows, run_batched, softmax, word_windows
+
 from . import metrics as M
-from .batching import collate_features
 from .data import (
     build_label_list,
     check_labels,
@@ -92,53 +93,8 @@ def run_model(
     progress: bool = False,
     desc: str = "predict",
 ) -> list[dict[str, np.ndarray]]:
-    """Forward ``features`` in length-sorted batches; per feature, each requested output cut back
-    to the feature's own length (token-level outputs) as float32 numpy arrays, in input order."""
-    from tqdm.auto import tqdm
-
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    lengths = [_feature_len(f) for f in features]
-    order = sorted(range(len(features)), key=lambda i: -lengths[i])
-    results: list[dict[str, np.ndarray] | None] = [None] * len(features)
-    keys = ("input_ids", "token_type_ids", "attention_mask")
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    try:
-        with torch.inference_mode():
-            for b in tqdm(batches, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
-                batch = collate_features([{k: features[i][k] for k in keys if k in features[i]} for i in b])
-                batch = {k: v.to(device) for k, v in batch.items()}
-                out = model(**batch)
-                got = {name: _get(out, name).float().cpu().numpy() for name in outputs}
-                seq_len = batch["input_ids"].shape[-1]
-                for row, i in enumerate(b):
-                    res = {}
-                    for name, arr in got.items():
-                        a = arr[row]
-                        if a.ndim >= 1 and a.shape[0] == seq_len and batch["input_ids"].ndim == 2:
-                            a = a[: lengths[i]]
-                        res[name] = a
-                    results[i] = res
-    finally:
-        model.train(was_training)
-    return results  # type: ignore[return-value]
-
-
-def _get(out: Any, name: str) -> torch.Tensor:
-    if isinstance(out, dict):
-        return out[name]
-    return getattr(out, name)
-
-
-def _feature_len(f: dict) -> int:
-    ids = f["input_ids"]
-    return max(len(c) for c in ids) if ids and isinstance(ids[0], list) else len(ids)
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    """Forward ``features`` in length-sorted batches (see :func:`bertkit.inference.run_batched`)."""
+    return run_batched(model, features, batch_size, outputs=outputs, progress=progress, desc=desc)
 
 
 class Task:
@@ -321,7 +277,7 @@ class TextClassificationTask(Task):
                 row["labels"] = [l for l, p in zip(self.labels, probs) if p >= 0.5]
                 row["scores"] = {l: float(p) for l, p in zip(self.labels, probs)}
             else:
-                probs = _softmax(lg)
+                probs = softmax(lg)
                 k = int(probs.argmax())
                 row["label"] = self.labels[k]
                 row["score"] = float(probs[k])
@@ -380,29 +336,11 @@ class TokenClassificationTask(Task):
         return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)), "label2id": self.label2id}
 
     def _windows(self, counts: list[int]) -> list[tuple[int, int]]:
-        """Word ranges [start, end) of at most ``max_length - 2`` tokens each, overlapping by up to
-        ``min(doc_stride, room // 2)`` tokens of whole words, so a long sentence is covered without
-        cutting a word (a word longer than the overlap is not repeated; a word longer than a window
-        is truncated inside its own window)."""
-        room = self.options.max_length - 2
-        overlap = min(self.options.doc_stride, room // 2)
-        windows, start, n = [], 0, len(counts)
-        while True:
-            end, used = start, 0
-            while end < n and (end == start or used + counts[end] <= room):
-                used += counts[end]
-                end += 1
-            windows.append((start, end))
-            if end >= n:
-                return windows
-            nxt, back = end, 0  # step back over whole words until the overlap is reached
-            while nxt - 1 > start and back + counts[nxt - 1] <= overlap:
-                nxt -= 1
-                back += counts[nxt]
-            start = nxt
+        """Word windows of at most ``max_length`` tokens (see :func:`bertkit.inference.word_windows`)."""
+        return word_windows(counts, self.options.max_length, self.options.doc_stride)
 
     def encode(self, tokenizer, examples, with_labels=True):
-        """One feature per window (see :meth:`_windows`); aux: (sentence, word_ids) per window.
+        """One feature per window (see :meth:`_windows`); aux: (sentence, word_ids, first token) per window.
 
         Sentences are tokenized once, without special tokens; WordPiece splits each word on its own,
         so a window is a slice of that encoding between [CLS] and [SEP].
@@ -436,31 +374,34 @@ class TokenClassificationTask(Task):
                         prev = w
                     f["labels"] = labels
                 feats.append(f)
-                aux.append((i, win_wids))
+                aux.append((i, win_wids, t0))
         return Encoded(feats, aux)
 
     def _word_predictions(self, model, encoded, examples, batch_size, progress):
         """Per word, the prediction at its first sub-token, from the window where that token is most
         central (furthest from a window edge, so it saw the most context on both sides)."""
         res = run_model(model, encoded.features, batch_size, progress=progress, desc="evaluate")
-        best: list[dict[int, tuple[int, np.ndarray]]] = [{} for _ in examples]  # word -> (margin, probs)
-        for r, (i, wids) in zip(res, encoded.aux):
-            probs = _softmax(r["logits"])
-            n, prev = len(wids), None
-            for pos, w in enumerate(wids):
-                if w is not None and w != prev:
-                    margin = min(pos, n - 1 - pos)
-                    if w not in best[i] or margin > best[i][w][0]:
-                        best[i][w] = (margin, probs[pos])
-                prev = w
+        windows: list[list[tuple[int, np.ndarray]]] = [[] for _ in examples]
+        sentence_wids: list[list[int | None]] = [[] for _ in examples]
+        for r, (i, wids, t0) in zip(res, encoded.aux):
+            windows[i].append((t0, softmax(r["logits"])))
+            inner = wids[1:-1]  # the window's tokens are tokens t0.. of the sentence's encoding
+            need = t0 + len(inner)
+            if len(sentence_wids[i]) < need:
+                sentence_wids[i].extend([None] * (need - len(sentence_wids[i])))
+            sentence_wids[i][t0:need] = inner
+        best: list[dict[int, np.ndarray]] = []
+        for wins, wids in zip(windows, sentence_wids):
+            probs, covered = merge_windows(len(wids), wins)
+            best.append({w: probs[t] for w, t in first_subtokens(wids, covered).items()})
         preds, scores, missing = [], [], 0
         for s, got in zip(examples, best):
             tags, sc = [], []
             for w in range(len(s.tokens)):
                 if w in got:
-                    k = int(got[w][1].argmax())
+                    k = int(got[w].argmax())
                     tags.append(self.labels[k])
-                    sc.append(float(got[w][1][k]))
+                    sc.append(float(got[w][k]))
                 else:  # a word the tokenizer turned into no tokens at all (e.g. a lone control character)
                     tags.append("O")
                     sc.append(0.0)
@@ -596,7 +537,7 @@ class MultipleChoiceTask(Task):
         logits = self._logits(model, self.encode(tokenizer, examples, with_labels=False), batch_size, progress)
         out = []
         for e, lg in zip(examples, logits):
-            p = _softmax(np.asarray(lg))
+            p = softmax(np.asarray(lg))
             k = int(p.argmax())
             out.append({"context": e.context, "label": k, "ending": e.endings[k], "score": float(p[k]),
                         "scores": [float(x) for x in p]})

@@ -1,0 +1,58 @@
+"""``explain()``: the one call behind `bertkit explain` (load, collect, write, verify)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .collect import Explanation, collect, load_model, verify
+from .from_scratch import Check
+
+__all__ = ["ExplainResult", "explain"]
+
+
+@dataclass
+class ExplainResult:
+    """What ``explain`` wrote, and the from-scratch checks when asked for."""
+
+    explanation: Explanation | None
+    html: Path | None = None
+    json: Path | None = None
+    pngs: list[Path] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def explain(model: str | os.PathLike, text: str, pair: str | None = None, output: str | os.PathLike | None = None,
+            json_path: str | os.PathLike | None = None, png_dir: str | os.PathLike | None = None,
+            layers: str | None = None, top_k: int = 5, all_positions: bool = False,
+            verify_weights: bool = False) -> ExplainResult:
+    """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
+    figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
+    weights and compare (see ``from_scratch.py``)."""
+    if output is None and json_path is None and png_dir is None and not verify_weights:
+        raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
+    for p in (output, json_path):
+        if p is not None and Path(p).is_dir():
+            raise ValueError(f"{p} is a folder; give a file name")
+    net, tokenizer, folder = load_model(model)
+    result = ExplainResult(explanation=None)
+    if output is not None or json_path is not None or png_dir is not None:
+        from .report import write_html, write_json, write_pngs
+
+        ex = collect(net, tokenizer, text, pair, layers=layers, top_k=top_k, all_positions=all_positions,
+                     model_path=str(model))
+        result.explanation = ex
+        if output is not None:
+            result.html = write_html(ex, output)
+        if json_path is not None:
+            result.json = write_json(ex, json_path)
+        if png_dir is not None:
+            result.pngs = write_pngs(ex, png_dir)
+    if verify_weights:
+        result.checks = verify(folder, text, pair, model=net, tokenizer=tokenizer)
+    return result

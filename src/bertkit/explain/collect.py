@@ -1,0 +1,357 @@
+"""What `bertkit explain` shows, gathered from one forward pass of a model folder on one text.
+
+:func:`collect` tokenizes the text (and an optional second text), runs the model once with
+attentions and hidden states, and derives every number the report shows: the embedding parts,
+per-head attention summaries, each layer's similarity to the embeddings, the sentence vectors and
+the head's predictions. :func:`verify` rebuilds the forward pass from the raw checkpoint weights
+(see ``from_scratch.py``) and compares.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .from_scratch import Check, rebuild_and_compare
+
+__all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
+
+
+# ---------------------------------------------------------------------------------------- loading
+
+
+def model_class_name(config: Any) -> str:
+    """The bertkit class for a config: the first of ``architectures`` that bertkit has, else the encoder."""
+    from bertkit.modeling import MODEL_CLASSES
+
+    return next((a for a in (config.architectures or []) if a in MODEL_CLASSES), "BertModel")
+
+
+def load_model(path: str | os.PathLike) -> tuple[Any, Any, Path]:
+    """(model in eval mode and float32, its tokenizer, the resolved folder) for a model folder or cached id."""
+    from bertkit.hub import resolve_model_path
+    from bertkit.modeling import MODEL_CLASSES, BertConfig
+    from bertkit.modeling.auto import AutoConfig
+    from bertkit.tokenization import BertTokenizer
+
+    folder = resolve_model_path(path)
+    model_type = AutoConfig.from_pretrained(folder).model_type
+    if model_type != "bert":
+        # The report's sections and the from-scratch check are BERT's equations (token types, post-LN).
+        raise ValueError(f"bertkit explain covers BERT models; {folder} holds a {model_type!r} model")
+    config = BertConfig.from_pretrained(folder)
+    model = MODEL_CLASSES[model_class_name(config)].from_pretrained(folder, dtype=torch.float32).eval()
+    tokenizer = BertTokenizer.from_pretrained(folder)
+    return model, tokenizer, folder
+
+
+def parse_layers(spec: str | None, num_layers: int) -> list[int]:
+    """``"0-5"``, ``"3"`` or ``"0,2,4-6"`` -> sorted layer indices; None -> every layer."""
+    if spec is None or str(spec).strip() == "":
+        return list(range(num_layers))
+    out: set[int] = set()
+    for part in str(spec).split(","):
+        part = part.strip()
+        try:
+            lo, _, hi = part.partition("-")
+            a, b = int(lo), int(hi) if hi else int(lo)
+        except ValueError:
+            raise ValueError(f"--layers: cannot read {part!r}; write e.g. 0-5, 3 or 0,2,4-6") from None
+        if not (0 <= a <= b < num_layers):
+            raise ValueError(f"--layers: {part!r} is outside the model's layers 0-{num_layers - 1}")
+        out.update(range(a, b + 1))
+    return sorted(out)
+
+
+# ---------------------------------------------------------------------------------------- the data
+
+
+@dataclass
+class Explanation:
+    """Everything the report shows. Arrays are float32 numpy; ``to_json`` writes them as full floats."""
+
+    model_path: str
+    model_class: str
+    config: dict[str, Any]
+    text: str
+    pair: str | None
+    tokens: list[str]
+    input_ids: list[int]
+    token_type_ids: list[int]
+    offsets: list[tuple[int, int]]  # character span of each token in its own text ((0, 0) for specials)
+    sequence_ids: list[int | None]  # 0 = text, 1 = pair, None = special token
+    word_ids: list[int | None]
+    layers: list[int]  # the layers whose attention is kept
+    attentions: np.ndarray  # (len(layers), heads, N, N)
+    embedding_parts: dict[str, np.ndarray]  # name -> (N,) norms
+    hidden_state_norms: np.ndarray  # (L + 1, N)
+    similarity_to_embedding: np.ndarray  # (L + 1, N) cosine of h_l[i] with h_0[i]
+    cls_vs_mean: np.ndarray  # (L + 1,) cosine of h_l[CLS] with the mean of the other tokens
+    head_summaries: dict[str, np.ndarray]  # name -> (len(layers), heads)
+    sentence_vectors: dict[str, np.ndarray]  # "cls", "pooler", "mean" -> (H,)
+    pooler_output: np.ndarray | None
+    predictions: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-able dict; floats keep their full float32 value."""
+        def arr(a: np.ndarray | None) -> Any:
+            return None if a is None else a.astype(np.float64).tolist()
+
+        return {
+            "model": self.model_path,
+            "model_class": self.model_class,
+            "text": self.text,
+            "pair": self.pair,
+            "notes": self.notes,
+            "tokens": self.tokens,
+            "input_ids": self.input_ids,
+            "token_type_ids": self.token_type_ids,
+            "offsets": [list(o) for o in self.offsets],
+            "sequence_ids": self.sequence_ids,
+            "word_ids": self.word_ids,
+            "layers": self.layers,
+            "attentions": arr(self.attentions),
+            "embedding_parts": {k: arr(v) for k, v in self.embedding_parts.items()},
+            "hidden_state_norms": arr(self.hidden_state_norms),
+            "similarity_to_embedding": arr(self.similarity_to_embedding),
+            "cls_vs_mean": arr(self.cls_vs_mean),
+            "head_summaries": {k: arr(v) for k, v in self.head_summaries.items()},
+            "sentence_vectors": {k: arr(v) for k, v in self.sentence_vectors.items()},
+            "pooler_output": arr(self.pooler_output),
+            "predictions": self.predictions,
+        }
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1).float()
+
+
+def _encode(tokenizer: Any, text: str, pair: str | None, max_len: int) -> tuple[Any, list[str]]:
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("the text to explain is empty; give a sentence, e.g. bertkit explain --model DIR \"a text\"")
+    if pair is not None and not pair.strip():
+        raise ValueError("--pair is empty; leave it out or give a second text")
+    notes = []
+    full = (len(tokenizer.tokenize(text)) + (len(tokenizer.tokenize(pair)) if pair is not None else 0)
+            + tokenizer.num_special_tokens_to_add(pair=pair is not None))
+    enc = tokenizer(text, pair, truncation=True, max_length=max_len, return_offsets_mapping=True)
+    if full > max_len:
+        notes.append(f"The input has {full} tokens; it was truncated to {max_len}, the model's "
+                     f"max_position_embeddings. Tokens past position {max_len - 1} are not shown.")
+    return enc, notes
+
+
+def _head_summaries(att: torch.Tensor, tokens: list[str]) -> dict[str, np.ndarray]:
+    """Per layer and head, averaged over the query tokens (the patterns of Clark et al. 2019)."""
+    n = att.shape[-1]
+    p = att.double()
+    entropy = -(p * torch.log2(p.clamp_min(1e-30))).sum(-1).mean(-1)  # bits; log2(N) = uniform
+    is_cls = torch.tensor([t == "[CLS]" for t in tokens])
+    is_sep = torch.tensor([t == "[SEP]" for t in tokens])
+    eye = torch.eye(n, dtype=torch.bool)
+    nb = torch.zeros(n, n, dtype=torch.bool)
+    idx = torch.arange(n - 1)
+    nb[idx, idx + 1] = True
+    nb[idx + 1, idx] = True
+    out = {
+        "entropy": entropy,
+        "cls": p[..., is_cls].sum(-1).mean(-1),
+        "sep": p[..., is_sep].sum(-1).mean(-1),
+        "self": p[..., eye].view(*p.shape[:2], n).mean(-1),
+        "neighbours": (p * nb).sum(-1).mean(-1),
+    }
+    return {k: v.float().numpy() for k, v in out.items()}
+
+
+def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[str, str | None], top_k: int,
+                 all_positions: bool) -> dict | None:
+    name = type(model).__name__
+    cfg = model.config
+    ids = enc["input_ids"]
+    if name in ("BertForMaskedLM", "BertForPreTraining"):
+        logits = (out.logits if name == "BertForMaskedLM" else out.prediction_logits)[0].float()
+        mask_id = tokenizer.mask_token_id
+        positions = list(range(len(ids))) if all_positions else [i for i, t in enumerate(ids) if t == mask_id]
+        rows = []
+        for pos in positions:
+            probs = logits[pos].softmax(-1)
+            vals, idx = probs.topk(min(top_k, probs.numel()))
+            rows.append({"position": pos, "token": tokenizer.convert_ids_to_tokens(ids[pos]),
+                         "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v)}
+                                 for v, i in zip(vals, idx)]})
+        pred: dict[str, Any] = {"kind": "masked-lm", "positions": rows, "all_positions": all_positions}
+        if name == "BertForPreTraining":
+            nsp = out.seq_relationship_logits[0].float().softmax(-1)
+            pred["next_sentence"] = {"is_next": float(nsp[0]), "is_random": float(nsp[1])}
+        return pred
+    if name == "BertForNextSentencePrediction":
+        nsp = out.logits[0].float().softmax(-1)
+        return {"kind": "next-sentence", "next_sentence": {"is_next": float(nsp[0]), "is_random": float(nsp[1])}}
+    if name == "BertForSequenceClassification":
+        logits = out.logits[0].float()
+        if cfg.num_labels == 1:
+            kind, scores = "regression", logits
+        elif cfg.problem_type == "multi_label_classification":
+            kind, scores = "multi-label", logits.sigmoid()
+        else:
+            kind, scores = "single-label", logits.softmax(-1)
+        labels = [{"label": cfg.id2label.get(i, f"LABEL_{i}"), "score": float(s), "logit": float(lg)}
+                  for i, (s, lg) in enumerate(zip(scores, logits))]
+        return {"kind": "sequence-classification", "problem": kind, "labels": labels}
+    if name == "BertForTokenClassification":
+        probs = out.logits[0].float().softmax(-1)
+        words, seen = [], set()
+        text_of = {0: texts[0], 1: texts[1]}
+        for i, (w, s) in enumerate(zip(enc.word_ids(), enc.sequence_ids())):
+            if w is None or (s, w) in seen:
+                continue
+            seen.add((s, w))  # a word's tag is read at its first piece, as in training
+            j = [k for k, (w2, s2) in enumerate(zip(enc.word_ids(), enc.sequence_ids())) if w2 == w and s2 == s]
+            start, end = enc["offset_mapping"][j[0]][0], enc["offset_mapping"][j[-1]][1]
+            score, label = probs[i].max(-1)
+            words.append({"word": text_of[s][start:end], "sequence": s, "first_token": i,
+                          "tag": cfg.id2label.get(int(label), f"LABEL_{int(label)}"), "score": float(score)})
+        return {"kind": "token-classification", "words": words}
+    return None
+
+
+@torch.no_grad()
+def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, layers: str | list[int] | None = None,
+            top_k: int = 5, all_positions: bool = False, model_path: str = "") -> Explanation:
+    """Run ``model`` once on ``text`` (and ``pair``) and gather everything the report shows."""
+    from bertkit._args import positive_int
+    from bertkit.modeling import BertModel
+
+    top_k = positive_int.check("top_k", top_k)
+    cfg = model.config
+    base: BertModel = model.base_model
+    layer_ids = layers if isinstance(layers, list) else parse_layers(layers, cfg.num_hidden_layers)
+    enc, notes = _encode(tokenizer, text, pair, cfg.max_position_embeddings)
+    ids = torch.tensor([enc["input_ids"]])
+    types = torch.tensor([enc["token_type_ids"]])
+    model.eval()
+    with torch.inference_mode():
+        out = model(input_ids=ids, token_type_ids=types, output_attentions=True, output_hidden_states=True,
+                    return_dict=True)
+        hs = [h[0].float() for h in out.hidden_states]  # L + 1 of (N, H)
+        att = torch.stack([a[0].float() for a in out.attentions])  # (L, h, N, N)
+        pooled = base.pooler(hs[-1][None])[0] if base.pooler is not None else None
+        emb = base.embeddings
+        n = ids.shape[1]
+        parts = {
+            "word": emb.word_embeddings.weight.detach()[ids[0]].float(),
+            "position": emb.position_embeddings.weight.detach()[:n].float(),
+            "token_type": emb.token_type_embeddings.weight.detach()[types[0]].float(),
+        }
+    parts["sum"] = parts["word"] + parts["position"] + parts["token_type"]
+    parts["layernorm"] = hs[0]
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"])
+    H = torch.stack(hs)  # (L + 1, N, H)
+    others = H[:, 1:].mean(1) if n > 1 else H[:, 0]
+    sentence = {"cls": hs[-1][0], "mean": hs[-1].mean(0)}
+    if pooled is not None:
+        sentence["pooler"] = pooled
+    else:
+        notes.append(f"{type(model).__name__} has no pooler, so there is no pooler_output.")
+    predictions = _predictions(model, out, tokenizer, enc, (text, pair), top_k, all_positions)
+    if predictions is None and type(model).__name__ != "BertModel":
+        notes.append(f"The {type(model).__name__} head is not shown; the report explains its encoder.")
+    if type(model).__name__ == "BertModel":
+        notes.append("This folder holds the encoder only (no task head): the report explains the encoder.")
+    sel = att[layer_ids]
+    return Explanation(
+        model_path=model_path,
+        model_class=type(model).__name__,
+        config={k: getattr(cfg, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                             "intermediate_size", "vocab_size", "max_position_embeddings",
+                                             "hidden_act", "layer_norm_eps")},
+        text=text,
+        pair=pair,
+        tokens=tokens,
+        input_ids=list(enc["input_ids"]),
+        token_type_ids=list(enc["token_type_ids"]),
+        offsets=[tuple(o) for o in enc["offset_mapping"]],
+        sequence_ids=list(enc.sequence_ids()),
+        word_ids=list(enc.word_ids()),
+        layers=layer_ids,
+        attentions=sel.numpy(),
+        embedding_parts={k: v.norm(dim=-1).numpy() for k, v in parts.items()},
+        hidden_state_norms=H.norm(dim=-1).numpy(),
+        similarity_to_embedding=_cos(H, H[:1].expand_as(H)).numpy(),
+        cls_vs_mean=_cos(H[:, 0], others).numpy(),
+        head_summaries=_head_summaries(sel, tokens),
+        sentence_vectors={k: v.numpy() for k, v in sentence.items()},
+        pooler_output=None if pooled is None else pooled.numpy(),
+        predictions=predictions,
+        notes=notes,
+    )
+
+
+# ---------------------------------------------------------------------------------------- verification
+
+
+def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: list[int]) -> dict[str, Any]:
+    """Run ``model`` and return the outputs ``rebuild_and_compare`` compares against."""
+    name = type(model).__name__
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([input_ids]), token_type_ids=torch.tensor([token_type_ids]),
+                    output_attentions=True, output_hidden_states=True, return_dict=True)
+        base = model.base_model
+        res: dict[str, Any] = {
+            "hidden_states": [h[0] for h in out.hidden_states],
+            "attentions": [a[0] for a in out.attentions],
+            "pooler_output": None,
+        }
+        if name == "BertModel":
+            res["pooler_output"] = None if out.pooler_output is None else out.pooler_output[0]
+        elif base.pooler is not None:
+            # Head models do not return the pooled vector; the pooler module's own output stands in.
+            res["pooler_output"] = base.pooler(out.hidden_states[-1])[0]
+        if name == "BertForMaskedLM":
+            res["mlm_logits"] = out.logits[0]
+        elif name == "BertForPreTraining":
+            res["mlm_logits"] = out.prediction_logits[0]
+            res["nsp_logits"] = out.seq_relationship_logits[0]
+        elif name == "BertForNextSentencePrediction":
+            res["nsp_logits"] = out.logits[0]
+        elif name in ("BertForSequenceClassification", "BertForTokenClassification"):
+            res["classifier_logits"] = out.logits[0]
+    return res
+
+
+def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, model: Any = None,
+           tokenizer: Any = None) -> list[Check]:
+    """Rebuild ``model_dir``'s forward pass from its raw weight file and compare with the model.
+
+    ``model`` defaults to the folder's model loaded with ``from_pretrained``; pass one to check a
+    model in memory against the weights on disk.
+    """
+    from bertkit.checkpoint import find_weights_file, load_state_dict
+    from bertkit.hub import resolve_model_path
+
+    folder = resolve_model_path(model_dir)
+    if model is None or tokenizer is None:
+        loaded, loaded_tok, _ = load_model(folder)
+        model = model if model is not None else loaded
+        tokenizer = tokenizer if tokenizer is not None else loaded_tok
+    if model.dtype != torch.float32:
+        raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
+    state = load_state_dict(find_weights_file(folder))
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError("the from-scratch check covers absolute position embeddings only, not "
+                         f"{config['position_embedding_type']!r}")
+    enc, _ = _encode(tokenizer, text, pair, model.config.max_position_embeddings)
+    outputs = model_outputs_for_check(model.eval(), list(enc["input_ids"]), list(enc["token_type_ids"]))
+    return rebuild_and_compare(state, config, list(enc["input_ids"]), list(enc["token_type_ids"]), outputs)

@@ -1,0 +1,50 @@
+"""`bertkit explain --model DIR "text" --output report.html [--json F] [--png DIR] [--verify]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bertkit._args import positive_int
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="model folder (config.json, weights, vocab.txt) or cached model id")
+    p.add_argument("text", help="the text to explain")
+    p.add_argument("--pair", default=None, help="a second text (token type 1), as for sentence-pair tasks")
+    p.add_argument("--output", "-o", default=None, help="write the self-contained HTML report here")
+    p.add_argument("--json", dest="json_path", default=None, help="write the raw numbers (full precision) here")
+    p.add_argument("--png", dest="png_dir", default=None, help="write matplotlib figures into this folder")
+    p.add_argument("--layers", default=None, help="layers whose attention to keep, e.g. 0-5 or 0,3,11 (default all)")
+    p.add_argument("--top-k", type=positive_int, default=5, help="masked-LM predictions per position (default 5)")
+    p.add_argument("--all-positions", action="store_true",
+                   help="masked-LM predictions at every position, not only [MASK]")
+    p.add_argument("--verify", action="store_true",
+                   help="rebuild every step from the raw weights with plain tensor code and compare; "
+                        "exit 1 if any max |diff| exceeds 1e-5")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.explain import explain
+
+    res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
+                  png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
+                  verify_weights=args.verify)
+    for path in [res.html, res.json, *res.pngs]:
+        if path is not None:
+            print(f"wrote {path}")
+    if res.explanation is not None:
+        from bertkit.explain.report import prediction_lines
+
+        for note in res.explanation.notes:
+            print(f"note: {note}", file=sys.stderr)
+        for line in prediction_lines(res.explanation):
+            print(line)
+    if res.checks:
+        for c in res.checks:
+            print(c.line())
+        bad = [c for c in res.checks if not c.ok]
+        print(f"{len(res.checks) - len(bad)} of {len(res.checks)} checks within {res.checks[0].tolerance:g}"
+              + (f"; FAILED: {', '.join(c.name for c in bad[:5])}" if bad else ""))
+        return 1 if bad else 0
+    return 0

@@ -1,0 +1,171 @@
+"""One batched, length-sorted forward path shared by tasks, pipelines and the server, plus the two
+post-processing helpers every head needs (softmax, and merging overlapping windows of a long text)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "MODEL_INPUTS",
+    "first_subtokens",
+    "length_batches",
+    "merge_windows",
+    "run_batched",
+    "softmax",
+    "word_windows",
+]
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax of a float array along ``axis``."""
+    x = np.asarray(x, dtype=np.float32)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _feature_len(f: dict) -> int:
+    ids = f["input_ids"]
+    return max(len(c) for c in ids) if len(ids) and isinstance(ids[0], (list, tuple)) else len(ids)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int = 64,
+                   max_batch_tokens: int | None = None) -> list[list[int]]:
+    """Indices sorted longest first and cut into batches of at most ``batch_size`` rows and (when
+    given) at most ``max_batch_tokens`` padded tokens, so each batch pads to nearly its own length."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        width = lengths[cur[0]] if cur else lengths[i]  # longest first: the first row sets the padding
+        if cur and (len(cur) >= batch_size or (max_batch_tokens and (len(cur) + 1) * width > max_batch_tokens)):
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def _collate(features: Sequence[dict], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
+    from bertkit.tasks.batching import collate_features
+
+    return collate_features([{k: f[k] for k in MODEL_INPUTS if k in f} for f in features], pad_token_id)
+
+
+def _get(out: Any, name: str) -> torch.Tensor:
+    return out[name] if isinstance(out, dict) else getattr(out, name)
+
+
+def run_batched(
+    model: torch.nn.Module | Callable[..., Any],
+    features: Sequence[dict],
+    batch_size: int = 64,
+    outputs: Sequence[str] = ("logits",),
+    progress: bool = False,
+    desc: str = "predict",
+    max_batch_tokens: int | None = None,
+    postprocess: Callable[[Any, dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """Forward ``features`` (dicts of input_ids / token_type_ids / attention_mask lists) in length-sorted
+    batches and return, per feature and in input order, each requested output as a float32 numpy array,
+    token-level outputs cut back to the feature's own length.
+
+    ``postprocess(out, batch)`` may replace the named outputs with its own per-row tensors (for
+    example pooled sentence vectors), computed inside the batch.
+    """
+    from tqdm.auto import tqdm
+
+    module = model if isinstance(model, torch.nn.Module) else getattr(model, "_orig_mod", None)
+    params = list(module.parameters()) if module is not None else []
+    device = params[0].device if params else torch.device("cpu")
+    was_training = bool(module is not None and module.training)
+    if module is not None:
+        module.eval()
+    lengths = [_feature_len(f) for f in features]
+    results: list[dict[str, np.ndarray] | None] = [None] * len(features)
+    batches = length_batches(lengths, batch_size, max_batch_tokens)
+    try:
+        with torch.inference_mode():
+            for b in tqdm(batches, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
+                batch = {k: v.to(device) for k, v in _collate([features[i] for i in b]).items()}
+                out = model(**batch)
+                if postprocess is not None:
+                    got = {k: v.float().cpu().numpy() for k, v in postprocess(out, batch).items()}
+                else:
+                    got = {name: _get(out, name).float().cpu().numpy() for name in outputs}
+                seq_len = batch["input_ids"].shape[-1]
+                for row, i in enumerate(b):
+                    res = {}
+                    for name, arr in got.items():
+                        a = arr[row]
+                        if a.ndim >= 1 and a.shape[0] == seq_len and batch["input_ids"].ndim == 2:
+                            a = a[: lengths[i]]
+                        res[name] = a
+                    results[i] = res
+    finally:
+        if module is not None:
+            module.train(was_training)
+    return results  # type: ignore[return-value]
+
+
+def word_windows(counts: Sequence[int], max_length: int, doc_stride: int = 128) -> list[tuple[int, int]]:
+    """Word ranges [start, end) of at most ``max_length - 2`` tokens each (``counts`` = tokens per word),
+    overlapping by up to ``min(doc_stride, room // 2)`` tokens of whole words, so a long text is covered
+    without cutting a word (a word longer than the overlap is not repeated; a word longer than a window
+    is truncated inside its own window)."""
+    room = max_length - 2
+    overlap = min(doc_stride, room // 2)
+    windows, start, n = [], 0, len(counts)
+    while True:
+        end, used = start, 0
+        while end < n and (end == start or used + counts[end] <= room):
+            used += counts[end]
+            end += 1
+        windows.append((start, end))
+        if end >= n:
+            return windows
+        nxt, back = end, 0  # step back over whole words until the overlap is reached
+        while nxt - 1 > start and back + counts[nxt - 1] <= overlap:
+            nxt -= 1
+            back += counts[nxt]
+        start = nxt
+
+
+def merge_windows(n_tokens: int, windows: Sequence[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per token of a text, the row from the window where it is most central.
+
+    ``windows``: (first token index, rows) where ``rows`` covers ``[CLS] tokens... [SEP]`` of that window.
+    A token seen by several windows takes the one furthest from a window edge (it saw the most
+    context on both sides). Returns (rows (n_tokens, ...), covered bool (n_tokens,)).
+    """
+    if not windows:
+        return np.zeros((n_tokens, 0), np.float32), np.zeros(n_tokens, bool)
+    width = windows[0][1].shape[1:]
+    merged = np.zeros((n_tokens, *width), np.float32)
+    margin = np.full(n_tokens, -1)
+    for t0, rows in windows:
+        n = rows.shape[0]
+        pos = np.arange(1, n - 1)  # the window's own tokens, between [CLS] and [SEP]
+        tok, m = t0 + pos - 1, np.minimum(pos, n - 1 - pos)
+        keep = tok < n_tokens
+        pos, tok, m = pos[keep], tok[keep], m[keep]
+        better = m > margin[tok]
+        margin[tok[better]] = m[better]
+        merged[tok[better]] = rows[pos[better]]
+    return merged, margin >= 0
+
+
+def first_subtokens(word_ids: Sequence[int | None], covered: Sequence[bool] | None = None) -> dict[int, int]:
+    """word -> index of its first sub-token (the token that carries a word's label in fine-tuning and
+    prediction); tokens not ``covered`` by any window are skipped."""
+    first: dict[int, int] = {}
+    for t, w in enumerate(word_ids):
+        if w is not None and w not in first and (covered is None or covered[t]):
+            first[w] = t
+    return first

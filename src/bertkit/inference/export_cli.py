@@ -1,0 +1,20 @@
+"""`bertkit export onnx --model DIR --output model.onnx`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("format", choices=("onnx",), help="export format")
+    p.add_argument("--model", required=True, help="model folder")
+    p.add_argument("--output", required=True, help="file to write (e.g. model.onnx)")
+    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the exporter's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .export import export_onnx
+
+    out = export_onnx(args.model, args.output, opset=args.opset)
+    print(f"wrote {out} (inputs input_ids, attention_mask, token_type_ids; dynamic batch and sequence axes)")
+    return 0

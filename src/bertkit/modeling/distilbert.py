@@ -1,0 +1,426 @@
+"""DistilBERT: BERT with half the layers, no token types and no pooler (Sanh et al. 2019).
+
+Module attribute paths equal transformers' DistilBERT paths, so ``state_dict()`` keys are checkpoint
+keys: ``distilbert.embeddings.word_embeddings/position_embeddings/LayerNorm``,
+``distilbert.transformer.layer.N.attention.q_lin/k_lin/v_lin/out_lin``, ``sa_layer_norm``,
+``ffn.lin1/lin2``, ``output_layer_norm``, and the heads' ``vocab_transform``, ``vocab_layer_norm``,
+``vocab_projector`` (tied to the word embeddings), ``pre_classifier``, ``classifier``, ``qa_outputs``.
+
+Everything that is the same as BERT comes from BERT: the attention math and SDPA, padding packing,
+the initialisation, checkpoint I/O (``from_pretrained``/``save_pretrained``), the losses and the
+output classes. Shapes: B batch, N sequence length, H = dim, I = hidden_dim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .config import PretrainedConfig
+from .heads import (
+    IGNORE_INDEX,
+    sequence_classification_loss,
+    span_logits_and_loss,
+    token_classification_loss,
+)
+from .loading import no_init_weights
+from .model import (
+    AttentionMask,
+    BertPreTrainedModel,
+    _check_ids,
+    get_activation,
+    multi_head_attention,
+    project_qkv,
+)
+from .outputs import (
+    BaseModelOutput,
+    MaskedLMOutput,
+    ModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+__all__ = [
+    "DistilBertConfig",
+    "DistilBertForMaskedLM",
+    "DistilBertForQuestionAnswering",
+    "DistilBertForSequenceClassification",
+    "DistilBertForTokenClassification",
+    "DistilBertModel",
+    "DistilBertPreTrainedModel",
+]
+
+
+@dataclass
+class DistilBertConfig(PretrainedConfig):
+    """DistilBERT hyper-parameters with transformers' names and defaults (distilbert-base-uncased)."""
+
+    vocab_size: int = 30522
+    max_position_embeddings: int = 512
+    sinusoidal_pos_embds: bool = False
+    n_layers: int = 6
+    n_heads: int = 12
+    dim: int = 768
+    hidden_dim: int = 3072
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    activation: str = "gelu"
+    initializer_range: float = 0.02
+    qa_dropout: float = 0.1
+    seq_classif_dropout: float = 0.2
+    pad_token_id: int = 0
+    tie_word_embeddings: bool = True
+    problem_type: str | None = None
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    num_labels: int | None = None
+    output_attentions: bool = False
+    output_hidden_states: bool = False
+    return_dict: bool = True
+    architectures: list[str] | None = None
+    model_type: str = "distilbert"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    attribute_map = {  # noqa: RUF012 - class-level name table, as transformers' attribute_map
+        "hidden_size": "dim",
+        "num_attention_heads": "n_heads",
+        "num_hidden_layers": "n_layers",
+        "intermediate_size": "hidden_dim",
+    }
+
+    def __post_init__(self) -> None:
+        self._init_labels()
+
+    def validate(self) -> None:
+        """Raise for sizes that cannot build a model."""
+        if self.dim % self.n_heads:
+            raise ValueError(f"dim ({self.dim}) is not a multiple of n_heads ({self.n_heads})")
+
+
+# ---------------------------------------------------------------------------------------- modules
+
+
+def sinusoidal_embeddings(n_pos: int, dim: int) -> torch.Tensor:
+    """The fixed sin/cos position table of 'Attention is all you need' (``sinusoidal_pos_embds``)."""
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    j = torch.arange(dim, dtype=torch.float64)[None, :]
+    angle = pos / torch.pow(10000.0, 2 * torch.div(j, 2, rounding_mode="floor") / dim)
+    out = torch.empty(n_pos, dim, dtype=torch.float64)
+    out[:, 0::2] = torch.sin(angle[:, 0::2])
+    out[:, 1::2] = torch.cos(angle[:, 1::2])
+    return out.float()
+
+
+class Embeddings(nn.Module):
+    """word + position embeddings, LayerNorm, dropout (no token types)."""
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.dim, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.dim)
+        self.LayerNorm = nn.LayerNorm(config.dim, eps=1e-12)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, N, H)
+        position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)
+        return self.dropout(self.LayerNorm(inputs_embeds + self.position_embeddings(position_ids)))
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """BERT's attention under DistilBERT's names (q_lin/k_lin/v_lin/out_lin, no output LayerNorm here)."""
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.q_lin = nn.Linear(config.dim, config.dim)
+        self.k_lin = nn.Linear(config.dim, config.dim)
+        self.v_lin = nn.Linear(config.dim, config.dim)
+        self.out_lin = nn.Linear(config.dim, config.dim)
+        self.dropout = nn.Dropout(config.attention_dropout)
+
+    def forward(self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None,
+                output_attentions: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        qkv = project_qkv(x, self.q_lin, self.k_lin, self.v_lin)  # (B, N, 3H) or (T, 3H) when packed
+        y, probs = multi_head_attention(qkv, self.n_heads, mask, output_attentions, self.dropout)
+        return self.out_lin(y), probs
+
+
+class FFN(nn.Module):
+    def __init__(self, config: DistilBertConfig):
+        super().__init__()
+        self.lin1 = nn.Linear(config.dim, config.hidden_dim)
+        self.lin2 = nn.Linear(config.hidden_dim, config.dim)
+        self.activation = get_activation(config.activation)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.lin2(self.activation(self.lin1(x))))
+
+
+class TransformerBlock(nn.Module):
+    """Post-LN block: attention, add & sa_layer_norm, feed-forward, add & output_layer_norm."""
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__()
+        self.attention = MultiHeadSelfAttention(config)
+        self.sa_layer_norm = nn.LayerNorm(config.dim, eps=1e-12)
+        self.ffn = FFN(config)
+        self.output_layer_norm = nn.LayerNorm(config.dim, eps=1e-12)
+
+    def forward(self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None,
+                output_attentions: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        a, probs = self.attention(x, mask, output_attentions)
+        x = self.sa_layer_norm(a + x)
+        return self.output_layer_norm(self.ffn(x) + x), probs
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: DistilBertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([TransformerBlock(config) for _ in range(config.n_layers)])
+
+
+# ---------------------------------------------------------------------------------------- models
+
+
+class DistilBertPreTrainedModel(BertPreTrainedModel):
+    """DistilBERT's config and prefix on BERT's initialisation and checkpoint I/O."""
+
+    config_class = DistilBertConfig
+    base_model_prefix = "distilbert"
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """BERT's initialisation; the fixed sinusoidal position table when the config asks for it."""
+        super().init_weights()
+        if self.config.sinusoidal_pos_embds:
+            table = self.base_model.embeddings.position_embeddings.weight
+            table.copy_(sinusoidal_embeddings(*table.shape))
+
+
+class DistilBertModel(DistilBertPreTrainedModel):
+    """The bare encoder: embeddings and n_layers transformer blocks (hidden states, no pooler)."""
+
+    pack_padding: bool = True  # as BertModel: per-token work on real tokens only (padding outputs are zeros)
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__(config)
+        self.embeddings = Embeddings(config)
+        self.transformer = Transformer(config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,  # (B, N)
+        attention_mask: torch.Tensor | None = None,  # (B, N): 1 = token, 0 = padding
+        inputs_embeds: torch.Tensor | None = None,  # (B, N, H)
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT tokenizers; DistilBERT has no segments
+    ) -> BaseModelOutput | tuple:
+        cfg = self.config
+        output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
+        return_dict = cfg.return_dict if return_dict is None else return_dict
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}")
+            _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size")
+        shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape[:2])
+        if shape[1] > cfg.max_position_embeddings:
+            raise ValueError(f"sequence length {shape[1]} exceeds max_position_embeddings="
+                             f"{cfg.max_position_embeddings}; truncate the input")
+        if attention_mask is not None and tuple(attention_mask.shape) != shape:
+            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but the input has shape {shape}")
+
+        x = self.embeddings(input_ids, inputs_embeds)
+        pack = self.pack_padding and not (output_attentions or output_hidden_states)
+        mask = AttentionMask.build(attention_mask, pack=pack, sync=not torch.compiler.is_compiling())
+        if mask.packed:
+            x = mask.pack(x)
+        all_hidden = [x] if output_hidden_states else None
+        all_probs = [] if output_attentions else None
+        for block in self.transformer.layer:
+            x, probs = block(x, mask, output_attentions)
+            if all_hidden is not None:
+                all_hidden.append(x)
+            if all_probs is not None:
+                all_probs.append(probs)
+        if mask.packed:
+            x = mask.unpack(x)
+        out = BaseModelOutput(
+            last_hidden_state=x,
+            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
+            attentions=tuple(all_probs) if all_probs is not None else None,
+        )
+        return out if return_dict else out.to_tuple()
+
+
+class _DistilBertHeadModel(DistilBertPreTrainedModel):
+    """A DistilBertModel under ``self.distilbert`` plus a head."""
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__(config)
+        with no_init_weights():  # the whole model is initialised once, in post_init
+            self.distilbert = DistilBertModel(config)
+
+    def _encode(self, input_ids, attention_mask, inputs_embeds, output_attentions,
+                output_hidden_states) -> BaseModelOutput:
+        return self.distilbert(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
+                               output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                               return_dict=True)
+
+    def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        return output if return_dict else output.to_tuple()
+
+
+class DistilBertForMaskedLM(_DistilBertHeadModel):
+    """DistilBERT with its masked-LM head (``vocab_projector`` tied to the word embeddings)."""
+
+    _head_description = "masked-LM head"
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__(config)
+        self.activation = get_activation(config.activation)
+        self.vocab_transform = nn.Linear(config.dim, config.dim)
+        self.vocab_layer_norm = nn.LayerNorm(config.dim, eps=1e-12)
+        self.vocab_projector = nn.Linear(config.dim, config.vocab_size)
+        self.post_init()
+
+    _tied_weights_keys: dict[str, str] = {"vocab_projector.weight": "distilbert.embeddings.word_embeddings.weight"}
+
+    def tie_weights(self) -> None:
+        if self.config.tie_word_embeddings:
+            self.vocab_projector.weight = self.distilbert.embeddings.word_embeddings.weight
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.vocab_projector
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,  # (B, N) token ids, -100 where not masked
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+    ) -> MaskedLMOutput | tuple:
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        h = self.vocab_layer_norm(self.activation(self.vocab_transform(out.last_hidden_state)))
+        logits = self.vocab_projector(h)  # (B, N, V)
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1),
+                                               ignore_index=IGNORE_INDEX)
+        return self._pack(MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                         attentions=out.attentions), return_dict)
+
+
+class DistilBertForSequenceClassification(_DistilBertHeadModel):
+    """Sentence classification from the first token: pre_classifier, ReLU, dropout, classifier."""
+
+    _head_description = "sequence-classification head"
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.pre_classifier = nn.Linear(config.dim, config.dim)
+        self.classifier = nn.Linear(config.dim, config.num_labels)
+        self.dropout = nn.Dropout(config.seq_classif_dropout)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,  # (B,) class ids, (B,) floats (regression) or (B, L) multi-label
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+    ) -> SequenceClassifierOutput | tuple:
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B, H)
+        logits = self.classifier(pooled)  # (B, num_labels)
+        loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
+        return self._pack(SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                                   attentions=out.attentions), return_dict)
+
+
+class DistilBertForTokenClassification(_DistilBertHeadModel):
+    """Per-token classification (NER) on the last hidden states."""
+
+    _head_description = "token-classification head"
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.dropout = nn.Dropout(config.dropout)
+        self.classifier = nn.Linear(config.dim, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,  # (B, N) tag ids, -100 = ignored
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+    ) -> TokenClassifierOutput | tuple:
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, N, num_labels)
+        loss = token_classification_loss(logits, labels) if labels is not None else None
+        return self._pack(TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                                attentions=out.attentions), return_dict)
+
+
+class DistilBertForQuestionAnswering(_DistilBertHeadModel):
+    """Extractive QA: start and end logits per token from ``qa_outputs``."""
+
+    _head_description = "question-answering (span) head"
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__(config)
+        if config.num_labels != 2:
+            raise ValueError(f"question answering needs num_labels=2 (start, end); the config has {config.num_labels}")
+        self.qa_outputs = nn.Linear(config.dim, config.num_labels)
+        self.dropout = nn.Dropout(config.qa_dropout)
+        # Span logits are normalised over every position, padding included, so padding is computed.
+        self.distilbert.pack_padding = False
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,  # (B,)
+        end_positions: torch.Tensor | None = None,  # (B,)
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+    ) -> QuestionAnsweringModelOutput | tuple:
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        logits = self.qa_outputs(self.dropout(out.last_hidden_state))  # (B, N, 2)
+        start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
+        return self._pack(QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
+                                                       hidden_states=out.hidden_states, attentions=out.attentions),
+                          return_dict)
+

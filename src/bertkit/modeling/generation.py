@@ -1,0 +1,231 @@
+"""Text generation for causal language models, with transformers' ``generate`` semantics.
+
+Greedy search and sampling (temperature, top-k, top-p), repetition penalty, no-repeat n-grams,
+``num_return_sequences``, EOS/padding handling and left-padded batches with an ``attention_mask``.
+Scores are processed in transformers' order (repetition penalty, no-repeat n-gram, then for sampling
+temperature, top-k, top-p), so greedy output is token for token the same as ``transformers``.
+
+The loop keeps a preallocated KV cache (one new token per step sees the whole cache) and computes the
+vocabulary projection for the last position only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+__all__ = ["GenerationMixin", "TextStreamer"]
+
+_DEFAULT_MAX_LENGTH = 20  # transformers' GenerationConfig default
+
+
+class TextStreamer(Protocol):
+    """Anything with ``put(token_ids)`` (called with each step's (B,) new tokens) and ``end()``."""
+
+    def put(self, value: torch.Tensor) -> None: ...
+
+    def end(self) -> None: ...
+
+
+def _eos_list(eos: int | list[int] | None) -> list[int]:
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+def apply_repetition_penalty(scores: torch.Tensor, input_ids: torch.Tensor, penalty: float,
+                             first_real: torch.Tensor | None) -> torch.Tensor:
+    """Divide positive (multiply negative) scores of every token already present; left padding is skipped."""
+    vocab = scores.shape[-1]
+    ids = input_ids
+    if first_real is not None:  # padding positions point at a spare column that is dropped
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        ids = ids.masked_fill(positions[None, :] < first_real[:, None], vocab)
+    seen = torch.zeros(scores.shape[0], vocab + 1, dtype=torch.bool, device=scores.device)
+    seen.scatter_(1, ids, True)
+    penalized = torch.where(scores < 0, scores * penalty, scores / penalty)
+    return torch.where(seen[:, :vocab], penalized, scores)
+
+
+def apply_no_repeat_ngram(scores: torch.Tensor, input_ids: torch.Tensor, n: int) -> torch.Tensor:
+    """Forbid every token that would complete an n-gram already present in the sequence."""
+    length = input_ids.shape[1]
+    if length + 1 < n:
+        return scores
+    rows = input_ids.tolist()
+    for b, row in enumerate(rows):
+        prefix = tuple(row[length - n + 1:])
+        banned = [row[i + n - 1] for i in range(length - n + 1) if tuple(row[i:i + n - 1]) == prefix]
+        if banned:
+            scores[b, banned] = -float("inf")
+    return scores
+
+
+def apply_top_k(scores: torch.Tensor, top_k: int) -> torch.Tensor:
+    """Keep the ``top_k`` highest scores (ties with the k-th included)."""
+    k = min(top_k, scores.shape[-1])
+    kth = torch.topk(scores, k)[0][..., -1, None]
+    return scores.masked_fill(scores < kth, -float("inf"))
+
+
+def apply_top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filtering: keep the smallest set of top tokens whose probability reaches ``top_p``."""
+    sorted_scores, sorted_idx = torch.sort(scores, descending=False)
+    cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+    remove_sorted = cumulative <= (1 - top_p)
+    remove_sorted[..., -1:] = False  # always keep the most likely token
+    remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)
+    return scores.masked_fill(remove, -float("inf"))
+
+
+class GenerationMixin:
+    """``generate()`` for models whose forward takes ``past_key_values``/``position_ids``/``logits_to_keep``."""
+
+    def _validate_generation_args(self, temperature: float, top_k: int, top_p: float, repetition_penalty: float,
+                                  num_return_sequences: int, no_repeat_ngram_size: int) -> None:
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature} (use do_sample=False for greedy search)")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if top_k is not None and top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {top_k}")
+        if not repetition_penalty > 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {repetition_penalty}")
+        if num_return_sequences < 1:
+            raise ValueError(f"num_return_sequences must be >= 1, got {num_return_sequences}")
+        if no_repeat_ngram_size < 0:
+            raise ValueError(f"no_repeat_ngram_size must be >= 0, got {no_repeat_ngram_size}")
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: torch.Tensor | None = None,  # (B, N) prompt ids, left-padded for batches
+        attention_mask: torch.Tensor | None = None,  # (B, N): 1 = token, 0 = padding
+        max_length: int | None = None,  # prompt + new tokens
+        max_new_tokens: int | None = None,  # wins over max_length
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int = 50,
+        top_p: float = 1.0,
+        num_return_sequences: int = 1,
+        repetition_penalty: float = 1.0,
+        no_repeat_ngram_size: int = 0,
+        eos_token_id: int | list[int] | None = None,
+        pad_token_id: int | None = None,
+        use_cache: bool = True,
+        truncation: bool = False,
+        streamer: TextStreamer | None = None,
+        **kwargs: Any,
+    ) -> torch.Tensor:  # (B * num_return_sequences, prompt + new) token ids
+        """Continue each prompt; returns prompt and new tokens (finished rows are padded with pad_token_id).
+
+        A prompt longer than the model's context is an error naming the limit; with ``truncation=True``
+        its left is cut so that prompt and new tokens fit. ``seed`` it with ``torch.manual_seed``.
+        """
+        ignored = {"num_beams": 1, "output_scores": False, "return_dict_in_generate": False}
+        for key, value in kwargs.items():
+            if key not in ignored or value != ignored[key]:
+                raise TypeError(f"generate() got an unsupported argument {key}={value!r}")
+        if input_ids is None:
+            raise ValueError("generate() needs input_ids (the tokenized prompt)")
+        if input_ids.dim() == 1:
+            input_ids = input_ids.unsqueeze(0)
+        self._validate_generation_args(temperature, top_k, top_p, repetition_penalty, num_return_sequences,
+                                       no_repeat_ngram_size)
+        cfg = self.config
+        limit = cfg.n_positions
+        eos = _eos_list(cfg.eos_token_id if eos_token_id is None else eos_token_id)
+        eos = [e for e in eos if 0 <= e < cfg.vocab_size]  # an EOS outside the vocabulary can never be produced
+        if pad_token_id is None:
+            pad_token_id = cfg.pad_token_id
+        if pad_token_id is None and eos:
+            pad_token_id = eos[0]
+        prompt_len = input_ids.shape[1]
+        if max_new_tokens is not None:
+            if max_new_tokens < 1:
+                raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+            new_tokens = max_new_tokens
+        else:
+            total = _DEFAULT_MAX_LENGTH if max_length is None else max_length
+            new_tokens = total - prompt_len
+            if new_tokens < 1:
+                # transformers warns and returns after one token; an explicit error is clearer
+                raise ValueError(
+                    f"the prompt has {prompt_len} tokens and max_length={total} leaves no room for new ones; "
+                    "raise max_length or pass max_new_tokens"
+                )
+        if new_tokens >= limit:
+            raise ValueError(f"{new_tokens} new tokens do not fit the model's context of n_positions={limit} tokens")
+        if prompt_len + new_tokens > limit:
+            if not truncation:
+                raise ValueError(
+                    f"prompt ({prompt_len} tokens) plus {new_tokens} new tokens exceeds n_positions={limit}; "
+                    f"shorten the prompt or pass truncation=True to keep its last {limit - new_tokens} tokens"
+                )
+            keep = limit - new_tokens
+            input_ids = input_ids[:, -keep:]
+            attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
+            prompt_len = keep
+
+        if num_return_sequences > 1:
+            input_ids = input_ids.repeat_interleave(num_return_sequences, dim=0)
+            if attention_mask is not None:
+                attention_mask = attention_mask.repeat_interleave(num_return_sequences, dim=0)
+        if attention_mask is None and pad_token_id is not None and pad_token_id not in eos \
+                and bool((input_ids == pad_token_id).any()):
+            attention_mask = (input_ids != pad_token_id).long()  # as transformers: infer padding from pad ids
+        padded = attention_mask is not None and not bool(attention_mask.all())
+        mask = attention_mask.long() if padded else None
+        # Left padding: each row's positions start at its first real token (padding positions are 0).
+        positions = (mask.cumsum(-1) - 1).clamp_min(0) if padded else None
+        first_real = mask.argmax(dim=1) if padded else None
+
+        from bertkit.modeling.gpt2 import KVCache
+
+        B = input_ids.shape[0]
+        device = input_ids.device
+        cache = KVCache(cfg.n_layer, capacity=prompt_len + new_tokens) if use_cache else None
+        unfinished = torch.ones(B, dtype=torch.bool, device=device)
+        step_ids = input_ids
+        for step in range(new_tokens):
+            out = self(
+                input_ids=step_ids if use_cache else input_ids,
+                attention_mask=mask,
+                position_ids=(positions[:, -step_ids.shape[1]:] if use_cache else positions) if padded else None,
+                past_key_values=cache,
+                use_cache=use_cache,
+                logits_to_keep=1,
+                return_dict=True,
+            )
+            scores = out.logits[:, -1, :].float()  # (B, V)
+            if repetition_penalty != 1.0:
+                scores = apply_repetition_penalty(scores, input_ids, repetition_penalty, first_real)
+            if no_repeat_ngram_size > 0:
+                scores = apply_no_repeat_ngram(scores, input_ids, no_repeat_ngram_size)
+            if do_sample:
+                if temperature != 1.0:
+                    scores = scores / temperature
+                if top_k:
+                    scores = apply_top_k(scores, top_k)
+                if top_p < 1.0:
+                    scores = apply_top_p(scores, top_p)
+                next_tokens = torch.multinomial(scores.softmax(dim=-1), num_samples=1).squeeze(1)
+            else:
+                next_tokens = scores.argmax(dim=-1)
+            if eos:
+                next_tokens = torch.where(unfinished, next_tokens, pad_token_id)
+            input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+            step_ids = next_tokens[:, None]
+            if streamer is not None:
+                streamer.put(next_tokens)
+            if padded:
+                mask = torch.cat([mask, mask.new_ones(B, 1)], dim=-1)
+                positions = torch.cat([positions, positions[:, -1:] + 1], dim=-1)
+            if eos:
+                unfinished &= ~torch.isin(next_tokens, torch.tensor(eos, device=device))
+                if not bool(unfinished.any()):
+                    break
+        if streamer is not None:
+            streamer.end()
+        return input_ids

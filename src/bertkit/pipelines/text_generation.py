@@ -1,0 +1,141 @@
+"""``pipeline("text-generation")``: continue a prompt with a causal LM, answering like transformers.
+
+::
+
+    generator = pipeline("text-generation", model="runs/gpt2-zh")
+    generator("今天天气真好啊", max_length=50, num_return_sequences=1)
+    # [{'generated_text': '今天天气真好啊...'}]
+
+Defaults are transformers' text-generation defaults: sampling at temperature 0.7 and up to 256 new
+tokens (fewer when the model's context is shorter). The prompt is tokenized with the tokenizer's
+defaults (a BertTokenizer adds ``[CLS]``/``[SEP]``, as transformers does), new tokens are decoded
+without special tokens and appended to the prompt text. With a BertTokenizer the spaces that WordPiece
+decoding puts between Chinese characters are dropped, since Chinese is written without them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from .pipelines import Pipeline, _batched
+
+__all__ = ["TextGenerationPipeline", "TextStreamer", "generate_text", "join_cjk"]
+
+# CJK ideographs, CJK punctuation and full-width forms: no space belongs next to these in Chinese text.
+_CJK = r"\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_CJK_SPACE = re.compile(rf"(?<=[{_CJK}]) +| +(?=[{_CJK}])")
+
+_DEFAULT_MAX_NEW_TOKENS = 256
+_DEFAULT_TEMPERATURE = 0.7
+
+
+def join_cjk(text: str) -> str:
+    """Drop the spaces WordPiece decoding puts next to Chinese characters: '今 天 好' -> '今天好'."""
+    return _CJK_SPACE.sub("", text)
+
+
+class TextGenerationPipeline(Pipeline):
+    """``generator(prompt, max_length=..., num_return_sequences=...)`` -> ``[{'generated_text': ...}]``."""
+
+    model_class_name = "GPT2LMHeadModel"
+
+    def __call__(
+        self,
+        text_inputs: str | Sequence[str],
+        max_length: int | None = None,
+        max_new_tokens: int | None = None,
+        num_return_sequences: int = 1,
+        do_sample: bool = True,
+        temperature: float = _DEFAULT_TEMPERATURE,
+        return_full_text: bool = True,
+        add_special_tokens: bool | None = None,
+        truncation: bool = False,
+        streamer: Any = None,
+        **generate_kwargs: Any,
+    ) -> list[dict[str, str]] | list[list[dict[str, str]]]:
+        """Generate for one prompt (a list of dicts) or several (a list of such lists)."""
+        prompts, batched = _batched(text_inputs)
+        tok = self.tokenizer
+        join = type(tok).__name__ == "BertTokenizer"
+        limit = self.model.config.n_positions
+        results = []
+        for prompt in prompts:
+            if not isinstance(prompt, str):
+                raise TypeError(f"text-generation takes a string or a list of strings, got {type(prompt).__name__}")
+            kwargs = {} if add_special_tokens is None else {"add_special_tokens": add_special_tokens}
+            ids = tok(prompt, return_tensors="pt", **kwargs)["input_ids"].to(self.device)
+            new = max_new_tokens
+            if new is None:
+                new = max_length - ids.shape[1] if max_length is not None else \
+                    max(1, min(_DEFAULT_MAX_NEW_TOKENS, limit - ids.shape[1]))
+                if new < 1:
+                    raise ValueError(f"the prompt has {ids.shape[1]} tokens and max_length={max_length} leaves no "
+                                     "room for new ones; raise max_length or pass max_new_tokens")
+            if truncation and ids.shape[1] + new > limit and new < limit:
+                ids = ids[:, -(limit - new):]  # keep the end of the prompt, where generation continues
+            out = self.model.generate(
+                ids, max_new_tokens=new, num_return_sequences=num_return_sequences,
+                do_sample=do_sample, temperature=temperature, truncation=truncation, streamer=streamer,
+                pad_token_id=generate_kwargs.pop("pad_token_id", tok.pad_token_id), **generate_kwargs,
+            )
+            prompt_len = ids.shape[1]
+            rows = []
+            for seq in out.tolist():
+                text = tok.decode(seq[prompt_len:], skip_special_tokens=True)
+                if join:
+                    text = join_cjk(text)
+                rows.append({"generated_text": prompt + text if return_full_text else text})
+            results.append(rows)
+        return results if batched else results[0]
+
+
+class TextStreamer:
+    """Writes the text of each new token as soon as ``generate`` produces it (one sequence).
+
+    WordPiece pieces only become text in context (``##`` joins a word, spaces depend on neighbours),
+    so the decoded text of all new tokens is recomputed and only its unseen tail is written.
+    """
+
+    def __init__(self, tokenizer: Any, write: Any, join_chinese: bool = False):
+        self.tokenizer = tokenizer
+        self.write = write
+        self.join_chinese = join_chinese
+        self.ids: list[int] = []
+        self.shown = ""
+
+    def _text(self) -> str:
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        return join_cjk(text) if self.join_chinese else text
+
+    def put(self, value: Any) -> None:
+        """Take the (1,) tensor of the step's new token and write the text it adds."""
+        self.ids.extend(int(v) for v in value.reshape(-1).tolist())
+        text = self._text()
+        # A new piece may change how earlier pieces render ("un" + "##able"): write only what is stable.
+        common = len(self.shown)
+        if not text.startswith(self.shown):
+            common = next((i for i, (a, b) in enumerate(zip(text, self.shown)) if a != b), min(len(text), common))
+        if len(text) > common:
+            self.write(text[common:])
+        self.shown = text
+
+    def end(self) -> None:
+        self.write("\n")
+
+
+def generate_text(model: Any, prompt: str, write: Any = None, tokenizer: Any = None, device: str | None = None,
+                  **generate_kwargs: Any) -> str:
+    """Continue ``prompt`` with the causal LM in folder ``model``; stream pieces to ``write`` as they come.
+
+    ``generate_kwargs`` are ``generate()``'s (max_new_tokens, do_sample, top_p, ...). Returns the full text.
+    """
+    pipe = TextGenerationPipeline(model, tokenizer=tokenizer, device=device)
+    join = type(pipe.tokenizer).__name__ == "BertTokenizer"
+    streamer = TextStreamer(pipe.tokenizer, write, join) if write is not None else None
+    if write is not None:
+        write(prompt)
+    generate_kwargs.setdefault("do_sample", False)
+    generate_kwargs.setdefault("temperature", 1.0)
+    return pipe(prompt, streamer=streamer, **generate_kwargs)[0]["generated_text"]

@@ -1,0 +1,28 @@
+"""`bertkit index --model DIR --input FILE(.txt|.jsonl|.csv) [--text-column text] --output INDEX_DIR`."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertkit.inference import DTYPES
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .index import BACKENDS
+
+    p.add_argument("--model", required=True, help="sentence-embedding model folder (e.g. MiniLM)")
+    p.add_argument("--input", required=True, help="corpus: .txt (one text a line), .jsonl or .csv")
+    p.add_argument("--text-column", default="text", help="field/column holding the text (.jsonl/.csv)")
+    p.add_argument("--output", required=True, help="new index folder (never overwritten; a killed run resumes)")
+    p.add_argument("--dtype", default="auto", choices=DTYPES, help="model precision while embedding")
+    p.add_argument("--vector-dtype", default="float16", choices=("float16", "float32"), help="stored vectors")
+    p.add_argument("--backend", default="exact", choices=BACKENDS, help="also build a faiss index now")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .index import build_index
+
+    out = build_index(args.model, args.input, args.output, text_column=args.text_column, dtype=args.dtype,
+                      vector_dtype=args.vector_dtype, backend=args.backend)
+    print(f"index written to {out}")
+    return 0

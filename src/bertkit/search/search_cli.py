@@ -1,0 +1,31 @@
+"""`bertkit search --index INDEX_DIR "query" [--top-k 10] [--backend exact|faiss|faiss-ivf]`."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertkit import _args as A
+from bertkit.inference import DTYPES
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .index import BACKENDS
+
+    p.add_argument("--index", required=True, help="folder made by `bertkit index`")
+    p.add_argument("query", nargs="+", help="query text(s)")
+    p.add_argument("--top-k", type=A.positive_int, default=10)
+    p.add_argument("--backend", default="exact", choices=BACKENDS)
+    p.add_argument("--model", default=None, help="embedding model (default: the one the index was built with)")
+    p.add_argument("--dtype", default="auto", choices=DTYPES)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .index import embed_queries, load_index
+
+    index = load_index(args.index, backend=args.backend)
+    queries = embed_queries(args.model or index.meta["model"], args.query, dtype=args.dtype)
+    for q, hits in zip(args.query, index.search(queries, args.top_k)):
+        print(f"query: {q}")
+        for h in hits:
+            print(f"  {h['score']:.4f}  [{h['id']}] {h['text']}")
+    return 0

@@ -1,0 +1,487 @@
+"""The HTTP server: FastAPI app over one model folder, dynamic batching, metrics and limits.
+
+Endpoints (JSON, the ``{"inputs": ...}`` shape of the Hugging Face inference API; a string or a list):
+``POST /embed``, ``POST /predict`` (the folder's task), ``POST /tokenize``, ``POST /search`` (with an
+index), ``GET /health``, ``GET /info``, ``GET /metrics`` (Prometheus text) and the OpenAPI docs at ``/docs``.
+Bad requests get a 4xx with ``{"error": "..."}`` naming the field; a full queue gets 503 + Retry-After.
+"""
+
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .batcher import Batcher, QueueFull
+from .metrics import Metrics
+
+__all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
+
+logger = logging.getLogger("bertkit.serve")
+
+API_KEY_ENV = "BERTKIT_API_KEY"
+_CONFIG_ENV = "BERTKIT_SERVE_CONFIG"
+
+# architecture in config.json -> pipeline task
+_ARCH_TASKS = {
+    "BertForSequenceClassification": "text-classification",
+    "BertForTokenClassification": "token-classification",
+    "BertForQuestionAnswering": "question-answering",
+    "BertForMaskedLM": "fill-mask",
+    "BertForPreTraining": "fill-mask",
+    "BertModel": "sentence-embedding",
+}
+TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask", "sentence-embedding")
+
+
+@dataclass
+class ServeConfig:
+    """Everything ``bertkit serve`` takes (see ``bertkit serve --help``)."""
+
+    model: str
+    task: str = "auto"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    dtype: str = "auto"
+    max_batch_tokens: int = 8192
+    max_batch_size: int = 64
+    max_wait_ms: float = 5.0
+    max_input_tokens: int = 512
+    truncate: bool = False
+    workers: int = 1
+    index: str | None = None
+    api_key: str | None = None
+    max_queue: int = 1024
+    request_timeout: float = 60.0
+    max_body_bytes: int = 1_000_000
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP ``status`` with ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def detect_task(folder: str | Path) -> str:
+    """The task a model folder serves, from ``config.json``'s architectures (a sentence-transformers
+    folder or a bare encoder: sentence-embedding)."""
+    folder = Path(folder)
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{folder / 'config.json'}: cannot read the model config ({e})") from None
+    for arch in cfg.get("architectures") or []:
+        if arch in _ARCH_TASKS:
+            return _ARCH_TASKS[arch]
+    return "sentence-embedding"
+
+
+class ModelService:
+    """The loaded model: the task pipeline, an embedding pipeline over the same encoder, the index."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        from bertkit.pipelines import pipeline
+        from bertkit.pipelines.pipelines import (
+            FeatureExtractionPipeline,
+            sentence_transformers_pooling,
+        )
+
+        self.config = config
+        folder = Path(config.model)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such model folder")
+        self.task = detect_task(folder) if config.task == "auto" else config.task
+        if self.task not in TASKS:
+            raise ValueError(f"--task must be auto or one of {', '.join(TASKS)}, got {self.task!r}")
+        pooling, normalize, max_len = sentence_transformers_pooling(folder)
+        if self.task == "sentence-embedding":
+            self.pipe = None
+            self.embedder = pipeline("sentence-embedding", model=folder, dtype=config.dtype,
+                                     max_batch_tokens=config.max_batch_tokens, batch_size=config.max_batch_size)
+        else:
+            self.pipe = pipeline(self.task, model=folder, dtype=config.dtype, max_batch_tokens=config.max_batch_tokens,
+                                 batch_size=config.max_batch_size)
+            # /embed on a fine-tuned folder: the same encoder weights, no second copy
+            self.embedder = FeatureExtractionPipeline(
+                self.pipe.model.base_model, self.pipe.tokenizer, sentence=True, pooling=pooling,
+                normalize=normalize if normalize is not None else True, max_length=max_len,
+                max_batch_tokens=config.max_batch_tokens, batch_size=config.max_batch_size)
+        self.tokenizer = self.embedder.tokenizer
+        self.dtype = self.embedder.dtype
+        self.index = None
+        if config.index:
+            from bertkit.search import load_index
+
+            self.index = load_index(config.index)
+            dim = self.embedder.model.config.hidden_size
+            if self.index.dim != dim:
+                raise ValueError(f"{config.index}: vectors have {self.index.dim} dimensions but the model gives {dim}")
+        self.max_positions = self.embedder.model.config.max_position_embeddings
+
+    # ----------------------------------------------------------------- runners (inference thread)
+    def run_embed(self, features: list[dict]) -> list[list[float]]:
+        return self.embedder.forward_features(features).tolist()
+
+    def run_search(self, items: list[tuple[dict, int]]) -> list[list[dict]]:
+        vecs = self.embedder.forward_features([f for f, _ in items])
+        k = max(top_k for _, top_k in items)
+        hits = self.index.search(vecs, k)
+        return [row[:top_k] for row, (_, top_k) in zip(hits, items)]
+
+    def run_predict(self, items: list[Any]) -> list[Any]:
+        t, pipe = self.task, self.pipe
+        if t == "text-classification":
+            return pipe(items, top_k=None, max_length=min(self.config.max_input_tokens, self.max_positions))
+        if t == "token-classification":
+            return pipe(items, aggregation_strategy="simple", max_length=min(512, self.max_positions))
+        if t == "question-answering":
+            out = pipe(question=[x["question"] for x in items], context=[x["context"] for x in items])
+            return out
+        if t == "fill-mask":
+            return pipe(items, max_length=min(self.config.max_input_tokens, self.max_positions))
+        raise ApiError(404, f"this model ({self.task}) has no task head; use /embed")
+
+    # ----------------------------------------------------------------- admission (event loop)
+    def embed_features(self, texts: list[str], field: str) -> tuple[list[dict], int]:
+        """Tokenize, enforce --max-input-tokens (or cut with --truncate) and the model's own limit."""
+        enc = self.tokenizer(texts)
+        limit = self.config.max_input_tokens
+        keep = min(limit, self.embedder.max_length, self.max_positions)
+        feats, tokens = [], 0
+        for i in range(len(texts)):
+            f = {k: list(enc[k][i]) for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
+            n = len(f["input_ids"])
+            if n > limit and not self.config.truncate:
+                raise ApiError(413, f"{field}[{i}] has {n} tokens, over --max-input-tokens {limit} "
+                                    "(start the server with --truncate to cut long texts)")
+            if n > keep:
+                sep = f["input_ids"][-1]
+                f = {k: v[:keep] for k, v in f.items()}
+                f["input_ids"][-1] = sep
+            feats.append(f)
+            tokens += len(f["input_ids"])
+        return feats, tokens
+
+    def count_tokens(self, texts: list[str], field: str) -> int:
+        total = 0
+        for i, ids in enumerate(self.tokenizer.encode_batch_ids(texts)):
+            n = len(ids) + 2
+            if n > self.config.max_input_tokens and not self.config.truncate:
+                raise ApiError(413, f"{field}[{i}] has {n} tokens, over --max-input-tokens "
+                                    f"{self.config.max_input_tokens} "
+                                    "(start the server with --truncate to cut long texts)")
+            total += min(n, self.config.max_input_tokens)
+        return total
+
+    def info(self) -> dict[str, Any]:
+        from bertkit.inference import cpu_flags
+
+        cfg = self.config
+        return {
+            "model": str(Path(cfg.model).resolve()), "task": self.task, "dtype": self.dtype,
+            "endpoints": ["/embed", "/tokenize"] + (["/predict"] if self.pipe is not None else [])
+            + (["/search"] if self.index is not None else []),
+            "hidden_size": self.embedder.model.config.hidden_size,
+            "pooling": self.embedder.pooling, "normalize": self.embedder.normalize,
+            "limits": {"max_batch_tokens": cfg.max_batch_tokens, "max_batch_size": cfg.max_batch_size,
+                       "max_wait_ms": cfg.max_wait_ms, "max_input_tokens": cfg.max_input_tokens,
+                       "truncate": cfg.truncate, "max_queue": cfg.max_queue, "request_timeout_s": cfg.request_timeout,
+                       "max_body_bytes": cfg.max_body_bytes},
+            "index": None if self.index is None else {"path": cfg.index, "size": len(self.index),
+                                                        "backend": self.index.backend},
+            "cpu_flags": cpu_flags(),
+        }
+
+
+# ---------------------------------------------------------------------------------------- validation
+
+
+def _inputs(payload: Any, max_items: int) -> tuple[list[Any], bool]:
+    if not isinstance(payload, dict):
+        raise ApiError(422, f"the body must be a JSON object with an 'inputs' field, got {type(payload).__name__}")
+    if "inputs" not in payload:
+        raise ApiError(422, "missing field 'inputs'")
+    x = payload["inputs"]
+    if isinstance(x, list):
+        if not x:
+            raise ApiError(422, "field 'inputs' is an empty list")
+        if len(x) > max_items:
+            raise ApiError(413, f"field 'inputs' has {len(x)} items, over --max-batch-size {max_items}")
+        return x, True
+    return [x], False
+
+
+def _field(batched: bool, i: int) -> str:
+    return f"inputs[{i}]" if batched else "inputs"
+
+
+def _strings(items: list[Any], batched: bool) -> list[str]:
+    for i, x in enumerate(items):
+        if not isinstance(x, str):
+            raise ApiError(422, f"{_field(batched, i)} must be a string, got {type(x).__name__}")
+    return items
+
+
+def _predict_items(task: str, items: list[Any], batched: bool, mask_token: str) -> list[Any]:
+    out = []
+    for i, x in enumerate(items):
+        f = _field(batched, i)
+        if task == "question-answering":
+            if not isinstance(x, dict):
+                raise ApiError(422, f"{f} must be an object with 'question' and 'context', got {type(x).__name__}")
+            for key in ("question", "context"):
+                if not isinstance(x.get(key), str) or not x.get(key).strip():
+                    raise ApiError(422, f"{f}.{key} must be a non-empty string")
+            out.append({"question": x["question"], "context": x["context"]})
+        elif task == "text-classification" and isinstance(x, dict):
+            if not isinstance(x.get("text"), str):
+                raise ApiError(422, f"{f}.text must be a string")
+            if x.get("text_pair") is not None and not isinstance(x["text_pair"], str):
+                raise ApiError(422, f"{f}.text_pair must be a string")
+            out.append({"text": x["text"], "text_pair": x.get("text_pair")})
+        else:
+            if not isinstance(x, str):
+                raise ApiError(422, f"{f} must be a string, got {type(x).__name__}")
+            if task == "fill-mask" and mask_token not in x:
+                raise ApiError(422, f"{f} has no {mask_token} token")
+            out.append(x)
+    return out
+
+
+def _texts_of(task: str, items: list[Any]) -> list[str]:
+    if task == "question-answering":
+        return [x["question"] + " " + x["context"] for x in items]
+    return [x["text"] + " " + (x.get("text_pair") or "") if isinstance(x, dict) else x for x in items]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------- the app
+
+_ENDPOINTS = ("/embed", "/predict", "/tokenize", "/search", "/health", "/info", "/metrics")
+
+
+class _MetricsMiddleware:
+    """Counts every response by endpoint and status (pure ASGI: no body buffering, disconnects seen)."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = {"code": 500}
+
+        async def send_status(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            path = scope.get("path", "")
+            self.metrics.count_request(path if path in _ENDPOINTS else "other", status["code"])
+
+
+def _body_schema(inputs_schema: dict, extra: dict | None = None) -> dict:
+    props = {"inputs": inputs_schema, **(extra or {})}
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"type": "object", "required": ["inputs"], "properties": props}}}}}
+
+
+_TEXTS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+
+
+def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
+    """The FastAPI application for ``config`` (loads the model unless ``service`` is given)."""
+    try:
+        from fastapi import FastAPI, Request
+        from fastapi.exceptions import RequestValidationError
+        from fastapi.responses import JSONResponse, PlainTextResponse, Response
+        from starlette.exceptions import HTTPException as StarletteHTTPException
+    except ImportError:
+        raise ImportError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'") from None
+    from contextlib import asynccontextmanager
+
+    service = service or ModelService(config)
+    metrics = Metrics()
+    runners = {"embed": service.run_embed, "predict": service.run_predict, "search": service.run_search}
+    batcher = Batcher(runners, metrics, config.max_batch_size, config.max_batch_tokens, config.max_wait_ms,
+                      config.max_queue)
+    api_key = config.api_key or os.environ.get(API_KEY_ENV) or None
+
+    @asynccontextmanager
+    async def lifespan(app: Any):
+        yield
+        # uvicorn has already waited for in-flight requests; finish whatever is still queued, then stop
+        await asyncio.to_thread(batcher.close)
+
+    app = FastAPI(title="bertkit serve", version="1", lifespan=lifespan,
+                  description=f"Serving {config.model} ({service.task}, {service.dtype}).")
+    app.state.service, app.state.batcher, app.state.metrics = service, batcher, metrics
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=getattr(e, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=422)
+
+    def check_auth(request: Request) -> None:
+        if api_key is None:
+            return
+        got = request.headers.get("authorization", "")
+        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), api_key.encode())):
+            raise ApiError(401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
+                           {"WWW-Authenticate": "Bearer"})
+
+    async def read_json(request: Request) -> Any:
+        check_auth(request)
+        limit = config.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise ApiError(413, f"request body is {int(declared):,} bytes, over the {limit:,}-byte limit")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ApiError(413, f"request body is over the {limit:,}-byte limit")
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            raise ApiError(400, f"invalid JSON body: {e}") from None
+
+    async def run_job(request: Request, kind: str, items: list[Any], tokens: int) -> list[Any]:
+        try:
+            job = batcher.submit(kind, items, tokens)
+        except QueueFull:
+            raise ApiError(503, f"the server is busy ({config.max_queue} requests queued); retry shortly",
+                           {"Retry-After": "1"}) from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + config.request_timeout
+        while True:
+            done, _ = await asyncio.wait({job.future}, timeout=0.05)
+            if done:
+                return job.future.result()
+            if await request.is_disconnected():
+                job.dropped.set()  # the inference thread skips it if its batch has not started
+                raise ApiError(499, "client closed the request")
+            if loop.time() > deadline:
+                job.dropped.set()
+                raise ApiError(504, f"the request took longer than the {config.request_timeout:g} s timeout")
+
+    @app.post("/embed", openapi_extra=_body_schema(_TEXTS), summary="Sentence embeddings")
+    async def embed(request: Request) -> JSONResponse:
+        items, batched = _inputs(await read_json(request), config.max_batch_size)
+        feats, tokens = service.embed_features(_strings(items, batched), "inputs")
+        vecs = await run_job(request, "embed", feats, tokens)
+        return JSONResponse({"embeddings": vecs} if batched else {"embedding": vecs[0]})
+
+    @app.post("/predict", openapi_extra=_body_schema({"description": "text, {text, text_pair}, {question, context}, "
+                                                                     "or a list of them"}),
+              summary="The model's task (classification, token classification, QA, fill-mask)")
+    async def predict(request: Request) -> JSONResponse:
+        payload = await read_json(request)
+        if service.pipe is None:
+            raise ApiError(404, f"this model folder has no task head ({service.task}); use /embed")
+        items, batched = _inputs(payload, config.max_batch_size)
+        items = _predict_items(service.task, items, batched, service.tokenizer.mask_token)
+        tokens = service.count_tokens(_texts_of(service.task, items), "inputs")
+        out = await run_job(request, "predict", items, tokens)
+        return JSONResponse({"task": service.task, "predictions": out if batched else out[0]})
+
+    @app.post("/tokenize", openapi_extra=_body_schema(_TEXTS), summary="WordPiece tokens and ids")
+    async def tokenize(request: Request) -> JSONResponse:
+        items, batched = _inputs(await read_json(request), config.max_batch_size)
+        texts = _strings(items, batched)
+        enc = service.tokenizer(texts)
+        rows = [{"input_ids": list(enc["input_ids"][i]), "tokens": enc.tokens(i)} for i in range(len(texts))]
+        return JSONResponse({"tokens": rows} if batched else rows[0])
+
+    @app.post("/search", openapi_extra=_body_schema(_TEXTS, {"top_k": {"type": "integer", "minimum": 1}}),
+              summary="Nearest texts in the index")
+    async def search(request: Request) -> JSONResponse:
+        payload = await read_json(request)
+        if service.index is None:
+            raise ApiError(404, "no index loaded; start the server with --index DIR")
+        items, batched = _inputs(payload, config.max_batch_size)
+        top_k = payload.get("top_k", 10)
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
+            raise ApiError(422, f"field 'top_k' must be an integer in [1, 1000], got {top_k!r}")
+        feats, tokens = service.embed_features(_strings(items, batched), "inputs")
+        hits = await run_job(request, "search", [(f, top_k) for f in feats], tokens)
+        return JSONResponse({"results": hits} if batched else {"results": hits[0]})
+
+    @app.get("/health", summary="Liveness")
+    async def health() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/info", summary="Model, task, dtype and limits")
+    async def info(request: Request) -> dict:
+        check_auth(request)
+        return service.info()
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    async def prom(request: Request) -> Response:
+        check_auth(request)
+        return Response(metrics.render(batcher.depth), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    app.add_middleware(_MetricsMiddleware, metrics=metrics)
+    return app
+
+
+def _app_from_env() -> Any:
+    """App factory for ``--workers`` > 1 (each uvicorn worker process loads its own model)."""
+    return create_app(ServeConfig(**json.loads(os.environ[_CONFIG_ENV])))
+
+
+def serve(config: ServeConfig) -> int:
+    """Load the model and serve until SIGINT/SIGTERM (which drain in-flight requests); returns 0."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise ImportError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'") from None
+    api_key = config.api_key or os.environ.get(API_KEY_ENV)
+    if not _is_loopback(config.host) and not api_key:
+        logger.warning("listening on %s without an API key: anyone who can reach this address can use the "
+                       "model (pass --api-key or set %s)", config.host, API_KEY_ENV)
+    t0 = time.perf_counter()
+    if config.workers > 1:
+        os.environ[_CONFIG_ENV] = json.dumps(asdict(config))
+        uvicorn.run("bertkit.serving.app:_app_from_env", factory=True, host=config.host, port=config.port,
+                    workers=config.workers, log_level="info", timeout_graceful_shutdown=config.request_timeout)
+        return 0
+    app = create_app(config)
+    svc = app.state.service
+    print(f"bertkit serve: {config.model} ({svc.task}, {svc.dtype}) loaded in {time.perf_counter() - t0:.1f} s; "
+          f"http://{config.host}:{config.port} (docs at /docs)", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                           timeout_graceful_shutdown=int(config.request_timeout)))
+    # uvicorn drains on SIGTERM, then re-raises the signal once its own handler is gone; a no-op
+    # handler underneath turns that into a normal return, so a drained shutdown exits 0.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    server.run()
+    return 0

@@ -1,0 +1,71 @@
+"""Run ``bertkit serve`` as a child process on a free local port (for tests, benchmarks and scripts)."""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["ServerProcess", "free_port", "server_process"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """A started server: ``url``, ``proc``; ``stop()`` sends SIGTERM and returns the exit code."""
+
+    def __init__(self, proc: subprocess.Popen, url: str, log: Path) -> None:
+        self.proc, self.url, self.log = proc, url, log
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise RuntimeError(f"server did not exit within {timeout} s of SIGTERM; log: {self.log}") from None
+
+
+@contextlib.contextmanager
+def server_process(model: str | os.PathLike, args: Sequence[str] = (), log: str | os.PathLike | None = None,
+                   start_timeout: float = 180.0, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+    """Start ``bertkit serve --model MODEL --port <free> ARGS``; yield once GET /health answers; stop on exit."""
+    port = free_port()
+    log_path = Path(log) if log else Path(os.environ.get("TMPDIR", "/tmp")) / f"bertkit-serve-{port}.log"
+    cmd = [sys.executable, "-m", "bertkit", "serve", "--model", str(model), "--port", str(port), *args]
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path)
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"server exited with {proc.returncode}: {tail}")
+            try:
+                with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
+                    if json.load(r).get("status") == "ok":
+                        break
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"server not ready after {start_timeout} s; log: {log_path}")
+            time.sleep(0.25)
+        yield server
+    finally:
+        if proc.poll() is None:
+            server.stop()

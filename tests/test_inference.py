@@ -1,0 +1,143 @@
+"""The inference path: CPU detection, precisions and their quality gates, the shared batched forward,
+long-text windows in the NER pipeline, and ONNX export checked in onnxruntime."""
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.assets import asset_path
+from bertkit.inference import cpu_flags, describe_cpu, resolve_dtype, run_batched
+from bertkit.modeling import BertModel
+from bertkit.pipelines import pipeline
+
+transformers = pytest.importorskip("transformers")
+
+
+def _polarity(split: str, n: int | None = None) -> list[dict]:
+    with open(asset_path(f"polarity-{split}"), newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return rows[:n] if n else rows
+
+
+def test_cpu_flags_and_auto_choice(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile amx_bf16\n")
+    flags = cpu_flags(str(info))
+    assert flags == {"amx_bf16": True, "amx_tile": True, "avx512_bf16": True, "avx512f": True, "avx2": True}
+    assert resolve_dtype("auto", flags) == "bf16"
+    plain = cpu_flags(str(tmp_path / "missing"))
+    assert not any(plain.values()) and resolve_dtype("auto", plain) == "fp32"
+    assert resolve_dtype("int8") == "int8" and resolve_dtype(torch.bfloat16) == "bf16"
+    with pytest.raises(ValueError, match="fp16"):
+        resolve_dtype("fp16")
+    assert "avx2=" in describe_cpu()
+
+
+def test_prepared_fp32_stays_exact_vs_transformers():
+    folder = str(asset_path("minilm"))
+    texts = [r["text"] for r in _polarity("test", 12)]
+    ref = transformers.BertModel.from_pretrained(folder, attn_implementation="sdpa").eval()
+    ours = BertModel.from_pretrained(folder, dtype="fp32")  # prepared: cached fused QKV
+    assert ours.encoder.layer[0].attention.self._inference_qkv is not None
+    assert not any("inference_qkv" in k for k in ours.state_dict())  # checkpoint keys unchanged
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    enc = tok(texts, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        a = ours(**enc).last_hidden_state
+        b = ref(**enc).last_hidden_state
+    m = enc["attention_mask"].bool()
+    torch.testing.assert_close(a[m], b[m], atol=2e-5, rtol=1e-4)
+
+
+def test_run_batched_restores_input_order_and_lengths():
+    folder = asset_path("minilm")
+    model = BertModel.from_pretrained(folder)
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(folder)
+    texts = [r["text"] for r in _polarity("test", 20)]
+    enc = tok(texts)
+    feats = [{k: enc[k][i] for k in ("input_ids", "attention_mask", "token_type_ids")} for i in range(len(texts))]
+    res = run_batched(model, feats, batch_size=4, outputs=("last_hidden_state",), max_batch_tokens=200)
+    for f, r, t in zip(feats, res, texts):
+        assert r["last_hidden_state"].shape == (len(f["input_ids"]), 384)
+        alone = model(**tok(t, return_tensors="pt")).last_hidden_state[0].detach().numpy()
+        np.testing.assert_allclose(r["last_hidden_state"], alone, atol=2e-5)
+
+
+def test_bf16_sentence_embeddings_gate():
+    """bf16 vs fp32 sentence embeddings on real text: cosine >= 0.999 for every sentence."""
+    texts = [r["text"] for r in _polarity("test", 64)]
+    fp32 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
+    bf16 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="bf16")
+    assert bf16.model.dtype == torch.bfloat16 and bf16.dtype == "bf16"
+    cos = torch.nn.functional.cosine_similarity(fp32, bf16(texts, return_tensors=True), dim=-1)
+    assert float(cos.min()) >= 0.999, float(cos.min())
+
+
+@pytest.mark.slow
+def test_int8_classifier_gate(polarity_clf):
+    """int8 (dynamic quantization of Linear layers) keeps polarity test accuracy within 1 point of fp32."""
+    rows = _polarity("test")
+    texts, gold = [r["text"] for r in rows], [r["label"] for r in rows]
+    acc = {}
+    for dtype in ("fp32", "int8"):
+        clf = pipeline("text-classification", model=polarity_clf, dtype=dtype)
+        acc[dtype] = float(np.mean([p["label"] == g for p, g in zip(clf(texts), gold)]))
+    q = clf.model
+    from torch.ao.nn.quantized.dynamic import Linear as QLinear
+
+    assert isinstance(q.bert.encoder.layer[0].intermediate.dense, QLinear)
+    assert isinstance(q.bert.embeddings.word_embeddings, torch.nn.Embedding)  # never quantized
+    assert q.bert.embeddings.LayerNorm.weight.dtype == torch.float32
+    assert acc["fp32"] > 0.7, acc  # the fine-tune learned something, so the comparison means something
+    assert abs(acc["int8"] - acc["fp32"]) <= 0.01, acc
+
+
+def test_ner_pipeline_tags_every_word_of_a_long_text(tmp_path):
+    """A text far over 512 tokens: every word gets a tag (windows as in fine-tuning), none is cut."""
+    import bertkit.modeling as bm
+    from bertkit.tokenization import BertTokenizer
+
+    torch.manual_seed(0)
+    folder = tmp_path / "ner"
+    m = bm.BertForTokenClassification.from_pretrained(str(asset_path("minilm")), num_labels=2,
+                                                      id2label={0: "B-X", 1: "B-Y"}, label2id={"B-X": 0, "B-Y": 1})
+    m.save_pretrained(str(folder), tokenizer=BertTokenizer.from_pretrained(str(asset_path("minilm"))))
+    words = " ".join(r["text"] for r in _polarity("train", 60)).replace(",", "").replace(".", "").split()
+    text = " ".join(w for w in words if w.isalpha())
+    ner = pipeline("ner", model=folder, aggregation_strategy="simple")
+    ents = ner(text)
+    n_words = len(text.split())
+    assert len(ner.tokenizer(text, verbose=False)["input_ids"]) > 700
+    # labels B-X / B-Y only: each word is its own entity, so every word must come back
+    assert len(ents) == n_words
+    assert [e["word"] for e in ents] == text.split()
+    assert ents[-1]["end"] == len(text)
+    # the per-token view covers the tail as well
+    tokens = ner(text, aggregation_strategy="none")
+    assert max(t["index"] for t in tokens) == len(ner.tokenizer(text, verbose=False)["input_ids"]) - 2
+
+
+@pytest.mark.slow
+def test_onnx_export_matches_bertkit_in_onnxruntime(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    from bertkit.cli import main as cli_main
+    from bertkit.tokenization import BertTokenizer
+
+    out = tmp_path / "model.onnx"
+    assert cli_main(["export", "onnx", "--model", str(asset_path("minilm")), "--output", str(out)]) == 0
+    sess = ort.InferenceSession(str(out))
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    model = BertModel.from_pretrained(asset_path("minilm"))
+    for texts in ([r["text"] for r in _polarity("test", 7)], ["one short sentence ."]):  # other batch and length
+        enc = tok(texts, padding=True, return_tensors="np")
+        feed = {k: enc[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+        got = sess.run(["last_hidden_state"], feed)[0]
+        with torch.inference_mode():
+            want = model(**{k: torch.from_numpy(v) for k, v in feed.items()}).last_hidden_state.numpy()
+        mask = feed["attention_mask"].astype(bool)
+        np.testing.assert_allclose(got[mask], want[mask], atol=1e-4)

@@ -1,0 +1,175 @@
+"""`bertkit serve` as a real server process on a free 127.0.0.1 port, talked to over HTTP."""
+
+import csv
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from bertkit.assets import asset_path
+from bertkit.pipelines import pipeline
+from bertkit.serving.process import server_process
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+KEY = "test-key-123"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def _sentences(n: int, split: str = "test") -> list[str]:
+    with open(asset_path(f"polarity-{split}"), newline="", encoding="utf-8") as f:
+        return [r["text"] for r in csv.DictReader(f)][:n]
+
+
+@pytest.fixture(scope="module")
+def minilm_server(tmp_path_factory):
+    """MiniLM, fp32 (so results compare exactly), small limits to exercise them, an index, an API key."""
+    from bertkit.search import build_index
+
+    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    corpus.write_text("\n".join(_sentences(200, "train")) + "\n", encoding="utf-8")
+    index = build_index(asset_path("minilm"), corpus, corpus.parent / "index", dtype="fp32", progress=False)
+    args = ["--dtype", "fp32", "--max-batch-size", "8", "--max-input-tokens", "64", "--max-wait-ms", "30",
+            "--index", str(index), "--api-key", KEY]
+    with server_process(asset_path("minilm"), args) as srv:
+        yield srv
+        code = srv.stop()
+    assert code == 0
+
+
+def test_embed_equals_offline_pipeline_and_sentence_transformers(minilm_server):
+    texts = _sentences(8)
+    r = httpx.post(minilm_server.url + "/embed", json={"inputs": texts}, headers=AUTH, timeout=60)
+    assert r.status_code == 200, r.text
+    got = np.array(r.json()["embeddings"])
+    offline = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
+    np.testing.assert_allclose(got, offline.numpy(), atol=1e-5)
+    st = pytest.importorskip("sentence_transformers")
+    ref = st.SentenceTransformer(str(asset_path("minilm")), device="cpu").encode(texts, normalize_embeddings=True)
+    np.testing.assert_allclose(got, ref, atol=1e-4)
+    one = httpx.post(minilm_server.url + "/embed", json={"inputs": texts[0]}, headers=AUTH, timeout=60).json()
+    np.testing.assert_allclose(one["embedding"], got[0], atol=1e-5)
+
+
+def test_concurrent_requests_are_batched_and_each_gets_its_own_result(minilm_server):
+    texts = _sentences(24)
+    results: dict[int, list] = {}
+
+    def call(i: int) -> None:
+        r = httpx.post(minilm_server.url + "/embed", json={"inputs": texts[i]}, headers=AUTH, timeout=60)
+        results[i] = [r.status_code, r.json()]
+
+    before = _metric(minilm_server, "bertkit_batch_size_count")
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(results[i][0] == 200 for i in range(len(texts))), results
+    offline = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
+    for i in range(len(texts)):
+        np.testing.assert_allclose(results[i][1]["embedding"], offline[i].numpy(), atol=1e-5)
+    forwards = _metric(minilm_server, "bertkit_batch_size_count") - before
+    assert forwards < len(texts)  # several requests shared a forward
+
+
+def _metric(srv, name: str) -> float:
+    text = httpx.get(srv.url + "/metrics", headers=AUTH, timeout=30).text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics:\n{text}")
+
+
+@pytest.mark.parametrize("body,status,field", [
+    (b"{not json", 400, "invalid JSON"),
+    (b'{"input": "x"}', 422, "'inputs'"),
+    (b'{"inputs": []}', 422, "empty list"),
+    (b'{"inputs": ["ok", 3]}', 422, "inputs[1]"),
+    (b'{"inputs": 5}', 422, "inputs"),
+    (b'{"inputs": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}', 413, "--max-batch-size 8"),
+    (('{"inputs": ["short", "' + "word " * 100 + '"]}').encode(), 413, "inputs[1] has"),
+    (b'{"inputs": "' + b"x" * 1_100_000 + b'"}', 413, "limit"),
+])
+def test_bad_requests_get_4xx_json_naming_the_problem(minilm_server, body, status, field):
+    r = httpx.post(minilm_server.url + "/embed", content=body, headers={**AUTH, "content-type": "application/json"},
+                   timeout=60)
+    assert r.status_code == status, r.text
+    assert field in r.json()["error"]
+
+
+def test_auth_tokenize_info_metrics_and_missing_task(minilm_server):
+    url = minilm_server.url
+    assert httpx.post(url + "/embed", json={"inputs": "x"}, timeout=30).status_code == 401
+    assert httpx.get(url + "/health", timeout=30).json() == {"status": "ok"}
+    tok = httpx.post(url + "/tokenize", json={"inputs": "Hello world"}, headers=AUTH, timeout=30).json()
+    assert tok["tokens"] == ["[CLS]", "hello", "world", "[SEP]"] and tok["input_ids"][0] == 101
+    info = httpx.get(url + "/info", headers=AUTH, timeout=30).json()
+    assert info["task"] == "sentence-embedding" and info["dtype"] == "fp32"
+    assert info["limits"]["max_batch_size"] == 8 and info["index"]["size"] == 200
+    r = httpx.post(url + "/predict", json={"inputs": "x"}, headers=AUTH, timeout=30)
+    assert r.status_code == 404 and "no task head" in r.json()["error"]
+    metrics = httpx.get(url + "/metrics", headers=AUTH, timeout=30).text
+    assert 'bertkit_requests_total{endpoint="/embed",status="401"}' in metrics
+    assert "bertkit_inference_seconds_bucket" in metrics and "bertkit_queue_seconds_count" in metrics
+    assert httpx.get(url + "/docs", timeout=30).status_code == 200
+
+
+def test_search_endpoint_finds_the_sentence(minilm_server):
+    corpus = _sentences(200, "train")
+    r = httpx.post(minilm_server.url + "/search", json={"inputs": [corpus[17], corpus[150]], "top_k": 3},
+                   headers=AUTH, timeout=60)
+    assert r.status_code == 200, r.text
+    hits = r.json()["results"]
+    assert [h[0]["text"] for h in hits] == [corpus[17], corpus[150]]
+    assert hits[0][0]["score"] == pytest.approx(1.0, abs=2e-3) and len(hits[0]) == 3
+    assert hits[0][0]["score"] >= hits[0][1]["score"] >= hits[0][2]["score"]
+    bad = httpx.post(minilm_server.url + "/search", json={"inputs": "x", "top_k": 0}, headers=AUTH, timeout=30)
+    assert bad.status_code == 422 and "top_k" in bad.json()["error"]
+
+
+@pytest.mark.slow
+def test_classifier_folder_predict_embed_backpressure_and_drain(polarity_clf):
+    texts = _sentences(4)
+    offline = pipeline("text-classification", model=polarity_clf, dtype="fp32")(texts, top_k=None)
+    args = ["--dtype", "fp32", "--max-queue", "2", "--max-batch-size", "4", "--max-wait-ms", "1"]
+    with server_process(polarity_clf, args) as srv:
+        r = httpx.post(srv.url + "/predict", json={"inputs": texts}, timeout=60)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["task"] == "text-classification"
+        for got, want in zip(body["predictions"], offline):
+            assert [x["label"] for x in got] == [x["label"] for x in want]
+            np.testing.assert_allclose([x["score"] for x in got], [x["score"] for x in want], atol=1e-5)
+        assert httpx.post(srv.url + "/embed", json={"inputs": texts[0]}, timeout=60).status_code == 200
+        bad = httpx.post(srv.url + "/predict", json={"inputs": {"question": "q"}}, timeout=60)
+        assert bad.status_code == 422 and "inputs.text" in bad.json()["error"]
+
+        # a flood over the 2-deep queue: some are refused with 503 + Retry-After, none fails otherwise
+        long_texts = [" ".join(_sentences(40)[i:i + 12])[:1500] for i in range(4)]
+        codes: list[tuple[int, str | None]] = []
+
+        def flood() -> None:
+            r = httpx.post(srv.url + "/predict", json={"inputs": long_texts}, timeout=120)
+            codes.append((r.status_code, r.headers.get("retry-after")))
+
+        threads = [threading.Thread(target=flood) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(180)
+        assert {c for c, _ in codes} <= {200, 503} and (200, None) in codes
+        assert any(c == 503 and ra == "1" for c, ra in codes), codes
+
+        # SIGTERM while a request is in flight: it still completes, then the server exits 0
+        done: list[int] = []
+        t = threading.Thread(target=lambda: done.append(
+            httpx.post(srv.url + "/predict", json={"inputs": long_texts}, timeout=120).status_code))
+        t.start()
+        time.sleep(0.3)
+        code = srv.stop()
+        t.join(120)
+        assert done == [200] and code == 0
