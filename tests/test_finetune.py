@@ -126,6 +126,21 @@ def test_freeze_keeps_frozen_weights(tmp_path, minilm):
     assert not torch.equal(after["bert." + l5], before.get(l5, before.get("bert." + l5)))
 
 
+def test_same_seed_same_model(tmp_path, minilm):
+    """The seed covers the new head's initialisation: two runs with seed 0 give the same weights,
+    whatever state the global generator was left in."""
+    train = _subset_csv(asset_path("polarity-train"), tmp_path / "train.csv", 16)
+    heads = []
+    for i, out in enumerate([tmp_path / "a", tmp_path / "b"]):
+        torch.manual_seed(1000 + i)  # disturb the global generator between runs
+        finetune("text-classification", minilm, train, out, epochs=1, batch_size=16, max_length=24, seed=0,
+                 freeze="embeddings,encoder", progress=False, quiet=True)
+        from safetensors.torch import load_file
+
+        heads.append(load_file(str(out / "model.safetensors"))["classifier.weight"])
+    assert torch.equal(heads[0], heads[1])
+
+
 def test_token_classification_words_and_transformers(tmp_path, minilm):
     train = _subset_conll(asset_path("wnut16-train"), tmp_path / "train.conll", 64)
     val = _subset_conll(asset_path("wnut16-test"), tmp_path / "val.conll", 24)

@@ -161,6 +161,11 @@ def finetune(
     val_enc = t.encode(tok, val_ex, with_labels=t.name != "question-answering") if val_ex is not None else None
 
     cls = t.model_class()
+    # The new head is initialised from the global generator: seed it first, or the same seed gives
+    # a different classifier (and a different fine-tuned model) from run to run.
+    from bertkit.training.trainer import set_seed
+
+    set_seed(seed)
     net = cls.from_pretrained(str(model), **t.model_kwargs())
     check_vocab_fits(tok, net.config, str(model))
     if options.max_length > net.config.max_position_embeddings:
