@@ -36,7 +36,7 @@ class _OnnxWrapper(nn.Module):
         # Trace the general path: no data-dependent shortcuts. Under export the all-ones mask shortcut
         # is skipped already (AttentionMask.build reads nothing on the host while compiling).
         base.pack_padding = False
-        base._validate_inputs = lambda *a: None
+        base._validate_inputs = lambda *a, **k: None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
