@@ -6,7 +6,8 @@ local Hugging Face cache (``models--org--name/snapshots/<rev>/``). Never touches
 
 Keys are checkpoint keys as they are (module paths mirror transformers); the only mapping is the
 model's ``base_model_prefix`` (a head model from a bare-encoder checkpoint and the reverse), legacy
-TensorFlow ``gamma``/``beta`` LayerNorm names, renames a model class passes in, and tied weights.
+TensorFlow ``gamma``/``beta`` LayerNorm names, renames a model class passes in, tied weights, and
+the checkpoint keys a model class lists as known leftovers (``_keys_to_ignore_on_load_unexpected``).
 
 This module is a leaf: it knows no model class. A model family passes in what is its own (its
 builder, key renames, tied weights and how to initialise a missing parameter) to

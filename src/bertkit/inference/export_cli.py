@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit import _args as A
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=("onnx",), help="export format")
     p.add_argument("--model", required=True, help="model folder")
     p.add_argument("--output", required=True, help="file to write (e.g. model.onnx)")
-    p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the exporter's)")
+    p.add_argument("--opset", type=A.int_range(7, note="ONNX opset versions start at 7 in torch's exporter"),
+                   default=None, help="ONNX opset (default: the exporter's)")
 
 
 def run(args: argparse.Namespace) -> int:

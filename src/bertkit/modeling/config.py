@@ -260,8 +260,6 @@ class BertConfig(PretrainedConfig):
         return cls.from_dict(kwargs)
 
 
-_FIELD_NAMES = BertConfig.field_names()
-
 
 def check_vocab_fits(tokenizer: Any, config: Any, where: str | None = None) -> None:
     """Raise a ValueError when ``tokenizer`` can produce ids past the model's embedding table.
