@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep case (for cased vocabularies)")
     p.add_argument("--seq-len", type=int, default=128,
                    help="accepted for symmetry with `pretrain`; shards do not depend on it")
+    p.add_argument("--whole-word-masking", dest="word_boundaries", action="store_true",
+                   help="also store word boundaries for `pretrain --whole-word-masking`; Chinese text is "
+                        "segmented into words with jieba (pip install 'bertkit[zh]')")
     p.add_argument("--shard-tokens", type=int, default=50_000_000, help="tokens per shard file")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
@@ -31,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = prepare_corpus(args.corpus, load_tokenizer(args.vocab, args.lower_case), args.output,
                          list(load_vocab(args.vocab)), fmt=args.format, jsonl_field=args.jsonl_field,
-                         shard_tokens=args.shard_tokens, progress=args.progress)
+                         shard_tokens=args.shard_tokens, progress=args.progress,
+                         word_boundaries=args.word_boundaries)
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     print(f"wrote {out}: {meta['num_tokens']:,} tokens, {meta['num_sentences']:,} sentences, "
           f"{meta['num_documents']:,} documents in {len(meta['shards'])} shard(s)")
