@@ -38,8 +38,9 @@ def test_cpu_hour_schedule():
 def corpus(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("corpus")
     f = d / "text.txt"
-    lines = asset_path("austen").read_text(encoding="utf-8").splitlines()[:600]
-    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines = [l for l in asset_path("austen").read_text(encoding="utf-8").splitlines() if l.strip()][:600]
+    # a blank line every 10 lines: documents, so that some are held out for evaluation
+    f.write_text("".join(l + "\n" + ("\n" if k % 10 == 9 else "") for k, l in enumerate(lines)), encoding="utf-8")
     return str(f)
 
 

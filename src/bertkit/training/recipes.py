@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -69,8 +70,10 @@ def cpu_hour_phases(minutes: float) -> list[Phase]:
             Phase("phase2", minutes - first, seq_len=128, batch_size=32, lr=5e-4, warmup_steps=100, nsp=True)]
 
 
-def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_steps: int = 4) -> float:
-    """Optimizer steps per minute of this phase's shape, timed on a throwaway copy of the model."""
+def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_steps: int = 4,
+                      max_seconds: float = 20.0) -> float:
+    """Optimizer steps per minute of this phase's shape, timed on a throwaway copy of the model
+    (median of ``n_steps`` steps, fewer but at least two when they take over ``max_seconds``)."""
     import torch
 
     from bertkit.training.pretraining import mlm_nsp_loss
@@ -91,6 +94,8 @@ def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_
         opt.zero_grad(set_to_none=True)
         if k:
             times.append(time.perf_counter() - t0)
+            if len(times) >= 2 and sum(times) > max_seconds:
+                break
     times.sort()
     return 60.0 / times[len(times) // 2]
 
@@ -132,6 +137,8 @@ def run_recipe(args: Any) -> Any:
 
     if args.recipe not in RECIPES:
         raise ValueError(f"unknown recipe {args.recipe!r}; known: {', '.join(RECIPES)}")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise NotImplementedError("--recipe plans and runs in one process; run it without torchrun")
     defaults = PretrainingArguments(output="")
     given = [f"--{f.replace('_', '-')}" for f in _RECIPE_FIELDS if getattr(args, f) != getattr(defaults, f)]
     if given:
