@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -60,10 +61,15 @@ def shards(tmp_path_factory, sentences, vocab) -> Path:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _reference_tokenizer():
+    return transformers.BertTokenizerFast(str(asset_path("vocab-chinese")), do_lower_case=True)
+
+
+@functools.cache
 def _reference_words(text: str) -> tuple[list[int], list[int]]:
     """(ids, word index per token) from the reference tokenizer and jieba, independently of bertkit."""
-    ref = transformers.BertTokenizerFast(str(asset_path("vocab-chinese")), do_lower_case=True)
-    enc = ref(text, add_special_tokens=False, return_offsets_mapping=True)
+    enc = _reference_tokenizer()(text, add_special_tokens=False, return_offsets_mapping=True)
     jieba_word = np.empty(len(text), np.int64)
     pos = 0
     for k, w in enumerate(jieba.lcut(text)):
