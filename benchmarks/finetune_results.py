@@ -38,6 +38,7 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(RUNS))
     ap.add_argument("--out", default="runs/results")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--overwrite", action="store_true", help="replace earlier runs under --out")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
     if args.threads:
@@ -49,7 +50,7 @@ def main() -> int:
         task, tr, te, metric, kw = RUNS[name]
         t0 = time.perf_counter()
         res = finetune(task, asset_path("minilm"), asset_path(tr), Path(args.out) / name, asset_path(te),
-                       seed=0, progress=not args.no_progress, **kw)
+                       seed=0, progress=not args.no_progress, overwrite=args.overwrite, **kw)
         wall = time.perf_counter() - t0
         extra = ", ".join(f"{k} {v:.4f}" for k, v in res.metrics.items() if k != metric)
         line = (f"{name:9s} {task:21s} {metric} {res.metrics[metric]:.4f}  ({extra})  "

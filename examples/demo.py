@@ -79,7 +79,8 @@ def step_pretrain(args, vocab: Path | None) -> Path | None:
            "--vocab", str(vocab), "--config", "tiny", "--no-nsp", "--seq-len", "32", "--batch-size", "64",
            "--lr", "2e-3", "--warmup-ratio", "0.05", "--max-steps", str(args.pretrain_steps),
            "--max-minutes", str(args.pretrain_minutes), "--eval-every", "0", "--save-every", "0",
-           "--cache-dir", str(RUN / "pretrain-data"), "--output", str(out)]
+           "--cache-dir", str(RUN / "pretrain-data"), "--output", str(out),
+           "--overwrite"]  # the demo's own folder: a second demo replaces the first one's run
     print("  $ " + " ".join(Path(c).name if c == sys.executable else c for c in cmd), flush=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     rc = subprocess.call(cmd, env=env)
@@ -111,7 +112,7 @@ def step_finetune(args) -> Path | None:
     out = RUN / "polarity"
     res = finetune("text-classification", asset_path("minilm"), asset_path("polarity-train"), out,
                    asset_path("polarity-test"), epochs=args.epochs, max_length=64, batch_size=32, lr=1e-4,
-                   max_train_samples=800 if args.quick else None)
+                   max_train_samples=800 if args.quick else None, overwrite=True)
     print(f"\n  accuracy on 800 held-out sentences: {res.metrics['accuracy']:.1%} "
           f"(macro F1 {res.metrics['macro_f1']:.3f}, MCC {res.metrics['mcc']:.3f}), "
           f"{res.train_seconds:.0f}s of training")

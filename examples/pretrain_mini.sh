@@ -14,7 +14,8 @@
 # second phase does, so that positions 32-127 and the NSP head are trained too.
 #
 # Output: $OUT (phase 1) and $OUT-seq128 (phase 2): save_pretrained folders with metrics.jsonl,
-# metrics.png and log.txt. examples/plot_pretrain_phases.py draws both phases on one time axis.
+# metrics.png; the console logs go to $OUT.log and $OUT-seq128.log beside them (bertkit writes
+# only into a new or empty folder, or its own earlier output). examples/plot_pretrain_phases.py draws both phases on one time axis.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BERTKIT_ASSETS="${BERTKIT_ASSETS:-$PWD/.assets}"
@@ -22,19 +23,18 @@ PY="${PYTHON:-.venv/bin/python}"
 A="$BERTKIT_ASSETS"
 OUT="${OUT:-runs/mini-real}"
 CORPUS=("$A/austen/austen.txt" "$A/wiki/wiki.txt" "$A/bbcnews/train.jsonl")  # .jsonl: field "text"
-mkdir -p "$OUT"
+mkdir -p "$(dirname "$OUT")"
 "$PY" -m bertkit pretrain --corpus "${CORPUS[@]}" \
   --vocab "$A/vocab/uncased.txt" --config mini --dropout 0.0 --no-nsp \
   --seq-len 32 --batch-size 64 --max-steps 12500 --max-minutes 60 \
   --lr 1e-3 --warmup-steps 300 --weight-decay 0.01 --precision bf16 \
   --eval-every 500 --eval-instances 512 --save-every 1000 --keep-last 2 --log-every 10 \
-  --threads "${THREADS:-2}" --seed 0 --output "$OUT" "$@" 2>&1 | tee -a "$OUT/log.txt"
+  --threads "${THREADS:-2}" --seed 0 --output "$OUT" "$@" 2>&1 | tee -a "$OUT.log"
 
 if [ "${PHASE2_MINUTES:-15}" != "0" ]; then
-  mkdir -p "$OUT-seq128"
   "$PY" -m bertkit pretrain --corpus "${CORPUS[@]}" --model "$OUT" --dropout 0.0 \
     --seq-len 128 --batch-size 32 --max-steps 1300 --max-minutes "${PHASE2_MINUTES:-15}" \
     --lr 5e-4 --warmup-steps 100 --weight-decay 0.01 --precision bf16 \
     --eval-every 100 --eval-instances 512 --save-every 500 --keep-last 2 --log-every 10 \
-    --threads "${THREADS:-2}" --seed 0 --output "$OUT-seq128" 2>&1 | tee -a "$OUT-seq128/log.txt"
+    --threads "${THREADS:-2}" --seed 0 --output "$OUT-seq128" 2>&1 | tee -a "$OUT-seq128.log"
 fi

@@ -22,6 +22,8 @@ _TRICKY = list("aAzZ09 .,!?'\"-_#[]\t\n\r") + [
     "\u00a0", "\u2003", "\u2028", "\u3000", "\u1680", "\u4e2d", "\u6587", "\uf900", "\ud55c", "\u1100", "\u3001",
     "\u3002", "\uff0c", "\u2014", "\u00bf", "\U0001f600", "\U0001f44d\U0001f3fd", "\ue000", "\U0002a700",
     "[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]", "##", "un", "##able", "hello", "Hello",
+    # CJK compatibility ideographs whose NFD leaves the BMP (U+FA6C -> U+242EE, ...)
+    "\ufa6c", "\ufacf", "\ufad0", "\ufad1", "\ufad5", "\ufad6", "\ufad7",
 ]
 # The reference cannot take lone surrogates (not UTF-8), so parity runs without them;
 # test_fuzz_no_crash feeds them to bertkit alone.

@@ -14,8 +14,10 @@ This module is a leaf: it imports nothing of bertkit and nothing heavier than th
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -73,6 +75,32 @@ def fsync_tree(root: str | os.PathLike) -> None:
         fsync_dir(dirpath)
 
 
+def _named(e: BaseException, path: Path, tmp: Path | None = None) -> BaseException:
+    """A write failure as an OSError naming ``path``.
+
+    ``write`` on a full disk raises ENOSPC / EFBIG without a file name; safetensors and torch.save
+    report the same failures as their own exception types ("I/O error: ... (os error 28)", "file
+    write failed"). Each becomes an OSError with the errno (EIO when unknown) and the path, which
+    the CLI reports in one line.
+    """
+    if isinstance(e, OSError):
+        inside_tmp = tmp is not None and e.filename is not None and os.fsdecode(e.filename).startswith(str(tmp))
+        if (e.filename is None or inside_tmp) and e.errno is not None:
+            # a temp name means nothing to the user (and is gone): name what was being written
+            return type(e)(e.errno, e.strerror or os.strerror(e.errno), str(path))
+        return e
+    if not isinstance(e, Exception):
+        return e
+    text = str(e)
+    m = re.search(r"os error (\d+)", text)
+    if m:
+        code = int(m.group(1))
+        return OSError(code, os.strerror(code), str(path))
+    if "file write failed" in text or "write failed" in text:
+        return OSError(errno.EIO, "write failed (is the disk full?)", str(path))
+    return e
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Path]:
     """Yield a temp path beside ``path``; on success fsync it and rename it onto ``path``.
@@ -95,10 +123,13 @@ def atomic_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Pa
             os.close(fd)
         os.replace(tmp, final)
         fsync_dir(final.parent)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise
+        named = _named(e, final, tmp)
+        if named is e:
+            raise
+        raise named from e
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -148,9 +179,12 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
         else:
             os.replace(tmp, final)
             fsync_dir(final.parent)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        named = _named(e, final, tmp)
+        if named is e:
+            raise
+        raise named from e
 
 
 @contextlib.contextmanager
@@ -184,5 +218,10 @@ def atomic_update_dir(path: str | os.PathLike) -> Iterator[Path]:
             else:
                 os.replace(item, dest)
         fsync_dir(final)
+    except BaseException as e:
+        named = _named(e, final, tmp)
+        if named is e:
+            raise
+        raise named from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from bertkit._io import atomic_update_dir
+from bertkit._text import read_json
 
 __all__ = [
     "hub_cache_dirs",
@@ -179,9 +180,11 @@ def load_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     file = find_weights_file(path)
     if file.name.endswith(".index.json"):
         try:
-            index = json.loads(file.read_text(encoding="utf-8"))
+            index = read_json(file)
             weight_map = index["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            if not isinstance(weight_map, dict):
+                raise TypeError(f"weight_map is a {type(weight_map).__name__}, not an object")
+        except (KeyError, TypeError) as e:
             raise ValueError(f"{file}: not a valid shard index ({e})") from None
         state: dict[str, torch.Tensor] = {}
         for shard in dict.fromkeys(weight_map.values()):

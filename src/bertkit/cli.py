@@ -8,8 +8,11 @@ runs, so `bertkit tokenize` never pays for importing the trainer.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
+import traceback
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,13 +34,43 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument("--debug", action="store_true",
+                       help="show the full traceback of an error (also BERTKIT_DEBUG=1)")
         if only is None or only == name:
             importlib.import_module(module).add_arguments(p)
     return parser
 
 
+def _debug_requested(argv: list[str]) -> tuple[bool, list[str]]:
+    """``--debug`` anywhere on the line, or BERTKIT_DEBUG=1, asks for tracebacks; strip the flag."""
+    debug = "--debug" in argv or os.environ.get("BERTKIT_DEBUG", "").strip() not in ("", "0")
+    return debug, [a for a in argv if a != "--debug"]
+
+
+def describe_os_error(e: OSError) -> str:
+    """An OSError as ``<reason>: <path>``, with a hint for the reasons a user can act on."""
+    reason = e.strerror or type(e).__name__
+    paths = [p for p in (e.filename, e.filename2) if p is not None]
+    where = " -> ".join(os.fsdecode(p) for p in paths)
+    hint = {
+        errno.ENOSPC: "free some space or choose another --output",
+        errno.EDQUOT: "free some space or choose another --output",
+        errno.EFBIG: "the file system (or a ulimit) refuses files this large",
+        errno.EACCES: "check the permissions of the path or choose another",
+        errno.EPERM: "check the permissions of the path or choose another",
+        errno.EROFS: "the file system is read-only; choose another path",
+        errno.EISDIR: "a file was expected, this is a folder",
+        errno.ENOTDIR: "a folder was expected, this (or a parent) is a file",
+        errno.EEXIST: "something is in the way there; choose another path",
+    }.get(e.errno or -1)
+    if not where:
+        return str(e) if not e.strerror else f"{reason}" + (f" ({hint})" if hint else "")
+    return f"{reason}: {where}" + (f" ({hint})" if hint else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    debug, argv = _debug_requested(list(argv))
     command = argv[0] if argv and argv[0] in COMMANDS else None
     if command is None:
         build_parser(only="").print_help()
@@ -49,10 +82,30 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (FileNotFoundError, FileExistsError, ValueError, NotImplementedError, TypeError) as e:
-        # User-facing errors carry their own message (file, line, value); no traceback.
-        print(f"bertkit {command}: error: {e}", file=sys.stderr)
+    except (ValueError, NotImplementedError, TypeError, OSError) as e:
+        # A TypeError from inside bertkit is a bug and keeps its traceback; only the ones raised
+        # to reject an argument's type (their message names it) are user errors.
+        if debug or (isinstance(e, TypeError) and not _is_argument_type_error(e)):
+            raise
+        if isinstance(e, OSError) and e.strerror:
+            message = describe_os_error(e)
+        else:
+            message = str(e) or type(e).__name__
+        print(f"bertkit {command}: error: {message}", file=sys.stderr)
+        print("(run with --debug or BERTKIT_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+
+
+def _is_argument_type_error(e: TypeError) -> bool:
+    """A TypeError that bertkit raised itself to reject an argument, not one from a bug deep inside."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    filename = tb.tb_frame.f_code.co_filename
+    # Raised by a `raise TypeError(...)` in bertkit's own code: a deliberate check with a message.
+    return os.sep + "bertkit" + os.sep in filename and traceback.extract_tb(tb)[-1].line.lstrip().startswith("raise")
 
 
 if __name__ == "__main__":

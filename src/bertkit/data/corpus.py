@@ -30,7 +30,6 @@ corpora larger than memory work.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import os
@@ -40,11 +39,13 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from bertkit._io import atomic_dir
+from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
+from bertkit._outputs import MARKER, claim_output_dir
+from bertkit._text import ReplacementCounter, iter_lines, parse_json, read_json, split_records
 
 __all__ = [
     "split_sentences",
@@ -96,51 +97,29 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-class _ReplacementCounter:
-    """A codecs error handler that replaces undecodable bytes by U+FFFD and counts them."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.name = f"bertkit_count_{id(self)}"
-        codecs.register_error(self.name, self)
-
-    def __call__(self, err: UnicodeDecodeError) -> tuple[str, int]:
-        self.count += err.end - err.start
-        return "\ufffd", err.end
-
-
-def _iter_lines(path: Path, counter: _ReplacementCounter) -> Iterator[tuple[int, str]]:
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            yield lineno, raw.decode("utf-8", errors=counter.name)
-
-
 def read_documents(path: str | os.PathLike, fmt: str = "prose", jsonl_field: str = "text",
-                   counter: _ReplacementCounter | None = None,
+                   counter: ReplacementCounter | None = None,
                    progress: Callable[[int], None] | None = None) -> Iterator[list[str]]:
     """Yield documents (lists of sentences) of one file, streaming."""
     path = Path(path)
-    counter = counter or _ReplacementCounter()
+    counter = counter or ReplacementCounter()
     if fmt not in ("prose", "bert"):
         raise ValueError(f"unknown corpus format {fmt!r}; use 'prose' or 'bert'")
     if path.suffix == ".jsonl":
-        for lineno, line in _iter_lines(path, counter):
+        for lineno, line in iter_lines(path, counter):
             if progress:
                 progress(len(line.encode("utf-8", errors="replace")))
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}, line {lineno}: not valid JSON ({e.msg})") from None
+            record = parse_json(line, f"{path}:{lineno}")
             if not isinstance(record, dict) or jsonl_field not in record:
                 raise ValueError(f"{path}, line {lineno}: no {jsonl_field!r} field")
-            doc = [s for para in str(record[jsonl_field]).splitlines() for s in split_sentences(para)]
+            doc = [s for para in split_records(str(record[jsonl_field])) for s in split_sentences(para)]
             if doc:
                 yield doc
         return
     doc: list[str] = []
-    for _, line in _iter_lines(path, counter):
+    for _, line in iter_lines(path, counter):
         if progress:
             progress(len(line.encode("utf-8", errors="replace")))
         line = line.strip()
@@ -226,12 +205,16 @@ def prepare_corpus(
     shard_tokens: int = 50_000_000,
     batch_sentences: int = 2048,
     progress: bool = True,
+    overwrite: bool = False,
     word_boundaries: bool = False,
 ) -> Path:
     """Tokenize ``files`` once into a shard folder at ``output`` (see module docs); returns it.
 
-    ``word_boundaries`` also stores a word-start flag per token for whole-word masking; Chinese
-    text is segmented with jieba then (:mod:`bertkit.data.words`, the ``[zh]`` extra).
+    ``output`` must be new or empty, or an earlier prepare-data output and ``overwrite`` given: the
+    new folder then replaces it in one rename once complete (files that prepare-data did not write
+    stay where they are). ``word_boundaries`` also stores a word-start flag per token for
+    whole-word masking; Chinese text is segmented with jieba then (:mod:`bertkit.data.words`, the
+    ``[zh]`` extra).
     """
     output = Path(output)
     files = [Path(f) for f in files]
@@ -240,15 +223,35 @@ def prepare_corpus(
     for f in files:
         if not f.is_file():
             raise FileNotFoundError(f"corpus file not found: {f}")
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise FileExistsError(f"output folder {output} already exists and is not empty; choose a new "
-                              "folder or remove it yourself")
-    if output.is_dir():
-        output.rmdir()  # empty: atomic_dir publishes the finished folder under this name
-    with atomic_dir(output) as tmp:
+    run = {"files": [str(f) for f in files], "format": fmt, "vocab": vocab_fingerprint(vocab_tokens),
+           "word_boundaries": word_boundaries}
+    claim = claim_output_dir(output, "prepare-data", overwrite=overwrite, run=run, owned=PREPARED_OUTPUTS,
+                             legacy=_is_prepared, dry_run=True)
+    if claim.foreign:
+        # Somebody's files sit in our earlier output: replace ours file by file, keep theirs.
+        claim = claim_output_dir(output, "prepare-data", overwrite=True, run=run, owned=PREPARED_OUTPUTS,
+                                 legacy=_is_prepared, create=False)
+        writer = atomic_update_dir(output)
+    else:
+        # The whole folder is published (or swapped for our earlier one) in one rename when complete.
+        writer = atomic_dir(output, replace=output.exists())
+    with writer as tmp:
         _write_shards(files, tokenizer, tmp, vocab_tokens, fmt, jsonl_field, shard_tokens, batch_sentences,
                       progress, word_boundaries)
+        atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir())), indent=1)
     return output
+
+
+# What prepare-data writes into its output folder.
+PREPARED_OUTPUTS = ("meta.json", "vocab.txt", "shard-*.bin")
+
+
+def _is_prepared(folder: Path) -> bool:
+    """An unmarked shard folder written by an older bertkit."""
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens: Sequence[str], fmt: str,
@@ -274,10 +277,11 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
     shards: list[dict[str, object]] = []
     writer = _ShardWriter(tmp, 0, dtype, word_boundaries)
     replaced: dict[str, int] = {}
+    first: tuple[str, int, int] | None = None  # (file, line, byte offset) of the first bad byte
     sources = []
     try:
         for path in files:
-            counter = _ReplacementCounter()
+            counter = ReplacementCounter()
             n_docs_file = 0
             n_sent_file = 0
             pending: list[list[str]] = []
@@ -313,6 +317,7 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
                                  f"(nothing left after sentence splitting and tokenization)")
             if counter.count:
                 replaced[str(path)] = counter.count
+                first = first or counter.first
             sources.append({"file": str(path), "documents": n_docs_file, "sentences": n_sent_file})
         shards.append(writer.close())
     except BaseException:
@@ -323,9 +328,13 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
         if bar is not None:
             bar.close()
     if replaced:
-        warnings.warn(
-            f"replaced {sum(replaced.values())} byte(s) that are not valid UTF-8 with U+FFFD: "
-            + ", ".join(f"{k}: {v}" for k, v in replaced.items()), stacklevel=2)
+        # Kept (as U+FFFD) rather than fatal: a scraped corpus often holds a few stray bytes. But
+        # the user must see it on screen, with where to look, not only in meta.json.
+        where = f" (first at {first[0]}:{first[1]}, byte offset {first[2]})" if first else ""
+        message = (f"replaced {sum(replaced.values())} byte(s) that are not valid UTF-8 with U+FFFD{where}: "
+                   + ", ".join(f"{k}: {v}" for k, v in replaced.items()) + "; recorded as replaced_bytes in meta.json")
+        warnings.warn(message, stacklevel=2)
+        print(f"warning: {message}", file=sys.stderr)
     meta = {
         "format": FORMAT,
         "dtype": dtype.name,
@@ -359,9 +368,19 @@ class ShardedCorpus:
         if not meta_file.is_file():
             raise FileNotFoundError(f"{self.folder} is not a prepared corpus (no meta.json); "
                                     "run `bertkit prepare-data` first")
-        self.meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        if self.meta.get("format") != FORMAT:
-            raise ValueError(f"{meta_file}: unknown format {self.meta.get('format')!r}, expected {FORMAT}")
+        self.meta = read_json(meta_file)
+        if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
+            found = self.meta.get("format") if isinstance(self.meta, dict) else self.meta
+            raise ValueError(f"{meta_file}: unknown format {found!r}, expected {FORMAT}")
+        try:
+            self._open_shards()
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
+            if str(meta_file) in str(e) or str(self.folder) in str(e):
+                raise
+            raise ValueError(f"{meta_file}: damaged or not written by this bertkit ({type(e).__name__}: {e}); "
+                             f"prepare the data again") from None
+
+    def _open_shards(self) -> None:
         dtype = np.dtype(self.meta["dtype"])
         self._tokens: list[np.ndarray] = []
         self._words: list[np.ndarray] = []

@@ -1,6 +1,6 @@
 """BERT models with transformers' module paths, every head, and inspection helpers."""
 
-from .config import PRESETS, BertConfig
+from .config import PRESETS, BertConfig, check_vocab_fits
 from .heads import (
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -39,6 +39,7 @@ MODEL_CLASSES = {
 }
 
 __all__ = [
+    "check_vocab_fits",
     "PRESETS",
     "MODEL_CLASSES",
     "BertConfig",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BertConfig", "PRESETS"]
+__all__ = ["PRESETS", "BertConfig", "check_vocab_fits"]
 
 # Google's BERT miniatures (Turc et al. 2019) plus the two original sizes: (layers, hidden).
 # Heads = hidden / 64 and intermediate = 4 * hidden, as in every released miniature.
@@ -163,10 +163,9 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        from bertkit._text import read_json
+
+        data = read_json(path)
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
         return cls.from_dict(data)
@@ -223,3 +222,22 @@ class BertConfig:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(BertConfig))
+
+
+def check_vocab_fits(tokenizer: Any, config: Any, where: str | None = None) -> None:
+    """Raise a ValueError when ``tokenizer`` can produce ids past the model's embedding table.
+
+    ``config`` is a BertConfig or a model. A vocabulary *smaller* than the table is legitimate
+    (some checkpoints pad the table to a multiple of 8); a larger one means the wrong vocab.txt
+    sits beside the weights, and every id past the table would read garbage or crash. The message
+    gives both numbers and ``where`` (the folder or file the pair came from).
+    """
+    config = getattr(config, "config", config)
+    rows = int(config.vocab_size)
+    size = len(tokenizer)
+    if size > rows:
+        place = f"{where}: " if where else ""
+        raise ValueError(
+            f"{place}the vocabulary has {size:,} tokens but the model's embedding table has {rows:,} rows "
+            f"(config vocab_size); ids {rows:,} and up would read past it. Use the vocab.txt the model was "
+            f"trained with, or resize the model's embeddings (resize_token_embeddings) before training it")

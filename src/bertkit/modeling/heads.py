@@ -45,6 +45,19 @@ __all__ = [
 IGNORE_INDEX = -100
 
 
+def _check_class_labels(name: str, labels: torch.Tensor, num_classes: int, what: str) -> None:
+    """Class ids must lie in [0, num_classes) (or be IGNORE_INDEX); torch's own message names neither."""
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of class ids, got {type(labels).__name__}")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class ids, got dtype {labels.dtype}")
+    ids = labels[labels != IGNORE_INDEX]
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_classes):
+        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+        raise ValueError(f"{name} contains {bad}, outside [0, {num_classes}) ({what}={num_classes}; "
+                         f"{IGNORE_INDEX} marks positions to ignore)")
+
+
 # ---------------------------------------------------------------------------------------- head modules
 
 
@@ -119,6 +132,7 @@ def masked_lm_logits_and_loss(
     if labels.shape != sequence_output.shape[:-1]:
         raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape "
                          f"{tuple(sequence_output.shape[:-1])}")
+    _check_class_labels("labels", labels, predictions.decoder.out_features, "vocab_size")
     if sparse:
         selected = labels != IGNORE_INDEX  # (B, N)
         logits = predictions(sequence_output[selected])  # (M, V)
@@ -284,6 +298,8 @@ class BertForNextSentencePrediction(_BertHeadModel):
         out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                            output_attentions, output_hidden_states)
         logits = self.cls(out.pooler_output)  # (B, 2)
+        if labels is not None:
+            _check_class_labels("labels", labels, 2, "next-sentence classes")
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
         return self._pack(
             NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -360,6 +376,7 @@ class BertForSequenceClassification(_BertWithClassifier):
                 return F.mse_loss(logits.squeeze(), labels.squeeze().to(logits.dtype))
             return F.mse_loss(logits, labels.to(logits.dtype))
         if cfg.problem_type == "single_label_classification":
+            _check_class_labels("labels", labels, self.num_labels, "num_labels")
             return F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
         if labels.shape != logits.shape:
             raise ValueError(f"multi-label labels must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
@@ -392,6 +409,7 @@ class BertForTokenClassification(_BertWithClassifier):
             if labels.shape != logits.shape[:-1]:
                 raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape "
                                  f"{tuple(logits.shape[:-1])}")
+            _check_class_labels("labels", labels, self.num_labels, "num_labels")
             loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.reshape(-1))
         return self._pack(
             TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -438,6 +456,8 @@ class BertForMultipleChoice(_BertWithClassifier):
         out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
                            flat(inputs_embeds), output_attentions, output_hidden_states)
         logits = self._classify(out.pooler_output).view(-1, num_choices)  # (B, C)
+        if labels is not None:
+            _check_class_labels("labels", labels, num_choices, "num_choices")
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         return self._pack(
             MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,

@@ -492,6 +492,12 @@ class BertModel(BertPreTrainedModel):
         cfg = self.config
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        for name, t in (("input_ids", input_ids), ("attention_mask", attention_mask),
+                        ("token_type_ids", token_type_ids), ("position_ids", position_ids),
+                        ("inputs_embeds", inputs_embeds)):
+            if t is not None and not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}; use the tokenizer's "
+                                f"return_tensors='pt' or torch.tensor({name})")
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(
@@ -508,6 +514,10 @@ class BertModel(BertPreTrainedModel):
                 )
             shape = tuple(inputs_embeds.shape[:2])
         B, N = shape
+        if B == 0 or N == 0:
+            name = "input_ids" if input_ids is not None else "inputs_embeds"
+            raise ValueError(f"{name} has shape {tuple((input_ids if input_ids is not None else inputs_embeds).shape)}: "
+                             f"an empty batch or empty sequences; every row needs at least one token")
         if position_ids is None and N > cfg.max_position_embeddings:
             raise ValueError(
                 f"sequence length {N} exceeds max_position_embeddings={cfg.max_position_embeddings}; "

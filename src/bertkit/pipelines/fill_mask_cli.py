@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit import _args as A
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="folder of a masked-LM checkpoint (config, weights, vocab.txt)")
     p.add_argument("text", nargs="+", help="text(s) containing [MASK]")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=A.positive_int, default=5,
+                   help="candidates per [MASK] (default: 5)")
 
 
 def run(args: argparse.Namespace) -> int:
     from .pipelines import pipeline
 
     fill = pipeline("fill-mask", model=args.model)
+    from bertkit.modeling import check_vocab_fits
+
+    check_vocab_fits(fill.tokenizer, fill.model.config, args.model)  # else the top tokens are garbage
     for text in args.text:
         print(text)
         res = fill(text, top_k=args.top_k)

@@ -21,6 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from bertkit import _args as A
+
 __all__ = [
     "pipeline",
     "Pipeline",
@@ -88,7 +90,7 @@ class FillMaskPipeline(Pipeline):
 
     def __call__(self, inputs: str | Sequence[str], top_k: int | None = None, targets: Sequence[str] | None = None):
         texts, batched = _batched(inputs)
-        top_k = top_k or self.kwargs.get("top_k", 5)
+        top_k = A.positive_int.check("top_k", self.kwargs.get("top_k", 5) if top_k is None else top_k)
         mask_id = self.tokenizer.mask_token_id
         results = []
         for text in texts:
@@ -133,6 +135,7 @@ class TextClassificationPipeline(Pipeline):
     model_class_name = "BertForSequenceClassification"
 
     def __call__(self, inputs: Any, top_k: int | None = 1, max_length: int = 512, **_: Any):
+        A.positive_int.check("top_k", top_k, allow_none=True)
         items, batched = _batched(inputs)
         texts = [x["text"] if isinstance(x, dict) else x for x in items]
         pairs = [x.get("text_pair") if isinstance(x, dict) else None for x in items]
@@ -229,6 +232,10 @@ class QuestionAnsweringPipeline(Pipeline):
         from bertkit.tasks.data import QAExample
         from bertkit.tasks.qa import decode_qa, prepare_qa_features
 
+        A.positive_int.check("top_k", top_k)
+        A.positive_int.check("doc_stride", doc_stride)
+        A.positive_int.check("max_answer_len", max_answer_len)
+        A.SEQ_LEN.check("max_seq_len", max_seq_len)
         question = kwargs.get("questions", question)
         if question is None or context is None:
             raise ValueError("question-answering needs question=... and context=...")

@@ -28,6 +28,10 @@ from typing import Any, Sequence
 
 import torch
 
+from bertkit._outputs import check_output_file, claim_output_dir
+from bertkit._text import read_jsonl
+from bertkit.modeling.config import check_vocab_fits
+
 from .._io import atomic_write_json, atomic_write_text
 from .batching import LengthGroupedBatchSampler, collate_features
 from .tasks import Task, TaskOptions, get_task, task_from_config
@@ -78,7 +82,7 @@ def finetune(
     epochs: float = 3.0,
     batch_size: int = 32,
     lr: float = 5e-5,
-    max_length: int = 128,
+    max_length: int | None = None,
     warmup_ratio: float = 0.1,
     weight_decay: float = 0.01,
     seed: int = 0,
@@ -104,9 +108,29 @@ def finetune(
     device: str | None = None,
     progress: bool = True,
     quiet: bool = False,
+    overwrite: bool = False,
 ) -> FinetuneResult:
     """Fine-tune the checkpoint in ``model`` on ``train`` for ``task``; write OUTPUT and return the
-    final validation metrics (the best epoch's, when a validation file is given)."""
+    final validation metrics (the best epoch's, when a validation file is given).
+
+    OUTPUT must be a new or empty folder, or (with ``overwrite``) an earlier finetune output, of
+    which only the files that run wrote are replaced. ``max_length`` defaults to the task's (384 for question answering, as the reference SQuAD
+    scripts, else 128). Out-of-range arguments raise ValueError naming the argument.
+    """
+    from bertkit import _args as A
+
+    A.positive_float.check("epochs", epochs)
+    A.positive_int.check("batch_size", batch_size)
+    A.positive_float.check("lr", lr)
+    A.fraction_0_1.check("warmup_ratio", warmup_ratio)
+    A.nonnegative_float.check("weight_decay", weight_decay)
+    A.seed.check("seed", seed)
+    A.positive_int.check("grad_accum_steps", grad_accum_steps)
+    A.positive_int.check("patience", patience, allow_none=True)
+    A.positive_int.check("eval_batch_size", eval_batch_size)
+    A.positive_int.check("max_train_samples", max_train_samples, allow_none=True)
+    A.positive_int.check("max_eval_samples", max_eval_samples, allow_none=True)
+    A.check_device("device", device)
     options = TaskOptions(
         max_length=max_length, text_column=text_column, text_pair_column=text_pair_column,
         label_column=label_column, label_separator=label_separator, problem_type=problem_type,
@@ -115,6 +139,8 @@ def finetune(
     )
     t: Task = get_task(task, options)
     output = Path(output)
+    # Refuse a folder that is not ours before minutes of reading and tokenizing; claim it later.
+    claim_output_dir(output, "finetune", overwrite=overwrite, owned=FINETUNE_OUTPUTS, dry_run=True)
 
     _say(f"[{t.name}] reading {train}", quiet)
     train_ex = t.read(train)
@@ -129,12 +155,17 @@ def finetune(
         t.check(validation, val_ex)
 
     tok = tokenizer if tokenizer is not None else _load_tokenizer(model)
-    _say(f"[{t.name}] tokenizing {len(train_ex)} training examples (max_length {max_length})", quiet)
+    _say(f"[{t.name}] tokenizing {len(train_ex)} training examples (max_length {options.max_length})", quiet)
     train_enc = t.encode(tok, train_ex)
     val_enc = t.encode(tok, val_ex, with_labels=t.name != "question-answering") if val_ex is not None else None
 
     cls = t.model_class()
     net = cls.from_pretrained(str(model), **t.model_kwargs())
+    check_vocab_fits(tok, net.config, str(model))
+    if options.max_length > net.config.max_position_embeddings:
+        raise ValueError(f"max_length {options.max_length} exceeds the model's max_position_embeddings "
+                         f"({net.config.max_position_embeddings}); use --max-length "
+                         f"{net.config.max_position_embeddings} or less")
     net.config.finetuning_task = t.name
     net.config.bertkit_task_options = options.to_dict()
     if freeze:
@@ -144,6 +175,9 @@ def finetune(
         freeze_fn(net, *[p for p in patterns if p])
     n_train = sum(p.numel() for p in net.parameters() if p.requires_grad)
     n_all = sum(p.numel() for p in net.parameters())
+    if n_train == 0:
+        raise ValueError(f"freeze={freeze!r} freezes every parameter of {cls.__name__}: nothing is left to "
+                         f"train; leave the classifier (and whatever should learn) out of it")
     _say(f"[{t.name}] {cls.__name__}: {n_all:,} parameters, {n_train:,} trainable; "
          f"{len(train_enc.features)} training features", quiet)
 
@@ -153,14 +187,55 @@ def finetune(
     sampler = LengthGroupedBatchSampler(lengths, batch_size, shuffle=True, seed=seed,
                                         bucket_batches=50 if group_by_length else 1)
 
-    from bertkit.training import Trainer, TrainingConfig
-
     eval_fn = None
     if val_ex is not None:
         def eval_fn(m: torch.nn.Module) -> dict[str, float]:
             return t.evaluate(m, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
 
-    output.mkdir(parents=True, exist_ok=True)
+    claim = claim_output_dir(output, "finetune", overwrite=overwrite, owned=FINETUNE_OUTPUTS,
+                             run={"task": t.name, "model": str(model), "train": str(train)})
+    try:
+        res, train_seconds = _train_and_save(claim, t, net, tok, feats, sampler, eval_fn, cls, quiet, epochs=epochs,
+                                             batch_size=batch_size, grad_accum_steps=grad_accum_steps, lr=lr,
+                                             weight_decay=weight_decay, warmup_ratio=warmup_ratio, bf16=bf16,
+                                             seed=seed, patience=patience, progress=progress, device=device)
+        metrics: dict[str, float] = {}
+        if val_ex is not None:
+            metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
+        history = []
+        mfile = output / "metrics.jsonl"
+        if mfile.exists():
+            history = [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)]
+        atomic_write_json(output / "eval_results.json", {
+            "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
+            "best_step": res.best_step, "stopped_early": res.stopped_early,
+            "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
+        })
+    except BaseException:
+        claim.abandon()
+        raise
+    claim.finish()
+    if metrics:
+        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()) +
+             f"  ({train_seconds:.0f}s training)", quiet)
+    return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
+
+
+# What `bertkit finetune` writes into its --output.
+FINETUNE_OUTPUTS = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+                    "special_tokens_map.json", "tokenizer.json", "metrics.jsonl", "metrics.png", "eval_results.json",
+                    "best", "checkpoints")
+
+
+def _train_and_save(claim: Any, t: Task, net: Any, tok: Any, feats: list, sampler: Any, eval_fn: Any, cls: type,
+                    quiet: bool, **kw: Any) -> tuple[Any, float]:
+    """The training part of :func:`finetune`: train, keep the best epoch's model in OUTPUT."""
+    from bertkit.training import Trainer, TrainingConfig
+
+    output = claim.path
+    epochs, batch_size, grad_accum_steps, lr = kw["epochs"], kw["batch_size"], kw["grad_accum_steps"], kw["lr"]
+    weight_decay, warmup_ratio, bf16, seed = kw["weight_decay"], kw["warmup_ratio"], kw["bf16"], kw["seed"]
+    patience, progress, device = kw["patience"], kw["progress"], kw["device"]
     cfg = TrainingConfig(
         output_dir=str(output), num_epochs=epochs, batch_size=batch_size, grad_accum_steps=grad_accum_steps,
         lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio, precision="bf16" if bf16 else "fp32",
@@ -183,27 +258,12 @@ def finetune(
         net.save_pretrained(str(output), tokenizer=tok)
     if best_dir.is_dir():
         shutil.rmtree(best_dir, ignore_errors=True)
-
-    metrics: dict[str, float] = {}
-    if val_ex is not None:
-        metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
-    history = []
-    mfile = output / "metrics.jsonl"
-    if mfile.exists():
-        history = [json.loads(l) for l in mfile.read_text().splitlines() if l.strip() and "eval_" in l]
-    atomic_write_json(output / "eval_results.json", {
-        "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
-        "best_step": res.best_step, "stopped_early": res.stopped_early,
-        "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
-    })
-    if metrics:
-        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()) +
-             f"  ({train_seconds:.0f}s training)", quiet)
-    return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
+    return res, train_seconds
 
 
 def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides: Any) -> tuple[Task, Any, Any]:
     """(task, model, tokenizer) of a fine-tuned OUTPUT folder."""
+    from bertkit import _args as A
     from bertkit.modeling import BertConfig
 
     model_dir = Path(model_dir)
@@ -212,15 +272,20 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, **overrides
     config = BertConfig.from_pretrained(str(model_dir))
     task = task_from_config(config, overrides)
     net = task.model_class().from_pretrained(str(model_dir))
+    tok = _load_tokenizer(model_dir)
+    check_vocab_fits(tok, net.config, str(model_dir))
     if device:
-        net.to(device)
+        net.to(A.check_device("device", device))
     net.eval()
-    return task, net, _load_tokenizer(model_dir)
+    return task, net, tok
 
 
 def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, progress: bool = True,
              **overrides: Any) -> dict[str, float]:
     """Metrics of a fine-tuned model on a labelled file."""
+    from bertkit import _args as A
+
+    A.positive_int.check("batch_size", batch_size)
     task, net, tok = load_finetuned(model_dir, **overrides)
     examples = task.read(data)
     task.check(data, examples)
@@ -228,9 +293,14 @@ def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, prog
 
 
 def predict(model_dir: str | Path, data: str | Path, output: str | Path | None = None, batch_size: int = 64,
-            progress: bool = True, **overrides: Any) -> list[dict]:
+            progress: bool = True, overwrite: bool = False, **overrides: Any) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
-    ``output`` when given."""
+    ``output`` when given (an existing file only with ``overwrite``)."""
+    from bertkit import _args as A
+
+    A.positive_int.check("batch_size", batch_size)
+    if output is not None:
+        check_output_file(output, overwrite)
     task, net, tok = load_finetuned(model_dir, **overrides)
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)

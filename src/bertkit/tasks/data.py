@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from bertkit._text import parse_json, read_text, split_records
+
 __all__ = [
     "TextExample",
     "TaggedSentence",
@@ -64,7 +66,9 @@ def _check_nonempty(path: Path) -> str:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder; give a data file")
+    text = read_text(path)
     if not text.strip():
         raise ValueError(f"{path}: file is empty")
     return text
@@ -88,13 +92,10 @@ def _rows(path: Path, fmt: str) -> tuple[list[tuple[int, dict]], list[str]]:
     rows: list[tuple[int, dict]] = []
     columns: list[str] = []
     if fmt == "jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(split_records(text), 1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            obj = parse_json(line, f"{path}:{n}")
             if not isinstance(obj, dict):
                 raise ValueError(f"{path}:{n}: expected a JSON object per line, got {type(obj).__name__}")
             for k in obj:
@@ -102,11 +103,17 @@ def _rows(path: Path, fmt: str) -> tuple[list[tuple[int, dict]], list[str]]:
                     columns.append(k)
             rows.append((n, obj))
     else:
-        reader = csv.DictReader(text.splitlines(), delimiter="\t" if fmt == "tsv" else ",")
-        columns = list(reader.fieldnames or [])
-        for obj in reader:
-            # csv counts physical lines, so quoted newlines keep numbers honest
-            rows.append((reader.line_num, obj))
+        reader = csv.DictReader(split_records(text, keepends=True), delimiter="\t" if fmt == "tsv" else ",")
+        try:
+            columns = list(reader.fieldnames or [])
+            for obj in reader:
+                # csv counts physical lines, so quoted newlines keep numbers honest
+                if None in obj:
+                    raise ValueError(f"{path}:{reader.line_num}: {len(columns) + len(obj[None])} fields but the "
+                                     f"header has {len(columns)}; quote fields that hold the delimiter")
+                rows.append((reader.line_num, obj))
+        except csv.Error as e:
+            raise ValueError(f"{path}:{reader.line_num}: malformed {fmt.upper()} ({e})") from None
     if not rows:
         raise ValueError(f"{path}: no data rows (only a header?)")
     return rows, columns
@@ -205,8 +212,7 @@ def read_conll(path: str | Path, require_tags: bool = True) -> list[TaggedSenten
             sentences.append(TaggedSentence(tokens, tags if labelled else None, start))
         tokens, tags = [], []
 
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip("\r\n")
+    for n, line in enumerate(split_records(text), 1):
         if not line.strip():
             flush()
             continue
@@ -241,36 +247,77 @@ def read_conll(path: str | Path, require_tags: bool = True) -> list[TaggedSenten
     return sentences
 
 
-def read_squad(path: str | Path) -> list[QAExample]:
+def _squad_field(path: Path, where: str, obj: Any, key: str, kind: type | tuple[type, ...],
+                 default: Any = ...) -> Any:
+    """``obj[key]`` checked to be of ``kind``; else a ValueError naming the record and the field."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: {where}: expected a JSON object, got {type(obj).__name__}")
+    if key not in obj:
+        if default is not ...:
+            return default
+        raise ValueError(f"{path}: {where}: missing field {key!r}")
+    value = obj[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise ValueError(f"{path}: {where}: field {key!r} must be a {names}, got {type(value).__name__} "
+                         f"{json.dumps(value, ensure_ascii=False)[:60]}")
+    return value
+
+
+def read_squad(path: str | Path, require_answers: bool = True) -> list[QAExample]:
     """SQuAD v1.1 / v2.0 JSON. Answers whose text is not found in the context at ``answer_start``
-    are counted, warned about once, and skipped (a question left without answers is dropped)."""
+    are counted, warned about once, and skipped (a question left without answers is dropped).
+
+    A malformed record (a missing field, a string where a list belongs) raises a ValueError naming
+    the record (article, paragraph, question id) and the field; ``answers`` may be absent only
+    with ``require_answers=False`` (prediction input). Question ids must be unique:
+    predictions are matched to answers by id, so a repeated id would score the wrong answers.
+    """
     path = Path(path)
     text = _check_nonempty(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    data = parse_json(text, str(path))
     if not isinstance(data, dict) or "data" not in data:
         raise ValueError(f"{path}: not SQuAD format (expected a top-level object with 'data')")
+    articles = _squad_field(path, "top level", data, "data", list)
     out: list[QAExample] = []
     bad: list[str] = []
-    for article in data["data"]:
-        title = article.get("title", "")
-        for para in article.get("paragraphs", []):
-            context = para["context"]
-            for qa in para.get("qas", []):
-                qid = str(qa.get("id", len(out)))
-                impossible = bool(qa.get("is_impossible", False))
+    seen: dict[str, str] = {}
+    for a, article in enumerate(articles):
+        where_a = f"data[{a}]"
+        title = _squad_field(path, where_a, article, "title", (str, int, float), "")
+        for p, para in enumerate(_squad_field(path, where_a, article, "paragraphs", list, [])):
+            where_p = f"{where_a}.paragraphs[{p}]"
+            context = _squad_field(path, where_p, para, "context", str)
+            for q, qa in enumerate(_squad_field(path, where_p, para, "qas", list, [])):
+                where_q = f"{where_p}.qas[{q}]"
+                qid = str(_squad_field(path, where_q, qa, "id", (str, int), len(out)))
+                where_q = f"{where_q} (id {qid!r})"
+                if qid in seen:
+                    raise ValueError(f"{path}: duplicate question id {qid!r} at {where_q}, first at {seen[qid]}; "
+                                     f"ids must be unique (answers are matched to predictions by id)")
+                seen[qid] = where_q
+                question = _squad_field(path, where_q, qa, "question", str)
+                impossible = bool(_squad_field(path, where_q, qa, "is_impossible", (bool, int), False))
+                raw_answers = _squad_field(path, where_q, qa, "answers", list,
+                                           [] if impossible or not require_answers else ...)
                 answers = []
-                for ans in qa.get("answers", []):
-                    start = int(ans["answer_start"])
-                    if context[start : start + len(ans["text"])] != ans["text"]:
+                for k, ans in enumerate(raw_answers):
+                    where_k = f"{where_q}.answers[{k}]"
+                    ans_text = _squad_field(path, where_k, ans, "text", str)
+                    start = _squad_field(path, where_k, ans, "answer_start", (int, str))
+                    if isinstance(start, str):
+                        if not start.strip().isdigit():
+                            raise ValueError(f"{path}: {where_k}: field 'answer_start' must be an integer, "
+                                             f"got {start!r}")
+                        start = int(start)
+                    if start < 0 or context[start : start + len(ans_text)] != ans_text:
                         bad.append(qid)
                         continue
-                    answers.append({"text": ans["text"], "answer_start": start})
-                if not impossible and qa.get("answers") and not answers:
+                    answers.append({"text": ans_text, "answer_start": start})
+                if not impossible and raw_answers and not answers:
                     continue
-                out.append(QAExample(qid, qa["question"], context, answers, impossible, title))
+                out.append(QAExample(qid, question, context, answers, impossible, str(title)))
     if bad:
         warnings.warn(
             f"{path}: {len(bad)} answer(s) do not match the context at answer_start and were "
@@ -291,6 +338,9 @@ def read_swag(path: str | Path, require_label: bool = True) -> list[ChoiceExampl
     for n, row in rows:
         if "endings" in row:
             context = str(row.get("context", row.get("question", "")))
+            if not isinstance(row["endings"], list):
+                raise ValueError(f"{path}:{n}: 'endings' must be a list of strings, "
+                                 f"got {type(row['endings']).__name__}")
             endings = [str(e) for e in row["endings"]]
         elif "ending0" in row:
             context = str(row.get("sent1", row.get("context", "")))
@@ -311,7 +361,14 @@ def read_swag(path: str | Path, require_label: bool = True) -> list[ChoiceExampl
         if label is None and require_label:
             raise ValueError(f"{path}:{n}: missing 'label'")
         if label is not None:
-            label = int(label)
+            try:
+                if (isinstance(label, bool) or (isinstance(label, float) and not label.is_integer())
+                        or (isinstance(label, str) and not label.strip().isdigit())):
+                    raise TypeError
+                label = int(label)
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}:{n}: 'label' must be the index of the right ending (0 to "
+                                 f"{len(endings) - 1}), got {label!r}") from None
             if not 0 <= label < len(endings):
                 raise ValueError(f"{path}:{n}: label {label} out of range for {len(endings)} endings")
         if out and len(endings) != len(out[0].endings):

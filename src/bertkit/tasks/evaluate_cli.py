@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit import _args as A
+
 from .finetune_cli import add_data_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
     p.add_argument("--data", required=True, help="labelled file in the task's format")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument("--output", default=None, help="also write the metrics to this JSON file")
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     p.add_argument("--no-progress", action="store_true")
     add_data_options(p, defaults=False)
 
@@ -23,8 +26,12 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit._outputs import check_output_file
+
     from .api import evaluate
 
+    if args.output:
+        check_output_file(args.output, args.overwrite)  # before the evaluation, not after it
     metrics = evaluate(args.model, args.data, batch_size=args.batch_size, progress=not args.no_progress,
                        **_overrides(args))
     for k, v in metrics.items():

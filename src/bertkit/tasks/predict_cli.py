@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from bertkit import _args as A
+
 from .evaluate_cli import _overrides
 from .finetune_cli import add_data_options
 
@@ -14,7 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
     p.add_argument("--input", required=True, help="file in the task's format (labels optional)")
     p.add_argument("--output", default=None, help="JSONL file to write (default: stdout)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
+    p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument("--no-progress", action="store_true")
     add_data_options(p, defaults=False)
 
@@ -23,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from .api import predict
 
     rows = predict(args.model, args.input, output=args.output, batch_size=args.batch_size,
-                   progress=not args.no_progress, **_overrides(args))
+                   progress=not args.no_progress, overwrite=args.overwrite, **_overrides(args))
     if args.output is None:
         for r in rows:
             sys.stdout.write(json.dumps(r, ensure_ascii=False) + "\n")

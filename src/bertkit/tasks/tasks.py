@@ -53,7 +53,7 @@ __all__ = [
 class TaskOptions:
     """Data options shared by finetune / evaluate / predict (saved in the model's config)."""
 
-    max_length: int = 128
+    max_length: int | None = None  # None: the task's default (384 for question answering, else 128)
     text_column: str = "text"
     text_pair_column: str | None = None
     label_column: str = "label"
@@ -68,6 +68,15 @@ class TaskOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def validate(self) -> None:
+        """Reject out-of-range values, naming the argument and its range."""
+        from bertkit import _args as A
+
+        A.SEQ_LEN.check("max_length", self.max_length, allow_none=True)
+        A.positive_int.check("doc_stride", self.doc_stride)
+        A.positive_int.check("max_answer_length", self.max_answer_length)
+        A.positive_int.check("n_best_size", self.n_best_size)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "TaskOptions":
@@ -148,9 +157,13 @@ class Task:
     greater_is_better: bool = True
     model_class_name: str = ""
     outputs: tuple[str, ...] = ("logits",)
+    default_max_length: int = 128
 
     def __init__(self, options: TaskOptions | None = None) -> None:
         self.options = options or TaskOptions()
+        if self.options.max_length is None:
+            self.options.max_length = self.default_max_length
+        self.options.validate()
 
     # --- data
     def read(self, path: str | Path, labelled: bool = True) -> list:
@@ -531,9 +544,17 @@ class QuestionAnsweringTask(Task):
     main_metric = "f1"
     model_class_name = "BertForQuestionAnswering"
     outputs = ("start_logits", "end_logits")
+    # The reference SQuAD scripts' window: 384 tokens, windows overlapping by doc_stride 128.
+    default_max_length = 384
+
+    def __init__(self, options: TaskOptions | None = None) -> None:
+        super().__init__(options)
+        if self.options.doc_stride >= self.options.max_length:
+            raise ValueError(f"doc_stride ({self.options.doc_stride}) must be smaller than max_length "
+                             f"({self.options.max_length}): the windows of a context overlap by doc_stride tokens")
 
     def read(self, path, labelled=True):
-        return read_squad(path)
+        return read_squad(path, require_answers=labelled)
 
     def setup_labels(self, train_examples):
         if self.options.version_2_with_negative is None:

@@ -12,7 +12,6 @@ more bookkeeping).
 from __future__ import annotations
 
 import gc
-import json
 import os
 import re
 import warnings
@@ -20,6 +19,8 @@ from itertools import chain, compress, repeat
 from operator import add, gt
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from bertkit._text import decode_utf8, read_json
 
 from .._io import atomic_write_json, atomic_write_text
 from .encoding import BatchEncoding
@@ -51,11 +52,10 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    offset = 0
     for i, raw in enumerate(lines):
-        try:
-            token = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}:{i + 1}: invalid UTF-8 in vocabulary ({e.reason} at byte {e.start})") from None
+        token = decode_utf8(raw, path, i + 1, offset)
+        offset += len(raw) + 1
         if token.endswith("\r"):
             token = token[:-1]
         if token == "":
@@ -154,10 +154,9 @@ class BertTokenizer:
         for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
             f = path / name
             if f.is_file():
-                try:
-                    loaded = json.loads(f.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    raise ValueError(f"{f}: not valid JSON: {e}") from None
+                loaded = read_json(f)
+                if not isinstance(loaded, dict):
+                    raise ValueError(f"{f}: expected a JSON object, got {type(loaded).__name__}")
                 for k, v in loaded.items():
                     if isinstance(v, dict) and "content" in v:  # AddedToken serialization
                         v = v["content"]
@@ -894,10 +893,9 @@ def _windows(la: int, lb: int | None, room: int, strategy: str, stride: int):
 
 def _from_tokenizer_json(path: Path) -> dict[str, Any]:
     """Constructor arguments from a `tokenizers` tokenizer.json holding a WordPiece model."""
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    spec = read_json(path)
+    if not isinstance(spec, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(spec).__name__}")
     model = spec.get("model") or {}
     if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
         raise ValueError(f"{path}: not a WordPiece tokenizer (model type {model.get('type')!r})")

@@ -5,23 +5,33 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
+
+from bertkit import _args as A
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
-    parser.add_argument("--vocab-size", type=int, required=True, help="size of the vocabulary, special tokens included")
-    parser.add_argument("--output", required=True, help="where to write vocab.txt")
+    parser.add_argument("--vocab-size", type=A.positive_int, required=True, help="size of the vocabulary, special tokens included")
+    parser.add_argument("--output", required=True, help="where to write vocab.txt (a new file)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     parser.add_argument("--lowercase", action="store_true", help="lowercase and strip accents (uncased model)")
-    parser.add_argument("--min-frequency", type=int, default=2, help="stop merging below this pair count (2)")
-    parser.add_argument("--limit-alphabet", type=int, default=None, help="keep only the N most frequent characters")
+    parser.add_argument("--min-frequency", type=A.positive_int, default=2, help="stop merging below this pair count (2)")
+    parser.add_argument("--limit-alphabet", type=A.positive_int, default=None, help="keep only the N most frequent characters")
     parser.add_argument("--special-tokens", nargs="+", default=None,
                         help="special tokens, first in the vocabulary (default [PAD] [UNK] [CLS] [SEP] [MASK])")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit._outputs import check_output_file
+
     from .vocab_trainer import DEFAULT_SPECIAL_TOKENS, WordPieceTrainer
 
+    missing = [f for f in args.corpus if not Path(f).is_file()]
+    if missing:  # the input's error first: it is the one to fix
+        raise FileNotFoundError(f"corpus file not found: {missing[0]}")
+    check_output_file(args.output, args.overwrite)  # before the training, not after it
     t0 = time.perf_counter()
     trainer = WordPieceTrainer(vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                                lowercase=args.lowercase, limit_alphabet=args.limit_alphabet,

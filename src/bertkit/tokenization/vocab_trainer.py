@@ -31,6 +31,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
+from bertkit._text import decode_utf8
+
 from .wordpiece import Normalizer
 
 __all__ = ["WordPieceTrainer", "DEFAULT_SPECIAL_TOKENS"]
@@ -95,17 +97,15 @@ class WordPieceTrainer:
         try:
             for p in paths:
                 with open(p, "rb") as f:
-                    lineno = 0
+                    lineno = offset = 0
                     while True:
                         block = f.readlines(1 << 20)
                         if not block:
                             break
-                        try:
-                            text = b"".join(block).decode("utf-8")
-                        except UnicodeDecodeError as e:
-                            bad = b"".join(block)[: e.start].count(b"\n")
-                            raise ValueError(f"{p}:{lineno + bad + 1}: invalid UTF-8 ({e.reason})") from None
+                        data = b"".join(block)
+                        text = decode_utf8(data, p, lineno + 1, offset)
                         lineno += len(block)
+                        offset += len(data)
                         self.word_counts.update(self.normalizer.words(text))
                         bar.update(sum(map(len, block)))
         finally:

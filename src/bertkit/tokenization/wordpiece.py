@@ -171,7 +171,12 @@ class Normalizer:
     def _classify(self, chars: Iterable[str]) -> None:
         for ch in chars:
             n = self.normalize_char(ch)
-            if len(n) == 1 and not (self.strip_accents and self._kept_combining(ch)):
+            # The fast path picks its splitting regex from the source characters: one that
+            # normalizes from the BMP to beyond it (seven CJK compatibility ideographs, e.g. U+FA6C
+            # -> U+242EE under NFD) would be split by the BMP-only regex as a letter, not as the
+            # CJK character it becomes. The exact path picks the regex from the normalized text.
+            astral = n > "\uffff" >= ch
+            if len(n) == 1 and not astral and not (self.strip_accents and self._kept_combining(ch)):
                 self._ok.add(ch)
                 if n != ch:
                     self._table[ord(ch)] = n

@@ -26,9 +26,11 @@ import torch
 from torch import nn
 
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json, atomic_write_text
+from bertkit._text import read_jsonl
 
 __all__ = [
     "STATE_FILE",
+    "checkpoints_newest_first",
     "latest_checkpoint",
     "rng_state",
     "set_rng_state",
@@ -40,6 +42,7 @@ __all__ = [
     "write_best",
     "write_final",
     "remove_leftovers",
+    "remove_run",
     "truncate_metrics",
 ]
 
@@ -53,14 +56,20 @@ def _checkpoints_root(output_dir: str | os.PathLike) -> Path:
     return Path(output_dir) / "checkpoints"
 
 
-def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
-    """Newest complete ``checkpoints/step-N`` folder (temporary folders are ignored)."""
+def checkpoints_newest_first(output_dir: str | os.PathLike) -> list[Path]:
+    """Every published ``checkpoints/step-N`` folder, newest first (temporary folders are ignored)."""
     root = _checkpoints_root(output_dir)
     if not root.is_dir():
-        return None
+        return []
     found = [(int(m.group(1)), p) for p in root.iterdir()
              if (m := _CKPT_RE.match(p.name)) and (p / STATE_FILE).is_file()]
-    return max(found)[1] if found else None
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """Newest complete ``checkpoints/step-N`` folder (temporary folders are ignored)."""
+    found = checkpoints_newest_first(output_dir)
+    return found[0] if found else None
 
 
 def rng_state() -> dict[str, Any]:
@@ -170,10 +179,19 @@ def remove_leftovers(output_dir: str | os.PathLike) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
+def remove_run(output_dir: str | os.PathLike) -> None:
+    """The Trainer's own files of an earlier run (checkpoints, best model, metrics), for overwrite."""
+    out = Path(output_dir)
+    for name in ("checkpoints", "best"):
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
+    for name in ("metrics.jsonl", "metrics.png"):
+        (out / name).unlink(missing_ok=True)
+
+
 def truncate_metrics(path: Path, step: int) -> None:
     """Drop the metrics rows logged after ``step`` (a resumed run logs them again)."""
     if not path.exists():
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
-    atomic_write_text(path, "".join(line + "\n" for line in kept))
+    kept = [row for row in read_jsonl(path) if row.get("step", 0) <= step]
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in kept))

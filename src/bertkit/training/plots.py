@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
 from bertkit._io import atomic_path
+from bertkit._text import read_jsonl
 
 __all__ = ["plot_metrics"]
 
@@ -20,7 +20,7 @@ def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in Path(jsonl).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_jsonl(jsonl)
     train = [r for r in rows if "loss" in r]
     evals = [r for r in rows if any(k.startswith("eval_") for k in r)]
     loss_keys = sorted({k for r in train for k in r if k == "loss" or k.endswith("_loss")})

@@ -11,10 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bertkit._outputs import claim_output_dir
 
 __all__ = ["PretrainingArguments", "pretrain", "build_pretraining", "mlm_nsp_loss", "evaluate_pretraining"]
 
@@ -56,9 +59,27 @@ class PretrainingArguments:
     save_every: int = 0
     keep_last: int = 2
     resume: bool = False
+    overwrite: bool = False  # replace this command's own earlier output in `output`
     progress: bool = True
     threads: int = 0
     recipe: str | None = None  # a whole schedule from the time budget (bertkit.training.recipes)
+
+    def __post_init__(self) -> None:
+        # The ranges of the CLI's flags, for callers of the Python API; errors name the field.
+        from bertkit import _args as A
+
+        for name, rng in (("eval_fraction", A.fraction_0_1_right_open), ("eval_instances", A.nonnegative_int),
+                          ("short_seq_prob", A.fraction_0_1), ("mask_prob", A.fraction_0_1_left_open),
+                          ("seq_len", A.SEQ_LEN), ("batch_size", A.positive_int), ("grad_accum", A.positive_int),
+                          ("max_steps", A.positive_int), ("lr", A.positive_float),
+                          ("warmup_steps", A.nonnegative_int), ("warmup_ratio", A.fraction_0_1),
+                          ("weight_decay", A.nonnegative_float), ("max_grad_norm", A.nonnegative_float),
+                          ("seed", A.seed), ("log_every", A.positive_int), ("eval_every", A.nonnegative_int),
+                          ("save_every", A.nonnegative_int), ("keep_last", A.positive_int)):
+            rng.check(name, getattr(self, name))
+        A.fraction_0_1_right_open.check("dropout", self.dropout, allow_none=True)
+        A.positive_float.check("max_minutes", self.max_minutes, allow_none=True)
+        A.check_threads("threads", self.threads)
 
     @classmethod
     def from_namespace(cls, ns: Any) -> "PretrainingArguments":
@@ -153,7 +174,8 @@ def build_pretraining(args: Any) -> dict[str, Any]:
         ensure_prepared,
         split_documents,
     )
-    from bertkit.modeling import BertConfig, BertForPreTraining
+    from bertkit.data.corpus import vocab_fingerprint
+    from bertkit.modeling import BertConfig, BertForPreTraining, check_vocab_fits
     from bertkit.tokenization import load_tokenizer, load_vocab
 
     if not args.vocab and not args.model:
@@ -173,7 +195,9 @@ def build_pretraining(args: Any) -> dict[str, Any]:
     if args.dropout is not None:
         config.hidden_dropout_prob = args.dropout
         config.attention_probs_dropout_prob = args.dropout
-    if config.vocab_size != len(vocab):
+    check_vocab_fits(tokenizer, config, str(args.model or vocab_path))
+    if args.vocab and config.vocab_size != len(vocab):
+        # A vocabulary given beside a model is not the model's own: its ids would mean other words.
         raise ValueError(f"vocabulary {vocab_path} has {len(vocab)} tokens but the model's vocab_size "
                          f"is {config.vocab_size}; they must match")
     if args.seq_len > config.max_position_embeddings:
@@ -197,6 +221,12 @@ def build_pretraining(args: Any) -> dict[str, Any]:
     if corpus.vocab_size != len(vocab):
         raise ValueError(f"prepared data {data_dir} was tokenized with a {corpus.vocab_size}-token "
                          f"vocabulary but {vocab_path} has {len(vocab)} tokens")
+    saved = corpus.meta.get("vocab_fingerprint")
+    if saved and saved != vocab_fingerprint(vocab):
+        # Same size, different tokens: every id would mean another word, silently.
+        raise ValueError(f"prepared data {data_dir} was tokenized with a different vocabulary than {vocab_path} "
+                         f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
+                         f"with this vocabulary")
     train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
     if args.no_nsp:
         train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
@@ -226,6 +256,29 @@ def build_pretraining(args: Any) -> dict[str, Any]:
             "corpus": corpus, "data_dir": data_dir}
 
 
+# What `bertkit pretrain` writes into its --output (see bertkit.training.checkpointing).
+PRETRAIN_OUTPUTS = ("checkpoints", "best", "metrics.jsonl", "metrics.png", "config.json", "model.safetensors",
+                    "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+
+_MODEL_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "hidden_act", "max_position_embeddings", "type_vocab_size", "hidden_dropout_prob",
+               "attention_probs_dropout_prob")
+
+
+def run_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
+    """What makes a pretraining run the same run on --resume: model configuration, data, objective."""
+    from bertkit.data.corpus import vocab_fingerprint
+
+    config, corpus = parts["config"], parts["corpus"]
+    return {
+        "model": {k: getattr(config, k, None) for k in _MODEL_KEYS},
+        "data": {"vocab": vocab_fingerprint(parts["vocab"]), "tokens": int(corpus.num_tokens),
+                 "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
+        "objective": {"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
+                      "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob},
+    }
+
+
 def pretrain(args: PretrainingArguments | Any) -> Any:
     """Run the whole recipe; returns the :class:`~bertkit.training.TrainResult`.
 
@@ -245,6 +298,11 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
     if args.threads:
         torch.set_num_threads(args.threads)
     parts = build_pretraining(args)
+    claim = None
+    if int(os.environ.get("RANK", "0")) == 0:  # other ranks wait at the Trainer's first barrier
+        claim = claim_output_dir(args.output, "pretrain", overwrite=getattr(args, "overwrite", False),
+                                 resume=args.resume, run=run_identity(args, parts), owned=PRETRAIN_OUTPUTS,
+                                 can_resume=True)
     cfg = TrainingConfig(
         output_dir=args.output, max_steps=args.max_steps, max_time_minutes=args.max_minutes, batch_size=args.batch_size,
         grad_accum_steps=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
@@ -270,11 +328,17 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
               f"{trainer.world_size} process(es)", file=sys.stderr)
     try:
         result = trainer.train()
+    except BaseException:
+        if claim is not None:
+            claim.abandon()
+        raise
     finally:
         if trainer.distributed:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+    if claim is not None:
+        claim.finish()
     if trainer.is_main:
         summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
         print(json.dumps(summary))

@@ -130,6 +130,7 @@ class TrainingConfig:
     greater_is_better: bool = True
     patience: int | None = None  # evaluations without improvement before stopping
     resume: bool = False
+    overwrite: bool = False  # start afresh in an output_dir that holds another run's checkpoints/metrics
     save_final: bool = True
     plot: bool = True
     progress: bool = True
@@ -151,6 +152,19 @@ class TrainingConfig:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.log_every <= 0:
             raise ValueError(f"log_every must be positive, got {self.log_every}")
+        from bertkit import _args as A
+
+        A.positive_float.check("num_epochs", self.num_epochs)
+        A.positive_float.check("lr", self.lr)
+        A.nonnegative_float.check("weight_decay", self.weight_decay)
+        A.nonnegative_int.check("warmup_steps", self.warmup_steps)
+        A.positive_int.check("keep_last", self.keep_last)
+        A.positive_int.check("eval_every", self.eval_every, allow_none=True)
+        A.positive_int.check("save_every", self.save_every, allow_none=True)
+        A.positive_int.check("patience", self.patience, allow_none=True)
+        A.positive_float.check("max_time_minutes", self.max_time_minutes, allow_none=True)
+        A.nonnegative_float.check("max_grad_norm", self.max_grad_norm, allow_none=True)
+        A.check_device("device", self.device)
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
 
 
@@ -465,22 +479,47 @@ class Trainer:
             ckpt_io.set_rng_state(rng)
 
     def _prepare_output(self) -> None:
-        """Resume from the newest checkpoint, or start a fresh metrics log."""
+        """Resume from the newest checkpoint that loads, or start a fresh metrics log."""
         cfg = self.config
-        ckpt = latest_checkpoint(self.output_dir) if cfg.resume else None
+        metrics = self.output_dir / "metrics.jsonl"
+        if self.is_main and not cfg.resume and not cfg.overwrite:
+            # Starting afresh here would erase another run's metrics and let retention prune its
+            # checkpoints (and a later resume would load them): refuse instead.
+            theirs = [p.name for p in (metrics, self.output_dir / "checkpoints") if p.exists()]
+            if latest_checkpoint(self.output_dir) is not None or metrics.exists():
+                raise FileExistsError(f"{self.output_dir} holds another run ({', '.join(theirs)}); pass "
+                                      f"resume=True (--resume) to continue it, overwrite=True (--overwrite) to "
+                                      f"replace it, or use another output folder")
         if self.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             ckpt_io.remove_leftovers(self.output_dir)
+            if cfg.overwrite and not cfg.resume:
+                ckpt_io.remove_run(self.output_dir)
         self._barrier()
-        metrics = self.output_dir / "metrics.jsonl"
+        ckpt = None
+        candidates = ckpt_io.checkpoints_newest_first(self.output_dir) if cfg.resume else []
+        if cfg.resume:
+            for candidate in candidates:
+                try:
+                    self.load_checkpoint(candidate)
+                except Exception as e:  # any damage (truncated file, bad pickle): try the older one
+                    if isinstance(e, ValueError) and "world size" in str(e):
+                        raise
+                    print(f"resume: checkpoint {candidate} is damaged ({type(e).__name__}: {str(e)[:200]}); "
+                          f"falling back to the previous one", file=sys.stderr)
+                    continue
+                ckpt = candidate
+                break
+        if ckpt is None and candidates:
+            raise ValueError(f"resume: none of the {len(candidates)} checkpoint(s) in "
+                             f"{self.output_dir / 'checkpoints'} could be loaded (see above); nothing was changed")
         if ckpt is None:
             if cfg.resume and self.is_main:
-                print(f"resume: no checkpoint in {self.output_dir / 'checkpoints'}; starting fresh",
+                print(f"resume: no complete checkpoint in {self.output_dir / 'checkpoints'}; starting fresh",
                       file=sys.stderr)
             if self.is_main and metrics.exists():
                 metrics.unlink()
             return
-        self.load_checkpoint(ckpt)
         if self.is_main:
             print(f"resumed from {ckpt} (step {self.step})", file=sys.stderr)
             ckpt_io.truncate_metrics(metrics, self.step)

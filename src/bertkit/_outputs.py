@@ -1,0 +1,207 @@
+"""The rule for every command that writes a folder: never lose a user's files.
+
+* A command writes into a new or an empty folder.
+* A non-empty folder that is not the command's own earlier output is refused, with an error that
+  names it and says what to do.
+* The command's own earlier output is replaced only with ``overwrite=True`` (``--overwrite``), and
+  even then only the files that the earlier run wrote are removed; anything else stays.
+* ``resume=True`` (``--resume``) continues the earlier run only when it is the same run (model
+  configuration, data, objective); otherwise the error lists what differs.
+
+A folder is recognised as a command's output by the marker file :data:`MARKER` that the command
+writes first: the command's name, the run's identity (``run``, compared on resume) and, once the
+command finishes, the list of entries it wrote. A run killed before finishing leaves the marker
+without that list; then the command's known entry names (``owned``) stand in for it.
+
+A failed command leaves no empty output folder behind: :meth:`OutputClaim.abandon` removes the
+marker and the folder when nothing else was written.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertkit._io import atomic_write_json
+
+__all__ = ["MARKER", "OutputClaim", "check_output_file", "claim_output_dir"]
+
+MARKER = ".bertkit-output.json"
+
+
+def _read_marker(folder: Path) -> dict[str, Any] | None:
+    f = folder / MARKER
+    if not f.is_file():
+        return None
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("command"), str) else None
+
+
+def _entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name != MARKER)
+
+
+def _show(names: Sequence[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """``key: was X, now Y`` for every leaf that differs between two run descriptions."""
+    out = []
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: was {json.dumps(a)}, now {json.dumps(b)}")
+    return out
+
+
+@dataclass
+class OutputClaim:
+    """A folder a command may write into (see :func:`claim_output_dir`)."""
+
+    path: Path
+    command: str
+    run: dict[str, Any]
+    created: bool  # the folder did not exist before this command
+    foreign: set[str] = field(default_factory=set)  # entries that are not this command's to touch
+    resumed: bool = False
+
+    def marker(self, files: Sequence[str] | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {"command": self.command, "run": self.run}
+        if files is not None:
+            data["files"] = sorted(files)
+        return data
+
+    def write_marker(self, folder: str | os.PathLike | None = None) -> None:
+        """Mark ``folder`` (default: the output) as this command's output, before writing into it."""
+        atomic_write_json(Path(folder or self.path) / MARKER, self.marker(), indent=1)
+
+    def finish(self) -> None:
+        """Record the entries this command wrote (all but the foreign ones) in the marker."""
+        if not self.path.is_dir():
+            return
+        files = [n for n in _entries(self.path) if n not in self.foreign and not n.startswith(".")]
+        atomic_write_json(self.path / MARKER, self.marker(files), indent=1)
+
+    def abandon(self) -> None:
+        """After a failure: remove the marker, and the folder if it was new, when nothing else is in it."""
+        if not self.path.is_dir() or self.resumed:
+            return
+        if _entries(self.path):
+            return
+        (self.path / MARKER).unlink(missing_ok=True)
+        if self.created:
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass
+
+
+def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool = False, resume: bool = False,
+                     run: dict[str, Any] | None = None, owned: Sequence[str] = (), can_resume: bool = False,
+                     create: bool = True, dry_run: bool = False,
+                     legacy: Callable[[Path], bool] | None = None) -> OutputClaim:
+    """Check that ``command`` may write into the folder ``path``; return the claim.
+
+    Raises FileExistsError (naming the folder and what to do) for a non-empty folder that is not
+    ``command``'s output, or is its output but neither ``overwrite`` nor ``resume`` was given;
+    ValueError when ``resume`` finds a run that differs from ``run`` (the message lists the
+    differences). With ``overwrite`` the earlier run's entries (its marker's list, else the names
+    in ``owned`` that exist) are removed now, and nothing else. With ``create`` the folder is made
+    and marked at once; otherwise the caller publishes it (e.g. with ``bertkit._io.atomic_dir``)
+    after calling :meth:`OutputClaim.write_marker` on its temp folder. ``dry_run`` checks
+    everything and changes nothing (to fail before hours of preparation, not after).
+
+    ``owned`` holds names or glob patterns of the entries ``command`` writes. ``legacy(folder)``
+    tells an unmarked folder written by an older bertkit; its ``owned`` entries count as the
+    command's.
+    """
+    if dry_run:
+        create = False
+    folder = Path(path)
+    run = dict(run or {})
+    flag_hint = "--overwrite to replace it (only the files it wrote are replaced)"
+    if can_resume:
+        flag_hint = f"--resume to continue it, or {flag_hint}"
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(f"--output {folder} is a file, not a folder; choose a new or empty folder")
+    if not folder.exists():
+        claim = OutputClaim(folder, command, run, created=True)
+        if create:
+            folder.mkdir(parents=True)
+            claim.write_marker()
+        return claim
+    entries = _entries(folder)
+    marker = _read_marker(folder)
+    mine = [n for n in entries if any(fnmatch.fnmatchcase(n, pat) for pat in owned)]
+    if marker is None and entries and legacy is not None and legacy(folder):
+        marker = {"command": command, "run": run if resume else {}, "files": mine}
+    if marker is None and resume and can_resume and mine:
+        # A run written before folders were marked: resumable, and marked from now on.
+        claim = OutputClaim(folder, command, run, created=False, resumed=True,
+                            foreign={n for n in entries if n not in mine})
+        if not dry_run:
+            claim.write_marker()
+        return claim
+    if marker is None:
+        if entries:
+            raise FileExistsError(
+                f"--output {folder} is not empty ({_show(entries)}) and is not the output of `bertkit {command}`; "
+                f"bertkit writes only into a new or empty folder: choose another --output, or move those files away")
+        claim = OutputClaim(folder, command, run, created=False)
+        if create:
+            claim.write_marker()
+        return claim
+    if marker["command"] != command:
+        raise FileExistsError(f"--output {folder} holds the output of `bertkit {marker['command']}`, not of "
+                              f"`bertkit {command}`; choose another --output")
+    ours = set(marker.get("files") or mine) & set(entries)
+    foreign = {n for n in entries if n not in ours}
+    if resume and can_resume:
+        diffs = _differences(marker.get("run") or {}, run)
+        if diffs:
+            raise ValueError(f"--resume: {folder} holds a different run; " + "; ".join(diffs) +
+                             ". Resume with the same settings, or write the new run to another --output")
+        return OutputClaim(folder, command, run, created=False, foreign=foreign, resumed=True)
+    if not overwrite:
+        if not ours and not foreign:
+            claim = OutputClaim(folder, command, run, created=False)
+            if create:
+                claim.write_marker()
+            return claim
+        raise FileExistsError(f"--output {folder} already holds the output of an earlier `bertkit {command}`; "
+                              f"pass {flag_hint}, or choose another --output")
+    if dry_run:
+        return OutputClaim(folder, command, run, created=False, foreign=foreign)
+    for name in sorted(ours):
+        p = folder / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.exists() or p.is_symlink():
+            p.unlink()
+    claim = OutputClaim(folder, command, run, created=False, foreign=foreign)
+    if create:
+        claim.write_marker()
+    return claim
+
+
+def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> Path:
+    """A file a command will write: refuse to replace an existing one unless ``overwrite``."""
+    p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"--output {p} is a folder; give a file name")
+    if p.exists() and not overwrite:
+        raise FileExistsError(f"--output {p} already exists; pass --overwrite to replace it, or choose another name")
+    return p
