@@ -64,7 +64,7 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     with open(log, "w") as err:
         proc = subprocess.Popen(_cmd(corpus, out), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.time() + 600
-    while not list((out / "checkpoints").glob("step-*")):  # phase 2's Trainer folder is OUTPUT itself
+    while not list((out / "phase2" / "checkpoints").glob("step-*")):
         assert proc.poll() is None, f"the run ended before a phase-2 checkpoint: {log.read_text()[-2000:]}"
         assert time.time() < deadline
         time.sleep(0.05)
@@ -83,12 +83,12 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     r = subprocess.run(_cmd(corpus, out, "--resume"), env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "recipe cpu-hour: phase1" not in r.stderr  # no new plan, no phase 1
-    assert "resumed from" in r.stderr and str(out / "checkpoints") in r.stderr
+    assert "resumed from" in r.stderr and str(out / "phase2" / "checkpoints") in r.stderr
     assert (out / "phase1" / "metrics.jsonl").read_bytes() == phase1_metrics  # phase 1 untouched
     state = json.loads((out / "recipe.json").read_text())
     assert list(state["done"]) == ["phase1", "phase2"]
     assert sum(state["done"].values()) <= 0.5 + 0.3  # the budget holds (phase 2 stops on time)
-    rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(l) for l in (out / "phase2" / "metrics.jsonl").read_text().splitlines()]
     evals = [x for x in rows if "eval_mlm_accuracy" in x]
     assert evals and "eval_nsp_accuracy" in evals[-1]  # phase 2 is MLM + NSP at seq 128
 

@@ -17,9 +17,10 @@ phase's linear warmup and decay, come from the throughput measured on this machi
 (a few steps of each phase's shape); the time budget itself is enforced by the Trainer.
 
 Layout of ``OUTPUT``: ``recipe.json`` (the schedule, fixed at the first start, and which phases are
-done), ``phase1/`` (phase 1's Trainer folder) and, in ``OUTPUT`` itself, phase 2's Trainer folder,
-so that the finished ``OUTPUT`` is the final model. A killed run continues with ``--resume`` in
-the phase where it stopped, from that phase's newest checkpoint.
+done), ``phase1/`` and ``phase2/`` (each phase's `bertkit pretrain` folder: checkpoints, metrics,
+plots) and, once the last phase is done, the final model itself, so that ``OUTPUT`` loads as a
+model. A killed run continues with ``--resume`` in the phase where it stopped, from that phase's
+newest checkpoint; ``--overwrite`` starts it again (removing only what the recipe wrote).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertkit._io import atomic_write_json
+from bertkit._io import atomic_write_bytes, atomic_write_json
 
 __all__ = ["RECIPES", "Phase", "cpu_hour_phases", "run_recipe"]
 
@@ -101,12 +102,14 @@ def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_
 
 
 def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minutes: float) -> Any:
-    fields = {"seq_len": phase.seq_len, "batch_size": phase.batch_size, "lr": phase.lr,
-                  "warmup_steps": min(phase.warmup_steps, max(1, phase.max_steps // 10)), "warmup_ratio": 0.0,
-                  "max_steps": phase.max_steps, "max_minutes": minutes, "no_nsp": not phase.nsp,
-                  "eval_every": phase.eval_every, "save_every": phase.save_every, "output": str(output), "resume": True,
-                  "recipe": None, "model": model, "vocab": None if model else args.vocab,
-                  "dropout": 0.0 if args.dropout is None else args.dropout}
+    fields = {
+        "seq_len": phase.seq_len, "batch_size": phase.batch_size, "lr": phase.lr,
+        "warmup_steps": min(phase.warmup_steps, max(1, phase.max_steps // 10)), "warmup_ratio": 0.0,
+        "max_steps": phase.max_steps, "max_minutes": minutes, "no_nsp": not phase.nsp,
+        "eval_every": phase.eval_every, "save_every": phase.save_every, "output": str(output), "resume": True,
+        "overwrite": False, "recipe": None, "model": model, "vocab": None if model else args.vocab,
+        "dropout": 0.0 if args.dropout is None else args.dropout,
+    }
     return dataclasses.replace(args, **fields)
 
 
@@ -147,28 +150,30 @@ def run_recipe(args: Any) -> Any:
         args = dataclasses.replace(args, max_minutes=60.0)
     if args.threads:
         torch.set_num_threads(args.threads)
+    from bertkit._outputs import claim_output_dir
+    from bertkit.training.pretraining import PRETRAIN_OUTPUTS
+
     out = Path(args.output)
     state_file = out / "recipe.json"
-    if state_file.is_file():
-        if not args.resume:
-            raise FileExistsError(f"{out} holds a started {args.recipe} run ({state_file}); pass --resume to "
-                                  "continue it, or choose a new --output")
+    run = {"recipe": args.recipe, "max_minutes": args.max_minutes, "vocab": str(args.vocab),
+           "config": args.config, "whole_word_masking": bool(args.whole_word_masking), "seed": args.seed}
+    claim = claim_output_dir(out, "pretrain", overwrite=getattr(args, "overwrite", False), resume=args.resume,
+                             run=run, owned=("recipe.json", "phase*", *PRETRAIN_OUTPUTS), can_resume=True)
+    if claim.resumed and state_file.is_file():
         state = json.loads(state_file.read_text(encoding="utf-8"))
-        if state.get("recipe") != args.recipe or state.get("max_minutes") != args.max_minutes:
-            raise ValueError(f"{state_file} is a {state.get('recipe')} run of {state.get('max_minutes')} minutes; "
-                             f"resume it with the same --recipe and --max-minutes")
     else:
-        if out.exists() and any(out.iterdir()):
-            raise FileExistsError(f"output folder {out} already exists and is not empty; choose a new folder")
-        state = _plan(args)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            state = _plan(args)
+        except BaseException:
+            claim.abandon()  # no empty output folder left behind
+            raise
         atomic_write_json(state_file, state)
     phases = [Phase(**p) for p in state["phases"]]
     model_dir: str | None = None
     result = None
     used = 0.0  # training minutes of the finished phases
     for i, ph in enumerate(phases):
-        folder = out if i == len(phases) - 1 else out / ph.name
+        folder = out / ph.name
         if ph.name in state["done"]:
             used += float(state["done"][ph.name])
             model_dir = str(folder)
@@ -182,6 +187,12 @@ def run_recipe(args: Any) -> Any:
         atomic_write_json(state_file, state)
         used += spent
         model_dir = str(folder)
+    # OUTPUT itself becomes the final model: the last phase's model files, each written atomically.
+    for name in PRETRAIN_OUTPUTS:
+        src = Path(model_dir) / name  # type: ignore[arg-type]
+        if src.is_file() and not name.startswith("metrics"):
+            atomic_write_bytes(out / name, src.read_bytes())
+    claim.finish()
     return result
 
 
