@@ -7,8 +7,11 @@ becomes ``[MASK]`` with probability 0.8, a random ordinary vocabulary token with
 unchanged with 0.1. ``labels`` holds the original id at chosen positions and -100 elsewhere.
 
 With ``whole_word_masking`` the units are words: a word is a maskable piece plus the ``##``
-continuation pieces that follow it. Words are taken in random order while they fit in the budget,
-so the pieces of a word are always masked together; the 80/10/10 choice is still made per piece.
+continuation pieces that follow it, or, when an item carries ``word_starts`` (per-token flags
+stored at data-preparation time, :mod:`bertkit.data.words`: Chinese words from a segmenter), a
+word-start token plus the tokens up to the next word start. Words are taken in random order while
+they fit in the budget, so the pieces of a word are always masked together; the 80/10/10 choice is
+still made per piece.
 
 Masks are drawn again for every epoch ("dynamic"). When an item carries ``mask_seed`` (see
 :class:`~bertkit.data.instances.PretrainingDataset`) its mask depends only on that seed, so it is
@@ -62,8 +65,9 @@ class MaskingCollator:
         self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------
-    def choose(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Positions of ``ids`` to predict (sorted)."""
+    def choose(self, ids: np.ndarray, rng: np.random.Generator,
+               word_starts: np.ndarray | None = None) -> np.ndarray:
+        """Positions of ``ids`` to predict (sorted); ``word_starts`` overrides the ``##`` rule."""
         ids = np.asarray(ids)
         cand = np.nonzero(~self.special[ids])[0]
         if len(cand) == 0 or self.mask_prob == 0:
@@ -74,7 +78,12 @@ class MaskingCollator:
         if not self.whole_word_masking:
             return np.sort(rng.choice(cand, size=num, replace=False))
         # Word starts: a non-continuation piece, or a piece right after a non-maskable position.
-        starts = ~self.continuation[ids[cand]]
+        if word_starts is not None:
+            if len(word_starts) != len(ids):
+                raise ValueError(f"word_starts has {len(word_starts)} flags for {len(ids)} tokens")
+            starts = np.asarray(word_starts, bool)[cand]
+        else:
+            starts = ~self.continuation[ids[cand]]
         starts[0] = True
         starts[1:] |= np.diff(cand) != 1
         word_of = np.cumsum(starts) - 1
@@ -92,10 +101,11 @@ class MaskingCollator:
             total += int(sizes[w])
         return np.sort(np.concatenate(chosen)) if chosen else cand[:0]
 
-    def mask(self, ids: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def mask(self, ids: np.ndarray, rng: np.random.Generator,
+             word_starts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(masked input ids, labels) for one sequence."""
         ids = np.asarray(ids, dtype=np.int64)
-        pos = self.choose(ids, rng)
+        pos = self.choose(ids, rng, word_starts)
         labels = np.full(len(ids), -100, np.int64)
         labels[pos] = ids[pos]
         out = ids.copy()
@@ -130,7 +140,7 @@ class MaskingCollator:
                 bad = int(ids.max() if ids.max() >= self.vocab_size else ids.min())
                 raise ValueError(f"token id {bad} is outside the vocabulary of {self.vocab_size} entries")
             rng = np.random.default_rng(list(it["mask_seed"])) if "mask_seed" in it else self.rng
-            input_ids[i, :n], labels[i, :n] = self.mask(ids, rng)
+            input_ids[i, :n], labels[i, :n] = self.mask(ids, rng, it.get("word_starts"))
             attention_mask[i, :n] = 1
             if "token_type_ids" in it:
                 token_type_ids[i, :n] = it["token_type_ids"]

@@ -19,6 +19,8 @@ Shard folder layout (format ``bertkit-shards-v1``)::
     shard-00000.tokens.bin      token ids, uint16 (uint32 when the vocab has > 65,535 entries)
     shard-00000.sentences.bin   int64 offsets into tokens, one per sentence boundary (S + 1)
     shard-00000.documents.bin   int64 offsets into sentences, one per document boundary (D + 1)
+    shard-00000.words.bin       uint8 per token, 1 where a word starts (only when prepared with
+                                ``word_boundaries=True``, for whole-word masking: :mod:`bertkit.data.words`)
 
 Documents never straddle shards. Files are written to a temporary folder that is renamed at the
 end (:func:`bertkit._io.atomic_dir`), so a half-written shard folder never looks complete; an
@@ -143,30 +145,37 @@ class _ShardWriter:
     folder: Path
     index: int
     dtype: np.dtype
+    words: bool = False
 
     def __post_init__(self) -> None:
         stem = self.folder / f"shard-{self.index:05d}"
         self.tok_f = open(f"{stem}.tokens.bin", "wb")
         self.sent_f = open(f"{stem}.sentences.bin", "wb")
         self.doc_f = open(f"{stem}.documents.bin", "wb")
+        self.word_f = open(f"{stem}.words.bin", "wb") if self.words else None
         self.n_tokens = 0
         self.n_sentences = 0
         self.n_documents = 0
         self.sent_f.write(np.zeros(1, np.int64).tobytes())
         self.doc_f.write(np.zeros(1, np.int64).tobytes())
 
-    def add_document(self, sentences: list[list[int]]) -> None:
+    def add_document(self, sentences: list[list[int]], word_starts: list[np.ndarray] | None = None) -> None:
         lengths = np.fromiter((len(s) for s in sentences), np.int64, len(sentences))
         flat = np.fromiter((t for s in sentences for t in s), self.dtype, int(lengths.sum()))
         self.tok_f.write(flat.tobytes())
+        if self.word_f is not None:
+            self.word_f.write(np.concatenate(word_starts).astype(np.uint8).tobytes())  # type: ignore[arg-type]
         self.sent_f.write((self.n_tokens + np.cumsum(lengths)).tobytes())
         self.n_tokens += int(lengths.sum())
         self.n_sentences += len(sentences)
         self.n_documents += 1
         self.doc_f.write(np.array([self.n_sentences], np.int64).tobytes())
 
+    def files(self) -> list:
+        return [f for f in (self.tok_f, self.sent_f, self.doc_f, self.word_f) if f is not None]
+
     def close(self) -> dict[str, object]:
-        for f in (self.tok_f, self.sent_f, self.doc_f):
+        for f in self.files():
             f.close()
         return {"name": f"shard-{self.index:05d}", "num_tokens": self.n_tokens,
                 "num_sentences": self.n_sentences, "num_documents": self.n_documents}
@@ -197,12 +206,15 @@ def prepare_corpus(
     batch_sentences: int = 2048,
     progress: bool = True,
     overwrite: bool = False,
+    word_boundaries: bool = False,
 ) -> Path:
     """Tokenize ``files`` once into a shard folder at ``output`` (see module docs); returns it.
 
     ``output`` must be new or empty, or an earlier prepare-data output and ``overwrite`` given: the
     new folder then replaces it in one rename once complete (files that prepare-data did not write
-    stay where they are).
+    stay where they are). ``word_boundaries`` also stores a word-start flag per token for
+    whole-word masking; Chinese text is segmented with jieba then (:mod:`bertkit.data.words`, the
+    ``[zh]`` extra).
     """
     output = Path(output)
     files = [Path(f) for f in files]
@@ -211,7 +223,8 @@ def prepare_corpus(
     for f in files:
         if not f.is_file():
             raise FileNotFoundError(f"corpus file not found: {f}")
-    run = {"files": [str(f) for f in files], "format": fmt, "vocab": vocab_fingerprint(vocab_tokens)}
+    run = {"files": [str(f) for f in files], "format": fmt, "vocab": vocab_fingerprint(vocab_tokens),
+           "word_boundaries": word_boundaries}
     claim = claim_output_dir(output, "prepare-data", overwrite=overwrite, run=run, owned=PREPARED_OUTPUTS,
                              legacy=_is_prepared, dry_run=True)
     if claim.foreign:
@@ -224,7 +237,7 @@ def prepare_corpus(
         writer = atomic_dir(output, replace=output.exists())
     with writer as tmp:
         _write_shards(files, tokenizer, tmp, vocab_tokens, fmt, jsonl_field, shard_tokens, batch_sentences,
-                      progress)
+                      progress, word_boundaries)
         atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir())), indent=1)
     return output
 
@@ -242,8 +255,17 @@ def _is_prepared(folder: Path) -> bool:
 
 
 def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens: Sequence[str], fmt: str,
-                  jsonl_field: str, shard_tokens: int, batch_sentences: int, progress: bool) -> None:
-    encode = _encoder(tokenizer)
+                  jsonl_field: str, shard_tokens: int, batch_sentences: int, progress: bool,
+                  word_boundaries: bool = False) -> None:
+    if word_boundaries:
+        from bertkit.data.words import word_start_encoder
+
+        encode_words = word_start_encoder(tokenizer, vocab_tokens)
+    else:
+        encode_ids = _encoder(tokenizer)
+
+        def encode_words(texts: list[str]) -> tuple[list[list[int]], list[np.ndarray] | None]:
+            return encode_ids(texts), None
     vocab_size = len(vocab_tokens)
     dtype = np.dtype(np.uint16 if vocab_size <= 65535 else np.uint32)
     total_bytes = sum(f.stat().st_size for f in files)
@@ -253,7 +275,7 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
 
         bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare-data", dynamic_ncols=True)
     shards: list[dict[str, object]] = []
-    writer = _ShardWriter(tmp, 0, dtype)
+    writer = _ShardWriter(tmp, 0, dtype, word_boundaries)
     replaced: dict[str, int] = {}
     first: tuple[str, int, int] | None = None  # (file, line, byte offset) of the first bad byte
     sources = []
@@ -268,19 +290,19 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
             def flush() -> None:
                 nonlocal writer, n_docs_file, n_sent_file, pending, pending_n
                 flat = [s for d in pending for s in d]
-                ids = encode(flat) if flat else []
+                ids, starts = encode_words(flat) if flat else ([], None)
                 k = 0
                 for d in pending:
-                    sent_ids = [x for x in ids[k:k + len(d)] if len(x) > 0]
+                    keep = [j for j in range(k, k + len(d)) if len(ids[j]) > 0]
                     k += len(d)
-                    if not sent_ids:
+                    if not keep:
                         continue
                     if writer.n_tokens >= shard_tokens:
                         shards.append(writer.close())
-                        writer = _ShardWriter(tmp, len(shards), dtype)
-                    writer.add_document(sent_ids)
+                        writer = _ShardWriter(tmp, len(shards), dtype, word_boundaries)
+                    writer.add_document([ids[j] for j in keep], [starts[j] for j in keep] if starts else None)
                     n_docs_file += 1
-                    n_sent_file += len(sent_ids)
+                    n_sent_file += len(keep)
                 pending, pending_n = [], 0
 
             step = bar.update if bar is not None else None
@@ -299,7 +321,7 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
             sources.append({"file": str(path), "documents": n_docs_file, "sentences": n_sent_file})
         shards.append(writer.close())
     except BaseException:
-        for f in (writer.tok_f, writer.sent_f, writer.doc_f):
+        for f in writer.files():
             f.close()
         raise
     finally:
@@ -319,6 +341,7 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
         "vocab_size": vocab_size,
         "vocab_fingerprint": vocab_fingerprint(vocab_tokens),
         "layout": fmt,
+        "word_boundaries": "WordPiece ## pieces; Chinese words by jieba" if word_boundaries else None,
         "splitter": "rule-based (bertkit.data.corpus.split_sentences)" if fmt == "prose" else "one sentence per line",
         "num_tokens": sum(int(s["num_tokens"]) for s in shards),  # type: ignore[call-overload]
         "num_sentences": sum(int(s["num_sentences"]) for s in shards),  # type: ignore[call-overload]
@@ -360,6 +383,8 @@ class ShardedCorpus:
     def _open_shards(self) -> None:
         dtype = np.dtype(self.meta["dtype"])
         self._tokens: list[np.ndarray] = []
+        self._words: list[np.ndarray] = []
+        self.has_word_starts = bool(self.meta.get("word_boundaries"))
         sent_bounds: list[np.ndarray] = []
         doc_bounds: list[np.ndarray] = []
         tok_base = 0
@@ -373,6 +398,12 @@ class ShardedCorpus:
             if len(sents) != int(shard["num_sentences"]) + 1 or len(docs) != int(shard["num_documents"]) + 1:
                 raise ValueError(f"{stem}: shard files are truncated or inconsistent with meta.json")
             self._tokens.append(toks)
+            if self.has_word_starts:
+                wfile = Path(f"{stem}.words.bin")
+                if not wfile.is_file() or wfile.stat().st_size != n:
+                    raise ValueError(f"{wfile}: missing or not one byte per token ({n} tokens)")
+                self._words.append(np.memmap(wfile, dtype=np.uint8, mode="r", shape=(n,)) if n
+                                   else np.zeros(0, np.uint8))
             # Sentence start offsets (global) and document -> first sentence (global).
             sent_bounds.append(sents[:-1] + tok_base)
             doc_bounds.append(docs[:-1] + sent_base)
@@ -405,6 +436,18 @@ class ShardedCorpus:
         base = self._shard_starts[i]
         return np.asarray(self._tokens[i][start - base:end - base], dtype=np.int64)
 
+    def word_starts(self, start: int, end: int) -> np.ndarray:
+        """Word-start flags (bool) of global positions [start, end); the first is always True."""
+        if not self.has_word_starts:
+            raise ValueError(f"{self.folder} was prepared without word boundaries")
+        if end <= start:
+            return np.zeros(0, bool)
+        i = int(np.searchsorted(self._shard_starts, start, side="right")) - 1
+        base = self._shard_starts[i]
+        out = np.asarray(self._words[i][start - base:end - base], dtype=bool)
+        out[0] = True  # a segment cut inside a word starts a (partial) word
+        return out
+
     def document_tokens(self) -> np.ndarray:
         """Tokens per document (for splitting by size)."""
         starts = self.sentence_starts[self.document_starts]
@@ -412,20 +455,22 @@ class ShardedCorpus:
 
 
 def prepared_cache_dir(files: Sequence[str | os.PathLike], vocab_tokens: Sequence[str], fmt: str,
-                       lower_case: bool, jsonl_field: str = "text") -> Path:
-    """Cache folder for on-the-fly preparation, keyed by the files (path, size, mtime) and vocab."""
+                       lower_case: bool, jsonl_field: str = "text", word_boundaries: bool = False) -> Path:
+    """Cache folder for on-the-fly preparation, keyed by the files (path, size, mtime), vocab and options."""
     h = hashlib.sha256()
     for f in files:
         st = Path(f).stat()
         h.update(f"{Path(f).resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
     h.update(f"{vocab_fingerprint(vocab_tokens)}|{fmt}|{lower_case}|{jsonl_field}".encode())
+    if word_boundaries:  # appended only when set, so existing caches keep their names
+        h.update(b"|words")
     root = Path(os.environ.get("BERTKIT_CACHE", Path.home() / ".cache" / "bertkit")) / "prepared"
     return root / h.hexdigest()[:20]
 
 
 def ensure_prepared(files: Sequence[str | os.PathLike], vocab: str | os.PathLike, fmt: str = "prose",
                     lower_case: bool = True, jsonl_field: str = "text", progress: bool = True,
-                    cache_dir: str | os.PathLike | None = None) -> Path:
+                    cache_dir: str | os.PathLike | None = None, word_boundaries: bool = False) -> Path:
     """Prepare ``files`` into the cache unless already there (rank 0 prepares, others wait)."""
     from bertkit.tokenization import load_tokenizer, load_vocab
 
@@ -433,7 +478,8 @@ def ensure_prepared(files: Sequence[str | os.PathLike], vocab: str | os.PathLike
         if not Path(f).is_file():
             raise FileNotFoundError(f"corpus file not found: {f}")
     tokens = list(load_vocab(vocab))
-    out = Path(cache_dir) if cache_dir else prepared_cache_dir(files, tokens, fmt, lower_case, jsonl_field)
+    out = Path(cache_dir) if cache_dir else prepared_cache_dir(files, tokens, fmt, lower_case, jsonl_field,
+                                                               word_boundaries)
     if (out / "meta.json").is_file():
         return out
     if int(os.environ.get("RANK", "0")) != 0:
@@ -445,5 +491,5 @@ def ensure_prepared(files: Sequence[str | os.PathLike], vocab: str | os.PathLike
         return out
     print(f"preparing {len(files)} corpus file(s) into {out}", file=sys.stderr)
     prepare_corpus(files, load_tokenizer(vocab, lower_case), out, tokens, fmt=fmt,
-                   jsonl_field=jsonl_field, progress=progress)
+                   jsonl_field=jsonl_field, progress=progress, word_boundaries=word_boundaries)
     return out

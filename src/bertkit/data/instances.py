@@ -165,11 +165,15 @@ class PretrainingDataset:
 
     Items also carry ``mask_seed`` = (seed, epoch, index) so that the collator's dynamic masking
     is a deterministic function of the example and the epoch: independent of batch composition,
-    process count and resumption.
+    process count and resumption. With ``word_starts`` (the corpus must have been prepared with
+    word boundaries) they carry the per-token word-start flags that whole-word masking uses.
     """
 
     def __init__(self, corpus: ShardedCorpus, instances: np.ndarray, cls_id: int, sep_id: int,
-                 seed: int = 0) -> None:
+                 seed: int = 0, word_starts: bool = False) -> None:
+        if word_starts and not corpus.has_word_starts:
+            raise ValueError(f"{corpus.folder} was prepared without word boundaries")
+        self.word_starts = word_starts
         self.corpus = corpus
         self.instances = instances
         self.cls_id, self.sep_id = cls_id, sep_id
@@ -195,6 +199,12 @@ class PretrainingDataset:
         types[n_a:] = 1
         item: dict[str, Any] = {"input_ids": ids, "token_type_ids": types,
                                 "mask_seed": (self.seed, self.epoch, int(index))}
+        if self.word_starts:
+            one = np.ones(1, bool)
+            ws = [one, self.corpus.word_starts(a0, a1), one]
+            if b1 > b0:
+                ws += [self.corpus.word_starts(b0, b1), one]
+            item["word_starts"] = np.concatenate(ws)
         if label != -100:
             item["next_sentence_label"] = label
         return item

@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep case (for cased vocabularies)")
     p.add_argument("--seq-len", type=A.SEQ_LEN, default=128,
                    help="accepted for symmetry with `pretrain`; shards do not depend on it")
+    p.add_argument("--whole-word-masking", dest="word_boundaries", action="store_true",
+                   help="also store word boundaries for `pretrain --whole-word-masking`; Chinese text is "
+                        "segmented into words with jieba (pip install 'bertkit[zh]')")
     p.add_argument("--shard-tokens", type=A.positive_int, default=50_000_000, help="tokens per shard file")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
@@ -35,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = prepare_corpus(args.corpus, load_tokenizer(args.vocab, args.lower_case), args.output,
                          list(load_vocab(args.vocab)), fmt=args.format, jsonl_field=args.jsonl_field,
-                         shard_tokens=args.shard_tokens, progress=args.progress, overwrite=args.overwrite)
+                         shard_tokens=args.shard_tokens, progress=args.progress, overwrite=args.overwrite,
+                         word_boundaries=args.word_boundaries)
     meta = read_json(out / "meta.json")
     print(f"wrote {out}: {meta['num_tokens']:,} tokens, {meta['num_sentences']:,} sentences, "
           f"{meta['num_documents']:,} documents in {len(meta['shards'])} shard(s)")

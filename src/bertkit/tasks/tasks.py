@@ -17,6 +17,7 @@ import torch
 
 from bertkit.inference import first_subtokens, merge_windows, run_batched, softmax, word_windows
 
+from ..tokenization.wordpiece import CJK_CHAR_RE as _CJK
 from . import metrics as M
 from .data import (
     build_label_list,
@@ -39,6 +40,8 @@ __all__ = [
     "get_task",
     "task_from_config",
     "run_model",
+    "sentence_text",
+    "tagged_entities",
 ]
 
 
@@ -291,6 +294,41 @@ class TextClassificationTask(Task):
 # ------------------------------------------------------------------------ token classification
 
 
+def sentence_text(tokens: Sequence[str]) -> tuple[str, list[int]]:
+    """The text a tagged sentence spells and each token's character offset in it.
+
+    Character-level annotation (every token one character, as in Chinese NER corpora) is joined
+    without spaces; otherwise tokens are joined by a space, except next to a CJK character.
+    """
+    glue = "" if all(len(t) == 1 for t in tokens) else " "
+    parts, starts, pos = [], [], 0
+    for k, t in enumerate(tokens):
+        if k and glue and not (_CJK.match(tokens[k - 1][-1:]) or _CJK.match(t[:1])):
+            parts.append(glue)
+            pos += len(glue)
+        starts.append(pos)
+        parts.append(t)
+        pos += len(t)
+    return "".join(parts), starts
+
+
+def tagged_entities(tokens: Sequence[str], tags: Sequence[str], scores: Sequence[float] | None = None,
+                    scheme: str = "BIO") -> tuple[str, list[dict]]:
+    """(sentence text, entities) where each entity is ``{"entity": TYPE, "word": its text, "start",
+    "end"}`` (character offsets into the text, end exclusive), plus ``"score"`` (mean over its
+    tokens) when ``scores`` is given and ``"token_start"``/``"token_end"`` (token indices)."""
+    text, starts = sentence_text(tokens)
+    ents = []
+    for e in M.get_entities(tags, scheme):
+        a, b = starts[e.start], starts[e.end - 1] + len(tokens[e.end - 1])
+        ent: dict[str, Any] = {"entity": e.type, "word": text[a:b], "start": a, "end": b}
+        if scores is not None:
+            ent["score"] = float(np.mean(scores[e.start:e.end]))
+        ent.update(token_start=e.start, token_end=e.end)
+        ents.append(ent)
+    return text, ents
+
+
 class TokenClassificationTask(Task):
     name = "token-classification"
     main_metric = "f1"
@@ -427,12 +465,8 @@ class TokenClassificationTask(Task):
         preds, scores = self._word_predictions(model, encoded, examples, batch_size, progress)
         out = []
         for s, tags, sc in zip(examples, preds, scores):
-            ents = [
-                {"type": e.type, "start": e.start, "end": e.end, "text": " ".join(s.tokens[e.start : e.end]),
-                 "score": float(np.mean(sc[e.start : e.end]))}
-                for e in M.get_entities(tags, self.options.label_scheme or "BIO")
-            ]
-            row = {"tokens": s.tokens, "tags": tags, "scores": sc, "entities": ents}
+            text, ents = tagged_entities(s.tokens, tags, sc, self.options.label_scheme or "BIO")
+            row = {"text": text, "tokens": s.tokens, "tags": tags, "scores": sc, "entities": ents}
             if s.tags is not None:
                 row["gold"] = s.tags
             out.append(row)

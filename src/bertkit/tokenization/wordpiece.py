@@ -46,6 +46,9 @@ _CJK_RANGES = (
     (0x2F800, 0x2FA1F),
 )
 
+# One CJK ideograph (the ranges above), for scanning whole strings without a per-character loop.
+CJK_CHAR_RE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "]")
+
 # Rust's char::is_whitespace (the Unicode White_Space property), minus the ones that are also
 # control characters: those are removed by the cleaning step before whitespace is mapped.
 _WHITESPACE = frozenset("\t\n\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"

@@ -34,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--eval-instances", type=A.nonnegative_int, default=512, help="held-out instances per evaluation")
     src.add_argument("--short-seq-prob", type=A.fraction_0_1, default=0.1)
     src.add_argument("--no-nsp", action="store_true", help="MLM only, full-length single segments")
-    src.add_argument("--whole-word-masking", action="store_true")
+    src.add_argument("--whole-word-masking", action="store_true",
+                     help="mask all pieces of a word together; with --corpus, Chinese words come from jieba "
+                          "(pip install 'bertkit[zh]'); --data must be prepared with --whole-word-masking")
     src.add_argument("--mask-prob", type=A.fraction_0_1_left_open, default=0.15)
 
     mod = p.add_argument_group("model")
@@ -45,6 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="hidden and attention dropout (default: the config's, 0.1)")
 
     tr = p.add_argument_group("training")
+    tr.add_argument("--recipe", choices=["cpu-hour"], default=None,
+                    help="cpu-hour: choose the phases (seq 32 MLM, then seq 128 MLM + NSP), batch sizes, lrs, "
+                         "warmups and steps from --max-minutes (default 60) and run them as one job that "
+                         "--resume continues in the phase where it stopped; OUTPUT is the final model")
     tr.add_argument("--seq-len", type=A.SEQ_LEN, default=128)
     tr.add_argument("--batch-size", type=A.positive_int, default=32, help="per process and micro-step")
     tr.add_argument("--grad-accum", type=A.positive_int, default=1)

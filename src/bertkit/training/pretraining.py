@@ -62,6 +62,7 @@ class PretrainingArguments:
     overwrite: bool = False  # replace this command's own earlier output in `output`
     progress: bool = True
     threads: int = 0
+    recipe: str | None = None  # a whole schedule from the time budget (bertkit.training.recipes)
 
     def __post_init__(self) -> None:
         # The ranges of the CLI's flags, for callers of the Python API; errors name the field.
@@ -207,8 +208,16 @@ def build_pretraining(args: Any) -> dict[str, Any]:
         data_dir = Path(args.data)
     else:
         data_dir = ensure_prepared(args.corpus, vocab_path, args.format, args.lower_case,
-                                   progress=args.progress, cache_dir=args.cache_dir)
+                                   progress=args.progress, cache_dir=args.cache_dir,
+                                   word_boundaries=args.whole_word_masking)
     corpus = ShardedCorpus(data_dir)
+    word_starts = bool(args.whole_word_masking and corpus.has_word_starts)
+    if args.whole_word_masking and not word_starts:
+        import warnings
+
+        warnings.warn(f"{data_dir} was prepared without word boundaries: whole words are WordPiece ## "
+                      "groups only, so Chinese characters are masked one by one (prepare it with "
+                      "`bertkit prepare-data --whole-word-masking`)", stacklevel=2)
     if corpus.vocab_size != len(vocab):
         raise ValueError(f"prepared data {data_dir} was tokenized with a {corpus.vocab_size}-token "
                          f"vocabulary but {vocab_path} has {len(vocab)} tokens")
@@ -233,8 +242,8 @@ def build_pretraining(args: Any) -> dict[str, Any]:
         keep = np.sort(np.random.default_rng(args.seed).choice(len(eval_inst), args.eval_instances, replace=False))
         eval_inst = eval_inst[keep]
     cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
-    train_ds = PretrainingDataset(corpus, train_inst, cls_id, sep_id, seed=args.seed)
-    eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919)
+    train_ds = PretrainingDataset(corpus, train_inst, cls_id, sep_id, seed=args.seed, word_starts=word_starts)
+    eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919, word_starts=word_starts)
     collate = MaskingCollator(vocab, mask_prob=args.mask_prob, whole_word_masking=args.whole_word_masking,
                               seed=args.seed)
     from bertkit.training.trainer import set_seed
@@ -275,8 +284,14 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
 
     Prints a one-line summary of the data and model to stderr and, on rank 0, the final held-out
     metrics as JSON to stdout. Raises :class:`~bertkit.training.NonFiniteLossError` on a NaN loss.
+    With ``recipe`` set, runs that recipe's phases (:func:`bertkit.training.recipes.run_recipe`).
     """
     import torch
+
+    if getattr(args, "recipe", None):
+        from bertkit.training.recipes import run_recipe
+
+        return run_recipe(args)
 
     from bertkit.training.trainer import Trainer, TrainingConfig
 

@@ -1,0 +1,207 @@
+"""Pretraining recipes: whole schedules chosen from a time budget, run as one resumable job.
+
+``cpu-hour`` (`bertkit pretrain --recipe cpu-hour --max-minutes 60`) is the two-phase schedule
+that gets a small BERT off the "unigram plateau" on a CPU:
+
+1. MLM only on 32-token sequences, batch 64, lr 1e-3. A post-LN BERT trained from scratch first
+   predicts frequent tokens whatever the context, and only leaves that plateau once its attention
+   has learned to find neighbouring positions; under the initial uniform attention a neighbour
+   gets 1/N of the weight, so short sequences leave the plateau within minutes where 128-token
+   ones did not within an hour.
+2. MLM + NSP on 128-token sequences, batch 32, lr 5e-4, as BERT's own second phase, so that
+   positions 32-127 and the NSP head are trained too.
+
+Phase 1 gets 60% of the budget and phase 2 the rest (phase 2 climbs fast from phase 1's weights:
+32% held-out MLM accuracy after 8.6 minutes in the measured run). Step counts, which set each
+phase's linear warmup and decay, come from the throughput measured on this machine before training
+(a few steps of each phase's shape); the time budget itself is enforced by the Trainer.
+
+Layout of ``OUTPUT``: ``recipe.json`` (the schedule, fixed at the first start, and which phases are
+done), ``phase1/`` and ``phase2/`` (each phase's `bertkit pretrain` folder: checkpoints, metrics,
+plots) and, once the last phase is done, the final model itself, so that ``OUTPUT`` loads as a
+model. A killed run continues with ``--resume`` in the phase where it stopped, from that phase's
+newest checkpoint; ``--overwrite`` starts it again (removing only what the recipe wrote).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertkit._io import atomic_write_bytes, atomic_write_json
+
+__all__ = ["RECIPES", "Phase", "cpu_hour_phases", "run_recipe"]
+
+RECIPES = ("cpu-hour",)
+
+# The settings each phase fixes; giving one of them with --recipe is an error (they would be ignored).
+_RECIPE_FIELDS = ("seq_len", "batch_size", "lr", "warmup_steps", "warmup_ratio", "max_steps", "no_nsp",
+                  "eval_every", "save_every", "model")
+
+
+@dataclass
+class Phase:
+    """One phase of a recipe: the :class:`PretrainingArguments` fields it sets."""
+
+    name: str
+    minutes: float
+    seq_len: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    nsp: bool
+    max_steps: int = 0  # filled in from the measured throughput
+    eval_every: int = 0
+    save_every: int = 0
+
+
+def cpu_hour_phases(minutes: float) -> list[Phase]:
+    """The cpu-hour schedule for a budget of ``minutes`` of training (step counts not yet set)."""
+    if minutes <= 0:
+        raise ValueError(f"the time budget must be positive, got {minutes} minutes")
+    first = 0.6 * minutes
+    return [Phase("phase1", first, seq_len=32, batch_size=64, lr=1e-3, warmup_steps=300, nsp=False),
+            Phase("phase2", minutes - first, seq_len=128, batch_size=32, lr=5e-4, warmup_steps=100, nsp=True)]
+
+
+def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_steps: int = 4,
+                      max_seconds: float = 20.0) -> float:
+    """Optimizer steps per minute of this phase's shape, timed on a throwaway copy of the model
+    (median of ``n_steps`` steps, fewer but at least two when they take over ``max_seconds``)."""
+    import torch
+
+    from bertkit.training.pretraining import mlm_nsp_loss
+
+    model = copy.deepcopy(parts["model"]).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    ds, collate = parts["train_dataset"], parts["collate"]
+    amp = torch.autocast("cpu", dtype=torch.bfloat16) if precision in ("auto", "bf16") else None
+    times = []
+    for k in range(n_steps + 1):  # the first step warms up kernels and allocations
+        idx = [(k * batch_size + i) % len(ds) for i in range(batch_size)]
+        t0 = time.perf_counter()
+        batch = collate([ds[i] for i in idx])
+        with amp if amp is not None else torch.autocast("cpu", enabled=False):
+            loss, _ = mlm_nsp_loss(model, batch)
+        loss.float().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if k:
+            times.append(time.perf_counter() - t0)
+            if len(times) >= 2 and sum(times) > max_seconds:
+                break
+    times.sort()
+    return 60.0 / times[len(times) // 2]
+
+
+def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minutes: float) -> Any:
+    fields = {
+        "seq_len": phase.seq_len, "batch_size": phase.batch_size, "lr": phase.lr,
+        "warmup_steps": min(phase.warmup_steps, max(1, phase.max_steps // 10)), "warmup_ratio": 0.0,
+        "max_steps": phase.max_steps, "max_minutes": minutes, "no_nsp": not phase.nsp,
+        "eval_every": phase.eval_every, "save_every": phase.save_every, "output": str(output), "resume": True,
+        "overwrite": False, "recipe": None, "model": model, "vocab": None if model else args.vocab,
+        "dropout": 0.0 if args.dropout is None else args.dropout,
+    }
+    return dataclasses.replace(args, **fields)
+
+
+def _plan(args: Any) -> dict[str, Any]:
+    """Choose the phases' step counts from the measured throughput (the first start only)."""
+    from bertkit.training.pretraining import build_pretraining
+
+    phases = cpu_hour_phases(args.max_minutes)
+    for ph in phases:
+        parts = build_pretraining(dataclasses.replace(args, seq_len=ph.seq_len, no_nsp=not ph.nsp, model=None,
+                                                      eval_fraction=args.eval_fraction))
+        rate = _steps_per_minute(parts, ph.batch_size, args.precision)
+        ph.max_steps = max(10, int(rate * ph.minutes))
+        ph.eval_every = max(1, ph.max_steps // 12)
+        ph.save_every = max(1, int(rate * min(5.0, ph.minutes / 4)))  # a kill loses at most ~5 minutes
+        print(f"recipe cpu-hour: {ph.name}: seq {ph.seq_len}, batch {ph.batch_size}, lr {ph.lr:g}, "
+              f"{'MLM + NSP' if ph.nsp else 'MLM'}, {ph.minutes:.1f} min at {rate:.0f} steps/min measured "
+              f"-> {ph.max_steps} steps", file=sys.stderr)
+    return {"recipe": "cpu-hour", "max_minutes": args.max_minutes,
+            "phases": [dataclasses.asdict(p) for p in phases], "done": {}}
+
+
+def run_recipe(args: Any) -> Any:
+    """Run ``args.recipe`` into ``args.output`` (see module docs); returns the last phase's TrainResult."""
+    import torch
+
+    from bertkit.training.pretraining import PretrainingArguments, pretrain
+
+    if args.recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {args.recipe!r}; known: {', '.join(RECIPES)}")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise NotImplementedError("--recipe plans and runs in one process; run it without torchrun")
+    defaults = PretrainingArguments(output="")
+    given = [f"--{f.replace('_', '-')}" for f in _RECIPE_FIELDS if getattr(args, f) != getattr(defaults, f)]
+    if given:
+        raise ValueError(f"--recipe {args.recipe} chooses {', '.join(given)} itself; leave them out")
+    if args.max_minutes is None:
+        args = dataclasses.replace(args, max_minutes=60.0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from bertkit._outputs import claim_output_dir
+    from bertkit.training.pretraining import PRETRAIN_OUTPUTS
+
+    out = Path(args.output)
+    state_file = out / "recipe.json"
+    run = {"recipe": args.recipe, "max_minutes": args.max_minutes, "vocab": str(args.vocab),
+           "config": args.config, "whole_word_masking": bool(args.whole_word_masking), "seed": args.seed}
+    claim = claim_output_dir(out, "pretrain", overwrite=getattr(args, "overwrite", False), resume=args.resume,
+                             run=run, owned=("recipe.json", "phase*", *PRETRAIN_OUTPUTS), can_resume=True)
+    if claim.resumed and state_file.is_file():
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    else:
+        try:
+            state = _plan(args)
+        except BaseException:
+            claim.abandon()  # no empty output folder left behind
+            raise
+        atomic_write_json(state_file, state)
+    phases = [Phase(**p) for p in state["phases"]]
+    model_dir: str | None = None
+    result = None
+    used = 0.0  # training minutes of the finished phases
+    for i, ph in enumerate(phases):
+        folder = out / ph.name
+        if ph.name in state["done"]:
+            used += float(state["done"][ph.name])
+            model_dir = str(folder)
+            continue
+        # The last phase gets whatever the earlier ones left of the budget.
+        minutes = ph.minutes if i < len(phases) - 1 else max(0.1, float(state["max_minutes"]) - used)
+        print(f"recipe {args.recipe}: {ph.name} ({ph.max_steps} steps, up to {minutes:.1f} min)", file=sys.stderr)
+        result = pretrain(_phase_args(args, ph, folder, model_dir, minutes))
+        spent = _train_minutes(folder)
+        state["done"][ph.name] = spent
+        atomic_write_json(state_file, state)
+        used += spent
+        model_dir = str(folder)
+    # OUTPUT itself becomes the final model: the last phase's model files, each written atomically.
+    for name in PRETRAIN_OUTPUTS:
+        src = Path(model_dir) / name  # type: ignore[arg-type]
+        if src.is_file() and not name.startswith("metrics"):
+            atomic_write_bytes(out / name, src.read_bytes())
+    claim.finish()
+    return result
+
+
+def _train_minutes(folder: Path) -> float:
+    """Training minutes a Trainer folder's metrics.jsonl records (its last train_seconds)."""
+    last = 0.0
+    path = folder / "metrics.jsonl"
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                last = max(last, float(json.loads(line).get("train_seconds", 0.0)))
+    return last / 60.0

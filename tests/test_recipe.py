@@ -1,0 +1,107 @@
+"""`bertkit pretrain --recipe cpu-hour`: the schedule from the time budget, one resumable job.
+
+* The schedule: seq 32 MLM first, then seq 128 MLM + NSP, 60/40 of the budget.
+* With a budget of seconds, a run killed (SIGKILL) once phase 2 has a checkpoint resumes with
+  --resume in phase 2, from that checkpoint: phase 1 is not run again, and the finished OUTPUT is
+  the final model (it loads in transformers).
+* Settings the recipe chooses cannot also be given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bertkit.assets import asset_path
+from bertkit.training.recipes import cpu_hour_phases
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cpu_hour_schedule():
+    p1, p2 = cpu_hour_phases(60)
+    assert (p1.seq_len, p1.batch_size, p1.lr, p1.nsp) == (32, 64, 1e-3, False)
+    assert (p2.seq_len, p2.batch_size, p2.lr, p2.nsp) == (128, 32, 5e-4, True)
+    assert p1.minutes + p2.minutes == pytest.approx(60) and 30 <= p1.minutes <= 40
+    with pytest.raises(ValueError, match="positive"):
+        cpu_hour_phases(0)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("corpus")
+    f = d / "text.txt"
+    lines = [l for l in asset_path("austen").read_text(encoding="utf-8").splitlines() if l.strip()][:600]
+    # a blank line every 10 lines: documents, so that some are held out for evaluation
+    f.write_text("".join(l + "\n" + ("\n" if k % 10 == 9 else "") for k, l in enumerate(lines)), encoding="utf-8")
+    return str(f)
+
+
+def _cmd(corpus: str, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "bertkit", "pretrain", "--recipe", "cpu-hour", "--corpus", corpus,
+            "--vocab", str(asset_path("vocab-uncased")), "--config", "tiny", "--max-minutes", "0.5",
+            "--eval-instances", "16", "--threads", "1", "--seed", "1", "--log-every", "1", "--no-progress",
+            "--output", str(out), *extra]
+
+
+@pytest.mark.slow
+def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
+    import torch
+    import transformers
+
+    from bertkit.modeling import BertForPreTraining
+
+    env = {**os.environ, "BERTKIT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "run"
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(_cmd(corpus, out), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.time() + 600
+    while not list((out / "phase2" / "checkpoints").glob("step-*")):
+        assert proc.poll() is None, f"the run ended before a phase-2 checkpoint: {log.read_text()[-2000:]}"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    state = json.loads((out / "recipe.json").read_text())
+    assert list(state["done"]) == ["phase1"]  # killed in phase 2
+    assert not (out / "model.safetensors").exists()
+    phase1_metrics = (out / "phase1" / "metrics.jsonl").read_bytes()
+    p1, p2 = state["phases"]
+    assert (p1["seq_len"], p1["nsp"], p2["seq_len"], p2["nsp"]) == (32, False, 128, True)
+
+    again = subprocess.run(_cmd(corpus, out), env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert again.returncode != 0 and "--resume" in again.stderr  # a started run is never restarted silently
+
+    r = subprocess.run(_cmd(corpus, out, "--resume"), env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "recipe cpu-hour: phase1" not in r.stderr  # no new plan, no phase 1
+    assert "resumed from" in r.stderr and str(out / "phase2" / "checkpoints") in r.stderr
+    assert (out / "phase1" / "metrics.jsonl").read_bytes() == phase1_metrics  # phase 1 untouched
+    state = json.loads((out / "recipe.json").read_text())
+    assert list(state["done"]) == ["phase1", "phase2"]
+    assert sum(state["done"].values()) <= 0.5 + 0.3  # the budget holds (phase 2 stops on time)
+    rows = [json.loads(l) for l in (out / "phase2" / "metrics.jsonl").read_text().splitlines()]
+    evals = [x for x in rows if "eval_mlm_accuracy" in x]
+    assert evals and "eval_nsp_accuracy" in evals[-1]  # phase 2 is MLM + NSP at seq 128
+
+    tok = transformers.BertTokenizerFast(str(out / "vocab.txt"))
+    enc = tok(["the [MASK] of the house"], return_tensors="pt")
+    with torch.no_grad():
+        a = BertForPreTraining.from_pretrained(out).eval()(**enc).prediction_logits
+        b = transformers.BertForPreTraining.from_pretrained(out).eval()(**enc).prediction_logits
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_recipe_refuses_settings_it_chooses(tmp_path, corpus):
+    r = subprocess.run(_cmd(corpus, tmp_path / "o", "--seq-len", "64"), cwd=ROOT, capture_output=True, text=True,
+                       check=False)
+    assert r.returncode != 0 and "--seq-len" in r.stderr and "cpu-hour" in r.stderr
+    assert not (tmp_path / "o").exists()
