@@ -106,6 +106,24 @@ def test_files_respect_the_umask(capsys, tmp_path, corpus):
         assert f.stat().st_mode & 0o777 == 0o640, f
 
 
+def test_saved_weights_respect_the_umask(tmp_path):
+    """safetensors creates files 0600; a saved model must get the umask's mode like every other file."""
+    from bertkit import BertConfig, BertModel
+
+    model = BertModel(BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=16))
+    old = os.umask(0o022)
+    try:
+        model.save_pretrained(tmp_path / "m")
+        model.save_pretrained(tmp_path / "sharded", max_shard_size="20KB")
+    finally:
+        os.umask(old)
+    files = [f for d in ("m", "sharded") for f in (tmp_path / d).iterdir()]
+    assert any(f.suffix == ".safetensors" for f in files)
+    for f in files:
+        assert f.stat().st_mode & 0o777 == 0o644, f
+
+
 # ------------------------------------------------------------------------------- pretrain
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
-from bertkit._io import atomic_update_dir
+from bertkit._io import atomic_update_dir, file_mode
 from bertkit._text import read_json
 from bertkit.hub import hub_cache_dirs, resolve_model_path
 
@@ -156,6 +156,7 @@ def save_state_dict(state: Mapping[str, torch.Tensor], folder: str | os.PathLike
     tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
     if max_shard_size is None:
         save_file(tensors, str(folder / SAFE_WEIGHTS), metadata={"format": "pt"})
+        os.chmod(folder / SAFE_WEIGHTS, file_mode())  # safetensors creates its files 0600
         return [folder / SAFE_WEIGHTS]
     limit = _parse_size(max_shard_size)
     shards: list[dict[str, torch.Tensor]] = [{}]
@@ -174,6 +175,7 @@ def save_state_dict(state: Mapping[str, torch.Tensor], folder: str | os.PathLike
     for i, shard in enumerate(shards, 1):
         name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
         save_file(shard, str(folder / name), metadata={"format": "pt"})
+        os.chmod(folder / name, file_mode())
         weight_map.update(dict.fromkeys(shard, name))
         files.append(folder / name)
     total = sum(v.numel() * v.element_size() for v in tensors.values())
