@@ -1,10 +1,12 @@
 """Real-data fine-tuning results from the real MiniLM checkpoint, with wall time on this machine.
 
     python benchmarks/finetune_results.py [--only bbcnews,polarity,wnut16] [--out runs/results]
+                                          [--model minilm | DIR] [--no-freeze]
 
 Each task runs through bertkit's public finetune API on the seeded 80/20 splits of the assets and
-prints one line: task, main metric on the held-out 20%, epochs, and wall time (training + final
-evaluation). Settings are modest on purpose: the CPU is small and shared (2 cores, four
+prints one line: model, task, main metric on the held-out 20%, epochs, and wall time (training +
+final evaluation). ``--model`` takes another checkpoint folder (a pretrained or a random-init
+`mini`, say) to compare with MiniLM under the same settings. Settings are modest on purpose: the CPU is small and shared (2 cores, four
 engineers' jobs at once when these figures were taken), so one or two epochs only.
 """
 
@@ -36,6 +38,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(RUNS))
     ap.add_argument("--out", default="runs/results")
+    ap.add_argument("--model", default="minilm", help="an asset name or a model folder (default: minilm)")
+    ap.add_argument("--no-freeze", action="store_true", help="train every layer (bbcnews freezes the lowest two)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--overwrite", action="store_true", help="replace earlier runs under --out")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -47,12 +51,15 @@ def main() -> int:
     lines = []
     for name in args.only.split(","):
         task, tr, te, metric, kw = RUNS[name]
+        if args.no_freeze:
+            kw = {k: v for k, v in kw.items() if k != "freeze"}
+        model = Path(args.model) if Path(args.model).is_dir() else asset_path(args.model)
         t0 = time.perf_counter()
-        res = finetune(task, asset_path("minilm"), asset_path(tr), Path(args.out) / name, asset_path(te),
+        res = finetune(task, model, asset_path(tr), Path(args.out) / name, asset_path(te),
                        seed=0, progress=not args.no_progress, overwrite=args.overwrite, **kw)
         wall = time.perf_counter() - t0
         extra = ", ".join(f"{k} {v:.4f}" for k, v in res.metrics.items() if k != metric)
-        line = (f"{name:9s} {task:21s} {metric} {res.metrics[metric]:.4f}  ({extra})  "
+        line = (f"{Path(args.model).name:12s} {name:9s} {task:21s} {metric} {res.metrics[metric]:.4f}  ({extra})  "
                 f"epochs {kw['epochs']}, max_length {kw['max_length']}, batch {kw['batch_size']}"
                 f"{', frozen ' + kw['freeze'] if kw.get('freeze') else ''}, "
                 f"train {res.train_seconds:.0f}s, wall {wall:.0f}s")

@@ -9,7 +9,9 @@ Both libraries run greedy search in one process, interleaved repeat by repeat; e
 medians of new tokens per second and the ratio, after checking that both produced the same tokens.
 EOS is disabled so every run generates the full number of tokens. The second line of each pair
 compares bertkit with and without its KV cache (``--nocache-new-tokens`` new tokens, since without a
-cache every step re-runs the whole sequence).
+cache every step re-runs the whole sequence). With ``--bf16`` a third line times both libraries
+with the same weights cast to bf16 and gives the share of new tokens that still agree with each
+library's own fp32 greedy output (up to each row's first difference).
 """
 
 from __future__ import annotations
@@ -56,13 +58,28 @@ def timed(fn) -> tuple[float, torch.Tensor]:
     return time.perf_counter() - t0, out
 
 
+def agreement(a: torch.Tensor, b: torch.Tensor, prompt_len: int) -> float:
+    """Share of new tokens that agree before each row's first difference (greedy paths diverge for good)."""
+    new_a, new_b = a[:, prompt_len:], b[:, prompt_len:]
+    same = (new_a == new_b).int().cumprod(dim=1)
+    return float(same.sum()) / new_a.numel()
+
+
 def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: int, repeats: int,
-          nocache_tokens: int) -> list[str]:
+          nocache_tokens: int, bf16: bool) -> list[str]:
     ref = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
     ours = GPT2LMHeadModel.from_pretrained(folder)
-    ours.config.eos_token_id = None
-    ref.generation_config.eos_token_id = None
-    ref.generation_config.pad_token_id = 0
+    models = [ours, ref]
+    if bf16:  # the same weights cast to bf16 in both libraries
+        ours_bf = GPT2LMHeadModel.from_pretrained(folder, dtype="bf16")
+        ref_bf = transformers.GPT2LMHeadModel.from_pretrained(folder, dtype=torch.bfloat16).eval()
+        models += [ours_bf, ref_bf]
+    for m in models:
+        if hasattr(m, "generation_config"):
+            m.generation_config.eos_token_id = None
+            m.generation_config.pad_token_id = 0
+        else:
+            m.config.eos_token_id = None
     limit = ours.config.n_positions
     lines = []
     for batch in (1, 8):
@@ -70,32 +87,39 @@ def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: 
         new = min(new_tokens, limit - inputs["input_ids"].shape[1])
         kw = {**inputs, "max_new_tokens": new, "pad_token_id": 0}
         nc_new = min(new, nocache_tokens)
-
-        def run_ours(kw=kw, **extra):
-            return ours.generate(**{**kw, **extra})
-
-        def run_ref(kw=kw):
-            return ref.generate(**kw, do_sample=False)
-
+        runs = {
+            "ours": lambda kw=kw: ours.generate(**kw),
+            "ref": lambda kw=kw: ref.generate(**kw, do_sample=False),
+            "nocache": lambda kw=kw, n=nc_new: ours.generate(**{**kw, "use_cache": False, "max_new_tokens": n}),
+            "cache_nc": lambda kw=kw, n=nc_new: ours.generate(**{**kw, "max_new_tokens": n}),
+        }
+        if bf16:
+            runs["ours_bf"] = lambda kw=kw: ours_bf.generate(**kw)
+            runs["ref_bf"] = lambda kw=kw: ref_bf.generate(**kw, do_sample=False)
         with torch.inference_mode():
-            _, a = timed(run_ours)  # warm-up both
-            _, b = timed(run_ref)
-            same = torch.equal(a, b)
-            t_ours, t_ref, t_nocache, t_cache_nc = [], [], [], []
-            for _ in range(repeats):
-                t_ours.append(timed(run_ours)[0])
-                t_ref.append(timed(run_ref)[0])
-                t_nocache.append(timed(lambda n=nc_new: run_ours(use_cache=False, max_new_tokens=n))[0])
-                t_cache_nc.append(timed(lambda n=nc_new: run_ours(max_new_tokens=n))[0])
-        m_ours, m_ref, m_nc, m_cnc = (statistics.median(t) for t in (t_ours, t_ref, t_nocache, t_cache_nc))
+            outs = {k: timed(fn)[1] for k, fn in runs.items()}  # warm-up, and the tokens
+            times: dict[str, list[float]] = {k: [] for k in runs}
+            for _ in range(repeats):  # interleaved, so that a change of load hits every path alike
+                for k, fn in runs.items():
+                    times[k].append(timed(fn)[0])
+        m = {k: statistics.median(t) for k, t in times.items()}
         tps = batch * new
-        lines.append(f"{name:28s} batch {batch}  {new} new tokens  bertkit {tps / m_ours:8.1f} tok/s  "
-                     f"transformers {tps / m_ref:8.1f} tok/s  ratio {m_ref / m_ours:.2f}x  "
-                     f"same tokens: {'yes' if same else 'NO'}")
-        lines.append(f"{name:28s} batch {batch}  {nc_new} new tokens  bertkit KV cache {batch * nc_new / m_cnc:8.1f} "
-                     f"tok/s  no cache {batch * nc_new / m_nc:8.1f} tok/s  cache speed-up {m_nc / m_cnc:.2f}x")
-        print(lines[-2], flush=True)
-        print(lines[-1], flush=True)
+        n_prompt = inputs["input_ids"].shape[1]
+        lines.append(f"{name:28s} batch {batch}  {new} new tokens  bertkit {tps / m['ours']:8.1f} tok/s  "
+                     f"transformers {tps / m['ref']:8.1f} tok/s  ratio {m['ref'] / m['ours']:.2f}x  "
+                     f"same tokens: {'yes' if torch.equal(outs['ours'], outs['ref']) else 'NO'}")
+        lines.append(f"{name:28s} batch {batch}  {nc_new} new tokens  bertkit KV cache "
+                     f"{batch * nc_new / m['cache_nc']:8.1f} tok/s  no cache {batch * nc_new / m['nocache']:8.1f} "
+                     f"tok/s  cache speed-up {m['nocache'] / m['cache_nc']:.2f}x")
+        if bf16:
+            lines.append(f"{name:28s} batch {batch}  {new} new tokens  bf16 weights: bertkit "
+                         f"{tps / m['ours_bf']:8.1f} tok/s  transformers {tps / m['ref_bf']:8.1f} tok/s  "
+                         f"ratio {m['ref_bf'] / m['ours_bf']:.2f}x  (bertkit bf16 / transformers fp32 "
+                         f"{m['ref'] / m['ours_bf']:.2f}x)  agreement with fp32 greedy: bertkit "
+                         f"{agreement(outs['ours_bf'], outs['ours'], n_prompt):.0%}, transformers "
+                         f"{agreement(outs['ref_bf'], outs['ref'], n_prompt):.0%}")
+        for line in lines[-(3 if bf16 else 2):]:
+            print(line, flush=True)
     return lines
 
 
@@ -107,6 +131,8 @@ def main() -> int:
     ap.add_argument("--nocache-new-tokens", type=int, default=128,
                     help="new tokens for the cache / no-cache comparison (no cache costs O(n^2))")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also time both libraries with the weights in bf16 (faster, not token-exact)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -117,10 +143,10 @@ def main() -> int:
         cfg = transformers.GPT2Config(n_layer=6, n_embd=512, n_head=8, bos_token_id=None, eos_token_id=None)
         transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp)
         bench("gpt2 6x512 (random init)", Path(tmp), BertTokenizer.from_pretrained(asset_path("minilm")),
-              "polarity-test", args.new_tokens, args.repeats, args.nocache_new_tokens)
+              "polarity-test", args.new_tokens, args.repeats, args.nocache_new_tokens, args.bf16)
     if args.zh:
         bench("gpt2-zh (pretrain-clm)", Path(args.zh), BertTokenizer.from_pretrained(args.zh), "news-zh",
-              args.new_tokens, args.repeats, args.nocache_new_tokens)
+              args.new_tokens, args.repeats, args.nocache_new_tokens, args.bf16)
     return 0
 
 

@@ -48,7 +48,8 @@ def zh_tokenizer():
 # ---------------------------------------------------------------------------------------- DistilBERT
 
 DISTIL_CLASSES = ["DistilBertModel", "DistilBertForMaskedLM", "DistilBertForSequenceClassification",
-                  "DistilBertForTokenClassification", "DistilBertForQuestionAnswering"]
+                  "DistilBertForTokenClassification", "DistilBertForQuestionAnswering",
+                  "DistilBertForMultipleChoice"]
 
 
 def _outputs(out) -> torch.Tensor:
@@ -67,6 +68,8 @@ def test_distilbert_parity_both_directions(name, en_batch, tmp_path):
     ours = getattr(D, name).from_pretrained(tmp_path / "hf")
     assert set(ours.state_dict()) >= {k for k in ref.state_dict() if "position_ids" not in k}
     inputs = {"input_ids": en_batch["input_ids"], "attention_mask": en_batch["attention_mask"]}
+    if "MultipleChoice" in name:  # (B, C, N): the batch's sentences as two questions of two choices
+        inputs = {k: v[:4].reshape(2, 2, -1) for k, v in inputs.items()}
     real = en_batch["attention_mask"].bool()
     with torch.no_grad():
         a, b = _outputs(ref(**inputs)), _outputs(ours(**inputs))

@@ -211,6 +211,41 @@ def test_resume_in_process_is_exact(tmp_path):
     assert la == lb
 
 
+def _slow_loss(model, batch):
+    time.sleep(0.01)  # steps of known minimum length, so that the time budget spans many of them
+    return model(**batch)["loss"], {}
+
+
+def test_time_schedule_decays_over_the_time_budget_and_resumes(tmp_path):
+    """schedule="time": warmup by steps, then lr = peak x (1 - training seconds / budget), ending at
+    the budget, not at max_steps; a resumed run continues the decay from the restored training time."""
+    data = _data(n=4096)
+    budget_min = 0.1  # 6 s
+    kw = dict(max_steps=100_000, max_time_minutes=budget_min, schedule="time", warmup_steps=5, lr=1e-2,
+              save_every=5)
+    torch.manual_seed(0)
+    first = Trainer(Regressor(), _cfg(tmp_path, **kw), data, loss_fn=_slow_loss)
+    first.total_steps = 5  # interrupted early, as by a kill after the step-5 checkpoint
+    first.train()
+    assert first.step == 5
+    second = Trainer(Regressor(), _cfg(tmp_path, resume=True, **kw), data, loss_fn=_slow_loss)
+    result = second.train()
+    rows = [r for r in _rows(tmp_path / "out") if "lr" in r]
+    assert 20 < result.step < 100_000  # stopped by the budget, after the resume
+    assert rows[-1]["train_seconds"] >= 60 * budget_min  # the whole budget was used
+    lrs = [r["lr"] for r in rows]
+    assert lrs[:5] == pytest.approx([2e-3, 4e-3, 6e-3, 8e-3, 1e-2], rel=0.05)  # warmup, by steps
+    after = rows[5:]
+    assert all(a["lr"] >= b["lr"] for a, b in zip(after, after[1:]))  # decays, across the resume too
+    for r in after:  # the lr used at a step follows the training time (not the step count)
+        assert r["lr"] == pytest.approx(1e-2 * max(0.0, 1 - r["train_seconds"] / (60 * budget_min)), abs=1e-3)
+    assert lrs[-1] < 1e-3
+    with pytest.raises(ValueError, match="max_time_minutes"):
+        TrainingConfig(schedule="time")
+    with pytest.raises(ValueError, match="schedule"):
+        TrainingConfig(schedule="cosine", max_time_minutes=1)
+
+
 def test_bad_config_values():
     with pytest.raises(ValueError, match="precision"):
         TrainingConfig(precision="fp8")

@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "DistilBertForSequenceClassification": "bertkit.modeling.distilbert",
     "DistilBertForTokenClassification": "bertkit.modeling.distilbert",
     "DistilBertForQuestionAnswering": "bertkit.modeling.distilbert",
+    "DistilBertForMultipleChoice": "bertkit.modeling.distilbert",
     "GPT2Config": "bertkit.modeling.gpt2",
     "GPT2Model": "bertkit.modeling.gpt2",
     "GPT2LMHeadModel": "bertkit.modeling.gpt2",

@@ -212,9 +212,8 @@ AutoModelForTokenClassification = _auto("AutoModelForTokenClassification", {
     "bert": "BertForTokenClassification", "distilbert": "DistilBertForTokenClassification"}, _NO_ENCODER_HEAD)
 AutoModelForQuestionAnswering = _auto("AutoModelForQuestionAnswering", {
     "bert": "BertForQuestionAnswering", "distilbert": "DistilBertForQuestionAnswering"}, _NO_ENCODER_HEAD)
-AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", {"bert": "BertForMultipleChoice"},
-                                   {"distilbert": "bertkit has no DistilBertForMultipleChoice",
-                                    "gpt2": _DECODER_ONLY})
+AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", {
+    "bert": "BertForMultipleChoice", "distilbert": "DistilBertForMultipleChoice"}, {"gpt2": _DECODER_ONLY})
 AutoModelForCausalLM = _auto("AutoModelForCausalLM", {"gpt2": "GPT2LMHeadModel"},
                              {"bert": _ENCODER_NO_CAUSAL, "distilbert": _ENCODER_NO_CAUSAL})
 

@@ -22,6 +22,7 @@ from torch import nn
 from .config import PretrainedConfig
 from .heads import (
     IGNORE_INDEX,
+    _check_class_labels,
     sequence_classification_loss,
     span_logits_and_loss,
     token_classification_loss,
@@ -39,6 +40,7 @@ from .outputs import (
     BaseModelOutput,
     MaskedLMOutput,
     ModelOutput,
+    MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
@@ -47,6 +49,7 @@ from .outputs import (
 __all__ = [
     "DistilBertConfig",
     "DistilBertForMaskedLM",
+    "DistilBertForMultipleChoice",
     "DistilBertForQuestionAnswering",
     "DistilBertForSequenceClassification",
     "DistilBertForTokenClassification",
@@ -424,3 +427,50 @@ class DistilBertForQuestionAnswering(_DistilBertHeadModel):
                                                        hidden_states=out.hidden_states, attentions=out.attentions),
                           return_dict)
 
+
+
+class DistilBertForMultipleChoice(_DistilBertHeadModel):
+    """Scores each of C choices (B, C, N) from its first token, as the sequence classifier does; softmax
+    over the choices."""
+
+    _head_description = "multiple-choice head"
+
+    def __init__(self, config: DistilBertConfig):
+        super().__init__(config)
+        self.pre_classifier = nn.Linear(config.dim, config.dim)
+        self.classifier = nn.Linear(config.dim, 1)
+        self.dropout = nn.Dropout(config.seq_classif_dropout)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,  # (B, C, N)
+        attention_mask: torch.Tensor | None = None,  # (B, C, N)
+        inputs_embeds: torch.Tensor | None = None,  # (B, C, N, H)
+        labels: torch.Tensor | None = None,  # (B,) index of the right choice
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+    ) -> MultipleChoiceModelOutput | tuple:
+        ref = input_ids if input_ids is not None else inputs_embeds
+        if ref is None:
+            raise ValueError("pass exactly one of input_ids or inputs_embeds")
+        expected = 3 if input_ids is not None else 4
+        if ref.dim() != expected:
+            raise ValueError("multiple-choice inputs must have shape (batch, num_choices, seq_len"
+                             f"{', hidden' if expected == 4 else ''}), got {tuple(ref.shape)}")
+        num_choices = ref.shape[1]
+
+        def flat(t: torch.Tensor | None) -> torch.Tensor | None:  # (B, C, N, ...) -> (B*C, N, ...)
+            return None if t is None else t.reshape(-1, *t.shape[2:])
+
+        out = self._encode(flat(input_ids), flat(attention_mask), flat(inputs_embeds), output_attentions,
+                           output_hidden_states)
+        pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B*C, H)
+        logits = self.classifier(pooled).view(-1, num_choices)  # (B, C)
+        if labels is not None:
+            _check_class_labels("labels", labels, num_choices, "num_choices")
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return self._pack(MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
+                                                    attentions=out.attentions), return_dict)

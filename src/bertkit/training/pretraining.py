@@ -47,6 +47,7 @@ class PretrainingArguments:
     grad_accum: int = 1
     max_steps: int = 1000
     max_minutes: float | None = None
+    schedule: str = "steps"  # "steps" | "time": the learning rate decays to 0 at max_steps or at max_minutes
     lr: float = 1e-4
     warmup_steps: int = 0
     warmup_ratio: float = 0.0
@@ -79,6 +80,10 @@ class PretrainingArguments:
             rng.check(name, getattr(self, name))
         A.fraction_0_1_right_open.check("dropout", self.dropout, allow_none=True)
         A.positive_float.check("max_minutes", self.max_minutes, allow_none=True)
+        if self.schedule not in ("steps", "time"):
+            raise ValueError(f"schedule must be 'steps' or 'time', got {self.schedule!r}")
+        if self.schedule == "time" and self.max_minutes is None:
+            raise ValueError("--schedule time decays the learning rate over --max-minutes; give --max-minutes")
         A.check_threads("threads", self.threads)
 
     @classmethod
@@ -304,7 +309,8 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
                                  resume=args.resume, run=run_identity(args, parts), owned=PRETRAIN_OUTPUTS,
                                  can_resume=True)
     cfg = TrainingConfig(
-        output_dir=args.output, max_steps=args.max_steps, max_time_minutes=args.max_minutes, batch_size=args.batch_size,
+        output_dir=args.output, max_steps=args.max_steps, max_time_minutes=args.max_minutes, schedule=args.schedule,
+        batch_size=args.batch_size,
         grad_accum_steps=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
         warmup_steps=args.warmup_steps, warmup_ratio=args.warmup_ratio,
         max_grad_norm=args.max_grad_norm or None, precision=args.precision, seed=args.seed,

@@ -12,9 +12,12 @@ that gets a small BERT off the "unigram plateau" on a CPU:
    positions 32-127 and the NSP head are trained too.
 
 Phase 1 gets 60% of the budget and phase 2 the rest (phase 2 climbs fast from phase 1's weights:
-32% held-out MLM accuracy after 8.6 minutes in the measured run). Step counts, which set each
-phase's linear warmup and decay, come from the throughput measured on this machine before training
-(a few steps of each phase's shape); the time budget itself is enforced by the Trainer.
+32% held-out MLM accuracy after 8.6 minutes in the measured run). Each phase's learning rate
+decays linearly to 0 over the phase's training minutes (the Trainer's ``schedule="time"``), so a
+phase ends on time with a decayed learning rate however fast the machine runs, and a machine that
+slows down under load still finishes its schedule. The throughput measured before training (a few
+steps of each phase's shape) only sizes the warmup, the evaluation and checkpoint intervals and a
+step cap far above what the budget allows.
 
 Layout of ``OUTPUT``: ``recipe.json`` (the schedule, fixed at the first start, and which phases are
 done), ``phase1/`` and ``phase2/`` (each phase's `bertkit pretrain` folder: checkpoints, metrics,
@@ -43,7 +46,7 @@ RECIPES = ("cpu-hour",)
 
 # The settings each phase fixes; giving one of them with --recipe is an error (they would be ignored).
 _RECIPE_FIELDS = ("seq_len", "batch_size", "lr", "warmup_steps", "warmup_ratio", "max_steps", "no_nsp",
-                  "eval_every", "save_every", "model")
+                  "eval_every", "save_every", "model", "schedule")
 
 
 @dataclass
@@ -57,7 +60,7 @@ class Phase:
     lr: float
     warmup_steps: int
     nsp: bool
-    max_steps: int = 0  # filled in from the measured throughput
+    max_steps: int = 0  # the steps the budget allows at the throughput measured before training
     eval_every: int = 0
     save_every: int = 0
 
@@ -105,7 +108,8 @@ def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minute
     fields = {
         "seq_len": phase.seq_len, "batch_size": phase.batch_size, "lr": phase.lr,
         "warmup_steps": min(phase.warmup_steps, max(1, phase.max_steps // 10)), "warmup_ratio": 0.0,
-        "max_steps": phase.max_steps, "max_minutes": minutes, "no_nsp": not phase.nsp,
+        # The time budget ends the phase; the step cap only guards against a badly wrong estimate.
+        "max_steps": 10 * phase.max_steps, "max_minutes": minutes, "schedule": "time", "no_nsp": not phase.nsp,
         "eval_every": phase.eval_every, "save_every": phase.save_every, "output": str(output), "resume": True,
         "overwrite": False, "recipe": None, "model": model, "vocab": None if model else args.vocab,
         "dropout": 0.0 if args.dropout is None else args.dropout,
@@ -127,7 +131,7 @@ def _plan(args: Any) -> dict[str, Any]:
         ph.save_every = max(1, int(rate * min(5.0, ph.minutes / 4)))  # a kill loses at most ~5 minutes
         print(f"recipe cpu-hour: {ph.name}: seq {ph.seq_len}, batch {ph.batch_size}, lr {ph.lr:g}, "
               f"{'MLM + NSP' if ph.nsp else 'MLM'}, {ph.minutes:.1f} min at {rate:.0f} steps/min measured "
-              f"-> {ph.max_steps} steps", file=sys.stderr)
+              f"-> about {ph.max_steps} steps", file=sys.stderr)
     return {"recipe": "cpu-hour", "max_minutes": args.max_minutes,
             "phases": [dataclasses.asdict(p) for p in phases], "done": {}}
 
@@ -180,7 +184,8 @@ def run_recipe(args: Any) -> Any:
             continue
         # The last phase gets whatever the earlier ones left of the budget.
         minutes = ph.minutes if i < len(phases) - 1 else max(0.1, float(state["max_minutes"]) - used)
-        print(f"recipe {args.recipe}: {ph.name} ({ph.max_steps} steps, up to {minutes:.1f} min)", file=sys.stderr)
+        print(f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
+              file=sys.stderr)
         result = pretrain(_phase_args(args, ph, folder, model_dir, minutes))
         spent = _train_minutes(folder)
         state["done"][ph.name] = spent

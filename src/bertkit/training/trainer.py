@@ -31,7 +31,10 @@ own function (a teacher model can live in its closure) without any change here.
 
 Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``; ``max_time_minutes`` also stops
 the run after that much training wall time (evaluation and checkpointing excluded; counted across
-resumes). Evaluation every ``eval_every``
+resumes). With ``schedule="time"`` the learning rate decays to 0 over ``max_time_minutes`` of
+training time instead of over ``max_steps`` (which then only caps the run), so a run sized by a
+time budget uses all of it and ends with a decayed learning rate however fast the machine turns
+out to be. Evaluation every ``eval_every``
 steps and/or at the end of every epoch (``eval_each_epoch``); the returned dict is logged with an
 ``eval_`` prefix; the final weights are always evaluated once at the end. With ``best_metric`` the
 best model is kept in ``OUTPUT/best`` and ``patience`` evaluations without improvement stop the run.
@@ -108,6 +111,7 @@ class TrainingConfig:
     output_dir: str = "runs/out"
     max_steps: int | None = None  # optimizer steps; wins over num_epochs
     max_time_minutes: float | None = None  # stop (and save) after this much training wall time
+    schedule: str = "steps"  # "steps": decay to 0 at max_steps; "time": decay to 0 at max_time_minutes
     num_epochs: float = 1.0
     batch_size: int = 32  # per rank and micro-step
     grad_accum_steps: int = 1
@@ -153,6 +157,10 @@ class TrainingConfig:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.log_every <= 0:
             raise ValueError(f"log_every must be positive, got {self.log_every}")
+        if self.schedule not in ("steps", "time"):
+            raise ValueError(f"schedule must be 'steps' or 'time', got {self.schedule!r}")
+        if self.schedule == "time" and self.max_time_minutes is None:
+            raise ValueError("schedule='time' decays the learning rate over max_time_minutes; set max_time_minutes")
         from bertkit import _args as A
 
         A.positive_float.check("num_epochs", self.num_epochs)
@@ -364,8 +372,17 @@ class Trainer:
             self.total_steps = max(1, int(math.ceil(config.num_epochs * self.steps_per_epoch)))
         warmup = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
         self.warmup_steps = warmup
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, _linear_schedule(warmup, self.total_steps))
+        if config.schedule == "time":
+            budget = 60.0 * config.max_time_minutes  # type: ignore[operator]
+            by_steps = _linear_schedule(warmup, 1 << 62)  # the warmup part only
+            # min(): warmup by steps, then the linear decay by training time; no state beyond the
+            # elapsed time, which resume restores.
+            lr_lambda = lambda step: min(by_steps(step), max(0.0, 1.0 - self._elapsed() / budget))  # noqa: E731
+        else:
+            lr_lambda = _linear_schedule(warmup, self.total_steps)
+        self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
+        self._elapsed: Callable[[], float] = lambda: self.train_seconds
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda)
 
         # Progress state, all restored on resume.
         self.step = 0
@@ -375,8 +392,6 @@ class Trainer:
         self.best_step: int | None = None
         self.bad_evals = 0
         self.last_metrics: dict[str, float] = {}
-        self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
-        self._elapsed: Callable[[], float] = lambda: self.train_seconds
 
     # ------------------------------------------------------------------ helpers
     def _num_batches(self) -> int:
@@ -610,8 +625,14 @@ class Trainer:
         if self.is_main and cfg.progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.run_name or "train",
-                       dynamic_ncols=True, file=sys.stderr)
+            if cfg.schedule == "time":  # the budget is time, so the bar counts training seconds
+                budget = round(60.0 * cfg.max_time_minutes)  # type: ignore[operator]
+                bar = tqdm(total=budget, initial=min(budget, round(self.train_seconds)), unit="s",
+                           desc=cfg.run_name or "train", dynamic_ncols=True, file=sys.stderr,
+                           bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}{postfix}]")
+            else:
+                bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.run_name or "train",
+                           dynamic_ncols=True, file=sys.stderr)
         stream = self._micro_batches()
         self._window: dict[str, Any] = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
         t_start = time.perf_counter()
@@ -627,7 +648,8 @@ class Trainer:
                 lr, epoch_ended = self._step(stream)
                 self._maybe_log(lr, bar)
                 if bar is not None:
-                    bar.update(1)
+                    bar.update(1 if cfg.schedule == "steps" else
+                               max(0, min(bar.total, round(self._elapsed())) - bar.n))
                 self._maybe_eval_or_save(epoch_ended)
             if self.evaluate_fn is not None and self._last_eval_step != self.step and not self._stop:
                 self.run_evaluation()  # always end with an evaluation of the final weights
@@ -717,8 +739,8 @@ class Trainer:
         row["train_seconds"] = round(self._elapsed(), 3)
         self._log(row)
         if bar is not None:
-            bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}", tok_s=f"{row['tokens_per_sec']:.0f}",
-                            refresh=False)
+            bar.set_postfix(step=self.step, loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}",
+                            tok_s=f"{row['tokens_per_sec']:.0f}", refresh=False)
         self._window = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
 
     def _maybe_eval_or_save(self, epoch_ended: bool) -> None:
