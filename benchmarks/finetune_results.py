@@ -6,8 +6,8 @@
 Each task runs through bertkit's public finetune API on the seeded 80/20 splits of the assets and
 prints one line: model, task, main metric on the held-out 20%, epochs, and wall time (training +
 final evaluation). ``--model`` takes another checkpoint folder (a pretrained or a random-init
-`mini`, say) to compare with MiniLM under the same settings. Settings are modest on purpose: the CPU is small and shared (2 cores, four
-engineers' jobs at once when these figures were taken), so one or two epochs only.
+`mini`, say) to compare with MiniLM under the same settings. Settings are modest on purpose: the
+CPU is small (2 cores), so one or two epochs only.
 """
 
 from __future__ import annotations

@@ -166,6 +166,29 @@ def test_gpt2_kv_cache_matches_full_forward(gpt2_pair, zh_batch):
     assert torch.allclose(torch.cat([first.logits, rest.logits], 1), full, atol=TOL)
 
 
+def test_gpt2_resize_token_embeddings_keeps_old_logits_and_saves_for_transformers(gpt2_pair, zh_batch, tmp_path):
+    ref, _, folder = gpt2_pair
+    ids, mask, _, _ = zh_batch
+    ours = GPT2LMHeadModel.from_pretrained(folder)
+    ours.resize_token_embeddings(21128 + 7)
+    assert ours.config.vocab_size == 21135 and ours.lm_head.weight is ours.transformer.wte.weight
+    with torch.no_grad():  # the old vocabulary's logits are transformers' logits of the unresized model
+        a = ref(input_ids=ids, attention_mask=mask).logits
+        b = ours(input_ids=ids, attention_mask=mask).logits
+    real = mask.bool()
+    assert b.shape[-1] == 21135
+    assert torch.allclose(a[real], b[real][:, :21128], atol=TOL)
+    ours.save_pretrained(tmp_path)
+    back = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    assert back.config.vocab_size == 21135
+    with torch.no_grad():
+        c = back(input_ids=ids, attention_mask=mask).logits
+    assert torch.allclose(c[real], b[real], atol=TOL)
+    ours.resize_token_embeddings(21000)  # shrinking keeps the first rows
+    assert ours.transformer.wte.weight.shape == (21000, 64) and torch.equal(
+        ours.transformer.wte.weight, ref.transformer.wte.weight[:21000])
+
+
 @pytest.mark.parametrize("mode", ["no_mask", "mask", "left_padding"])
 def test_gpt2_greedy_generate_equals_transformers(gpt2_pair, zh_batch, mode):
     ref, ours, _ = gpt2_pair
