@@ -105,12 +105,12 @@ def main() -> int:
         bw = {}
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             for batch in (1, 8):
-                rates = {form: gemv_gbps(50257, 512, dtype, args.repeats, form, batch)
+                forms = {form: gemv_gbps(50257, 512, dtype, args.repeats, form, batch)
                          for form in ("linear", "x @ W_t", "(W @ x.T).T")}
                 if batch == 1:
-                    bw[name] = max(rates.values())
+                    bw[name] = max(forms.values())
                 print(f"batch-{batch} product with a 50257x512 {name} matrix W, GB/s of weight read: "
-                      + ", ".join(f"{form} {v:.1f}" for form, v in rates.items()), flush=True)
+                      + ", ".join(f"{form} {v:.1f}" for form, v in forms.items()), flush=True)
         print(f"sum over 256 MB fp32: {sum_gbps(args.repeats):6.1f} GB/s", flush=True)
 
     per_token = minilm_flops_per_token(args.mean_len)

@@ -14,7 +14,7 @@ export BERTKIT_ASSETS="${BERTKIT_ASSETS:-$PWD/.assets}"
 PY="${PYTHON:-.venv/bin/python}"
 A="$BERTKIT_ASSETS"
 OUT="${OUT:-runs/zh}"
-MINUTES="${MINUTES:-20}"
+MINUTES="${MINUTES:-40}"
 mkdir -p "$OUT/ner"
 
 head -n 50289 "$A/msra/news_zh.txt" | awk '{print} NR%16==0 {print ""}' > "$OUT/news_zh_train.txt"
@@ -35,7 +35,7 @@ EOF
 # 2. Pretraining: the cpu-hour recipe's two phases scaled to $MINUTES training minutes.
 "$PY" -m bertkit pretrain --recipe cpu-hour --max-minutes "$MINUTES" --data "$OUT/shards" \
   --vocab "$A/vocab/chinese.txt" --whole-word-masking --config mini --eval-instances 256 \
-  --threads "${THREADS:-1}" --seed 0 --log-every 10 --output "$OUT/mini-wwm" "$@"
+  --threads "${THREADS:-2}" --seed 0 --log-every 10 --output "$OUT/mini-wwm" "$@"
 "$PY" -m bertkit fill-mask --model "$OUT/mini-wwm" "今天天气真[MASK]啊" "中国的首都是[MASK]京"
 
 # 3. The same config from random initialisation (dropout 0, as the recipe's model).
@@ -43,7 +43,7 @@ EOF
 
 # 4. MSRA NER from both; windows of 64 tokens, so the longer sentences are split into windows.
 for init in mini-wwm random-init; do
-  OMP_NUM_THREADS="${THREADS:-1}" "$PY" -m bertkit finetune --task token-classification --model "$OUT/$init" \
+  OMP_NUM_THREADS="${THREADS:-2}" "$PY" -m bertkit finetune --task token-classification --model "$OUT/$init" \
     --train "$OUT/ner/train5000.txt" --validation "$OUT/ner/test1000.txt" --output "$OUT/ner/$init" \
     --epochs 3 --batch-size 32 --lr 3e-4 --max-length 64 --doc-stride 16 --bf16 --seed 0
 done
