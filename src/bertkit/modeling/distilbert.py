@@ -23,6 +23,8 @@ from .config import PretrainedConfig
 from .heads import (
     IGNORE_INDEX,
     _check_class_labels,
+    flatten_choices,
+    num_choices_of,
     sequence_classification_loss,
     span_logits_and_loss,
     token_classification_loss,
@@ -453,18 +455,8 @@ class DistilBertForMultipleChoice(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> MultipleChoiceModelOutput | tuple:
-        ref = input_ids if input_ids is not None else inputs_embeds
-        if ref is None:
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        expected = 3 if input_ids is not None else 4
-        if ref.dim() != expected:
-            raise ValueError("multiple-choice inputs must have shape (batch, num_choices, seq_len"
-                             f"{', hidden' if expected == 4 else ''}), got {tuple(ref.shape)}")
-        num_choices = ref.shape[1]
-
-        def flat(t: torch.Tensor | None) -> torch.Tensor | None:  # (B, C, N, ...) -> (B*C, N, ...)
-            return None if t is None else t.reshape(-1, *t.shape[2:])
-
+        num_choices = num_choices_of(input_ids, inputs_embeds)
+        flat = flatten_choices
         out = self._encode(flat(input_ids), flat(attention_mask), flat(inputs_embeds), output_attentions,
                            output_hidden_states)
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B*C, H)

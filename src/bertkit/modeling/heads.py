@@ -45,6 +45,23 @@ __all__ = [
 IGNORE_INDEX = -100
 
 
+def num_choices_of(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> int:
+    """C of multiple-choice inputs: ids (B, C, N) or embeddings (B, C, N, H); other shapes are an error."""
+    ref = input_ids if input_ids is not None else inputs_embeds
+    if ref is None:
+        raise ValueError("pass exactly one of input_ids or inputs_embeds")
+    expected = 3 if input_ids is not None else 4
+    if ref.dim() != expected:
+        raise ValueError("multiple-choice inputs must have shape "
+                         f"(batch, num_choices, seq_len{', hidden' if expected == 4 else ''}), got {tuple(ref.shape)}")
+    return ref.shape[1]
+
+
+def flatten_choices(t: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, C, N, ...) -> (B*C, N, ...), so that each choice is encoded as one sequence."""
+    return None if t is None else t.reshape(-1, *t.shape[2:])
+
+
 def _check_class_labels(name: str, labels: torch.Tensor, num_classes: int, what: str) -> None:
     """Class ids must lie in [0, num_classes) (or be IGNORE_INDEX); torch's own message names neither."""
     if not isinstance(labels, torch.Tensor):
@@ -462,21 +479,8 @@ class BertForMultipleChoice(_BertWithClassifier):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> MultipleChoiceModelOutput | tuple:
-        ref = input_ids if input_ids is not None else inputs_embeds
-        if ref is None:
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        expected = 3 if input_ids is not None else 4
-        if ref.dim() != expected:
-            raise ValueError(
-                "multiple-choice inputs must have shape "
-                f"(batch, num_choices, seq_len{', hidden' if expected == 4 else ''}), "
-                f"got {tuple(ref.shape)}"
-            )
-        num_choices = ref.shape[1]
-
-        def flat(t: torch.Tensor | None) -> torch.Tensor | None:  # (B, C, N, ...) -> (B*C, N, ...)
-            return None if t is None else t.reshape(-1, *t.shape[2:])
-
+        num_choices = num_choices_of(input_ids, inputs_embeds)
+        flat = flatten_choices
         out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
                            flat(inputs_embeds), output_attentions, output_hidden_states)
         logits = self._classify(out.pooler_output).view(-1, num_choices)  # (B, C)
