@@ -124,6 +124,8 @@ fraction_0_1_right_open = Range(float, 0, 1, False, True, name="fraction_0_1_rig
 fraction_0_1_left_open = Range(float, 0, 1, True, False, name="fraction_0_1_left_open")
 
 seed = Range(int, 0, 2**32 - 1, name="seed")
+# What a learning rate's linear decay to 0 runs over: the step budget, or the time budget.
+SCHEDULES = ("steps", "time")
 SEQ_LEN = Range(int, 8, name="seq_len")  # [CLS] + [SEP]s + a few tokens: shorter cannot hold a pair
 
 _threads = Range(int, 0, name="threads", note="0: torch's default")

@@ -259,7 +259,7 @@ class GPT2PreTrainedModel(BertPreTrainedModel):
         self._init_module(new)
         new.weight[:keep] = old.weight[:keep]
         self.base_model.wte = new
-        head = getattr(self, "lm_head", None)
+        head = self.get_output_embeddings()  # None for the bare GPT2Model
         if head is not None:
             new_head = nn.Linear(dim, new_num_tokens, bias=False, device=head.weight.device, dtype=head.weight.dtype)
             if not self.config.tie_word_embeddings:
@@ -267,8 +267,7 @@ class GPT2PreTrainedModel(BertPreTrainedModel):
                 new_head.weight[:keep] = head.weight[:keep]
             self.lm_head = new_head
         self.config.vocab_size = new_num_tokens
-        if hasattr(self, "tie_weights"):
-            self.tie_weights()
+        self.tie_weights()
         return new
 
 

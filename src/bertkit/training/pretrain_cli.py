@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tr.add_argument("--max-steps", type=A.positive_int, default=1000, help="optimizer steps (sets the lr schedule)")
     tr.add_argument("--max-minutes", type=A.positive_float, default=None,
                     help="also stop after this many minutes of training (evaluation excluded)")
-    tr.add_argument("--schedule", choices=["steps", "time"], default="steps",
+    tr.add_argument("--schedule", choices=A.SCHEDULES, default="steps",
                     help="steps: warmup, then the lr decays linearly to 0 at --max-steps; time: to 0 at "
                          "--max-minutes of training, so the whole time budget is used whatever the speed "
                          "(--max-steps then only caps the run)")

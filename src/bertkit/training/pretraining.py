@@ -80,8 +80,8 @@ class PretrainingArguments:
             rng.check(name, getattr(self, name))
         A.fraction_0_1_right_open.check("dropout", self.dropout, allow_none=True)
         A.positive_float.check("max_minutes", self.max_minutes, allow_none=True)
-        if self.schedule not in ("steps", "time"):
-            raise ValueError(f"schedule must be 'steps' or 'time', got {self.schedule!r}")
+        if self.schedule not in A.SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(A.SCHEDULES)}, got {self.schedule!r}")
         if self.schedule == "time" and self.max_minutes is None:
             raise ValueError("--schedule time decays the learning rate over --max-minutes; give --max-minutes")
         A.check_threads("threads", self.threads)
