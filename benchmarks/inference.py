@@ -86,14 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     compiled = None
     if args.compile:
         model = pipes["auto"].model
-        example = {k: torch.tensor([v]) for k, v in enc[0].items()} if hasattr(enc, "__getitem__") else None
         fn, warm = try_compile(model, {"input_ids": torch.tensor([enc["input_ids"][0]]),
                                        "attention_mask": torch.tensor([enc["attention_mask"][0]])})
         print(f"torch.compile warm-up (one time, not in the figures below): "
               f"{'unavailable' if warm is None else f'{warm:.1f} s'}")
         if warm is not None:
             compiled = pipeline("sentence-embedding", model=fn, tokenizer=pipes["auto"].tokenizer)
-        del example
 
     paths = {f"bertkit pipeline {d}": (lambda p=pipe: p(texts, return_tensors=True)) for d, pipe in pipes.items()}
     if compiled is not None:

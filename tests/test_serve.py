@@ -173,3 +173,38 @@ def test_classifier_folder_predict_embed_backpressure_and_drain(polarity_clf):
         code = srv.stop()
         t.join(120)
         assert done == [200] and code == 0
+
+
+def test_a_client_that_leaves_or_times_out_has_its_work_dropped():
+    """A 2.5 s batching window: a client that hangs up inside it, and one whose 1.5 s timeout runs
+    out inside it, both cost no model forward; a full batch still runs at once."""
+    import json
+    import socket
+
+    args = ["--dtype", "fp32", "--max-batch-size", "4", "--max-wait-ms", "2500", "--request-timeout", "1.5"]
+    with server_process(asset_path("minilm"), args) as srv:
+        host, port = srv.url.rsplit("/", 1)[1].split(":")
+        body = json.dumps({"inputs": "a request whose client hangs up"}).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            time.sleep(0.3)  # the request is in the batch window, waiting for company
+        deadline = time.monotonic() + 20
+        while _metric(srv, "bertkit_dropped_total") < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _metric(srv, "bertkit_dropped_total") == 1
+        assert 'endpoint="/embed",status="499"} 1' in httpx.get(srv.url + "/metrics", headers=AUTH, timeout=30).text
+
+        r = httpx.post(srv.url + "/embed", json={"inputs": "a request that times out"}, timeout=30)
+        assert r.status_code == 504 and "1.5 s timeout" in r.json()["error"]
+        deadline = time.monotonic() + 20
+        while _metric(srv, "bertkit_dropped_total") < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _metric(srv, "bertkit_dropped_total") == 2
+        assert _metric(srv, "bertkit_batch_size_count") == 0  # neither reached the model
+
+        full = httpx.post(srv.url + "/embed", json={"inputs": _sentences(4)}, timeout=30)
+        assert full.status_code == 200 and len(full.json()["embeddings"]) == 4
+        assert _metric(srv, "bertkit_batch_size_count") == 1
+        code = srv.stop()
+    assert code == 0

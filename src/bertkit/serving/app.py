@@ -263,6 +263,12 @@ def _texts_of(task: str, items: list[Any]) -> list[str]:
     return [x["text"] + " " + (x.get("text_pair") or "") if isinstance(x, dict) else x for x in items]
 
 
+async def _client_left(request: Any) -> None:
+    """Return when the client disconnects (the body has been read, so only that message can come)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -380,18 +386,20 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
         except QueueFull:
             raise ApiError(503, f"the server is busy ({config.max_queue} requests queued); retry shortly",
                            {"Retry-After": "1"}) from None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + config.request_timeout
-        while True:
-            done, _ = await asyncio.wait({job.future}, timeout=0.05)
-            if done:
-                return job.future.result()
-            if await request.is_disconnected():
-                job.dropped.set()  # the inference thread skips it if its batch has not started
-                raise ApiError(499, "client closed the request")
-            if loop.time() > deadline:
-                job.dropped.set()
-                raise ApiError(504, f"the request took longer than the {config.request_timeout:g} s timeout")
+        # Woken by whichever comes first: the result, the client leaving, or the timeout; no polling.
+        left = asyncio.ensure_future(_client_left(request))
+        try:
+            done, _ = await asyncio.wait((job.future, left), timeout=config.request_timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            left.cancel()
+        if job.future in done:
+            return job.future.result()
+        job.dropped.set()  # the inference thread skips it if its batch has not started
+        job.future.cancel()
+        if left in done:
+            raise ApiError(499, "client closed the request")
+        raise ApiError(504, f"the request took longer than the {config.request_timeout:g} s timeout")
 
     @app.post("/embed", openapi_extra=_body_schema(_TEXTS), summary="Sentence embeddings")
     async def embed(request: Request) -> JSONResponse:

@@ -5,7 +5,7 @@ the model. It takes the oldest job, keeps collecting jobs of the same kind until
 the next job would pass ``max_batch_size`` texts or ``max_batch_tokens`` tokens, runs them as one
 call and hands each job exactly its own slice of the results. The queue is bounded: a full queue
 is refused at once (the HTTP layer answers 503), so memory never grows without bound. A job whose
-client went away (or timed out) before its batch started is skipped.
+client went away (or timed out) before its batch started is skipped, and counted.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ class Batcher:
                 stopping = True
                 continue
             if first.dropped.is_set():
+                self.metrics.count_dropped(1)
                 continue
             batch, n_items, n_tokens = [first], len(first.items), first.tokens
             deadline = time.perf_counter() + self.max_wait
@@ -109,6 +110,7 @@ class Batcher:
                     stopping = True
                     break
                 if job.dropped.is_set():
+                    self.metrics.count_dropped(1)
                     continue
                 if (job.kind != first.kind or n_items + len(job.items) > self.max_batch_size
                         or n_tokens + job.tokens > self.max_batch_tokens):
@@ -123,6 +125,13 @@ class Batcher:
             self._run(batch, n_tokens)
 
     def _run(self, batch: list[Job], n_tokens: int) -> None:
+        # a client may have left while the batch waited for company
+        kept = [job for job in batch if not job.dropped.is_set()]
+        if len(kept) < len(batch):
+            self.metrics.count_dropped(len(batch) - len(kept))
+            if not kept:
+                return
+            batch, n_tokens = kept, sum(job.tokens for job in kept)
         items = [x for job in batch for x in job.items]
         start = time.perf_counter()
         try:

@@ -55,11 +55,15 @@ class Metrics:
         self.queue_time = Histogram("bertkit_queue_seconds", "Time a request waited before its batch ran.",
                                     _TIME_BUCKETS)
         self.inference_time = Histogram("bertkit_inference_seconds", "Model time per batch.", _TIME_BUCKETS)
-        self.rejected_full = 0
+        self.dropped = 0
 
     def count_request(self, endpoint: str, status: int) -> None:
         with self._lock:
             self.requests[(endpoint, status)] += 1
+
+    def count_dropped(self, n: int) -> None:
+        with self._lock:
+            self.dropped += n
 
     def observe_batch(self, size: int, tokens: int, seconds: float, queue_seconds: Sequence[float]) -> None:
         with self._lock:
@@ -77,7 +81,9 @@ class Metrics:
             for (endpoint, status), n in sorted(self.requests.items()):
                 lines.append(f'bertkit_requests_total{{endpoint="{endpoint}",status="{status}"}} {n}')
             lines += ["# HELP bertkit_queue_depth Requests waiting for the model.", "# TYPE bertkit_queue_depth gauge",
-                      f"bertkit_queue_depth {queue_depth}"]
+                      f"bertkit_queue_depth {queue_depth}",
+                     "# HELP bertkit_dropped_total Requests whose client left (or timed out) before their batch ran.",
+                     "# TYPE bertkit_dropped_total counter", f"bertkit_dropped_total {self.dropped}"]
             for h in (self.batch_size, self.batch_tokens, self.queue_time, self.inference_time):
                 lines += h.render()
         return "\n".join(lines) + "\n"
