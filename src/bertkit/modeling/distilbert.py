@@ -249,7 +249,8 @@ class DistilBertModel(DistilBertPreTrainedModel):
 
         x = self.embeddings(input_ids, inputs_embeds)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
-        mask = AttentionMask.build(attention_mask, pack=pack, sync=not torch.compiler.is_compiling())
+        mask = AttentionMask.build(attention_mask, pack=pack, sync=not torch.compiler.is_compiling(),
+                                   hidden_size=cfg.dim)
         if mask.packed:
             x = mask.pack(x)
         all_hidden = [x] if output_hidden_states else None
