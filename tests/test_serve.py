@@ -208,3 +208,28 @@ def test_a_client_that_leaves_or_times_out_has_its_work_dropped():
         assert _metric(srv, "bertkit_batch_size_count") == 1
         code = srv.stop()
     assert code == 0
+
+
+@pytest.mark.slow
+def test_two_worker_processes_answer_and_drain():
+    """--workers 2: each process loads the model; answers equal the offline pipeline; SIGTERM exits 0."""
+    texts = _sentences(12)
+    with server_process(asset_path("minilm"), ["--dtype", "fp32", "--workers", "2"]) as srv:
+        results: dict[int, list[float]] = {}
+
+        def call(i: int) -> None:
+            r = httpx.post(srv.url + "/embed", json={"inputs": texts[i]}, timeout=120)
+            assert r.status_code == 200, r.text
+            results[i] = r.json()["embedding"]
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(180)
+        assert sorted(results) == list(range(len(texts)))
+        offline = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
+        np.testing.assert_allclose(np.asarray([results[i] for i in range(len(texts))]), offline.numpy(), atol=1e-5)
+        assert httpx.get(srv.url + "/info", timeout=30).json()["dtype"] == "fp32"
+        code = srv.stop()
+    assert code == 0

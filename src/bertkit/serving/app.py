@@ -462,8 +462,17 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
 
 
 def _app_from_env() -> Any:
-    """App factory for ``--workers`` > 1 (each uvicorn worker process loads its own model)."""
-    return create_app(ServeConfig(**json.loads(os.environ[_CONFIG_ENV])))
+    """App factory for ``--workers`` > 1 (each uvicorn worker process loads its own model).
+
+    The workers share the cores: each gets ``cores // workers`` torch threads, because more threads
+    than cores leave every worker's parallel regions waiting on threads that are not running.
+    """
+    import torch
+
+    config = ServeConfig(**json.loads(os.environ[_CONFIG_ENV]))
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.workers))
+    return create_app(config)
 
 
 def serve(config: ServeConfig) -> int:
