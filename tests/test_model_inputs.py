@@ -77,6 +77,22 @@ def test_padding_does_not_change_real_tokens(model):
     assert torch.allclose(both[:, :5], explicit[:, :5], atol=1e-5)
 
 
+def _assert_packed_equals_full(model, ids: torch.Tensor, mask: torch.Tensor) -> None:
+    """Logits, loss and every gradient of the packed path equal the padded computation's on real tokens."""
+    labels = torch.randint(0, 2, ids.shape).masked_fill(mask == 0, -100)
+    results = []
+    for pack in (True, False):
+        model.bert.pack_padding = pack
+        out = model(ids, attention_mask=mask, labels=labels)
+        results.append((out, torch.autograd.grad(out.loss, list(model.parameters()))))
+    (packed, g1), (full, g2) = results
+    real = mask.bool()
+    assert torch.allclose(packed.logits[real], full.logits[real], atol=1e-5)
+    assert torch.allclose(packed.loss, full.loss, atol=1e-6)
+    for a, b in zip(g1, g2):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
 def test_packed_fast_path_equals_full_computation_on_real_tokens():
     torch.manual_seed(1)
     model = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=1000, hidden_dropout_prob=0.0,
@@ -85,19 +101,8 @@ def test_packed_fast_path_equals_full_computation_on_real_tokens():
     mask = torch.ones(3, 9, dtype=torch.long)
     mask[0, 4:] = 0
     mask[2, 7:] = 0
-    labels = torch.randint(0, 2, (3, 9)).masked_fill(mask == 0, -100)
-    results = []
-    for pack in (True, False):
-        model.bert.pack_padding = pack
-        out = model(ids, attention_mask=mask, labels=labels)
-        grads = torch.autograd.grad(out.loss, list(model.parameters()))
-        results.append((out, grads))
-    (packed, g1), (full, g2) = results
+    _assert_packed_equals_full(model, ids, mask)
     real = mask.bool()
-    assert torch.allclose(packed.logits[real], full.logits[real], atol=1e-5)
-    assert torch.allclose(packed.loss, full.loss, atol=1e-6)
-    for a, b in zip(g1, g2):
-        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
     with torch.no_grad():
         model.bert.pack_padding = True
         hidden = model.bert(ids, attention_mask=mask).last_hidden_state
@@ -121,18 +126,7 @@ def test_packed_attention_in_length_groups_equals_full_computation():
     assert len(built.groups) >= 3 and built.order is not None  # several groups, rows reordered
     groups = length_groups(mask.sum(1).tolist(), cfg.hidden_size)
     assert sorted(b for g in groups for b in g) == list(range(len(lengths)))
-    labels = torch.randint(0, 2, ids.shape).masked_fill(mask == 0, -100)
-    results = []
-    for pack in (True, False):
-        model.bert.pack_padding = pack
-        out = model(ids, attention_mask=mask, labels=labels)
-        results.append((out, torch.autograd.grad(out.loss, list(model.parameters()))))
-    (packed, g1), (full, g2) = results
-    real = mask.bool()
-    assert torch.allclose(packed.logits[real], full.logits[real], atol=1e-5)
-    assert torch.allclose(packed.loss, full.loss, atol=1e-6)
-    for a, b in zip(g1, g2):
-        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+    _assert_packed_equals_full(model, ids, mask)
 
 
 def test_bert_initialization():
