@@ -102,6 +102,36 @@ def test_distilbert_hidden_states_and_attentions_match(en_batch, tmp_path):
         assert torch.allclose(x, y, atol=TOL)
 
 
+def test_distilbert_resize_token_embeddings_keeps_old_logits_and_saves_for_transformers(en_batch, tmp_path):
+    torch.manual_seed(3)
+    ref = transformers.DistilBertForMaskedLM(transformers.DistilBertConfig(n_layers=2, dim=64, n_heads=4,
+                                                                           hidden_dim=128)).eval()
+    ref.save_pretrained(tmp_path / "hf")
+    ours = D.DistilBertForMaskedLM.from_pretrained(tmp_path / "hf")
+    n = ref.config.vocab_size
+    ours.resize_token_embeddings(n + 5)
+    assert ours.config.vocab_size == n + 5
+    assert ours.vocab_projector.weight is ours.distilbert.embeddings.word_embeddings.weight
+    assert ours.vocab_projector.bias.shape == (n + 5,) and torch.equal(ours.vocab_projector.bias[:n],
+                                                                        ref.vocab_projector.bias)
+    real = en_batch["attention_mask"].bool()
+    inputs = {"input_ids": en_batch["input_ids"], "attention_mask": en_batch["attention_mask"]}
+    with torch.no_grad():  # the old vocabulary's logits are transformers' logits of the unresized model
+        a, b = ref(**inputs).logits, ours(**inputs).logits
+    assert b.shape[-1] == n + 5 and torch.allclose(a[real], b[real][:, :n], atol=TOL)
+    ours.save_pretrained(tmp_path / "bk")
+    back = transformers.DistilBertForMaskedLM.from_pretrained(tmp_path / "bk").eval()
+    assert back.config.vocab_size == n + 5
+    with torch.no_grad():
+        c = back(**inputs).logits
+    assert torch.allclose(c[real], b[real], atol=TOL)
+    ours.resize_token_embeddings(n - 22)  # shrinking keeps the first rows
+    assert torch.equal(ours.distilbert.embeddings.word_embeddings.weight,
+                       ref.distilbert.embeddings.word_embeddings.weight[: n - 22])
+    with pytest.raises(ValueError, match="new_num_tokens"):
+        ours.resize_token_embeddings(0)
+
+
 # ---------------------------------------------------------------------------------------- GPT-2
 
 

@@ -312,6 +312,9 @@ class DistilBertForMaskedLM(_DistilBertHeadModel):
     def get_output_embeddings(self) -> nn.Linear:
         return self.vocab_projector
 
+    def set_output_embeddings(self, new: nn.Linear) -> None:
+        self.vocab_projector = new
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,

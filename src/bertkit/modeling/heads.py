@@ -252,6 +252,10 @@ class _MaskedLMMixin:
     def get_output_embeddings(self) -> nn.Linear:
         return self.cls.predictions.decoder
 
+    def set_output_embeddings(self, new: nn.Linear) -> None:
+        self.cls.predictions.decoder = new
+        self.cls.predictions.bias = new.bias  # tie_weights keeps decoder.bias the same parameter
+
 
 # ---------------------------------------------------------------------------------------- pretraining heads
 

@@ -575,12 +575,19 @@ class BertPreTrainedModel(nn.Module):
     def get_output_embeddings(self) -> nn.Linear | None:
         return None
 
+    def set_output_embeddings(self, new: nn.Linear) -> None:
+        """Replace the vocabulary projection (heads that have one override this)."""
+        raise NotImplementedError(f"{type(self).__name__} has no output embeddings")
+
     @torch.no_grad()
     def resize_token_embeddings(self, new_num_tokens: int) -> nn.Embedding:
         """Grow or shrink the vocabulary: existing rows are kept, new rows get BERT's init.
 
-        Updates ``config.vocab_size`` and keeps the MLM decoder (and its bias) tied and sized to match.
+        Updates ``config.vocab_size`` and keeps the vocabulary projection (the MLM decoder and its
+        bias) tied or, untied, sized to match with its existing rows kept.
         """
+        if new_num_tokens < 1:
+            raise ValueError(f"new_num_tokens must be >= 1, got {new_num_tokens}")
         old = self.get_input_embeddings()
         n_old, dim = old.weight.shape
         if new_num_tokens == n_old:
@@ -594,15 +601,16 @@ class BertPreTrainedModel(nn.Module):
         self.base_model.embeddings.word_embeddings = new
         decoder = self.get_output_embeddings()
         if decoder is not None:
-            bias = self.cls.predictions.bias
-            new_bias = torch.zeros(new_num_tokens, dtype=bias.dtype, device=bias.device)
-            new_bias[:keep] = bias[:keep]
-            self.cls.predictions.bias = nn.Parameter(new_bias)
-            new_decoder = nn.Linear(dim, new_num_tokens, device=bias.device, dtype=bias.dtype)
+            w = decoder.weight
+            new_decoder = nn.Linear(dim, new_num_tokens, bias=decoder.bias is not None, device=w.device,
+                                    dtype=w.dtype)
             if not self.config.tie_word_embeddings:
                 self._init_module(new_decoder)
-                new_decoder.weight[:keep] = decoder.weight[:keep]
-            self.cls.predictions.decoder = new_decoder
+                new_decoder.weight[:keep] = w[:keep]
+            if decoder.bias is not None:
+                new_decoder.bias.zero_()
+                new_decoder.bias[:keep] = decoder.bias[:keep]
+            self.set_output_embeddings(new_decoder)
         self.config.vocab_size = new_num_tokens
         self.tie_weights()
         return new
