@@ -31,6 +31,8 @@ from bertkit.search import build_faiss, build_index, load_index, top_k_exact
 
 
 def _split(text: str) -> list[str]:
+    # Not bertkit.data.corpus.split_sentences: that one wants a capital after the full stop, and the
+    # movie reviews are lower-cased, so it would leave each review whole.
     parts = (s.strip() for s in re.split(r"(?<=[.!?])\s+", text.replace("\n", " ")))
     return [s for s in parts if 30 <= len(s) <= 400]
 

@@ -241,34 +241,8 @@ class GPT2PreTrainedModel(BertPreTrainedModel):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.base_model.wte
 
-    @torch.no_grad()
-    def resize_token_embeddings(self, new_num_tokens: int) -> nn.Embedding:
-        """Grow or shrink the vocabulary: existing rows are kept, new rows get GPT-2's init.
-
-        Updates ``config.vocab_size`` and keeps ``lm_head`` (when there is one) tied or, untied,
-        sized to match with its existing rows kept.
-        """
-        if new_num_tokens < 1:
-            raise ValueError(f"new_num_tokens must be >= 1, got {new_num_tokens}")
-        old = self.get_input_embeddings()
-        n_old, dim = old.weight.shape
-        if new_num_tokens == n_old:
-            return old
-        keep = min(n_old, new_num_tokens)
-        new = nn.Embedding(new_num_tokens, dim, device=old.weight.device, dtype=old.weight.dtype)
-        self._init_module(new)
-        new.weight[:keep] = old.weight[:keep]
+    def set_input_embeddings(self, new: nn.Embedding) -> None:
         self.base_model.wte = new
-        head = self.get_output_embeddings()  # None for the bare GPT2Model
-        if head is not None:
-            new_head = nn.Linear(dim, new_num_tokens, bias=False, device=head.weight.device, dtype=head.weight.dtype)
-            if not self.config.tie_word_embeddings:
-                self._init_module(new_head)
-                new_head.weight[:keep] = head.weight[:keep]
-            self.lm_head = new_head
-        self.config.vocab_size = new_num_tokens
-        self.tie_weights()
-        return new
 
 
 class GPT2Model(GPT2PreTrainedModel):
@@ -405,6 +379,9 @@ class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
+
+    def set_output_embeddings(self, new: nn.Linear) -> None:
+        self.lm_head = new
 
     def forward(
         self,

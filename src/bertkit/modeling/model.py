@@ -287,14 +287,16 @@ def _grouped_attention(qkv: torch.Tensor, num_heads: int, mask: AttentionMask,
     """Attention of a packed batch, one length group at a time (see :class:`AttentionMask`)."""
     three_h = qkv.shape[-1]
     d = three_h // (3 * num_heads)
-    outs = [qkv.new_zeros(0, three_h // 3)]  # every sequence empty: no rows at all
+    if not mask.groups:  # every sequence empty: no rows at all
+        return qkv.new_zeros(0, three_h // 3)
+    outs = []
     for g in mask.groups:
         x = qkv.index_select(0, g.src).view(g.batch, g.seq_len, 3, num_heads, d)
         q, k, v = x.permute(2, 0, 3, 1, 4).unbind(0)  # each (B_g, h, N_g, d)
         y, _ = attention(q, k, v, g.mask, False, dropout)
         y = y.transpose(1, 2).reshape(g.batch * g.seq_len, num_heads * d)
         outs.append(y if g.keep is None else y.index_select(0, g.keep))
-    y = outs[-1] if len(outs) == 2 else torch.cat(outs)
+    y = outs[0] if len(outs) == 1 else torch.cat(outs)
     return y if mask.order is None else y.index_select(0, mask.order)
 
 
@@ -575,13 +577,16 @@ class BertPreTrainedModel(nn.Module):
     def get_output_embeddings(self) -> nn.Linear | None:
         return None
 
+    def set_input_embeddings(self, new: nn.Embedding) -> None:
+        self.base_model.embeddings.word_embeddings = new
+
     def set_output_embeddings(self, new: nn.Linear) -> None:
         """Replace the vocabulary projection (heads that have one override this)."""
         raise NotImplementedError(f"{type(self).__name__} has no output embeddings")
 
     @torch.no_grad()
     def resize_token_embeddings(self, new_num_tokens: int) -> nn.Embedding:
-        """Grow or shrink the vocabulary: existing rows are kept, new rows get BERT's init.
+        """Grow or shrink the vocabulary: existing rows are kept, new rows get the model's init.
 
         Updates ``config.vocab_size`` and keeps the vocabulary projection (the MLM decoder and its
         bias) tied or, untied, sized to match with its existing rows kept.
@@ -598,8 +603,8 @@ class BertPreTrainedModel(nn.Module):
         self._init_module(new)
         keep = min(n_old, new_num_tokens)
         new.weight[:keep] = old.weight[:keep]
-        self.base_model.embeddings.word_embeddings = new
-        decoder = self.get_output_embeddings()
+        self.set_input_embeddings(new)
+        decoder = self.get_output_embeddings()  # None for a bare encoder or decoder
         if decoder is not None:
             w = decoder.weight
             new_decoder = nn.Linear(dim, new_num_tokens, bias=decoder.bias is not None, device=w.device,

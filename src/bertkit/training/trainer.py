@@ -157,13 +157,12 @@ class TrainingConfig:
             raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.log_every <= 0:
             raise ValueError(f"log_every must be positive, got {self.log_every}")
-        from bertkit._args import SCHEDULES
+        from bertkit import _args as A
 
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.schedule not in A.SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(A.SCHEDULES)}, got {self.schedule!r}")
         if self.schedule == "time" and self.max_time_minutes is None:
             raise ValueError("schedule='time' decays the learning rate over max_time_minutes; set max_time_minutes")
-        from bertkit import _args as A
 
         A.positive_float.check("num_epochs", self.num_epochs)
         A.positive_float.check("lr", self.lr)
