@@ -29,10 +29,12 @@ chromium:
 
 # pytest exits 5 when it collects no tests: that is not a failure of the suite.
 test: assets chromium
+	@$(PY) -c "from bertkit.inference.cpu import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
 	$(PY) -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The inner loop: everything except the tests marked slow (fine-tuning runs, multi-process runs).
 test-fast: assets
+	@$(PY) -c "from bertkit.inference.cpu import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
 	$(PY) -m pytest -q -m "not slow" tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # ruff's rules and line length are in pyproject.toml.
@@ -42,7 +44,9 @@ lint: $(VENV)/.installed
 demo: assets
 	$(PY) examples/demo.py
 
+# The other engines timed beside bertkit (openvino, ctranslate2, onnxruntime) are the `bench` extra.
 bench: assets
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
 clean:

@@ -8,7 +8,8 @@ from pathlib import Path
 __all__ = ["FLAGS_OF_INTEREST", "cpu_flags", "describe_cpu", "has_fast_bf16"]
 
 # AMX tiles give bf16 GEMMs several times fp32's speed; AVX-512 BF16 about twice; below that bf16 is emulated.
-FLAGS_OF_INTEREST = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
+# AMX-INT8 and AVX-512 VNNI are the int8 dot-product instructions.
+FLAGS_OF_INTEREST = ("amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512_vnni", "avx512f", "avx2")
 
 
 @functools.cache
