@@ -412,17 +412,10 @@ class FeatureExtractionPipeline(Pipeline):
         return self._features(enc, len(texts))
 
     def _pool(self, out: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        from bertkit.modeling.sentence import pool
+
         hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        if self.pooling == "mean":
-            vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        elif self.pooling == "cls":
-            vec = hidden[:, 0]
-        else:
-            vec = hidden.masked_fill(mask == 0, float("-inf")).max(1).values
-        if self.normalize:
-            vec = torch.nn.functional.normalize(vec, dim=-1)
-        return {"embedding": vec}
+        return {"embedding": pool(hidden, batch["attention_mask"], self.pooling, self.normalize)}
 
     def forward_features(self, features: Sequence[dict], batch_size: int | None = None) -> np.ndarray:
         """Sentence vectors (len(features), hidden) as float32, in input order."""
