@@ -261,10 +261,15 @@ def _to_device(batch: Any, device: torch.device) -> Any:
 
 
 def _batch_tokens(batch: Any) -> int:
+    if isinstance(batch, (list, tuple)):  # e.g. one tokenized batch per text column
+        return sum(_batch_tokens(v) for v in batch if isinstance(v, dict))
     if isinstance(batch, dict):
         for key in ("input_ids", "inputs_embeds", "pixel_values"):
             if key in batch and isinstance(batch[key], torch.Tensor):
                 return int(batch[key].shape[0] * (batch[key].shape[1] if batch[key].ndim > 1 else 1))
+        nested = sum(_batch_tokens(v) for v in batch.values() if isinstance(v, (list, tuple)))
+        if nested:
+            return nested
         for v in batch.values():
             if isinstance(v, torch.Tensor):
                 return int(v.numel())

@@ -1,0 +1,216 @@
+"""`bertkit train-embedder` on the real MiniLM checkpoint and real BBC sentences: an interrupted run
+resumes to the same weights as an uninterrupted one, the folder loads in sentence-transformers with
+the same embeddings, validation metrics are logged, hard negatives are mined in bounded memory, and
+bad input gets one line."""
+
+import csv
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertkit.assets import asset_path
+from bertkit.cli import main
+
+MINILM = str(asset_path("minilm"))
+FAST = ["--batch-size", "8", "--max-length", "48", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """anchor = an article's first sentence, positive = its next two; a corpus of other passages."""
+    d = tmp_path_factory.mktemp("emb-data")
+    rows, corpus = [], []
+    for line in open(asset_path("bbcnews-test"), encoding="utf-8"):
+        s = [x for x in re.split(r"(?<=[.!?])\s+", json.loads(line)["text"]) if len(x) > 20]
+        if len(s) >= 5:
+            rows.append({"anchor": s[0], "positive": " ".join(s[1:3])})
+            corpus.append(" ".join(s[3:5]))
+    (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:32]))
+    (d / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[100:116]))
+    (d / "corpus.txt").write_text("\n".join(corpus[:200]) + "\n")
+    return d
+
+
+def _weights(folder):
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_interrupted_run_resumes_exactly_and_loads_in_sentence_transformers(data, tmp_path, monkeypatch):
+    from bertkit.training import trainer as T
+
+    common = [
+        "train-embedder",
+        "--model",
+        MINILM,
+        "--train",
+        str(data / "train.jsonl"),
+        "--validation",
+        str(data / "val.jsonl"),
+        "--max-steps",
+        "4",
+        "--save-every",
+        "2",
+        "--eval-every",
+        "2",
+        *FAST,
+    ]
+    assert main([*common, "--output", str(tmp_path / "full")]) == 0
+    original = T.Trainer._maybe_eval_or_save
+
+    def killed_after_step_2(self, epoch_ended):
+        original(self, epoch_ended)
+        if self.step == 2:
+            raise KeyboardInterrupt  # as if killed right after the step-2 checkpoint
+
+    monkeypatch.setattr(T.Trainer, "_maybe_eval_or_save", killed_after_step_2)
+    assert main([*common, "--output", str(tmp_path / "cut")]) == 130
+    monkeypatch.setattr(T.Trainer, "_maybe_eval_or_save", original)
+    assert main([*common, "--output", str(tmp_path / "cut"), "--resume"]) == 0
+
+    a, b = _weights(tmp_path / "full"), _weights(tmp_path / "cut")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows = [json.loads(x) for x in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    rows_b = [json.loads(x) for x in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in rows if "loss" in r] == [r["loss"] for r in rows_b if "loss" in r]
+    assert all(r["tokens_per_sec"] > 0 for r in rows if "loss" in r)
+    evals = [r for r in rows if "eval_mrr@10" in r]
+    assert [r["step"] for r in evals] == [2, 4] and 0 < evals[-1]["eval_ndcg@10"] <= 1
+    assert (tmp_path / "full" / "metrics.png").is_file()
+    base = load_file(str(asset_path("minilm") / "model.safetensors"))
+    assert not torch.equal(
+        base["encoder.layer.0.attention.self.query.weight"], a["encoder.layer.0.attention.self.query.weight"]
+    )  # it trained
+
+    st = pytest.importorskip("sentence_transformers")
+    from bertkit import pipeline
+
+    texts = [json.loads(x)["anchor"] for x in (data / "val.jsonl").read_text().splitlines()]
+    want = st.SentenceTransformer(str(tmp_path / "full"), device="cpu").encode(texts, convert_to_numpy=True)
+    got = np.asarray(pipeline("sentence-embedding", model=tmp_path / "full")(texts))
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-4)
+
+
+def test_cosent_cached_matryoshka_and_mining(data, tmp_path):
+    scored = tmp_path / "sts.csv"
+    rows = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()][:16]
+    with open(scored, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["sentence1", "sentence2", "score"])
+        w.writerows([r["anchor"], rows[(i * 3) % 16]["positive"], (i % 5) / 4] for i, r in enumerate(rows))
+    out = tmp_path / "cosent"
+    assert (
+        main(
+            [
+                "train-embedder",
+                "--model",
+                MINILM,
+                "--train",
+                str(scored),
+                "--validation",
+                str(scored),
+                "--loss",
+                "cosent",
+                "--max-steps",
+                "1",
+                "--output",
+                str(out),
+                *FAST,
+            ]
+        )
+        == 0
+    )
+    assert "eval_spearman" in json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    out = tmp_path / "cached"
+    assert (
+        main(
+            [
+                "train-embedder",
+                "--model",
+                MINILM,
+                "--train",
+                str(data / "train.jsonl"),
+                "--loss",
+                "cached-mnrl",
+                "--mini-batch-size",
+                "3",
+                "--matryoshka-dims",
+                "384,64",
+                "--hard-negatives",
+                "1",
+                "--mine-from",
+                str(data / "corpus.txt"),
+                "--max-steps",
+                "1",
+                "--output",
+                str(out),
+                *FAST,
+            ]
+        )
+        == 0
+    )
+    mined = [json.loads(x) for x in (out / "mined-negatives.jsonl").read_text().splitlines()]
+    assert mined and all(len(r["negatives"]) == 1 and r["negatives"][0] != r["positive"] for r in mined)
+
+
+def test_mining_is_chunked_and_skips_false_negatives(data):
+    from bertkit.modeling.sentence import load_sentence_encoder
+    from bertkit.training.embedding_data import mine_hard_negatives
+
+    enc = load_sentence_encoder(MINILM, max_seq_length=48)
+    rows = [dict(json.loads(x), negatives=[]) for x in (data / "train.jsonl").read_text().splitlines()][:12]
+    corpus = (data / "corpus.txt").read_text().splitlines()[:60]
+    # a near copy of a row's positive is a false negative for that row: it must never be its negative
+    near = [r["positive"].rstrip(".") + " ." for r in rows]
+    big, _ = mine_hard_negatives(enc, rows, corpus + near, 2, progress=False)
+    small, _ = mine_hard_negatives(enc, rows, corpus + near, 2, query_block=5, corpus_chunk=7, progress=False)
+    assert big == small and len(big) == len(rows)
+    assert all(near[i] not in r["negatives"] for i, r in enumerate(big))
+    a = enc.encode([r["anchor"] for r in big]).numpy()
+    p = enc.encode([r["positive"] for r in big]).numpy()
+    n = enc.encode([r["negatives"][0] for r in big]).numpy()
+    assert ((a * n).sum(1) <= (a * p).sum(1) - 0.05 + 1e-4).all()
+    # the first mined negative is the best-scoring allowed text (brute force; the miner keeps float16
+    # vectors, so near ties may swap)
+    pool = corpus + near
+    c = enc.encode(pool).numpy()
+    for i, r in enumerate(big):
+        ok = [c[j] @ a[i] for j in range(len(pool)) if (a[i] @ c[j]) <= (a[i] @ p[i]) - 0.05]
+        assert a[i] @ n[i] >= max(ok) - 2e-3
+
+
+def test_bad_input_gets_one_line(data, tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"anchor": "a", "positive": "b"}\n\n{"anchor": "c", "postive": "d"}\n')
+    assert main(["train-embedder", "--model", MINILM, "--train", str(bad), "--output", str(tmp_path / "o")]) == 1
+    assert f"{bad}:3: no text in column 'positive'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    sts = tmp_path / "sts.csv"
+    sts.write_text("sentence1,sentence2,score\nx,y,0.5\nu,v,4.2\n")
+    assert (
+        main(
+            [
+                "train-embedder",
+                "--model",
+                MINILM,
+                "--train",
+                str(sts),
+                "--loss",
+                "cosent",
+                "--output",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 1
+    )
+    assert f"{sts}:3: score 4.2 is outside [0, 1]" in capsys.readouterr().err
+    assert main(["train-embedder", "--model", MINILM, "--train", str(sts), "--output", MINILM]) == 1
+    assert "is the input model folder" in capsys.readouterr().err
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    assert main(["train-embedder", "--model", MINILM, "--train", str(data / "train.jsonl"), "--output", str(busy)]) == 1
+    assert "not empty" in capsys.readouterr().err and (busy / "notes.txt").read_text() == "mine"
