@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "index": ("bertkit.search.index_cli", "embed a corpus into a semantic-search index"),
     "search": ("bertkit.search.search_cli", "query a semantic-search index"),
     "export": ("bertkit.inference.export_cli", "export a model folder (onnx)"),
+    "evaluate-embeddings": ("bertkit.search.evaluate_embeddings_cli", "STS and retrieval metrics of embeddings"),
     "train-embedder": ("bertkit.training.train_embedder_cli", "fine-tune a sentence-embedding model (MNRL, CoSENT...)"),
 }
 

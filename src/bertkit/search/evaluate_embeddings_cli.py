@@ -1,0 +1,122 @@
+"""`bertkit evaluate-embeddings`: STS correlations and retrieval metrics of a sentence-embedding model.
+
+::
+
+    bertkit evaluate-embeddings --model DIR --sts pairs.csv                  # sentence1, sentence2, score
+    bertkit evaluate-embeddings --model DIR --queries q.jsonl --corpus c.jsonl --qrels qrels.tsv \\
+        [--rerank CROSS_ENCODER_DIR] [--output results.json]
+
+The metrics are defined in :mod:`bertkit.search.evaluation`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bertkit import _args as A
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="sentence-embedding model folder")
+    p.add_argument("--sts", default=None, help="CSV/TSV/JSONL of sentence1, sentence2, score")
+    p.add_argument("--queries", default=None, help="BEIR queries JSONL (_id, text)")
+    p.add_argument("--corpus", default=None, help="BEIR corpus JSONL (_id, text[, title])")
+    p.add_argument("--qrels", default=None, help="TSV: query-id, corpus-id, score (header line)")
+    p.add_argument(
+        "--rerank",
+        default=None,
+        metavar="DIR",
+        help="a cross-encoder folder: rerank each query's top --rerank-depth hits",
+    )
+    p.add_argument("--rerank-depth", type=A.positive_int, default=20)
+    p.add_argument("--batch-size", type=A.positive_int, default=64)
+    p.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16", "int8"])
+    p.add_argument("--output", default=None, help="write the metrics as JSON here")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def embed_texts(
+    emb: Any, texts: Sequence[str], progress: bool = True, desc: str = "embed", block: int = 2048
+) -> np.ndarray:
+    """Vectors of ``texts`` with a sentence-embedding pipeline, in blocks under a progress bar."""
+    from tqdm.auto import tqdm
+
+    texts = list(texts)
+    out = np.zeros((len(texts), emb.model.config.hidden_size), np.float32)
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=not progress, file=sys.stderr) as bar:
+        for s in range(0, len(texts), block):
+            part = texts[s : s + block]
+            out[s : s + len(part)] = emb.forward_features(emb.encode_features(part))
+            bar.update(len(part))
+    return out
+
+
+def evaluate_sts(emb: Any, path: str, progress: bool = True) -> dict[str, float]:
+    from bertkit.search.evaluation import sts_metrics
+    from bertkit.training.embedding_data import read_embedding_rows
+
+    rows = read_embedding_rows(path, scored=True, score_range=(-math.inf, math.inf))
+    e1 = embed_texts(emb, [r["sentence1"] for r in rows], progress, "sts: sentence1")
+    e2 = embed_texts(emb, [r["sentence2"] for r in rows], progress, "sts: sentence2")
+    return {**sts_metrics(e1, e2, [r["score"] for r in rows]), "pairs": float(len(rows))}
+
+
+def evaluate_retrieval(
+    emb: Any,
+    queries_path: str,
+    corpus_path: str,
+    qrels_path: str,
+    rerank: str | None = None,
+    depth: int = 20,
+    progress: bool = True,
+) -> dict[str, float]:
+    from bertkit.search.evaluation import read_beir, read_qrels, retrieval_metrics
+
+    queries, corpus = read_beir(queries_path), read_beir(corpus_path)
+    qrels = read_qrels(qrels_path, queries, corpus)
+    qids, cids = list(queries), list(corpus)
+    q = embed_texts(emb, [queries[i] for i in qids], progress, "queries")
+    c = embed_texts(emb, [corpus[i] for i in cids], progress, "corpus")
+    if rerank is None:
+        return retrieval_metrics(q, qids, c, cids, qrels)
+    from bertkit.search.rerank import rerank_retrieval_metrics
+
+    return rerank_retrieval_metrics(rerank, q, qids, queries, c, cids, corpus, qrels, depth, progress)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit._io import atomic_write_json
+    from bertkit._outputs import check_output_file
+    from bertkit.pipelines import pipeline
+
+    if not args.sts and not (args.queries or args.corpus or args.qrels):
+        raise ValueError("give --sts FILE, or --queries, --corpus and --qrels")
+    if (args.queries or args.corpus or args.qrels) and not (args.queries and args.corpus and args.qrels):
+        raise ValueError("retrieval needs all three of --queries, --corpus and --qrels")
+    if args.output:
+        check_output_file(args.output, args.overwrite)
+    emb = pipeline("sentence-embedding", model=args.model, dtype=args.dtype, batch_size=args.batch_size)
+    results: dict[str, Any] = {"model": str(args.model)}
+    if args.sts:
+        results["sts"] = evaluate_sts(emb, args.sts, args.progress)
+    if args.queries:
+        results["retrieval"] = evaluate_retrieval(
+            emb, args.queries, args.corpus, args.qrels, args.rerank, args.rerank_depth, args.progress
+        )
+    for task in ("sts", "retrieval"):
+        for name, value in results.get(task, {}).items():
+            print(
+                f"{task}\t{name}\t{value:.4f}" if name not in ("pairs", "queries") else f"{task}\t{name}\t{int(value)}"
+            )
+    if args.output:
+        check_output_file(args.output, args.overwrite)
+        atomic_write_json(args.output, results)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
