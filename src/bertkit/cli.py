@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("bertkit.search.search_cli", "query a semantic-search index"),
     "export": ("bertkit.inference.export_cli", "export a model folder (onnx)"),
     "evaluate-embeddings": ("bertkit.search.evaluate_embeddings_cli", "STS and retrieval metrics of embeddings"),
+    "train-reranker": ("bertkit.training.train_reranker_cli", "fine-tune a cross-encoder reranker (BCE or listwise)"),
     "train-embedder": ("bertkit.training.train_embedder_cli", "fine-tune a sentence-embedding model (MNRL, CoSENT...)"),
 }
 

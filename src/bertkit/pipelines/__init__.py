@@ -11,8 +11,10 @@ from .pipelines import (
     pipeline,
 )
 from .text_generation import TextGenerationPipeline
+from .text_ranking import TextRankingPipeline
 
 SUPPORTED_TASKS["text-generation"] = TextGenerationPipeline
+SUPPORTED_TASKS["text-ranking"] = TextRankingPipeline
 
 __all__ = [
     "pipeline",
@@ -24,4 +26,5 @@ __all__ = [
     "QuestionAnsweringPipeline",
     "FeatureExtractionPipeline",
     "TextGenerationPipeline",
+    "TextRankingPipeline",
 ]

@@ -17,6 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="exact", choices=BACKENDS)
     p.add_argument("--model", default=None, help="embedding model (default: the one the index was built with)")
     p.add_argument("--dtype", default="auto", choices=DTYPES)
+    p.add_argument("--rerank", default=None, metavar="DIR", help="a cross-encoder folder: rerank the first hits")
+    p.add_argument("--rerank-depth", type=A.positive_int, default=20, help="hits the cross-encoder reorders")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,7 +26,17 @@ def run(args: argparse.Namespace) -> int:
 
     index = load_index(args.index, backend=args.backend)
     queries = embed_queries(args.model or index.meta["model"], args.query, dtype=args.dtype)
-    for q, hits in zip(args.query, index.search(queries, args.top_k)):
+    depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
+    ranker = None
+    if args.rerank:
+        from bertkit.pipelines import pipeline
+
+        from .rerank import rerank_hits
+
+        ranker = pipeline("text-ranking", model=args.rerank, dtype=args.dtype)
+    for q, hits in zip(args.query, index.search(queries, depth)):
+        if ranker is not None:
+            hits = rerank_hits(ranker, q, hits, args.rerank_depth)[: args.top_k]
         print(f"query: {q}")
         for h in hits:
             print(f"  {h['score']:.4f}  [{h['id']}] {h['text']}")

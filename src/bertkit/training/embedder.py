@@ -22,7 +22,7 @@ from bertkit import _args as A
 from bertkit._io import atomic_write_json, atomic_write_text
 from bertkit._outputs import claim_output_dir
 
-__all__ = ["EMBEDDER_OUTPUTS", "EmbedderArguments", "evaluate_rows", "train_embedder"]
+__all__ = ["EMBEDDER_OUTPUTS", "CommonTrainingArguments", "EmbedderArguments", "evaluate_rows", "train_embedder"]
 
 EMBEDDER_OUTPUTS = (
     "checkpoints",
@@ -45,15 +45,15 @@ EMBEDDER_OUTPUTS = (
 MINED = "mined-negatives.jsonl"
 
 
-@dataclass
-class EmbedderArguments:
-    """Settings of `bertkit train-embedder` (the CLI's defaults)."""
+@dataclass(kw_only=True)
+class CommonTrainingArguments:
+    """The settings every training command shares, with `bertkit finetune`'s flag names (``--lr``,
+    ``--epochs``, ``--batch-size``...); :meth:`training_config` turns them into the Trainer's."""
 
     model: str
     train: str
     output: str
     validation: str | None = None
-    # --- settings every training command shares (flag names as `bertkit finetune`'s)
     epochs: float = 1.0
     max_steps: int | None = None
     max_minutes: float | None = None
@@ -71,22 +71,9 @@ class EmbedderArguments:
     overwrite: bool = False
     device: str | None = None
     progress: bool = True
-    # --- the embedder's own
-    loss: str = "mnrl"
-    symmetric: bool = False
-    scale: float = 20.0
-    mini_batch_size: int = 32
-    matryoshka_dims: list[int] | None = None
-    hard_negatives: int = 0
-    mine_from: str | None = None
-    mining_margin: float = 0.05
-    score_range: tuple[float, float] = (0.0, 1.0)
     max_length: int | None = None
-    pooling: str | None = None
 
     def __post_init__(self) -> None:
-        from bertkit.training.embedding_losses import LOSSES
-
         for name, rng in (
             ("epochs", A.positive_float),
             ("batch_size", A.positive_int),
@@ -98,15 +85,59 @@ class EmbedderArguments:
             ("eval_every", A.nonnegative_int),
             ("save_every", A.nonnegative_int),
             ("keep_last", A.positive_int),
+        ):
+            rng.check(name, getattr(self, name))
+        A.positive_int.check("max_steps", self.max_steps, allow_none=True)
+        A.positive_float.check("max_minutes", self.max_minutes, allow_none=True)
+        A.SEQ_LEN.check("max_length", self.max_length, allow_none=True)
+        if Path(self.output).resolve() == Path(self.model).resolve():
+            raise ValueError(f"--output {self.output} is the input model folder; write the trained model elsewhere")
+
+    @classmethod
+    def from_namespace(cls, ns: Any) -> Any:
+        """The fields of an argparse Namespace that this dataclass knows."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in vars(ns).items() if k in names})
+
+    def training_config(self, run_name: str) -> Any:
+        from bertkit.training.trainer import TrainingConfig
+
+        return TrainingConfig(
+            output_dir=self.output, max_steps=self.max_steps, max_time_minutes=self.max_minutes,
+            num_epochs=self.epochs, batch_size=self.batch_size, grad_accum_steps=self.grad_accum, lr=self.lr,
+            weight_decay=self.weight_decay, warmup_ratio=self.warmup_ratio,
+            precision="bf16" if self.bf16 else "fp32", seed=self.seed, eval_every=self.eval_every or None,
+            eval_each_epoch=not self.eval_every, save_every=self.save_every or None, keep_last=self.keep_last,
+            resume=self.resume, overwrite=self.overwrite, progress=self.progress, device=self.device,
+            run_name=run_name)
+
+
+@dataclass(kw_only=True)
+class EmbedderArguments(CommonTrainingArguments):
+    """Settings of `bertkit train-embedder` (the CLI's defaults)."""
+
+    loss: str = "mnrl"
+    symmetric: bool = False
+    scale: float = 20.0
+    mini_batch_size: int = 32
+    matryoshka_dims: list[int] | None = None
+    hard_negatives: int = 0
+    mine_from: str | None = None
+    mining_margin: float = 0.05
+    score_range: tuple[float, float] = (0.0, 1.0)
+    pooling: str | None = None
+
+    def __post_init__(self) -> None:
+        from bertkit.training.embedding_losses import LOSSES
+
+        super().__post_init__()
+        for name, rng in (
             ("scale", A.positive_float),
             ("mini_batch_size", A.positive_int),
             ("hard_negatives", A.nonnegative_int),
             ("mining_margin", A.nonnegative_float),
         ):
             rng.check(name, getattr(self, name))
-        A.positive_int.check("max_steps", self.max_steps, allow_none=True)
-        A.positive_float.check("max_minutes", self.max_minutes, allow_none=True)
-        A.SEQ_LEN.check("max_length", self.max_length, allow_none=True)
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         if self.hard_negatives and not self.mine_from:
@@ -115,13 +146,6 @@ class EmbedderArguments:
             raise ValueError(f"hard negatives are for mnrl, cached-mnrl and triplet, not {self.loss}")
         if self.score_range[0] >= self.score_range[1]:
             raise ValueError(f"score range must be low,high with low < high, got {self.score_range}")
-        if Path(self.output).resolve() == Path(self.model).resolve():
-            raise ValueError(f"--output {self.output} is the input model folder; write the trained model elsewhere")
-
-    @classmethod
-    def from_namespace(cls, ns: Any) -> EmbedderArguments:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in vars(ns).items() if k in names})
 
 
 def _fingerprint(path: str | None) -> str | None:
@@ -211,7 +235,7 @@ def train_embedder(args: EmbedderArguments) -> Any:
     from bertkit.modeling.sentence import load_sentence_encoder, save_sentence_folder
     from bertkit.training.embedding_data import EmbeddingCollator, read_embedding_rows
     from bertkit.training.embedding_losses import make_loss
-    from bertkit.training.trainer import Trainer, TrainingConfig
+    from bertkit.training.trainer import Trainer
 
     claim_output_dir(
         args.output,
@@ -251,28 +275,7 @@ def train_embedder(args: EmbedderArguments) -> Any:
             model.save_pretrained(str(directory))
             save_sentence_folder(directory, encoder.dim, encoder.pooling, encoder.normalize, encoder.max_seq_length)
 
-        cfg = TrainingConfig(
-            output_dir=args.output,
-            max_steps=args.max_steps,
-            max_time_minutes=args.max_minutes,
-            num_epochs=args.epochs,
-            batch_size=args.batch_size,
-            grad_accum_steps=args.grad_accum,
-            lr=args.lr,
-            weight_decay=args.weight_decay,
-            warmup_ratio=args.warmup_ratio,
-            precision="bf16" if args.bf16 else "fp32",
-            seed=args.seed,
-            eval_every=args.eval_every or None,
-            eval_each_epoch=not args.eval_every,
-            save_every=args.save_every or None,
-            keep_last=args.keep_last,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            progress=args.progress,
-            device=args.device,
-            run_name="train-embedder",
-        )
+        cfg = args.training_config("train-embedder")
         evaluate = (lambda model: evaluate_rows(encoder, val_rows)) if val_rows else None
         trainer = Trainer(
             encoder.model,

@@ -29,7 +29,7 @@ def _score_range(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-def add_training_flags(p: argparse.ArgumentParser) -> None:
+def add_training_flags(p: argparse.ArgumentParser, command: str = "train-embedder") -> None:
     """The settings every training command shares, named as `bertkit finetune` names them."""
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=A.positive_float, default=1.0)
@@ -39,7 +39,7 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
         "--batch-size",
         type=A.positive_int,
         default=32,
-        help="rows per step: every other row of the batch is a negative for MNRL",
+        help="rows per step (for MNRL every other row of the batch is a negative)",
     )
     g.add_argument("--grad-accum", type=A.positive_int, default=1, help="gradient accumulation steps")
     g.add_argument("--lr", type=A.positive_float, default=2e-5)
@@ -54,7 +54,7 @@ def add_training_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace an earlier `bertkit train-embedder` output in --output (only the files it wrote)",
+        help=f"replace an earlier `bertkit {command}` output in --output (only the files it wrote)",
     )
     g.add_argument("--device", type=A.device, default=None, help="cpu, cuda, ... (default: cuda when available)")
     g.add_argument("--no-progress", dest="progress", action="store_false")

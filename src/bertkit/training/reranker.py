@@ -1,0 +1,237 @@
+"""`bertkit train-reranker`: fine-tune a cross-encoder that scores (query, passage) pairs.
+
+Data rows are ``query``, ``passage`` and ``label`` (0/1) or ``score`` (in [0, 1]), in JSONL or CSV/TSV.
+
+* ``--loss bce``: binary cross-entropy of each pair's logit against its label.
+* ``--loss listwise``: every relevant pair forms a group with ``group_size - 1`` negatives, first
+  the query's own irrelevant passages (the hard negatives), then passages of other queries (seeded);
+  the loss is the cross-entropy of the positive among its group's logits.
+
+The output is a transformers sequence-classification folder with ``num_labels=1``: sentence-transformers'
+``CrossEncoder``, ``pipeline("text-ranking")``, ``bertkit search --rerank`` and ``bertkit serve`` load it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertkit import _args as A
+from bertkit._io import atomic_write_json
+from bertkit._outputs import claim_output_dir
+from bertkit.training.embedder import CommonTrainingArguments, _fingerprint
+
+__all__ = ["RERANKER_OUTPUTS", "RerankerArguments", "read_reranker_rows", "train_reranker"]
+
+RERANKER_OUTPUTS = (
+    "checkpoints",
+    "best",
+    "metrics.jsonl",
+    "metrics.png",
+    "config.json",
+    "model.safetensors",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "eval_results.json",
+)
+
+
+@dataclass(kw_only=True)
+class RerankerArguments(CommonTrainingArguments):
+    """Settings of `bertkit train-reranker` (the CLI's defaults)."""
+
+    loss: str = "bce"
+    group_size: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.loss not in ("bce", "listwise"):
+            raise ValueError(f"loss must be bce or listwise, got {self.loss!r}")
+        A.int_range(2).check("group_size", self.group_size)
+
+
+def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Rows ``{"query", "passage", "label"}`` with a label in [0, 1]; errors name the file and line."""
+    from bertkit.training.embedding_data import _records, _text
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    rows = []
+    for n, rec in _records(path):
+        key = "label" if "label" in rec else "score"
+        raw = rec.get(key)
+        try:
+            label = float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{path}:{n}: {key} {raw!r} is not a number (give 'label' 0/1 or 'score' in [0, 1])"
+            ) from None
+        if not 0.0 <= label <= 1.0:
+            raise ValueError(f"{path}:{n}: {key} {label:g} is outside [0, 1]")
+        rows.append({"query": _text(path, n, rec, "query"), "passage": _text(path, n, rec, "passage"), "label": label})
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    return rows
+
+
+def listwise_groups(rows: list[dict[str, Any]], group_size: int, seed: int) -> list[dict[str, Any]]:
+    """One group per relevant pair: the positive first, then ``group_size - 1`` negatives."""
+    by_query: dict[str, list[str]] = {}
+    for r in rows:
+        if r["label"] < 0.5:
+            by_query.setdefault(r["query"], []).append(r["passage"])
+    pool = sorted({r["passage"] for r in rows})
+    groups = []
+    for i, r in enumerate(x for x in rows if x["label"] >= 0.5):
+        rng = random.Random(seed * 1_000_003 + i)
+        own = by_query.get(r["query"], [])
+        negs = rng.sample(own, min(len(own), group_size - 1))
+        while len(negs) < group_size - 1 and len(pool) > len(negs) + 1:
+            cand = pool[rng.randrange(len(pool))]
+            if cand != r["passage"] and cand not in negs:
+                negs.append(cand)
+        if len(negs) == group_size - 1:
+            groups.append({"query": r["query"], "passages": [r["passage"], *negs]})
+    if not groups:
+        raise ValueError("listwise training needs rows with label 1 and enough other passages to form groups")
+    return groups
+
+
+class RerankCollator:
+    """BCE rows -> pair features + labels; listwise groups -> the flattened pairs of each group."""
+
+    def __init__(self, tokenizer: Any, max_length: int) -> None:
+        self.tokenizer, self.max_length = tokenizer, max_length
+
+    def pairs(self, queries: list[str], passages: list[str]) -> dict[str, torch.Tensor]:
+        enc = self.tokenizer(
+            queries, passages, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
+        return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        if "passages" in items[0]:
+            qs = [it["query"] for it in items for _ in it["passages"]]
+            return {
+                **self.pairs(qs, [p for it in items for p in it["passages"]]),
+                "group_size": len(items[0]["passages"]),
+            }
+        batch = self.pairs([it["query"] for it in items], [it["passage"] for it in items])
+        return {**batch, "labels": torch.tensor([it["label"] for it in items], dtype=torch.float32)}
+
+
+def reranker_loss(model: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+    feats = {k: v for k, v in batch.items() if k not in ("labels", "group_size")}
+    logits = model(**feats).logits.float().view(-1)
+    if "labels" in batch:
+        return F.binary_cross_entropy_with_logits(logits, batch["labels"].float()), {}
+    groups = logits.view(-1, int(batch["group_size"]))
+    return F.cross_entropy(groups, torch.zeros(groups.shape[0], dtype=torch.long, device=groups.device)), {}
+
+
+@torch.no_grad()
+def score_pairs(
+    model: Any, collator: RerankCollator, queries: list[str], passages: list[str], batch_size: int = 64
+) -> np.ndarray:
+    """Logits of (query, passage) pairs with ``model`` in its current mode."""
+    device = next(model.parameters()).device
+    out = []
+    for s in range(0, len(queries), batch_size):
+        feats = collator.pairs(queries[s : s + batch_size], passages[s : s + batch_size])
+        out.append(model(**{k: v.to(device) for k, v in feats.items()}).logits.float().view(-1).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def evaluate_reranker(model: Any, collator: RerankCollator, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """MRR@10 and nDCG@10 of each query's passages ranked by the model (queries with a relevant one)."""
+    from bertkit.search.evaluation import _query_metrics
+
+    scores = score_pairs(model, collator, [r["query"] for r in rows], [r["passage"] for r in rows])
+    by_query: dict[str, list[tuple[float, int]]] = {}
+    for i, r in enumerate(rows):
+        by_query.setdefault(r["query"], []).append((-float(scores[i]), i))
+    sums: dict[str, float] = {}
+    n = 0
+    for q, items in by_query.items():
+        relevant = {str(i) for _, i in items if rows[i]["label"] >= 0.5}
+        if not relevant:
+            continue
+        n += 1
+        metrics = _query_metrics([str(i) for _, i in sorted(items)], relevant)
+        for name in ("mrr@10", "ndcg@10"):
+            sums[name] = sums.get(name, 0.0) + metrics[name]
+    return {k: v / n for k, v in sums.items()} if n else {}
+
+
+def train_reranker(args: RerankerArguments) -> Any:
+    """Run `bertkit train-reranker`; returns the Trainer's result."""
+    from bertkit.modeling.auto import AutoTokenizer, auto_class_for
+    from bertkit.training.trainer import Trainer, set_seed
+
+    run = {
+        "model": str(Path(args.model).resolve()),
+        "train": _fingerprint(args.train),
+        "validation": _fingerprint(args.validation),
+        "loss": args.loss,
+        "group_size": args.group_size,
+        "batch_size": args.batch_size,
+        "grad_accum": args.grad_accum,
+        "seed": args.seed,
+        "max_length": args.max_length,
+    }
+    claim_output_dir(
+        args.output,
+        "train-reranker",
+        overwrite=args.overwrite,
+        resume=args.resume,
+        run=run,
+        owned=RERANKER_OUTPUTS,
+        can_resume=True,
+        dry_run=True,
+    )
+    rows = read_reranker_rows(args.train)
+    val_rows = read_reranker_rows(args.validation) if args.validation else None
+    data = listwise_groups(rows, args.group_size, args.seed) if args.loss == "listwise" else rows
+    set_seed(args.seed)  # the new one-logit head starts from a seeded draw
+    model = auto_class_for("BertForSequenceClassification").from_pretrained(
+        args.model, num_labels=1, ignore_mismatched_sizes=True
+    )
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    collator = RerankCollator(tokenizer, args.max_length or 512)
+    claim = claim_output_dir(
+        args.output,
+        "train-reranker",
+        overwrite=args.overwrite,
+        resume=args.resume,
+        run=run,
+        owned=RERANKER_OUTPUTS,
+        can_resume=True,
+    )
+    try:
+        evaluate = (lambda m: evaluate_reranker(m, collator, val_rows)) if val_rows else None
+        trainer = Trainer(
+            model,
+            args.training_config("train-reranker"),
+            data,
+            collate_fn=collator,
+            evaluate=evaluate,
+            loss_fn=reranker_loss,
+            tokenizer=tokenizer,
+        )
+        result = trainer.train()
+        if result.last_metrics:
+            atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
+    except BaseException:
+        claim.abandon()
+        raise
+    claim.finish()
+    return result

@@ -1,0 +1,207 @@
+"""Cross-encoder rerankers on the real MiniLM checkpoint and real BBC text: `bertkit train-reranker`
+writes a folder transformers and sentence-transformers' CrossEncoder load, whose logits equal
+`pipeline("text-ranking")`'s scores; `bertkit search --rerank` reorders the first hits by them."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.assets import asset_path
+from bertkit.cli import main
+
+MINILM = str(asset_path("minilm"))
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    """query = an article's first sentence; relevant passage = its next two; irrelevant = another's."""
+    out = []
+    for line in open(asset_path("bbcnews-test"), encoding="utf-8"):
+        s = [x for x in re.split(r"(?<=[.!?])\s+", json.loads(line)["text"]) if len(x) > 20]
+        if len(s) >= 3:
+            out.append((s[0], " ".join(s[1:3])))
+        if len(out) == 40:
+            break
+    return out
+
+
+@pytest.fixture(scope="module")
+def reranker(pairs, tmp_path_factory):
+    d = tmp_path_factory.mktemp("rerank")
+    rows = []
+    for i, (q, p) in enumerate(pairs[:24]):
+        rows += [{"query": q, "passage": p, "label": 1}, {"query": q, "passage": pairs[(i + 7) % 24][1], "label": 0}]
+    (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = [
+        "train-reranker",
+        "--model",
+        MINILM,
+        "--train",
+        str(d / "train.jsonl"),
+        "--validation",
+        str(d / "train.jsonl"),
+        "--batch-size",
+        "8",
+        "--max-length",
+        "96",
+        "--no-progress",
+    ]
+    assert main([*common, "--max-steps", "3", "--lr", "5e-5", "--output", str(d / "bce")]) == 0
+    assert (
+        main([*common, "--loss", "listwise", "--group-size", "3", "--max-steps", "1", "--output", str(d / "listwise")])
+        == 0
+    )
+    return d
+
+
+def test_scores_equal_transformers_logits_and_cross_encoder(reranker, pairs):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from bertkit import pipeline
+
+    folder = reranker / "bce"
+    metrics = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert "eval_mrr@10" in metrics[-1]
+    assert (
+        json.loads((folder / "config.json").read_text())["num_labels"] == 1
+        or len(json.loads((folder / "config.json").read_text())["id2label"]) == 1
+    )
+    query = pairs[30][0]
+    passages = [p for _, p in pairs[28:36]]
+    hf = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    with torch.no_grad():
+        logits = (
+            hf(**tok([query] * len(passages), passages, padding=True, truncation=True, return_tensors="pt"))
+            .logits.view(-1)
+            .numpy()
+        )
+    rank = pipeline("text-ranking", model=folder)
+    got = rank(query, passages)
+    assert [r["index"] for r in got] == list(np.argsort(-logits, kind="stable"))
+    np.testing.assert_allclose([r["score"] for r in got], logits[[r["index"] for r in got]], atol=1e-4, rtol=1e-4)
+    assert got[0]["text"] == passages[got[0]["index"]]
+    top = rank(query, passages, top_k=3, sigmoid=True)
+    np.testing.assert_allclose(
+        [r["score"] for r in top], 1 / (1 + np.exp(-logits[[r["index"] for r in top]])), atol=1e-5
+    )
+    st = pytest.importorskip("sentence_transformers")
+    ce = st.CrossEncoder(str(folder), device="cpu")
+    np.testing.assert_allclose(ce.predict([(query, p) for p in passages]), 1 / (1 + np.exp(-logits)), atol=1e-5)
+    for d in ("listwise",):
+        hf2 = AutoModelForSequenceClassification.from_pretrained(str(reranker / d))
+        assert hf2.config.num_labels == 1
+
+
+def test_not_a_cross_encoder_is_refused():
+    from bertkit import pipeline
+
+    with pytest.raises(ValueError, match="not a cross-encoder"):
+        pipeline("text-ranking", model=MINILM)
+
+
+def test_search_rerank_reorders_first_hits(reranker, pairs, tmp_path, capsys):
+    from bertkit import pipeline
+    from bertkit.search.index import build_index
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(p for _, p in pairs) + "\n")
+    build_index(MINILM, corpus, tmp_path / "idx", progress=False)
+    query = pairs[5][0]
+    assert (
+        main(
+            [
+                "search",
+                "--index",
+                str(tmp_path / "idx"),
+                "--rerank",
+                str(reranker / "bce"),
+                "--rerank-depth",
+                "6",
+                "--top-k",
+                "4",
+                "--dtype",
+                "fp32",
+                query,
+            ]
+        )
+        == 0
+    )
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  ")]
+    shown = [re.match(r"\s+(-?[\d.]+)\s+\[(\d+)\] (.*)", x).groups() for x in lines]
+    assert len(shown) == 4
+    capsys.readouterr()
+    assert main(["search", "--index", str(tmp_path / "idx"), "--top-k", "6", "--dtype", "fp32", query]) == 0
+    first6 = [
+        re.match(r"\s+(-?[\d.]+)\s+\[(\d+)\] (.*)", x).group(3)
+        for x in capsys.readouterr().out.splitlines()
+        if x.startswith("  ")
+    ]
+    want = pipeline("text-ranking", model=reranker / "bce")(query, first6, top_k=4)
+    assert [s[2] for s in shown] == [w["text"] for w in want]
+    np.testing.assert_allclose([float(s[0]) for s in shown], [w["score"] for w in want], atol=1e-3)
+
+
+def test_listwise_trained_a_different_head(reranker, pairs):
+    from bertkit import pipeline
+
+    q, passages = pairs[0][0], [p for _, p in pairs[:6]]
+    a = [
+        r["score"]
+        for r in sorted(pipeline("text-ranking", model=reranker / "bce")(q, passages), key=lambda r: r["index"])
+    ]
+    b = [
+        r["score"]
+        for r in sorted(pipeline("text-ranking", model=reranker / "listwise")(q, passages), key=lambda r: r["index"])
+    ]
+    assert not np.allclose(a, b, atol=1e-4)
+
+
+def test_evaluate_embeddings_with_rerank(reranker, pairs, tmp_path):
+    """MRR@10 after reranking the first 5 hits equals the one computed by hand from the pipelines."""
+    from bertkit import pipeline
+
+    qs = {f"q{i}": q for i, (q, _) in enumerate(pairs[:20])}
+    docs = {f"d{i}": p for i, (_, p) in enumerate(pairs)}
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in qs.items()))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
+    out = tmp_path / "r.json"
+    assert (
+        main(
+            [
+                "evaluate-embeddings",
+                "--model",
+                MINILM,
+                "--queries",
+                str(tmp_path / "q.jsonl"),
+                "--corpus",
+                str(tmp_path / "c.jsonl"),
+                "--qrels",
+                str(tmp_path / "qrels.tsv"),
+                "--rerank",
+                str(reranker / "bce"),
+                "--rerank-depth",
+                "5",
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    got = json.loads(out.read_text())["retrieval"]["mrr@10"]
+    emb = pipeline("sentence-embedding", model=MINILM)
+    rank = pipeline("text-ranking", model=reranker / "bce")
+    cids = list(docs)
+    c = np.asarray(emb([docs[k] for k in cids]))
+    total = 0.0
+    for i, (qid, q) in enumerate(qs.items()):
+        order = list(np.argsort(-(c @ np.asarray(emb(q))), kind="stable"))
+        head = [order[r["index"]] for r in rank(q, [docs[cids[j]] for j in order[:5]])]
+        ids = [cids[j] for j in head + order[5:10]]
+        total += next((1 / (r + 1) for r, d in enumerate(ids) if d == f"d{i}"), 0.0)
+    assert got == pytest.approx(total / len(qs), abs=1e-9)
