@@ -457,6 +457,9 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
         check_auth(request)
         return Response(metrics.render(batcher.depth), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    from .openai_api import mount_embedding_api
+
+    mount_embedding_api(app, config, service, batcher, read_json, run_job)
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     return app
 

@@ -1,0 +1,161 @@
+"""The endpoints embedding clients already speak, mounted on the `bertkit serve` app.
+
+* ``POST /v1/embeddings``, as OpenAI defines it: ``{"input": str | [str], "model", "dimensions",
+  "encoding_format": "float" | "base64"}`` -> ``{"object": "list", "data": [{"object": "embedding",
+  "index", "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}}``. ``dimensions``
+  keeps the first N dimensions and renormalises them (Matryoshka truncation); base64 is the
+  little-endian float32 bytes, as OpenAI sends them.
+* ``POST /rerank``, as text-embeddings-inference defines it: ``{"query", "texts", "top_n",
+  "raw_scores", "return_text"}`` -> ``[{"index", "score"[, "text"]}]`` best first. The score is the
+  cross-encoder's logit with ``raw_scores``, else its sigmoid. Served from a cross-encoder folder (a
+  one-logit sequence classifier); any other model answers 424.
+
+Both go through the server's batcher, token limits and API key like ``/embed``. (No ``from __future__
+import annotations`` here: FastAPI reads the handlers' ``Request`` annotation as a real class.)
+"""
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["mount_embedding_api"]
+
+
+def _error(status: int, message: str) -> Exception:
+    from .app import ApiError
+
+    return ApiError(status, message)
+
+
+def _texts(payload: dict[str, Any], max_items: int) -> tuple[list[str], bool]:
+    x = payload.get("input")
+    if isinstance(x, str):
+        return [x], False
+    if not isinstance(x, list) or not x:
+        raise _error(422, "field 'input' must be a string or a non-empty list of strings")
+    if len(x) > max_items:
+        raise _error(413, f"field 'input' has {len(x)} items, over --max-batch-size {max_items}")
+    for i, t in enumerate(x):
+        if not isinstance(t, str):
+            raise _error(422, f"input[{i}] must be a string, got {type(t).__name__} (token-id input is not supported)")
+    return x, True
+
+
+def _dimensions(payload: dict[str, Any], size: int) -> int | None:
+    d = payload.get("dimensions")
+    if d is None:
+        return None
+    if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+        raise _error(422, f"field 'dimensions' must be a positive integer, got {d!r}")
+    if d > size:
+        raise _error(400, f"field 'dimensions' is {d}, above the model's embedding size {size}")
+    return d
+
+
+def truncate_embeddings(vectors: np.ndarray, dims: int | None) -> np.ndarray:
+    """The first ``dims`` dimensions of each row, renormalised to unit length (all when None)."""
+    v = np.asarray(vectors, np.float32)
+    if dims is None or dims == v.shape[1]:
+        return v
+    v = v[:, :dims]
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def _ranker(service: Any) -> Any:
+    """A text-ranking pipeline over the served model when it is a cross-encoder, else None."""
+    from bertkit.pipelines.text_ranking import TextRankingPipeline, check_cross_encoder
+
+    pipe = getattr(service, "pipe", None)
+    if pipe is None:
+        return None
+    try:
+        check_cross_encoder(pipe.model)
+    except ValueError:
+        return None
+    return TextRankingPipeline(
+        pipe.model, pipe.tokenizer, batch_size=pipe.batch_size, max_batch_tokens=pipe.max_batch_tokens
+    )
+
+
+def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_json: Any, run_job: Any) -> None:
+    """Add ``/v1/embeddings`` and ``/rerank`` to ``app`` (helpers are the app's own request plumbing)."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    size = int(service.embedder.model.config.hidden_size)
+    served = Path(config.model).name
+    ranker = _ranker(service)
+    if ranker is not None:
+        batcher.runners["rerank"] = lambda pairs: ranker.score_pairs(pairs).tolist()
+
+    @app.post("/v1/embeddings", summary="Embeddings, OpenAI-compatible")
+    async def embeddings(request: Request) -> JSONResponse:
+        from .app import ApiError
+
+        try:
+            return await _embeddings(request)
+        except ApiError as e:  # OpenAI's error shape, which its clients read the message from
+            kind = "authentication_error" if e.status == 401 else "invalid_request_error"
+            return JSONResponse(
+                {"error": {"message": e.message, "type": kind, "param": None, "code": None}},
+                status_code=e.status,
+                headers=e.headers,
+            )
+
+    async def _embeddings(request: Request) -> JSONResponse:
+        payload = await read_json(request)
+        if not isinstance(payload, dict):
+            raise _error(422, "the body must be a JSON object with an 'input' field")
+        texts, _ = _texts(payload, config.max_batch_size)
+        dims = _dimensions(payload, size)
+        fmt = payload.get("encoding_format", "float") or "float"
+        if fmt not in ("float", "base64"):
+            raise _error(422, f"field 'encoding_format' must be 'float' or 'base64', got {fmt!r}")
+        feats, tokens = service.embed_features(texts, "input")
+        vecs = truncate_embeddings(np.asarray(await run_job(request, "embed", feats, tokens), np.float32), dims)
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
+                if fmt == "base64"
+                else v.tolist(),
+            }
+            for i, v in enumerate(vecs)
+        ]
+        model = payload.get("model") if isinstance(payload.get("model"), str) else served
+        return JSONResponse(
+            {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        )
+
+    @app.post("/rerank", summary="Rerank texts for a query (text-embeddings-inference)")
+    async def rerank(request: Request) -> JSONResponse:
+        payload = await read_json(request)
+        if ranker is None:
+            raise _error(
+                424,
+                f"this model ({service.task}) is not a cross-encoder (a sequence classifier with one "
+                "output); serve a `bertkit train-reranker` folder for /rerank",
+            )
+        if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+            raise _error(422, "field 'query' must be a string")
+        texts = payload.get("texts")
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            raise _error(422, "field 'texts' must be a non-empty list of strings")
+        if len(texts) > config.max_batch_size:
+            raise _error(413, f"field 'texts' has {len(texts)} items, over --max-batch-size {config.max_batch_size}")
+        top_n = payload.get("top_n")
+        if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n < 1):
+            raise _error(422, f"field 'top_n' must be a positive integer, got {top_n!r}")
+        query = payload["query"]
+        tokens = service.count_tokens([query + " " + t for t in texts], "texts")
+        scores = np.asarray(await run_job(request, "rerank", [(query, t) for t in texts], tokens), np.float32)
+        if not payload.get("raw_scores", False):
+            scores = 1.0 / (1.0 + np.exp(-scores))
+        order = np.argsort(-scores, kind="stable")[: top_n or len(texts)]
+        text = bool(payload.get("return_text", False))
+        return JSONResponse(
+            [{"index": int(i), "score": float(scores[i]), **({"text": texts[i]} if text else {})} for i in order]
+        )
