@@ -205,26 +205,43 @@ class TextClassificationPipeline(Pipeline):
 
     model_class_name = "BertForSequenceClassification"
 
-    def __call__(self, inputs: Any, top_k: int | None = 1, max_length: int = 512, **_: Any):
+    def __call__(self, inputs: Any, top_k: int | None = 1, max_length: int = 512, truncation: str | None = None,
+                 **_: Any):
+        """``truncation`` ("error" by default, "cut" or "chunk": the token-weighted mean of overlapping
+        windows' logits) decides what happens to a text over ``max_length`` tokens."""
+        from .long_text import check_truncation, plan_windows, pool_windows, report_cut
+
         A.positive_int.check("top_k", top_k, allow_none=True)
+        mode = check_truncation(truncation or self.kwargs.get("truncation", "error"))
         items, batched = _batched(inputs)
         texts = [x["text"] if isinstance(x, dict) else x for x in items]
         pairs = [x.get("text_pair") if isinstance(x, dict) else None for x in items]
         _check_texts(texts)
         if all(p is None for p in pairs):
-            enc = self.tokenizer(texts, truncation=True, max_length=max_length)
-            feats = self._features(enc, len(texts))
+            plan = plan_windows(self.tokenizer, texts, max_length, mode)
+            logits = pool_windows(np.stack([r["logits"] for r in self._run(plan.features)]), plan, len(texts))
+            dropped = plan.dropped
         else:
-            feats = [self._features(self.tokenizer(t, p, truncation=True, max_length=max_length), 1)[0]
-                     for t, p in zip(texts, pairs)]
+            if mode == "chunk":
+                raise ValueError("truncation='chunk' is for single texts; a text pair takes 'error' or 'cut'")
+            dropped, feats = [], []
+            for i, (t, p) in enumerate(zip(texts, pairs)):
+                n = len(self.tokenizer(t, p)["input_ids"])
+                if n > max_length and mode == "error":
+                    raise ValueError(f"inputs[{i}] has {n} tokens, over the model's limit of {max_length}; "
+                                     "pass truncation='cut' to drop the rest")
+                dropped.append(max(0, n - max_length))
+                feats.append(self._features(self.tokenizer([t], [p], truncation=True, max_length=max_length), 1)[0])
+            logits = np.stack([r["logits"] for r in self._run(feats)])
+        self.last_dropped_tokens = dropped
+        report_cut(dropped, max_length)
         cfg = self.model.config
         out = []
-        for r in self._run(feats):
-            logits = r["logits"]
+        for row in logits:
             if cfg.problem_type == "multi_label_classification" or cfg.num_labels == 1:
-                scores = 1 / (1 + np.exp(-logits))
+                scores = 1 / (1 + np.exp(-row))
             else:
-                scores = softmax(logits)
+                scores = softmax(row)
             order = np.argsort(-scores)
             rows = [{"label": cfg.id2label[int(k)], "score": float(scores[k])} for k in order]
             out.append(rows if top_k is None else rows[:top_k])
@@ -393,8 +410,12 @@ class FeatureExtractionPipeline(Pipeline):
 
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, sentence: bool = False,
                  pooling: str | None = None, normalize: bool | None = None, max_length: int | None = None,
-                 **kwargs: Any) -> None:
+                 truncation: str = "error", **kwargs: Any) -> None:
+        from .long_text import check_truncation
+
         super().__init__(model, tokenizer, device, **kwargs)
+        self.truncation = check_truncation(truncation)
+        self.last_dropped_tokens: list[int] = []
         st_pool, st_norm, st_len = sentence_transformers_pooling(self.folder) if self.folder else (None, None, None)
         pooling = pooling or st_pool or "mean"
         if pooling not in ("mean", "cls", "max"):
@@ -424,17 +445,49 @@ class FeatureExtractionPipeline(Pipeline):
             return np.zeros((0, self.model.config.hidden_size), np.float32)
         return np.stack([r["embedding"] for r in res])
 
+    def embed(self, texts: Sequence[str], max_length: int | None = None, batch_size: int | None = None,
+              truncation: str | None = None) -> np.ndarray:
+        """Sentence vectors (len(texts), hidden); a text over ``max_length`` tokens is an error, cut, or
+        (``truncation="chunk"``) the token-weighted mean of its overlapping windows' vectors."""
+        from .long_text import plan_windows, pool_windows, report_cut
+
+        texts = list(texts)
+        _check_texts(texts)
+        limit = max_length or self.max_length
+        plan = plan_windows(self.tokenizer, texts, limit, truncation or self.truncation)
+        self.last_dropped_tokens = plan.dropped
+        report_cut(plan.dropped, limit)
+        if len(plan.features) == len(texts):
+            return self.forward_features(plan.features, batch_size)
+        normalize, self.normalize = self.normalize, False  # pool the windows' raw vectors, then normalise
+        try:
+            raw = self.forward_features(plan.features, batch_size)
+        finally:
+            self.normalize = normalize
+        vecs = pool_windows(raw, plan, len(texts))
+        if normalize:
+            vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return vecs.astype(np.float32)
+
     def __call__(self, inputs: str | Sequence[str], max_length: int | None = None, batch_size: int | None = None,
-                 return_tensors: bool = False):
+                 return_tensors: bool = False, truncation: str | None = None):
+        from .long_text import plan_windows, report_cut
+
         texts, batched = _batched(inputs)
-        feats = self.encode_features(texts, max_length)
         if self.sentence:
-            vecs = torch.from_numpy(self.forward_features(feats, batch_size))
+            vecs = torch.from_numpy(self.embed(texts, max_length, batch_size, truncation))
             if return_tensors:
                 return vecs if batched else vecs[0]
             outs = vecs.tolist()
             return outs if batched else outs[0]
-        res = self._run(feats, outputs=("last_hidden_state",), batch_size=batch_size)
+        mode = truncation or self.truncation
+        if mode == "chunk":
+            raise ValueError("truncation='chunk' pools sentence vectors; token vectors take 'error' or 'cut'")
+        _check_texts(texts)
+        plan = plan_windows(self.tokenizer, texts, max_length or self.max_length, mode)
+        self.last_dropped_tokens = plan.dropped
+        report_cut(plan.dropped, max_length or self.max_length)
+        res = self._run(plan.features, outputs=("last_hidden_state",), batch_size=batch_size)
         outs = [torch.from_numpy(r["last_hidden_state"]).unsqueeze(0) if return_tensors
                 else [r["last_hidden_state"].tolist()] for r in res]
         return outs if batched else outs[0]

@@ -8,7 +8,8 @@
 
 A cross-encoder is a sequence-classification folder with ``num_labels=1`` (the layout
 sentence-transformers' ``CrossEncoder`` loads); ``score`` is its logit for the pair, the sigmoid of
-it with ``sigmoid=True``. Results are best first.
+it with ``sigmoid=True``. Results are best first. A pair over the limit is an error by default;
+``truncation="cut"`` cuts it, ``"chunk"`` scores the passage's best overlapping window.
 """
 
 from __future__ import annotations
@@ -47,15 +48,48 @@ class TextRankingPipeline(Pipeline):
         check_cross_encoder(self.model, str(self.folder or "the model"))
         self.max_length = int(max_length)
 
-    def score_pairs(self, pairs: Sequence[tuple[str, str]], max_length: int | None = None) -> np.ndarray:
-        """The logit of every (query, passage) pair, in input order."""
+    def score_pairs(
+        self, pairs: Sequence[tuple[str, str]], max_length: int | None = None, truncation: str = "cut"
+    ) -> np.ndarray:
+        """The logit of every (query, passage) pair, in input order. A pair over ``max_length`` tokens
+        is an error, cut (``"cut"``), or scored by its passage's best overlapping window (``"chunk"``)."""
+        from .long_text import check_truncation, pool_windows
+
+        check_truncation(truncation)
+        limit = max_length or self.max_length
         pairs = list(pairs)
-        enc = self.tokenizer(
-            [q for q, _ in pairs], [p for _, p in pairs], truncation=True, max_length=max_length or self.max_length
-        )
-        feats = self._features(enc, len(pairs))
-        res = self._run(feats)
-        return np.array([float(r["logits"].reshape(-1)[0]) for r in res], dtype=np.float32)
+        feats, owner = [], []
+        tok = self.tokenizer
+        for i, (q, p) in enumerate(pairs):
+            enc = tok([q], [p])
+            n = len(enc["input_ids"][0])
+            if n <= limit or truncation == "cut":
+                feats.append(self._features(tok([q], [p], truncation=True, max_length=limit), 1)[0])
+                owner.append(i)
+                continue
+            if truncation == "error":
+                raise ValueError(
+                    f"pair {i} has {n} tokens, over the model's limit of {limit}; pass "
+                    "truncation='cut' to drop the rest or truncation='chunk' to score the best window"
+                )
+            q_ids = tok([q], add_special_tokens=False)["input_ids"][0][: limit // 2]
+            p_ids = tok([p], add_special_tokens=False)["input_ids"][0]
+            room = limit - len(q_ids) - 3
+            overlap = room // 4
+            starts = list(range(0, max(len(p_ids) - overlap, 1), max(1, room - overlap)))
+            for s in starts:
+                w = p_ids[s : s + room]
+                ids = [tok.cls_token_id, *q_ids, tok.sep_token_id, *w, tok.sep_token_id]
+                types = [0] * (len(q_ids) + 2) + [1] * (len(w) + 1)
+                feats.append({"input_ids": ids, "token_type_ids": types, "attention_mask": [1] * len(ids)})
+                owner.append(i)
+        logits = np.array([float(r["logits"].reshape(-1)[0]) for r in self._run(feats)], dtype=np.float32)
+        if len(feats) == len(pairs):
+            return logits
+        from .long_text import WindowPlan
+
+        plan = WindowPlan(owner=owner, weight=[1] * len(owner))
+        return pool_windows(logits[:, None], plan, len(pairs), how="max")[:, 0]
 
     def __call__(
         self,
@@ -65,12 +99,14 @@ class TextRankingPipeline(Pipeline):
         sigmoid: bool = False,
         return_text: bool = True,
         max_length: int | None = None,
+        truncation: str | None = None,
     ) -> list[dict[str, Any]]:
         A.positive_int.check("top_k", top_k, allow_none=True)
         _check_texts([query], "query")
         passages = list(passages)
         _check_texts(passages, "passages")
-        scores = self.score_pairs([(query, p) for p in passages], max_length)
+        mode = truncation or self.kwargs.get("truncation", "error")
+        scores = self.score_pairs([(query, p) for p in passages], max_length, mode)
         if sigmoid:
             scores = 1.0 / (1.0 + np.exp(-scores))
         order = np.argsort(-scores, kind="stable")[: top_k or len(passages)]

@@ -36,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--rerank-depth", type=A.positive_int, default=20)
     p.add_argument("--batch-size", type=A.positive_int, default=64)
+    p.add_argument("--truncation", choices=["error", "cut", "chunk"], default="error",
+                   help="a text over the model's limit: an error (default), cut, or pooled overlapping windows")
     p.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16", "int8"])
     p.add_argument("--output", default=None, help="write the metrics as JSON here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
@@ -53,7 +55,7 @@ def embed_texts(
     with tqdm(total=len(texts), desc=desc, unit="text", disable=not progress, file=sys.stderr) as bar:
         for s in range(0, len(texts), block):
             part = texts[s : s + block]
-            out[s : s + len(part)] = emb.forward_features(emb.encode_features(part))
+            out[s : s + len(part)] = emb.embed(part)
             bar.update(len(part))
     return out
 
@@ -102,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("retrieval needs all three of --queries, --corpus and --qrels")
     if args.output:
         check_output_file(args.output, args.overwrite)
-    emb = pipeline("sentence-embedding", model=args.model, dtype=args.dtype, batch_size=args.batch_size)
+    emb = pipeline("sentence-embedding", model=args.model, dtype=args.dtype, batch_size=args.batch_size,
+                   truncation=args.truncation)
     results: dict[str, Any] = {"model": str(args.model)}
     if args.sts:
         results["sts"] = evaluate_sts(emb, args.sts, args.progress)

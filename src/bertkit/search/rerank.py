@@ -13,9 +13,10 @@ __all__ = ["rerank_hits", "rerank_retrieval_metrics"]
 
 def rerank_hits(ranker: Any, query: str, hits: list[dict[str, Any]], depth: int) -> list[dict[str, Any]]:
     """``hits`` (each with ``text``) with the first ``depth`` reordered by the cross-encoder, whose logit
-    becomes their ``score`` (the retrieval score is kept as ``retrieval_score``); the rest follow as they were."""
+    becomes their ``score`` (the retrieval score is kept as ``retrieval_score``); the rest follow as they were.
+    A passage longer than the cross-encoder's limit is scored by its best window."""
     head, tail = hits[:depth], hits[depth:]
-    ranked = ranker(query, [h["text"] for h in head], return_text=False)
+    ranked = ranker(query, [h["text"] for h in head], return_text=False, truncation="chunk")
     return [
         {**head[r["index"]], "retrieval_score": head[r["index"]]["score"], "score": r["score"]} for r in ranked
     ] + tail

@@ -140,7 +140,9 @@ class ModelService:
     def run_predict(self, items: list[Any]) -> list[Any]:
         t, pipe = self.task, self.pipe
         if t == "text-classification":
-            return pipe(items, top_k=None, max_length=min(self.config.max_input_tokens, self.max_positions))
+            # admission already enforced --max-input-tokens (or --truncate asked for cutting)
+            return pipe(items, top_k=None, max_length=min(self.config.max_input_tokens, self.max_positions),
+                        truncation="cut")
         if t == "token-classification":
             return pipe(items, aggregation_strategy="simple", max_length=min(512, self.max_positions))
         if t == "question-answering":
@@ -160,8 +162,9 @@ class ModelService:
         for i in range(len(texts)):
             f = {k: list(enc[k][i]) for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
             n = len(f["input_ids"])
-            if n > limit and not self.config.truncate:
-                raise ApiError(413, f"{field}[{i}] has {n} tokens, over --max-input-tokens {limit} "
+            if n > keep and not self.config.truncate:  # never cut silently, not even at the model's own limit
+                over = f"--max-input-tokens {limit}" if n > limit else f"the model's limit of {keep}"
+                raise ApiError(413, f"{field}[{i}] has {n} tokens, over {over} "
                                     "(start the server with --truncate to cut long texts)")
             if n > keep:
                 sep = f["input_ids"][-1]
