@@ -17,11 +17,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto", choices=DTYPES, help="model precision while embedding")
     p.add_argument("--vector-dtype", default="float16", choices=("float16", "float32"), help="stored vectors")
     p.add_argument("--backend", default="exact", choices=BACKENDS, help="also build a faiss index now")
+    p.add_argument("--append", action="store_true",
+                   help="add to the existing index in --output the rows of --input whose id it lacks (only they are "
+                        "embedded)")
 
 
 def run(args: argparse.Namespace) -> int:
     from .index import build_index
 
+    if args.append:
+        from .index_update import append_corpus
+
+        n = append_corpus(args.output, args.input, args.model, args.text_column)
+        print(f"{n} new row(s) added to {args.output}")
+        return 0
     out = build_index(args.model, args.input, args.output, text_column=args.text_column, dtype=args.dtype,
                       vector_dtype=args.vector_dtype, backend=args.backend)
     print(f"index written to {out}")

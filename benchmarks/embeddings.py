@@ -1,0 +1,163 @@
+"""BBC News retrieval: base MiniLM against MiniLM after `bertkit train-embedder`, each beside
+sentence-transformers on the same data, settings and seed.
+
+The asset keeps each article on one line (its headline run into the first sentence), so the query is
+the article's first sentence (the headline with its lede) and the document is the rest of the article;
+the corpus is every held-out article (the seeded test split). Training pairs come the same way from
+the training split. The sentence-transformers side is MultipleNegativesRankingLoss in a plain torch
+loop (the `datasets` package its Trainer needs is not installed), with the same batches in the same
+order, AdamW settings, warmup and linear decay as bertkit's Trainer.
+
+    python benchmarks/embeddings.py [--train-size 640] [--max-length 128] [--batch-size 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bertkit.assets import asset_path
+from bertkit.search.evaluation import retrieval_metrics
+
+
+def pairs(split: str) -> list[dict[str, str]]:
+    out = []
+    for line in open(asset_path(f"bbcnews-{split}"), encoding="utf-8"):
+        text = json.loads(line)["text"]
+        parts = re.split(r"(?<=[.!?])\s+", text, maxsplit=1)
+        if len(parts) == 2 and len(parts[1]) > 100:
+            out.append({"anchor": parts[0], "positive": parts[1]})
+    return out
+
+
+def evaluate(encode, test: list[dict[str, str]]) -> dict[str, float]:
+    q = encode([r["anchor"] for r in test])
+    c = encode([r["positive"] for r in test])
+    ids = [str(i) for i in range(len(test))]
+    return retrieval_metrics(q, ids, c, ids, {i: {i: 1.0} for i in ids})
+
+
+def bertkit_encoder(folder: str, max_length: int):
+    from bertkit import pipeline
+
+    emb = pipeline("sentence-embedding", model=folder, dtype="fp32", max_length=max_length, truncation="cut")
+    return lambda texts: np.asarray(emb.embed(texts))
+
+
+def st_train(train: list[dict[str, str]], args: argparse.Namespace, out: Path) -> float:
+    """sentence-transformers' MNRL, the Trainer's batches/optimizer/schedule; returns wall seconds."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from bertkit.training.trainer import RandomBatchSampler, _linear_schedule, _param_groups, set_seed
+
+    t0 = time.perf_counter()
+    set_seed(args.seed)
+    model = SentenceTransformer(str(asset_path("minilm")), device="cpu")
+    model.max_seq_length = args.max_length
+    loss = MultipleNegativesRankingLoss(model)
+    inner = model[0].auto_model
+    opt = torch.optim.AdamW(_param_groups(inner, 0.01), lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
+    batches = list(RandomBatchSampler(len(train), args.batch_size, seed=args.seed))
+    total = len(batches)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear_schedule(int(0.1 * total), total))
+    model.train()
+    for b in batches:
+        feats = [model.preprocess([train[i][k] for i in b]) for k in ("anchor", "positive")]
+        value = loss(feats, torch.zeros(len(b)))
+        value.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+    model.save(str(out))
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--train-size", type=int, default=640)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    from sentence_transformers import SentenceTransformer
+
+    from bertkit.cli import main as bertkit
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    train, test = pairs("train")[: args.train_size], pairs("test")
+    print(
+        f"BBC first sentence -> rest of article: {len(train)} training pairs, {len(test)} held-out articles, "
+        f"max_length {args.max_length}, batch {args.batch_size}, 1 epoch, seed {args.seed}, "
+        f"{torch.get_num_threads()} threads",
+        flush=True,
+    )
+
+    def line(name: str, ours: dict, theirs: dict, extra: str = "") -> None:
+        print(
+            f"{name:<28} bertkit MRR@10 {ours['mrr@10']:.4f} R@1 {ours['recall@1']:.4f} nDCG@10 "
+            f"{ours['ndcg@10']:.4f} | sentence-transformers MRR@10 {theirs['mrr@10']:.4f} R@1 "
+            f"{theirs['recall@1']:.4f} nDCG@10 {theirs['ndcg@10']:.4f}{extra}",
+            flush=True,
+        )
+
+    base = str(asset_path("minilm"))
+    st_base = SentenceTransformer(base, device="cpu")
+    st_base.max_seq_length = args.max_length
+    line(
+        "base MiniLM",
+        evaluate(bertkit_encoder(base, args.max_length), test),
+        evaluate(lambda t: st_base.encode(t, batch_size=64), test),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
+        t0 = time.perf_counter()
+        rc = bertkit(
+            [
+                "train-embedder",
+                "--model",
+                base,
+                "--train",
+                str(tmp / "train.jsonl"),
+                "--output",
+                str(tmp / "ours"),
+                "--batch-size",
+                str(args.batch_size),
+                "--max-length",
+                str(args.max_length),
+                "--lr",
+                str(args.lr),
+                "--seed",
+                str(args.seed),
+                "--epochs",
+                "1",
+                "--no-progress",
+            ]
+        )
+        ours_s = time.perf_counter() - t0
+        if rc != 0:
+            return rc
+        theirs_s = st_train(train, args, tmp / "theirs")
+        st_model = SentenceTransformer(str(tmp / "theirs"), device="cpu")
+        line(
+            "after MNRL (1 epoch)",
+            evaluate(bertkit_encoder(str(tmp / "ours"), args.max_length), test),
+            evaluate(lambda t: st_model.encode(t, batch_size=64), test),
+            f" | train wall time bertkit {ours_s:.0f} s, sentence-transformers {theirs_s:.0f} s",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Changing an index folder without rebuilding it: add rows (only they are embedded), delete ids.
+
+Each change publishes a new folder in one rename (:func:`bertkit._io.atomic_dir`), so a reader sees
+the old index or the new one, never a mix; faiss files, which would be stale, are left out (they are
+rebuilt on the next ``load_index(..., backend=...)``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit._io import atomic_dir, atomic_write_json
+
+__all__ = ["add_to_index", "append_corpus", "delete_from_index"]
+
+
+def _publish(path: Path, meta: dict[str, Any], vectors: np.ndarray, ids: list[str], texts: list[str]) -> None:
+    with atomic_dir(path, replace=True) as tmp:
+        with open(tmp / "vectors.npy", "wb") as f:
+            np.save(f, vectors.astype(meta.get("vector_dtype", "float16")))
+        with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in zip(ids, texts))
+        atomic_write_json(tmp / "meta.json", {**meta, "count": len(ids)})
+
+
+def add_to_index(
+    path: str | Path, rows: Sequence[tuple[str, str]], model: str | Path | None = None, progress: bool = False
+) -> int:
+    """Embed ``rows`` (id, text) with the index's model and add them; an id already in the index is an
+    error. Returns the number added."""
+    from bertkit.pipelines import pipeline
+    from bertkit.search.index import load_index
+
+    index = load_index(path)
+    built_with = Path(index.meta["model"]).resolve()
+    if model is not None and Path(model).resolve() != built_with:
+        raise ValueError(
+            f"{path} was built with {built_with}, not {Path(model).resolve()}; "
+            "vectors of two models cannot share an index"
+        )
+    have = set(index.ids)
+    for i, _ in rows:
+        if i in have:
+            raise ValueError(f"id {i!r} is already in {path}; delete it first to replace its text")
+    if not rows:
+        return 0
+    dtype = index.meta.get("dtype", "fp32")
+    emb = pipeline(
+        "sentence-embedding",
+        model=str(built_with),
+        dtype=dtype if dtype in ("fp32", "bf16", "int8") else "auto",
+        batch_size=64,
+    )
+    new = emb.forward_features(emb.encode_features([t for _, t in rows]))
+    new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
+    _publish(
+        Path(path),
+        index.meta,
+        np.concatenate([index.vectors, new.astype(np.float32)]),
+        index.ids + [i for i, _ in rows],
+        index.texts + [t for _, t in rows],
+    )
+    return len(rows)
+
+
+def delete_from_index(path: str | Path, ids: Sequence[str]) -> int:
+    """Remove the rows with these ids; an id not in the index is an error. Returns the number removed."""
+    from bertkit.search.index import load_index
+
+    index = load_index(path)
+    gone = set(ids)
+    missing = sorted(gone - set(index.ids))
+    if missing:
+        raise ValueError(
+            f"id {missing[0]!r} is not in {path}" + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+        )
+    keep = [k for k, i in enumerate(index.ids) if i not in gone]
+    _publish(Path(path), index.meta, index.vectors[keep], [index.ids[k] for k in keep], [index.texts[k] for k in keep])
+    return len(index.ids) - len(keep)
+
+
+def append_corpus(
+    path: str | Path, corpus: str | Path, model: str | Path | None = None, text_column: str = "text"
+) -> int:
+    """``bertkit index --append``: add the rows of ``corpus`` whose id the index lacks."""
+    from bertkit.search.index import load_index, read_corpus
+
+    have = set(load_index(path).ids)
+    return add_to_index(path, [(i, t) for i, t in read_corpus(corpus, text_column) if i not in have], model)

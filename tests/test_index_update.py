@@ -1,0 +1,97 @@
+"""Index add/delete without a rebuild and `bertkit index --append`, on the real MiniLM checkpoint and
+real polarity sentences: only new rows are embedded, and the result equals a fresh build."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from bertkit.assets import asset_path
+from bertkit.cli import main
+from bertkit.search.index import build_index, load_index
+from bertkit.search.index_update import add_to_index, delete_from_index
+
+MINILM = str(asset_path("minilm"))
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    with open(asset_path("polarity-test"), newline="", encoding="utf-8") as f:
+        return [r["text"] for r in csv.DictReader(f)][:40]
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in rows))
+    return path
+
+
+def test_append_embeds_only_new_rows_and_equals_a_fresh_build(sentences, tmp_path, monkeypatch, capsys):
+    from bertkit.pipelines.pipelines import FeatureExtractionPipeline
+
+    rows = [(f"s{i}", t) for i, t in enumerate(sentences)]
+    build_index(MINILM, _jsonl(tmp_path / "a.jsonl", rows[:30]), tmp_path / "idx", dtype="fp32", progress=False)
+    build_index(MINILM, _jsonl(tmp_path / "all.jsonl", rows), tmp_path / "fresh", dtype="fp32", progress=False)
+    embedded = []
+    original = FeatureExtractionPipeline.forward_features
+
+    def counting(self, features, batch_size=None):
+        embedded.append(len(features))
+        return original(self, features, batch_size)
+
+    monkeypatch.setattr(FeatureExtractionPipeline, "forward_features", counting)
+    assert (
+        main(
+            [
+                "index",
+                "--model",
+                MINILM,
+                "--input",
+                str(tmp_path / "all.jsonl"),
+                "--output",
+                str(tmp_path / "idx"),
+                "--append",
+            ]
+        )
+        == 0
+    )
+    assert "10 new row(s)" in capsys.readouterr().out and embedded == [10]
+    got, want = load_index(tmp_path / "idx"), load_index(tmp_path / "fresh")
+    assert got.ids == want.ids and got.texts == want.texts and got.meta["count"] == 40
+    np.testing.assert_allclose(got.vectors, want.vectors, atol=2e-3)  # float16 storage
+    assert (
+        main(
+            [
+                "index",
+                "--model",
+                MINILM,
+                "--input",
+                str(tmp_path / "all.jsonl"),
+                "--output",
+                str(tmp_path / "idx"),
+                "--append",
+            ]
+        )
+        == 0
+    )
+    assert "0 new row(s)" in capsys.readouterr().out
+
+
+def test_delete_and_add_ids(sentences, tmp_path):
+    rows = [(f"s{i}", t) for i, t in enumerate(sentences[:20])]
+    build_index(MINILM, _jsonl(tmp_path / "c.jsonl", rows), tmp_path / "idx", dtype="fp32", progress=False)
+    index = load_index(tmp_path / "idx")
+    q = index.vectors[3:4]
+    assert index.search(q, 1)[0][0]["id"] == "s3"
+    assert delete_from_index(tmp_path / "idx", ["s3", "s7"]) == 2
+    index = load_index(tmp_path / "idx")
+    assert len(index) == 18 and "s3" not in index.ids
+    assert all(h["id"] != "s3" for h in index.search(q, 18)[0])
+    with pytest.raises(ValueError, match="id 's3' is not in"):
+        delete_from_index(tmp_path / "idx", ["s3"])
+    assert add_to_index(tmp_path / "idx", [("s3", sentences[3])]) == 1
+    assert load_index(tmp_path / "idx").search(q, 1)[0][0]["id"] == "s3"
+    with pytest.raises(ValueError, match="already in"):
+        add_to_index(tmp_path / "idx", [("s3", "another text")])
+    with pytest.raises(ValueError, match="was built with"):
+        add_to_index(tmp_path / "idx", [("new", "x")], model=tmp_path)
