@@ -106,6 +106,17 @@ def test_server_413_at_the_model_limit(articles):
     with server_process(MINILM, ["--dtype", "fp32"]) as srv:
         r1 = httpx.post(srv.url + "/embed", json={"inputs": [text]}, timeout=60)
         r2 = httpx.post(srv.url + "/v1/embeddings", json={"input": text, "model": "m"}, timeout=60)
+        both = [text, "a short one"]
+        cut = httpx.post(
+            srv.url + "/v1/embeddings", json={"input": both, "model": "m", "truncation": "cut"}, timeout=60
+        ).json()
+        chunk = httpx.post(
+            srv.url + "/v1/embeddings", json={"input": both, "model": "m", "truncation": "chunk"}, timeout=60
+        ).json()
         assert srv.stop() == 0
     assert r1.status_code == 413 and f"has {n} tokens, over the model's limit of 256" in r1.json()["error"]
     assert r2.status_code == 413 and f"has {n} tokens" in r2.json()["error"]["message"]
+    emb = pipeline("sentence-embedding", model=MINILM, dtype="fp32")
+    assert cut["usage"]["truncated_tokens"] == [n - 256, 0]
+    np.testing.assert_allclose([d["embedding"] for d in cut["data"]], emb(both, truncation="cut"), atol=1e-5)
+    np.testing.assert_allclose([d["embedding"] for d in chunk["data"]], emb(both, truncation="chunk"), atol=1e-5)
