@@ -173,6 +173,15 @@ def test_mining_is_chunked_and_skips_false_negatives(data):
     p = enc.encode([r["positive"] for r in big]).numpy()
     n = enc.encode([r["negatives"][0] for r in big]).numpy()
     assert ((a * n).sum(1) <= (a * p).sum(1) - 0.05 + 1e-4).all()
+    # a search index built with the same model serves its stored vectors instead of embedding the corpus
+    from bertkit.search.index import build_index, load_index
+
+    (data / "pool.txt").write_text("\n".join(corpus + near) + "\n")
+    index = load_index(build_index(MINILM, data / "pool.txt", data / "pool-index", dtype="fp32", progress=False))
+    enc256 = load_sentence_encoder(MINILM)
+    by_text, _ = mine_hard_negatives(enc256, rows, corpus + near, 2, progress=False)
+    by_index, _ = mine_hard_negatives(enc256, rows, index.texts, 2, progress=False, corpus_vectors=index.vectors)
+    assert sum(a == b for a, b in zip(by_text, by_index)) >= 0.9 * len(rows)  # float16 rounding may swap a tie
     # the first mined negative is the best-scoring allowed text (brute force; the miner keeps float16
     # vectors, so near ties may swap)
     pool = corpus + near

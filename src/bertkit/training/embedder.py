@@ -210,11 +210,20 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
     cached = Path(args.output) / MINED
     if args.resume and cached.is_file():
         return [json.loads(line) for line in cached.read_text(encoding="utf-8").splitlines() if line.strip()]
-    from bertkit.search.index import read_corpus
+    from bertkit.search.index import load_index, read_corpus
 
-    corpus = [t for _, t in read_corpus(args.mine_from)]
+    vectors = None
+    if (Path(args.mine_from) / "meta.json").is_file():  # a search index: its vectors, if the model matches
+        index = load_index(args.mine_from)
+        if Path(index.meta["model"]).resolve() != Path(args.model).resolve():
+            raise ValueError(f"--mine-from {args.mine_from} was built with {index.meta['model']}, not --model "
+                             f"{args.model}; mine from its corpus file instead")
+        corpus, vectors = index.texts, index.vectors
+    else:
+        corpus = [t for _, t in read_corpus(args.mine_from)]
     mined, dropped = mine_hard_negatives(
-        encoder, rows, corpus, args.hard_negatives, args.mining_margin, progress=args.progress
+        encoder, rows, corpus, args.hard_negatives, args.mining_margin, progress=args.progress,
+        corpus_vectors=vectors,
     )
     print(
         f"train-embedder: mined {args.hard_negatives} negative(s) for {len(mined):,} rows from {len(corpus):,} "

@@ -4,7 +4,8 @@ Rows are ``anchor``, ``positive`` and optional ``negative`` (a string, or in JSO
 strings), or for scored pairs ``sentence1``, ``sentence2``, ``score``; in JSONL or CSV/TSV. Every
 bad row is an error naming the file and line.
 
-Hard-negative mining ranks a corpus for every anchor with the base model and takes the best-scoring
+Hard-negative mining ranks a corpus (a text file, or a search index built with the same model, whose
+stored vectors are used as they are) for every anchor with the base model and takes the best-scoring
 texts that are not the anchor's positive. Scoring is chunked over blocks of anchors and blocks of
 the corpus, so memory is one block of scores however large both are. A candidate scoring within
 ``margin`` of the positive (or above it) is probably another right answer (a false negative) and is
@@ -148,15 +149,20 @@ def mine_hard_negatives(
     query_block: int = 512,
     corpus_chunk: int = 16384,
     progress: bool = True,
+    corpus_vectors: np.ndarray | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Each row with ``k`` mined negatives added (after its own); rows without ``k`` usable candidates
-    are dropped. Returns (rows, dropped)."""
+    are dropped. Returns (rows, dropped). ``corpus_vectors`` (e.g. a search index's, made with the
+    same model) saves embedding the corpus."""
     from bertkit.search.index import top_k_exact
 
-    corpus = list(dict.fromkeys(corpus))  # one vector per distinct text
+    if corpus_vectors is None:
+        corpus = list(dict.fromkeys(corpus))  # one vector per distinct text
+        vectors = _embed_corpus(encoder, corpus, batch_size, progress, "mine: corpus")
+    else:
+        corpus, vectors = list(corpus), corpus_vectors
     anchors = _embed_corpus(encoder, [r["anchor"] for r in rows], batch_size, progress, "mine: anchors")
     positives = _embed_corpus(encoder, [r["positive"] for r in rows], batch_size, progress, "mine: positives")
-    vectors = _embed_corpus(encoder, corpus, batch_size, progress, "mine: corpus")
     pos_score = (anchors.astype(np.float32) * positives.astype(np.float32)).sum(1)
     depth = min(len(corpus), k + 10)  # room for the positive, duplicates and false negatives
     out, dropped = [], 0

@@ -80,7 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--matryoshka-dims", type=_dims, default=None, help="e.g. 384,256,128,64")
     p.add_argument("--hard-negatives", type=A.nonnegative_int, default=0, help="mine K negatives per row")
-    p.add_argument("--mine-from", default=None, help="corpus to mine from (.txt/.jsonl/.csv, as `bertkit index`)")
+    p.add_argument(
+        "--mine-from",
+        default=None,
+        help="corpus to mine from (.txt/.jsonl/.csv, as `bertkit index`), or an index folder built with --model",
+    )
     p.add_argument(
         "--mining-margin",
         type=A.nonnegative_float,
