@@ -9,6 +9,7 @@ loop (the `datasets` package its Trainer needs is not installed), with the same 
 order, AdamW settings, warmup and linear decay as bertkit's Trainer.
 
     python benchmarks/embeddings.py [--train-size 640] [--max-length 128] [--batch-size 32]
+    python benchmarks/embeddings.py --memory     # cached MNRL at batch 256 against MNRL at 32 and 256
 """
 
 from __future__ import annotations
@@ -82,6 +83,40 @@ def st_train(train: list[dict[str, str]], args: argparse.Namespace, out: Path) -
     return time.perf_counter() - t0
 
 
+def memory_child(mode: str, max_length: int) -> None:
+    """One MNRL step in this fresh process; prints its peak memory above the loaded model, and the loss."""
+    import resource
+
+    from bertkit.modeling.sentence import load_sentence_encoder
+    from bertkit.training.embedding_losses import CachedLoss, MNRLoss
+
+    enc = load_sentence_encoder(str(asset_path("minilm")), max_seq_length=max_length)
+    enc.model.eval()  # no dropout: the losses of the three runs are comparable
+    n = 32 if mode == "plain32" else 256
+    rows = pairs("train")[:n]
+    feats = [enc.tokenize([r[k] for r in rows]) for k in ("anchor", "positive")]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    loss = (CachedLoss(MNRLoss(), 32) if mode == "cached256" else MNRLoss())(enc, feats)
+    loss.backward()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"mode": mode, "peak_mb": (peak - before) / 1024, "loss": float(loss.detach())}))
+
+
+def memory(max_length: int) -> None:
+    import subprocess
+
+    out = {}
+    for mode in ("plain32", "cached256", "plain256"):
+        r = subprocess.run([sys.executable, __file__, "--memory-child", mode, "--max-length", str(max_length)],
+                           capture_output=True, text=True, check=True)
+        out[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+    p32, c256, p256 = out["plain32"], out["cached256"], out["plain256"]
+    print(f"memory (peak RSS above the loaded model, one step, max_length {max_length}): MNRL batch 32 "
+          f"{p32['peak_mb']:.0f} MB, cached MNRL batch 256 (mini-batch 32) {c256['peak_mb']:.0f} MB = "
+          f"{c256['peak_mb'] / p32['peak_mb']:.2f}x, MNRL batch 256 {p256['peak_mb']:.0f} MB; loss at 256: "
+          f"cached {c256['loss']:.6f}, plain {p256['loss']:.6f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--train-size", type=int, default=640)
@@ -89,7 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory", action="store_true", help="only the GradCache memory comparison")
+    p.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.memory_child:
+        memory_child(args.memory_child, args.max_length)
+        return 0
+    if args.memory:
+        memory(args.max_length)
+        return 0
     from sentence_transformers import SentenceTransformer
 
     from bertkit.cli import main as bertkit

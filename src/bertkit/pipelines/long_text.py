@@ -52,7 +52,7 @@ def plan_windows(tokenizer: Any, texts: Sequence[str], max_length: int, mode: st
     """One feature per text that fits; for longer ones an error, a cut, or overlapping windows."""
     check_truncation(mode)
     texts = list(texts)
-    plain = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    plain = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]  # long ones are handled here
     specials = [t for t in (tokenizer.cls_token_id, tokenizer.sep_token_id) if t is not None]
     room = max_length - len(specials)
     with_types = "token_type_ids" in tokenizer(["x"])

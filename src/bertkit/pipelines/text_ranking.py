@@ -61,7 +61,7 @@ class TextRankingPipeline(Pipeline):
         feats, owner = [], []
         tok = self.tokenizer
         for i, (q, p) in enumerate(pairs):
-            enc = tok([q], [p])
+            enc = tok([q], [p], verbose=False)
             n = len(enc["input_ids"][0])
             if n <= limit or truncation == "cut":
                 feats.append(self._features(tok([q], [p], truncation=True, max_length=limit), 1)[0])
@@ -72,8 +72,8 @@ class TextRankingPipeline(Pipeline):
                     f"pair {i} has {n} tokens, over the model's limit of {limit}; pass "
                     "truncation='cut' to drop the rest or truncation='chunk' to score the best window"
                 )
-            q_ids = tok([q], add_special_tokens=False)["input_ids"][0][: limit // 2]
-            p_ids = tok([p], add_special_tokens=False)["input_ids"][0]
+            q_ids = tok([q], add_special_tokens=False, verbose=False)["input_ids"][0][: limit // 2]
+            p_ids = tok([p], add_special_tokens=False, verbose=False)["input_ids"][0]
             room = limit - len(q_ids) - 3
             overlap = room // 4
             starts = list(range(0, max(len(p_ids) - overlap, 1), max(1, room - overlap)))
