@@ -140,6 +140,10 @@ class Embeddings(nn.Module):
 class MultiHeadSelfAttention(nn.Module):
     """BERT's attention under DistilBERT's names (q_lin/k_lin/v_lin/out_lin, no output LayerNorm here)."""
 
+    # (3H, H) projection built once by bertkit.inference.prepare_for_inference; used in eval mode only
+    _inference_qkv: nn.Module | None = None
+    qkv_names = ("q_lin", "k_lin", "v_lin")
+
     def __init__(self, config: DistilBertConfig):
         super().__init__()
         self.n_heads = config.n_heads
@@ -151,7 +155,10 @@ class MultiHeadSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None,
                 output_attentions: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        qkv = project_qkv(x, self.q_lin, self.k_lin, self.v_lin)  # (B, N, 3H) or (T, 3H) when packed
+        if self._inference_qkv is not None and not self.training:
+            qkv = self._inference_qkv(x)  # (B, N, 3H) or (T, 3H) when packed
+        else:
+            qkv = project_qkv(x, self.q_lin, self.k_lin, self.v_lin)
         y, probs = multi_head_attention(qkv, self.n_heads, mask, output_attentions, self.dropout)
         return self.out_lin(y), probs
 

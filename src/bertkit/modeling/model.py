@@ -342,6 +342,7 @@ class BertSelfAttention(nn.Module):
 
     # (3H, H) projection built once by bertkit.inference.prepare_for_inference; used in eval mode only
     _inference_qkv: nn.Module | None = None
+    qkv_names = ("query", "key", "value")  # what prepare_for_inference concatenates
 
     def __init__(self, config: BertConfig):
         super().__init__()
