@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .base import PreTrainedModel
 from .config import PretrainedConfig
 from .heads import (
     IGNORE_INDEX,
@@ -29,15 +30,8 @@ from .heads import (
     span_logits_and_loss,
     token_classification_loss,
 )
+from .layers import get_activation, multi_head_attention, project_qkv
 from .loading import no_init_weights
-from .model import (
-    AttentionMask,
-    BertPreTrainedModel,
-    _check_ids,
-    get_activation,
-    multi_head_attention,
-    project_qkv,
-)
 from .outputs import (
     BaseModelOutput,
     MaskedLMOutput,
@@ -47,6 +41,7 @@ from .outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from .packing import AttentionMask
 
 __all__ = [
     "DistilBertConfig",
@@ -194,7 +189,7 @@ class Transformer(nn.Module):
 # ---------------------------------------------------------------------------------------- models
 
 
-class DistilBertPreTrainedModel(BertPreTrainedModel):
+class DistilBertPreTrainedModel(PreTrainedModel):
     """DistilBERT's config and prefix on BERT's initialisation and checkpoint I/O."""
 
     config_class = DistilBertConfig
@@ -220,6 +215,10 @@ class DistilBertModel(DistilBertPreTrainedModel):
         self.transformer = Transformer(config)
         self.post_init()
 
+    def token_type_limit(self) -> None:
+        """DistilBERT has no segments: token_type_ids (from BERT tokenizers) are shape-checked, then ignored."""
+        return None
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,  # (B, N)
@@ -234,19 +233,7 @@ class DistilBertModel(DistilBertPreTrainedModel):
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         return_dict = cfg.return_dict if return_dict is None else return_dict
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}")
-            _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size")
-        shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape[:2])
-        if shape[1] > cfg.max_position_embeddings:
-            raise ValueError(f"sequence length {shape[1]} exceeds max_position_embeddings="
-                             f"{cfg.max_position_embeddings}; truncate the input")
-        if attention_mask is not None and tuple(attention_mask.shape) != shape:
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but the input has shape {shape}")
-
+        self.validate_inputs(input_ids, attention_mask, token_type_ids, None, inputs_embeds)
         x = self.embeddings(input_ids, inputs_embeds)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
         mask = AttentionMask.build(attention_mask, pack=pack, sync=not torch.compiler.is_compiling(),
