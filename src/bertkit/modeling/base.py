@@ -196,6 +196,11 @@ class PreTrainedModel(nn.Module):
         """Number of (unique) parameters, like transformers' ``num_parameters``."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not only_trainable)
 
+    @classmethod
+    def can_generate(cls) -> bool:
+        """Whether this class continues text left to right (``generate``); causal LMs say True."""
+        return False
+
     # ----------------------------------------------------------------- limits and input checks
     @property
     def max_positions(self) -> int:

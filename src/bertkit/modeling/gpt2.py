@@ -370,6 +370,10 @@ class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
+    def new_cache(self, capacity: int) -> KVCache:
+        """A key/value cache preallocated for ``capacity`` tokens (``generate`` sizes it once)."""
+        return KVCache(self.config.n_layer, capacity=capacity)
+
     def set_output_embeddings(self, new: nn.Linear) -> None:
         self.lm_head = new
 
