@@ -29,15 +29,6 @@ logger = logging.getLogger("bertkit.serve")
 API_KEY_ENV = "BERTKIT_API_KEY"
 _CONFIG_ENV = "BERTKIT_SERVE_CONFIG"
 
-# architecture in config.json -> pipeline task
-_ARCH_TASKS = {
-    "BertForSequenceClassification": "text-classification",
-    "BertForTokenClassification": "token-classification",
-    "BertForQuestionAnswering": "question-answering",
-    "BertForMaskedLM": "fill-mask",
-    "BertForPreTraining": "fill-mask",
-    "BertModel": "sentence-embedding",
-}
 TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask", "sentence-embedding")
 
 
@@ -72,16 +63,20 @@ class ApiError(Exception):
 
 
 def detect_task(folder: str | Path) -> str:
-    """The task a model folder serves, from ``config.json``'s architectures (a sentence-transformers
-    folder or a bare encoder: sentence-embedding)."""
+    """The task a model folder serves, from ``config.json``'s architectures through the model registry
+    (a sentence-transformers folder, a bare encoder or a head with no served task: sentence-embedding)."""
+    from bertkit.modeling import registry
+
     folder = Path(folder)
     try:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ValueError(f"{folder / 'config.json'}: cannot read the model config ({e})") from None
     for arch in cfg.get("architectures") or []:
-        if arch in _ARCH_TASKS:
-            return _ARCH_TASKS[arch]
+        fam = registry.family_of_architecture(str(arch))
+        task = registry.PIPELINE_TASKS.get(fam.task_of(str(arch))) if fam is not None else None
+        if task in TASKS:
+            return task
     return "sentence-embedding"
 
 
