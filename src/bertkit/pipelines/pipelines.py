@@ -34,7 +34,7 @@ from bertkit.inference import (
     prepare_for_inference,
     run_batched,
     softmax,
-    word_windows,
+    window_features,
 )
 
 __all__ = [
@@ -261,23 +261,13 @@ class TokenClassificationPipeline(Pipeline):
         scheme = detect_scheme(id2label.values())
         enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        room = max_length - 2
         feats, owners = [], []  # owners: (text index, first token of the window)
         per_text = []
         for i in range(len(texts)):
             ids, wids = list(enc["input_ids"][i]), enc.word_ids(i)
             n_words = max((w for w in wids if w is not None), default=-1) + 1
-            counts, first_tok = [0] * n_words, [len(ids)] * (n_words + 1)
-            for t in reversed(range(len(wids))):
-                counts[wids[t]] += 1
-                first_tok[wids[t]] = t
-            for w in reversed(range(n_words)):
-                first_tok[w] = min(first_tok[w], first_tok[w + 1])
-            for a, b in word_windows(counts, max_length, doc_stride) if n_words else [(0, 0)]:
-                t0, t1 = first_tok[a], min(first_tok[b], first_tok[a] + room)
-                f = {"input_ids": [cls_id, *ids[t0:t1], sep_id], "attention_mask": [1] * (t1 - t0 + 2)}
-                if "token_type_ids" in enc:
-                    f["token_type_ids"] = [0] * (t1 - t0 + 2)
+            for t0, _, f in window_features(ids, wids, n_words, cls_id, sep_id, max_length, doc_stride,
+                                            "token_type_ids" in enc):
                 feats.append(f)
                 owners.append((i, t0))
             per_text.append((ids, wids, [tuple(int(v) for v in o) for o in enc["offset_mapping"][i]]))
