@@ -141,6 +141,16 @@ class PreTrainedModel(nn.Module):
     def get_output_embeddings(self) -> nn.Linear | None:
         return None
 
+    def embedding_tables(self) -> dict[str, nn.Embedding]:
+        """The lookup tables summed into the first hidden state: ``word``, and ``position`` and
+        ``token_type`` where the family has them (read by ``bertkit explain``)."""
+        tables = {"word": self.get_input_embeddings()}
+        emb = getattr(self.base_model, "embeddings", None)
+        for name, attr in (("position", "position_embeddings"), ("token_type", "token_type_embeddings")):
+            if isinstance(getattr(emb, attr, None), nn.Embedding):
+                tables[name] = getattr(emb, attr)
+        return tables
+
     def set_input_embeddings(self, new: nn.Embedding) -> None:
         self.base_model.embeddings.word_embeddings = new
 

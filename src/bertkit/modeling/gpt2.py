@@ -251,6 +251,10 @@ class GPT2PreTrainedModel(PreTrainedModel):
     def set_input_embeddings(self, new: nn.Embedding) -> None:
         self.base_model.wte = new
 
+    def embedding_tables(self) -> dict[str, nn.Embedding]:
+        """``wte`` and ``wpe`` (GPT-2 embeds token_type_ids with ``wte``; there is no separate table)."""
+        return {"word": self.base_model.wte, "position": self.base_model.wpe}
+
 
 class GPT2Model(GPT2PreTrainedModel):
     """The bare decoder: token + position embeddings, N causal blocks, final LayerNorm."""
