@@ -267,10 +267,11 @@ class _DistilBertHeadModel(DistilBertPreTrainedModel):
             self.distilbert = DistilBertModel(config)
 
     def _encode(self, input_ids, attention_mask, inputs_embeds, output_attentions,
-                output_hidden_states) -> BaseModelOutput:
+                output_hidden_states, token_type_ids=None) -> BaseModelOutput:
+        # token_type_ids go down only to be shape-checked like every family's (DistilBERT ignores them)
         return self.distilbert(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                                output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                               return_dict=True)
+                               return_dict=True, token_type_ids=token_type_ids)
 
     def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
         return_dict = self.config.return_dict if return_dict is None else return_dict
@@ -313,7 +314,8 @@ class DistilBertForMaskedLM(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> MaskedLMOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         h = self.vocab_layer_norm(self.activation(self.vocab_transform(out.last_hidden_state)))
         logits = self.vocab_projector(h)  # (B, N, V)
         loss = None
@@ -348,7 +350,8 @@ class DistilBertForSequenceClassification(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B, H)
         logits = self.classifier(pooled)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
@@ -379,7 +382,8 @@ class DistilBertForTokenClassification(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> TokenClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, N, num_labels)
         loss = token_classification_loss(logits, labels) if labels is not None else None
         return self._pack(TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -413,7 +417,8 @@ class DistilBertForQuestionAnswering(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         logits = self.qa_outputs(self.dropout(out.last_hidden_state))  # (B, N, 2)
         start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
         return self._pack(QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
@@ -449,7 +454,7 @@ class DistilBertForMultipleChoice(_DistilBertHeadModel):
         num_choices = num_choices_of(input_ids, inputs_embeds)
         flat = flatten_choices
         out = self._encode(flat(input_ids), flat(attention_mask), flat(inputs_embeds), output_attentions,
-                           output_hidden_states)
+                           output_hidden_states, flat(token_type_ids))
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B*C, H)
         logits = self.classifier(pooled).view(-1, num_choices)  # (B, C)
         if labels is not None:
