@@ -298,3 +298,18 @@ def test_pipelines_answer_as_transformers(model_type, tokenizer, tmp_path):
         got = {x["label"]: x["score"] for x in row}
         assert set(got) == {"neg", "mid", "pos"}
         assert max(abs(got[hf.config.id2label[i]] - float(p[i])) for i in range(3)) < TOL
+
+
+@pytest.mark.parametrize("model_type", [t for t in FAMILIES if registry.family(t).kind == registry.ENCODER])
+def test_finetune_and_load_the_family_head(model_type, tokenizer, tmp_path):
+    """finetune/evaluate/predict take the head class from the registry: a family's folder fine-tunes
+    into that family's classifier (16 real sentences, one step: wiring, not accuracy)."""
+    from bertkit.tasks import finetune
+    from bertkit.tasks.api import load_finetuned
+
+    fam = registry.family(model_type)
+    base = _folder(model_type, "base", tokenizer, tmp_path / "base")
+    finetune("text-classification", base, asset_path("polarity-train"), tmp_path / "out", epochs=1, batch_size=16,
+             max_length=32, max_train_samples=16, progress=False, quiet=True)
+    task, net, _ = load_finetuned(tmp_path / "out")
+    assert task.name == "text-classification" and type(net) is fam.model_class("sequence-classification")
