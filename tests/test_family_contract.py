@@ -313,3 +313,26 @@ def test_finetune_and_load_the_family_head(model_type, tokenizer, tmp_path):
              max_length=32, max_train_samples=16, progress=False, quiet=True)
     task, net, _ = load_finetuned(tmp_path / "out")
     assert task.name == "text-classification" and type(net) is fam.model_class("sequence-classification")
+
+
+# ---------------------------------------------------------------------------------------- the registry
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_registry_entry_resolves_and_every_consumer_reads_it(model_type, tmp_path):
+    """Each class the registry names exists, takes the family's config, is found again from its name
+    (config.json's architectures), and serve picks the task the registry gives it."""
+    from bertkit.serving.app import TASKS, detect_task
+
+    fam = registry.family(model_type)
+    for task in fam.models:
+        cls = fam.model_class(task)
+        assert cls.config_class is fam.config_class() and cls.__name__ == fam.class_name(task)
+        assert registry.family_of_architecture(cls.__name__) is fam
+        (tmp_path / "config.json").write_text(f'{{"architectures": ["{cls.__name__}"]}}')
+        want = fam.pipeline_task(fam.task_of(cls.__name__))
+        assert detect_task(tmp_path) == (want if want in TASKS else "sentence-embedding")
+    config = fam.config_class().from_dict(_config(model_type, "base", 100).to_dict())
+    for task in set(registry.MODEL_TASKS) - set(fam.models):  # a missing head says why, naming the family
+        with pytest.raises(ValueError, match=model_type):
+            auto_class_for_task(task).from_config(config)

@@ -186,7 +186,7 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
     task = model_task_of(model)
     cfg = model.config
     ids = enc["input_ids"]
-    if task in ("masked-lm", "pretraining") and _family(model).kind == "encoder":
+    if task in ("masked-lm", "pretraining") and _family(model).pipeline_task(task) == "fill-mask":
         logits = (out.prediction_logits if "prediction_logits" in out else out.logits)[0].float()
         mask_id = tokenizer.mask_token_id
         positions = list(range(len(ids))) if all_positions else [i for i, t in enumerate(ids) if t == mask_id]

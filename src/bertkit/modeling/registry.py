@@ -18,6 +18,7 @@ so nothing is imported until a folder of that family is loaded)::
         models={"base": "ElectraModel", "pretraining": "ElectraForPreTraining",
                 "masked-lm": "ElectraForMaskedLM", "sequence-classification": "ElectraForSequenceClassification"},
         tokenizer_names=("ElectraTokenizer", "ElectraTokenizerFast"), architecture_prefix="Electra",
+        pipeline_tasks={"pretraining": None},  # the discriminator tags replaced tokens; it fills no mask
     )
 
 ``register_family`` also accepts the classes themselves (``config=ElectraConfig``, ``models={"base":
@@ -68,6 +69,7 @@ PIPELINE_TASKS = {
 class Family:
     """One model family: its config and tokenizer classes, one model class per task, its capabilities.
 
+    ``pipeline_tasks``: overrides of :data:`PIPELINE_TASKS` for this family.
     ``kind``: ``"encoder"`` (bidirectional: fill-mask, classification, QA, embeddings) or ``"causal"``
     (left to right: generation). ``has_token_types``: the model embeds segment ids (BERT) rather than
     ignoring them. ``tokenizer``: the bertkit tokenizer class a folder of this family loads with when
@@ -86,6 +88,15 @@ class Family:
     tokenizer_names: tuple[str, ...] = ()
     architecture_prefix: str = ""
     missing: dict[str, str] = field(default_factory=dict)
+    pipeline_tasks: dict[str, str | None] = field(default_factory=dict)
+
+    def pipeline_task(self, task: str | None) -> str | None:
+        """The pipeline task that serves this family's ``task`` class (None: none does). The family's
+        own ``pipeline_tasks`` win over :data:`PIPELINE_TASKS` (a pretraining head that does not
+        predict tokens, such as a replaced-token discriminator, maps to None)."""
+        if task in self.pipeline_tasks:
+            return self.pipeline_tasks[task]
+        return PIPELINE_TASKS.get(task) if task is not None else None
 
     def _resolve(self, ref: str | type) -> type:
         return ref if isinstance(ref, type) else getattr(importlib.import_module(self.module), ref)
@@ -135,7 +146,8 @@ _FAMILIES: dict[str, Family] = {}
 def register_family(model_type: str, *, module: str, config: str | type, models: dict[str, str | type],
                     kind: str = ENCODER, has_token_types: bool = False, tokenizer: str | None = "BertTokenizer",
                     tokenizer_names: tuple[str, ...] = (), architecture_prefix: str = "",
-                    missing: dict[str, str] | None = None) -> Family:
+                    missing: dict[str, str] | None = None,
+                    pipeline_tasks: dict[str, str | None] | None = None) -> Family:
     """Register (or replace) a model family; see the module docstring. Returns it."""
     if kind not in (ENCODER, CAUSAL):
         raise ValueError(f"kind must be {ENCODER!r} or {CAUSAL!r}, got {kind!r}")
@@ -145,7 +157,7 @@ def register_family(model_type: str, *, module: str, config: str | type, models:
     if "base" not in models:
         raise ValueError(f"{model_type}: a family needs a 'base' model class")
     fam = Family(model_type, module, config, dict(models), kind, has_token_types, tokenizer, tuple(tokenizer_names),
-                 architecture_prefix, dict(missing or {}))
+                 architecture_prefix, dict(missing or {}), dict(pipeline_tasks or {}))
     _FAMILIES[model_type] = fam
     return fam
 

@@ -74,7 +74,7 @@ def detect_task(folder: str | Path) -> str:
         raise ValueError(f"{folder / 'config.json'}: cannot read the model config ({e})") from None
     for arch in cfg.get("architectures") or []:
         fam = registry.family_of_architecture(str(arch))
-        task = registry.PIPELINE_TASKS.get(fam.task_of(str(arch))) if fam is not None else None
+        task = fam.pipeline_task(fam.task_of(str(arch))) if fam is not None else None
         if task in TASKS:
             return task
     return "sentence-embedding"
