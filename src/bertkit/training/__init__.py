@@ -1,11 +1,13 @@
 """One Trainer for pretraining and fine-tuning (see :mod:`bertkit.training.trainer`).
 
+- :mod:`~bertkit.training.arguments`: the training arguments every trainer and command shares.
 - :mod:`~bertkit.training.trainer`: the loop (steps, logging, evaluation, early stopping, DDP).
 - :mod:`~bertkit.training.checkpointing`: checkpoint files, retention, best and final model.
 - :mod:`~bertkit.training.plots`: metrics.png.
 - :mod:`~bertkit.training.pretraining`: the MLM (+ NSP) pretraining recipe.
 """
 
+from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
 from bertkit.training.plots import plot_metrics
 from bertkit.training.pretraining import (
@@ -27,6 +29,7 @@ from bertkit.training.trainer import (
 
 __all__ = [
     "Trainer",
+    "TrainingArguments",
     "TrainingConfig",
     "TrainResult",
     "RandomBatchSampler",
