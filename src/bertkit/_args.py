@@ -335,16 +335,19 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, exclude:
             continue
         default = defaults.get(f.name, _default(f))
         target = _group(parser, md.get("group"))
+        help_ = md["help"].replace("%", "%%")
+        if default not in (None, False, True, _MISSING, "") and "default" not in help_:
+            help_ += " (default: %(default)s)"
         name = "--" + f.name.replace("_", "-")
         if _is_bool(f):
             if default is True:
                 target.add_argument(md.get("flag") or "--no-" + f.name.replace("_", "-"), dest=f.name,
-                                    action="store_false", help=md["help"])
+                                    action="store_false", help=help_)
             else:
                 target.add_argument(md.get("flag") or name, dest=f.name, action="store_true",
-                                    default=None if default is _MISSING else default, help=md["help"])
+                                    default=None if default is _MISSING else default, help=help_)
             continue
-        kw: dict[str, Any] = {"dest": f.name, "help": md["help"]}
+        kw: dict[str, Any] = {"dest": f.name, "help": help_}
         for key in ("type", "choices", "metavar", "nargs"):
             if md.get(key) is not None:
                 kw[key] = md[key]
@@ -363,6 +366,9 @@ def from_namespace(cls: type, ns: argparse.Namespace, **overrides: Any) -> Any:
 
 
 def resume_settings(obj: Any) -> dict[str, Any]:
-    """The settings of ``obj`` (a dataclass of :func:`setting` fields) that a resumed run must keep."""
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)
-            if "help" in f.metadata and f.metadata.get("same_on_resume", True)}
+    """The settings of ``obj`` (a dataclass of :func:`setting` fields) that a resumed run must keep,
+    as JSON values (they are compared with the ones recorded in the output folder)."""
+    import json
+
+    return json.loads(json.dumps({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)
+                                  if "help" in f.metadata and f.metadata.get("same_on_resume", True)}, default=str))
