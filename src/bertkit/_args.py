@@ -336,7 +336,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, exclude:
         default = defaults.get(f.name, _default(f))
         target = _group(parser, md.get("group"))
         help_ = md["help"].replace("%", "%%")
-        if default not in (None, False, True, _MISSING, "") and "default" not in help_:
+        if not any(default is v for v in (None, False, True, _MISSING)) and default != "" and "default" not in help_:
             help_ += " (default: %(default)s)"
         name = "--" + f.name.replace("_", "-")
         if _is_bool(f):
