@@ -220,6 +220,29 @@ def _batch_tokens(batch: Any) -> int:
     return 0
 
 
+def _resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto``: bf16 autocast where supported; fp16 (with a GradScaler) only on CUDA without bf16."""
+    prec = precision
+    if prec == "auto":
+        if device.type == "cuda":
+            prec = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        else:
+            prec = "bf16"
+    if prec == "fp16" and device.type != "cuda":
+        warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=3)
+        prec = "bf16"
+    return prec
+
+
+def _adamw(model: nn.Module, config: TrainingArguments) -> torch.optim.Optimizer:
+    kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
+    groups = _param_groups(model, config.weight_decay)
+    try:  # one fused kernel over all parameters (CUDA and, in recent torch, CPU)
+        return torch.optim.AdamW(groups, fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(groups, foreach=True, **kwargs)
+
+
 def model_loss(model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
     """The default ``loss_fn``: the ``.loss`` (or ``["loss"]``) of ``model(**batch)``, no extra logs."""
     out = model(**batch) if isinstance(batch, dict) else model(*batch)
@@ -289,28 +312,12 @@ class Trainer:
             len(train_dataset), config.batch_size, seed=config.seed, shuffle=config.shuffle,
             drop_last=config.drop_last)
 
-        # Precision: bf16 autocast where supported; fp16 + GradScaler only on CUDA without bf16.
-        prec = config.precision
-        if prec == "auto":
-            if self.device.type == "cuda":
-                prec = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-            else:
-                prec = "bf16"
-        if prec == "fp16" and self.device.type != "cuda":
-            warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=2)
-            prec = "bf16"
+        prec = _resolve_precision(config.precision, self.device)
         self.precision = prec
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
         self.scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
 
-        if optimizer is None:
-            kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
-            groups = _param_groups(self.raw_model, config.weight_decay)
-            try:  # one fused kernel over all parameters (CUDA and, in recent torch, CPU)
-                optimizer = torch.optim.AdamW(groups, fused=True, **kwargs)
-            except (RuntimeError, TypeError, ValueError):
-                optimizer = torch.optim.AdamW(groups, foreach=True, **kwargs)
-        self.optimizer = optimizer
+        self.optimizer = optimizer if optimizer is not None else _adamw(self.raw_model, config)
 
         self.steps_per_epoch = max(1, self._num_batches() // (self.world_size * config.grad_accum_steps))
         if config.max_steps is not None:
