@@ -260,3 +260,19 @@ def test_generated_flags_round_trip_into_the_dataclass():
     assert (args.grad_accum_steps, args.progress, args.precision, args.lr) == (3, False, "bf16", 1e-4)
     assert args == DistillArguments(teacher="t", train="x", output="o", grad_accum_steps=3, progress=False,
                                     precision="bf16")
+
+
+def test_finetune_resume_continues_only_the_same_run(capsys, tmp_path, tiny_model, data_files):  # noqa: F811
+    argv = ["finetune", "--task", "text-classification", "--model", tiny_model, "--train", data_files["train"],
+            "--output", tmp_path / "out", "--batch-size", "4", "--max-length", "32", "--save-every", "1",
+            "--epochs", "1", "--no-progress"]
+    assert run(capsys, *argv)[0] == 0
+    before = tree_hash(tmp_path / "out")
+    rc, _, err = run(capsys, *argv, "--resume", "--lr", "1e-3")
+    assert rc == 1 and "settings.lr: was 5e-05, now 0.001" in err
+    assert tree_hash(tmp_path / "out") == before
+    longer = list(argv)
+    longer[longer.index("--epochs") + 1] = "2"
+    rc, _, err = run(capsys, *longer, "--resume")
+    assert rc == 0, err
+    assert "resumed from" in err and json.loads((tmp_path / "out" / "eval_results.json").read_text())["steps"] == 4
