@@ -256,8 +256,8 @@ def test_bad_config_values():
 def test_training_config_keeps_its_former_field_names():
     from bertkit.training import TrainingConfig
 
-    cfg = TrainingConfig(output_dir="o", num_epochs=2, max_time_minutes=3.0)
-    assert (cfg.output, cfg.epochs, cfg.max_minutes) == ("o", 2, 3.0)
+    cfg = TrainingConfig(output_dir="o", num_epochs=2, max_time_minutes=3.0, eval_every=None, save_every=None)
+    assert (cfg.output, cfg.epochs, cfg.max_minutes, cfg.eval_every, cfg.save_every) == ("o", 2, 3.0, 0, 0)
     assert isinstance(cfg, TrainingArguments) and cfg.output_dir == "o"
     with pytest.raises(ValueError, match=r"max_minutes must be a number > 0, got -1"):
         TrainingConfig(max_time_minutes=-1)

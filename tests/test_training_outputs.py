@@ -276,3 +276,19 @@ def test_finetune_resume_continues_only_the_same_run(capsys, tmp_path, tiny_mode
     rc, _, err = run(capsys, *longer, "--resume")
     assert rc == 0, err
     assert "resumed from" in err and json.loads((tmp_path / "out" / "eval_results.json").read_text())["steps"] == 4
+
+
+def test_resume_compares_runs_recorded_by_an_older_bertkit_on_what_both_record(tmp_path):
+    from bertkit._outputs import claim_output_dir
+
+    out = tmp_path / "run"
+    claim = claim_output_dir(out, "pretrain", run={"model": {"hidden_size": 128}, "data": {"seed": 1}})
+    (out / "checkpoints").mkdir()
+    claim.finish()
+    new = {"settings": {"lr": 1e-4}, "model": {"hidden_size": 128}, "data": {"seed": 1}}
+    assert claim_output_dir(out, "pretrain", resume=True, can_resume=True, run=new).resumed
+    with pytest.raises(ValueError, match="data.seed: was 1, now 2"):
+        claim_output_dir(out, "pretrain", resume=True, can_resume=True, run={**new, "data": {"seed": 2}})
+    # A recipe's folder and a single run's share no section: every difference is listed.
+    with pytest.raises(ValueError, match="recipe: was null, now \"cpu-hour\""):
+        claim_output_dir(out, "pretrain", resume=True, can_resume=True, run={"recipe": "cpu-hour"})

@@ -60,8 +60,11 @@ def _show(names: Sequence[str], limit: int = 4) -> str:
 def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
     """``key: was X, now Y`` for every leaf that differs between two run descriptions."""
     out = []
-    # A section the earlier run did not record (written by an older bertkit) is not compared.
-    keys = set(old) | set(new) if prefix else set(old) & set(new)
+    keys = set(old) | set(new)
+    if not prefix and set(old) & set(new):
+        # A section the earlier run did not record (written by an older bertkit) is not compared;
+        # runs with no section in common (a recipe's folder and a single run's) differ in everything.
+        keys = set(old) & set(new)
     for key in sorted(keys, key=str):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):

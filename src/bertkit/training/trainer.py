@@ -112,7 +112,8 @@ _RENAMED = {"output_dir": "output", "num_epochs": "epochs", "max_time_minutes": 
 
 class TrainingConfig(TrainingArguments):
     """:class:`TrainingArguments` under its former name; also takes ``output_dir``, ``num_epochs`` and
-    ``max_time_minutes`` (now ``output``, ``epochs``, ``max_minutes``). Deprecated: use TrainingArguments."""
+    ``max_time_minutes`` (now ``output``, ``epochs``, ``max_minutes``), and None for ``eval_every``,
+    ``save_every``, ``max_grad_norm`` (now 0: off). Deprecated: use TrainingArguments."""
 
     def __init__(self, **kwargs: Any) -> None:
         for old, new in _RENAMED.items():
@@ -120,6 +121,9 @@ class TrainingConfig(TrainingArguments):
                 if new in kwargs:
                     raise TypeError(f"give {new} or its former name {old}, not both")
                 kwargs[new] = kwargs.pop(old)
+        for name in ("eval_every", "save_every", "max_grad_norm"):  # None meant "off": now 0
+            if name in kwargs and kwargs[name] is None:
+                kwargs[name] = 0
         super().__init__(**kwargs)
 
     output_dir = property(lambda self: self.output)
