@@ -179,7 +179,8 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     ours = set(marker.get("files") or mine) & set(entries)
     foreign = {n for n in entries if n not in ours}
     if resume and can_resume:
-        diffs = _differences(marker.get("run") or {}, run)
+        # An empty ``run`` is a check made before the run's identity is known (e.g. a dry run).
+        diffs = _differences(marker.get("run") or {}, run) if run else []
         if diffs:
             raise ValueError(f"--resume: {folder} holds a different run; " + "; ".join(diffs) +
                              ". Resume with the same settings, or write the new run to another --output")
