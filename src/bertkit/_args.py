@@ -234,9 +234,9 @@ def setting(default: Any = _MISSING, *, help: str, type: Any = None, choices: It
     the flag and checks API values) or an argparse type function; ``check(name, value)`` checks API
     values when ``type`` has no ``.check``. ``choices``, ``metavar``, ``nargs``: as in argparse.
     ``flag``: the flag name (default ``--field-name``; ``--no-field-name`` for a bool that defaults to
-    True). ``cli=False``: a Python-only setting, no flag. ``group``: the --help section.
-    ``same_on_resume=False``: the setting may change when a run is resumed (a longer budget, other
-    logging); every other one must match the run being resumed.
+    True, whose ``help`` then describes that ``--no-`` switch). ``cli=False``: a Python-only setting,
+    no flag. ``group``: the --help section. ``same_on_resume=False``: the setting may change when a
+    run is resumed (a longer budget, other logging); every other one must match the run resumed.
     """
     metadata = {"help": help, "type": type, "choices": tuple(choices) if choices is not None else None,
                 "metavar": metavar, "nargs": nargs, "flag": flag, "cli": cli, "check": check, "group": group,
@@ -251,11 +251,10 @@ def redefault(cls: type, name: str, default: Any = _MISSING, **changes: Any) -> 
 
     A recipe that inherits the shared training arguments but wants, say, ``lr`` 1e-4 by default
     redeclares ``lr: float = redefault(TrainingArguments, "lr", 1e-4)``: same help and range.
+    Without ``default`` the field becomes required (e.g. a command's ``--output``).
     """
     base = {f.name: f for f in dataclasses.fields(cls)}[name]
-    md = {**base.metadata, **changes}
-    md.pop("default_factory", None)
-    return setting(default, **md)
+    return setting(default, **{**base.metadata, **changes})
 
 
 def _is_bool(f: dataclasses.Field) -> bool:
