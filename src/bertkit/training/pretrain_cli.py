@@ -7,7 +7,8 @@ Example::
         --eval-every 200 --save-every 500 --output runs/mini
 
 Under ``torchrun --nproc_per_node=N -m bertkit pretrain ...`` it runs DistributedDataParallel.
-The recipe itself is :func:`bertkit.training.pretraining.pretrain`.
+The recipe itself is :func:`bertkit.training.pretraining.pretrain`; the flags are the fields of
+:class:`bertkit.training.mlm.PretrainingArguments`.
 """
 
 from __future__ import annotations

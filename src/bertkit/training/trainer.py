@@ -26,7 +26,7 @@ called on every micro-batch, under autocast, with the (DDP-wrapped) model; ``los
 tensor to minimise and ``logs`` a ``{name: scalar tensor or float}`` dict whose entries are
 averaged over the log interval and written next to ``loss`` (e.g. ``mlm_loss``, ``nsp_loss``).
 The default, :func:`model_loss`, returns ``model(**batch).loss`` and no logs. Pretraining passes
-:func:`bertkit.training.pretraining.mlm_nsp_loss`; a distillation or causal-LM recipe passes its
+:func:`bertkit.training.mlm.mlm_nsp_loss`; a distillation or causal-LM recipe passes its
 own function (a teacher model can live in its closure) without any change here.
 
 Length: ``max_steps`` (optimizer steps) wins over ``epochs``; ``max_minutes`` also stops
