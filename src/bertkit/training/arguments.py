@@ -12,7 +12,6 @@ ranges to Python callers, so a setting has one name, one help text and one range
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,11 +101,6 @@ class TrainingArguments:
             raise ValueError("schedule 'time' decays the learning rate over max_minutes (--max-minutes); "
                              "give max_minutes")
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
-
-    def training_arguments(self) -> TrainingArguments:
-        """The shared part of a recipe's arguments, as a plain :class:`TrainingArguments`."""
-        names = {f.name for f in dataclasses.fields(TrainingArguments)}
-        return TrainingArguments(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
 
     def resume_settings(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (see ``same_on_resume``)."""
