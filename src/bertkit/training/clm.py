@@ -21,7 +21,7 @@ import torch
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
-from bertkit.training.arguments import _T, TrainingArguments
+from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
 __all__ = ["CLMArguments", "CLMDataset", "CLMRecipe", "build_clm_blocks", "clm_identity", "evaluate_clm",
@@ -122,7 +122,7 @@ class CLMArguments(TrainingArguments):
     n_head: int = setting(4, type=A.positive_int, group="model", help="attention heads")
     dropout: float = setting(0.0, type=A.fraction_0_1_right_open, group="model",
                              help="residual, embedding and attention dropout")
-    seq_len: int = setting(128, type=A.SEQ_LEN, group=_T, help="block length = the model's n_positions")
+    seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="block length = the model's n_positions")
     batch_size: int = redefault(TrainingArguments, "batch_size", 16)
     max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
     lr: float = redefault(TrainingArguments, "lr", 1e-3)

@@ -18,7 +18,7 @@ from typing import Any
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
-from bertkit.training.arguments import _T, TrainingArguments
+from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
 __all__ = ["PRETRAIN_OUTPUTS", "RECIPES", "PretrainingArguments", "build_pretraining", "evaluate_pretraining",
@@ -61,8 +61,8 @@ class PretrainingArguments(TrainingArguments):
                           help="size of a new model")
     dropout: float | None = setting(None, type=A.fraction_0_1_right_open, group="model",
                                     help="hidden and attention dropout (default: the config's, 0.1)")
-    seq_len: int = setting(128, type=A.SEQ_LEN, group=_T, help="tokens per training instance")
-    recipe: str | None = setting(None, choices=RECIPES, group=_T,
+    seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="tokens per training instance")
+    recipe: str | None = setting(None, choices=RECIPES, group=TRAINING_GROUP,
                                  help="cpu-hour: choose the phases (seq 32 MLM, then seq 128 MLM + NSP), batch "
                                       "sizes, lrs, warmups and steps from --max-minutes (default 60) and run them "
                                       "as one job that --resume continues in the phase where it stopped; OUTPUT is "
