@@ -292,3 +292,13 @@ def test_resume_compares_runs_recorded_by_an_older_bertkit_on_what_both_record(t
     # A recipe's folder and a single run's share no section: every difference is listed.
     with pytest.raises(ValueError, match="recipe: was null, now \"cpu-hour\""):
         claim_output_dir(out, "pretrain", resume=True, can_resume=True, run={"recipe": "cpu-hour"})
+
+
+def test_resume_never_takes_a_folder_of_user_files_for_an_unmarked_run(capsys, tmp_path, data_files):
+    """Only a folder holding checkpoints passes for a run of an older bertkit; a user's model folder does not."""
+    mine = _user_folder(tmp_path / "mine")
+    before = tree_hash(mine)
+    rc, _, err = run(capsys, "pretrain", "--corpus", data_files["corpus"], "--vocab", VOCAB, "--config", "tiny",
+                     "--output", mine, "--resume", "--no-progress")
+    assert rc == 1 and "is not the output of `bertkit pretrain`" in err
+    assert tree_hash(mine) == before
