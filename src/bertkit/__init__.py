@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     # training
     "Trainer": "bertkit.training",
     "TrainingConfig": "bertkit.training",
+    "TrainingArguments": "bertkit.training",
     # pipelines
     "pipeline": "bertkit.pipelines",
 }
