@@ -205,3 +205,11 @@ def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> Path:
     if p.exists() and not overwrite:
         raise FileExistsError(f"--output {p} already exists; pass --overwrite to replace it, or choose another name")
     return p
+
+
+def refuse_inside_input(output: str | os.PathLike, model: str | os.PathLike, flag: str = "--output") -> None:
+    """Refuse an output at or inside the command's input model folder: a command never writes into its input."""
+    out, folder = Path(output).resolve(), Path(model).resolve()
+    if folder.is_dir() and (out == folder or folder in out.parents):
+        raise ValueError(f"{flag} {output} is inside the input model folder {model}; bertkit never writes into "
+                         f"its input: choose a path outside it")

@@ -49,10 +49,10 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
 
     Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, shape ``[batch, sequence]``).
     """
-    try:
-        import onnxscript  # noqa: F401  (torch's ONNX exporter needs it)
-    except ImportError:
-        raise ImportError("ONNX export needs the onnx extra: pip install 'bertkit[onnx]'") from None
+    from bertkit._extras import require
+
+    for module in ("onnx", "onnxscript"):  # torch's ONNX exporter needs both
+        require(module, "onnx", "ONNX export")
     from bertkit import modeling
 
     model_dir = Path(model_dir)

@@ -21,6 +21,7 @@ from typing import Any
 
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
+from .requests import parse_body
 
 __all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
 
@@ -376,7 +377,7 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
             if len(body) > limit:
                 raise ApiError(413, f"request body is over the {limit:,}-byte limit")
         try:
-            return json.loads(body)
+            return parse_body(bytes(body))
         except ValueError as e:
             raise ApiError(400, f"invalid JSON body: {e}") from None
 

@@ -33,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit._extras import require
+
+    for module in ("fastapi", "uvicorn"):
+        require(module, "serve", "bertkit serve")
     from .app import ServeConfig, serve
 
     return serve(ServeConfig(
