@@ -197,13 +197,13 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     return claim
 
 
-def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> Path:
+def check_output_file(path: str | os.PathLike, overwrite: bool = False, flag: str = "--output") -> Path:
     """A file a command will write: refuse to replace an existing one unless ``overwrite``."""
     p = Path(path)
     if p.is_dir():
-        raise IsADirectoryError(f"--output {p} is a folder; give a file name")
+        raise IsADirectoryError(f"{flag} {p} is a folder; give a file name")
     if p.exists() and not overwrite:
-        raise FileExistsError(f"--output {p} already exists; pass --overwrite to replace it, or choose another name")
+        raise FileExistsError(f"{flag} {p} already exists; pass --overwrite to replace it, or choose another name")
     return p
 
 
