@@ -222,7 +222,8 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
     vectors = _load_vectors(path / "vectors.npy")
     ids, texts = _load_texts(path / "texts.jsonl")
     if len(ids) != vectors.shape[0]:
-        raise ValueError(f"{path}: {vectors.shape[0]} vectors but {len(ids)} texts; rebuild the index")
+        raise ValueError(f"{path}: {vectors.shape[0]} vectors in vectors.npy but {len(ids)} texts in texts.jsonl; "
+                         "rebuild the index")
     index = Index(path, meta, vectors, ids, texts, backend)
     if backend != "exact":
         faiss = _faiss()
@@ -241,14 +242,16 @@ def _load_vectors(file: Path) -> np.ndarray:
     if not file.is_file():
         raise FileNotFoundError(f"{file}: missing from the index; rebuild the index")
     try:
-        vectors = np.load(file, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise ValueError(f"{file}: damaged vectors ({e}); rebuild the index") from None
+        # memory-mapped first: a header that claims more rows than the file holds fails here, rather
+        # than allocating what it claims
+        vectors = np.load(file, mmap_mode="r", allow_pickle=False)
+    except Exception as e:  # numpy's header parser lets tokenizer and syntax errors through too
+        raise ValueError(f"{file}: damaged vectors ({type(e).__name__}: {e}); rebuild the index") from None
     if vectors.ndim != 2 or vectors.dtype.kind != "f" or vectors.shape[1] == 0:
         raise ValueError(f"{file}: damaged vectors (shape {vectors.shape}, dtype {vectors.dtype}; "
                          "expected (count, dim) floats); rebuild the index")
     # float16 on disk halves the size; searching float32 in memory avoids a cast per query
-    return vectors.astype(np.float32, copy=False)
+    return np.array(vectors, dtype=np.float32)
 
 
 def _load_texts(file: Path) -> tuple[list[str], list[str]]:
