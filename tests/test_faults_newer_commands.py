@@ -376,3 +376,22 @@ def test_missing_extra_is_one_line_and_exit_2(tmp_path, tiny_model, built_index,
     assert "Traceback" not in r.stderr and f"pip install 'bertkit[{extra}]'" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.onnx").exists()
+
+
+def test_generate_prints_nothing_for_a_refused_prompt(capsys, tiny_gpt2):
+    rc, out, err = run(capsys, "generate", "--model", tiny_gpt2, "hello", "--max-new-tokens", "1000")
+    assert rc == 1 and "n_positions=64" in one_error_line(err) and out == ""
+    rc, out, _ = run(capsys, "generate", "--model", tiny_gpt2, "hello", "--max-new-tokens", "3")
+    assert rc == 0 and out.startswith("hello")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a folder no file can be created in (/proc)")
+def test_unwritable_output_folder_names_the_output_not_a_temp_file(capsys, tiny_model):
+    rc, _, err = run(capsys, "explain", "--model", tiny_model, "x", "--json", "/proc/report.json")
+    line = one_error_line(err)
+    assert rc == 1 and line.endswith("/proc/report.json") and ".tmp" not in line
+
+
+def test_search_refuses_a_query_model_that_is_not_an_encoder(capsys, built_index, tiny_gpt2):
+    rc, _, err = run(capsys, "search", "--index", built_index, "x", "--model", tiny_gpt2)
+    assert rc == 1 and "not an encoder" in one_error_line(err)

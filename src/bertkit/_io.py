@@ -109,8 +109,11 @@ def atomic_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Pa
     any error the temp file is removed and ``path`` is left as it was.
     """
     final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    except OSError as e:  # an unwritable folder: name the output, not a temp name the user never chose
+        raise _named(e, final, final.parent / f".{final.name}.") from e
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -163,8 +166,11 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
     final = Path(path)
     if final.exists() and not replace:
         raise FileExistsError(f"{final} already exists")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    except OSError as e:  # an unwritable folder: name the output, not a temp name the user never chose
+        raise _named(e, final, final.parent / f".{final.name}.") from e
     try:
         os.chmod(tmp, _dir_mode())
         yield tmp

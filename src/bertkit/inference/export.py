@@ -56,6 +56,8 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
     from bertkit import modeling
 
     model_dir = Path(model_dir)
+    if model_dir.is_file():
+        raise NotADirectoryError(f"--model {model_dir} is a file; give the model folder (with config.json)")
     cfg_file = model_dir / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{model_dir}: not a model folder (no config.json)")

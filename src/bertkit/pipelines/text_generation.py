@@ -159,9 +159,17 @@ def generate_text(model: Any, prompt: str, write: Any = None, tokenizer: Any = N
     """
     pipe = TextGenerationPipeline(model, tokenizer=tokenizer, device=device)
     join = type(pipe.tokenizer).__name__ == "BertTokenizer"
-    streamer = TextStreamer(pipe.tokenizer, write, join) if write is not None else None
+    streamer = None
     if write is not None:
-        write(prompt)
+        pending = [prompt]
+
+        def write_after_prompt(text: str) -> None:
+            # the prompt goes out with the first new text: a prompt refused by generate() is not printed
+            if pending:
+                write(pending.pop())
+            write(text)
+
+        streamer = TextStreamer(pipe.tokenizer, write_after_prompt, join)
     generate_kwargs.setdefault("do_sample", False)
     generate_kwargs.setdefault("temperature", 1.0)
     return pipe(prompt, streamer=streamer, **generate_kwargs)[0]["generated_text"]

@@ -297,6 +297,8 @@ def _embedder(model: Path, dtype: str) -> Any:
     """The sentence-embedding pipeline over ``model``, refusing what is not a sentence encoder."""
     from bertkit.pipelines import pipeline
 
+    if not model.exists():
+        raise FileNotFoundError(f"--model {model}: no such model folder")
     if model.is_file():
         raise NotADirectoryError(f"--model {model} is a file; give the model folder (with config.json and "
                                  "the weights)")
@@ -401,8 +403,6 @@ def _write_index(folder: Path, vectors: np.ndarray, rows: Sequence[tuple[str, st
 
 def embed_queries(model: str | Path, queries: Sequence[str], dtype: str = "auto") -> np.ndarray:
     """Normalised query vectors with the model an index was built with."""
-    from bertkit.pipelines import pipeline
-
-    emb = pipeline("sentence-embedding", model=str(model), dtype=dtype)
+    emb = _embedder(Path(model), dtype)
     v = emb.forward_features(emb.encode_features(list(queries)))
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
