@@ -395,3 +395,20 @@ def test_unwritable_output_folder_names_the_output_not_a_temp_file(capsys, tiny_
 def test_search_refuses_a_query_model_that_is_not_an_encoder(capsys, built_index, tiny_gpt2):
     rc, _, err = run(capsys, "search", "--index", built_index, "x", "--model", tiny_gpt2)
     assert rc == 1 and "not an encoder" in one_error_line(err)
+
+
+def test_serve_refuses_a_busy_port_an_unknown_host_and_a_generator_before_loading(capsys, tiny_model, tiny_gpt2):
+    import socket
+
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        rc, _, err = run(capsys, "serve", "--model", tiny_model, "--port", port)
+    assert rc == 1 and f"cannot listen on 127.0.0.1:{port}" in one_error_line(err) and "--port" in err
+    rc, _, err = run(capsys, "serve", "--model", tiny_model, "--host", "no-such-host.invalid")
+    assert rc == 1 and "--host no-such-host.invalid: cannot resolve" in one_error_line(err)
+    rc, _, err = run(capsys, "serve", "--model", tiny_gpt2)
+    assert rc == 1 and "not an encoder" in one_error_line(err)
