@@ -116,7 +116,11 @@ def test_explain_and_export_never_write_into_the_model_folder(capsys, tmp_path, 
                  ["explain", "--model", tiny_model, "x", "--json", tiny_model / "sub" / "x.json"],
                  ["explain", "--model", tiny_model, "x", "--png", tiny_model],
                  ["export", "onnx", "--model", tiny_model, "--output", tiny_model / "model.onnx"],
-                 ["index", "--model", tiny_model, "--input", VOCAB, "--output", tiny_model / "idx"]):
+                 ["index", "--model", tiny_model, "--input", VOCAB, "--output", tiny_model / "idx"],
+                 ["finetune", "--task", "text-classification", "--model", tiny_model, "--train", VOCAB,
+                  "--output", tiny_model / "ft"],
+                 ["predict", "--model", tiny_model, "--input", VOCAB, "--output", tiny_model / "p.jsonl"],
+                 ["evaluate", "--model", tiny_model, "--data", VOCAB, "--output", tiny_model / "m.json"]):
         rc, _, err = run(capsys, *argv)
         assert rc == 1 and "inside the input model folder" in one_error_line(err), argv
     assert tree_hash(tiny_model) == before

@@ -69,8 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit._outputs import refuse_inside_input
+
     from .api import finetune
 
+    refuse_inside_input(args.output, args.model)
     res = finetune(
         args.task, args.model, args.train, args.output, args.validation,
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, max_length=args.max_length,
