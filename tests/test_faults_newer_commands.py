@@ -416,3 +416,42 @@ def test_serve_refuses_a_busy_port_an_unknown_host_and_a_generator_before_loadin
     assert rc == 1 and "--host no-such-host.invalid: cannot resolve" in one_error_line(err)
     rc, _, err = run(capsys, "serve", "--model", tiny_gpt2)
     assert rc == 1 and "not an encoder" in one_error_line(err)
+
+
+# ------------------------------------------------------------------------------- full disk
+
+_LIMITED = """
+import resource, sys
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # Python ignores SIGXFSZ: writes fail with EFBIG
+from bertkit.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _limited(tmp_path: Path, limit: int, *argv) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-c", _LIMITED, str(limit), *map(str, argv)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def _temp_files(folder: Path) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if ".tmp" in p.name or p.name.endswith(".old")]
+
+
+def test_full_disk_during_explain_keeps_the_old_report(tmp_path, tiny_model):
+    report = tmp_path / "r.html"
+    report.write_text("the old report", encoding="utf-8")
+    r = _limited(tmp_path, 20_000, "explain", "--model", tiny_model, "a film", "--output", report, "--overwrite")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "File too large" in r.stderr, r.stderr
+    assert report.read_text(encoding="utf-8") == "the old report" and _temp_files(tmp_path) == []
+
+
+def test_full_disk_during_index_publishes_nothing(tmp_path, tiny_model):
+    corpus = _corpus(tmp_path, TEXTS * 40)
+    out = tmp_path / "idx"
+    r = _limited(tmp_path, 30_000, "index", "--model", tiny_model, "--input", corpus, "--output", out)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    # numpy reports a short write without a reason or a file: the message says both
+    assert "write failed" in r.stderr and f"{out}.partial{os.sep}000000.npy" in r.stderr, r.stderr
+    assert not out.exists() and _temp_files(tmp_path) == []
