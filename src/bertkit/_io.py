@@ -88,7 +88,7 @@ def _named(e: BaseException, path: Path, tmp: Path | None = None) -> BaseExcepti
         if (e.filename is None or inside_tmp) and e.errno is not None:
             # a temp name means nothing to the user (and is gone): name what was being written
             return type(e)(e.errno, e.strerror or os.strerror(e.errno), str(path))
-        if e.errno is None and e.filename is None:
+        if type(e) is OSError and e.errno is None and re.search(r"requested and \d+ written", str(e)):
             # numpy's short write ("40960 requested and 14936 written") names neither reason nor file
             return OSError(errno.EIO, f"write failed ({e}; is the disk full?)", str(path))
         return e
