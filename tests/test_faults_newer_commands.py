@@ -455,3 +455,19 @@ def test_full_disk_during_index_publishes_nothing(tmp_path, tiny_model):
     # numpy reports a short write without a reason or a file: the message says both
     assert "write failed" in r.stderr and f"{out}.partial{os.sep}000000.npy" in r.stderr, r.stderr
     assert not out.exists() and _temp_files(tmp_path) == []
+
+
+def test_index_overwrite_removes_the_faiss_cache_of_the_old_vectors(capsys, tmp_path, tiny_model):
+    """search --backend faiss caches a faiss index in the index folder; a rebuilt index must not keep it."""
+    pytest.importorskip("faiss")
+    from bertkit.search import load_index
+
+    out = tmp_path / "idx"
+    assert run(capsys, "index", "--model", tiny_model, "--input", _corpus(tmp_path, TEXTS), "--output", out)[0] == 0
+    (out / "notes.txt").write_text("mine", encoding="utf-8")  # a user file: replaced file by file
+    load_index(out, backend="faiss")
+    assert (out / "faiss-hnsw.index").is_file()
+    small = _corpus(tmp_path, TEXTS[:2], "small.txt")
+    assert run(capsys, "index", "--model", tiny_model, "--input", small, "--output", out, "--overwrite")[0] == 0
+    assert not (out / "faiss-hnsw.index").exists() and (out / "notes.txt").is_file()
+    assert len(load_index(out, backend="faiss")._faiss_index.reconstruct_n(0, 2)) == 2

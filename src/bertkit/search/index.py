@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
-from bertkit._outputs import claim_output_dir, refuse_inside_input
+from bertkit._outputs import MARKER, claim_output_dir, refuse_inside_input
 from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
 
 __all__ = ["BACKENDS", "Index", "build_faiss", "build_index", "corpus_fingerprint", "embed_queries", "load_index",
@@ -234,7 +234,21 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
             index._faiss_index = build_faiss(np.asarray(vectors), backend)
             with atomic_path(file) as tmp:
                 faiss.write_index(index._faiss_index, str(tmp))
+            _record_in_marker(path, file.name)
     return index
+
+
+def _record_in_marker(folder: Path, name: str) -> None:
+    """List a file added to a finished index (the faiss cache) as the index's own, so that
+    ``index --overwrite`` removes it with the vectors it was built from instead of keeping it stale."""
+    marker = folder / MARKER
+    try:
+        data = parse_json(marker.read_text(encoding="utf-8"), str(marker))
+    except (OSError, ValueError):
+        return  # an index written before folders were marked: its faiss files match the owned patterns
+    if isinstance(data, dict) and isinstance(data.get("files"), list) and name not in data["files"]:
+        data["files"] = sorted([*data["files"], name])
+        atomic_write_json(marker, data, indent=1)
 
 
 def _load_vectors(file: Path) -> np.ndarray:
