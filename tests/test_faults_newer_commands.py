@@ -126,6 +126,18 @@ def test_explain_and_export_never_write_into_the_model_folder(capsys, tmp_path, 
     assert tree_hash(tiny_model) == before
 
 
+def test_no_output_file_replaces_an_input_file_even_with_overwrite(capsys, tmp_path, tiny_model):
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"text": "a film", "label": "positive"}) + "\n", encoding="utf-8")
+    before = tree_hash(tmp_path)
+    for argv in (["predict", "--model", tiny_model, "--input", data, "--output", data, "--overwrite"],
+                 ["evaluate", "--model", tiny_model, "--data", data, "--output", data, "--overwrite"],
+                 ["train-vocab", "--corpus", data, "--output", data, "--vocab-size", "50", "--overwrite"]):
+        rc, _, err = run(capsys, *argv)
+        assert rc == 1 and f"is the input file {data}" in one_error_line(err), argv
+    assert tree_hash(tmp_path) == before
+
+
 def test_explain_output_and_json_may_not_be_one_file(capsys, tmp_path, tiny_model):
     f = tmp_path / "same"
     rc, _, err = run(capsys, "explain", "--model", tiny_model, "x", "--output", f, "--json", f)

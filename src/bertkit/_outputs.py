@@ -207,9 +207,15 @@ def check_output_file(path: str | os.PathLike, overwrite: bool = False, flag: st
     return p
 
 
-def refuse_inside_input(output: str | os.PathLike, model: str | os.PathLike, flag: str = "--output") -> None:
-    """Refuse an output at or inside the command's input model folder: a command never writes into its input."""
-    out, folder = Path(output).resolve(), Path(model).resolve()
-    if folder.is_dir() and (out == folder or folder in out.parents):
-        raise ValueError(f"{flag} {output} is inside the input model folder {model}; bertkit never writes into "
-                         f"its input: choose a path outside it")
+def refuse_inside_input(output: str | os.PathLike, *inputs: str | os.PathLike, flag: str = "--output") -> None:
+    """Refuse an output at or inside an input model folder, or on an input file: a command never writes
+    into its input (not even with ``--overwrite``)."""
+    out = Path(output).resolve()
+    for given in inputs:
+        source = Path(given).resolve()
+        if source.is_dir() and (out == source or source in out.parents):
+            raise ValueError(f"{flag} {output} is inside the input model folder {given}; bertkit never writes "
+                             f"into its input: choose a path outside it")
+        if source.is_file() and out == source:
+            raise ValueError(f"{flag} {output} is the input file {given}; bertkit never writes over its input: "
+                             f"choose another name")

@@ -37,7 +37,7 @@ def _check_outputs(args: argparse.Namespace) -> Any:
     if len(files) == 2 and Path(files[0][1]).resolve() == Path(files[1][1]).resolve():
         raise ValueError(f"--output and --json are the same file ({args.output}); give two names")
     for flag, p in files + ([("--png", args.png_dir)] if args.png_dir is not None else []):
-        refuse_inside_input(p, args.model, flag)
+        refuse_inside_input(p, args.model, flag=flag)
     for flag, p in files:
         check_output_file(p, overwrite=args.overwrite, flag=flag)
     if args.png_dir is None:

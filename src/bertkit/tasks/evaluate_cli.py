@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from .api import evaluate
 
     if args.output:
-        refuse_inside_input(args.output, args.model)
+        refuse_inside_input(args.output, args.model, args.data)
         check_output_file(args.output, args.overwrite)  # before the evaluation, not after it
     metrics = evaluate(args.model, args.data, batch_size=args.batch_size, dtype=args.dtype,
                        progress=not args.no_progress,

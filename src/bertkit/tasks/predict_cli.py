@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from .api import predict
 
     if args.output is not None:
-        refuse_inside_input(args.output, args.model)
+        refuse_inside_input(args.output, args.model, args.input)
     rows = predict(args.model, args.input, output=args.output, batch_size=args.batch_size, dtype=args.dtype,
                    progress=not args.no_progress, overwrite=args.overwrite, **_overrides(args))
     if args.output is None:
