@@ -483,3 +483,13 @@ def test_index_overwrite_removes_the_faiss_cache_of_the_old_vectors(capsys, tmp_
     assert run(capsys, "index", "--model", tiny_model, "--input", small, "--output", out, "--overwrite")[0] == 0
     assert not (out / "faiss-hnsw.index").exists() and (out / "notes.txt").is_file()
     assert len(load_index(out, backend="faiss")._faiss_index.reconstruct_n(0, 2)) == 2
+
+
+def test_index_never_removes_a_user_folder_named_like_its_work_folder(capsys, tmp_path, tiny_model):
+    work = tmp_path / "idx.partial"
+    work.mkdir()
+    (work / "thesis.tex").write_text("mine", encoding="utf-8")
+    rc, _, err = run(capsys, "index", "--model", tiny_model, "--input", _corpus(tmp_path, TEXTS),
+                     "--output", tmp_path / "idx", "--overwrite")
+    assert rc == 1 and "is not an unfinished `bertkit index`" in one_error_line(err)
+    assert (work / "thesis.tex").read_text(encoding="utf-8") == "mine"

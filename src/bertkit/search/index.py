@@ -327,6 +327,12 @@ def _embedder(model: Path, dtype: str) -> Any:
 def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
     """Start the work folder, or check that it holds the chunks of these same inputs (resume)."""
     key_file = work / "key"
+    if work.exists():
+        ours = work.is_dir() and key_file.is_file() and all(
+            p.name == "key" or p.name.endswith((".npy", ".tmp")) for p in work.iterdir())
+        if not ours:  # a folder of the user's that happens to have the name: never removed
+            raise FileExistsError(f"{work} exists and is not an unfinished `bertkit index`; move it away or "
+                                  "choose another --output")
     if work.exists() and not overwrite:
         try:
             old = parse_json(key_file.read_text(encoding="utf-8"), str(key_file)) if key_file.is_file() else None
