@@ -493,3 +493,11 @@ def test_index_never_removes_a_user_folder_named_like_its_work_folder(capsys, tm
                      "--output", tmp_path / "idx", "--overwrite")
     assert rc == 1 and "is not an unfinished `bertkit index`" in one_error_line(err)
     assert (work / "thesis.tex").read_text(encoding="utf-8") == "mine"
+
+
+def test_export_onnx_refuses_an_opset_newer_than_onnx_knows(capsys, tmp_path, tiny_model):
+    onnx = pytest.importorskip("onnx")
+    newest = onnx.defs.onnx_opset_version()
+    rc, _, err = run(capsys, "export", "onnx", "--model", tiny_model, "--output", tmp_path / "m.onnx",
+                     "--opset", newest + 1)
+    assert rc == 1 and f"up to {newest}" in one_error_line(err) and not (tmp_path / "m.onnx").exists()

@@ -53,6 +53,12 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
 
     for module in ("onnx", "onnxscript"):  # torch's ONNX exporter needs both
         require(module, "onnx", "ONNX export")
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    if opset is not None and opset > newest:
+        # the exporter does not refuse it: it writes a graph that no runtime loads
+        raise ValueError(f"--opset {opset} is newer than the installed onnx knows (up to {newest})")
     from bertkit import modeling
 
     model_dir = Path(model_dir)
