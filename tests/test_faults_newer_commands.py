@@ -501,3 +501,26 @@ def test_export_onnx_refuses_an_opset_newer_than_onnx_knows(capsys, tmp_path, ti
     rc, _, err = run(capsys, "export", "onnx", "--model", tiny_model, "--output", tmp_path / "m.onnx",
                      "--opset", newest + 1)
     assert rc == 1 and f"up to {newest}" in one_error_line(err) and not (tmp_path / "m.onnx").exists()
+
+
+def test_one_requests_bad_input_does_not_fail_the_requests_sharing_its_batch():
+    """The batcher runs a failed batch again job by job: only the job whose input fails gets the error."""
+    import asyncio
+
+    from bertkit.serving.batcher import Batcher
+    from bertkit.serving.metrics import Metrics
+
+    def runner(items: list[str]) -> list[str]:
+        if "bad" in items:
+            raise ValueError("bad input")
+        return [x.upper() for x in items]
+
+    async def main() -> list:
+        batcher = Batcher({"k": runner}, Metrics(), max_batch_size=8, max_wait_ms=500)
+        jobs = [batcher.submit("k", [x], 1) for x in ("a", "bad", "c")]
+        out = await asyncio.gather(*(j.future for j in jobs), return_exceptions=True)
+        await asyncio.to_thread(batcher.close)
+        return out
+
+    a, bad, c = asyncio.run(main())
+    assert a == ["A"] and c == ["C"] and isinstance(bad, ValueError)

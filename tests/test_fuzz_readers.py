@@ -299,3 +299,8 @@ def test_server_deep_json_and_lone_surrogate_are_4xx(tiny_server):
         assert r.status_code == 400 and "nested" in r.json()["error"], (endpoint, r.text)
         r = httpx.post(tiny_server.url + endpoint, content=b'{"inputs": ["fine", "bad \\ud800"]}', timeout=60)
         assert r.status_code == 400 and "body.inputs[1]" in r.json()["error"] and "surrogate" in r.text, r.text
+    if httpx.get(tiny_server.url + "/info", timeout=30).json()["task"] == "question-answering":
+        # a context of characters the tokenizer drops leaves nothing to answer from
+        r = httpx.post(tiny_server.url + "/predict", json={"inputs": {"question": "q", "context": "\x00\x01"}},
+                       timeout=60)
+        assert r.status_code == 422 and "inputs.context has no tokens" in r.json()["error"], r.text

@@ -258,6 +258,13 @@ def _predict_items(task: str, items: list[Any], batched: bool, mask_token: str) 
     return out
 
 
+def _check_contexts(tokenizer: Any, items: list[dict], batched: bool) -> None:
+    """A context of only characters the tokenizer drops (control characters) leaves no span to answer."""
+    for i, ids in enumerate(tokenizer.encode_batch_ids([x["context"] for x in items])):
+        if not ids:
+            raise ApiError(422, f"{_field(batched, i)}.context has no tokens (only characters the tokenizer drops)")
+
+
 def _texts_of(task: str, items: list[Any]) -> list[str]:
     if task == "question-answering":
         return [x["question"] + " " + x["context"] for x in items]
@@ -395,7 +402,10 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
         finally:
             left.cancel()
         if job.future in done:
-            return job.future.result()
+            try:
+                return job.future.result()
+            except ValueError as e:  # the pipeline refused this request's input: the client's error
+                raise ApiError(422, str(e)) from None
         job.dropped.set()  # the inference thread skips it if its batch has not started
         job.future.cancel()
         if left in done:
@@ -418,6 +428,8 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
             raise ApiError(404, f"this model folder has no task head ({service.task}); use /embed")
         items, batched = _inputs(payload, config.max_batch_size)
         items = _predict_items(service.task, items, batched, service.tokenizer.mask_token)
+        if service.task == "question-answering":
+            _check_contexts(service.tokenizer, items, batched)
         tokens = service.count_tokens(_texts_of(service.task, items), "inputs")
         out = await run_job(request, "predict", items, tokens)
         return JSONResponse({"task": service.task, "predictions": out if batched else out[0]})
