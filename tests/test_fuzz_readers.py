@@ -276,7 +276,7 @@ def test_server_bodies_fuzz_never_5xx(tiny_server):
     httpx = pytest.importorskip("httpx")
 
     with httpx.Client(base_url=tiny_server.url, timeout=60) as client:
-        @settings(max_examples=200, deadline=None, database=None,
+        @settings(max_examples=150, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
         @given(endpoint=st.sampled_from(["/embed", "/predict", "/tokenize", "/search"]), body=_BODIES)
         def check(endpoint: str, body: bytes) -> None:

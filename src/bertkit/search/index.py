@@ -273,6 +273,8 @@ def _load_texts(file: Path) -> tuple[list[str], list[str]]:
         raise FileNotFoundError(f"{file}: missing from the index; rebuild the index")
     ids, texts = [], []
     for n, line in iter_lines(file):
+        if not line.strip():  # a blank line (an edited file's last one) is no row; the count check still holds
+            continue
         row = parse_json(line, f"{file}:{n}")
         if not isinstance(row, dict) or not isinstance(row.get("text"), str) or "id" not in row:
             raise ValueError(f"{file}:{n}: damaged row (needs \"id\" and a string \"text\"); rebuild the index")
