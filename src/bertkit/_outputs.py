@@ -235,22 +235,22 @@ def check_not_input(output: str | os.PathLike, inputs: Mapping[str, str | os.Pat
             src = Path(path).resolve()
         except OSError:
             continue
+        label = f"{name} {path}" if name.startswith("-") else str(path)
+        kind = "model folder" if src.is_dir() else "file"
         if out_r == src:
-            what = "folder" if src.is_dir() else "file"
-            raise ValueError(f"{flag} {out} is the input {what} {name} {path}: a command never writes over its "
-                             f"own input; choose another {flag}")
+            raise ValueError(f"{flag} {out} is the input {kind} {label}: a command never writes over its own "
+                             f"input; choose another {flag}")
         if src.is_dir() and src in out_r.parents:
-            raise ValueError(f"{flag} {out} is inside the input folder {name} {path}: a command never writes "
+            raise ValueError(f"{flag} {out} is inside the input model folder {label}: a command never writes "
                              f"into its own input; choose a path outside it")
         if out_r in src.parents:
-            raise ValueError(f"{flag} {out} holds the input {name} {path}: a command never writes into its own "
+            raise ValueError(f"{flag} {out} holds the input {kind} {label}: a command never writes into its own "
                              f"input; choose another {flag}")
 
 
 def refuse_inside_input(output: str | os.PathLike, *inputs: str | os.PathLike, flag: str = "--output") -> None:
     """:func:`check_not_input` for inputs given by position (model folders, corpus or data files)."""
-    check_not_input(output, {"input": p for p in inputs} if len(inputs) == 1 else
-                    {f"input {i + 1}": p for i, p in enumerate(inputs)}, flag=flag)
+    check_not_input(output, {f"input {i + 1}": p for i, p in enumerate(inputs)}, flag=flag)
 
 
 def file_fingerprint(*paths: str | os.PathLike | None, whole_up_to: int = 64 << 20) -> str:
