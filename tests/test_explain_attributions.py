@@ -198,3 +198,54 @@ def test_batch_of_texts_and_bad_input(classifier, tokenizer):
         attribute(model, tok, texts, methods=("saliency",))
     with pytest.raises(ValueError, match="needs a model with a task head"):
         attribute(BertModel.from_pretrained(asset_path("minilm")), tok, texts)
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def test_cli_writes_attributions_to_json_and_rejects_bad_input(classifier, tmp_path, capsys):
+    import json
+
+    from bertkit.cli import main as cli_main
+
+    out = tmp_path / "r.json"
+    rc = cli_main(["explain", "--model", str(classifier), TEXT, "--json", str(out), "--attributions",
+                   "integrated-gradients,attention-rollout", "--attributions", "gradient-x-input",
+                   "--target", "neutral"])
+    assert rc == 0, capsys.readouterr().err
+    att = json.loads(out.read_text())["attributions"]
+    assert att["methods"] == ["integrated-gradients", "attention-rollout", "gradient-x-input"]
+    conv = att["conventions"]["integrated-gradients"]
+    assert conv["steps"] == 50 and "[PAD]" in conv["baseline"] and "Gauss-Legendre" in conv["quadrature"]
+    ig = att["results"][0]
+    assert ig["target"]["label"] == "neutral" and abs(ig["residual"]) < 1e-3
+    assert abs(sum(ig["scores"]) - (ig["f_x"] - ig["f_baseline"]) - ig["residual"]) < 1e-6
+    capsys.readouterr()
+
+    def error(*argv: str) -> str:
+        with pytest.raises(SystemExit) if "saliency" in argv else _nothing():
+            rc = cli_main(["explain", *argv, "--json", str(tmp_path / "bad.json")])
+            assert rc == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert "Traceback" not in "\n".join(err)
+        lines = [line for line in err if "error:" in line]
+        assert len(lines) == 1, err
+        return lines[0]
+
+    assert "'happy' is not a label of this model; its labels are: negative, neutral, positive" in error(
+        "--model", str(classifier), TEXT, "--attributions", "integrated-gradients", "--target", "happy")
+    assert "needs a model with a task head" in error("--model", str(asset_path("minilm")), TEXT,
+                                                     "--attributions", "attention-rollout")
+    assert "choose from integrated-gradients" in error("--model", str(classifier), TEXT, "--attributions", "saliency")
+    assert "give --attributions too" in error("--model", str(classifier), TEXT, "--target", "neutral")
+    assert "outside the model's layers 0-5" in error("--model", str(classifier), TEXT, "--layers", "7",
+                                                     "--attributions", "attention-rollout")
+    assert not (tmp_path / "bad.json").exists()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -22,6 +22,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verify", action="store_true",
                    help="rebuild every step from the raw weights with plain tensor code and compare; "
                         "exit 1 if any max |diff| exceeds 1e-5")
+    p.add_argument("--attributions", action="append", type=_methods, default=None, metavar="METHOD[,METHOD]",
+                   help="per-token attributions for the prediction: integrated-gradients, gradient-x-input, "
+                        "attention-rollout (comma-separated or repeated)")
+    p.add_argument("--target", default=None,
+                   help="the label, tag, start/end or [MASK] word the attributions explain (default: the prediction)")
+
+
+def _methods(value: str) -> list[str]:
+    from bertkit.explain.attributions import METHODS
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [n for n in names if n not in METHODS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{bad[0] if bad else value!r}: choose from {', '.join(METHODS)}")
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
     res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
                   png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
-                  verify_weights=args.verify)
+                  verify_weights=args.verify,
+                  attributions=[m for ms in args.attributions or [] for m in ms] or None, target=args.target)
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:
             print(f"wrote {path}")

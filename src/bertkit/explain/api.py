@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,16 +31,25 @@ class ExplainResult:
 def explain(model: str | os.PathLike, text: str, pair: str | None = None, output: str | os.PathLike | None = None,
             json_path: str | os.PathLike | None = None, png_dir: str | os.PathLike | None = None,
             layers: str | None = None, top_k: int = 5, all_positions: bool = False,
-            verify_weights: bool = False) -> ExplainResult:
+            verify_weights: bool = False, attributions: Sequence[str] | None = None,
+            target: str | None = None) -> ExplainResult:
     """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
     figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
-    weights and compare (see ``from_scratch.py``)."""
+    weights and compare (see ``from_scratch.py``). ``attributions`` names methods of
+    ``attributions.METHODS`` to add, explaining ``target`` (a label; default the prediction)."""
     if output is None and json_path is None and png_dir is None and not verify_weights:
         raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
     for p in (output, json_path):
         if p is not None and Path(p).is_dir():
             raise ValueError(f"{p} is a folder; give a file name")
+    if target is not None and not attributions:
+        raise ValueError("--target names what --attributions explain; give --attributions too")
     net, tokenizer, folder = load_model(model)
+    if attributions:
+        from .attributions import check_methods, check_target
+
+        check_methods(attributions)
+        check_target(net, tokenizer, target)
     result = ExplainResult(explanation=None)
     if output is not None or json_path is not None or png_dir is not None:
         from .report import write_html, write_json, write_pngs
@@ -47,6 +57,10 @@ def explain(model: str | os.PathLike, text: str, pair: str | None = None, output
         ex = collect(net, tokenizer, text, pair, layers=layers, top_k=top_k, all_positions=all_positions,
                      model_path=str(model))
         result.explanation = ex
+        if attributions:
+            from .attributions import add_to_explanation
+
+            add_to_explanation(net, tokenizer, ex, attributions, target)
         if output is not None:
             result.html = write_html(ex, output)
         if json_path is not None:

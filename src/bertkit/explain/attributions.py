@@ -177,6 +177,13 @@ def _label_index(model: Any, label: str, what: str) -> int:
     raise ValueError(f"--target {label!r} is not a {what} of this model; its {what}s are: {', '.join(names)}")
 
 
+def check_methods(methods: Sequence[str]) -> None:
+    """Raise a one-line ValueError for a method name that is not one of ``METHODS``."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"--attributions {unknown[0]!r}: choose from {', '.join(METHODS)}")
+
+
 def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
     """Raise a one-line ValueError when the model has no head or ``target`` names nothing it predicts."""
     kind = head_kind(model)
@@ -335,9 +342,7 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
     """Every method in ``methods`` on one tokenized input; the results and any notes."""
     from tqdm.auto import tqdm
 
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"--attributions {unknown[0]!r}: choose from {', '.join(METHODS)}")
+    check_methods(methods)
     kind = head_kind(model)
     check_target(model, tokenizer, target)
     model.eval()
@@ -382,3 +387,15 @@ def attribute(model: Any, tokenizer: Any, texts: str | Sequence[str], pairs: str
         out.append(Attributions(text, pair, tokenizer.convert_ids_to_tokens(enc["input_ids"]), list(enc["input_ids"]),
                                 list(enc.word_ids()), list(enc.sequence_ids()), results, notes))
     return out
+
+
+def add_to_explanation(model: Any, tokenizer: Any, ex: Any, methods: Sequence[str], target: str | None = None,
+                       steps: int = 50, batch_size: int = 16) -> dict[str, Any]:
+    """Compute ``methods`` on an ``Explanation``'s input and store them (JSON-able) as ``ex.attributions``."""
+    results, notes = attribute_ids(model, tokenizer, ex.input_ids, ex.token_type_ids, ex.word_ids, methods, target,
+                                   steps=steps, batch_size=batch_size, progress=True)
+    ex.notes.extend(notes)
+    used = list(dict.fromkeys(methods))
+    ex.attributions = {"methods": used, "conventions": {m: CONVENTIONS[m] for m in used},
+                       "results": [r.to_json() for r in results]}
+    return ex.attributions

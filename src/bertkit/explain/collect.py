@@ -98,6 +98,8 @@ class Explanation:
     pooler_output: np.ndarray | None
     predictions: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
+    attributions: dict[str, Any] | None = None  # see attributions.py; filled by explain(attributions=...)
+    neuron: dict[str, Any] | None = None  # queries and keys per kept layer; see neuron.py
 
     @property
     def num_tokens(self) -> int:
@@ -130,6 +132,9 @@ class Explanation:
             "sentence_vectors": {k: arr(v) for k, v in self.sentence_vectors.items()},
             "pooler_output": arr(self.pooler_output),
             "predictions": self.predictions,
+            "attributions": self.attributions,
+            "neuron": None if self.neuron is None else {k: arr(v) if isinstance(v, np.ndarray) else v
+                                                        for k, v in self.neuron.items()},
         }
 
 

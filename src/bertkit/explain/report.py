@@ -24,6 +24,7 @@ from .collect import Explanation
 __all__ = ["html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
 
 _ASSETS = Path(__file__).with_name("assets")
+_VIEW_SCRIPTS = ("attributions.js",)
 
 
 def _r(a: Any, digits: int = 4) -> Any:
@@ -65,7 +66,15 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "sentence_vectors": {k: {"norm": float(np.linalg.norm(v)), "first": _r(v[:8])} for k, v in vectors.items()},
         "sentence_cosines": cos,
         "predictions": ex.predictions,
+        "attributions": _attribution_payload(ex.attributions),
     }
+
+
+def _attribution_payload(att: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The attributions with display-rounded scores (the JSON keeps full precision)."""
+    if att is None:
+        return None
+    return {**att, "results": [{**r, "scores": _r(r["scores"], 6)} for r in att["results"]]}
 
 
 def render_html(ex: Explanation) -> str:
@@ -74,7 +83,8 @@ def render_html(ex: Explanation) -> str:
     data = data.replace("</", "<\\/")  # a token such as "</script>" must not end the data block
     page = (_ASSETS / "report.html").read_text(encoding="utf-8")
     css = (_ASSETS / "report.css").read_text(encoding="utf-8")
-    js = (_ASSETS / "report.js").read_text(encoding="utf-8")
+    # The views in their own files register themselves before report.js runs them.
+    js = "\n".join((_ASSETS / name).read_text(encoding="utf-8") for name in _VIEW_SCRIPTS + ("report.js",))
     title = f"bertkit explain: {ex.text[:60]}".replace("&", "&amp;").replace("<", "&lt;")
     return (page.replace("/*CSS*/", css).replace("/*JS*/", js).replace("__TITLE__", title)
             .replace("/*DATA*/", data))

