@@ -105,3 +105,30 @@ def test_attributions_side_by_side_with_legend_and_words(browser, report):
     k = labels.index("unheard")
     assert float(words.nth(k).get_attribute("data-score")) == pytest.approx(merged, abs=1e-5)
     page.close()
+
+
+def test_neuron_view_recomputes_the_attention_row(browser, report):
+    import json
+
+    ex = report.explanation
+    page = open_page(browser, report.html)
+    assert not page.is_visible("#neuronview")
+    page.click("#tab-neuron")
+    assert page.is_visible("#neuronview") and not page.is_visible("#headview")
+    page.select_option("#neuron-layer", "4")  # the second kept layer
+    page.select_option("#neuron-head", "7")
+    page.select_option("#neuron-token", "3")
+    row = json.loads(page.eval_on_selector("#nv", "c => c.dataset.softmax"))
+    assert ex.layers == [1, 4]
+    assert max(abs(a - b) for a, b in zip(row, ex.attentions[1, 7, 3])) < 1e-5
+    first = page.eval_on_selector("#nv", "c => c.toDataURL()")
+    box = page.locator("#nv").bounding_box()
+    page.mouse.move(box["x"] + 60, box["y"] + 44 + 16 * 5 + 8)  # hover token 5 on the left
+    assert page.input_value("#neuron-token") == "5"
+    row5 = json.loads(page.eval_on_selector("#nv", "c => c.dataset.softmax"))
+    assert max(abs(a - b) for a, b in zip(row5, ex.attentions[1, 7, 5])) < 1e-5
+    assert page.eval_on_selector("#nv", "c => c.toDataURL()") != first
+    page.click("#tab-model")
+    assert not page.is_visible("#neuronview") and page.is_visible("#modelview")
+    assert page.errors == []
+    page.close()

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .from_scratch import Check, rebuild_and_compare
+from .neuron import queries_keys
 
 __all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
 
@@ -300,6 +301,7 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
         pooler_output=None if pooled is None else pooled.numpy(),
         predictions=predictions,
         notes=notes,
+        neuron=queries_keys(base, hs, layer_ids),
     )
 
 
@@ -318,6 +320,9 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
             "attentions": [a[0] for a in out.attentions],
             "pooler_output": None,
         }
+        qk = queries_keys(model.base_model, res["hidden_states"], range(len(res["attentions"])))
+        if qk is not None:  # the neuron view's numbers, checked against the rebuilt projections
+            res["queries"], res["keys"] = torch.from_numpy(qk["queries"]), torch.from_numpy(qk["keys"])
         if name == "BertModel":
             res["pooler_output"] = None if out.pooler_output is None else out.pooler_output[0]
         elif base.pooler is not None:

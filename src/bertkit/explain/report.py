@@ -24,7 +24,7 @@ from .collect import Explanation
 __all__ = ["html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
 
 _ASSETS = Path(__file__).with_name("assets")
-_VIEW_SCRIPTS = ("attributions.js",)
+_VIEW_SCRIPTS = ("attributions.js", "neuron.js")
 
 
 def _r(a: Any, digits: int = 4) -> Any:
@@ -67,7 +67,19 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "sentence_cosines": cos,
         "predictions": ex.predictions,
         "attributions": _attribution_payload(ex.attributions),
+        "neuron": _neuron_payload(ex.neuron),
     }
+
+
+def _neuron_payload(neuron: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Queries and keys as little-endian float32, base64 per kept layer: the page recomputes q.k and the softmax."""
+    if neuron is None or not neuron["layers"]:
+        return None
+    def b64(a: np.ndarray) -> str:
+        return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
+
+    return {"layers": neuron["layers"], "head_size": neuron["head_size"],
+            "queries_f32": [b64(q) for q in neuron["queries"]], "keys_f32": [b64(k) for k in neuron["keys"]]}
 
 
 def _attribution_payload(att: dict[str, Any] | None) -> dict[str, Any] | None:
