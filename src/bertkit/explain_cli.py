@@ -42,6 +42,8 @@ def _methods(value: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from bertkit.explain import explain
 
+    if args.output is None and args.json_path is None and args.png_dir is None and not args.verify:
+        raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
     res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
                   png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
                   verify_weights=args.verify,

@@ -24,7 +24,7 @@ from .collect import Explanation
 __all__ = ["html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
 
 _ASSETS = Path(__file__).with_name("assets")
-_VIEW_SCRIPTS = ("attributions.js", "neuron.js")
+_VIEW_SCRIPTS = ("attributions.js", "neuron.js", "focus.js")
 
 
 def _r(a: Any, digits: int = 4) -> Any:
@@ -89,9 +89,11 @@ def _attribution_payload(att: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**att, "results": [{**r, "scores": _r(r["scores"], 6)} for r in att["results"]]}
 
 
-def render_html(ex: Explanation) -> str:
-    """The report page as a string."""
-    data = json.dumps(html_payload(ex), ensure_ascii=False, separators=(",", ":"))
+def render_html(ex: Explanation, view: str | None = None) -> str:
+    """The report page as a string; ``view`` ("head", "model", "neuron", "attributions") shows only that view."""
+    payload = html_payload(ex)
+    payload["view"] = view
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # a token such as "</script>" must not end the data block
     page = (_ASSETS / "report.html").read_text(encoding="utf-8")
     css = (_ASSETS / "report.css").read_text(encoding="utf-8")
