@@ -52,3 +52,25 @@ def test_queries_and_keys_reproduce_transformers_eager_attentions(tmp_path, caps
     assert (ours - theirs).abs().max() < 1e-5
     assert (ours[..., n:] == 0).all()
     assert (ours[..., :n] - torch.tensor(data["attentions"], dtype=torch.float64)).abs().max() < 1e-5
+
+
+def test_heads_filter_keeps_the_named_heads_and_rejects_out_of_range(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    minilm = asset_path("minilm")
+    out = tmp_path / "r.json"
+    assert cli_main(["explain", "--model", str(minilm), TEXT, "--layers", "2", "--heads", "3,7-8",
+                     "--json", str(out)]) == 0, capsys.readouterr().err
+    data = json.loads(out.read_text())
+    assert data["heads"] == [3, 7, 8] and data["layers"] == [2]
+    tok = transformers.BertTokenizerFast.from_pretrained(minilm)
+    ref = transformers.BertModel.from_pretrained(minilm, attn_implementation="eager").eval()
+    with torch.no_grad():
+        theirs = ref(**tok(TEXT, return_tensors="pt"), output_attentions=True).attentions[2][0, [3, 7, 8]].double()
+    assert (torch.tensor(data["attentions"][0], dtype=torch.float64) - theirs).abs().max() < 1e-5
+    q, k = (torch.tensor(data["neuron"][n][0]) for n in ("queries", "keys"))
+    assert (attention_from_qk(q, k) - theirs).abs().max() < 1e-5
+    assert len(data["head_summaries"]["cls"][0]) == 3
+    capsys.readouterr()
+    assert cli_main(["explain", "--model", str(minilm), TEXT, "--heads", "11-12", "--json", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "--heads: '11-12' is outside the model's heads 0-11" in err and "Traceback" not in err

@@ -132,3 +132,33 @@ def test_neuron_view_recomputes_the_attention_row(browser, report):
     assert not page.is_visible("#neuronview") and page.is_visible("#modelview")
     assert page.errors == []
     page.close()
+
+
+@pytest.mark.slow
+def test_512_tokens_load_under_3_s_with_decimated_model_view(browser, classifier_dir, tmp_path):
+    from bertkit.explain import explain
+
+    text = " ".join(asset_path("austen").read_text(encoding="utf-8").split()[:700])
+    res = explain(classifier_dir, text, output=tmp_path / "long.html", heads="0-5,11",
+                  attributions=["gradient-x-input", "attention-rollout"])
+    ex = res.explanation
+    assert ex.num_tokens == 512 and ex.attentions.shape == (6, 7, 512, 512)
+    times = []
+    for _ in range(3):  # the best of three loads: other work on a shared machine only adds time
+        page = open_page(browser, res.html)
+        page.wait_for_selector("body[data-painted]", timeout=30000)
+        times.append(float(page.evaluate("document.body.dataset.painted")) / 1000)
+        assert page.errors == []
+        if min(times) < 3.0:
+            break
+        page.close()
+    assert min(times) < 3.0, f"{times} s from navigation start to painted"
+    assert "strongest line" in page.inner_text("#hvlimit")
+    assert page.locator("#grid canvas").count() == 6 * 7
+    # thumbnails are decimated to 128 x 128; a click opens the full matrix
+    size = page.eval_on_selector("#grid canvas[data-layer='5'][data-head='11']", "c => [c.width, c.height]")
+    assert size == [128, 128]
+    labels = page.inner_text("#headtoggles")
+    assert "11" in labels and "6" not in labels.split()
+    assert page.locator(".attr-method").count() == 2
+    page.close()

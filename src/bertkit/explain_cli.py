@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_path", default=None, help="write the raw numbers (full precision) here")
     p.add_argument("--png", dest="png_dir", default=None, help="write matplotlib figures into this folder")
     p.add_argument("--layers", default=None, help="layers whose attention to keep, e.g. 0-5 or 0,3,11 (default all)")
+    p.add_argument("--heads", default=None,
+                   help="heads whose attention and queries/keys to keep, e.g. 0-3 or 0,7 (default all)")
     p.add_argument("--top-k", type=positive_int, default=5, help="masked-LM predictions per position (default 5)")
     p.add_argument("--all-positions", action="store_true",
                    help="masked-LM predictions at every position, not only [MASK]")
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
                   png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
                   verify_weights=args.verify,
-                  attributions=[m for ms in args.attributions or [] for m in ms] or None, target=args.target)
+                  attributions=[m for ms in args.attributions or [] for m in ms] or None, target=args.target,
+                  heads=args.heads)
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:
             print(f"wrote {path}")

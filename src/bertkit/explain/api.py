@@ -60,7 +60,7 @@ def explain(model: str | os.PathLike | Any, text: str, pair: str | None = None, 
             json_path: str | os.PathLike | None = None, png_dir: str | os.PathLike | None = None,
             layers: str | None = None, top_k: int = 5, all_positions: bool = False,
             verify_weights: bool = False, attributions: Sequence[str] | None = None,
-            target: str | None = None, tokenizer: Any = None) -> ExplainResult:
+            target: str | None = None, tokenizer: Any = None, heads: str | None = None) -> ExplainResult:
     """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
     figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
     weights and compare (see ``from_scratch.py``). ``attributions`` names methods of
@@ -95,7 +95,7 @@ def explain(model: str | os.PathLike | Any, text: str, pair: str | None = None, 
         from .report import write_html, write_json, write_pngs
 
         ex = collect(net, tokenizer, text, pair, layers=layers, top_k=top_k, all_positions=all_positions,
-                     model_path=str(model) if folder is not None else type(net).__name__)
+                     model_path=str(model) if folder is not None else type(net).__name__, heads=heads)
         result.explanation = ex
         if attributions:
             from .attributions import add_to_explanation

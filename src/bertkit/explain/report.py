@@ -57,6 +57,7 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "word_ids": ex.word_ids,
         "layers": ex.layers,
         "heads": int(ex.attentions.shape[1]),
+        "head_ids": ex.heads,
         "attention_u8": [base64.b64encode(q[i].tobytes()).decode("ascii") for i in range(q.shape[0])],
         "embedding_parts": {k: _r(v) for k, v in ex.embedding_parts.items()},
         "hidden_state_norms": _r(ex.hidden_state_norms),
@@ -145,7 +146,7 @@ def write_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
                 ax.axis("off")
                 continue
             ax.imshow(ex.attentions[li, h], cmap="viridis", vmin=0.0, vmax=1.0)
-            ax.set_title(f"head {h}", fontsize=9)
+            ax.set_title(f"head {ex.heads[h] if ex.heads else h}", fontsize=9)
             if show_labels:
                 ax.set_xticks(range(n), labels, rotation=90, fontsize=6)
                 ax.set_yticks(range(n), labels, fontsize=6)

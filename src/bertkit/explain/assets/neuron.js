@@ -16,7 +16,8 @@ window.bertkitViews = (window.bertkitViews || []).concat([function neuronView(D,
   const Q = NV.queries_f32.map(decode), K = NV.keys_f32.map(decode);
   // Options carry the layer number itself; the stored arrays are indexed by position in NV.layers.
   NV.layers.forEach((l) => $("neuron-layer").appendChild(el("option", { value: String(l) }, String(l))));
-  for (let k = 0; k < HEADS; k++) $("neuron-head").appendChild(el("option", { value: String(k) }, String(k)));
+  const HID = D.head_ids || Array.from({ length: HEADS }, (_, k) => k);
+  for (let k = 0; k < HEADS; k++) $("neuron-head").appendChild(el("option", { value: String(k) }, String(HID[k])));
   D.tokens.forEach((t, i) => $("neuron-token").appendChild(el("option", { value: String(i) }, `${i}: ${t}`)));
 
   const views = { head: $("headview"), model: $("modelview"), neuron: $("neuronview") };
