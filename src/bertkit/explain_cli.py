@@ -10,7 +10,7 @@ from bertkit._args import positive_int
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder (config.json, weights, vocab.txt) or cached model id")
-    p.add_argument("text", help="the text to explain")
+    p.add_argument("text", nargs="?", default=None, help="the text to explain (not with --projector)")
     p.add_argument("--pair", default=None, help="a second text (token type 1), as for sentence-pair tasks")
     p.add_argument("--output", "-o", default=None, help="write the self-contained HTML report here")
     p.add_argument("--json", dest="json_path", default=None, help="write the raw numbers (full precision) here")
@@ -27,6 +27,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attributions", action="append", type=_methods, default=None, metavar="METHOD[,METHOD]",
                    help="per-token attributions for the prediction: integrated-gradients, gradient-x-input, "
                         "attention-rollout (comma-separated or repeated)")
+    p.add_argument("--projector", default=None, metavar="FILE",
+                   help="instead of one text: a labelled CSV/TSV/JSONL data set, projected to 2-D (PCA and "
+                        "UMAP-like) in an offline scatter plot (--output) and its coordinates (--json)")
+    p.add_argument("--label-column", default="label", help="--projector: the label column (default label)")
+    p.add_argument("--text-column", default="text", help="--projector: the text column (default text)")
+    p.add_argument("--vectors", default="cls", choices=["cls", "pooler", "mean"],
+                   help="--projector: the sentence vector: final [CLS], pooler output or mean of tokens (default cls)")
+    p.add_argument("--max-rows", type=positive_int, default=2000, help="--projector: read at most this many rows")
     p.add_argument("--target", default=None,
                    help="the label, tag, start/end or [MASK] word the attributions explain (default: the prediction)")
 
@@ -44,6 +52,10 @@ def _methods(value: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from bertkit.explain import explain
 
+    if args.projector is not None:
+        from bertkit.explain.projector import run_cli
+
+        return run_cli(args)
     if args.output is None and args.json_path is None and args.png_dir is None and not args.verify:
         raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
     res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
