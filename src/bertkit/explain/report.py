@@ -21,7 +21,7 @@ from bertkit._io import atomic_path, atomic_write_json, atomic_write_text
 
 from .collect import Explanation
 
-__all__ = ["html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
+__all__ = ["attribution_lines", "html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
 
 _ASSETS = Path(__file__).with_name("assets")
 _VIEW_SCRIPTS = ("attributions.js", "neuron.js", "focus.js")
@@ -190,7 +190,7 @@ def prediction_lines(ex: Explanation) -> list[str]:
     """The head's predictions as short text lines (what the CLI prints)."""
     pred = ex.predictions
     if not pred:
-        return []
+        return attribution_lines(ex)
     lines = []
     if pred["kind"] == "masked-lm":
         for row in pred["positions"]:
@@ -203,4 +203,16 @@ def prediction_lines(ex: Explanation) -> list[str]:
         lines.extend(f"{x['label']}: {x['score']:.3f}" for x in pred["labels"])
     if pred["kind"] == "token-classification":
         lines.append(" ".join(f"{w['word']}/{w['tag']}" for w in pred["words"]))
+    return lines + attribution_lines(ex)
+
+
+def attribution_lines(ex: Explanation, top: int = 5) -> list[str]:
+    """Each attribution result's strongest tokens (and the completeness residual) as one text line."""
+    lines = []
+    for r in (ex.attributions or {}).get("results", []):
+        scores = np.asarray(r["scores"])
+        order = np.argsort(-np.abs(scores))[:top]
+        best = ", ".join(f"{ex.tokens[i]} {scores[i]:+.3g}" for i in order)
+        extra = "" if r["residual"] is None else f"  (completeness residual {r['residual']:.1e})"
+        lines.append(f"{r['method']} for {r['target']['name']}: {best}{extra}")
     return lines
