@@ -130,6 +130,8 @@ def test_token_classifier_and_qa_match_captum(tmp_path, tokenizer):
     fwd = lambda i, t: ref(input_ids=i, token_type_ids=t).logits[:, r.target.position]  # noqa: E731
     _close(r.scores, _captum_ig(ref, fwd, ids, types, tag))
     assert max(abs(x.residual) for x in ours.results) < 1e-2 * max(abs(x.f_x - x.f_baseline) for x in ours.results)
+    chosen = _ours(folder, text, positions=[3], methods=("gradient-x-input",)).results  # "##lace", chosen
+    assert [(x.target.position, x.target.index[0]) for x in chosen] == [(3, 3)]
 
     qa_dir = _save_with_head("BertForQuestionAnswering", tmp_path / "qa", tokenizer, num_labels=2)
     ref = transformers.BertForQuestionAnswering.from_pretrained(qa_dir).eval()

@@ -371,8 +371,13 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
 
 def attribute(model: Any, tokenizer: Any, texts: str | Sequence[str], pairs: str | Sequence[str | None] | None = None,
               methods: Sequence[str] = ("integrated-gradients",), target: str | None = None, steps: int = 50,
-              batch_size: int = 16, progress: bool = False) -> list[Attributions]:
-    """Attributions for each text of ``texts`` (with its ``pairs`` entry as the second text), one per text."""
+              batch_size: int = 16, progress: bool = False,
+              positions: Sequence[int] | None = None) -> list[Attributions]:
+    """Attributions for each text of ``texts`` (with its ``pairs`` entry as the second text), one per text.
+
+    ``positions`` chooses the tokens a token classifier's tags (or a masked LM's words) are explained
+    at; by default the first piece of every word (every ``[MASK]``).
+    """
     texts = [texts] if isinstance(texts, str) else list(texts)
     pairs = [pairs] * len(texts) if pairs is None or isinstance(pairs, str) else list(pairs)
     if len(pairs) != len(texts):
@@ -383,7 +388,8 @@ def attribute(model: Any, tokenizer: Any, texts: str | Sequence[str], pairs: str
             raise ValueError("a text to explain is empty")
         enc = tokenizer(text, pair, truncation=True, max_length=model.config.max_position_embeddings)
         results, notes = attribute_ids(model, tokenizer, enc["input_ids"], enc["token_type_ids"], enc.word_ids(),
-                                       methods, target, steps=steps, batch_size=batch_size, progress=progress)
+                                       methods, target, positions, steps=steps, batch_size=batch_size,
+                                       progress=progress)
         out.append(Attributions(text, pair, tokenizer.convert_ids_to_tokens(enc["input_ids"]), list(enc["input_ids"]),
                                 list(enc.word_ids()), list(enc.sequence_ids()), results, notes))
     return out
