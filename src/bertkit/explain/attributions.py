@@ -360,7 +360,7 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
         if m == "integrated-gradients":
             base = word_embeddings(model, baseline_ids(tokenizer, input_ids))
             with tqdm(total=steps * len(targets), desc="integrated gradients", unit="step",
-                      disable=not progress, leave=False) as bar:
+                      disable=None if progress else True, leave=False) as bar:  # None: no bar off a terminal
                 results += integrated_gradients(model, kind, x, base, types, targets, steps, batch_size, bar)
         elif m == "gradient-x-input":
             results += gradient_x_input(model, kind, x, types, targets, batch_size)

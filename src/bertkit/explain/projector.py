@@ -45,10 +45,12 @@ class Projection:
     texts: list[str]
     labels: list[str]
     layouts: dict[str, np.ndarray]
+    neighbours_same_label: float = float("nan")  # share of each point's 10 nearest (in the vectors) with its label
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "model": self.model, "vectors": self.vectors, "texts": self.texts,
-                "labels": self.labels, "layouts": {k: v.astype(np.float64).tolist() for k, v in self.layouts.items()}}
+                "labels": self.labels, "neighbours_same_label": self.neighbours_same_label,
+                "layouts": {k: v.astype(np.float64).tolist() for k, v in self.layouts.items()}}
 
 
 def pca_2d(x: np.ndarray) -> np.ndarray:
@@ -130,7 +132,9 @@ def sentence_vectors(model: Any, tokenizer: Any, texts: list[str], how: str, bat
     if how == "pooler" and getattr(base, "pooler", None) is None:
         raise ValueError(f"--vectors pooler: {type(model).__name__} has no pooler; use cls or mean")
     out = []
-    for lo in tqdm(range(0, len(texts), batch_size), desc="sentence vectors", unit="batch", leave=False):
+    # disable=None: a bar on a terminal, none in logs and captured output
+    for lo in tqdm(range(0, len(texts), batch_size), desc="sentence vectors", unit="batch", leave=False,
+                   disable=None):
         enc = tokenizer(texts[lo:lo + batch_size], padding=True, truncation=True, max_length=max_length,
                         return_tensors="pt")
         h = base(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
@@ -162,8 +166,20 @@ def project(model_path: str | os.PathLike, data: str | os.PathLike, label_column
     model, tokenizer, _ = load_model(model_path)
     texts = [r.text for r in rows]
     x = sentence_vectors(model, tokenizer, texts, vectors)
-    return Projection(str(data), str(model_path), vectors, texts, [str(r.label) for r in rows],
-                      {"pca": pca_2d(x), "umap-like": umap_like(x, seed=seed)})
+    labels = [str(r.label) for r in rows]
+    return Projection(str(data), str(model_path), vectors, texts, labels,
+                      {"pca": pca_2d(x), "umap-like": umap_like(x, seed=seed)}, neighbour_agreement(x, labels))
+
+
+def neighbour_agreement(x: np.ndarray, labels: list[str], k: int = 10) -> float:
+    """The share of each point's ``k`` nearest neighbours (cosine, in the full vectors) that have its label."""
+    v = x.astype(np.float64) / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
+    sim = v @ v.T
+    np.fill_diagonal(sim, -np.inf)
+    k = min(k, len(labels) - 1)
+    nbr = np.argsort(-sim, axis=1)[:, :k]
+    lab = np.asarray(labels)
+    return float((lab[nbr] == lab[:, None]).mean())
 
 
 def write_projector_html(p: Projection, path: str | os.PathLike) -> Path:
@@ -191,5 +207,6 @@ def run_cli(args: Any) -> int:
     for path, write in ((args.output, write_projector_html), (args.json_path, write_projector_json)):
         if path is not None:
             print(f"wrote {write(p, path)}")
-    print(f"{len(p.texts)} texts, {len(set(p.labels))} labels, {p.vectors} vectors: PCA and UMAP-like layouts")
+    print(f"{len(p.texts)} texts, {len(set(p.labels))} labels, {p.vectors} vectors: PCA and UMAP-like layouts; "
+          f"{p.neighbours_same_label:.0%} of each text's 10 nearest neighbours share its label")
     return 0
