@@ -24,6 +24,7 @@ from .collect import Explanation
 __all__ = ["attribution_lines", "html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
 
 _ASSETS = Path(__file__).with_name("assets")
+_BIG_PAGE = 16_000_000  # bytes of data in the page
 _VIEW_SCRIPTS = ("attributions.js", "neuron.js", "focus.js")
 
 
@@ -95,6 +96,12 @@ def render_html(ex: Explanation, view: str | None = None) -> str:
     payload = html_payload(ex)
     payload["view"] = view
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    if len(data) > _BIG_PAGE:
+        # A long input on every layer and head makes a page browsers open slowly; say how to make it smaller.
+        payload["notes"] = [*payload["notes"], f"This page carries {len(data) / 1e6:.0f} MB of data: --layers "
+                            "and --heads keep fewer layers and heads (the JSON keeps what they keep, at full "
+                            "precision)."]
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # a token such as "</script>" must not end the data block
     page = (_ASSETS / "report.html").read_text(encoding="utf-8")
     css = (_ASSETS / "report.css").read_text(encoding="utf-8")
