@@ -155,6 +155,7 @@ def test_512_tokens_load_under_3_s_with_decimated_model_view(browser, classifier
     assert min(times) < 3.0, f"{times} s from navigation start to painted"
     assert "strongest line" in page.inner_text("#hvlimit")
     assert "--layers and --heads keep fewer" in page.inner_text("#notes")
+    assert "neuron view covers layer(s) 0;" in page.inner_text("#notes")  # 1.5 MB of float32 per layer
     assert page.locator("#grid canvas").count() == 6 * 7
     # thumbnails are decimated to 128 x 128; a click opens the full matrix
     size = page.eval_on_selector("#grid canvas[data-layer='5'][data-head='11']", "c => [c.width, c.height]")

@@ -25,6 +25,7 @@ __all__ = ["attribution_lines", "html_payload", "prediction_lines", "write_html"
 
 _ASSETS = Path(__file__).with_name("assets")
 _BIG_PAGE = 16_000_000  # bytes of data in the page
+_NEURON_BYTES = 1_000_000  # float32 queries and keys in the page (before base64)
 _VIEW_SCRIPTS = ("attributions.js", "neuron.js", "focus.js")
 
 
@@ -43,7 +44,7 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
     cos = {f"{a}|{b}": float(np.dot(vectors[a], vectors[b]) / (np.linalg.norm(vectors[a]) * np.linalg.norm(vectors[b])
                                                               + 1e-30))
            for i, a in enumerate(names) for b in names[i + 1:]}
-    return {
+    payload = {
         "model": ex.model_path,
         "model_class": ex.model_class,
         "config": ex.config,
@@ -71,12 +72,24 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "attributions": _attribution_payload(ex.attributions),
         "neuron": _neuron_payload(ex.neuron),
     }
+    if ex.neuron is not None and payload["neuron"] is not None and len(payload["neuron"]["layers"]) < len(ex.layers):
+        shown = ", ".join(map(str, payload["neuron"]["layers"]))
+        payload["notes"] = [*ex.notes, f"To keep the page small its neuron view covers layer(s) {shown}; "
+                            "--layers picks others, and the JSON has the queries and keys of every kept layer."]
+    return payload
 
 
 def _neuron_payload(neuron: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Queries and keys as little-endian float32, base64 per kept layer: the page recomputes q.k and the softmax."""
+    """Queries and keys as little-endian float32, base64 per layer: the page recomputes q.k and the softmax.
+
+    Past ``_NEURON_BYTES`` of float32 only the first layers that fit go in the page (at least one).
+    """
     if neuron is None or not neuron["layers"]:
         return None
+    per_layer = neuron["queries"][0].nbytes + neuron["keys"][0].nbytes
+    keep = max(1, _NEURON_BYTES // max(1, per_layer))
+    neuron = {**neuron, "layers": neuron["layers"][:keep], "queries": neuron["queries"][:keep],
+              "keys": neuron["keys"][:keep]}
     def b64(a: np.ndarray) -> str:
         return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
 

@@ -141,7 +141,7 @@
   $("noheads").addEventListener("click", () => setAll(false));
   layerSel.addEventListener("change", () => drawHeadView());
 
-  const hv = $("hv"), ROW = 18, TOP = 24, LEFTW = 150, GAP = 260, LINE_BUDGET = 20000;
+  const hv = $("hv"), ROW = 18, TOP = 24, LEFTW = 150, GAP = 260, LINE_BUDGET = 6000;
   const dpr = window.devicePixelRatio || 1;
   hv.width = (LEFTW * 2 + GAP) * dpr;
   hv.height = (TOP + N * ROW + 10) * dpr;
