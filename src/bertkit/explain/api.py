@@ -64,7 +64,8 @@ def explain(model: str | os.PathLike | Any, text: str, pair: str | None = None, 
     """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
     figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
     weights and compare (see ``from_scratch.py``). ``attributions`` names methods of
-    ``attributions.METHODS`` to add, explaining ``target`` (a label; default the prediction).
+    ``attributions.METHODS`` to add, explaining ``target`` (a label; default the prediction);
+    ``layers`` and ``heads`` ("0-5", "3", "0,2,4-6") choose what the attention views keep.
 
     The result displays inline in a notebook; ``model`` may also be a loaded model, with its
     ``tokenizer``.
