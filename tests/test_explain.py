@@ -117,9 +117,10 @@ def test_verify_passes_on_minilm(minilm, capsys):
     rc, out, err = _run("--model", str(minilm), TEXT, "--pair", PAIR, "--verify", capsys=capsys)
     assert rc == 0, out + err
     lines = [l for l in out.splitlines() if "max|diff|" in l]
-    assert len(lines) == 1 + 6 * 12 + 6 + 1  # embeddings, every head, every layer, pooler
+    # embeddings, every head, every layer, the neuron view's q, k and softmax per layer, pooler
+    assert len(lines) == 1 + 6 * 12 + 6 + 6 * 3 + 1
     assert all(l.startswith("ok") for l in lines)
-    assert "80 of 80 checks within 1e-05" in out
+    assert "98 of 98 checks within 1e-05" in out
 
 
 def test_verify_catches_a_corrupted_weight(minilm):
@@ -148,7 +149,9 @@ def test_verify_catches_two_swapped_heads(minilm, capsys):
         w[:, a], w[:, b] = w[:, b].clone(), w[:, a].clone()
     checks = verify(minilm, TEXT, model=model, tokenizer=tok)
     failed = [c.name for c in checks if not c.ok]
-    assert failed == ["layer 1 head 1: softmax(Q K^T / sqrt(32)) = attentions[1][:, 1]",
+    assert failed == ["layer 1: neuron view queries = hidden_states[1] W_q^T + b_q, split into heads",
+                      "layer 1: neuron view keys = hidden_states[1] W_k^T + b_k, split into heads",
+                      "layer 1 head 1: softmax(Q K^T / sqrt(32)) = attentions[1][:, 1]",
                       "layer 1 head 4: softmax(Q K^T / sqrt(32)) = attentions[1][:, 4]"]
 
 

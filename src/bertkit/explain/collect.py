@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from .from_scratch import Check, rebuild_and_compare
+from .neuron import queries_keys
 
 __all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
 
@@ -56,8 +57,8 @@ def _family(model: Any) -> Any:
     return registry.family(model.config.model_type)
 
 
-def parse_layers(spec: str | None, num_layers: int) -> list[int]:
-    """``"0-5"``, ``"3"`` or ``"0,2,4-6"`` -> sorted layer indices; None -> every layer."""
+def parse_layers(spec: str | None, num_layers: int, option: str = "--layers", what: str = "layers") -> list[int]:
+    """``"0-5"``, ``"3"`` or ``"0,2,4-6"`` -> sorted layer (or head) indices; None -> every one."""
     if spec is None or str(spec).strip() == "":
         return list(range(num_layers))
     out: set[int] = set()
@@ -67,9 +68,9 @@ def parse_layers(spec: str | None, num_layers: int) -> list[int]:
             lo, _, hi = part.partition("-")
             a, b = int(lo), int(hi) if hi else int(lo)
         except ValueError:
-            raise ValueError(f"--layers: cannot read {part!r}; write e.g. 0-5, 3 or 0,2,4-6") from None
+            raise ValueError(f"{option}: cannot read {part!r}; write e.g. 0-5, 3 or 0,2,4-6") from None
         if not (0 <= a <= b < num_layers):
-            raise ValueError(f"--layers: {part!r} is outside the model's layers 0-{num_layers - 1}")
+            raise ValueError(f"{option}: {part!r} is outside the model's {what} 0-{num_layers - 1}")
         out.update(range(a, b + 1))
     return sorted(out)
 
@@ -103,6 +104,9 @@ class Explanation:
     pooler_output: np.ndarray | None
     predictions: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
+    attributions: dict[str, Any] | None = None  # see attributions.py; filled by explain(attributions=...)
+    neuron: dict[str, Any] | None = None  # queries and keys per kept layer; see neuron.py
+    heads: list[int] | None = None  # the heads kept in attentions and neuron (--heads); None = every head
 
     @property
     def num_tokens(self) -> int:
@@ -135,6 +139,10 @@ class Explanation:
             "sentence_vectors": {k: arr(v) for k, v in self.sentence_vectors.items()},
             "pooler_output": arr(self.pooler_output),
             "predictions": self.predictions,
+            "heads": self.heads,
+            "attributions": self.attributions,
+            "neuron": None if self.neuron is None else {k: arr(v) if isinstance(v, np.ndarray) else v
+                                                        for k, v in self.neuron.items()},
         }
 
 
@@ -235,7 +243,8 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
 
 @torch.no_grad()
 def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, layers: str | list[int] | None = None,
-            top_k: int = 5, all_positions: bool = False, model_path: str = "") -> Explanation:
+            top_k: int = 5, all_positions: bool = False, model_path: str = "",
+            heads: str | list[int] | None = None) -> Explanation:
     """Run ``model`` once on ``text`` (and ``pair``) and gather everything the report shows."""
     from bertkit._args import positive_int
 
@@ -244,6 +253,7 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
     base = model.base_model
     fam = _family(model)
     layer_ids = layers if isinstance(layers, list) else parse_layers(layers, cfg.num_hidden_layers)
+    head_ids = heads if isinstance(heads, list) else parse_layers(heads, cfg.num_attention_heads, "--heads", "heads")
     enc, notes = _encode(tokenizer, text, pair, cfg.max_position_embeddings)
     ids = torch.tensor([enc["input_ids"]])
     types = torch.tensor([enc.get("token_type_ids") or [0] * ids.shape[1]])
@@ -280,7 +290,10 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
         notes.append(f"The {type(model).__name__} head is not shown; the report explains its encoder.")
     if fam.task_of(type(model).__name__) == "base":
         notes.append("This folder holds the encoder only (no task head): the report explains the encoder.")
-    sel = att[layer_ids]
+    sel = att[layer_ids][:, head_ids]
+    neuron = queries_keys(base, hs, layer_ids)
+    if neuron is not None and len(head_ids) < cfg.num_attention_heads:
+        neuron.update(queries=neuron["queries"][:, head_ids], keys=neuron["keys"][:, head_ids])
     return Explanation(
         model_path=model_path,
         model_class=type(model).__name__,
@@ -306,6 +319,8 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
         pooler_output=None if pooled is None else pooled.numpy(),
         predictions=predictions,
         notes=notes,
+        neuron=neuron,
+        heads=None if len(head_ids) == cfg.num_attention_heads else head_ids,
     )
 
 
@@ -326,6 +341,9 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
             "attentions": [a[0] for a in out.attentions],
             "pooler_output": None,
         }
+        qk = queries_keys(model.base_model, res["hidden_states"], range(len(res["attentions"])))
+        if qk is not None:  # the neuron view's numbers, checked against the rebuilt projections
+            res["queries"], res["keys"] = torch.from_numpy(qk["queries"]), torch.from_numpy(qk["keys"])
         task = model_task_of(model)
         if task == "base":
             res["pooler_output"] = None if out.pooler_output is None else out.pooler_output[0]

@@ -118,8 +118,8 @@ def rebuild_and_compare(
 
     ``model_outputs`` holds ``hidden_states`` (L + 1 tensors of (N, H)), ``attentions`` (L tensors of
     (h, N, N)), and when the model has them ``pooler_output`` (H,), ``mlm_logits`` (N, V),
-    ``classifier_logits`` ((labels,) for a sequence classifier, (N, labels) for a token classifier)
-    and ``nsp_logits`` (2,).
+    ``classifier_logits`` ((labels,) for a sequence classifier, (N, labels) for a token classifier),
+    ``nsp_logits`` (2,), and the neuron view's ``queries`` and ``keys`` (L of (h, N, d)).
     """
     W = Weights(state)
     H = config["hidden_size"]
@@ -152,6 +152,15 @@ def rebuild_and_compare(
         q = linear(x, W(p + "attention.self.query.weight"), W(p + "attention.self.query.bias"))  # (N, H)
         k = linear(x, W(p + "attention.self.key.weight"), W(p + "attention.self.key.bias"))
         v = linear(x, W(p + "attention.self.value.weight"), W(p + "attention.self.value.bias"))
+        if model_outputs.get("queries") is not None:
+            # The neuron view shows these per-head slices; they must be the checkpoint's projections.
+            check(f"layer {layer}: neuron view queries = hidden_states[{layer}] W_q^T + b_q, split into heads",
+                  q.view(-1, h, d).transpose(0, 1), model_outputs["queries"][layer])
+            check(f"layer {layer}: neuron view keys = hidden_states[{layer}] W_k^T + b_k, split into heads",
+                  k.view(-1, h, d).transpose(0, 1), model_outputs["keys"][layer])
+            qk = model_outputs["queries"][layer].float() @ model_outputs["keys"][layer].float().transpose(-1, -2)
+            check(f"layer {layer}: neuron view softmax(q . k / sqrt({d})) = attentions[{layer}]",
+                  softmax(qk / math.sqrt(d)), attentions[layer])
         heads_out = []
         for head in range(h):
             cols = slice(head * d, (head + 1) * d)  # head `head` owns d consecutive columns of Q, K, V
