@@ -35,10 +35,12 @@ _CONFIGS = {
     "bert": ("bertkit.modeling.config", "BertConfig"),
     "distilbert": ("bertkit.modeling.distilbert", "DistilBertConfig"),
     "gpt2": ("bertkit.modeling.gpt2", "GPT2Config"),
+    "electra": ("bertkit.modeling.electra", "ElectraConfig"),
 }
 SUPPORTED_MODEL_TYPES = tuple(_CONFIGS)
 
-_MODULES = {"bert": "bertkit.modeling", "distilbert": "bertkit.modeling.distilbert", "gpt2": "bertkit.modeling.gpt2"}
+_MODULES = {"bert": "bertkit.modeling", "distilbert": "bertkit.modeling.distilbert", "gpt2": "bertkit.modeling.gpt2",
+            "electra": "bertkit.modeling.electra"}
 
 # Why a family has no class for an auto class (instead of a bare "not supported").
 _ENCODER_NO_CAUSAL = ("{t} is a bidirectional encoder trained with masked-LM; it has no causal language-model "
@@ -52,6 +54,8 @@ _TOKENIZERS = {
     "BertTokenizerFast": "BertTokenizer",
     "DistilBertTokenizer": "BertTokenizer",
     "DistilBertTokenizerFast": "BertTokenizer",
+    "ElectraTokenizer": "BertTokenizer",
+    "ElectraTokenizerFast": "BertTokenizer",
 }
 
 
@@ -76,7 +80,7 @@ def _model_type(data: dict[str, Any], where: Path) -> str:
     model_type = data.get("model_type")
     if model_type is None:
         for arch in data.get("architectures") or []:
-            for prefix, t in (("DistilBert", "distilbert"), ("GPT2", "gpt2"), ("Bert", "bert")):
+            for prefix, t in (("DistilBert", "distilbert"), ("GPT2", "gpt2"), ("Bert", "bert"), ("Electra", "electra")):
                 if str(arch).startswith(prefix):
                     model_type = t
                     break
@@ -216,6 +220,16 @@ AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", {
     "bert": "BertForMultipleChoice", "distilbert": "DistilBertForMultipleChoice"}, {"gpt2": _DECODER_ONLY})
 AutoModelForCausalLM = _auto("AutoModelForCausalLM", {"gpt2": "GPT2LMHeadModel"},
                              {"bert": _ENCODER_NO_CAUSAL, "distilbert": _ENCODER_NO_CAUSAL})
+
+# ELECTRA: the discriminator is the pretraining model; the generator is the masked LM.
+for _auto_cls, _name in ((AutoModel, "ElectraModel"), (AutoModelForPreTraining, "ElectraForPreTraining"),
+                         (AutoModelForMaskedLM, "ElectraForMaskedLM"),
+                         (AutoModelForSequenceClassification, "ElectraForSequenceClassification"),
+                         (AutoModelForTokenClassification, "ElectraForTokenClassification"),
+                         (AutoModelForQuestionAnswering, "ElectraForQuestionAnswering"),
+                         (AutoModelForMultipleChoice, "ElectraForMultipleChoice")):
+    _auto_cls._mapping["electra"] = _name
+AutoModelForCausalLM._missing["electra"] = _ENCODER_NO_CAUSAL
 
 
 def auto_class_for(class_name: str) -> type:

@@ -24,7 +24,7 @@ PRESETS: dict[str, tuple[int, int]] = {
 }
 
 # The model families bertkit implements (config.json model_type); their configs never load into each other.
-FAMILY_MODEL_TYPES = ("bert", "distilbert", "gpt2")
+FAMILY_MODEL_TYPES = ("bert", "distilbert", "gpt2", "electra")
 
 # Fields that exist only at run time in transformers and are not written unless changed.
 _RUNTIME_FIELDS = ("output_attentions", "output_hidden_states", "return_dict")

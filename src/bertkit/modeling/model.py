@@ -306,12 +306,13 @@ def _grouped_attention(qkv: torch.Tensor, num_heads: int, mask: AttentionMask,
 class BertEmbeddings(nn.Module):
     """word + position + token-type embeddings, summed, then LayerNorm and dropout."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, width: int | None = None):  # width: hidden_size unless given
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.hidden_size if width is None else width
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         # Non-persistent: saved files stay clean, and old checkpoints that carry it load without noise.
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
@@ -717,9 +718,10 @@ class BertModel(BertPreTrainedModel):
             shape = tuple(input_ids.shape)
             _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size", check_values)
         else:
-            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.hidden_size:
+            width = self.embeddings.word_embeddings.embedding_dim  # ELECTRA embeds narrower than hidden_size
+            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != width:
                 raise ValueError(
-                    f"inputs_embeds must have shape (batch, seq_len, {cfg.hidden_size}), "
+                    f"inputs_embeds must have shape (batch, seq_len, {width}), "
                     f"got {tuple(inputs_embeds.shape)}"
                 )
             shape = tuple(inputs_embeds.shape[:2])
@@ -758,6 +760,11 @@ class BertModel(BertPreTrainedModel):
                 )
         return B, N
 
+    def _embed(self, input_ids: torch.Tensor | None, token_type_ids: torch.Tensor | None,
+               position_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+        """The encoder's input (B, N, H); ELECTRA adds a projection from its narrower embeddings."""
+        return self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,  # (B, N)
@@ -779,7 +786,7 @@ class BertModel(BertPreTrainedModel):
         self._validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                               check_values=self.check_inputs and not compiling)
 
-        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
+        x = self._embed(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
         mask = AttentionMask.build(attention_mask, pack=pack, sync=not compiling, hidden_size=cfg.hidden_size)
         if mask.packed:  # per-token work on real tokens only (padding outputs are zeros, not computed)
