@@ -37,7 +37,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--whole-word-masking", action="store_true",
                      help="mask all pieces of a word together; with --corpus, Chinese words come from jieba "
                           "(pip install 'bertkit[zh]'); --data must be prepared with --whole-word-masking")
-    src.add_argument("--mask-prob", type=A.fraction_0_1_left_open, default=0.15)
+    src.add_argument("--mask-prob", "--mask-rate", dest="mask_prob", type=A.fraction_0_1_left_open, default=0.15,
+                     help="fraction of tokens masked (default 0.15)")
+    src.add_argument("--objective", choices=["mlm+nsp", "mlm", "electra"], default="mlm+nsp",
+                     help="mlm+nsp: BERT (BertForPreTraining); mlm: masked LM on contiguous full-length "
+                          "sequences, no NSP (BertForMaskedLM); electra: a generator masked LM and a "
+                          "discriminator of replaced tokens (ElectraForPreTraining in OUTPUT, the generator "
+                          "in OUTPUT/generator)")
+    src.add_argument("--generator-size", type=A.fraction_0_1_left_open, default=0.25,
+                     help="electra: the generator's hidden size (and heads) as a fraction of the "
+                          "discriminator's (default 0.25)")
 
     mod = p.add_argument_group("model")
     mod.add_argument("--vocab", help="vocab.txt for a new model")

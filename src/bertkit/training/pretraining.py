@@ -64,6 +64,9 @@ class PretrainingArguments:
     progress: bool = True
     threads: int = 0
     recipe: str | None = None  # a whole schedule from the time budget (bertkit.training.recipes)
+    # The objective (bertkit.training.objectives); --mask-rate is --mask-prob's other name.
+    objective: str = "mlm+nsp"  # "mlm+nsp" | "mlm" (contiguous, no NSP) | "electra"
+    generator_size: float = 0.25  # electra: the generator's hidden size as a fraction of the discriminator's
 
     def __post_init__(self) -> None:
         # The ranges of the CLI's flags, for callers of the Python API; errors name the field.
@@ -85,6 +88,9 @@ class PretrainingArguments:
         if self.schedule == "time" and self.max_minutes is None:
             raise ValueError("--schedule time decays the learning rate over --max-minutes; give --max-minutes")
         A.check_threads("threads", self.threads)
+        from bertkit.training.objectives import check_objective_args
+
+        check_objective_args(self)
 
     @classmethod
     def from_namespace(cls, ns: Any) -> "PretrainingArguments":
@@ -162,11 +168,12 @@ def evaluate_pretraining(model: Any, dataset: Any, collate: Any, batch_size: int
     return metrics
 
 
-def build_pretraining(args: Any) -> dict[str, Any]:
+def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
     """Model, tokenizer, datasets and collator from :class:`PretrainingArguments` (or a Namespace).
 
     Returns a dict with model, config, tokenizer, vocab, train_dataset, eval_dataset, collate,
-    corpus and data_dir.
+    corpus and data_dir. ``make_model(config, tokenizer)`` builds another model than
+    ``BertForPreTraining`` (:mod:`bertkit.training.objectives`).
     """
     import numpy as np
 
@@ -174,6 +181,7 @@ def build_pretraining(args: Any) -> dict[str, Any]:
         MaskingCollator,
         PretrainingDataset,
         ShardedCorpus,
+        create_contiguous_instances,
         create_nsp_instances,
         create_single_segment_instances,
         ensure_prepared,
@@ -233,7 +241,10 @@ def build_pretraining(args: Any) -> dict[str, Any]:
                          f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
                          f"with this vocabulary")
     train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
-    if args.no_nsp:
+    if getattr(args, "objective", "mlm+nsp") != "mlm+nsp":  # full-length windows, RoBERTa-style
+        train_inst = create_contiguous_instances(corpus, train_docs, args.seq_len)
+        eval_inst = create_contiguous_instances(corpus, eval_docs, args.seq_len)
+    elif args.no_nsp:
         train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
         eval_inst = create_single_segment_instances(corpus, eval_docs, args.seq_len)
     else:
@@ -254,8 +265,11 @@ def build_pretraining(args: Any) -> dict[str, Any]:
     from bertkit.training.trainer import set_seed
 
     set_seed(args.seed)  # the initial weights depend on --seed only
-    model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
-        else BertForPreTraining(config)
+    if make_model is not None:
+        model = make_model(config, tokenizer)
+    else:
+        model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
+            else BertForPreTraining(config)
     return {"model": model, "config": config, "tokenizer": tokenizer, "vocab": vocab,
             "train_dataset": train_ds, "eval_dataset": eval_ds, "collate": collate,
             "corpus": corpus, "data_dir": data_dir}
@@ -263,7 +277,7 @@ def build_pretraining(args: Any) -> dict[str, Any]:
 
 # What `bertkit pretrain` writes into its --output (see bertkit.training.checkpointing).
 PRETRAIN_OUTPUTS = ("checkpoints", "best", "metrics.jsonl", "metrics.png", "config.json", "model.safetensors",
-                    "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+                    "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json", "generator")
 
 _MODEL_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                "hidden_act", "max_position_embeddings", "type_vocab_size", "hidden_dropout_prob",
@@ -280,7 +294,9 @@ def run_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
         "data": {"vocab": vocab_fingerprint(parts["vocab"]), "tokens": int(corpus.num_tokens),
                  "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
         "objective": {"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
-                      "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob},
+                      "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob,
+                      "objective": getattr(args, "objective", "mlm+nsp"),
+                      "generator_size": getattr(args, "generator_size", 0.25)},
     }
 
 
@@ -302,7 +318,9 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    parts = build_pretraining(args)
+    from bertkit.training.objectives import build_objective
+
+    parts = build_objective(args)
     claim = None
     if int(os.environ.get("RANK", "0")) == 0:  # other ranks wait at the Trainer's first barrier
         claim = claim_output_dir(args.output, "pretrain", overwrite=getattr(args, "overwrite", False),
@@ -323,10 +341,10 @@ def pretrain(args: PretrainingArguments | Any) -> Any:
     def evaluate(model: Any) -> dict[str, float]:
         if len(eval_ds) == 0:
             return {}
-        return evaluate_pretraining(model, eval_ds, collate, device=trainer.device, amp_dtype=trainer.amp_dtype)
+        return parts["evaluate"](model, eval_ds, collate, device=trainer.device, amp_dtype=trainer.amp_dtype)
 
     trainer = Trainer(parts["model"], cfg, parts["train_dataset"], collate_fn=collate,
-                      evaluate=evaluate, loss_fn=mlm_nsp_loss, tokenizer=parts["tokenizer"])
+                      evaluate=evaluate, loss_fn=parts["loss_fn"], tokenizer=parts["tokenizer"])
     if trainer.is_main:
         n_params = sum(p.numel() for p in parts["model"].parameters())
         print(f"pretrain: {len(parts['train_dataset']):,} training / {len(eval_ds):,} held-out instances "
