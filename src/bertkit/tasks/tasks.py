@@ -134,9 +134,10 @@ class Task:
 
     # --- model
     def model_class(self) -> type:
-        import bertkit.modeling as modeling
+        """The Auto class for this task's head: it loads the folder's own family (BERT, ELECTRA...)."""
+        from bertkit.modeling.auto import auto_class_for
 
-        return getattr(modeling, self.model_class_name)
+        return auto_class_for(self.model_class_name)
 
     def model_kwargs(self) -> dict[str, Any]:
         return {}
