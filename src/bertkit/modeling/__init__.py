@@ -1,6 +1,16 @@
 """BERT models with transformers' module paths, every head, and inspection helpers."""
 
 from .config import PRESETS, BertConfig, check_vocab_fits
+from .electra import (
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForMultipleChoice,
+    ElectraForPreTraining,
+    ElectraForQuestionAnswering,
+    ElectraForSequenceClassification,
+    ElectraForTokenClassification,
+    ElectraModel,
+)
 from .heads import (
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -52,6 +62,14 @@ __all__ = [
     "BertForTokenClassification",
     "BertForQuestionAnswering",
     "BertForMultipleChoice",
+    "ElectraConfig",
+    "ElectraModel",
+    "ElectraForPreTraining",
+    "ElectraForMaskedLM",
+    "ElectraForSequenceClassification",
+    "ElectraForTokenClassification",
+    "ElectraForQuestionAnswering",
+    "ElectraForMultipleChoice",
     "count_parameters",
     "parameter_table",
     "freeze",
