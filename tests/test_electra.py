@@ -183,3 +183,22 @@ def test_pipelines_on_electra_folders(tokenizer, tmp_path):
 def test_config_bad_sizes_name_the_values():
     with pytest.raises(ValueError, match=r"hidden_size \(64\) is not a multiple of num_attention_heads \(5\)"):
         E.ElectraModel(E.ElectraConfig(hidden_size=64, num_attention_heads=5))
+
+
+def test_generator_resize_token_embeddings_keeps_old_logits_and_saves_for_transformers(batch, tmp_path):
+    torch.manual_seed(5)
+    ref = transformers.ElectraForMaskedLM(transformers.ElectraConfig(**_kwargs("", "projected"))).eval()
+    ref.save_pretrained(tmp_path / "hf")
+    ours = E.ElectraForMaskedLM.from_pretrained(tmp_path / "hf").eval()
+    n = ref.config.vocab_size
+    ours.resize_token_embeddings(n + 3)
+    assert ours.generator_lm_head.weight is ours.electra.embeddings.word_embeddings.weight
+    assert ours.generator_lm_head.weight.shape == (n + 3, 32)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        a, b = ref(**_inputs("", batch)).logits[real], ours(**_inputs("", batch)).logits[real]
+    assert torch.allclose(a, b[:, :n], atol=TOL)
+    ours.save_pretrained(tmp_path / "bk")
+    back = transformers.ElectraForMaskedLM.from_pretrained(tmp_path / "bk").eval()
+    with torch.no_grad():
+        assert torch.allclose(back(**_inputs("", batch)).logits[real], b, atol=TOL)

@@ -205,3 +205,15 @@ def test_bad_input_one_line(corpus, tmp_path, capsys):
     assert e.value.code == 2 and "--generator-size: must be a number in (0, 1], got '0'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="objective must be one of mlm\\+nsp, mlm, electra"):
         PretrainingArguments(output=str(tmp_path / "d"), objective="rtd")
+
+
+def test_roc_auc_equals_the_pairwise_definition():
+    from bertkit.tasks.metrics import roc_auc
+
+    rng = np.random.default_rng(0)
+    scores = np.round(rng.normal(size=300), 1)  # rounded: many ties
+    labels = (rng.random(300) < 0.3).astype(int)
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    pairs = (pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()
+    assert roc_auc(scores, labels) == pytest.approx(pairs, abs=1e-12)
+    assert np.isnan(roc_auc([0.1, 0.2], [1, 1]))
