@@ -217,3 +217,27 @@ def test_roc_auc_equals_the_pairwise_definition():
     pairs = (pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()
     assert roc_auc(scores, labels) == pytest.approx(pairs, abs=1e-12)
     assert np.isnan(roc_auc([0.1, 0.2], [1, 1]))
+
+
+@pytest.mark.slow
+def test_electra_under_torchrun_two_processes(corpus, tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "ddp"
+    env = dict(os.environ, OMP_NUM_THREADS="1", BERTKIT_CACHE=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
+           "-m", "bertkit", *_cli(corpus, out, "--objective", "electra", "--generator-size", "0.5",
+                                  "--precision", "fp32", "--eval-instances", "16")]
+    r = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2 process(es)" in r.stderr
+    train = [x for x in _rows(out) if "loss" in x]
+    assert [x["step"] for x in train] == [1, 2] and all("disc_loss" in x for x in train)
+    assert (out / "generator" / "model.safetensors").is_file()
+    transformers.ElectraForPreTraining.from_pretrained(out)
