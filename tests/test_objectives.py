@@ -134,6 +134,8 @@ def test_electra_resume_repeats_the_run_exactly(electra_run, corpus, tmp_path):
     for name in ("generator", "model.safetensors", "config.json"):
         p = out / name
         shutil.rmtree(p) if p.is_dir() else p.unlink()
+    with pytest.raises(ValueError, match="objective"):  # another objective is another run
+        pretrain(_args(corpus, out, objective="mlm", resume=True))
     res = pretrain(_args(corpus, out, objective="electra", generator_size=0.5, resume=True))
     assert res.step == 6
     full = [r for r in _rows(electra_run) if "loss" in r]

@@ -289,15 +289,17 @@ def run_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
     from bertkit.data.corpus import vocab_fingerprint
 
     config, corpus = parts["config"], parts["corpus"]
-    return {
+    identity = {
         "model": {k: getattr(config, k, None) for k in _MODEL_KEYS},
         "data": {"vocab": vocab_fingerprint(parts["vocab"]), "tokens": int(corpus.num_tokens),
                  "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
         "objective": {"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
-                      "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob,
-                      "objective": getattr(args, "objective", "mlm+nsp"),
-                      "generator_size": getattr(args, "generator_size", 0.25)},
+                      "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob},
     }
+    objective = getattr(args, "objective", "mlm+nsp")
+    if objective != "mlm+nsp":  # runs of the default objective keep the identity they were started with
+        identity["objective"].update(objective=objective, generator_size=getattr(args, "generator_size", 0.25))
+    return identity
 
 
 def pretrain(args: PretrainingArguments | Any) -> Any:
