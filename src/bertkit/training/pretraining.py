@@ -298,7 +298,9 @@ def run_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
     }
     objective = getattr(args, "objective", "mlm+nsp")
     if objective != "mlm+nsp":  # runs of the default objective keep the identity they were started with
-        identity["objective"].update(objective=objective, generator_size=getattr(args, "generator_size", 0.25))
+        identity["objective"]["objective"] = objective
+        if objective == "electra":
+            identity["objective"]["generator_size"] = args.generator_size
     return identity
 
 
