@@ -243,3 +243,21 @@ def test_electra_under_torchrun_two_processes(corpus, tmp_path):
     assert [x["step"] for x in train] == [1, 2] and all("disc_loss" in x for x in train)
     assert (out / "generator" / "model.safetensors").is_file()
     transformers.ElectraForPreTraining.from_pretrained(out)
+
+
+def test_replacements_follow_the_generator_softmax():
+    from bertkit.data.replaced_tokens import replace_with_samples, sample_from_logits
+
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0, -30.0]]).repeat(200_000, 1)
+    g = torch.Generator().manual_seed(0)
+    counts = torch.bincount(sample_from_logits(logits, g), minlength=5).double() / len(logits)
+    expected = torch.softmax(logits[0].double(), -1)
+    assert torch.allclose(counts, expected, atol=4e-3), (counts, expected)  # ~4 standard errors
+    assert counts[4] == 0  # probability 1e-14
+    ids = torch.tensor([[101, 103, 7, 103, 102, 0]])
+    labels = torch.tensor([[-100, 5, -100, 9, -100, -100]])
+    picked = torch.tensor([[-50.0] * 12, [-50.0] * 12])
+    picked[0, 5], picked[1, 11] = 50.0, 50.0  # first masked position -> its original, second -> 11
+    replaced, is_replaced = replace_with_samples(picked, ids, labels, g)
+    assert replaced.tolist() == [[101, 5, 7, 11, 102, 0]]
+    assert is_replaced.tolist() == [[0, 0, 0, 1, 0, 0]]  # a sample equal to the original is not "replaced"
