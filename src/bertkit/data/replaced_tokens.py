@@ -3,8 +3,9 @@
 The collator masks as for MLM but without random tokens (:func:`electra_collator`): of the chosen
 positions 85% become ``[MASK]`` and 15% keep their token, as in ELECTRA's own code; the generator
 predicts every chosen position. :func:`replace_with_samples` then puts a token sampled from the
-generator's softmax (:func:`sample_from_logits`) at each chosen position. The discriminator's label is 1 where the token now
-differs from the original (a sample that equals the original counts as original, as in the paper).
+generator's softmax (:func:`sample_from_logits`) at each chosen position. The discriminator's label
+is 1 where the token now differs from the original (a sample that equals the original counts as
+original, as in the paper).
 """
 
 from __future__ import annotations
