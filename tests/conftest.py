@@ -22,3 +22,24 @@ def polarity_clf(tmp_path_factory):
     finetune("text-classification", asset_path("minilm"), asset_path("polarity-train"), out, epochs=1,
              batch_size=32, lr=1e-4, max_length=64, max_train_samples=1600, seed=0, progress=False, quiet=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def distilbert_clf(tmp_path_factory):
+    """A small DistilBERT sentiment classifier with random weights (MiniLM's WordPiece vocabulary),
+    saved by bertkit's save_pretrained: a DistilBERT folder for serve, explain and the family tests."""
+    import torch
+
+    from bertkit.assets import asset_path
+    from bertkit.modeling.distilbert import DistilBertConfig, DistilBertForSequenceClassification
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = DistilBertConfig(vocab_size=len(tok.vocab), dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                           max_position_embeddings=128, initializer_range=0.2,
+                           id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
+    torch.manual_seed(0)
+    model = DistilBertForSequenceClassification(cfg).eval()
+    out = tmp_path_factory.mktemp("distilbert-clf") / "model"
+    model.save_pretrained(out, tokenizer=tok)
+    return out

@@ -265,3 +265,69 @@ def test_png_figures(minilm, tmp_path, capsys):
     assert names == ["attention_layer00.png", "attention_layer05.png", "embedding_parts.png", "hidden_states.png"]
     for p in (tmp_path / "png").iterdir():
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+# ------------------------------------------------------------------------------ other families
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory) -> Path:
+    """A small GPT-2 with random weights on the MiniLM WordPiece vocabulary, saved by transformers."""
+    transformers = pytest.importorskip("transformers")
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=len(tok.vocab),
+                                  tokenizer_class="BertTokenizer")
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("gpt2") / "model"
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_distilbert_folder_explained_as_transformers_computes_it(distilbert_clf, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "r.json"
+    rc, _, err = _run("--model", str(distilbert_clf), TEXT, "--json", str(out), "--output", str(tmp_path / "r.html"),
+                      capsys=capsys)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    assert data["model_class"] == "DistilBertForSequenceClassification"
+    tok = transformers.BertTokenizerFast.from_pretrained(distilbert_clf)
+    enc = tok(TEXT, return_tensors="pt")
+    assert data["input_ids"] == enc["input_ids"][0].tolist()
+    ref = transformers.DistilBertForSequenceClassification.from_pretrained(
+        distilbert_clf, attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(input_ids=enc["input_ids"], output_attentions=True, output_hidden_states=True)
+    ours = torch.tensor(data["attentions"], dtype=torch.float64)
+    theirs = torch.stack([a[0] for a in r.attentions]).double()
+    assert ours.shape == theirs.shape and (ours - theirs).abs().max() < 1e-5
+    norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
+    assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
+    probs = r.logits[0].softmax(-1)
+    got = {x["label"]: x["score"] for x in data["predictions"]["labels"]}
+    assert abs(got["negative"] - float(probs[0])) < 1e-5 and abs(got["positive"] - float(probs[1])) < 1e-5
+    assert data["pooler_output"] is None and not any(data["embedding_parts"]["token_type"])
+    rc, _, err = _run("--model", str(distilbert_clf), TEXT, "--verify", capsys=capsys)
+    assert rc == 1 and "--verify rebuilds BERT" in err and "distilbert" in err
+
+
+def test_gpt2_folder_attention_and_hidden_state_views_equal_transformers(gpt2_folder, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "r.json"
+    rc, _, err = _run("--model", str(gpt2_folder), TEXT, "--json", str(out), capsys=capsys)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    ids = torch.tensor([data["input_ids"]])
+    ref = transformers.GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(input_ids=ids, output_attentions=True, output_hidden_states=True)
+    ours = torch.tensor(data["attentions"], dtype=torch.float64)
+    theirs = torch.stack([a[0] for a in r.attentions]).double()
+    assert ours.shape == theirs.shape and (ours - theirs).abs().max() < 1e-5
+    assert float(ours[0, 0].triu(1).abs().max()) == 0.0  # causal: nothing after the query token
+    norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
+    assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
+    assert any("causal decoder" in n for n in data["notes"])

@@ -233,3 +233,30 @@ def test_two_worker_processes_answer_and_drain():
         assert httpx.get(srv.url + "/info", timeout=30).json()["dtype"] == "fp32"
         code = srv.stop()
     assert code == 0
+
+
+def test_distilbert_classifier_folder_predicts_label_names_as_transformers(distilbert_clf):
+    """A DistilBERT folder is served by its head, like a BERT one: /predict answers with the label names
+    and the scores transformers' DistilBertForSequenceClassification gives on the same folder."""
+    import torch
+    import transformers
+
+    texts = _sentences(3)
+    hf = transformers.DistilBertForSequenceClassification.from_pretrained(distilbert_clf).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(distilbert_clf))
+    with torch.no_grad():
+        want = hf(**hf_tok(texts, padding=True, truncation=True, max_length=64, return_tensors="pt")).logits.softmax(-1)
+    with server_process(distilbert_clf, ["--dtype", "fp32", "--max-input-tokens", "64", "--truncate"]) as srv:
+        info = httpx.get(srv.url + "/info", timeout=30).json()
+        r = httpx.post(srv.url + "/predict", json={"inputs": texts}, timeout=60)
+        emb = httpx.post(srv.url + "/embed", json={"inputs": texts[0]}, timeout=60)
+        assert srv.stop() == 0
+    assert info["task"] == "text-classification" and "/predict" in info["endpoints"]
+    assert r.status_code == 200, r.text
+    assert r.json()["task"] == "text-classification"
+    for got, row in zip(r.json()["predictions"], want):
+        scores = {x["label"]: x["score"] for x in got}
+        assert set(scores) == {"negative", "positive"}
+        # fp32 on both sides; 1e-5 absorbs the different summation orders of the two kernels
+        np.testing.assert_allclose([scores["negative"], scores["positive"]], row.numpy(), atol=1e-5)
+    assert emb.status_code == 200 and len(emb.json()["embedding"]) == 64

@@ -27,28 +27,33 @@ __all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_la
 
 
 def model_class_name(config: Any) -> str:
-    """The bertkit class for a config: the first of ``architectures`` that bertkit has, else the encoder."""
-    from bertkit.modeling import MODEL_CLASSES
+    """The bertkit class for a config: the first of ``architectures`` its family registers, else the
+    family's bare model (see :mod:`bertkit.modeling.registry`)."""
+    from bertkit.modeling import registry
 
-    return next((a for a in (config.architectures or []) if a in MODEL_CLASSES), "BertModel")
+    fam = registry.family(config.model_type)
+    return next((a for a in (config.architectures or []) if fam.task_of(a) is not None), fam.class_name("base"))
 
 
 def load_model(path: str | os.PathLike) -> tuple[Any, Any, Path]:
     """(model in eval mode and float32, its tokenizer, the resolved folder) for a model folder or cached id."""
     from bertkit.hub import resolve_model_path
-    from bertkit.modeling import MODEL_CLASSES, BertConfig
-    from bertkit.modeling.auto import AutoConfig
-    from bertkit.tokenization import BertTokenizer
+    from bertkit.modeling import registry
+    from bertkit.modeling.auto import AutoConfig, AutoTokenizer
 
     folder = resolve_model_path(path)
-    model_type = AutoConfig.from_pretrained(folder).model_type
-    if model_type != "bert":
-        # The report's sections and the from-scratch check are BERT's equations (token types, post-LN).
-        raise ValueError(f"bertkit explain covers BERT models; {folder} holds a {model_type!r} model")
-    config = BertConfig.from_pretrained(folder)
-    model = MODEL_CLASSES[model_class_name(config)].from_pretrained(folder, dtype=torch.float32).eval()
-    tokenizer = BertTokenizer.from_pretrained(folder)
+    config = AutoConfig.from_pretrained(folder)
+    fam = registry.family(config.model_type)
+    task = fam.task_of(model_class_name(config))
+    model = fam.model_class(task).from_pretrained(folder, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
     return model, tokenizer, folder
+
+
+def _family(model: Any) -> Any:
+    from bertkit.modeling import registry
+
+    return registry.family(model.config.model_type)
 
 
 def parse_layers(spec: str | None, num_layers: int) -> list[int]:
@@ -176,11 +181,13 @@ def _head_summaries(att: torch.Tensor, tokens: list[str]) -> dict[str, np.ndarra
 
 def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[str, str | None], top_k: int,
                  all_positions: bool) -> dict | None:
-    name = type(model).__name__
+    from bertkit.modeling.registry import model_task_of
+
+    task = model_task_of(model)
     cfg = model.config
     ids = enc["input_ids"]
-    if name in ("BertForMaskedLM", "BertForPreTraining"):
-        logits = (out.logits if name == "BertForMaskedLM" else out.prediction_logits)[0].float()
+    if task in ("masked-lm", "pretraining") and _family(model).pipeline_task(task) == "fill-mask":
+        logits = (out.prediction_logits if "prediction_logits" in out else out.logits)[0].float()
         mask_id = tokenizer.mask_token_id
         positions = list(range(len(ids))) if all_positions else [i for i, t in enumerate(ids) if t == mask_id]
         rows = []
@@ -191,14 +198,14 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
                          "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v)}
                                  for v, i in zip(vals, idx)]})
         pred: dict[str, Any] = {"kind": "masked-lm", "positions": rows, "all_positions": all_positions}
-        if name == "BertForPreTraining":
+        if "seq_relationship_logits" in out:
             nsp = out.seq_relationship_logits[0].float().softmax(-1)
             pred["next_sentence"] = {"is_next": float(nsp[0]), "is_random": float(nsp[1])}
         return pred
-    if name == "BertForNextSentencePrediction":
+    if type(model).__name__ == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
         nsp = out.logits[0].float().softmax(-1)
         return {"kind": "next-sentence", "next_sentence": {"is_next": float(nsp[0]), "is_random": float(nsp[1])}}
-    if name == "BertForSequenceClassification":
+    if task == "sequence-classification":
         logits = out.logits[0].float()
         if cfg.num_labels == 1:
             kind, scores = "regression", logits
@@ -209,7 +216,7 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
         labels = [{"label": cfg.id2label.get(i, f"LABEL_{i}"), "score": float(s), "logit": float(lg)}
                   for i, (s, lg) in enumerate(zip(scores, logits))]
         return {"kind": "sequence-classification", "problem": kind, "labels": labels}
-    if name == "BertForTokenClassification":
+    if task == "token-classification":
         probs = out.logits[0].float().softmax(-1)
         words, seen = [], set()
         text_of = {0: texts[0], 1: texts[1]}
@@ -231,31 +238,35 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
             top_k: int = 5, all_positions: bool = False, model_path: str = "") -> Explanation:
     """Run ``model`` once on ``text`` (and ``pair``) and gather everything the report shows."""
     from bertkit._args import positive_int
-    from bertkit.modeling import BertModel
 
     top_k = positive_int.check("top_k", top_k)
     cfg = model.config
-    base: BertModel = model.base_model
+    base = model.base_model
+    fam = _family(model)
     layer_ids = layers if isinstance(layers, list) else parse_layers(layers, cfg.num_hidden_layers)
     enc, notes = _encode(tokenizer, text, pair, cfg.max_position_embeddings)
     ids = torch.tensor([enc["input_ids"]])
-    types = torch.tensor([enc["token_type_ids"]])
+    types = torch.tensor([enc.get("token_type_ids") or [0] * ids.shape[1]])
     model.eval()
     with torch.inference_mode():
-        out = model(input_ids=ids, token_type_ids=types, output_attentions=True, output_hidden_states=True,
-                    return_dict=True)
+        # Segment ids go in only where the family embeds them as segments (GPT-2 would add word vectors).
+        out = model(input_ids=ids, token_type_ids=types if fam.has_token_types else None, output_attentions=True,
+                    output_hidden_states=True, return_dict=True)
         hs = [h[0].float() for h in out.hidden_states]  # L + 1 of (N, H)
         att = torch.stack([a[0].float() for a in out.attentions])  # (L, h, N, N)
-        pooled = base.pooler(hs[-1][None])[0] if base.pooler is not None else None
-        emb = base.embeddings
+        pooler = getattr(base, "pooler", None)
+        pooled = pooler(hs[-1][None])[0] if pooler is not None else None
+        tables = model.embedding_tables()
         n = ids.shape[1]
-        parts = {
-            "word": emb.word_embeddings.weight.detach()[ids[0]].float(),
-            "position": emb.position_embeddings.weight.detach()[:n].float(),
-            "token_type": emb.token_type_embeddings.weight.detach()[types[0]].float(),
-        }
-    parts["sum"] = parts["word"] + parts["position"] + parts["token_type"]
+        rows = {"word": ids[0], "position": torch.arange(n), "token_type": types[0]}
+        parts = {k: t.weight.detach()[rows[k]].float() for k, t in tables.items()}
+    parts["sum"] = sum(parts.values())
+    # A family without segments adds nothing for them: a zero row keeps the report's table whole.
+    parts.setdefault("token_type", torch.zeros_like(parts["sum"]))
     parts["layernorm"] = hs[0]
+    if fam.kind != "encoder":
+        notes.append(f"{type(model).__name__} is a causal decoder: each token attends to itself and the tokens "
+                     "before it; the first hidden state is the embedding sum itself (no LayerNorm before layer 0).")
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"])
     H = torch.stack(hs)  # (L + 1, N, H)
     others = H[:, 1:].mean(1) if n > 1 else H[:, 0]
@@ -265,22 +276,22 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
     else:
         notes.append(f"{type(model).__name__} has no pooler, so there is no pooler_output.")
     predictions = _predictions(model, out, tokenizer, enc, (text, pair), top_k, all_positions)
-    if predictions is None and type(model).__name__ != "BertModel":
+    if predictions is None and fam.task_of(type(model).__name__) != "base":
         notes.append(f"The {type(model).__name__} head is not shown; the report explains its encoder.")
-    if type(model).__name__ == "BertModel":
+    if fam.task_of(type(model).__name__) == "base":
         notes.append("This folder holds the encoder only (no task head): the report explains the encoder.")
     sel = att[layer_ids]
     return Explanation(
         model_path=model_path,
         model_class=type(model).__name__,
-        config={k: getattr(cfg, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+        config={k: getattr(cfg, k, None) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "vocab_size", "max_position_embeddings",
                                              "hidden_act", "layer_norm_eps")},
         text=text,
         pair=pair,
         tokens=tokens,
         input_ids=list(enc["input_ids"]),
-        token_type_ids=list(enc["token_type_ids"]),
+        token_type_ids=types[0].tolist(),
         offsets=[tuple(o) for o in enc["offset_mapping"]],
         sequence_ids=list(enc.sequence_ids()),
         word_ids=list(enc.word_ids()),
@@ -302,7 +313,9 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
 
 
 def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: list[int]) -> dict[str, Any]:
-    """Run ``model`` and return the outputs ``rebuild_and_compare`` compares against."""
+    """Run ``model`` (a BERT model) and return the outputs ``rebuild_and_compare`` compares against."""
+    from bertkit.modeling.registry import model_task_of
+
     name = type(model).__name__
     with torch.inference_mode():
         out = model(input_ids=torch.tensor([input_ids]), token_type_ids=torch.tensor([token_type_ids]),
@@ -313,19 +326,20 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
             "attentions": [a[0] for a in out.attentions],
             "pooler_output": None,
         }
-        if name == "BertModel":
+        task = model_task_of(model)
+        if task == "base":
             res["pooler_output"] = None if out.pooler_output is None else out.pooler_output[0]
         elif base.pooler is not None:
             # Head models do not return the pooled vector; the pooler module's own output stands in.
             res["pooler_output"] = base.pooler(out.hidden_states[-1])[0]
-        if name == "BertForMaskedLM":
+        if task == "masked-lm":
             res["mlm_logits"] = out.logits[0]
-        elif name == "BertForPreTraining":
+        elif task == "pretraining":
             res["mlm_logits"] = out.prediction_logits[0]
             res["nsp_logits"] = out.seq_relationship_logits[0]
-        elif name == "BertForNextSentencePrediction":
+        elif name == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
             res["nsp_logits"] = out.logits[0]
-        elif name in ("BertForSequenceClassification", "BertForTokenClassification"):
+        elif task in ("sequence-classification", "token-classification"):
             res["classifier_logits"] = out.logits[0]
     return res
 
@@ -345,6 +359,10 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         loaded, loaded_tok, _ = load_model(folder)
         model = model if model is not None else loaded
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
+    if model.config.model_type != "bert":
+        # from_scratch.py writes out BERT's equations (token types, post-LN, the pooler) only.
+        raise ValueError(f"--verify rebuilds BERT's forward pass; {folder} holds a {model.config.model_type!r} "
+                         "model (its report needs no --verify)")
     if model.dtype != torch.float32:
         raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
     state = load_state_dict(find_weights_file(folder))

@@ -4,8 +4,9 @@
 
 - ``"auto"`` picks bf16 where the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else fp32;
 - ``"bf16"`` casts every parameter to bfloat16 (outputs are cast back to float32 by the callers);
-- ``"int8"`` applies dynamic quantization to the Linear layers only (int8 weights with one scale per
-  output row): embeddings and LayerNorm keep float32, activations are quantized per batch at run time;
+- ``"int8"`` runs the encoder's Linear layers as int8 products with one scale per token and per
+  output channel, smoothed, the feed-forward down-projections kept in bf16 or fp32
+  (:mod:`bertkit.inference.int8`); embeddings and LayerNorm keep float32;
 - every BERT self-attention gets its query/key/value weights concatenated once, so inference runs one
   GEMM without re-building the (3H, H) matrix on every call (training ignores the cache).
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-import warnings
 from typing import Any
 
 import torch
@@ -53,29 +53,18 @@ def inference_dtype(model: nn.Module) -> str:
     return getattr(model, "_bertkit_inference_dtype", "fp32")
 
 
-def _quantize(module: nn.Module) -> nn.Module:
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    with warnings.catch_warnings():  # torch marks eager quantization deprecated; it is still its CPU int8 path
-        warnings.simplefilter("ignore")
-        # one scale per output row: per-tensor scales lose too much on rows with small weights
-        return quantize_dynamic(module, {nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
-
-
-def _fuse_qkv(model: nn.Module, quantize: bool) -> None:
-    from bertkit.modeling.model import BertSelfAttention
-
+def _fuse_qkv(model: nn.Module) -> None:
+    """Give every attention that names its projections in ``qkv_names`` one (3H, H) Linear for inference."""
     for m in model.modules():
-        if not isinstance(m, BertSelfAttention) or not isinstance(m.query, nn.Linear):
+        names = getattr(type(m), "qkv_names", None)
+        if names is None or not all(isinstance(getattr(m, n, None), nn.Linear) for n in names):
             continue
-        q, k, v = m.query, m.key, m.value
+        q, k, v = (getattr(m, n) for n in names)
         fused = nn.Linear(q.in_features, 3 * q.out_features, device=q.weight.device, dtype=q.weight.dtype)
         with torch.no_grad():
             fused.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
             fused.bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
         fused.requires_grad_(False)
-        if quantize:
-            fused = _quantize(nn.Sequential(fused))[0]
         # Not registered as a submodule: state_dict() keys and checkpoints stay unchanged.
         object.__setattr__(m, "_inference_qkv", fused)
 
@@ -92,10 +81,12 @@ def prepare_for_inference(model: nn.Module, dtype: str | torch.dtype | None = "a
         model.to(torch.bfloat16)
     elif choice == "fp32":
         model.to(torch.float32)
-    _fuse_qkv(model, quantize=choice == "int8")
+    _fuse_qkv(model)
     if choice == "int8":
+        from .int8 import quantize_int8
+
         model.to(torch.float32)
-        _quantize(model)
+        quantize_int8(model)
     object.__setattr__(model, "_bertkit_inference_dtype", choice)
     return model
 

@@ -149,6 +149,10 @@ class ElectraModel(BertModel, ElectraPreTrainedModel):
         self.pooler = None
         self.post_init()
 
+    @property
+    def input_embedding_size(self) -> int:
+        return int(self.config.embedding_size)
+
     def _embed(self, input_ids: torch.Tensor | None, token_type_ids: torch.Tensor | None,
                position_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, E)

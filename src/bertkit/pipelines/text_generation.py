@@ -39,7 +39,16 @@ def join_cjk(text: str) -> str:
 class TextGenerationPipeline(Pipeline):
     """``generator(prompt, max_length=..., num_return_sequences=...)`` -> ``[{'generated_text': ...}]``."""
 
-    model_class_name = "GPT2LMHeadModel"
+    model_task = "causal-lm"
+
+    def __init__(self, model: Any, tokenizer: Any = None, **kwargs: Any) -> None:
+        super().__init__(model, tokenizer=tokenizer, **kwargs)
+        can = getattr(self.model, "can_generate", None)
+        if not (callable(can) and can()):
+            from bertkit.modeling.registry import family
+
+            fam = family(self.model.config.model_type)
+            raise ValueError(f"{type(self.model).__name__} cannot generate text: {fam.why_missing('causal-lm')}")
 
     def __call__(
         self,
@@ -59,7 +68,7 @@ class TextGenerationPipeline(Pipeline):
         prompts, batched = _batched(text_inputs)
         tok = self.tokenizer
         join = type(tok).__name__ == "BertTokenizer"
-        limit = self.model.config.n_positions
+        limit = self.model.max_positions
         results = []
         for prompt in prompts:
             if not isinstance(prompt, str):

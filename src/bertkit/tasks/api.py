@@ -182,9 +182,9 @@ def finetune(
     n_train = sum(p.numel() for p in net.parameters() if p.requires_grad)
     n_all = sum(p.numel() for p in net.parameters())
     if n_train == 0:
-        raise ValueError(f"freeze={freeze!r} freezes every parameter of {cls.__name__}: nothing is left to "
+        raise ValueError(f"freeze={freeze!r} freezes every parameter of {type(net).__name__}: nothing is left to "
                          f"train; leave the classifier (and whatever should learn) out of it")
-    _say(f"[{t.name}] {cls.__name__}: {n_all:,} parameters, {n_train:,} trainable; "
+    _say(f"[{t.name}] {type(net).__name__}: {n_all:,} parameters, {n_train:,} trainable; "
          f"{len(train_enc.features)} training features", quiet)
 
     feats = train_enc.features
@@ -272,15 +272,15 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, dtype: str 
     """(task, model, tokenizer) of a fine-tuned OUTPUT folder; ``dtype`` "auto"/"fp32"/"bf16"/"int8"
     prepares the model for inference at that precision (see :mod:`bertkit.inference`)."""
     from bertkit import _args as A
-    from bertkit.modeling.auto import AutoConfig, auto_class_for
+    from bertkit.modeling.auto import AutoConfig
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; is this a `bertkit finetune` output folder?")
     config = AutoConfig.from_pretrained(str(model_dir))
     task = task_from_config(config, overrides)
-    # The Auto class loads a BERT or a DistilBERT (e.g. a distilled student) model for the task.
-    net = auto_class_for(task.model_class_name).from_pretrained(str(model_dir))
+    # The Auto class loads the folder's family's class for the task (BERT, a DistilBERT student, ...).
+    net = task.model_class().from_pretrained(str(model_dir))
     tok = _load_tokenizer(model_dir)
     check_vocab_fits(tok, net.config, str(model_dir))
     if device:
