@@ -162,6 +162,13 @@ def test_finetune_evaluate_predict_on_the_discriminator(electra_run, tmp_path, c
     assert type(ElectraForSequenceClassification.from_pretrained(out)).__name__ == type(net).__name__
     rows = predict(out, data, progress=False)
     assert len(rows) == 32 and {r["label"] for r in rows} <= {"negative", "positive"}
+    # the scores are transformers' ElectraForSequenceClassification probabilities on the same folder
+    enc = transformers.AutoTokenizer.from_pretrained(str(out))([r["text"] for r in rows], padding=True,
+                                                                truncation=True, max_length=32, return_tensors="pt")
+    with torch.no_grad():
+        probs = net.eval()(**enc).logits.softmax(-1)
+    got = torch.tensor([[r["scores"][net.config.id2label[i]] for i in range(2)] for r in rows])
+    assert (got - probs).abs().max() < 1e-5
     assert cli_main(["evaluate", "--model", str(out), "--data", str(data), "--no-progress"]) == 0
     assert "accuracy" in capsys.readouterr().out
 
