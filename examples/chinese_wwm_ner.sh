@@ -49,6 +49,6 @@ EOF
 for init in mini-wwm random-init; do
   OMP_NUM_THREADS="${THREADS:-2}" "$PY" -m bertkit finetune --task token-classification --model "$OUT/$init" \
     --train "$OUT/ner/train5000.txt" --validation "$OUT/ner/test1000.txt" --output "$OUT/ner/$init" \
-    --epochs 3 --batch-size 32 --lr 3e-4 --max-length 64 --doc-stride 16 --bf16 --seed 0
+    --epochs 3 --batch-size 32 --lr 3e-4 --max-length 64 --doc-stride 16 --precision bf16 --seed 0
 done
 "$PY" -m bertkit predict --model "$OUT/ner/mini-wwm" --input "$OUT/ner/test1000.txt" --output "$OUT/ner/predictions.jsonl"

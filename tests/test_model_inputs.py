@@ -93,7 +93,7 @@ def test_packed_fast_path_equals_full_computation_on_real_tokens():
 def test_packed_attention_in_length_groups_equals_full_computation():
     """Mixed lengths (one left-padded, one with a hole): the packed path attends in several length
     groups, and its outputs and gradients equal the padded computation's on real tokens."""
-    from bertkit.modeling.model import AttentionMask, length_groups
+    from bertkit.modeling.packing import AttentionMask, length_groups
 
     torch.manual_seed(2)
     cfg = BertConfig.from_preset("tiny", vocab_size=1000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

@@ -61,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     # training
     "Trainer": "bertkit.training",
     "TrainingConfig": "bertkit.training",
+    "TrainingArguments": "bertkit.training",
     # pipelines
     "pipeline": "bertkit.pipelines",
 }

@@ -5,8 +5,9 @@
   names it and says what to do.
 * The command's own earlier output is replaced only with ``overwrite=True`` (``--overwrite``), and
   even then only the files that the earlier run wrote are removed; anything else stays.
-* ``resume=True`` (``--resume``) continues the earlier run only when it is the same run (model
-  configuration, data, objective); otherwise the error lists what differs.
+* ``resume=True`` (``--resume``) continues the earlier run only when it is the same run (the same
+  command, settings, model configuration, data, objective); otherwise the error lists what differs.
+* A command never writes into a folder that holds one of its inputs (:func:`check_not_input`).
 
 A folder is recognised as a command's output by the marker file :data:`MARKER` that the command
 writes first: the command's name, the run's identity (``run``, compared on resume) and, once the
@@ -20,17 +21,18 @@ marker and the folder when nothing else was written.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bertkit._io import atomic_write_json
 
-__all__ = ["MARKER", "OutputClaim", "check_output_file", "claim_output_dir"]
+__all__ = ["MARKER", "OutputClaim", "check_not_input", "check_output_file", "claim_output_dir", "file_fingerprint"]
 
 MARKER = ".bertkit-output.json"
 
@@ -58,7 +60,12 @@ def _show(names: Sequence[str], limit: int = 4) -> str:
 def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
     """``key: was X, now Y`` for every leaf that differs between two run descriptions."""
     out = []
-    for key in sorted(set(old) | set(new), key=str):
+    keys = set(old) | set(new)
+    if not prefix and set(old) & set(new):
+        # A section the earlier run did not record (written by an older bertkit) is not compared;
+        # runs with no section in common (a recipe's folder and a single run's) differ in everything.
+        keys = set(old) & set(new)
+    for key in sorted(keys, key=str):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, f"{prefix}{key}.")
@@ -112,7 +119,8 @@ class OutputClaim:
 def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool = False, resume: bool = False,
                      run: dict[str, Any] | None = None, owned: Sequence[str] = (), can_resume: bool = False,
                      create: bool = True, dry_run: bool = False,
-                     legacy: Callable[[Path], bool] | None = None) -> OutputClaim:
+                     legacy: Callable[[Path], bool] | None = None,
+                     resume_needs: Sequence[str] = ("checkpoints",)) -> OutputClaim:
     """Check that ``command`` may write into the folder ``path``; return the claim.
 
     Raises FileExistsError (naming the folder and what to do) for a non-empty folder that is not
@@ -126,7 +134,8 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
 
     ``owned`` holds names or glob patterns of the entries ``command`` writes. ``legacy(folder)``
     tells an unmarked folder written by an older bertkit; its ``owned`` entries count as the
-    command's.
+    command's. An unmarked folder is resumed only when it holds one of ``resume_needs`` (what an
+    interrupted run leaves, e.g. its checkpoints): a folder of a user's files never is.
     """
     if dry_run:
         create = False
@@ -148,7 +157,7 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     mine = [n for n in entries if any(fnmatch.fnmatchcase(n, pat) for pat in owned)]
     if marker is None and entries and legacy is not None and legacy(folder):
         marker = {"command": command, "run": run if resume else {}, "files": mine}
-    if marker is None and resume and can_resume and mine:
+    if marker is None and resume and can_resume and mine and any(n in mine for n in resume_needs):
         # A run written before folders were marked: resumable, and marked from now on.
         claim = OutputClaim(folder, command, run, created=False, resumed=True,
                             foreign={n for n in entries if n not in mine})
@@ -170,7 +179,8 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     ours = set(marker.get("files") or mine) & set(entries)
     foreign = {n for n in entries if n not in ours}
     if resume and can_resume:
-        diffs = _differences(marker.get("run") or {}, run)
+        # An empty ``run`` is a check made before the run's identity is known (e.g. a dry run).
+        diffs = _differences(marker.get("run") or {}, run) if run else []
         if diffs:
             raise ValueError(f"--resume: {folder} holds a different run; " + "; ".join(diffs) +
                              ". Resume with the same settings, or write the new run to another --output")
@@ -205,3 +215,46 @@ def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> Path:
     if p.exists() and not overwrite:
         raise FileExistsError(f"--output {p} already exists; pass --overwrite to replace it, or choose another name")
     return p
+
+
+def _same_or_inside(inner: Path, outer: Path) -> bool:
+    try:
+        inner, outer = inner.resolve(), outer.resolve()
+    except OSError:
+        return False
+    return inner == outer or outer in inner.parents
+
+
+def check_not_input(output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None]) -> None:
+    """Refuse an ``output`` folder that is, or holds, one of the ``inputs`` (``{"--flag": path}``).
+
+    Writing there would replace or remove the very files the command reads (the teacher's weights
+    under the student's, a checkpoint continued from), so it is refused before anything is read.
+    """
+    out = Path(output)
+    for flag, path in inputs.items():
+        if path is not None and _same_or_inside(Path(path), out):
+            where = "is" if Path(path).resolve() == out.resolve() else "holds"
+            raise ValueError(f"--output {out} {where} the input {flag} {path}: a command never writes into its "
+                             f"own input; choose another --output")
+
+
+def file_fingerprint(*paths: str | os.PathLike | None, whole_up_to: int = 64 << 20) -> str:
+    """A short content hash of files (None skipped): whole files up to ``whole_up_to`` bytes, else the
+    size and the first and last MiB (a weights file of gigabytes is not read through for this)."""
+    h = hashlib.sha256()
+    for p in paths:
+        if p is None:
+            continue
+        p = Path(p)
+        size = p.stat().st_size
+        h.update(f"{size}\0".encode())
+        with open(p, "rb") as f:
+            if size <= whole_up_to:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            else:
+                h.update(f.read(1 << 20))
+                f.seek(size - (1 << 20))
+                h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]

@@ -1,5 +1,7 @@
-"""BERT models with transformers' module paths, every head, and inspection helpers."""
+"""BERT models with transformers' module paths, every head, and inspection helpers; the shared base
+(:class:`PreTrainedModel`) and the registry of every family (:mod:`bertkit.modeling.registry`)."""
 
+from .base import PreTrainedModel
 from .config import PRESETS, BertConfig, check_vocab_fits
 from .electra import (
     ElectraConfig,
@@ -53,6 +55,7 @@ __all__ = [
     "PRESETS",
     "MODEL_CLASSES",
     "BertConfig",
+    "PreTrainedModel",
     "BertPreTrainedModel",
     "BertModel",
     "BertForPreTraining",

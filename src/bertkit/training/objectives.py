@@ -94,7 +94,7 @@ def _check_model_folder(args: Any) -> None:
 
 def mlm_loss(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
     """Sparse-MLM loss of a ``BertForMaskedLM``; under DDP weighted to the global masked-token mean."""
-    from bertkit.training.pretraining import _token_weight
+    from bertkit.training.mlm import _token_weight
 
     out = model(**batch, sparse_mlm=True)
     return out.loss * _token_weight(batch["labels"]), {"mlm_loss": out.loss}
@@ -223,7 +223,7 @@ class ElectraPretrainingModel(nn.Module):
 
 def electra_loss(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
     """The Trainer ``loss_fn`` of ``electra``: generator MLM + 50 x discriminator BCE, with accuracies."""
-    from bertkit.training.pretraining import _token_weight
+    from bertkit.training.mlm import _token_weight
 
     out = model(**batch)
     labels = batch["labels"]
@@ -304,7 +304,7 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
 def build_objective(args: Any) -> dict[str, Any]:
     """:func:`~bertkit.training.pretraining.build_pretraining`'s parts for ``args.objective``, plus
     ``loss_fn`` and ``evaluate(model, dataset, collate, device, amp_dtype)``."""
-    from bertkit.training.pretraining import build_pretraining, evaluate_pretraining, mlm_nsp_loss
+    from bertkit.training.mlm import build_pretraining, evaluate_pretraining, mlm_nsp_loss
 
     objective = getattr(args, "objective", "mlm+nsp")
     _check_model_folder(args)
