@@ -170,7 +170,7 @@ def test_verify_and_report_on_a_pretrain_output(pretrained, tmp_path, capsys):
     assert abs(pred["next_sentence"]["is_next"] + pred["next_sentence"]["is_random"] - 1) < 1e-6
     # --all-positions: a row for every token
     rc, _, err = _run("--model", str(pretrained), "she was the [MASK] of the family .", "--all-positions",
-                      "--json", str(out), capsys=capsys)
+                      "--json", str(out), "--overwrite", capsys=capsys)
     assert rc == 0, err
     data = json.loads(out.read_text())
     assert [r["position"] for r in data["predictions"]["positions"]] == list(range(len(data["tokens"])))
@@ -261,9 +261,9 @@ def test_png_figures(minilm, tmp_path, capsys):
     rc, _, err = _run("--model", str(minilm), "Hello, BERT.", "--layers", "0,5", "--png", str(tmp_path / "png"),
                         capsys=capsys)
     assert rc == 0, err
-    names = sorted(p.name for p in (tmp_path / "png").iterdir())
+    names = sorted(p.name for p in (tmp_path / "png").iterdir() if not p.name.startswith("."))
     assert names == ["attention_layer00.png", "attention_layer05.png", "embedding_parts.png", "hidden_states.png"]
-    for p in (tmp_path / "png").iterdir():
+    for p in (tmp_path / "png").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 
 

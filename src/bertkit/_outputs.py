@@ -207,36 +207,50 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     return claim
 
 
-def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> Path:
+def check_output_file(path: str | os.PathLike, overwrite: bool = False, flag: str = "--output") -> Path:
     """A file a command will write: refuse to replace an existing one unless ``overwrite``."""
     p = Path(path)
     if p.is_dir():
-        raise IsADirectoryError(f"--output {p} is a folder; give a file name")
+        raise IsADirectoryError(f"{flag} {p} is a folder; give a file name")
     if p.exists() and not overwrite:
-        raise FileExistsError(f"--output {p} already exists; pass --overwrite to replace it, or choose another name")
+        raise FileExistsError(f"{flag} {p} already exists; pass --overwrite to replace it, or choose another name")
     return p
 
 
-def _same_or_inside(inner: Path, outer: Path) -> bool:
-    try:
-        inner, outer = inner.resolve(), outer.resolve()
-    except OSError:
-        return False
-    return inner == outer or outer in inner.parents
-
-
-def check_not_input(output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None]) -> None:
-    """Refuse an ``output`` folder that is, or holds, one of the ``inputs`` (``{"--flag": path}``).
-
-    Writing there would replace or remove the very files the command reads (the teacher's weights
-    under the student's, a checkpoint continued from), so it is refused before anything is read.
-    """
+def check_not_input(output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None],
+                    flag: str = "--output") -> None:
+    """Refuse an ``output`` that is one of the ``inputs`` (``{"--flag": path}``), lies inside an input
+    folder, or holds one: writing there would replace or remove the very files the command reads (the
+    teacher's weights under the student's, a checkpoint continued from). Refused before anything is
+    read, and even with ``--overwrite``."""
     out = Path(output)
-    for flag, path in inputs.items():
-        if path is not None and _same_or_inside(Path(path), out):
-            where = "is" if Path(path).resolve() == out.resolve() else "holds"
-            raise ValueError(f"--output {out} {where} the input {flag} {path}: a command never writes into its "
-                             f"own input; choose another --output")
+    try:
+        out_r = out.resolve()
+    except OSError:
+        return
+    for name, path in inputs.items():
+        if path is None:
+            continue
+        try:
+            src = Path(path).resolve()
+        except OSError:
+            continue
+        if out_r == src:
+            what = "folder" if src.is_dir() else "file"
+            raise ValueError(f"{flag} {out} is the input {what} {name} {path}: a command never writes over its "
+                             f"own input; choose another {flag}")
+        if src.is_dir() and src in out_r.parents:
+            raise ValueError(f"{flag} {out} is inside the input folder {name} {path}: a command never writes "
+                             f"into its own input; choose a path outside it")
+        if out_r in src.parents:
+            raise ValueError(f"{flag} {out} holds the input {name} {path}: a command never writes into its own "
+                             f"input; choose another {flag}")
+
+
+def refuse_inside_input(output: str | os.PathLike, *inputs: str | os.PathLike, flag: str = "--output") -> None:
+    """:func:`check_not_input` for inputs given by position (model folders, corpus or data files)."""
+    check_not_input(output, {"input": p for p in inputs} if len(inputs) == 1 else
+                    {f"input {i + 1}": p for i, p in enumerate(inputs)}, flag=flag)
 
 
 def file_fingerprint(*paths: str | os.PathLike | None, whole_up_to: int = 64 << 20) -> str:

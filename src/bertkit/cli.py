@@ -85,9 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         build_parser(only="").print_help()
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     args = build_parser(only=command).parse_args(argv)
-    module = importlib.import_module(COMMANDS[command][0])
+    from bertkit._extras import MissingExtraError
+
     try:
-        return int(module.run(args) or 0)
+        return int(importlib.import_module(COMMANDS[command][0]).run(args) or 0)
+    except MissingExtraError as e:
+        if debug:
+            raise
+        # the command cannot run as installed: a usage-level failure, like a bad flag
+        print(f"bertkit {command}: error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

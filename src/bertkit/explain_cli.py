@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import Any
 
 from bertkit._args import positive_int
 
@@ -19,17 +21,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=positive_int, default=5, help="masked-LM predictions per position (default 5)")
     p.add_argument("--all-positions", action="store_true",
                    help="masked-LM predictions at every position, not only [MASK]")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace existing --output/--json files and the figures of an earlier --png run")
     p.add_argument("--verify", action="store_true",
                    help="rebuild every step from the raw weights with plain tensor code and compare; "
                         "exit 1 if any max |diff| exceeds 1e-5")
 
 
+def _check_outputs(args: argparse.Namespace) -> Any:
+    """Refuse outputs that would replace a file without --overwrite, land in the model folder, or
+    coincide; claim the --png folder (the folder rule). Returns the claim, or None."""
+    from bertkit._outputs import check_output_file, claim_output_dir, refuse_inside_input
+
+    files = [(flag, p) for flag, p in (("--output", args.output), ("--json", args.json_path)) if p is not None]
+    if len(files) == 2 and Path(files[0][1]).resolve() == Path(files[1][1]).resolve():
+        raise ValueError(f"--output and --json are the same file ({args.output}); give two names")
+    for flag, p in files + ([("--png", args.png_dir)] if args.png_dir is not None else []):
+        refuse_inside_input(p, args.model, flag=flag)
+    for flag, p in files:
+        check_output_file(p, overwrite=args.overwrite, flag=flag)
+    if args.png_dir is None:
+        return None
+    return claim_output_dir(args.png_dir, "explain", overwrite=args.overwrite, owned=("*.png",))
+
+
 def run(args: argparse.Namespace) -> int:
     from bertkit.explain import explain
 
-    res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
-                  png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
-                  verify_weights=args.verify)
+    claim = _check_outputs(args)
+    try:
+        res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
+                      png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
+                      verify_weights=args.verify)
+    except BaseException:
+        if claim is not None:
+            claim.abandon()
+        raise
+    if claim is not None:
+        claim.finish()
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:
             print(f"wrote {path}")

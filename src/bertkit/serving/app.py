@@ -21,6 +21,7 @@ from typing import Any
 
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
+from .requests import parse_body
 
 __all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
 
@@ -252,6 +253,13 @@ def _predict_items(task: str, items: list[Any], batched: bool, mask_token: str) 
     return out
 
 
+def _check_contexts(tokenizer: Any, items: list[dict], batched: bool) -> None:
+    """A context of only characters the tokenizer drops (control characters) leaves no span to answer."""
+    for i, ids in enumerate(tokenizer.encode_batch_ids([x["context"] for x in items])):
+        if not ids:
+            raise ApiError(422, f"{_field(batched, i)}.context has no tokens (only characters the tokenizer drops)")
+
+
 def _texts_of(task: str, items: list[Any]) -> list[str]:
     if task == "question-answering":
         return [x["question"] + " " + x["context"] for x in items]
@@ -338,7 +346,7 @@ class _Server:
             if len(body) > limit:
                 raise ApiError(413, f"request body is over the {limit:,}-byte limit")
         try:
-            return json.loads(body)
+            return parse_body(bytes(body))
         except ValueError as e:
             raise ApiError(400, f"invalid JSON body: {e}") from None
 
@@ -357,7 +365,10 @@ class _Server:
         finally:
             left.cancel()
         if job.future in done:
-            return job.future.result()
+            try:
+                return job.future.result()
+            except ValueError as e:  # the pipeline refused this request's input: the client's error
+                raise ApiError(422, str(e)) from None
         job.dropped.set()  # the inference thread skips it if its batch has not started
         job.future.cancel()
         if left in done:
@@ -408,6 +419,8 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
             raise ApiError(404, f"this model folder has no task head ({service.task}); use /embed")
         items, batched = _inputs(payload, config.max_batch_size)
         items = _predict_items(service.task, items, batched, service.tokenizer.mask_token)
+        if service.task == "question-answering":
+            _check_contexts(service.tokenizer, items, batched)
         tokens = service.count_tokens(_texts_of(service.task, items), "inputs")
         out = await srv.run_job(request, "predict", items, tokens)
         return JSONResponse({"task": service.task, "predictions": out if batched else out[0]})
