@@ -43,3 +43,25 @@ def distilbert_clf(tmp_path_factory):
     out = tmp_path_factory.mktemp("distilbert-clf") / "model"
     model.save_pretrained(out, tokenizer=tok)
     return out
+
+
+@pytest.fixture(scope="session")
+def electra_clf(tmp_path_factory):
+    """A small ELECTRA sentiment classifier with random weights (MiniLM's WordPiece vocabulary) and
+    ``embedding_size < hidden_size``, saved by bertkit: an ELECTRA folder for serve and explain."""
+    import torch
+
+    from bertkit.assets import asset_path
+    from bertkit.modeling.electra import ElectraConfig, ElectraForSequenceClassification
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=128,
+                        initializer_range=0.2, id2label={0: "negative", 1: "positive"},
+                        label2id={"negative": 0, "positive": 1})
+    torch.manual_seed(0)
+    model = ElectraForSequenceClassification(cfg).eval()
+    out = tmp_path_factory.mktemp("electra-clf") / "model"
+    model.save_pretrained(out, tokenizer=tok)
+    return out

@@ -334,3 +334,75 @@ def test_gpt2_folder_attention_and_hidden_state_views_equal_transformers(gpt2_fo
     norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
     assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
     assert any("causal decoder" in n for n in data["notes"])
+
+
+def test_electra_classifier_folder_explained_as_transformers_computes_it(electra_clf, tmp_path, capsys):
+    """Attentions, hidden-state norms, embedding parts (at embedding_size, before embeddings_project)
+    and the classifier's probabilities equal transformers' ElectraForSequenceClassification."""
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "r.json"
+    rc, _, err = _run("--model", str(electra_clf), TEXT, "--pair", PAIR, "--json", str(out), "--output",
+                      str(tmp_path / "r.html"), capsys=capsys)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    assert data["model_class"] == "ElectraForSequenceClassification"
+    enc = transformers.BertTokenizerFast.from_pretrained(electra_clf)(TEXT, PAIR, return_tensors="pt")
+    assert data["input_ids"] == enc["input_ids"][0].tolist()
+    assert data["token_type_ids"] == enc["token_type_ids"][0].tolist()
+    ref = transformers.ElectraForSequenceClassification.from_pretrained(electra_clf, attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(**enc, output_attentions=True, output_hidden_states=True)
+    ours = torch.tensor(data["attentions"], dtype=torch.float64)
+    theirs = torch.stack([a[0] for a in r.attentions]).double()
+    assert ours.shape == theirs.shape and (ours - theirs).abs().max() < 1e-5
+    norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
+    assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
+    emb = ref.electra.embeddings
+    want = {"word": emb.word_embeddings(enc["input_ids"]),
+            "token_type": emb.token_type_embeddings(enc["token_type_ids"]),
+            "position": emb.position_embeddings.weight[: enc["input_ids"].shape[1]][None]}
+    for key, vec in want.items():  # 32 wide: the embedding size, not hidden_size
+        assert vec.shape[-1] == 32
+        assert (torch.tensor(data["embedding_parts"][key]) - vec[0].detach().norm(dim=-1)).abs().max() < 1e-5, key
+    probs = r.logits[0].softmax(-1)
+    got = {x["label"]: x["score"] for x in data["predictions"]["labels"]}
+    assert abs(got["negative"] - float(probs[0])) < 1e-5 and abs(got["positive"] - float(probs[1])) < 1e-5
+    assert any("embeddings_project" in n for n in data["notes"])
+    rc, _, err = _run("--model", str(electra_clf), TEXT, "--verify", capsys=capsys)
+    assert rc == 1 and "Traceback" not in err
+    assert any("--verify rebuilds BERT" in line and "'electra'" in line for line in err.splitlines())
+
+
+def test_electra_discriminator_and_generator_predictions_equal_transformers(tmp_path, capsys):
+    """A discriminator folder shows, per token, the probability that it was replaced; a generator
+    folder the masked-LM top tokens: both as transformers' ELECTRA classes compute them."""
+    transformers = pytest.importorskip("transformers")
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = transformers.ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                                     max_position_embeddings=128, initializer_range=0.2)
+    text = "The quick brown [MASK] jumps over the lazy dog."
+    for name in ("ElectraForPreTraining", "ElectraForMaskedLM"):
+        torch.manual_seed(0)
+        getattr(transformers, name)(cfg).save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+        rc, printed, err = _run("--model", str(tmp_path / name), text, "--json", str(tmp_path / f"{name}.json"),
+                                capsys=capsys)
+        assert rc == 0, err
+        data = json.loads((tmp_path / f"{name}.json").read_text())
+        ref = getattr(transformers, name).from_pretrained(tmp_path / name).eval()
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([data["input_ids"]])).logits[0]
+        pred = data["predictions"]
+        if name == "ElectraForPreTraining":
+            assert pred["kind"] == "replaced-token" and "replaced:" in printed
+            got = torch.tensor([t["replaced"] for t in pred["tokens"]])
+            assert (got - logits.sigmoid()).abs().max() < 1e-5
+        else:
+            assert pred["kind"] == "masked-lm" and len(pred["positions"]) == 1
+            row = pred["positions"][0]
+            vals, idx = logits[row["position"]].softmax(-1).topk(5)
+            assert [t["id"] for t in row["top"]] == idx.tolist()
+            assert max(abs(t["score"] - float(v)) for t, v in zip(row["top"], vals)) < 1e-5

@@ -54,6 +54,10 @@ FAMILIES = {
     "gpt2": Contract("gpt2", lambda **kw: transformers.GPT2Config(
         n_embd=64, n_layer=2, n_head=4, n_positions=MAX_POSITIONS, bos_token_id=101, eos_token_id=102,
         tokenizer_class="BertTokenizer", **kw)),
+    # embedding_size < hidden_size: the embeddings_project layout (ELECTRA-Small's)
+    "electra": Contract("electra", lambda **kw: transformers.ElectraConfig(
+        embedding_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        max_position_embeddings=MAX_POSITIONS, **kw)),
 }
 
 

@@ -177,3 +177,21 @@ def test_onnx_export_matches_bertkit_in_onnxruntime(tmp_path):
             want = model(**{k: torch.from_numpy(v) for k, v in feed.items()}).last_hidden_state.numpy()
         mask = feed["attention_mask"].astype(bool)
         np.testing.assert_allclose(got[mask], want[mask], atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,min_cos", [("bf16", 0.99), ("int8", 0.99)])
+def test_electra_takes_the_fused_bf16_and_int8_paths(electra_clf, dtype, min_cos):
+    """ELECTRA's attention is BERT's, so prepare_for_inference fuses its q/k/v (and int8 quantizes the
+    fused projection); embeddings_project stays in float. Sentence vectors of 64 real sentences keep
+    min cosine >= 0.99 against fp32 (bf16 kernels differ between CPUs, far inside that margin)."""
+    from bertkit.inference.int8 import Int8Linear
+
+    texts = [r["text"] for r in _polarity("test", 64)]
+    fp32 = pipeline("sentence-embedding", model=electra_clf, dtype="fp32")(texts, return_tensors=True)
+    low = pipeline("sentence-embedding", model=electra_clf, dtype=dtype)
+    attn = low.model.encoder.layer[0].attention.self
+    assert getattr(attn, "_inference_qkv", None) is not None  # q, k, v fused into one projection
+    assert isinstance(attn._inference_qkv, Int8Linear) == (dtype == "int8")
+    assert not isinstance(low.model.embeddings_project, Int8Linear)
+    cos = torch.nn.functional.cosine_similarity(fp32, low(texts, return_tensors=True).float(), dim=-1)
+    assert float(cos.min()) >= min_cos, float(cos.min())

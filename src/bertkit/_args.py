@@ -225,7 +225,8 @@ _MISSING: Any = dataclasses.MISSING
 
 
 def setting(default: Any = _MISSING, *, help: str, type: Any = None, choices: Iterable[Any] | None = None,
-            metavar: str | None = None, nargs: str | None = None, flag: str | None = None, cli: bool = True,
+            metavar: str | None = None, nargs: str | None = None, flag: str | tuple[str, ...] | None = None,
+            cli: bool = True,
             check: Callable[[str, Any], Any] | None = None, group: str | None = None,
             same_on_resume: bool = True, default_factory: Any = _MISSING) -> Any:
     """A dataclass field with the metadata :func:`add_dataclass_arguments` and :func:`check_fields` read.
@@ -234,9 +235,10 @@ def setting(default: Any = _MISSING, *, help: str, type: Any = None, choices: It
     the flag and checks API values) or an argparse type function; ``check(name, value)`` checks API
     values when ``type`` has no ``.check``. ``choices``, ``metavar``, ``nargs``: as in argparse.
     ``flag``: the flag name (default ``--field-name``; ``--no-field-name`` for a bool that defaults to
-    True, whose ``help`` then describes that ``--no-`` switch). ``cli=False``: a Python-only setting,
-    no flag. ``group``: the --help section. ``same_on_resume=False``: the setting may change when a
-    run is resumed (a longer budget, other logging); every other one must match the run resumed.
+    True, whose ``help`` then describes that ``--no-`` switch), or a tuple of it and its other names.
+    ``cli=False``: a Python-only setting, no flag. ``group``: the --help section.
+    ``same_on_resume=False``: the setting may change when a run is resumed (a longer budget, other
+    logging); every other one must match the run resumed.
     """
     metadata = {"help": help, "type": type, "choices": tuple(choices) if choices is not None else None,
                 "metavar": metavar, "nargs": nargs, "flag": flag, "cli": cli, "check": check, "group": group,
@@ -354,7 +356,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, exclude:
             kw["required"] = True
         else:
             kw["default"] = default
-        target.add_argument(md.get("flag") or name, **kw)
+        flags = md.get("flag") or name  # a tuple: the flag and its other names
+        target.add_argument(*((flags,) if isinstance(flags, str) else flags), **kw)
 
 
 def from_namespace(cls: type, ns: argparse.Namespace, **overrides: Any) -> Any:

@@ -210,6 +210,11 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
             nsp = out.seq_relationship_logits[0].float().softmax(-1)
             pred["next_sentence"] = {"is_next": float(nsp[0]), "is_random": float(nsp[1])}
         return pred
+    if task == "pretraining" and "logits" in out and out.logits.dim() == 2:  # one logit per token: replaced or not
+        probs = out.logits[0].float().sigmoid()
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        return {"kind": "replaced-token", "tokens": [{"position": i, "token": t, "replaced": float(p)}
+                                                     for i, (t, p) in enumerate(zip(tokens, probs))]}
     if type(model).__name__ == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
         nsp = out.logits[0].float().softmax(-1)
         return {"kind": "next-sentence", "next_sentence": {"is_next": float(nsp[0]), "is_random": float(nsp[1])}}
@@ -274,6 +279,9 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
     # A family without segments adds nothing for them: a zero row keeps the report's table whole.
     parts.setdefault("token_type", torch.zeros_like(parts["sum"]))
     parts["layernorm"] = hs[0]
+    if tables["word"].embedding_dim != cfg.hidden_size:
+        notes.append(f"The embeddings are {tables['word'].embedding_dim} wide and projected to hidden_size "
+                     f"{cfg.hidden_size} (embeddings_project): 'after LayerNorm' is the projected vector.")
     if fam.kind != "encoder":
         notes.append(f"{type(model).__name__} is a causal decoder: each token attends to itself and the tokens "
                      "before it; the first hidden state is the embedding sum itself (no LayerNorm before layer 0).")

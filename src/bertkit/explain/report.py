@@ -223,6 +223,8 @@ def prediction_lines(ex: Explanation) -> list[str]:
         lines.extend(f"{x['label']}: {x['score']:.3f}" for x in pred["labels"])
     if pred["kind"] == "token-classification":
         lines.append(" ".join(f"{w['word']}/{w['tag']}" for w in pred["words"]))
+    if pred["kind"] == "replaced-token":
+        lines.append("replaced: " + " ".join(f"{t['token']} {t['replaced']:.2f}" for t in pred["tokens"]))
     return lines + attribution_lines(ex)
 
 

@@ -3,6 +3,16 @@
 
 from .base import PreTrainedModel
 from .config import PRESETS, BertConfig, check_vocab_fits
+from .electra import (
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForMultipleChoice,
+    ElectraForPreTraining,
+    ElectraForQuestionAnswering,
+    ElectraForSequenceClassification,
+    ElectraForTokenClassification,
+    ElectraModel,
+)
 from .heads import (
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -55,6 +65,14 @@ __all__ = [
     "BertForTokenClassification",
     "BertForQuestionAnswering",
     "BertForMultipleChoice",
+    "ElectraConfig",
+    "ElectraModel",
+    "ElectraForPreTraining",
+    "ElectraForMaskedLM",
+    "ElectraForSequenceClassification",
+    "ElectraForTokenClassification",
+    "ElectraForQuestionAnswering",
+    "ElectraForMultipleChoice",
     "count_parameters",
     "parameter_table",
     "freeze",

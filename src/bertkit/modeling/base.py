@@ -217,6 +217,11 @@ class PreTrainedModel(nn.Module):
         """The longest sequence (prompt plus cache) the position embeddings cover."""
         return int(getattr(self.config, self.positions_field))
 
+    @property
+    def input_embedding_size(self) -> int:
+        """The width of ``inputs_embeds``: hidden_size, unless the family embeds narrower and projects."""
+        return int(self.config.hidden_size)
+
     def token_type_limit(self) -> tuple[int, str] | None:
         """``(limit, config field)`` bounding token_type_ids, or None when the family ignores them."""
         n = getattr(self.config, "type_vocab_size", None)
@@ -278,8 +283,9 @@ class PreTrainedModel(nn.Module):
             _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size", check_values)
             given, shape = input_ids, tuple(input_ids.shape)
         else:
-            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != cfg.hidden_size:
-                raise ValueError(f"inputs_embeds must have shape (batch, seq_len, {cfg.hidden_size}), "
+            width = self.input_embedding_size
+            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != width:
+                raise ValueError(f"inputs_embeds must have shape (batch, seq_len, {width}), "
                                  f"got {tuple(inputs_embeds.shape)}")
             given, shape = inputs_embeds, tuple(inputs_embeds.shape[:2])
         if shape[0] == 0 or shape[1] == 0:

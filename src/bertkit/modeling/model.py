@@ -57,12 +57,13 @@ __all__ = [
 class BertEmbeddings(nn.Module):
     """word + position + token-type embeddings, summed, then LayerNorm and dropout."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, width: int | None = None):  # width: hidden_size unless given
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.hidden_size if width is None else width
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         # Non-persistent: saved files stay clean, and old checkpoints that carry it load without noise.
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
@@ -255,6 +256,11 @@ class BertModel(BertPreTrainedModel):
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.post_init()
 
+    def _embed(self, input_ids: torch.Tensor | None, token_type_ids: torch.Tensor | None,
+               position_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+        """The encoder's input (B, N, H); ELECTRA adds a projection from its narrower embeddings."""
+        return self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,  # (B, N)
@@ -275,7 +281,7 @@ class BertModel(BertPreTrainedModel):
         compiling = torch.compiler.is_compiling()
         self.validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
 
-        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
+        x = self._embed(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
         mask = AttentionMask.build(attention_mask, pack=pack, sync=not compiling, hidden_size=cfg.hidden_size)
         if mask.packed:  # per-token work on real tokens only (padding outputs are zeros, not computed)

@@ -244,3 +244,14 @@ register_family(
     architecture_prefix="GPT2",
     missing={"masked-lm": "gpt2 is a causal (left-to-right) model, not a masked LM; use AutoModelForCausalLM"},
 )
+register_family(
+    "electra", module="bertkit.modeling.electra", config="ElectraConfig", kind=ENCODER, has_token_types=True,
+    # The discriminator (pretraining head) tags replaced tokens; the generator is the masked LM.
+    models={"base": "ElectraModel", "pretraining": "ElectraForPreTraining", "masked-lm": "ElectraForMaskedLM",
+            "sequence-classification": "ElectraForSequenceClassification",
+            "token-classification": "ElectraForTokenClassification",
+            "question-answering": "ElectraForQuestionAnswering",
+            "multiple-choice": "ElectraForMultipleChoice"},
+    tokenizer_names=("ElectraTokenizer", "ElectraTokenizerFast"), architecture_prefix="Electra",
+    pipeline_tasks={"pretraining": None},  # the discriminator fills no mask
+)

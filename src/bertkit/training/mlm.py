@@ -53,7 +53,18 @@ class PretrainingArguments(TrainingArguments):
                                        help="mask all pieces of a word together; with --corpus, Chinese words come "
                                             "from jieba (pip install 'bertkit[zh]'); --data must be prepared with "
                                             "--whole-word-masking")
-    mask_prob: float = setting(0.15, type=A.fraction_0_1_left_open, group="data", help="fraction of tokens masked")
+    mask_prob: float = setting(0.15, type=A.fraction_0_1_left_open, group="data", flag=("--mask-prob", "--mask-rate"),
+                               help="fraction of tokens masked")
+    # Not in the resume settings: a run of the default objective keeps the identity it was started with;
+    # mlm_identity records the objective (and generator size) of the others.
+    objective: str = setting("mlm+nsp", choices=("mlm+nsp", "mlm", "electra"), group="data", same_on_resume=False,
+                             help="mlm+nsp: BERT (BertForPreTraining); mlm: masked LM on contiguous full-length "
+                                  "sequences, no NSP (BertForMaskedLM); electra: a generator masked LM and a "
+                                  "discriminator of replaced tokens (ElectraForPreTraining in OUTPUT, the "
+                                  "generator in OUTPUT/generator)")
+    generator_size: float = setting(0.25, type=A.fraction_0_1_left_open, group="model", same_on_resume=False,
+                                    help="electra: the generator's hidden size (and heads) as a fraction of the "
+                                         "discriminator's")
     vocab: str | None = setting(None, group="model", same_on_resume=False, help="vocab.txt for a new model")
     model: str | None = setting(None, metavar="DIR", group="model", same_on_resume=False,
                                 help="continue pretraining from a saved model folder")
@@ -69,6 +80,12 @@ class PretrainingArguments(TrainingArguments):
                                       "the final model")
     max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
     lr: float = redefault(TrainingArguments, "lr", 1e-4)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from bertkit.training.objectives import check_objective_args
+
+        check_objective_args(self)
 
     @classmethod
     def from_namespace(cls, ns: Any) -> PretrainingArguments:
@@ -145,11 +162,12 @@ def evaluate_pretraining(model: Any, dataset: Any, collate: Any, batch_size: int
     return metrics
 
 
-def build_pretraining(args: Any) -> dict[str, Any]:
+def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
     """Model, tokenizer, datasets and collator from :class:`PretrainingArguments` (or a Namespace).
 
     Returns a dict with model, config, tokenizer, vocab, train_dataset, eval_dataset, collate,
-    corpus and data_dir.
+    corpus and data_dir. ``make_model(config, tokenizer)`` builds another model than
+    ``BertForPreTraining`` (:mod:`bertkit.training.objectives`).
     """
     import numpy as np
 
@@ -157,6 +175,7 @@ def build_pretraining(args: Any) -> dict[str, Any]:
         MaskingCollator,
         PretrainingDataset,
         ShardedCorpus,
+        create_contiguous_instances,
         create_nsp_instances,
         create_single_segment_instances,
         ensure_prepared,
@@ -214,7 +233,10 @@ def build_pretraining(args: Any) -> dict[str, Any]:
                          f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
                          f"with this vocabulary")
     train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
-    if args.no_nsp:
+    if getattr(args, "objective", "mlm+nsp") != "mlm+nsp":  # full-length windows, RoBERTa-style
+        train_inst = create_contiguous_instances(corpus, train_docs, args.seq_len)
+        eval_inst = create_contiguous_instances(corpus, eval_docs, args.seq_len)
+    elif args.no_nsp:
         train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
         eval_inst = create_single_segment_instances(corpus, eval_docs, args.seq_len)
     else:
@@ -235,15 +257,18 @@ def build_pretraining(args: Any) -> dict[str, Any]:
     from bertkit.training.trainer import set_seed
 
     set_seed(args.seed)  # the initial weights depend on --seed only
-    model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
-        else BertForPreTraining(config)
+    if make_model is not None:
+        model = make_model(config, tokenizer)
+    else:
+        model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
+            else BertForPreTraining(config)
     return {"model": model, "config": config, "tokenizer": tokenizer, "vocab": vocab,
             "train_dataset": train_ds, "eval_dataset": eval_ds, "collate": collate,
             "corpus": corpus, "data_dir": data_dir}
 
 
-# What `bertkit pretrain` writes into its --output.
-PRETRAIN_OUTPUTS = TRAINER_OUTPUTS
+# What `bertkit pretrain` writes into its --output (an ELECTRA run adds its generator's folder).
+PRETRAIN_OUTPUTS = (*TRAINER_OUTPUTS, "generator")
 
 _MODEL_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                "hidden_act", "max_position_embeddings", "type_vocab_size", "hidden_dropout_prob",
@@ -255,29 +280,37 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
     from bertkit.data.corpus import vocab_fingerprint
 
     config, corpus = parts["config"], parts["corpus"]
+    objective = {"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
+                 "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob}
+    name = getattr(args, "objective", "mlm+nsp")
+    if name != "mlm+nsp":  # runs of the default objective keep the identity they were started with
+        objective["objective"] = name
+        if name == "electra":
+            objective["generator_size"] = args.generator_size
     return run_identity(
         args,
         model={k: getattr(config, k, None) for k in _MODEL_KEYS},
         data={"vocab": vocab_fingerprint(parts["vocab"]), "tokens": int(corpus.num_tokens),
               "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
-        objective={"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
-                   "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob},
+        objective=objective,
     )
 
 
 def train_mlm(args: PretrainingArguments) -> Any:
-    """One MLM (+ NSP) run, the whole of `bertkit pretrain` without ``--recipe``; returns the TrainResult.
+    """One run of ``args.objective`` (MLM + NSP, MLM, or ELECTRA: :mod:`bertkit.training.objectives`),
+    the whole of `bertkit pretrain` without ``--recipe``; returns the TrainResult.
 
     Prints a one-line summary of the data and model to stderr and, on rank 0, the final held-out
     metrics as JSON to stdout. Raises :class:`~bertkit.training.NonFiniteLossError` on a NaN loss.
     """
     import dataclasses
 
+    from bertkit.training.objectives import build_objective
     from bertkit.training.trainer import Trainer
 
     check_inputs = {"--model": args.model}
     claim_training_output(args, "pretrain", {}, PRETRAIN_OUTPUTS, check_inputs, dry_run=True)
-    parts = build_pretraining(args)
+    parts = build_objective(args)
     claim = claim_training_output(args, "pretrain", mlm_identity(args, parts), PRETRAIN_OUTPUTS, check_inputs)
     eval_ds, collate = parts["eval_dataset"], parts["collate"]
     trainer: Trainer | None = None
@@ -285,10 +318,10 @@ def train_mlm(args: PretrainingArguments) -> Any:
     def evaluate(model: Any) -> dict[str, float]:
         if len(eval_ds) == 0:
             return {}
-        return evaluate_pretraining(model, eval_ds, collate, device=trainer.device, amp_dtype=trainer.amp_dtype)
+        return parts["evaluate"](model, eval_ds, collate, device=trainer.device, amp_dtype=trainer.amp_dtype)
 
     trainer = Trainer(parts["model"], dataclasses.replace(args, run_name="pretrain"), parts["train_dataset"],
-                      collate_fn=collate, evaluate=evaluate, loss_fn=mlm_nsp_loss, tokenizer=parts["tokenizer"])
+                      collate_fn=collate, evaluate=evaluate, loss_fn=parts["loss_fn"], tokenizer=parts["tokenizer"])
     if trainer.is_main:
         n_params = sum(p.numel() for p in parts["model"].parameters())
         print(f"pretrain: {len(parts['train_dataset']):,} training / {len(eval_ds):,} held-out instances "

@@ -46,7 +46,7 @@ __all__ = ["RECIPES", "Phase", "cpu_hour_phases", "run_recipe"]
 
 # The settings each phase fixes; giving one of them with --recipe is an error (they would be ignored).
 _RECIPE_FIELDS = ("seq_len", "batch_size", "lr", "warmup_steps", "warmup_ratio", "max_steps", "no_nsp",
-                  "eval_every", "save_every", "model", "schedule")
+                  "eval_every", "save_every", "model", "schedule", "objective")
 
 
 @dataclass

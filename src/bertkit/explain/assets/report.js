@@ -436,6 +436,12 @@
       P.labels.forEach((x) => scoreRow(t, x.label, x.score, `  (logit ${fmt(x.logit, 3)})`));
       box.appendChild(t);
     }
+    if (P && P.kind === "replaced-token") {
+      box.appendChild(el("p", { class: "explain" }, "Replaced-token detector (ELECTRA's discriminator): for every token, the probability that it is not the original text but a replacement."));
+      const t = el("table", { class: "data preds" });
+      P.tokens.forEach((x) => scoreRow(t, `${x.position} ${x.token}`, x.replaced));
+      box.appendChild(t);
+    }
     if (P && P.kind === "token-classification") {
       box.appendChild(el("p", { class: "explain" }, "Token classifier: a linear layer on every final token vector; each word's tag is read at its first piece."));
       const t = el("table", { class: "data preds" });
