@@ -71,6 +71,7 @@ def test_heads_filter_keeps_the_named_heads_and_rejects_out_of_range(tmp_path, c
     assert (attention_from_qk(q, k) - theirs).abs().max() < 1e-5
     assert len(data["head_summaries"]["cls"][0]) == 3
     capsys.readouterr()
-    assert cli_main(["explain", "--model", str(minilm), TEXT, "--heads", "11-12", "--json", str(tmp_path / "r2.json")]) == 1
+    out2 = tmp_path / "r2.json"
+    assert cli_main(["explain", "--model", str(minilm), TEXT, "--heads", "11-12", "--json", str(out2)]) == 1
     err = capsys.readouterr().err
     assert "--heads: '11-12' is outside the model's heads 0-11" in err and "Traceback" not in err
