@@ -162,6 +162,37 @@ def evaluate_pretraining(model: Any, dataset: Any, collate: Any, batch_size: int
     return metrics
 
 
+def _instances(args: Any, corpus: Any, data_dir: Path) -> tuple[Any, Any]:
+    """Training and held-out instances for the objective: contiguous windows, single segments or NSP pairs."""
+    import numpy as np
+
+    from bertkit.data import (
+        create_contiguous_instances,
+        create_nsp_instances,
+        create_single_segment_instances,
+        split_documents,
+    )
+
+    train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
+    if getattr(args, "objective", "mlm+nsp") != "mlm+nsp":  # full-length windows, RoBERTa-style
+        train_inst = create_contiguous_instances(corpus, train_docs, args.seq_len)
+        eval_inst = create_contiguous_instances(corpus, eval_docs, args.seq_len)
+    elif args.no_nsp:
+        train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
+        eval_inst = create_single_segment_instances(corpus, eval_docs, args.seq_len)
+    else:
+        train_inst = create_nsp_instances(corpus, train_docs, args.seq_len, args.short_seq_prob, seed=args.seed)
+        # Held-out B segments come from held-out documents only.
+        eval_inst = create_nsp_instances(corpus, eval_docs, args.seq_len, args.short_seq_prob,
+                                         seed=args.seed + 1) if len(eval_docs) else np.zeros((0, 5), np.int64)
+    if len(train_inst) == 0:
+        raise ValueError(f"no training instances could be built from {data_dir}")
+    if len(eval_inst) > args.eval_instances:
+        keep = np.sort(np.random.default_rng(args.seed).choice(len(eval_inst), args.eval_instances, replace=False))
+        eval_inst = eval_inst[keep]
+    return train_inst, eval_inst
+
+
 def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
     """Model, tokenizer, datasets and collator from :class:`PretrainingArguments` (or a Namespace).
 
@@ -169,18 +200,8 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
     corpus and data_dir. ``make_model(config, tokenizer)`` builds another model than
     ``BertForPreTraining`` (:mod:`bertkit.training.objectives`).
     """
-    import numpy as np
 
-    from bertkit.data import (
-        MaskingCollator,
-        PretrainingDataset,
-        ShardedCorpus,
-        create_contiguous_instances,
-        create_nsp_instances,
-        create_single_segment_instances,
-        ensure_prepared,
-        split_documents,
-    )
+    from bertkit.data import MaskingCollator, PretrainingDataset, ShardedCorpus, ensure_prepared
     from bertkit.data.corpus import vocab_fingerprint
     from bertkit.modeling import BertConfig, BertForPreTraining, check_vocab_fits
     from bertkit.tokenization import load_tokenizer, load_vocab
@@ -232,23 +253,7 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
         raise ValueError(f"prepared data {data_dir} was tokenized with a different vocabulary than {vocab_path} "
                          f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
                          f"with this vocabulary")
-    train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
-    if getattr(args, "objective", "mlm+nsp") != "mlm+nsp":  # full-length windows, RoBERTa-style
-        train_inst = create_contiguous_instances(corpus, train_docs, args.seq_len)
-        eval_inst = create_contiguous_instances(corpus, eval_docs, args.seq_len)
-    elif args.no_nsp:
-        train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
-        eval_inst = create_single_segment_instances(corpus, eval_docs, args.seq_len)
-    else:
-        train_inst = create_nsp_instances(corpus, train_docs, args.seq_len, args.short_seq_prob, seed=args.seed)
-        # Held-out B segments come from held-out documents only.
-        eval_inst = create_nsp_instances(corpus, eval_docs, args.seq_len, args.short_seq_prob,
-                                         seed=args.seed + 1) if len(eval_docs) else np.zeros((0, 5), np.int64)
-    if len(train_inst) == 0:
-        raise ValueError(f"no training instances could be built from {data_dir}")
-    if len(eval_inst) > args.eval_instances:
-        keep = np.sort(np.random.default_rng(args.seed).choice(len(eval_inst), args.eval_instances, replace=False))
-        eval_inst = eval_inst[keep]
+    train_inst, eval_inst = _instances(args, corpus, data_dir)
     cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
     train_ds = PretrainingDataset(corpus, train_inst, cls_id, sep_id, seed=args.seed, word_starts=word_starts)
     eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919, word_starts=word_starts)
