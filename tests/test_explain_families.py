@@ -111,6 +111,10 @@ def test_distilbert_classifier_and_masked_lm_match_captum(tmp_path, tok, hf_tok)
                                lambda out, t: out.logits, tok, hf_tok)
     with torch.no_grad():
         assert ours.results[0].target.index == (int(ref(input_ids=ids).logits[0].argmax()),)
+    from bertkit.explain import explain
+
+    # the report says what the head reads: DistilBERT has no pooler
+    assert "pre_classifier" in explain(folder, TEXT).explanation.predictions["head"]
     mlm = _save(tmp_path, "DistilBertForMaskedLM", _distil_cfg(tok), tok)
     ours, _, ids = _check_ig(mlm, "DistilBertForMaskedLM", "The capital of France is [MASK].", emb,
                              lambda out, t: out.logits[:, t.position], tok, hf_tok)
@@ -123,6 +127,9 @@ def test_electra_classifier_tags_qa_and_discriminator_match_captum(tmp_path, tok
     ours, _, _ = _check_ig(clf, "ElectraForSequenceClassification", TEXT, emb, lambda out, t: out.logits, tok,
                            hf_tok, pair="It is a comedy.")
     assert ours.kind == "sequence-classification"
+    from bertkit.explain import explain
+
+    assert "out_proj" in explain(clf, TEXT).explanation.predictions["head"]
     ner = _save(tmp_path, "ElectraForTokenClassification", _electra_cfg(tok, **LABELS), tok)
     ours, _, _ = _check_ig(ner, "ElectraForTokenClassification", "Ada Lovelace was born in London", emb,
                            lambda out, t: out.logits[:, t.position], tok, hf_tok)
@@ -160,13 +167,34 @@ def test_gpt2_next_token_matches_captum_with_the_causal_baseline(tmp_path, tok, 
     assert given.target.label == "film"
 
 
+def _rendered_predictions(pages: list[Path]) -> list[str] | None:
+    """The predictions section's text of each page in headless Chromium (None: no Chromium here)."""
+    chromium = Path("/usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api") if chromium.exists() else None
+    if sync_api is None:
+        return None
+    texts = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), headless=True, args=["--no-sandbox"])
+        for path in pages:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e, errs=errors: errs.append(str(e)))
+            page.goto(path.resolve().as_uri())
+            page.wait_for_selector("body[data-rendered]", timeout=30000)
+            assert not errors, errors
+            texts.append(page.inner_text("#preds"))
+        browser.close()
+    return texts
+
+
 def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
     from bertkit.cli import main as cli_main
 
     gpt2 = _save(tmp_path, "GPT2LMHeadModel", _gpt2_cfg(tok), tok)
     out = tmp_path / "g.json"
     rc = cli_main(["explain", "--model", str(gpt2), TEXT, "--json", str(out), "--attributions",
-                   "integrated-gradients,attention-rollout"])
+                   "integrated-gradients,attention-rollout", "--output", str(tmp_path / "g.html")])
     assert rc == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     ref = transformers.GPT2LMHeadModel.from_pretrained(gpt2).eval()
@@ -182,11 +210,12 @@ def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
     qa = _save(tmp_path, "DistilBertForQuestionAnswering", _distil_cfg(tok), tok)
     q, c = "Where was Ada born?", "Ada Lovelace was born in London in 1815."
     out = tmp_path / "q.json"
-    rc = cli_main(["explain", "--model", str(qa), q, "--pair", c, "--json", str(out)])
+    rc = cli_main(["explain", "--model", str(qa), q, "--pair", c, "--json", str(out), "--output",
+                   str(tmp_path / "q.html")])
     assert rc == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     ref = transformers.DistilBertForQuestionAnswering.from_pretrained(qa).eval()
-    enc = transformers.BertTokenizerFast.from_pretrained(qa)(q, c, return_tensors="pt")
+    enc = transformers.BertTokenizerFast.from_pretrained(qa)(q, c, return_tensors="pt", return_offsets_mapping=True)
     with torch.no_grad():
         r = ref(input_ids=enc["input_ids"])
     s, e = r.start_logits[0], r.end_logits[0]
@@ -197,6 +226,10 @@ def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
     assert abs(span["start_logit"] - float(s[best[0]])) < 1e-5 and abs(span["end_logit"] - float(e[best[1]])) < 1e-5
     offs = enc["offset_mapping"][0]
     assert span["answer"] == c[int(offs[best[0]][0]):int(offs[best[1]][1])]
+    shown = _rendered_predictions([tmp_path / "g.html", tmp_path / "q.html"])
+    if shown is not None:  # the pages draw both heads' predictions with no page error
+        assert "Top next tokens" in shown[0] and pred["top"][0]["token"] in shown[0]
+        assert f'answer: "{span["answer"]}"' in shown[1] and "start at" in shown[1]
     capsys.readouterr()
     rc = cli_main(["explain", "--model", str(gpt2), TEXT, "--json", str(tmp_path / "bad.json"), "--attributions",
                    "integrated-gradients", "--target", "notaword"])

@@ -218,6 +218,10 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
     if type(model).__name__ == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
         nsp = out.logits[0].float().softmax(-1)
         return {"kind": "next-sentence", "next_sentence": {"is_next": float(nsp[0]), "is_random": float(nsp[1])}}
+    if task == "causal-lm":
+        return _next_token(out.logits[0, -1].float(), tokenizer, ids, top_k)
+    if task == "question-answering":
+        return _qa_span(out.start_logits[0].float(), out.end_logits[0].float(), enc, texts)
     if task == "sequence-classification":
         logits = out.logits[0].float()
         if cfg.num_labels == 1:
@@ -228,7 +232,7 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
             kind, scores = "single-label", logits.softmax(-1)
         labels = [{"label": cfg.id2label.get(i, f"LABEL_{i}"), "score": float(s), "logit": float(lg)}
                   for i, (s, lg) in enumerate(zip(scores, logits))]
-        return {"kind": "sequence-classification", "problem": kind, "labels": labels}
+        return {"kind": "sequence-classification", "problem": kind, "labels": labels, "head": _classifier_head(model)}
     if task == "token-classification":
         probs = out.logits[0].float().softmax(-1)
         words, seen = [], set()
@@ -244,6 +248,52 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
                           "tag": cfg.id2label.get(int(label), f"LABEL_{int(label)}"), "score": float(score)})
         return {"kind": "token-classification", "words": words}
     return None
+
+
+# What each family's sequence classifier reads; a family not listed reads the pooler as BERT does.
+_CLASSIFIER_HEADS = {
+    "bert": "a linear layer on pooler_output (tanh(dense(h_[CLS])))",
+    "distilbert": "pre_classifier (dense) and ReLU on the first token's final vector, then a linear classifier "
+                  "(DistilBERT has no pooler)",
+    "electra": "classifier.dense and GELU on the first token's final vector, then classifier.out_proj "
+               "(ELECTRA has no pooler)",
+}
+
+
+def _classifier_head(model: Any) -> str:
+    """What the model's sequence classifier computes its logits from, in words."""
+    return _CLASSIFIER_HEADS.get(model.config.model_type, _CLASSIFIER_HEADS["bert"])
+
+
+def _next_token(logits: torch.Tensor, tokenizer: Any, ids: list[int], top_k: int) -> dict[str, Any]:
+    """A causal LM's top next tokens after the last token of the input."""
+    probs = logits.softmax(-1)
+    vals, idx = probs.topk(min(top_k, probs.numel()))
+    return {"kind": "next-token", "position": len(ids) - 1, "after": tokenizer.convert_ids_to_tokens(ids[-1]),
+            "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v),
+                     "logit": float(logits[i])} for v, i in zip(vals, idx)]}
+
+
+def _qa_span(start: torch.Tensor, end: torch.Tensor, enc: Any, texts: tuple[str, str | None],
+             max_answer_tokens: int = 30) -> dict[str, Any]:
+    """Extractive QA's best span: the context tokens s <= e (at most ``max_answer_tokens``) with the
+    largest start + end logit. The context is the second text when there is one (question, context)."""
+    ctx_seq = 1 if texts[1] is not None else 0
+    ctx = [i for i, s in enumerate(enc.sequence_ids()) if s == ctx_seq]
+    if not ctx:
+        return {"kind": "question-answering", "span": None}
+    s_np, e_np = start.double().numpy(), end.double().numpy()
+    # The context's tokens are consecutive, so the next max_answer_tokens of them are the spans from i.
+    best = max(((i, j) for a, i in enumerate(ctx) for j in ctx[a:a + max_answer_tokens]),
+               key=lambda p: s_np[p[0]] + e_np[p[1]])
+    p_start, p_end = start.softmax(-1), end.softmax(-1)
+    offs = enc["offset_mapping"]
+    i, j = best
+    return {"kind": "question-answering", "context": "pair" if ctx_seq else "text", "max_answer_tokens":
+            max_answer_tokens, "span": {"answer": texts[ctx_seq][offs[i][0]:offs[j][1]], "start_token": i,
+                                        "end_token": j, "start_logit": float(start[i]), "end_logit": float(end[j]),
+                                        "start_score": float(p_start[i]), "end_score": float(p_end[j]),
+                                        "char_start": int(offs[i][0]), "char_end": int(offs[j][1])}}
 
 
 @torch.no_grad()
