@@ -235,3 +235,24 @@ def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
                    "integrated-gradients", "--target", "notaword"])
     err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err and "'notaword' is not a word of the model's vocabulary" in err
+
+
+@pytest.mark.parametrize("cls_name", ["DistilBertForSequenceClassification", "ElectraForSequenceClassification"])
+def test_neuron_view_queries_and_keys_make_transformers_eager_attentions(tmp_path, tok, hf_tok, cls_name):
+    """softmax(q kᵀ / sqrt(d)) from the JSON's DistilBERT (q_lin/k_lin) and ELECTRA (query/key) queries and
+    keys equals transformers' eager attentions, on every layer and head."""
+    from bertkit.explain import explain
+    from bertkit.explain.neuron import attention_from_qk
+
+    cfg = _distil_cfg(tok, **LABELS) if cls_name.startswith("Distil") else _electra_cfg(tok, **LABELS)
+    folder = _save(tmp_path, cls_name, cfg, tok)
+    data = explain(folder, TEXT, "It is a comedy.").to_json()
+    q = torch.tensor(data["neuron"]["queries"], dtype=torch.float64)
+    assert q.shape == (2, 4, len(data["tokens"]), 8) and data["neuron"]["head_size"] == 8
+    ours = attention_from_qk(q, torch.tensor(data["neuron"]["keys"], dtype=torch.float64))
+    ref = getattr(transformers, cls_name).from_pretrained(folder, attn_implementation="eager").eval()
+    enc = hf_tok(TEXT, "It is a comedy.", return_tensors="pt")
+    types = None if cls_name.startswith("Distil") else enc["token_type_ids"]
+    with torch.no_grad():
+        atts = ref(input_ids=enc["input_ids"], token_type_ids=types, output_attentions=True).attentions
+    assert (ours - torch.stack([a[0] for a in atts]).double()).abs().max() < 1e-5
