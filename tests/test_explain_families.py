@@ -256,3 +256,33 @@ def test_neuron_view_queries_and_keys_make_transformers_eager_attentions(tmp_pat
     with torch.no_grad():
         atts = ref(input_ids=enc["input_ids"], token_type_ids=types, output_attentions=True).attentions
     assert (ours - torch.stack([a[0] for a in atts]).double()).abs().max() < 1e-5
+
+
+HEAD_CHECKS = {
+    "DistilBertForMaskedLM": "masked LM: vocab_projector", "DistilBertForTokenClassification": "token classifier",
+    "DistilBertForQuestionAnswering": "question answering", "ElectraForPreTraining": "discriminator",
+    "ElectraForMaskedLM": "generator", "ElectraForTokenClassification": "token classifier",
+    "ElectraForQuestionAnswering": "question answering",
+}
+
+
+def test_verify_rebuilds_distilbert_and_electra_heads_from_raw_weights(tmp_path, tok):
+    """--verify's from-scratch rebuild passes on folders transformers saved, with each head's own check,
+    and fails when one attention weight of the model in memory differs from the file."""
+    from bertkit.explain import load_model, verify
+
+    for cls_name, head in HEAD_CHECKS.items():
+        cfg = (_distil_cfg if cls_name.startswith("Distil") else _electra_cfg)(
+            tok, **(LABELS if "Token" in cls_name else {}))
+        folder = _save(tmp_path, cls_name, cfg, tok)
+        checks = verify(folder, "Where was Ada born?", "Ada Lovelace was born in London.")
+        assert checks and all(c.ok for c in checks), [c.line() for c in checks if not c.ok]
+        assert any(c.name.startswith(head) for c in checks), (cls_name, [c.name for c in checks][-3:])
+    model, t, _ = load_model(folder)
+    with torch.no_grad():
+        model.electra.encoder.layer[1].attention.self.key.weight[3, 5] += 0.5
+    bad = [c.name for c in verify(folder, TEXT, model=model, tokenizer=t) if not c.ok]
+    assert bad and all("layer 1" in name for name in bad)
+    gpt2 = _save(tmp_path, "GPT2LMHeadModel", _gpt2_cfg(tok), tok)
+    with pytest.raises(ValueError, match="--verify rebuilds the forward pass of bert, distilbert, electra; .*'gpt2'"):
+        verify(gpt2, TEXT)

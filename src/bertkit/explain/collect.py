@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .from_scratch import Check, rebuild_and_compare
+from .from_scratch import FAMILIES, Check, rebuild_and_compare
 from .neuron import queries_keys
 
 __all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
@@ -386,12 +386,14 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
 
 
 def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: list[int]) -> dict[str, Any]:
-    """Run ``model`` (a BERT model) and return the outputs ``rebuild_and_compare`` compares against."""
+    """Run ``model`` (BERT, DistilBERT or ELECTRA) and return the outputs ``rebuild_and_compare`` compares against."""
     from bertkit.modeling.registry import model_task_of
 
     name = type(model).__name__
+    fam = _family(model)
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([input_ids]), token_type_ids=torch.tensor([token_type_ids]),
+        out = model(input_ids=torch.tensor([input_ids]),
+                    token_type_ids=torch.tensor([token_type_ids]) if fam.has_token_types else None,
                     output_attentions=True, output_hidden_states=True, return_dict=True)
         base = model.base_model
         res: dict[str, Any] = {
@@ -403,13 +405,16 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
         if qk is not None:  # the neuron view's numbers, checked against the rebuilt projections
             res["queries"], res["keys"] = torch.from_numpy(qk["queries"]), torch.from_numpy(qk["keys"])
         task = model_task_of(model)
+        pooler = getattr(base, "pooler", None)  # DistilBERT and ELECTRA have none
         if task == "base":
-            res["pooler_output"] = None if out.pooler_output is None else out.pooler_output[0]
-        elif base.pooler is not None:
+            res["pooler_output"] = None if getattr(out, "pooler_output", None) is None else out.pooler_output[0]
+        elif pooler is not None:
             # Head models do not return the pooled vector; the pooler module's own output stands in.
-            res["pooler_output"] = base.pooler(out.hidden_states[-1])[0]
+            res["pooler_output"] = pooler(out.hidden_states[-1])[0]
         if task == "masked-lm":
             res["mlm_logits"] = out.logits[0]
+        elif task == "pretraining" and fam.pipeline_task(task) != "fill-mask":  # ELECTRA's discriminator
+            res["replaced_logits"] = out.logits[0]
         elif task == "pretraining":
             res["mlm_logits"] = out.prediction_logits[0]
             res["nsp_logits"] = out.seq_relationship_logits[0]
@@ -417,6 +422,8 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
             res["nsp_logits"] = out.logits[0]
         elif task in ("sequence-classification", "token-classification"):
             res["classifier_logits"] = out.logits[0]
+        elif task == "question-answering":
+            res["qa_logits"] = torch.stack([out.start_logits[0], out.end_logits[0]], dim=-1)
     return res
 
 
@@ -435,10 +442,10 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         loaded, loaded_tok, _ = load_model(folder)
         model = model if model is not None else loaded
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
-    if model.config.model_type != "bert":
-        # from_scratch.py writes out BERT's equations (token types, post-LN, the pooler) only.
-        raise ValueError(f"--verify rebuilds BERT's forward pass; {folder} holds a {model.config.model_type!r} "
-                         "model (its report needs no --verify)")
+    if model.config.model_type not in FAMILIES:
+        # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
+        raise ValueError(f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
+                         f"{model.config.model_type!r} model (its report needs no --verify)")
     if model.dtype != torch.float32:
         raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
     state = load_state_dict(find_weights_file(folder))
@@ -447,5 +454,6 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         raise ValueError("the from-scratch check covers absolute position embeddings only, not "
                          f"{config['position_embedding_type']!r}")
     enc, _ = _encode(tokenizer, text, pair, model.config.max_position_embeddings)
-    outputs = model_outputs_for_check(model.eval(), list(enc["input_ids"]), list(enc["token_type_ids"]))
-    return rebuild_and_compare(state, config, list(enc["input_ids"]), list(enc["token_type_ids"]), outputs)
+    ids = list(enc["input_ids"])
+    types = list(enc.get("token_type_ids") or [0] * len(ids))
+    return rebuild_and_compare(state, config, ids, types, model_outputs_for_check(model.eval(), ids, types))
