@@ -206,6 +206,7 @@ def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
     assert max(abs(t["score"] - float(v)) for t, v in zip(pred["top"], vals)) < 1e-5
     assert data["attributions"]["results"][0]["target"]["label"] == pred["top"][0]["token"]
     assert "first token kept" in data["attributions"]["conventions"]["integrated-gradients"]["baseline"]
+    assert data["attributions"]["kind"] == "next-token"
 
     qa = _save(tmp_path, "DistilBertForQuestionAnswering", _distil_cfg(tok), tok)
     q, c = "Where was Ada born?", "Ada Lovelace was born in London in 1815."

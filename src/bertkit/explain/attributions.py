@@ -475,6 +475,6 @@ def add_to_explanation(model: Any, tokenizer: Any, ex: Any, methods: Sequence[st
     ex.notes.extend(notes)
     used = list(dict.fromkeys(methods))
     kind = head_kind(model)
-    ex.attributions = {"methods": used, "conventions": {m: conventions(m, kind) for m in used},
+    ex.attributions = {"methods": used, "kind": kind, "conventions": {m: conventions(m, kind) for m in used},
                        "results": [r.to_json() for r in results]}
     return ex.attributions
