@@ -287,3 +287,16 @@ def test_verify_rebuilds_distilbert_and_electra_heads_from_raw_weights(tmp_path,
     gpt2 = _save(tmp_path, "GPT2LMHeadModel", _gpt2_cfg(tok), tok)
     with pytest.raises(ValueError, match="--verify rebuilds the forward pass of bert, distilbert, electra; .*'gpt2'"):
         verify(gpt2, TEXT)
+
+
+def test_heads_it_does_not_explain_and_tokens_not_in_the_text_get_one_line(tmp_path, tok):
+    from bertkit.explain import load_model
+
+    mc = _save(tmp_path, "DistilBertForMultipleChoice", _distil_cfg(tok), tok)
+    model, t, _ = load_model(mc)
+    with pytest.raises(ValueError, match="does not explain DistilBertForMultipleChoice's head"):
+        attribute(model, t, TEXT)
+    disc = _save(tmp_path, "ElectraForPreTraining", _electra_cfg(tok), tok)
+    model, t, _ = load_model(disc)
+    with pytest.raises(ValueError, match="'dog': a replaced-token detector explains one token of the text"):
+        attribute(model, t, TEXT, target="dog")
