@@ -313,8 +313,12 @@ def test_distilbert_folder_explained_as_transformers_computes_it(distilbert_clf,
     got = {x["label"]: x["score"] for x in data["predictions"]["labels"]}
     assert abs(got["negative"] - float(probs[0])) < 1e-5 and abs(got["positive"] - float(probs[1])) < 1e-5
     assert data["pooler_output"] is None and not any(data["embedding_parts"]["token_type"])
-    rc, _, err = _run("--model", str(distilbert_clf), TEXT, "--verify", capsys=capsys)
-    assert rc == 1 and "--verify rebuilds BERT" in err and "distilbert" in err
+    # --verify rebuilds DistilBERT from the raw weights transformers saved: every step, the neuron view, the head
+    rc, out, err = _run("--model", str(distilbert_clf), TEXT, "--verify", capsys=capsys)
+    assert rc == 0, out + err
+    lines = [line for line in out.splitlines() if "max|diff|" in line]
+    assert lines and all(line.startswith("ok") for line in lines)
+    assert any("relu(pre_classifier" in line for line in lines) and not any("pooler" in line for line in lines)
 
 
 def test_gpt2_folder_attention_and_hidden_state_views_equal_transformers(gpt2_folder, tmp_path, capsys):
@@ -368,9 +372,12 @@ def test_electra_classifier_folder_explained_as_transformers_computes_it(electra
     got = {x["label"]: x["score"] for x in data["predictions"]["labels"]}
     assert abs(got["negative"] - float(probs[0])) < 1e-5 and abs(got["positive"] - float(probs[1])) < 1e-5
     assert any("embeddings_project" in n for n in data["notes"])
-    rc, _, err = _run("--model", str(electra_clf), TEXT, "--verify", capsys=capsys)
-    assert rc == 1 and "Traceback" not in err
-    assert any("--verify rebuilds BERT" in line and "'electra'" in line for line in err.splitlines())
+    # --verify rebuilds ELECTRA (embeddings_project, no pooler, the first-token classifier) from the raw weights
+    rc, out, err = _run("--model", str(electra_clf), TEXT, "--pair", PAIR, "--verify", capsys=capsys)
+    assert rc == 0, out + err
+    lines = [line for line in out.splitlines() if "max|diff|" in line]
+    assert lines and all(line.startswith("ok") for line in lines)
+    assert any("embeddings_project(" in line for line in lines) and any("out_proj(gelu" in line for line in lines)
 
 
 def test_electra_discriminator_and_generator_predictions_equal_transformers(tmp_path, capsys):

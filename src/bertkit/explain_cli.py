@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--projector: the sentence vector: final [CLS], pooler output or mean of tokens (default cls)")
     p.add_argument("--max-rows", type=positive_int, default=2000, help="--projector: read at most this many rows")
     p.add_argument("--target", default=None,
-                   help="the label, tag, start/end or [MASK] word the attributions explain (default: the prediction)")
+                   help="the label, tag, start/end, [MASK] word, GPT-2 next token or (ELECTRA discriminator) token "
+                        "of the text the attributions explain (default: the prediction)")
 
 
 def _methods(value: str) -> list[str]:

@@ -7,13 +7,21 @@ What is explained (the *target*) is one scalar of the head's output:
   piece of every word, the piece whose tag is the word's tag);
 * extractive QA: the start logit at the predicted start, and the end logit at the predicted end;
 * masked LM: the logit of the predicted word (or a given word) at each ``[MASK]``;
+* a replaced-token detector (ELECTRA's discriminator): the replaced-or-original logit of one token
+  (the one most likely replaced unless a token of the text is given); sigmoid gives the probability;
+* a causal LM (GPT-2): the logit of the predicted next token (or a given token) after the last one;
 * next-sentence prediction: the logit of is-next or is-random.
+
+What a model's head predicts is read from the model registry (the task of its class), so every
+registered family (BERT, DistilBERT, ELECTRA, GPT-2) is explained the same way.
 
 Integrated gradients (Sundararajan et al. 2017) follow one stated convention, the same as Captum's
 ``LayerIntegratedGradients`` on the word-embedding layer with ``method="gausslegendre"``:
 
 * the path runs over the output of the word-embedding lookup (position and token-type vectors stay);
-* the baseline keeps ``[CLS]`` and ``[SEP]`` and replaces every other token by ``[PAD]``;
+* the baseline keeps ``[CLS]`` and ``[SEP]`` and replaces every other token by ``[PAD]``; a causal LM
+  has no such markers, so its baseline keeps the first token and replaces every other token by the
+  end-of-text token (the pad token when the tokenizer has no end-of-text token);
 * the path integral uses 50 Gauss-Legendre nodes mapped from [-1, 1] to [0, 1];
 * a token's attribution is the sum over the hidden size of (x - baseline) x the averaged gradient.
 
@@ -36,14 +44,14 @@ import numpy as np
 import torch
 
 __all__ = ["CONVENTIONS", "METHODS", "Attributions", "Target", "TokenAttribution", "attribute", "attribute_ids",
-           "head_kind", "resolve_targets"]
+           "conventions", "head_kind", "resolve_targets"]
 
 METHODS = ("integrated-gradients", "gradient-x-input", "attention-rollout")
 
 CONVENTIONS = {
     "integrated-gradients": {
         "layer": "word-embedding output (position and token-type embeddings unchanged)",
-        "baseline": "[CLS] and [SEP] kept, every other token replaced by [PAD]",
+        "baseline": "[CLS] and [SEP] kept, every other token replaced by [PAD]",  # see conventions()
         "steps": 50,
         "quadrature": "Gauss-Legendre (numpy.polynomial.legendre.leggauss) mapped to [0, 1]",
         "reduction": "sum over the hidden size",
@@ -62,22 +70,42 @@ CONVENTIONS = {
     },
 }
 
-_KINDS = {
-    "ForSequenceClassification": "sequence-classification",
-    "ForTokenClassification": "token-classification",
-    "ForQuestionAnswering": "question-answering",
-    "ForMaskedLM": "masked-lm",
-    "ForPreTraining": "masked-lm",
-    "ForNextSentencePrediction": "next-sentence",
-}
+_CAUSAL_BASELINE = ("the first token kept, every other token replaced by the end-of-text token (the pad token "
+                    "when the tokenizer has none): a causal LM has no [CLS]/[SEP] to keep")
+_EXPLAINED_TASKS = ("sequence-classification", "token-classification", "question-answering", "masked-lm")
 # Token classifiers get one target per word; past this many the rest are left out with a note.
 MAX_TOKEN_TARGETS = 64
 
 
 def head_kind(model: Any) -> str | None:
-    """What the model's head predicts (``"sequence-classification"``, ...), or None for a bare encoder."""
-    name = type(model).__name__
-    return next((k for suffix, k in _KINDS.items() if name.endswith(suffix)), None)
+    """What the model's head predicts (``"sequence-classification"``, ``"next-token"``, ...), read from
+    the model registry (the task of the model's class); None for a bare encoder or a head not explained."""
+    from bertkit.modeling import registry
+
+    if type(model).__name__ == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
+        return "next-sentence"
+    task = registry.model_task_of(model)
+    if task == "causal-lm":
+        return "next-token"
+    if task == "pretraining":  # BERT's pretraining head fills masks; ELECTRA's discriminator tags replacements
+        fam = registry.family(model.config.model_type)
+        return "masked-lm" if fam.pipeline_task(task) == "fill-mask" else "replaced-token"
+    return task if task in _EXPLAINED_TASKS else None
+
+
+def conventions(method: str, kind: str | None) -> dict[str, Any]:
+    """``CONVENTIONS[method]`` as it applies to a head of ``kind`` (a causal LM's baseline differs)."""
+    conv = dict(CONVENTIONS[method])
+    if method == "integrated-gradients" and kind == "next-token":
+        conv["baseline"] = _CAUSAL_BASELINE
+    return conv
+
+
+def _uses_token_types(model: Any) -> bool:
+    """Whether the model embeds segment ids (GPT-2 would add them as word vectors; DistilBERT has none)."""
+    from bertkit.modeling import registry
+
+    return registry.family(model.config.model_type).has_token_types
 
 
 @dataclass
@@ -122,12 +150,14 @@ class Attributions:
     sequence_ids: list[int | None]
     results: list[TokenAttribution]
     notes: list[str] = field(default_factory=list)
+    kind: str | None = None  # what the head predicts (see head_kind)
 
     def to_json(self) -> dict[str, Any]:
         methods = sorted({r.method for r in self.results}, key=METHODS.index)
         return {"text": self.text, "pair": self.pair, "tokens": self.tokens, "input_ids": self.input_ids,
                 "word_ids": self.word_ids, "sequence_ids": self.sequence_ids,
-                "conventions": {m: CONVENTIONS[m] for m in methods}, "notes": self.notes,
+                "conventions": {m: conventions(m, self.kind) for m in methods}, "notes": self.notes,
+                "kind": self.kind,
                 "results": [r.to_json() for r in self.results]}
 
     def scores(self, method: str) -> list[np.ndarray]:
@@ -140,14 +170,13 @@ class Attributions:
 
 def _head_output(model: Any, kind: str, embeds: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
     """The head's output for word-embedding vectors ``embeds`` (B, N, H): (B, ...) as ``Target.index`` reads."""
-    out = model(inputs_embeds=embeds, token_type_ids=token_type_ids, return_dict=True)
+    types = token_type_ids if _uses_token_types(model) else None
+    out = model(inputs_embeds=embeds, token_type_ids=types, return_dict=True)
     if kind == "question-answering":
         return torch.stack([out.start_logits, out.end_logits], dim=1)  # (B, 2, N)
     if kind == "masked-lm":
         return out.logits if hasattr(out, "logits") and out.logits is not None else out.prediction_logits
-    if kind == "next-sentence":
-        return out.logits
-    return out.logits
+    return out.logits  # classes, tags, (N,) replaced-token logits, (N, V) next-token logits
 
 
 def _rows(output: torch.Tensor, indices: list[tuple[int, ...]]) -> torch.Tensor:
@@ -188,6 +217,11 @@ def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
     """Raise a one-line ValueError when the model has no head or ``target`` names nothing it predicts."""
     kind = head_kind(model)
     if kind is None:
+        from bertkit.modeling import registry
+
+        if registry.model_task_of(model) not in (None, "base"):
+            raise ValueError(f"--attributions does not explain {type(model).__name__}'s head; it explains "
+                             "classifiers, token classifiers, QA, masked and causal LMs and ELECTRA's discriminator")
         raise ValueError(f"--attributions needs a model with a task head; {type(model).__name__} is an encoder "
                          "only (no prediction to explain)")
     if target is None:
@@ -198,7 +232,7 @@ def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
         raise ValueError(f"--target {target!r}: a question-answering model's targets are start and end")
     elif kind == "next-sentence" and target not in ("is_next", "is_random"):
         raise ValueError(f"--target {target!r}: next-sentence prediction's targets are is_next and is_random")
-    elif kind == "masked-lm":
+    elif kind in ("masked-lm", "next-token"):
         ids = tokenizer.convert_tokens_to_ids([target])
         if not ids or ids[0] is None or ids[0] == tokenizer.unk_token_id:
             raise ValueError(f"--target {target!r} is not a word of the model's vocabulary")
@@ -241,6 +275,10 @@ def resolve_targets(model: Any, tokenizer: Any, input_ids: Sequence[int], word_i
         spans = {"start": Target(f"start at {tokens[start]} (token {start})", "start", start, (0, start)),
                  "end": Target(f"end at {tokens[end]} (token {end})", "end", end, (1, end))}
         return [spans[target]] if target is not None else [spans["start"], spans["end"]], notes
+    if kind == "next-token":
+        return [_next_token_target(tokenizer, tokens, output, target)], notes
+    if kind == "replaced-token":
+        return _replaced_token_targets(tokens, word_ids, output, target, positions), notes
     # masked LM: each [MASK]
     masks = list(positions) if positions is not None else [
         i for i, t in enumerate(input_ids) if t == tokenizer.mask_token_id]
@@ -253,6 +291,29 @@ def resolve_targets(model: Any, tokenizer: Any, input_ids: Sequence[int], word_i
         word = tokenizer.convert_ids_to_tokens(w)
         out.append(Target(f"{word} at {tokens[p]} (token {p})", word, p, (p, w)))
     return out, notes
+
+
+def _next_token_target(tokenizer: Any, tokens: list[str], output: torch.Tensor, target: str | None) -> Target:
+    """A causal LM's prediction after the last token: the predicted (or given) next token's logit there."""
+    last = len(tokens) - 1
+    w = tokenizer.convert_tokens_to_ids([target])[0] if target is not None else int(output[last].argmax())
+    word = tokenizer.convert_ids_to_tokens(w)
+    return Target(f"next token {word} after {tokens[last]} (token {last})", word, last, (last, w))
+
+
+def _replaced_token_targets(tokens: list[str], word_ids: Sequence[Any], output: torch.Tensor, target: str | None,
+                            positions: Sequence[int] | None) -> list[Target]:
+    """A replaced-token detector's logit at the chosen tokens: ``positions``, the first occurrence of the
+    token ``target``, or else the text token the model finds most likely replaced."""
+    if positions is None and target is not None:
+        if target not in tokens:
+            raise ValueError(f"--target {target!r}: a replaced-token detector explains one token of the text; "
+                             f"its tokens are: {' '.join(tokens)}")
+        positions = [tokens.index(target)]
+    if positions is None:
+        text = [i for i, w in enumerate(word_ids) if w is not None] or list(range(len(tokens)))
+        positions = [max(text, key=lambda i: float(output[i]))]
+    return [Target(f"replaced {tokens[p]} (token {p})", "replaced", p, (p,)) for p in positions]
 
 
 # ------------------------------------------------------------------------------ the methods
@@ -274,8 +335,17 @@ def _gradients(model: Any, kind: str, embeds: torch.Tensor, types: torch.Tensor,
     return torch.cat(grads), torch.cat(values)
 
 
-def baseline_ids(tokenizer: Any, input_ids: Sequence[int]) -> list[int]:
-    """``input_ids`` with every token but [CLS] and [SEP] replaced by [PAD]."""
+def baseline_ids(tokenizer: Any, input_ids: Sequence[int], causal: bool = False) -> list[int]:
+    """``input_ids`` with every token but [CLS] and [SEP] replaced by [PAD]; with ``causal`` (a
+    left-to-right LM, which has no [CLS]/[SEP]) the first token kept and every other replaced by the
+    end-of-text token, or the pad token when the tokenizer has none."""
+    if causal:
+        eos = getattr(tokenizer, "eos_token_id", None)
+        fill = eos if eos is not None else tokenizer.pad_token_id
+        if fill is None:
+            raise ValueError("integrated gradients on a causal LM need an end-of-text or pad token for the "
+                             "baseline; the tokenizer has neither")
+        return [t if i == 0 else fill for i, t in enumerate(input_ids)]
     keep = {tokenizer.cls_token_id, tokenizer.sep_token_id}
     return [t if t in keep else tokenizer.pad_token_id for t in input_ids]
 
@@ -349,8 +419,8 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
     types = torch.tensor([list(token_type_ids)])
     x = word_embeddings(model, input_ids)
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([list(input_ids)]), token_type_ids=types, output_attentions=True,
-                    return_dict=True)
+        out = model(input_ids=torch.tensor([list(input_ids)]), token_type_ids=types if _uses_token_types(model)
+                    else None, output_attentions=True, return_dict=True)
         head = _head_output(model, kind, x[None], types)[0]
     # Word ids restart in the second text; the token type tells the two texts apart.
     keys = [None if w is None else (t, w) for w, t in zip(word_ids, token_type_ids)]
@@ -358,7 +428,7 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
     results: list[TokenAttribution] = []
     for m in dict.fromkeys(methods):
         if m == "integrated-gradients":
-            base = word_embeddings(model, baseline_ids(tokenizer, input_ids))
+            base = word_embeddings(model, baseline_ids(tokenizer, input_ids, causal=kind == "next-token"))
             with tqdm(total=steps * len(targets), desc="integrated gradients", unit="step",
                       disable=None if progress else True, leave=False) as bar:  # None: no bar off a terminal
                 results += integrated_gradients(model, kind, x, base, types, targets, steps, batch_size, bar)
@@ -375,8 +445,9 @@ def attribute(model: Any, tokenizer: Any, texts: str | Sequence[str], pairs: str
               positions: Sequence[int] | None = None) -> list[Attributions]:
     """Attributions for each text of ``texts`` (with its ``pairs`` entry as the second text), one per text.
 
-    ``positions`` chooses the tokens a token classifier's tags (or a masked LM's words) are explained
-    at; by default the first piece of every word (every ``[MASK]``).
+    ``positions`` chooses the tokens a token classifier's tags (a masked LM's words, a replaced-token
+    detector's logits) are explained at; by default the first piece of every word (every ``[MASK]``,
+    the token most likely replaced).
     """
     texts = [texts] if isinstance(texts, str) else list(texts)
     pairs = [pairs] * len(texts) if pairs is None or isinstance(pairs, str) else list(pairs)
@@ -387,11 +458,12 @@ def attribute(model: Any, tokenizer: Any, texts: str | Sequence[str], pairs: str
         if not isinstance(text, str) or not text.strip():
             raise ValueError("a text to explain is empty")
         enc = tokenizer(text, pair, truncation=True, max_length=model.config.max_position_embeddings)
-        results, notes = attribute_ids(model, tokenizer, enc["input_ids"], enc["token_type_ids"], enc.word_ids(),
+        types = enc.get("token_type_ids") or [0] * len(enc["input_ids"])
+        results, notes = attribute_ids(model, tokenizer, enc["input_ids"], types, enc.word_ids(),
                                        methods, target, positions, steps=steps, batch_size=batch_size,
                                        progress=progress)
         out.append(Attributions(text, pair, tokenizer.convert_ids_to_tokens(enc["input_ids"]), list(enc["input_ids"]),
-                                list(enc.word_ids()), list(enc.sequence_ids()), results, notes))
+                                list(enc.word_ids()), list(enc.sequence_ids()), results, notes, head_kind(model)))
     return out
 
 
@@ -402,6 +474,7 @@ def add_to_explanation(model: Any, tokenizer: Any, ex: Any, methods: Sequence[st
                                    steps=steps, batch_size=batch_size, progress=True)
     ex.notes.extend(notes)
     used = list(dict.fromkeys(methods))
-    ex.attributions = {"methods": used, "conventions": {m: CONVENTIONS[m] for m in used},
+    kind = head_kind(model)
+    ex.attributions = {"methods": used, "kind": kind, "conventions": {m: conventions(m, kind) for m in used},
                        "results": [r.to_json() for r in results]}
     return ex.attributions

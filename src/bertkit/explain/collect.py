@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .from_scratch import Check, rebuild_and_compare
+from .from_scratch import FAMILIES, Check, rebuild_and_compare
 from .neuron import queries_keys
 
 __all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
@@ -218,6 +218,10 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
     if type(model).__name__ == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
         nsp = out.logits[0].float().softmax(-1)
         return {"kind": "next-sentence", "next_sentence": {"is_next": float(nsp[0]), "is_random": float(nsp[1])}}
+    if task == "causal-lm":
+        return _next_token(out.logits[0, -1].float(), tokenizer, ids, top_k)
+    if task == "question-answering":
+        return _qa_span(out.start_logits[0].float(), out.end_logits[0].float(), enc, texts)
     if task == "sequence-classification":
         logits = out.logits[0].float()
         if cfg.num_labels == 1:
@@ -228,7 +232,7 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
             kind, scores = "single-label", logits.softmax(-1)
         labels = [{"label": cfg.id2label.get(i, f"LABEL_{i}"), "score": float(s), "logit": float(lg)}
                   for i, (s, lg) in enumerate(zip(scores, logits))]
-        return {"kind": "sequence-classification", "problem": kind, "labels": labels}
+        return {"kind": "sequence-classification", "problem": kind, "labels": labels, "head": _classifier_head(model)}
     if task == "token-classification":
         probs = out.logits[0].float().softmax(-1)
         words, seen = [], set()
@@ -244,6 +248,52 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
                           "tag": cfg.id2label.get(int(label), f"LABEL_{int(label)}"), "score": float(score)})
         return {"kind": "token-classification", "words": words}
     return None
+
+
+# What each family's sequence classifier reads; a family not listed reads the pooler as BERT does.
+_CLASSIFIER_HEADS = {
+    "bert": "a linear layer on pooler_output (tanh(dense(h_[CLS])))",
+    "distilbert": "pre_classifier (dense) and ReLU on the first token's final vector, then a linear classifier "
+                  "(DistilBERT has no pooler)",
+    "electra": "classifier.dense and GELU on the first token's final vector, then classifier.out_proj "
+               "(ELECTRA has no pooler)",
+}
+
+
+def _classifier_head(model: Any) -> str:
+    """What the model's sequence classifier computes its logits from, in words."""
+    return _CLASSIFIER_HEADS.get(model.config.model_type, _CLASSIFIER_HEADS["bert"])
+
+
+def _next_token(logits: torch.Tensor, tokenizer: Any, ids: list[int], top_k: int) -> dict[str, Any]:
+    """A causal LM's top next tokens after the last token of the input."""
+    probs = logits.softmax(-1)
+    vals, idx = probs.topk(min(top_k, probs.numel()))
+    return {"kind": "next-token", "position": len(ids) - 1, "after": tokenizer.convert_ids_to_tokens(ids[-1]),
+            "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v),
+                     "logit": float(logits[i])} for v, i in zip(vals, idx)]}
+
+
+def _qa_span(start: torch.Tensor, end: torch.Tensor, enc: Any, texts: tuple[str, str | None],
+             max_answer_tokens: int = 30) -> dict[str, Any]:
+    """Extractive QA's best span: the context tokens s <= e (at most ``max_answer_tokens``) with the
+    largest start + end logit. The context is the second text when there is one (question, context)."""
+    ctx_seq = 1 if texts[1] is not None else 0
+    ctx = [i for i, s in enumerate(enc.sequence_ids()) if s == ctx_seq]
+    if not ctx:
+        return {"kind": "question-answering", "span": None}
+    s_np, e_np = start.double().numpy(), end.double().numpy()
+    # The context's tokens are consecutive, so the next max_answer_tokens of them are the spans from i.
+    best = max(((i, j) for a, i in enumerate(ctx) for j in ctx[a:a + max_answer_tokens]),
+               key=lambda p: s_np[p[0]] + e_np[p[1]])
+    p_start, p_end = start.softmax(-1), end.softmax(-1)
+    offs = enc["offset_mapping"]
+    i, j = best
+    return {"kind": "question-answering", "context": "pair" if ctx_seq else "text", "max_answer_tokens":
+            max_answer_tokens, "span": {"answer": texts[ctx_seq][offs[i][0]:offs[j][1]], "start_token": i,
+                                        "end_token": j, "start_logit": float(start[i]), "end_logit": float(end[j]),
+                                        "start_score": float(p_start[i]), "end_score": float(p_end[j]),
+                                        "char_start": int(offs[i][0]), "char_end": int(offs[j][1])}}
 
 
 @torch.no_grad()
@@ -336,12 +386,14 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
 
 
 def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: list[int]) -> dict[str, Any]:
-    """Run ``model`` (a BERT model) and return the outputs ``rebuild_and_compare`` compares against."""
+    """Run ``model`` (BERT, DistilBERT or ELECTRA) and return the outputs ``rebuild_and_compare`` compares against."""
     from bertkit.modeling.registry import model_task_of
 
     name = type(model).__name__
+    fam = _family(model)
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([input_ids]), token_type_ids=torch.tensor([token_type_ids]),
+        out = model(input_ids=torch.tensor([input_ids]),
+                    token_type_ids=torch.tensor([token_type_ids]) if fam.has_token_types else None,
                     output_attentions=True, output_hidden_states=True, return_dict=True)
         base = model.base_model
         res: dict[str, Any] = {
@@ -353,13 +405,16 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
         if qk is not None:  # the neuron view's numbers, checked against the rebuilt projections
             res["queries"], res["keys"] = torch.from_numpy(qk["queries"]), torch.from_numpy(qk["keys"])
         task = model_task_of(model)
+        pooler = getattr(base, "pooler", None)  # DistilBERT and ELECTRA have none
         if task == "base":
-            res["pooler_output"] = None if out.pooler_output is None else out.pooler_output[0]
-        elif base.pooler is not None:
+            res["pooler_output"] = None if getattr(out, "pooler_output", None) is None else out.pooler_output[0]
+        elif pooler is not None:
             # Head models do not return the pooled vector; the pooler module's own output stands in.
-            res["pooler_output"] = base.pooler(out.hidden_states[-1])[0]
+            res["pooler_output"] = pooler(out.hidden_states[-1])[0]
         if task == "masked-lm":
             res["mlm_logits"] = out.logits[0]
+        elif task == "pretraining" and fam.pipeline_task(task) != "fill-mask":  # ELECTRA's discriminator
+            res["replaced_logits"] = out.logits[0]
         elif task == "pretraining":
             res["mlm_logits"] = out.prediction_logits[0]
             res["nsp_logits"] = out.seq_relationship_logits[0]
@@ -367,6 +422,8 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
             res["nsp_logits"] = out.logits[0]
         elif task in ("sequence-classification", "token-classification"):
             res["classifier_logits"] = out.logits[0]
+        elif task == "question-answering":
+            res["qa_logits"] = torch.stack([out.start_logits[0], out.end_logits[0]], dim=-1)
     return res
 
 
@@ -385,10 +442,10 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         loaded, loaded_tok, _ = load_model(folder)
         model = model if model is not None else loaded
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
-    if model.config.model_type != "bert":
-        # from_scratch.py writes out BERT's equations (token types, post-LN, the pooler) only.
-        raise ValueError(f"--verify rebuilds BERT's forward pass; {folder} holds a {model.config.model_type!r} "
-                         "model (its report needs no --verify)")
+    if model.config.model_type not in FAMILIES:
+        # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
+        raise ValueError(f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
+                         f"{model.config.model_type!r} model (its report needs no --verify)")
     if model.dtype != torch.float32:
         raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
     state = load_state_dict(find_weights_file(folder))
@@ -397,5 +454,6 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         raise ValueError("the from-scratch check covers absolute position embeddings only, not "
                          f"{config['position_embedding_type']!r}")
     enc, _ = _encode(tokenizer, text, pair, model.config.max_position_embeddings)
-    outputs = model_outputs_for_check(model.eval(), list(enc["input_ids"]), list(enc["token_type_ids"]))
-    return rebuild_and_compare(state, config, list(enc["input_ids"]), list(enc["token_type_ids"]), outputs)
+    ids = list(enc["input_ids"])
+    types = list(enc.get("token_type_ids") or [0] * len(ids))
+    return rebuild_and_compare(state, config, ids, types, model_outputs_for_check(model.eval(), ids, types))

@@ -18,24 +18,37 @@ import torch
 __all__ = ["attention_from_qk", "queries_keys"]
 
 
+def _projections(base: Any, layer: int) -> tuple[Any, Any, int] | None:
+    """(query Linear, key Linear, heads) of one layer: BERT and ELECTRA name them ``encoder.layer.N.
+    attention.self.query/key``, DistilBERT ``transformer.layer.N.attention.q_lin/k_lin``. None for a
+    model with neither (GPT-2 fuses q, k and v in one projection and masks causally: no neuron view)."""
+    encoder = getattr(base, "encoder", None)
+    if encoder is not None and hasattr(encoder, "layer"):
+        sa = encoder.layer[layer].attention.self
+        return sa.query, sa.key, sa.num_attention_heads
+    transformer = getattr(base, "transformer", None)
+    if transformer is not None and hasattr(transformer, "layer"):
+        att = transformer.layer[layer].attention
+        return att.q_lin, att.k_lin, att.n_heads
+    return None
+
+
 @torch.no_grad()
 def queries_keys(base: Any, hidden_states: Sequence[torch.Tensor], layers: Sequence[int]) -> dict[str, Any] | None:
     """Queries and keys, each (len(layers), heads, N, d), from layer inputs ``hidden_states`` (L + 1 of (N, H)).
 
-    ``base`` is the encoder (``model.base_model``); None when its layers do not have BERT's
-    ``attention.self.query``/``key`` projections.
+    ``base`` is the encoder (``model.base_model``); None when its layers have no separate query and
+    key projections (see ``_projections``).
     """
-    try:
-        blocks = [base.encoder.layer[i].attention.self for i in layers]
-    except AttributeError:
+    if _projections(base, 0) is None:
         return None
-    qs, ks = [], []
-    for i, sa in zip(layers, blocks):
+    qs, ks, d = [], [], 0
+    for i in layers:
+        query, key, h = _projections(base, i)
         x = hidden_states[i].float()
-        h, d = sa.num_attention_heads, sa.attention_head_size
-        qs.append(sa.query(x).view(-1, h, d).transpose(0, 1))  # (heads, N, d)
-        ks.append(sa.key(x).view(-1, h, d).transpose(0, 1))
-    d = blocks[0].attention_head_size if blocks else 0
+        d = query.out_features // h
+        qs.append(query(x).view(-1, h, d).transpose(0, 1))  # (heads, N, d)
+        ks.append(key(x).view(-1, h, d).transpose(0, 1))
     return {"layers": list(layers), "head_size": d, "scale": 1.0 / math.sqrt(d) if d else 0.0,
             "queries": torch.stack(qs).numpy() if qs else np.zeros((0,)),
             "keys": torch.stack(ks).numpy() if ks else np.zeros((0,))}

@@ -223,6 +223,13 @@ def prediction_lines(ex: Explanation) -> list[str]:
         lines.extend(f"{x['label']}: {x['score']:.3f}" for x in pred["labels"])
     if pred["kind"] == "token-classification":
         lines.append(" ".join(f"{w['word']}/{w['tag']}" for w in pred["words"]))
+    if pred["kind"] == "next-token":
+        lines.append(f"next token after {pred['after']}: "
+                     + ", ".join(f"{t['token']} {t['score']:.3f}" for t in pred["top"]))
+    if pred["kind"] == "question-answering" and pred["span"] is not None:
+        sp = pred["span"]
+        lines.append(f"answer: {sp['answer']!r} (tokens {sp['start_token']}-{sp['end_token']}, start "
+                     f"{sp['start_score']:.3f}, end {sp['end_score']:.3f})")
     if pred["kind"] == "replaced-token":
         lines.append("replaced: " + " ".join(f"{t['token']} {t['replaced']:.2f}" for t in pred["tokens"]))
     return lines + attribution_lines(ex)

@@ -389,7 +389,7 @@
       ct.appendChild(tr);
     }
     box.appendChild(ct);
-    if (!V.pooler) box.appendChild(el("p", { class: "hint" }, "This model has no pooler (masked-LM models are built without one)."));
+    if (!V.pooler) box.appendChild(el("p", { class: "hint" }, "This model has no pooler: its heads read the final token vectors directly (masked-LM and causal-LM models, DistilBERT and ELECTRA are built without one)."));
   }
 
   // ------------------------------------------------------------------ 6. head predictions
@@ -431,7 +431,7 @@
       box.appendChild(t);
     }
     if (P && P.kind === "sequence-classification") {
-      box.appendChild(el("p", { class: "explain" }, `Sequence classifier (${P.problem}): a linear layer on pooler_output gives one logit per label.`));
+      box.appendChild(el("p", { class: "explain" }, `Sequence classifier (${P.problem}): ${P.head || "a linear layer on pooler_output"} gives one logit per label.`));
       const t = el("table", { class: "data preds" });
       P.labels.forEach((x) => scoreRow(t, x.label, x.score, `  (logit ${fmt(x.logit, 3)})`));
       box.appendChild(t);
@@ -441,6 +441,26 @@
       const t = el("table", { class: "data preds" });
       P.tokens.forEach((x) => scoreRow(t, `${x.position} ${x.token}`, x.replaced));
       box.appendChild(t);
+    }
+    if (P && P.kind === "next-token") {
+      box.appendChild(el("p", { class: "explain" }, `Causal language model: the LM head on the last token's final vector (${P.after}, token ${P.position}) scores every vocabulary token as the next one. Top next tokens:`));
+      const t = el("table", { class: "data preds" });
+      P.top.forEach((x) => scoreRow(t, x.token, x.score, `  (logit ${fmt(x.logit, 3)})`));
+      box.appendChild(t);
+    }
+    if (P && P.kind === "question-answering") {
+      const S = P.span;
+      box.appendChild(el("p", { class: "explain" }, `Extractive QA: qa_outputs gives every token a start and an end logit; the answer is the ${P.context === "pair" ? "second text's" : "text's"} span (start <= end, at most ${P.max_answer_tokens} tokens) with the largest start + end logit.`));
+      if (!S) box.appendChild(el("p", { class: "hint" }, "The input has no context tokens to answer from."));
+      else {
+        const t = el("table", { class: "data preds" });
+        const hr = el("tr");
+        hr.appendChild(el("th", { class: "tok", colspan: "2" }, `answer: "${S.answer}" (tokens ${S.start_token}-${S.end_token})`));
+        t.appendChild(hr);
+        scoreRow(t, `start at ${D.tokens[S.start_token]}`, S.start_score, `  (logit ${fmt(S.start_logit, 3)})`);
+        scoreRow(t, `end at ${D.tokens[S.end_token]}`, S.end_score, `  (logit ${fmt(S.end_logit, 3)})`);
+        box.appendChild(t);
+      }
     }
     if (P && P.kind === "token-classification") {
       box.appendChild(el("p", { class: "explain" }, "Token classifier: a linear layer on every final token vector; each word's tag is read at its first piece."));
