@@ -33,7 +33,7 @@ def bertkit_epoch(texts_labels, args, seed, out_dir) -> tuple[float, int]:
     from bertkit.tasks.data import TextExample
     from bertkit.tasks.tasks import TaskOptions, TextClassificationTask
     from bertkit.tokenization import BertTokenizer
-    from bertkit.training import Trainer, TrainingConfig
+    from bertkit.training import Trainer, TrainingArguments
 
     t0 = time.perf_counter()
     tok = BertTokenizer.from_pretrained(str(asset_path("minilm")))
@@ -44,7 +44,7 @@ def bertkit_epoch(texts_labels, args, seed, out_dir) -> tuple[float, int]:
     torch.manual_seed(seed)
     model = BertForSequenceClassification.from_pretrained(str(asset_path("minilm")), **task.model_kwargs())
     sampler = LengthGroupedBatchSampler([len(f["input_ids"]) for f in feats], args.batch_size, seed=seed)
-    cfg = TrainingConfig(output_dir=str(out_dir), num_epochs=1, batch_size=args.batch_size, lr=5e-5,
+    cfg = TrainingArguments(output=str(out_dir), epochs=1, batch_size=args.batch_size, lr=5e-5,
                          warmup_ratio=0.1, precision="fp32", seed=seed, drop_last=False, progress=False,
                          save_final=False, plot=False, log_every=1000)
     trainer = Trainer(model, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler)

@@ -55,10 +55,10 @@ def build_data(tmp: Path, seq_len: int):
 
 
 def bertkit_run(model, ds, collate, out: Path, steps: int, batch: int, seed: int) -> list[float]:
-    from bertkit.training import Trainer, TrainingConfig
+    from bertkit.training import Trainer, TrainingArguments
     from bertkit.training.pretraining import mlm_nsp_loss
 
-    cfg = TrainingConfig(output_dir=str(out), max_steps=steps, batch_size=batch, lr=1e-4, warmup_steps=0,
+    cfg = TrainingArguments(output=str(out), max_steps=steps, batch_size=batch, lr=1e-4, warmup_steps=0,
                          seed=seed, progress=False, plot=False, save_final=False, log_every=1)
     Trainer(model, cfg, ds, collate_fn=collate, loss_fn=mlm_nsp_loss).train()
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]

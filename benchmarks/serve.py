@@ -120,6 +120,16 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def offline_tokens_per_second(offline: object, texts: list[str], real_tokens: int, repeats: int = 3) -> float:
+    """The in-process pipeline's throughput on the same texts: the ceiling the server is compared to."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        offline(texts)  # type: ignore[operator]
+        times.append(time.perf_counter() - t0)
+    return real_tokens / sorted(times)[len(times) // 2]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--clients", type=int, default=32)
@@ -151,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 results[name].append(res)
         codes = {name: srv.stop() for name, srv in servers.items()}
     ref = {}
-    rps = {}
+    rps: dict[str, float] = {}
+    tps: dict[str, float] = {}
     all_ok = True
     for name, runs in results.items():
         ok = sum(x["ok"] for x in runs)
@@ -171,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             cos = float(np.min(np.sum(have * want, 1) / np.linalg.norm(have, axis=1) / np.linalg.norm(want, axis=1)))
             ref[name] = (len(keys), diff, cos)
         tokens = sum(lengths[k % len(texts)] for k in keys) * ok / max(len(keys), 1)
-        rps[name] = ok / wall
+        rps[name], tps[name] = ok / wall, tokens / wall
         p50 = lat[len(lat) // 2] * 1000 if lat else float("nan")
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else float("nan")
         n_err = sum(errors.values())
@@ -186,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             all_ok &= same
             print(f"    {n} distinct texts vs offline pipeline ({offline.dtype}): max |diff| {diff:.1e}, "
                   f"min cosine {cos:.6f} -> {'equal' if same else 'DIFFERENT'}")
+    offline_tps = offline_tokens_per_second(offline, texts, sum(lengths))
+    print(f"  offline pipeline   {offline_tps:>27,.0f} real tokens/s (the same {len(texts)} texts, length-sorted "
+          f"batches, median of 3); server with dynamic batching / offline: {tps['dynamic batching'] / offline_tps:.2f}")
     ratio = rps["dynamic batching"] / rps["max-batch-size 1"]
     print(f"{args.clients} clients, {args.rounds} x {args.seconds:g} s per config, dtype {offline.dtype}, "
           f"--max-wait-ms {args.max_wait_ms}; "

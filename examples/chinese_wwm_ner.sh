@@ -11,10 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BERTKIT_ASSETS="${BERTKIT_ASSETS:-$PWD/.assets}"
-# glibc keeps freed activation buffers instead of returning them to the kernel every step: 4-6x
-# less system CPU time in training (docs/pretraining.md has the A/B)
-export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1073741824}" MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-4294967296}"
-export MALLOC_TOP_PAD_="${MALLOC_TOP_PAD_:-268435456}"
 PY="${PYTHON:-.venv/bin/python}"
 A="$BERTKIT_ASSETS"
 OUT="${OUT:-runs/zh}"
@@ -49,6 +45,6 @@ EOF
 for init in mini-wwm random-init; do
   OMP_NUM_THREADS="${THREADS:-2}" "$PY" -m bertkit finetune --task token-classification --model "$OUT/$init" \
     --train "$OUT/ner/train5000.txt" --validation "$OUT/ner/test1000.txt" --output "$OUT/ner/$init" \
-    --epochs 3 --batch-size 32 --lr 3e-4 --max-length 64 --doc-stride 16 --bf16 --seed 0
+    --epochs 3 --batch-size 32 --lr 3e-4 --max-length 64 --doc-stride 16 --precision bf16 --seed 0
 done
 "$PY" -m bertkit predict --model "$OUT/ner/mini-wwm" --input "$OUT/ner/test1000.txt" --output "$OUT/ner/predictions.jsonl"

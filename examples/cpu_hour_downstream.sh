@@ -9,10 +9,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export BERTKIT_ASSETS="${BERTKIT_ASSETS:-$PWD/.assets}"
-# glibc keeps freed activation buffers instead of returning them to the kernel every step: 4-6x
-# less system CPU time in training (docs/pretraining.md has the A/B)
-export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1073741824}" MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-4294967296}"
-export MALLOC_TOP_PAD_="${MALLOC_TOP_PAD_:-268435456}"
 PY="${PYTHON:-.venv/bin/python}"
 A="$BERTKIT_ASSETS"
 OUT="${OUT:-runs/cpu-hour}"

@@ -22,3 +22,46 @@ def polarity_clf(tmp_path_factory):
     finetune("text-classification", asset_path("minilm"), asset_path("polarity-train"), out, epochs=1,
              batch_size=32, lr=1e-4, max_length=64, max_train_samples=1600, seed=0, progress=False, quiet=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def distilbert_clf(tmp_path_factory):
+    """A small DistilBERT sentiment classifier with random weights (MiniLM's WordPiece vocabulary),
+    saved by bertkit's save_pretrained: a DistilBERT folder for serve, explain and the family tests."""
+    import torch
+
+    from bertkit.assets import asset_path
+    from bertkit.modeling.distilbert import DistilBertConfig, DistilBertForSequenceClassification
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = DistilBertConfig(vocab_size=len(tok.vocab), dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                           max_position_embeddings=128, initializer_range=0.2,
+                           id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
+    torch.manual_seed(0)
+    model = DistilBertForSequenceClassification(cfg).eval()
+    out = tmp_path_factory.mktemp("distilbert-clf") / "model"
+    model.save_pretrained(out, tokenizer=tok)
+    return out
+
+
+@pytest.fixture(scope="session")
+def electra_clf(tmp_path_factory):
+    """A small ELECTRA sentiment classifier with random weights (MiniLM's WordPiece vocabulary) and
+    ``embedding_size < hidden_size``, saved by bertkit: an ELECTRA folder for serve and explain."""
+    import torch
+
+    from bertkit.assets import asset_path
+    from bertkit.modeling.electra import ElectraConfig, ElectraForSequenceClassification
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=128,
+                        initializer_range=0.2, id2label={0: "negative", 1: "positive"},
+                        label2id={"negative": 0, "positive": 1})
+    torch.manual_seed(0)
+    model = ElectraForSequenceClassification(cfg).eval()
+    out = tmp_path_factory.mktemp("electra-clf") / "model"
+    model.save_pretrained(out, tokenizer=tok)
+    return out

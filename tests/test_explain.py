@@ -117,9 +117,10 @@ def test_verify_passes_on_minilm(minilm, capsys):
     rc, out, err = _run("--model", str(minilm), TEXT, "--pair", PAIR, "--verify", capsys=capsys)
     assert rc == 0, out + err
     lines = [l for l in out.splitlines() if "max|diff|" in l]
-    assert len(lines) == 1 + 6 * 12 + 6 + 1  # embeddings, every head, every layer, pooler
+    # embeddings, every head, every layer, the neuron view's q, k and softmax per layer, pooler
+    assert len(lines) == 1 + 6 * 12 + 6 + 6 * 3 + 1
     assert all(l.startswith("ok") for l in lines)
-    assert "80 of 80 checks within 1e-05" in out
+    assert "98 of 98 checks within 1e-05" in out
 
 
 def test_verify_catches_a_corrupted_weight(minilm):
@@ -148,7 +149,9 @@ def test_verify_catches_two_swapped_heads(minilm, capsys):
         w[:, a], w[:, b] = w[:, b].clone(), w[:, a].clone()
     checks = verify(minilm, TEXT, model=model, tokenizer=tok)
     failed = [c.name for c in checks if not c.ok]
-    assert failed == ["layer 1 head 1: softmax(Q K^T / sqrt(32)) = attentions[1][:, 1]",
+    assert failed == ["layer 1: neuron view queries = hidden_states[1] W_q^T + b_q, split into heads",
+                      "layer 1: neuron view keys = hidden_states[1] W_k^T + b_k, split into heads",
+                      "layer 1 head 1: softmax(Q K^T / sqrt(32)) = attentions[1][:, 1]",
                       "layer 1 head 4: softmax(Q K^T / sqrt(32)) = attentions[1][:, 4]"]
 
 
@@ -170,7 +173,7 @@ def test_verify_and_report_on_a_pretrain_output(pretrained, tmp_path, capsys):
     assert abs(pred["next_sentence"]["is_next"] + pred["next_sentence"]["is_random"] - 1) < 1e-6
     # --all-positions: a row for every token
     rc, _, err = _run("--model", str(pretrained), "she was the [MASK] of the family .", "--all-positions",
-                      "--json", str(out), capsys=capsys)
+                      "--json", str(out), "--overwrite", capsys=capsys)
     assert rc == 0, err
     data = json.loads(out.read_text())
     assert [r["position"] for r in data["predictions"]["positions"]] == list(range(len(data["tokens"])))
@@ -261,7 +264,152 @@ def test_png_figures(minilm, tmp_path, capsys):
     rc, _, err = _run("--model", str(minilm), "Hello, BERT.", "--layers", "0,5", "--png", str(tmp_path / "png"),
                         capsys=capsys)
     assert rc == 0, err
-    names = sorted(p.name for p in (tmp_path / "png").iterdir())
+    names = sorted(p.name for p in (tmp_path / "png").iterdir() if not p.name.startswith("."))
     assert names == ["attention_layer00.png", "attention_layer05.png", "embedding_parts.png", "hidden_states.png"]
-    for p in (tmp_path / "png").iterdir():
+    for p in (tmp_path / "png").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+# ------------------------------------------------------------------------------ other families
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory) -> Path:
+    """A small GPT-2 with random weights on the MiniLM WordPiece vocabulary, saved by transformers."""
+    transformers = pytest.importorskip("transformers")
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=len(tok.vocab),
+                                  tokenizer_class="BertTokenizer")
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("gpt2") / "model"
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_distilbert_folder_explained_as_transformers_computes_it(distilbert_clf, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "r.json"
+    rc, _, err = _run("--model", str(distilbert_clf), TEXT, "--json", str(out), "--output", str(tmp_path / "r.html"),
+                      capsys=capsys)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    assert data["model_class"] == "DistilBertForSequenceClassification"
+    tok = transformers.BertTokenizerFast.from_pretrained(distilbert_clf)
+    enc = tok(TEXT, return_tensors="pt")
+    assert data["input_ids"] == enc["input_ids"][0].tolist()
+    ref = transformers.DistilBertForSequenceClassification.from_pretrained(
+        distilbert_clf, attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(input_ids=enc["input_ids"], output_attentions=True, output_hidden_states=True)
+    ours = torch.tensor(data["attentions"], dtype=torch.float64)
+    theirs = torch.stack([a[0] for a in r.attentions]).double()
+    assert ours.shape == theirs.shape and (ours - theirs).abs().max() < 1e-5
+    norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
+    assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
+    probs = r.logits[0].softmax(-1)
+    got = {x["label"]: x["score"] for x in data["predictions"]["labels"]}
+    assert abs(got["negative"] - float(probs[0])) < 1e-5 and abs(got["positive"] - float(probs[1])) < 1e-5
+    assert data["pooler_output"] is None and not any(data["embedding_parts"]["token_type"])
+    # --verify rebuilds DistilBERT from the raw weights transformers saved: every step, the neuron view, the head
+    rc, out, err = _run("--model", str(distilbert_clf), TEXT, "--verify", capsys=capsys)
+    assert rc == 0, out + err
+    lines = [line for line in out.splitlines() if "max|diff|" in line]
+    assert lines and all(line.startswith("ok") for line in lines)
+    assert any("relu(pre_classifier" in line for line in lines) and not any("pooler" in line for line in lines)
+
+
+def test_gpt2_folder_attention_and_hidden_state_views_equal_transformers(gpt2_folder, tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "r.json"
+    rc, _, err = _run("--model", str(gpt2_folder), TEXT, "--json", str(out), capsys=capsys)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    ids = torch.tensor([data["input_ids"]])
+    ref = transformers.GPT2LMHeadModel.from_pretrained(gpt2_folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(input_ids=ids, output_attentions=True, output_hidden_states=True)
+    ours = torch.tensor(data["attentions"], dtype=torch.float64)
+    theirs = torch.stack([a[0] for a in r.attentions]).double()
+    assert ours.shape == theirs.shape and (ours - theirs).abs().max() < 1e-5
+    assert float(ours[0, 0].triu(1).abs().max()) == 0.0  # causal: nothing after the query token
+    norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
+    assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
+    assert any("causal decoder" in n for n in data["notes"])
+
+
+def test_electra_classifier_folder_explained_as_transformers_computes_it(electra_clf, tmp_path, capsys):
+    """Attentions, hidden-state norms, embedding parts (at embedding_size, before embeddings_project)
+    and the classifier's probabilities equal transformers' ElectraForSequenceClassification."""
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "r.json"
+    rc, _, err = _run("--model", str(electra_clf), TEXT, "--pair", PAIR, "--json", str(out), "--output",
+                      str(tmp_path / "r.html"), capsys=capsys)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    assert data["model_class"] == "ElectraForSequenceClassification"
+    enc = transformers.BertTokenizerFast.from_pretrained(electra_clf)(TEXT, PAIR, return_tensors="pt")
+    assert data["input_ids"] == enc["input_ids"][0].tolist()
+    assert data["token_type_ids"] == enc["token_type_ids"][0].tolist()
+    ref = transformers.ElectraForSequenceClassification.from_pretrained(electra_clf, attn_implementation="eager").eval()
+    with torch.no_grad():
+        r = ref(**enc, output_attentions=True, output_hidden_states=True)
+    ours = torch.tensor(data["attentions"], dtype=torch.float64)
+    theirs = torch.stack([a[0] for a in r.attentions]).double()
+    assert ours.shape == theirs.shape and (ours - theirs).abs().max() < 1e-5
+    norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
+    assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
+    emb = ref.electra.embeddings
+    want = {"word": emb.word_embeddings(enc["input_ids"]),
+            "token_type": emb.token_type_embeddings(enc["token_type_ids"]),
+            "position": emb.position_embeddings.weight[: enc["input_ids"].shape[1]][None]}
+    for key, vec in want.items():  # 32 wide: the embedding size, not hidden_size
+        assert vec.shape[-1] == 32
+        assert (torch.tensor(data["embedding_parts"][key]) - vec[0].detach().norm(dim=-1)).abs().max() < 1e-5, key
+    probs = r.logits[0].softmax(-1)
+    got = {x["label"]: x["score"] for x in data["predictions"]["labels"]}
+    assert abs(got["negative"] - float(probs[0])) < 1e-5 and abs(got["positive"] - float(probs[1])) < 1e-5
+    assert any("embeddings_project" in n for n in data["notes"])
+    # --verify rebuilds ELECTRA (embeddings_project, no pooler, the first-token classifier) from the raw weights
+    rc, out, err = _run("--model", str(electra_clf), TEXT, "--pair", PAIR, "--verify", capsys=capsys)
+    assert rc == 0, out + err
+    lines = [line for line in out.splitlines() if "max|diff|" in line]
+    assert lines and all(line.startswith("ok") for line in lines)
+    assert any("embeddings_project(" in line for line in lines) and any("out_proj(gelu" in line for line in lines)
+
+
+def test_electra_discriminator_and_generator_predictions_equal_transformers(tmp_path, capsys):
+    """A discriminator folder shows, per token, the probability that it was replaced; a generator
+    folder the masked-LM top tokens: both as transformers' ELECTRA classes compute them."""
+    transformers = pytest.importorskip("transformers")
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = transformers.ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                                     max_position_embeddings=128, initializer_range=0.2)
+    text = "The quick brown [MASK] jumps over the lazy dog."
+    for name in ("ElectraForPreTraining", "ElectraForMaskedLM"):
+        torch.manual_seed(0)
+        getattr(transformers, name)(cfg).save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+        rc, printed, err = _run("--model", str(tmp_path / name), text, "--json", str(tmp_path / f"{name}.json"),
+                                capsys=capsys)
+        assert rc == 0, err
+        data = json.loads((tmp_path / f"{name}.json").read_text())
+        ref = getattr(transformers, name).from_pretrained(tmp_path / name).eval()
+        with torch.no_grad():
+            logits = ref(input_ids=torch.tensor([data["input_ids"]])).logits[0]
+        pred = data["predictions"]
+        if name == "ElectraForPreTraining":
+            assert pred["kind"] == "replaced-token" and "replaced:" in printed
+            got = torch.tensor([t["replaced"] for t in pred["tokens"]])
+            assert (got - logits.sigmoid()).abs().max() < 1e-5
+        else:
+            assert pred["kind"] == "masked-lm" and len(pred["positions"]) == 1
+            row = pred["positions"][0]
+            vals, idx = logits[row["position"]].softmax(-1).topk(5)
+            assert [t["id"] for t in row["top"]] == idx.tolist()
+            assert max(abs(t["score"] - float(v)) for t, v in zip(row["top"], vals)) < 1e-5

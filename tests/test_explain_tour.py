@@ -23,7 +23,17 @@ def _runner():
 def test_output_comparison_catches_drift():
     m = _runner()
     assert m.output_matches("accuracy 56.2%\n", "accuracy 56.3%\n")  # last printed digit
-    assert not m.output_matches("accuracy 56.2%\n", "accuracy 58.0%\n")
+    assert m.output_matches("accuracy 56%\n", "accuracy 58%\n")  # 2 points on a trained model's rate
+    assert not m.output_matches("accuracy 56.2%\n", "accuracy 58.3%\n")
+    assert not m.output_matches("accuracy 56%\n", "accuracy 0.56\n")
+    # a loss after 40 bf16 steps on another CPU's kernel: relative 1e-3, not the last digit
+    assert m.output_matches("MLM loss 7.5803\n", "MLM loss 7.5781\n")
+    assert not m.output_matches("MLM loss 7.5803\n", "MLM loss 7.5603\n")
+    assert m.output_matches("|sum| 3.34\n", "|sum| 3.35\n")  # 1.5 units of the last digit
+    assert not m.output_matches("|sum| 3.34\n", "|sum| 3.37\n")
+    # integers are ids, counts and shapes: exact
+    assert not m.output_matches("[101, 7592, 1010]\n", "[101, 7593, 1010]\n")
+    assert not m.output_matches("tables: (30522, 384)\n", "tables: (30522, 385)\n")
     assert not m.output_matches("['un', '##heard']\n", "['unheard']\n")
     assert m.output_matches("ok  max|diff| 9.54e-07  x\n", "ok  max|diff| 3.10e-07  x\n")  # rounding noise
     assert not m.output_matches("ok  max|diff| 9.54e-07  x\n", "FAIL  max|diff| 2.00e-02  x\n")

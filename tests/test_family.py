@@ -1,4 +1,5 @@
-"""DistilBERT and GPT-2 against transformers' random-initialised saves, on real text; generation; Auto classes.
+"""DistilBERT and GPT-2 details beyond the family contract (test_family_contract.py): attentions, the KV
+cache, generation against transformers, Auto-class errors and tokenizer_class.
 
 Every comparison goes both ways: a transformers save loaded by bertkit, and a bertkit save loaded by
 transformers. Sentences are real polarity reviews and Chinese news.
@@ -47,44 +48,6 @@ def zh_tokenizer():
 
 # ---------------------------------------------------------------------------------------- DistilBERT
 
-DISTIL_CLASSES = ["DistilBertModel", "DistilBertForMaskedLM", "DistilBertForSequenceClassification",
-                  "DistilBertForTokenClassification", "DistilBertForQuestionAnswering",
-                  "DistilBertForMultipleChoice"]
-
-
-def _outputs(out) -> torch.Tensor:
-    if "start_logits" in out:
-        return torch.stack([out["start_logits"], out["end_logits"]], -1)
-    return out["logits"] if "logits" in out else out["last_hidden_state"]
-
-
-@pytest.mark.parametrize("name", DISTIL_CLASSES)
-def test_distilbert_parity_both_directions(name, en_batch, tmp_path):
-    torch.manual_seed(0)
-    hf_cfg = transformers.DistilBertConfig(n_layers=2, dim=96, n_heads=4, hidden_dim=192, num_labels=2 if
-                                           "Question" in name else 3)
-    ref = getattr(transformers, name)(hf_cfg).eval()
-    ref.save_pretrained(tmp_path / "hf")
-    ours = getattr(D, name).from_pretrained(tmp_path / "hf")
-    assert set(ours.state_dict()) >= {k for k in ref.state_dict() if "position_ids" not in k}
-    inputs = {"input_ids": en_batch["input_ids"], "attention_mask": en_batch["attention_mask"]}
-    if "MultipleChoice" in name:  # (B, C, N): the batch's sentences as two questions of two choices
-        inputs = {k: v[:4].reshape(2, 2, -1) for k, v in inputs.items()}
-    real = en_batch["attention_mask"].bool()
-    with torch.no_grad():
-        a, b = _outputs(ref(**inputs)), _outputs(ours(**inputs))
-    if a.dim() == 3 and "Question" not in name:  # padding positions are not computed by bertkit's packing
-        a, b = a[real], b[real]
-    assert torch.allclose(a, b, atol=TOL), (a - b).abs().max()
-    ours.save_pretrained(tmp_path / "bk")
-    back = getattr(transformers, name).from_pretrained(tmp_path / "bk").eval()
-    with torch.no_grad():
-        c = _outputs(back(**inputs))
-    if c.dim() == 3 and "Question" not in name:
-        c = c[real]
-    assert torch.allclose(c, b, atol=TOL), (c - b).abs().max()
-
-
 def test_distilbert_hidden_states_and_attentions_match(en_batch, tmp_path):
     torch.manual_seed(1)
     ref = transformers.DistilBertModel(transformers.DistilBertConfig(n_layers=2, dim=64, n_heads=4,
@@ -100,36 +63,6 @@ def test_distilbert_hidden_states_and_attentions_match(en_batch, tmp_path):
         assert torch.allclose(x[real], y[real], atol=TOL)
     for x, y in zip(a.attentions, b.attentions):
         assert torch.allclose(x, y, atol=TOL)
-
-
-def test_distilbert_resize_token_embeddings_keeps_old_logits_and_saves_for_transformers(en_batch, tmp_path):
-    torch.manual_seed(3)
-    ref = transformers.DistilBertForMaskedLM(transformers.DistilBertConfig(n_layers=2, dim=64, n_heads=4,
-                                                                           hidden_dim=128)).eval()
-    ref.save_pretrained(tmp_path / "hf")
-    ours = D.DistilBertForMaskedLM.from_pretrained(tmp_path / "hf")
-    n = ref.config.vocab_size
-    ours.resize_token_embeddings(n + 5)
-    assert ours.config.vocab_size == n + 5
-    assert ours.vocab_projector.weight is ours.distilbert.embeddings.word_embeddings.weight
-    assert ours.vocab_projector.bias.shape == (n + 5,) and torch.equal(ours.vocab_projector.bias[:n],
-                                                                        ref.vocab_projector.bias)
-    real = en_batch["attention_mask"].bool()
-    inputs = {"input_ids": en_batch["input_ids"], "attention_mask": en_batch["attention_mask"]}
-    with torch.no_grad():  # the old vocabulary's logits are transformers' logits of the unresized model
-        a, b = ref(**inputs).logits, ours(**inputs).logits
-    assert b.shape[-1] == n + 5 and torch.allclose(a[real], b[real][:, :n], atol=TOL)
-    ours.save_pretrained(tmp_path / "bk")
-    back = transformers.DistilBertForMaskedLM.from_pretrained(tmp_path / "bk").eval()
-    assert back.config.vocab_size == n + 5
-    with torch.no_grad():
-        c = back(**inputs).logits
-    assert torch.allclose(c[real], b[real], atol=TOL)
-    ours.resize_token_embeddings(n - 22)  # shrinking keeps the first rows
-    assert torch.equal(ours.distilbert.embeddings.word_embeddings.weight,
-                       ref.distilbert.embeddings.word_embeddings.weight[: n - 22])
-    with pytest.raises(ValueError, match="new_num_tokens"):
-        ours.resize_token_embeddings(0)
 
 
 # ---------------------------------------------------------------------------------------- GPT-2
@@ -169,23 +102,6 @@ def test_gpt2_state_dict_keys_and_conv1d_layout(gpt2_pair):
     assert ours.lm_head.weight.data_ptr() == ours.transformer.wte.weight.data_ptr()  # tied
 
 
-def test_gpt2_logits_every_position_both_directions(gpt2_pair, zh_batch, tmp_path):
-    ref, ours, _ = gpt2_pair
-    ids, mask, _, _ = zh_batch
-    with torch.no_grad():
-        a = ref(input_ids=ids, attention_mask=mask).logits
-        b = ours(input_ids=ids, attention_mask=mask).logits
-        full_a, full_b = ref(input_ids=ids[:1]).logits, ours(input_ids=ids[:1]).logits
-    real = mask.bool()
-    assert torch.allclose(a[real], b[real], atol=TOL), (a[real] - b[real]).abs().max()
-    assert torch.allclose(full_a, full_b, atol=TOL)
-    ours.save_pretrained(tmp_path)
-    back = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
-    with torch.no_grad():
-        c = back(input_ids=ids, attention_mask=mask).logits
-    assert torch.allclose(c[real], b[real], atol=TOL)
-
-
 def test_gpt2_kv_cache_matches_full_forward(gpt2_pair, zh_batch):
     _, ours, _ = gpt2_pair
     ids = zh_batch[0][:1, :20]
@@ -194,29 +110,6 @@ def test_gpt2_kv_cache_matches_full_forward(gpt2_pair, zh_batch):
         first = ours(input_ids=ids[:, :12], use_cache=True)
         rest = ours(input_ids=ids[:, 12:], past_key_values=first.past_key_values, use_cache=True)
     assert torch.allclose(torch.cat([first.logits, rest.logits], 1), full, atol=TOL)
-
-
-def test_gpt2_resize_token_embeddings_keeps_old_logits_and_saves_for_transformers(gpt2_pair, zh_batch, tmp_path):
-    ref, _, folder = gpt2_pair
-    ids, mask, _, _ = zh_batch
-    ours = GPT2LMHeadModel.from_pretrained(folder)
-    ours.resize_token_embeddings(21128 + 7)
-    assert ours.config.vocab_size == 21135 and ours.lm_head.weight is ours.transformer.wte.weight
-    with torch.no_grad():  # the old vocabulary's logits are transformers' logits of the unresized model
-        a = ref(input_ids=ids, attention_mask=mask).logits
-        b = ours(input_ids=ids, attention_mask=mask).logits
-    real = mask.bool()
-    assert b.shape[-1] == 21135
-    assert torch.allclose(a[real], b[real][:, :21128], atol=TOL)
-    ours.save_pretrained(tmp_path)
-    back = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
-    assert back.config.vocab_size == 21135
-    with torch.no_grad():
-        c = back(input_ids=ids, attention_mask=mask).logits
-    assert torch.allclose(c[real], b[real], atol=TOL)
-    ours.resize_token_embeddings(21000)  # shrinking keeps the first rows
-    assert ours.transformer.wte.weight.shape == (21000, 64) and torch.equal(
-        ours.transformer.wte.weight, ref.transformer.wte.weight[:21000])
 
 
 @pytest.mark.parametrize("mode", ["no_mask", "mask", "left_padding"])
@@ -318,3 +211,16 @@ def test_auto_tokenizer_honours_tokenizer_class(gpt2_pair, zh_tokenizer, tmp_pat
     text = _news(1)[0]
     assert type(tok).__name__ == "BertTokenizer"
     assert tok(text)["input_ids"] == ref(text)["input_ids"]
+
+
+def test_generate_on_an_encoder_says_why(tmp_path):
+    """A BERT folder or model handed to text generation gets one clear line, not a missing config field."""
+    from bertkit.pipelines import pipeline
+    from bertkit.pipelines.text_generation import TextGenerationPipeline
+
+    with pytest.raises(ValueError, match="bidirectional encoder"):
+        pipeline("text-generation", model=asset_path("minilm"))
+    model = bertkit.BertForMaskedLM(bertkit.BertConfig.from_preset("tiny"))
+    with pytest.raises(ValueError, match="BertForMaskedLM cannot generate text: bert is a bidirectional encoder"):
+        TextGenerationPipeline(model, tokenizer=asset_path("minilm"))
+    assert not model.can_generate() and GPT2LMHeadModel.can_generate()

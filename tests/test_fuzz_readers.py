@@ -132,3 +132,175 @@ def test_deeply_nested_json_is_a_value_error(tmp_path):
         p.write_bytes(deep)
         with pytest.raises(ValueError, match=name):
             fn(p)
+
+
+# ------------------------------------------------------------------- `index` inputs and index files
+
+CORPUS_SEEDS = {
+    "corpus.txt": b"a good film\r\nbad one\rstill bad\n\n\xe2\x80\xa8odd\n",
+    "corpus.jsonl": b'{"id": "a", "text": "a good film"}\n{"id": 2, "text": "bad"}\n',
+    "corpus.csv": b'\xef\xbb\xbfid,text\n1,"a good film"\n2,"multi\nline"\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_SEEDS))
+def test_index_corpus_reader_fuzz(tmp_path_factory, name):
+    """`bertkit index`'s reader: a result or a ValueError / OSError naming the file."""
+    from bertkit.search import read_corpus
+
+    folder = tmp_path_factory.mktemp("corpus")
+    path = folder / name
+    SEEDS[name] = CORPUS_SEEDS[name]
+    try:
+        @settings(max_examples=150, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+        @given(data=inputs(name))
+        def check(data: bytes) -> None:
+            path.write_bytes(data)
+            try:
+                rows = read_corpus(path)
+            except (ValueError, OSError) as e:
+                assert path.name in str(e), f"{type(e).__name__} without the file: {e}"
+                return
+            for ident, text in rows:  # what the model gets is text UTF-8 can carry
+                (ident + text).encode("utf-8")
+
+        check()
+    finally:
+        del SEEDS[name]
+
+
+def _tiny_index(folder: Path) -> Path:
+    """A real index folder (4 random unit vectors), written as `bertkit index` writes one."""
+    import numpy as np
+
+    from bertkit._io import atomic_write_json
+
+    folder.mkdir()
+    v = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float16)
+    with open(folder / "vectors.npy", "wb") as f:
+        np.save(f, v)
+    (folder / "texts.jsonl").write_text("".join(json.dumps({"id": str(i), "text": f"t{i}"}) + "\n"
+                                                for i in range(4)), encoding="utf-8")
+    atomic_write_json(folder / "meta.json", {"model": "m", "count": 4, "dim": 8, "vector_dtype": "float16"})
+    return folder
+
+
+@pytest.mark.parametrize("name", ["meta.json", "texts.jsonl", "vectors.npy"])
+def test_search_index_files_fuzz(tmp_path_factory, name):
+    """`bertkit search`'s index loader: each of the three files mutated; an Index, or an error naming the file."""
+    from bertkit.search import load_index
+
+    folder = _tiny_index(tmp_path_factory.mktemp("idx") / "index")
+    path = folder / name
+    SEEDS[name] = path.read_bytes()
+    try:
+        @settings(max_examples=150, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+        @given(data=inputs(name))
+        def check(data: bytes) -> None:
+            path.write_bytes(data)
+            try:
+                index = load_index(folder)
+            except (ValueError, OSError) as e:
+                assert name in str(e), f"{type(e).__name__} without the file: {e}"
+                return
+            index.search(index.vectors[:1], 2)
+
+        check()
+    finally:
+        del SEEDS[name]
+
+
+# ------------------------------------------------------------------------------ the server's bodies
+
+_HEADS = {"token-classification": "BertForTokenClassification", "question-answering": "BertForQuestionAnswering",
+          "text-classification": "BertForSequenceClassification", "fill-mask": "BertForMaskedLM"}
+
+
+@pytest.fixture(scope="module", params=sorted(_HEADS))
+def tiny_server(request, tmp_path_factory):
+    """`bertkit serve` (a real child process on a free port) over a random tiny model with the task's
+    head and an index, so every endpoint answers."""
+    import torch
+
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from bertkit import modeling
+    from bertkit.assets import asset_path
+    from bertkit.search import build_index
+    from bertkit.serving.process import server_process
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer(asset_path("vocab-uncased"))
+    torch.manual_seed(0)
+    cfg = modeling.BertConfig.from_preset("tiny", vocab_size=len(tok), id2label={0: "O", 1: "B-PER", 2: "I-PER"})
+    d = tmp_path_factory.mktemp("serve")
+    getattr(modeling, _HEADS[request.param])(cfg).save_pretrained(d / "model", tokenizer=tok)
+    (d / "c.txt").write_text("a good film\nbad one\nParis is big\n", encoding="utf-8")
+    index = build_index(d / "model", d / "c.txt", d / "index", progress=False, dtype="fp32")
+    args = ["--dtype", "fp32", "--max-batch-size", "8", "--max-input-tokens", "64", "--index", str(index)]
+    with server_process(d / "model", args, log=d / "serve.log") as srv:
+        yield srv
+
+
+_TEXT = st.one_of(st.text(max_size=30), st.text(max_size=10).map(lambda s: s + "\ud800"),
+                  st.sampled_from(["[MASK]", "a [MASK] film", "Tom lives in Paris", "", " "]),
+                  st.integers(0, 400).map(lambda n: "word " * n))
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | _TEXT,
+                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.one_of(st.sampled_from(
+                         ["text", "text_pair", "question", "context", "inputs", "top_k"]), _TEXT), c, max_size=4),
+                     max_leaves=10)
+_INPUTS = st.one_of(_TEXT, st.lists(_TEXT, max_size=10), _JSON,
+                    st.fixed_dictionaries({"question": _TEXT, "context": _TEXT}),
+                    st.lists(st.fixed_dictionaries({"text": _TEXT}, optional={"text_pair": _JSON}), max_size=3))
+
+
+def _body(value) -> bytes:
+    return json.dumps(value, ensure_ascii=True, allow_nan=True).encode()
+
+
+_BODIES = st.one_of(
+    st.builds(lambda x, k: _body({"inputs": x, "top_k": k}), _INPUTS, st.one_of(st.integers(-2, 2000), _JSON)),
+    st.builds(lambda x: _body({"inputs": x}), _INPUTS),
+    _JSON.map(_body),
+    st.binary(max_size=64),
+    st.integers(1, 3000).map(lambda n: b'{"inputs": ' + b"[" * n + b"]" * n + b"}"),
+    st.integers(1, 3000).map(lambda n: b'{"inputs": ' + b'{"a":' * n + b"1" + b"}" * n + b"}"),
+)
+
+
+def test_server_bodies_fuzz_never_5xx(tiny_server):
+    """Every POST endpoint fed random JSON, deep nesting, lone surrogates, over-long texts and raw
+    bytes over real HTTP: a 2xx, or a 4xx with a JSON error; never a 5xx."""
+    httpx = pytest.importorskip("httpx")
+
+    with httpx.Client(base_url=tiny_server.url, timeout=60) as client:
+        @settings(max_examples=150, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+        @given(endpoint=st.sampled_from(["/embed", "/predict", "/tokenize", "/search"]), body=_BODIES)
+        def check(endpoint: str, body: bytes) -> None:
+            r = client.post(endpoint, content=body, headers={"content-type": "application/json"})
+            if r.status_code >= 500:
+                log = tiny_server.log.read_text(errors="replace")[-3000:]
+                pytest.fail(f"{endpoint} {body[:200]!r}: {r.status_code} {r.text[:300]}\nserver log:\n{log}")
+            if r.status_code >= 400:
+                assert isinstance(r.json().get("error"), str)
+
+        check()
+
+
+def test_server_deep_json_and_lone_surrogate_are_4xx(tiny_server):
+    httpx = pytest.importorskip("httpx")
+
+    deep = b'{"inputs": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    for endpoint in ("/embed", "/predict", "/tokenize", "/search"):
+        r = httpx.post(tiny_server.url + endpoint, content=deep, timeout=60)
+        assert r.status_code == 400 and "nested" in r.json()["error"], (endpoint, r.text)
+        r = httpx.post(tiny_server.url + endpoint, content=b'{"inputs": ["fine", "bad \\ud800"]}', timeout=60)
+        assert r.status_code == 400 and "body.inputs[1]" in r.json()["error"] and "surrogate" in r.text, r.text
+    if httpx.get(tiny_server.url + "/info", timeout=30).json()["task"] == "question-answering":
+        # a context of characters the tokenizer drops leaves nothing to answer from
+        r = httpx.post(tiny_server.url + "/predict", json={"inputs": {"question": "q", "context": "\x00\x01"}},
+                       timeout=60)
+        assert r.status_code == 422 and "inputs.context has no tokens" in r.json()["error"], r.text

@@ -23,9 +23,10 @@ def _polarity(split: str, n: int | None = None) -> list[dict]:
 
 def test_cpu_flags_and_auto_choice(tmp_path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile amx_bf16\n")
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16\n")
     flags = cpu_flags(str(info))
-    assert flags == {"amx_bf16": True, "amx_tile": True, "avx512_bf16": True, "avx512f": True, "avx2": True}
+    assert flags == {"amx_bf16": True, "amx_int8": False, "amx_tile": True, "avx512_bf16": True,
+                     "avx512_vnni": True, "avx512f": True, "avx2": True}
     assert resolve_dtype("auto", flags) == "bf16"
     plain = cpu_flags(str(tmp_path / "missing"))
     assert not any(plain.values()) and resolve_dtype("auto", plain) == "fp32"
@@ -77,23 +78,58 @@ def test_bf16_sentence_embeddings_gate():
     assert float(cos.min()) >= 0.999, float(cos.min())
 
 
+def test_int8_sentence_embeddings_gate():
+    """int8 vs fp32 sentence embeddings on 256 real sentences: min cosine >= 0.99 (mean >= 0.998).
+
+    The int8 products are exact integer sums on every CPU; what differs between CPUs is only the bf16
+    or fp32 kernel of the layers kept in float, far below these margins (measured min 0.9988).
+    """
+    from bertkit.inference.int8 import Int8Linear
+
+    texts = [r["text"] for r in _polarity("test", 256)]
+    fp32 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
+    q = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="int8")
+    layer = q.model.encoder.layer[0]
+    assert isinstance(layer.intermediate.dense, Int8Linear) and isinstance(layer.attention.self._inference_qkv,
+                                                                           Int8Linear)
+    assert not isinstance(layer.output.dense, Int8Linear)  # the down-projection stays in float
+    assert isinstance(q.model.embeddings.word_embeddings, torch.nn.Embedding)  # never quantized
+    cos = torch.nn.functional.cosine_similarity(fp32, q(texts, return_tensors=True), dim=-1)
+    assert float(cos.min()) >= 0.99 and float(cos.mean()) >= 0.998, (float(cos.min()), float(cos.mean()))
+
+
+def test_int8_linear_equals_its_dequantized_product():
+    """Int8Linear is exactly (round(x/s_tok) * s_tok) @ (round(W/s_ch) * s_ch)^T + b, short inputs included."""
+    from bertkit.inference.int8 import Int8Linear
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 48)
+    q = Int8Linear(lin)
+    for rows in (1, 16, 17, 40):
+        x = torch.randn(rows, 64) * torch.linspace(0.1, 5, 64)
+        sx = x.abs().amax(1, keepdim=True) / 127
+        sw = lin.weight.abs().amax(1) / 127
+        want = (torch.round(x / sx) * sx) @ (torch.round(lin.weight / sw[:, None]) * sw[:, None]).T + lin.bias
+        torch.testing.assert_close(q(x), want.detach(), atol=1e-4, rtol=1e-4)
+        assert (q(x) - lin(x)).abs().max() < 0.05 * lin(x).abs().max()  # and close to the float product
+
+
 @pytest.mark.slow
 def test_int8_classifier_gate(polarity_clf):
-    """int8 (dynamic quantization of Linear layers) keeps polarity test accuracy within 1 point of fp32."""
+    """int8 keeps polarity test accuracy within 0.5 points of fp32 (4 of 800 sentences)."""
     rows = _polarity("test")
     texts, gold = [r["text"] for r in rows], [r["label"] for r in rows]
     acc = {}
     for dtype in ("fp32", "int8"):
         clf = pipeline("text-classification", model=polarity_clf, dtype=dtype)
         acc[dtype] = float(np.mean([p["label"] == g for p, g in zip(clf(texts), gold)]))
-    q = clf.model
-    from torch.ao.nn.quantized.dynamic import Linear as QLinear
+    from bertkit.inference.int8 import Int8Linear
 
-    assert isinstance(q.bert.encoder.layer[0].intermediate.dense, QLinear)
-    assert isinstance(q.bert.embeddings.word_embeddings, torch.nn.Embedding)  # never quantized
+    q = clf.model
+    assert isinstance(q.bert.encoder.layer[0].intermediate.dense, Int8Linear)
     assert q.bert.embeddings.LayerNorm.weight.dtype == torch.float32
     assert acc["fp32"] > 0.7, acc  # the fine-tune learned something, so the comparison means something
-    assert abs(acc["int8"] - acc["fp32"]) <= 0.01, acc
+    assert abs(acc["int8"] - acc["fp32"]) <= 0.005, acc
 
 
 def test_ner_pipeline_tags_every_word_of_a_long_text(tmp_path):
@@ -141,3 +177,21 @@ def test_onnx_export_matches_bertkit_in_onnxruntime(tmp_path):
             want = model(**{k: torch.from_numpy(v) for k, v in feed.items()}).last_hidden_state.numpy()
         mask = feed["attention_mask"].astype(bool)
         np.testing.assert_allclose(got[mask], want[mask], atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,min_cos", [("bf16", 0.99), ("int8", 0.99)])
+def test_electra_takes_the_fused_bf16_and_int8_paths(electra_clf, dtype, min_cos):
+    """ELECTRA's attention is BERT's, so prepare_for_inference fuses its q/k/v (and int8 quantizes the
+    fused projection); embeddings_project stays in float. Sentence vectors of 64 real sentences keep
+    min cosine >= 0.99 against fp32 (bf16 kernels differ between CPUs, far inside that margin)."""
+    from bertkit.inference.int8 import Int8Linear
+
+    texts = [r["text"] for r in _polarity("test", 64)]
+    fp32 = pipeline("sentence-embedding", model=electra_clf, dtype="fp32")(texts, return_tensors=True)
+    low = pipeline("sentence-embedding", model=electra_clf, dtype=dtype)
+    attn = low.model.encoder.layer[0].attention.self
+    assert getattr(attn, "_inference_qkv", None) is not None  # q, k, v fused into one projection
+    assert isinstance(attn._inference_qkv, Int8Linear) == (dtype == "int8")
+    assert not isinstance(low.model.embeddings_project, Int8Linear)
+    cos = torch.nn.functional.cosine_similarity(fp32, low(texts, return_tensors=True).float(), dim=-1)
+    assert float(cos.min()) >= min_cos, float(cos.min())

@@ -46,10 +46,28 @@ def test_text_classification_matches_transformers(clf_dir):
     assert sum(x["score"] for x in every) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_ner_matches_transformers(tmp_path):
-    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    d = _save_head("BertForTokenClassification", tmp_path / "ner", num_labels=5,
-                   id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def _electra_head(cls_name, folder, **kw):
+    """A small ELECTRA (embedding_size < hidden_size) with a head, random weights drawn by transformers
+    (spread out, so predictions are not near-ties), saved with the MiniLM WordPiece tokenizer."""
+    tok = BertTokenizer.from_pretrained(str(asset_path("minilm")))
+    cfg = transformers.ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                                     initializer_range=0.2, **kw)
+    torch.manual_seed(0)
+    getattr(transformers, cls_name)(cfg).save_pretrained(str(folder))
+    tok.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("family", ["bert", "electra"])
+def test_ner_matches_transformers(family, tmp_path):
+    labels = NER_LABELS
+    kw = dict(num_labels=5, id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+    save = _save_head if family == "bert" else _electra_head
+    d = save(f"{'Bert' if family == 'bert' else 'Electra'}ForTokenClassification", tmp_path / "ner", **kw)
     ours = pipeline("ner", model=d)(TEXTS[0])
     ref = transformers.pipeline("ner", model=str(d), device="cpu")(TEXTS[0])
     assert len(ours) == len(ref) and len(ours) > 0
@@ -62,8 +80,12 @@ def test_ner_matches_transformers(tmp_path):
         assert TEXTS[0][g["start"]:g["end"]] == g["word"] and g["entity_group"] in ("PER", "LOC")
 
 
-def test_qa_matches_transformers_best_span(tmp_path):
-    d = _save_head("BertForQuestionAnswering", tmp_path / "qa")
+@pytest.mark.parametrize("family", ["bert", "electra"])
+def test_qa_matches_transformers_best_span(family, tmp_path):
+    if family == "bert":
+        d = _save_head("BertForQuestionAnswering", tmp_path / "qa")
+    else:
+        d = _electra_head("ElectraForQuestionAnswering", tmp_path / "qa", num_labels=2)
     ctx = ("The Bell Rock Lighthouse stands off the coast of Angus, Scotland. It was built between 1807 "
            "and 1810 by Robert Stevenson.")
     q = "Who built the lighthouse?"

@@ -37,7 +37,7 @@ def test_read_corpus_formats_and_errors(tmp_path):
     with pytest.raises(ValueError, match=r"a\.jsonl:1: no string field 'text'"):
         read_corpus(tmp_path / "a.jsonl")
     (tmp_path / "c.jsonl").write_text('{"text": "ok"}\n{broken\n')
-    with pytest.raises(ValueError, match=r"c\.jsonl:2: invalid JSON"):
+    with pytest.raises(ValueError, match=r"c\.jsonl:2: not valid JSON"):
         read_corpus(tmp_path / "c.jsonl")
     with pytest.raises(ValueError, match="no column 'body'"):
         read_corpus(tmp_path / "b.csv", "body")
@@ -67,7 +67,7 @@ def test_index_resumes_after_kill_and_search_cli(tmp_path, capsys):
     assert len(index) == 400 and index.meta["dim"] == 384 and index.meta["vector_dtype"] == "float16"
     assert np.load(out / "vectors.npy").dtype == np.float16
     np.testing.assert_allclose(index.vectors[:64].astype(np.float32), -first.astype(np.float32), atol=1e-3)
-    with pytest.raises(FileExistsError, match="never overwritten"):
+    with pytest.raises(FileExistsError, match="output of an earlier `bertkit index`; pass --overwrite"):
         build_index(asset_path("minilm"), corpus, out, progress=False)
 
     assert cli_main(["search", "--index", str(out), texts[200], "--top-k", "3"]) == 0

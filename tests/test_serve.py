@@ -233,3 +233,68 @@ def test_two_worker_processes_answer_and_drain():
         assert httpx.get(srv.url + "/info", timeout=30).json()["dtype"] == "fp32"
         code = srv.stop()
     assert code == 0
+
+
+@pytest.mark.parametrize("family", ["distilbert", "electra"])
+def test_classifier_folder_of_another_family_predicts_label_names_as_transformers(family, request):
+    """A DistilBERT or ELECTRA folder is served by its head, like a BERT one: /predict answers with the
+    label names and the scores transformers' own class for the family gives on the same folder."""
+    import torch
+    import transformers
+
+    folder = request.getfixturevalue(f"{family}_clf")
+    texts = _sentences(3)
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    assert type(hf).__name__ == {"distilbert": "DistilBertForSequenceClassification",
+                                 "electra": "ElectraForSequenceClassification"}[family]
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    enc = hf_tok(texts, padding=True, truncation=True, max_length=64, return_tensors="pt")
+    if family == "distilbert":
+        enc.pop("token_type_ids", None)
+    with torch.no_grad():
+        want = hf(**enc).logits.softmax(-1)
+    with server_process(folder, ["--dtype", "fp32", "--max-input-tokens", "64", "--truncate"]) as srv:
+        info = httpx.get(srv.url + "/info", timeout=30).json()
+        r = httpx.post(srv.url + "/predict", json={"inputs": texts}, timeout=60)
+        emb = httpx.post(srv.url + "/embed", json={"inputs": texts[0]}, timeout=60)
+        assert srv.stop() == 0
+    assert info["task"] == "text-classification" and "/predict" in info["endpoints"]
+    assert r.status_code == 200, r.text
+    assert r.json()["task"] == "text-classification"
+    for got, row in zip(r.json()["predictions"], want):
+        scores = {x["label"]: x["score"] for x in got}
+        assert set(scores) == {"negative", "positive"}
+        # fp32 on both sides; 1e-5 absorbs the different summation orders of the two kernels
+        np.testing.assert_allclose([scores["negative"], scores["positive"]], row.numpy(), atol=1e-5)
+    assert emb.status_code == 200 and len(emb.json()["embedding"]) == 64
+
+
+def test_electra_discriminator_folder_serves_embeddings_as_transformers(tmp_path):
+    """An ELECTRA pretraining run's folder holds the discriminator, whose head fills no mask: it is
+    served as sentence-embedding, /embed the mean-pooled, normalised vector of transformers' ElectraModel."""
+    import torch
+    import transformers
+
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    cfg = transformers.ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64,
+                                     num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                                     max_position_embeddings=128)
+    torch.manual_seed(0)
+    transformers.ElectraForPreTraining(cfg).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    texts = _sentences(3)
+    hf = transformers.ElectraModel.from_pretrained(tmp_path).eval()
+    enc = transformers.AutoTokenizer.from_pretrained(str(tmp_path))(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        h = hf(**enc).last_hidden_state
+    m = enc["attention_mask"].unsqueeze(-1).float()
+    want = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1)
+    with server_process(tmp_path, ["--dtype", "fp32"]) as srv:
+        info = httpx.get(srv.url + "/info", timeout=30).json()
+        r = httpx.post(srv.url + "/embed", json={"inputs": texts}, timeout=60)
+        assert srv.stop() == 0
+    assert info["task"] == "sentence-embedding"
+    assert r.status_code == 200, r.text
+    np.testing.assert_allclose(np.array(r.json()["embeddings"]), want.numpy(), atol=1e-5)

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from bertkit.training import NonFiniteLossError, Trainer, TrainingConfig, latest_checkpoint
+from bertkit.training import NonFiniteLossError, Trainer, TrainingArguments, latest_checkpoint
 from bertkit.training.trainer import _linear_schedule, _param_groups
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,11 +41,11 @@ def _data(n: int = 128, d: int = 8, seed: int = 0) -> list[dict[str, torch.Tenso
     return [{"x": x[i], "y": y[i]} for i in range(n)]
 
 
-def _cfg(tmp_path: Path, **kw) -> TrainingConfig:
-    base = dict(output_dir=str(tmp_path / "out"), batch_size=16, lr=1e-2, precision="fp32",
+def _cfg(tmp_path: Path, **kw) -> TrainingArguments:
+    base = dict(output=str(tmp_path / "out"), batch_size=16, lr=1e-2, precision="fp32",
                 progress=False, plot=False, seed=0)
     base.update(kw)
-    return TrainingConfig(**base)
+    return TrainingArguments(**base)
 
 
 def _rows(path: Path) -> list[dict]:
@@ -68,7 +68,7 @@ def test_schedule_and_decay_groups():
 def test_trains_logs_and_saves(tmp_path):
     torch.manual_seed(0)
     data = _data()
-    trainer = Trainer(Regressor(), _cfg(tmp_path, num_epochs=6, warmup_ratio=0.1, plot=True,
+    trainer = Trainer(Regressor(), _cfg(tmp_path, epochs=6, warmup_ratio=0.1, plot=True,
                                         eval_each_epoch=True, best_metric="mse", greater_is_better=False),
                       data, evaluate=lambda m: {"mse": float(m(torch.stack([d["x"] for d in data]),
                                                              torch.stack([d["y"] for d in data]))["loss"])})
@@ -152,7 +152,7 @@ _KILL_SCRIPT = textwrap.dedent("""
     from safetensors.torch import save_file
     sys.path.insert(0, {tests!r})
     from test_trainer import Regressor, _data
-    from bertkit.training import Trainer, TrainingConfig
+    from bertkit.training import Trainer, TrainingArguments
 
     def slow_save(model, directory):
         # A real, large-ish write that is slow enough to be interrupted half-way.
@@ -161,7 +161,7 @@ _KILL_SCRIPT = textwrap.dedent("""
             (directory / "WRITING").write_text("x")
             time.sleep(60)
 
-    cfg = TrainingConfig(output_dir={out!r}, max_steps=20, save_every=5, batch_size=16, lr=1e-2,
+    cfg = TrainingArguments(output={out!r}, max_steps=20, save_every=5, batch_size=16, lr=1e-2,
                          precision="fp32", progress=False, plot=False)
     Trainer(Regressor(), cfg, _data(), save_model=slow_save).train()
 """)
@@ -221,7 +221,7 @@ def test_time_schedule_decays_over_the_time_budget_and_resumes(tmp_path):
     the budget, not at max_steps; a resumed run continues the decay from the restored training time."""
     data = _data(n=4096)
     budget_min = 0.1  # 6 s
-    kw = dict(max_steps=100_000, max_time_minutes=budget_min, schedule="time", warmup_steps=5, lr=1e-2,
+    kw = dict(max_steps=100_000, max_minutes=budget_min, schedule="time", warmup_steps=5, lr=1e-2,
               save_every=5)
     torch.manual_seed(0)
     first = Trainer(Regressor(), _cfg(tmp_path, **kw), data, loss_fn=_slow_loss)
@@ -240,14 +240,24 @@ def test_time_schedule_decays_over_the_time_budget_and_resumes(tmp_path):
     for r in after:  # the lr used at a step follows the training time (not the step count)
         assert r["lr"] == pytest.approx(1e-2 * max(0.0, 1 - r["train_seconds"] / (60 * budget_min)), abs=1e-3)
     assert lrs[-1] < 1e-3
-    with pytest.raises(ValueError, match="max_time_minutes"):
-        TrainingConfig(schedule="time")
+    with pytest.raises(ValueError, match="max_minutes"):
+        TrainingArguments(schedule="time")
     with pytest.raises(ValueError, match="schedule"):
-        TrainingConfig(schedule="cosine", max_time_minutes=1)
+        TrainingArguments(schedule="cosine", max_minutes=1)
 
 
 def test_bad_config_values():
     with pytest.raises(ValueError, match="precision"):
-        TrainingConfig(precision="fp8")
+        TrainingArguments(precision="fp8")
     with pytest.raises(ValueError, match="max_steps"):
-        TrainingConfig(max_steps=0)
+        TrainingArguments(max_steps=0)
+
+
+def test_training_config_keeps_its_former_field_names():
+    from bertkit.training import TrainingConfig
+
+    cfg = TrainingConfig(output_dir="o", num_epochs=2, max_time_minutes=3.0, eval_every=None, save_every=None)
+    assert (cfg.output, cfg.epochs, cfg.max_minutes, cfg.eval_every, cfg.save_every) == ("o", 2, 3.0, 0, 0)
+    assert isinstance(cfg, TrainingArguments) and cfg.output_dir == "o"
+    with pytest.raises(ValueError, match=r"max_minutes must be a number > 0, got -1"):
+        TrainingConfig(max_time_minutes=-1)

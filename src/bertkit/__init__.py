@@ -34,6 +34,14 @@ _EXPORTS: dict[str, str] = {
     "DistilBertForTokenClassification": "bertkit.modeling.distilbert",
     "DistilBertForQuestionAnswering": "bertkit.modeling.distilbert",
     "DistilBertForMultipleChoice": "bertkit.modeling.distilbert",
+    "ElectraConfig": "bertkit.modeling.electra",
+    "ElectraModel": "bertkit.modeling.electra",
+    "ElectraForPreTraining": "bertkit.modeling.electra",
+    "ElectraForMaskedLM": "bertkit.modeling.electra",
+    "ElectraForSequenceClassification": "bertkit.modeling.electra",
+    "ElectraForTokenClassification": "bertkit.modeling.electra",
+    "ElectraForQuestionAnswering": "bertkit.modeling.electra",
+    "ElectraForMultipleChoice": "bertkit.modeling.electra",
     "GPT2Config": "bertkit.modeling.gpt2",
     "GPT2Model": "bertkit.modeling.gpt2",
     "GPT2LMHeadModel": "bertkit.modeling.gpt2",
@@ -53,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     # training
     "Trainer": "bertkit.training",
     "TrainingConfig": "bertkit.training",
+    "TrainingArguments": "bertkit.training",
     # pipelines
     "pipeline": "bertkit.pipelines",
 }

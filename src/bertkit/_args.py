@@ -6,20 +6,33 @@ rejects an out-of-range value with the range in the message, so argparse prints
 Python API, where the ``ValueError`` names the argument. Keeping both on one object means the CLI
 and the API can never disagree on what a valid value is.
 
+Settings are declared once, as dataclass fields carrying their help text and range
+(:func:`setting`); :func:`add_dataclass_arguments` makes the argparse flags of a command from them,
+:func:`from_namespace` builds the dataclass from the parsed flags, and :func:`check_fields` (called
+from the dataclass's ``__post_init__``) applies the same ranges to Python callers.
+
 This module is a leaf: it imports nothing of bertkit, and torch only when a device is checked.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
     "SEQ_LEN",
     "Range",
+    "add_dataclass_arguments",
+    "check_fields",
+    "from_namespace",
+    "redefault",
+    "resume_settings",
+    "setting",
     "available_devices",
     "check_device",
     "check_threads",
@@ -203,3 +216,161 @@ def device(text: str) -> str:
 
 
 device.__name__ = "device"
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings declared once as dataclass fields, turned into flags and checked for Python callers.
+
+_MISSING: Any = dataclasses.MISSING
+
+
+def setting(default: Any = _MISSING, *, help: str, type: Any = None, choices: Iterable[Any] | None = None,
+            metavar: str | None = None, nargs: str | None = None, flag: str | tuple[str, ...] | None = None,
+            cli: bool = True,
+            check: Callable[[str, Any], Any] | None = None, group: str | None = None,
+            same_on_resume: bool = True, default_factory: Any = _MISSING) -> Any:
+    """A dataclass field with the metadata :func:`add_dataclass_arguments` and :func:`check_fields` read.
+
+    ``help``: the flag's help (one text for the CLI and the docs). ``type``: a :class:`Range` (parses
+    the flag and checks API values) or an argparse type function; ``check(name, value)`` checks API
+    values when ``type`` has no ``.check``. ``choices``, ``metavar``, ``nargs``: as in argparse.
+    ``flag``: the flag name (default ``--field-name``; ``--no-field-name`` for a bool that defaults to
+    True, whose ``help`` then describes that ``--no-`` switch), or a tuple of it and its other names.
+    ``cli=False``: a Python-only setting, no flag. ``group``: the --help section.
+    ``same_on_resume=False``: the setting may change when a run is resumed (a longer budget, other
+    logging); every other one must match the run resumed.
+    """
+    metadata = {"help": help, "type": type, "choices": tuple(choices) if choices is not None else None,
+                "metavar": metavar, "nargs": nargs, "flag": flag, "cli": cli, "check": check, "group": group,
+                "same_on_resume": same_on_resume}
+    if default_factory is not _MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def redefault(cls: type, name: str, default: Any = _MISSING, **changes: Any) -> Any:
+    """``cls``'s field ``name`` again, with another default (and any :func:`setting` argument changed).
+
+    A recipe that inherits the shared training arguments but wants, say, ``lr`` 1e-4 by default
+    redeclares ``lr: float = redefault(TrainingArguments, "lr", 1e-4)``: same help and range.
+    Without ``default`` the field becomes required (e.g. a command's ``--output``).
+    """
+    base = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return setting(default, **{**base.metadata, **changes})
+
+
+def _is_bool(f: dataclasses.Field) -> bool:
+    t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    return t.replace(" ", "") in ("bool", "bool|None")
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not _MISSING:
+        return f.default
+    if f.default_factory is not _MISSING:
+        return f.default_factory()
+    return _MISSING
+
+
+def check_fields(obj: Any) -> None:
+    """Check every field of the dataclass instance ``obj`` against its :func:`setting` range or choices.
+
+    Raises ValueError naming the field, as the flag would. A field whose default is None may be None.
+    Values a range converts exactly (a numpy integer for an int) are stored converted.
+    """
+    for f in dataclasses.fields(obj):
+        md = f.metadata
+        if "help" not in md:
+            continue
+        value = getattr(obj, f.name)
+        if value is None and _default(f) is None:
+            continue
+        if md.get("choices") is not None and value not in md["choices"]:
+            raise ValueError(f"{f.name} must be one of {', '.join(map(str, md['choices']))}, got {value!r}")
+        rng = md.get("type")
+        if isinstance(rng, Range):
+            setattr(obj, f.name, rng.check(f.name, value))
+        elif md.get("check") is not None:
+            checked = md["check"](f.name, value)
+            if checked is not None:
+                setattr(obj, f.name, checked)
+
+
+def _group(parser: argparse.ArgumentParser, title: str | None) -> Any:
+    if title is None:
+        return parser
+    for g in parser._action_groups:
+        if g.title == title:
+            return g
+    return parser.add_argument_group(title)
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, exclude: Iterable[str] = (),
+                            only: Iterable[str] | None = None, defaults: Mapping[str, Any] | None = None) -> None:
+    """Add a flag to ``parser`` for every field of the dataclass ``cls`` declared with :func:`setting`.
+
+    The flag is ``--field-name`` (dest: the field name), with the field's help, range (``type``),
+    choices, metavar and nargs; a field without a default is a required flag. A bool field that
+    defaults to False (or None) is a switch ``--field-name``; one that defaults to True is
+    ``--no-field-name``. Fields with ``cli=False``, those in ``exclude`` and, when ``only`` is given,
+    those not in it are left out. ``defaults`` replaces some fields' defaults (e.g. None, meaning
+    "as saved in the model", for a command that reads a trained model). Build the dataclass from the
+    parsed namespace with :func:`from_namespace`.
+
+    A new command's settings are one dataclass (typically inheriting
+    :class:`bertkit.training.arguments.TrainingArguments`)::
+
+        @dataclass(kw_only=True)
+        class MyArguments(TrainingArguments):
+            margin: float = setting(0.2, help="triplet margin", type=positive_float)
+
+        def add_arguments(p): add_dataclass_arguments(p, MyArguments)
+        def run(ns): my_recipe(from_namespace(MyArguments, ns))
+    """
+    excluded, wanted = set(exclude), set(only) if only is not None else None
+    defaults = dict(defaults or {})
+    for f in dataclasses.fields(cls):
+        md = f.metadata
+        if "help" not in md or not md.get("cli", True) or f.name in excluded or (wanted is not None
+                                                                                 and f.name not in wanted):
+            continue
+        default = defaults.get(f.name, _default(f))
+        target = _group(parser, md.get("group"))
+        help_ = md["help"].replace("%", "%%")
+        if not any(default is v for v in (None, False, True, _MISSING)) and default != "" and "default" not in help_:
+            help_ += " (default: %(default)s)"
+        name = "--" + f.name.replace("_", "-")
+        if _is_bool(f):
+            if default is True:
+                target.add_argument(md.get("flag") or "--no-" + f.name.replace("_", "-"), dest=f.name,
+                                    action="store_false", help=help_)
+            else:
+                target.add_argument(md.get("flag") or name, dest=f.name, action="store_true",
+                                    default=None if default is _MISSING else default, help=help_)
+            continue
+        kw: dict[str, Any] = {"dest": f.name, "help": help_}
+        for key in ("type", "choices", "metavar", "nargs"):
+            if md.get(key) is not None:
+                kw[key] = md[key]
+        if default is _MISSING:
+            kw["required"] = True
+        else:
+            kw["default"] = default
+        flags = md.get("flag") or name  # a tuple: the flag and its other names
+        target.add_argument(*((flags,) if isinstance(flags, str) else flags), **kw)
+
+
+def from_namespace(cls: type, ns: argparse.Namespace, **overrides: Any) -> Any:
+    """``cls(**fields)`` from the attributes of ``ns`` that are fields of the dataclass ``cls``."""
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    values = {k: v for k, v in vars(ns).items() if k in names}
+    return cls(**{**values, **overrides})
+
+
+def resume_settings(obj: Any) -> dict[str, Any]:
+    """The settings of ``obj`` (a dataclass of :func:`setting` fields) that a resumed run must keep,
+    as JSON values (they are compared with the ones recorded in the output folder)."""
+    import json
+
+    return json.loads(json.dumps({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)
+                                  if "help" in f.metadata and f.metadata.get("same_on_resume", True)}, default=str))

@@ -88,6 +88,9 @@ def _named(e: BaseException, path: Path, tmp: Path | None = None) -> BaseExcepti
         if (e.filename is None or inside_tmp) and e.errno is not None:
             # a temp name means nothing to the user (and is gone): name what was being written
             return type(e)(e.errno, e.strerror or os.strerror(e.errno), str(path))
+        if type(e) is OSError and e.errno is None and re.search(r"requested and \d+ written", str(e)):
+            # numpy's short write ("40960 requested and 14936 written") names neither reason nor file
+            return OSError(errno.EIO, f"write failed ({e}; is the disk full?)", str(path))
         return e
     if not isinstance(e, Exception):
         return e
@@ -109,8 +112,11 @@ def atomic_path(path: str | os.PathLike, mode: int | None = None) -> Iterator[Pa
     any error the temp file is removed and ``path`` is left as it was.
     """
     final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    except OSError as e:  # an unwritable folder: name the output, not a temp name the user never chose
+        raise _named(e, final, final.parent / f".{final.name}.") from e
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -163,8 +169,11 @@ def atomic_dir(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]
     final = Path(path)
     if final.exists() and not replace:
         raise FileExistsError(f"{final} already exists")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    except OSError as e:  # an unwritable folder: name the output, not a temp name the user never chose
+        raise _named(e, final, final.parent / f".{final.name}.") from e
     try:
         os.chmod(tmp, _dir_mode())
         yield tmp

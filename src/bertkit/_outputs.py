@@ -5,8 +5,9 @@
   names it and says what to do.
 * The command's own earlier output is replaced only with ``overwrite=True`` (``--overwrite``), and
   even then only the files that the earlier run wrote are removed; anything else stays.
-* ``resume=True`` (``--resume``) continues the earlier run only when it is the same run (model
-  configuration, data, objective); otherwise the error lists what differs.
+* ``resume=True`` (``--resume``) continues the earlier run only when it is the same run (the same
+  command, settings, model configuration, data, objective); otherwise the error lists what differs.
+* A command never writes into a folder that holds one of its inputs (:func:`check_not_input`).
 
 A folder is recognised as a command's output by the marker file :data:`MARKER` that the command
 writes first: the command's name, the run's identity (``run``, compared on resume) and, once the
@@ -20,17 +21,18 @@ marker and the folder when nothing else was written.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bertkit._io import atomic_write_json
 
-__all__ = ["MARKER", "OutputClaim", "check_output_file", "claim_output_dir"]
+__all__ = ["MARKER", "OutputClaim", "check_not_input", "check_output_file", "claim_output_dir", "file_fingerprint"]
 
 MARKER = ".bertkit-output.json"
 
@@ -58,7 +60,12 @@ def _show(names: Sequence[str], limit: int = 4) -> str:
 def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
     """``key: was X, now Y`` for every leaf that differs between two run descriptions."""
     out = []
-    for key in sorted(set(old) | set(new), key=str):
+    keys = set(old) | set(new)
+    if not prefix and set(old) & set(new):
+        # A section the earlier run did not record (written by an older bertkit) is not compared;
+        # runs with no section in common (a recipe's folder and a single run's) differ in everything.
+        keys = set(old) & set(new)
+    for key in sorted(keys, key=str):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             out += _differences(a, b, f"{prefix}{key}.")
@@ -112,7 +119,8 @@ class OutputClaim:
 def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool = False, resume: bool = False,
                      run: dict[str, Any] | None = None, owned: Sequence[str] = (), can_resume: bool = False,
                      create: bool = True, dry_run: bool = False,
-                     legacy: Callable[[Path], bool] | None = None) -> OutputClaim:
+                     legacy: Callable[[Path], bool] | None = None,
+                     resume_needs: Sequence[str] = ("checkpoints",)) -> OutputClaim:
     """Check that ``command`` may write into the folder ``path``; return the claim.
 
     Raises FileExistsError (naming the folder and what to do) for a non-empty folder that is not
@@ -126,7 +134,8 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
 
     ``owned`` holds names or glob patterns of the entries ``command`` writes. ``legacy(folder)``
     tells an unmarked folder written by an older bertkit; its ``owned`` entries count as the
-    command's.
+    command's. An unmarked folder is resumed only when it holds one of ``resume_needs`` (what an
+    interrupted run leaves, e.g. its checkpoints): a folder of a user's files never is.
     """
     if dry_run:
         create = False
@@ -148,7 +157,7 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     mine = [n for n in entries if any(fnmatch.fnmatchcase(n, pat) for pat in owned)]
     if marker is None and entries and legacy is not None and legacy(folder):
         marker = {"command": command, "run": run if resume else {}, "files": mine}
-    if marker is None and resume and can_resume and mine:
+    if marker is None and resume and can_resume and mine and any(n in mine for n in resume_needs):
         # A run written before folders were marked: resumable, and marked from now on.
         claim = OutputClaim(folder, command, run, created=False, resumed=True,
                             foreign={n for n in entries if n not in mine})
@@ -170,7 +179,8 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     ours = set(marker.get("files") or mine) & set(entries)
     foreign = {n for n in entries if n not in ours}
     if resume and can_resume:
-        diffs = _differences(marker.get("run") or {}, run)
+        # An empty ``run`` is a check made before the run's identity is known (e.g. a dry run).
+        diffs = _differences(marker.get("run") or {}, run) if run else []
         if diffs:
             raise ValueError(f"--resume: {folder} holds a different run; " + "; ".join(diffs) +
                              ". Resume with the same settings, or write the new run to another --output")
@@ -197,11 +207,68 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
     return claim
 
 
-def check_output_file(path: str | os.PathLike, overwrite: bool = False) -> Path:
+def check_output_file(path: str | os.PathLike, overwrite: bool = False, flag: str = "--output") -> Path:
     """A file a command will write: refuse to replace an existing one unless ``overwrite``."""
     p = Path(path)
     if p.is_dir():
-        raise IsADirectoryError(f"--output {p} is a folder; give a file name")
+        raise IsADirectoryError(f"{flag} {p} is a folder; give a file name")
     if p.exists() and not overwrite:
-        raise FileExistsError(f"--output {p} already exists; pass --overwrite to replace it, or choose another name")
+        raise FileExistsError(f"{flag} {p} already exists; pass --overwrite to replace it, or choose another name")
     return p
+
+
+def check_not_input(output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None],
+                    flag: str = "--output") -> None:
+    """Refuse an ``output`` that is one of the ``inputs`` (``{"--flag": path}``), lies inside an input
+    folder, or holds one: writing there would replace or remove the very files the command reads (the
+    teacher's weights under the student's, a checkpoint continued from). Refused before anything is
+    read, and even with ``--overwrite``."""
+    out = Path(output)
+    try:
+        out_r = out.resolve()
+    except OSError:
+        return
+    for name, path in inputs.items():
+        if path is None:
+            continue
+        try:
+            src = Path(path).resolve()
+        except OSError:
+            continue
+        label = f"{name} {path}" if name.startswith("-") else str(path)
+        kind = "model folder" if src.is_dir() else "file"
+        if out_r == src:
+            raise ValueError(f"{flag} {out} is the input {kind} {label}: a command never writes over its own "
+                             f"input; choose another {flag}")
+        if src.is_dir() and src in out_r.parents:
+            raise ValueError(f"{flag} {out} is inside the input model folder {label}: a command never writes "
+                             f"into its own input; choose a path outside it")
+        if out_r in src.parents:
+            raise ValueError(f"{flag} {out} holds the input {kind} {label}: a command never writes into its own "
+                             f"input; choose another {flag}")
+
+
+def refuse_inside_input(output: str | os.PathLike, *inputs: str | os.PathLike, flag: str = "--output") -> None:
+    """:func:`check_not_input` for inputs given by position (model folders, corpus or data files)."""
+    check_not_input(output, {f"input {i + 1}": p for i, p in enumerate(inputs)}, flag=flag)
+
+
+def file_fingerprint(*paths: str | os.PathLike | None, whole_up_to: int = 64 << 20) -> str:
+    """A short content hash of files (None skipped): whole files up to ``whole_up_to`` bytes, else the
+    size and the first and last MiB (a weights file of gigabytes is not read through for this)."""
+    h = hashlib.sha256()
+    for p in paths:
+        if p is None:
+            continue
+        p = Path(p)
+        size = p.stat().st_size
+        h.update(f"{size}\0".encode())
+        with open(p, "rb") as f:
+            if size <= whole_up_to:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            else:
+                h.update(f.read(1 << 20))
+                f.seek(size - (1 << 20))
+                h.update(f.read(1 << 20))
+    return h.hexdigest()[:16]

@@ -80,7 +80,35 @@ def describe_os_error(e: OSError) -> str:
     return f"{reason}: {where}" + (f" ({hint})" if hint else "")
 
 
+# Training allocates and frees the same large activation buffers every step; glibc's defaults hand
+# them back to the kernel and fault them in again, which cost 4-6x more system CPU time in a measured
+# pretraining run. glibc reads these only at process start, so a training command run from the shell
+# re-executes itself once with them set (a user's own settings are kept; BERTKIT_ALLOCATOR=default opts out).
+TRAINING_COMMANDS = ("pretrain", "pretrain-clm", "distill", "finetune", "train-embedder", "train-reranker")
+GLIBC_KEEP_BUFFERS = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296",
+                      "MALLOC_TOP_PAD_": "268435456"}
+
+
+def allocator_environment(command: str | None, environ: dict[str, str]) -> dict[str, str] | None:
+    """The environment to re-execute a training command in, or None when it runs as it is."""
+    import platform
+
+    if command not in TRAINING_COMMANDS or environ.get("BERTKIT_ALLOCATOR", "") in ("default", "set"):
+        return None
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    if any(k in environ for k in GLIBC_KEEP_BUFFERS):
+        return None
+    return {**environ, **GLIBC_KEEP_BUFFERS, "BERTKIT_ALLOCATOR": "set"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # run from the shell (not from Python): the process is ours to re-execute
+        env = allocator_environment(sys.argv[1] if len(sys.argv) > 1 else None, dict(os.environ))
+        if env is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execve(sys.executable, [sys.executable, "-m", "bertkit", *sys.argv[1:]], env)
     argv = sys.argv[1:] if argv is None else argv
     debug, argv = _debug_requested(list(argv))
     command = argv[0] if argv and argv[0] in COMMANDS else None
@@ -88,9 +116,16 @@ def main(argv: list[str] | None = None) -> int:
         build_parser(only="").print_help()
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     args = build_parser(only=command).parse_args(argv)
-    module = importlib.import_module(COMMANDS[command][0])
+    from bertkit._extras import MissingExtraError
+
     try:
-        return int(module.run(args) or 0)
+        return int(importlib.import_module(COMMANDS[command][0]).run(args) or 0)
+    except MissingExtraError as e:
+        if debug:
+            raise
+        # the command cannot run as installed: a usage-level failure, like a bad flag
+        print(f"bertkit {command}: error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

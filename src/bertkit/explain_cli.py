@@ -4,32 +4,99 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import Any
 
 from bertkit._args import positive_int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder (config.json, weights, vocab.txt) or cached model id")
-    p.add_argument("text", help="the text to explain")
+    p.add_argument("text", nargs="?", default=None, help="the text to explain (not with --projector)")
     p.add_argument("--pair", default=None, help="a second text (token type 1), as for sentence-pair tasks")
     p.add_argument("--output", "-o", default=None, help="write the self-contained HTML report here")
     p.add_argument("--json", dest="json_path", default=None, help="write the raw numbers (full precision) here")
     p.add_argument("--png", dest="png_dir", default=None, help="write matplotlib figures into this folder")
     p.add_argument("--layers", default=None, help="layers whose attention to keep, e.g. 0-5 or 0,3,11 (default all)")
+    p.add_argument("--heads", default=None,
+                   help="heads whose attention and queries/keys to keep, e.g. 0-3 or 0,7 (default all)")
     p.add_argument("--top-k", type=positive_int, default=5, help="masked-LM predictions per position (default 5)")
     p.add_argument("--all-positions", action="store_true",
                    help="masked-LM predictions at every position, not only [MASK]")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace existing --output/--json files and the figures of an earlier --png run")
     p.add_argument("--verify", action="store_true",
                    help="rebuild every step from the raw weights with plain tensor code and compare; "
                         "exit 1 if any max |diff| exceeds 1e-5")
+    p.add_argument("--attributions", action="append", type=_methods, default=None, metavar="METHOD[,METHOD]",
+                   help="per-token attributions for the prediction: integrated-gradients, gradient-x-input, "
+                        "attention-rollout (comma-separated or repeated)")
+    p.add_argument("--projector", default=None, metavar="FILE",
+                   help="instead of one text: a labelled CSV/TSV/JSONL data set, projected to 2-D (PCA and "
+                        "UMAP-like) in an offline scatter plot (--output) and its coordinates (--json)")
+    p.add_argument("--label-column", default="label", help="--projector: the label column (default label)")
+    p.add_argument("--text-column", default="text", help="--projector: the text column (default text)")
+    p.add_argument("--vectors", default="cls", choices=["cls", "pooler", "mean"],
+                   help="--projector: the sentence vector: final [CLS], pooler output or mean of tokens (default cls)")
+    p.add_argument("--max-rows", type=positive_int, default=2000, help="--projector: read at most this many rows")
+    p.add_argument("--target", default=None,
+                   help="the label, tag, start/end, [MASK] word, GPT-2 next token or (ELECTRA discriminator) token "
+                        "of the text the attributions explain (default: the prediction)")
+
+
+def _methods(value: str) -> list[str]:
+    from bertkit.explain.attributions import METHODS
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [n for n in names if n not in METHODS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{bad[0] if bad else value!r}: choose from {', '.join(METHODS)}")
+    return names
+
+
+def _check_outputs(args: argparse.Namespace) -> Any:
+    """Refuse outputs that would replace a file without --overwrite, land in the model folder, or
+    coincide; claim the --png folder (the folder rule). Returns the claim, or None."""
+    from bertkit._outputs import check_output_file, claim_output_dir, refuse_inside_input
+
+    files = [(flag, p) for flag, p in (("--output", args.output), ("--json", args.json_path)) if p is not None]
+    if len(files) == 2 and Path(files[0][1]).resolve() == Path(files[1][1]).resolve():
+        raise ValueError(f"--output and --json are the same file ({args.output}); give two names")
+    for flag, p in files + ([("--png", args.png_dir)] if args.png_dir is not None else []):
+        refuse_inside_input(p, args.model, flag=flag)
+    for flag, p in files:
+        check_output_file(p, overwrite=args.overwrite, flag=flag)
+    if args.png_dir is None:
+        return None
+    return claim_output_dir(args.png_dir, "explain", overwrite=args.overwrite, owned=("*.png",))
 
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.explain import explain
 
-    res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
-                  png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
-                  verify_weights=args.verify)
+    if args.projector is None and args.output is None and args.json_path is None and args.png_dir is None \
+            and not args.verify:
+        raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
+    claim = _check_outputs(args)
+    try:
+        if args.projector is not None:
+            from bertkit.explain.projector import run_cli
+
+            rc = run_cli(args)
+            if claim is not None:
+                claim.finish()
+            return rc
+        res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
+                      png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
+                      verify_weights=args.verify,
+                      attributions=[m for ms in args.attributions or [] for m in ms] or None, target=args.target,
+                      heads=args.heads)
+    except BaseException:
+        if claim is not None:
+            claim.abandon()
+        raise
+    if claim is not None:
+        claim.finish()
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:
             print(f"wrote {path}")

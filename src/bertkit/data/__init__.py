@@ -10,6 +10,7 @@ from bertkit.data.corpus import (
 )
 from bertkit.data.instances import (
     PretrainingDataset,
+    create_contiguous_instances,
     create_nsp_instances,
     create_single_segment_instances,
     split_documents,
@@ -19,6 +20,7 @@ __all__ = [
     "MaskingCollator",
     "PretrainingDataset",
     "ShardedCorpus",
+    "create_contiguous_instances",
     "create_nsp_instances",
     "create_single_segment_instances",
     "ensure_prepared",

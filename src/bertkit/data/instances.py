@@ -18,6 +18,11 @@ Without NSP (:func:`create_single_segment_instances`, RoBERTa-style) sentences o
 packed greedily into single segments of up to ``seq_len - 2`` tokens; a sentence longer than that
 is cut into pieces so that no text is dropped.
 
+Contiguous (:func:`create_contiguous_instances`, the ``mlm`` and ``electra`` objectives) cuts the
+stream of training documents into full-length windows regardless of sentence boundaries; a window
+that reaches the end of a document continues into the next one as segment B, so every instance but
+the last is full-length and every token is used once.
+
 Each instance is one row ``(a_start, a_end, b_start, b_end, next_sentence_label)`` of global token
 offsets into a :class:`~bertkit.data.corpus.ShardedCorpus` (segments stay contiguous after
 truncation), so millions of instances cost a few bytes each.
@@ -35,6 +40,7 @@ from bertkit.data.corpus import ShardedCorpus
 __all__ = [
     "create_nsp_instances",
     "create_single_segment_instances",
+    "create_contiguous_instances",
     "PretrainingDataset",
     "split_documents",
 ]
@@ -131,6 +137,31 @@ def create_single_segment_instances(corpus: ShardedCorpus, documents: Sequence[i
                     start += max_tokens
         if int(sb[-1]) > start:
             rows.append((start, int(sb[-1]), 0, 0, -100))
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+
+
+def create_contiguous_instances(corpus: ShardedCorpus, documents: Sequence[int], seq_len: int) -> np.ndarray:
+    """Full-length windows over the documents' token stream (see module docs): ``seq_len - 2`` tokens
+    inside a document, ``seq_len - 3`` across a document boundary (A = end of one, B = start of the next)."""
+    if seq_len < 4:
+        raise ValueError(f"seq_len must be at least 4, got {seq_len}")
+    inside, across = seq_len - 2, seq_len - 3
+    rows: list[tuple[int, int, int, int, int]] = []
+    pending: tuple[int, int] | None = None  # a document's tail still waiting for its continuation
+    for d in documents:
+        sb = corpus.document_sentences(d)
+        start, end = int(sb[0]), int(sb[-1])
+        if pending is not None:
+            take = max(0, min(across - (pending[1] - pending[0]), end - start))
+            rows.append((pending[0], pending[1], start, start + take, -100))
+            start, pending = start + take, None
+        while end - start >= inside:
+            rows.append((start, start + inside, 0, 0, -100))
+            start += inside
+        if end > start:
+            pending = (start, end)
+    if pending is not None:
+        rows.append((pending[0], pending[1], 0, 0, -100))
     return np.asarray(rows, dtype=np.int64).reshape(-1, 5)
 
 

@@ -28,11 +28,9 @@ __all__ = ["load_jieba", "segment_chinese", "word_start_encoder"]
 
 def load_jieba() -> Any:
     """Import jieba (quietly), or raise ImportError naming the extra that installs it."""
-    try:
-        import jieba
-    except ImportError:
-        raise ImportError("whole-word masking of Chinese text segments words with jieba, which is not "
-                          "installed: pip install 'bertkit[zh]'") from None
+    from bertkit._extras import require
+
+    jieba = require("jieba", "zh", "whole-word masking of Chinese text (word segmentation)")
     import logging
 
     jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict..." chatter on every run

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .from_scratch import Check, rebuild_and_compare
+from .from_scratch import FAMILIES, Check, rebuild_and_compare
+from .neuron import queries_keys
 
 __all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
 
@@ -27,32 +28,37 @@ __all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_la
 
 
 def model_class_name(config: Any) -> str:
-    """The bertkit class for a config: the first of ``architectures`` that bertkit has, else the encoder."""
-    from bertkit.modeling import MODEL_CLASSES
+    """The bertkit class for a config: the first of ``architectures`` its family registers, else the
+    family's bare model (see :mod:`bertkit.modeling.registry`)."""
+    from bertkit.modeling import registry
 
-    return next((a for a in (config.architectures or []) if a in MODEL_CLASSES), "BertModel")
+    fam = registry.family(config.model_type)
+    return next((a for a in (config.architectures or []) if fam.task_of(a) is not None), fam.class_name("base"))
 
 
 def load_model(path: str | os.PathLike) -> tuple[Any, Any, Path]:
     """(model in eval mode and float32, its tokenizer, the resolved folder) for a model folder or cached id."""
     from bertkit.hub import resolve_model_path
-    from bertkit.modeling import MODEL_CLASSES, BertConfig
-    from bertkit.modeling.auto import AutoConfig
-    from bertkit.tokenization import BertTokenizer
+    from bertkit.modeling import registry
+    from bertkit.modeling.auto import AutoConfig, AutoTokenizer
 
     folder = resolve_model_path(path)
-    model_type = AutoConfig.from_pretrained(folder).model_type
-    if model_type != "bert":
-        # The report's sections and the from-scratch check are BERT's equations (token types, post-LN).
-        raise ValueError(f"bertkit explain covers BERT models; {folder} holds a {model_type!r} model")
-    config = BertConfig.from_pretrained(folder)
-    model = MODEL_CLASSES[model_class_name(config)].from_pretrained(folder, dtype=torch.float32).eval()
-    tokenizer = BertTokenizer.from_pretrained(folder)
+    config = AutoConfig.from_pretrained(folder)
+    fam = registry.family(config.model_type)
+    task = fam.task_of(model_class_name(config))
+    model = fam.model_class(task).from_pretrained(folder, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
     return model, tokenizer, folder
 
 
-def parse_layers(spec: str | None, num_layers: int) -> list[int]:
-    """``"0-5"``, ``"3"`` or ``"0,2,4-6"`` -> sorted layer indices; None -> every layer."""
+def _family(model: Any) -> Any:
+    from bertkit.modeling import registry
+
+    return registry.family(model.config.model_type)
+
+
+def parse_layers(spec: str | None, num_layers: int, option: str = "--layers", what: str = "layers") -> list[int]:
+    """``"0-5"``, ``"3"`` or ``"0,2,4-6"`` -> sorted layer (or head) indices; None -> every one."""
     if spec is None or str(spec).strip() == "":
         return list(range(num_layers))
     out: set[int] = set()
@@ -62,9 +68,9 @@ def parse_layers(spec: str | None, num_layers: int) -> list[int]:
             lo, _, hi = part.partition("-")
             a, b = int(lo), int(hi) if hi else int(lo)
         except ValueError:
-            raise ValueError(f"--layers: cannot read {part!r}; write e.g. 0-5, 3 or 0,2,4-6") from None
+            raise ValueError(f"{option}: cannot read {part!r}; write e.g. 0-5, 3 or 0,2,4-6") from None
         if not (0 <= a <= b < num_layers):
-            raise ValueError(f"--layers: {part!r} is outside the model's layers 0-{num_layers - 1}")
+            raise ValueError(f"{option}: {part!r} is outside the model's {what} 0-{num_layers - 1}")
         out.update(range(a, b + 1))
     return sorted(out)
 
@@ -98,6 +104,9 @@ class Explanation:
     pooler_output: np.ndarray | None
     predictions: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
+    attributions: dict[str, Any] | None = None  # see attributions.py; filled by explain(attributions=...)
+    neuron: dict[str, Any] | None = None  # queries and keys per kept layer; see neuron.py
+    heads: list[int] | None = None  # the heads kept in attentions and neuron (--heads); None = every head
 
     @property
     def num_tokens(self) -> int:
@@ -130,6 +139,10 @@ class Explanation:
             "sentence_vectors": {k: arr(v) for k, v in self.sentence_vectors.items()},
             "pooler_output": arr(self.pooler_output),
             "predictions": self.predictions,
+            "heads": self.heads,
+            "attributions": self.attributions,
+            "neuron": None if self.neuron is None else {k: arr(v) if isinstance(v, np.ndarray) else v
+                                                        for k, v in self.neuron.items()},
         }
 
 
@@ -176,11 +189,13 @@ def _head_summaries(att: torch.Tensor, tokens: list[str]) -> dict[str, np.ndarra
 
 def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[str, str | None], top_k: int,
                  all_positions: bool) -> dict | None:
-    name = type(model).__name__
+    from bertkit.modeling.registry import model_task_of
+
+    task = model_task_of(model)
     cfg = model.config
     ids = enc["input_ids"]
-    if name in ("BertForMaskedLM", "BertForPreTraining"):
-        logits = (out.logits if name == "BertForMaskedLM" else out.prediction_logits)[0].float()
+    if task in ("masked-lm", "pretraining") and _family(model).pipeline_task(task) == "fill-mask":
+        logits = (out.prediction_logits if "prediction_logits" in out else out.logits)[0].float()
         mask_id = tokenizer.mask_token_id
         positions = list(range(len(ids))) if all_positions else [i for i, t in enumerate(ids) if t == mask_id]
         rows = []
@@ -191,14 +206,23 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
                          "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v)}
                                  for v, i in zip(vals, idx)]})
         pred: dict[str, Any] = {"kind": "masked-lm", "positions": rows, "all_positions": all_positions}
-        if name == "BertForPreTraining":
+        if "seq_relationship_logits" in out:
             nsp = out.seq_relationship_logits[0].float().softmax(-1)
             pred["next_sentence"] = {"is_next": float(nsp[0]), "is_random": float(nsp[1])}
         return pred
-    if name == "BertForNextSentencePrediction":
+    if task == "pretraining" and "logits" in out and out.logits.dim() == 2:  # one logit per token: replaced or not
+        probs = out.logits[0].float().sigmoid()
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        return {"kind": "replaced-token", "tokens": [{"position": i, "token": t, "replaced": float(p)}
+                                                     for i, (t, p) in enumerate(zip(tokens, probs))]}
+    if type(model).__name__ == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
         nsp = out.logits[0].float().softmax(-1)
         return {"kind": "next-sentence", "next_sentence": {"is_next": float(nsp[0]), "is_random": float(nsp[1])}}
-    if name == "BertForSequenceClassification":
+    if task == "causal-lm":
+        return _next_token(out.logits[0, -1].float(), tokenizer, ids, top_k)
+    if task == "question-answering":
+        return _qa_span(out.start_logits[0].float(), out.end_logits[0].float(), enc, texts)
+    if task == "sequence-classification":
         logits = out.logits[0].float()
         if cfg.num_labels == 1:
             kind, scores = "regression", logits
@@ -208,8 +232,8 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
             kind, scores = "single-label", logits.softmax(-1)
         labels = [{"label": cfg.id2label.get(i, f"LABEL_{i}"), "score": float(s), "logit": float(lg)}
                   for i, (s, lg) in enumerate(zip(scores, logits))]
-        return {"kind": "sequence-classification", "problem": kind, "labels": labels}
-    if name == "BertForTokenClassification":
+        return {"kind": "sequence-classification", "problem": kind, "labels": labels, "head": _classifier_head(model)}
+    if task == "token-classification":
         probs = out.logits[0].float().softmax(-1)
         words, seen = [], set()
         text_of = {0: texts[0], 1: texts[1]}
@@ -226,36 +250,91 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
     return None
 
 
+# What each family's sequence classifier reads; a family not listed reads the pooler as BERT does.
+_CLASSIFIER_HEADS = {
+    "bert": "a linear layer on pooler_output (tanh(dense(h_[CLS])))",
+    "distilbert": "pre_classifier (dense) and ReLU on the first token's final vector, then a linear classifier "
+                  "(DistilBERT has no pooler)",
+    "electra": "classifier.dense and GELU on the first token's final vector, then classifier.out_proj "
+               "(ELECTRA has no pooler)",
+}
+
+
+def _classifier_head(model: Any) -> str:
+    """What the model's sequence classifier computes its logits from, in words."""
+    return _CLASSIFIER_HEADS.get(model.config.model_type, _CLASSIFIER_HEADS["bert"])
+
+
+def _next_token(logits: torch.Tensor, tokenizer: Any, ids: list[int], top_k: int) -> dict[str, Any]:
+    """A causal LM's top next tokens after the last token of the input."""
+    probs = logits.softmax(-1)
+    vals, idx = probs.topk(min(top_k, probs.numel()))
+    return {"kind": "next-token", "position": len(ids) - 1, "after": tokenizer.convert_ids_to_tokens(ids[-1]),
+            "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v),
+                     "logit": float(logits[i])} for v, i in zip(vals, idx)]}
+
+
+def _qa_span(start: torch.Tensor, end: torch.Tensor, enc: Any, texts: tuple[str, str | None],
+             max_answer_tokens: int = 30) -> dict[str, Any]:
+    """Extractive QA's best span: the context tokens s <= e (at most ``max_answer_tokens``) with the
+    largest start + end logit. The context is the second text when there is one (question, context)."""
+    ctx_seq = 1 if texts[1] is not None else 0
+    ctx = [i for i, s in enumerate(enc.sequence_ids()) if s == ctx_seq]
+    if not ctx:
+        return {"kind": "question-answering", "span": None}
+    s_np, e_np = start.double().numpy(), end.double().numpy()
+    # The context's tokens are consecutive, so the next max_answer_tokens of them are the spans from i.
+    best = max(((i, j) for a, i in enumerate(ctx) for j in ctx[a:a + max_answer_tokens]),
+               key=lambda p: s_np[p[0]] + e_np[p[1]])
+    p_start, p_end = start.softmax(-1), end.softmax(-1)
+    offs = enc["offset_mapping"]
+    i, j = best
+    return {"kind": "question-answering", "context": "pair" if ctx_seq else "text", "max_answer_tokens":
+            max_answer_tokens, "span": {"answer": texts[ctx_seq][offs[i][0]:offs[j][1]], "start_token": i,
+                                        "end_token": j, "start_logit": float(start[i]), "end_logit": float(end[j]),
+                                        "start_score": float(p_start[i]), "end_score": float(p_end[j]),
+                                        "char_start": int(offs[i][0]), "char_end": int(offs[j][1])}}
+
+
 @torch.no_grad()
 def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, layers: str | list[int] | None = None,
-            top_k: int = 5, all_positions: bool = False, model_path: str = "") -> Explanation:
+            top_k: int = 5, all_positions: bool = False, model_path: str = "",
+            heads: str | list[int] | None = None) -> Explanation:
     """Run ``model`` once on ``text`` (and ``pair``) and gather everything the report shows."""
     from bertkit._args import positive_int
-    from bertkit.modeling import BertModel
 
     top_k = positive_int.check("top_k", top_k)
     cfg = model.config
-    base: BertModel = model.base_model
+    base = model.base_model
+    fam = _family(model)
     layer_ids = layers if isinstance(layers, list) else parse_layers(layers, cfg.num_hidden_layers)
+    head_ids = heads if isinstance(heads, list) else parse_layers(heads, cfg.num_attention_heads, "--heads", "heads")
     enc, notes = _encode(tokenizer, text, pair, cfg.max_position_embeddings)
     ids = torch.tensor([enc["input_ids"]])
-    types = torch.tensor([enc["token_type_ids"]])
+    types = torch.tensor([enc.get("token_type_ids") or [0] * ids.shape[1]])
     model.eval()
     with torch.inference_mode():
-        out = model(input_ids=ids, token_type_ids=types, output_attentions=True, output_hidden_states=True,
-                    return_dict=True)
+        # Segment ids go in only where the family embeds them as segments (GPT-2 would add word vectors).
+        out = model(input_ids=ids, token_type_ids=types if fam.has_token_types else None, output_attentions=True,
+                    output_hidden_states=True, return_dict=True)
         hs = [h[0].float() for h in out.hidden_states]  # L + 1 of (N, H)
         att = torch.stack([a[0].float() for a in out.attentions])  # (L, h, N, N)
-        pooled = base.pooler(hs[-1][None])[0] if base.pooler is not None else None
-        emb = base.embeddings
+        pooler = getattr(base, "pooler", None)
+        pooled = pooler(hs[-1][None])[0] if pooler is not None else None
+        tables = model.embedding_tables()
         n = ids.shape[1]
-        parts = {
-            "word": emb.word_embeddings.weight.detach()[ids[0]].float(),
-            "position": emb.position_embeddings.weight.detach()[:n].float(),
-            "token_type": emb.token_type_embeddings.weight.detach()[types[0]].float(),
-        }
-    parts["sum"] = parts["word"] + parts["position"] + parts["token_type"]
+        rows = {"word": ids[0], "position": torch.arange(n), "token_type": types[0]}
+        parts = {k: t.weight.detach()[rows[k]].float() for k, t in tables.items()}
+    parts["sum"] = sum(parts.values())
+    # A family without segments adds nothing for them: a zero row keeps the report's table whole.
+    parts.setdefault("token_type", torch.zeros_like(parts["sum"]))
     parts["layernorm"] = hs[0]
+    if tables["word"].embedding_dim != cfg.hidden_size:
+        notes.append(f"The embeddings are {tables['word'].embedding_dim} wide and projected to hidden_size "
+                     f"{cfg.hidden_size} (embeddings_project): 'after LayerNorm' is the projected vector.")
+    if fam.kind != "encoder":
+        notes.append(f"{type(model).__name__} is a causal decoder: each token attends to itself and the tokens "
+                     "before it; the first hidden state is the embedding sum itself (no LayerNorm before layer 0).")
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"])
     H = torch.stack(hs)  # (L + 1, N, H)
     others = H[:, 1:].mean(1) if n > 1 else H[:, 0]
@@ -265,22 +344,25 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
     else:
         notes.append(f"{type(model).__name__} has no pooler, so there is no pooler_output.")
     predictions = _predictions(model, out, tokenizer, enc, (text, pair), top_k, all_positions)
-    if predictions is None and type(model).__name__ != "BertModel":
+    if predictions is None and fam.task_of(type(model).__name__) != "base":
         notes.append(f"The {type(model).__name__} head is not shown; the report explains its encoder.")
-    if type(model).__name__ == "BertModel":
+    if fam.task_of(type(model).__name__) == "base":
         notes.append("This folder holds the encoder only (no task head): the report explains the encoder.")
-    sel = att[layer_ids]
+    sel = att[layer_ids][:, head_ids]
+    neuron = queries_keys(base, hs, layer_ids)
+    if neuron is not None and len(head_ids) < cfg.num_attention_heads:
+        neuron.update(queries=neuron["queries"][:, head_ids], keys=neuron["keys"][:, head_ids])
     return Explanation(
         model_path=model_path,
         model_class=type(model).__name__,
-        config={k: getattr(cfg, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+        config={k: getattr(cfg, k, None) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "vocab_size", "max_position_embeddings",
                                              "hidden_act", "layer_norm_eps")},
         text=text,
         pair=pair,
         tokens=tokens,
         input_ids=list(enc["input_ids"]),
-        token_type_ids=list(enc["token_type_ids"]),
+        token_type_ids=types[0].tolist(),
         offsets=[tuple(o) for o in enc["offset_mapping"]],
         sequence_ids=list(enc.sequence_ids()),
         word_ids=list(enc.word_ids()),
@@ -295,6 +377,8 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
         pooler_output=None if pooled is None else pooled.numpy(),
         predictions=predictions,
         notes=notes,
+        neuron=neuron,
+        heads=None if len(head_ids) == cfg.num_attention_heads else head_ids,
     )
 
 
@@ -302,10 +386,14 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
 
 
 def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: list[int]) -> dict[str, Any]:
-    """Run ``model`` and return the outputs ``rebuild_and_compare`` compares against."""
+    """Run ``model`` (BERT, DistilBERT or ELECTRA) and return the outputs ``rebuild_and_compare`` compares against."""
+    from bertkit.modeling.registry import model_task_of
+
     name = type(model).__name__
+    fam = _family(model)
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([input_ids]), token_type_ids=torch.tensor([token_type_ids]),
+        out = model(input_ids=torch.tensor([input_ids]),
+                    token_type_ids=torch.tensor([token_type_ids]) if fam.has_token_types else None,
                     output_attentions=True, output_hidden_states=True, return_dict=True)
         base = model.base_model
         res: dict[str, Any] = {
@@ -313,20 +401,29 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
             "attentions": [a[0] for a in out.attentions],
             "pooler_output": None,
         }
-        if name == "BertModel":
-            res["pooler_output"] = None if out.pooler_output is None else out.pooler_output[0]
-        elif base.pooler is not None:
+        qk = queries_keys(model.base_model, res["hidden_states"], range(len(res["attentions"])))
+        if qk is not None:  # the neuron view's numbers, checked against the rebuilt projections
+            res["queries"], res["keys"] = torch.from_numpy(qk["queries"]), torch.from_numpy(qk["keys"])
+        task = model_task_of(model)
+        pooler = getattr(base, "pooler", None)  # DistilBERT and ELECTRA have none
+        if task == "base":
+            res["pooler_output"] = None if getattr(out, "pooler_output", None) is None else out.pooler_output[0]
+        elif pooler is not None:
             # Head models do not return the pooled vector; the pooler module's own output stands in.
-            res["pooler_output"] = base.pooler(out.hidden_states[-1])[0]
-        if name == "BertForMaskedLM":
+            res["pooler_output"] = pooler(out.hidden_states[-1])[0]
+        if task == "masked-lm":
             res["mlm_logits"] = out.logits[0]
-        elif name == "BertForPreTraining":
+        elif task == "pretraining" and fam.pipeline_task(task) != "fill-mask":  # ELECTRA's discriminator
+            res["replaced_logits"] = out.logits[0]
+        elif task == "pretraining":
             res["mlm_logits"] = out.prediction_logits[0]
             res["nsp_logits"] = out.seq_relationship_logits[0]
-        elif name == "BertForNextSentencePrediction":
+        elif name == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
             res["nsp_logits"] = out.logits[0]
-        elif name in ("BertForSequenceClassification", "BertForTokenClassification"):
+        elif task in ("sequence-classification", "token-classification"):
             res["classifier_logits"] = out.logits[0]
+        elif task == "question-answering":
+            res["qa_logits"] = torch.stack([out.start_logits[0], out.end_logits[0]], dim=-1)
     return res
 
 
@@ -345,6 +442,10 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         loaded, loaded_tok, _ = load_model(folder)
         model = model if model is not None else loaded
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
+    if model.config.model_type not in FAMILIES:
+        # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
+        raise ValueError(f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
+                         f"{model.config.model_type!r} model (its report needs no --verify)")
     if model.dtype != torch.float32:
         raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
     state = load_state_dict(find_weights_file(folder))
@@ -353,5 +454,6 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         raise ValueError("the from-scratch check covers absolute position embeddings only, not "
                          f"{config['position_embedding_type']!r}")
     enc, _ = _encode(tokenizer, text, pair, model.config.max_position_embeddings)
-    outputs = model_outputs_for_check(model.eval(), list(enc["input_ids"]), list(enc["token_type_ids"]))
-    return rebuild_and_compare(state, config, list(enc["input_ids"]), list(enc["token_type_ids"]), outputs)
+    ids = list(enc["input_ids"])
+    types = list(enc.get("token_type_ids") or [0] * len(ids))
+    return rebuild_and_compare(state, config, ids, types, model_outputs_for_check(model.eval(), ids, types))

@@ -21,9 +21,12 @@ from bertkit._io import atomic_path, atomic_write_json, atomic_write_text
 
 from .collect import Explanation
 
-__all__ = ["html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
+__all__ = ["attribution_lines", "html_payload", "prediction_lines", "write_html", "write_json", "write_pngs"]
 
 _ASSETS = Path(__file__).with_name("assets")
+_BIG_PAGE = 16_000_000  # bytes of data in the page
+_NEURON_BYTES = 1_000_000  # float32 queries and keys in the page (before base64)
+_VIEW_SCRIPTS = ("attributions.js", "neuron.js", "focus.js")
 
 
 def _r(a: Any, digits: int = 4) -> Any:
@@ -41,7 +44,7 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
     cos = {f"{a}|{b}": float(np.dot(vectors[a], vectors[b]) / (np.linalg.norm(vectors[a]) * np.linalg.norm(vectors[b])
                                                               + 1e-30))
            for i, a in enumerate(names) for b in names[i + 1:]}
-    return {
+    payload = {
         "model": ex.model_path,
         "model_class": ex.model_class,
         "config": ex.config,
@@ -56,6 +59,7 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "word_ids": ex.word_ids,
         "layers": ex.layers,
         "heads": int(ex.attentions.shape[1]),
+        "head_ids": ex.heads,
         "attention_u8": [base64.b64encode(q[i].tobytes()).decode("ascii") for i in range(q.shape[0])],
         "embedding_parts": {k: _r(v) for k, v in ex.embedding_parts.items()},
         "hidden_state_norms": _r(ex.hidden_state_norms),
@@ -65,16 +69,57 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "sentence_vectors": {k: {"norm": float(np.linalg.norm(v)), "first": _r(v[:8])} for k, v in vectors.items()},
         "sentence_cosines": cos,
         "predictions": ex.predictions,
+        "attributions": _attribution_payload(ex.attributions),
+        "neuron": _neuron_payload(ex.neuron),
     }
+    if ex.neuron is not None and payload["neuron"] is not None and len(payload["neuron"]["layers"]) < len(ex.layers):
+        shown = ", ".join(map(str, payload["neuron"]["layers"]))
+        payload["notes"] = [*ex.notes, f"To keep the page small its neuron view covers layer(s) {shown}; "
+                            "--layers picks others, and the JSON has the queries and keys of every kept layer."]
+    return payload
 
 
-def render_html(ex: Explanation) -> str:
-    """The report page as a string."""
-    data = json.dumps(html_payload(ex), ensure_ascii=False, separators=(",", ":"))
+def _neuron_payload(neuron: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Queries and keys as little-endian float32, base64 per layer: the page recomputes q.k and the softmax.
+
+    Past ``_NEURON_BYTES`` of float32 only the first layers that fit go in the page (at least one).
+    """
+    if neuron is None or not neuron["layers"]:
+        return None
+    per_layer = neuron["queries"][0].nbytes + neuron["keys"][0].nbytes
+    keep = max(1, _NEURON_BYTES // max(1, per_layer))
+    neuron = {**neuron, "layers": neuron["layers"][:keep], "queries": neuron["queries"][:keep],
+              "keys": neuron["keys"][:keep]}
+    def b64(a: np.ndarray) -> str:
+        return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
+
+    return {"layers": neuron["layers"], "head_size": neuron["head_size"],
+            "queries_f32": [b64(q) for q in neuron["queries"]], "keys_f32": [b64(k) for k in neuron["keys"]]}
+
+
+def _attribution_payload(att: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The attributions with display-rounded scores (the JSON keeps full precision)."""
+    if att is None:
+        return None
+    return {**att, "results": [{**r, "scores": _r(r["scores"], 6)} for r in att["results"]]}
+
+
+def render_html(ex: Explanation, view: str | None = None) -> str:
+    """The report page as a string; ``view`` ("head", "model", "neuron", "attributions") shows only that view."""
+    payload = html_payload(ex)
+    payload["view"] = view
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    if len(data) > _BIG_PAGE:
+        # A long input on every layer and head makes a page browsers open slowly; say how to make it smaller.
+        payload["notes"] = [*payload["notes"], f"This page carries {len(data) / 1e6:.0f} MB of data: --layers "
+                            "and --heads keep fewer layers and heads (the JSON keeps what they keep, at full "
+                            "precision)."]
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # a token such as "</script>" must not end the data block
     page = (_ASSETS / "report.html").read_text(encoding="utf-8")
     css = (_ASSETS / "report.css").read_text(encoding="utf-8")
-    js = (_ASSETS / "report.js").read_text(encoding="utf-8")
+    # The views in their own files register themselves before report.js runs them.
+    js = "\n".join((_ASSETS / name).read_text(encoding="utf-8") for name in _VIEW_SCRIPTS + ("report.js",))
     title = f"bertkit explain: {ex.text[:60]}".replace("&", "&amp;").replace("<", "&lt;")
     return (page.replace("/*CSS*/", css).replace("/*JS*/", js).replace("__TITLE__", title)
             .replace("/*DATA*/", data))
@@ -121,7 +166,7 @@ def write_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
                 ax.axis("off")
                 continue
             ax.imshow(ex.attentions[li, h], cmap="viridis", vmin=0.0, vmax=1.0)
-            ax.set_title(f"head {h}", fontsize=9)
+            ax.set_title(f"head {ex.heads[h] if ex.heads else h}", fontsize=9)
             if show_labels:
                 ax.set_xticks(range(n), labels, rotation=90, fontsize=6)
                 ax.set_yticks(range(n), labels, fontsize=6)
@@ -165,7 +210,7 @@ def prediction_lines(ex: Explanation) -> list[str]:
     """The head's predictions as short text lines (what the CLI prints)."""
     pred = ex.predictions
     if not pred:
-        return []
+        return attribution_lines(ex)
     lines = []
     if pred["kind"] == "masked-lm":
         for row in pred["positions"]:
@@ -178,4 +223,25 @@ def prediction_lines(ex: Explanation) -> list[str]:
         lines.extend(f"{x['label']}: {x['score']:.3f}" for x in pred["labels"])
     if pred["kind"] == "token-classification":
         lines.append(" ".join(f"{w['word']}/{w['tag']}" for w in pred["words"]))
+    if pred["kind"] == "next-token":
+        lines.append(f"next token after {pred['after']}: "
+                     + ", ".join(f"{t['token']} {t['score']:.3f}" for t in pred["top"]))
+    if pred["kind"] == "question-answering" and pred["span"] is not None:
+        sp = pred["span"]
+        lines.append(f"answer: {sp['answer']!r} (tokens {sp['start_token']}-{sp['end_token']}, start "
+                     f"{sp['start_score']:.3f}, end {sp['end_score']:.3f})")
+    if pred["kind"] == "replaced-token":
+        lines.append("replaced: " + " ".join(f"{t['token']} {t['replaced']:.2f}" for t in pred["tokens"]))
+    return lines + attribution_lines(ex)
+
+
+def attribution_lines(ex: Explanation, top: int = 5) -> list[str]:
+    """Each attribution result's strongest tokens (and the completeness residual) as one text line."""
+    lines = []
+    for r in (ex.attributions or {}).get("results", []):
+        scores = np.asarray(r["scores"])
+        order = np.argsort(-np.abs(scores))[:top]
+        best = ", ".join(f"{ex.tokens[i]} {scores[i]:+.3g}" for i in order)
+        extra = "" if r["residual"] is None else f"  (completeness residual {r['residual']:.1e})"
+        lines.append(f"{r['method']} for {r['target']['name']}: {best}{extra}")
     return lines

@@ -13,6 +13,7 @@ from .batching import (
     merge_windows,
     run_batched,
     softmax,
+    window_features,
     word_windows,
 )
 from .cpu import cpu_flags, describe_cpu, has_fast_bf16
@@ -39,5 +40,6 @@ __all__ = [
     "run_batched",
     "softmax",
     "try_compile",
+    "window_features",
     "word_windows",
 ]

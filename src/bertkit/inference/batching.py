@@ -16,6 +16,7 @@ __all__ = [
     "merge_windows",
     "run_batched",
     "softmax",
+    "window_features",
     "word_windows",
 ]
 
@@ -135,6 +136,32 @@ def word_windows(counts: Sequence[int], max_length: int, doc_stride: int = 128) 
             nxt -= 1
             back += counts[nxt]
         start = nxt
+
+
+def window_features(ids: Sequence[int], word_ids: Sequence[int | None], n_words: int, cls_id: int, sep_id: int,
+                    max_length: int, doc_stride: int = 128,
+                    token_types: bool = False) -> list[tuple[int, int, dict[str, list[int]]]]:
+    """One text's tokens (encoded without special tokens) as ``[CLS] window [SEP]`` features along
+    :func:`word_windows`: ``(first token, end token, feature)`` per window. Words with no tokens
+    start where the next word does; a text with no words gives one empty window."""
+    counts = [0] * n_words
+    first = [len(ids)] * (n_words + 1)  # token index where each word starts
+    for t in reversed(range(len(word_ids))):
+        w = word_ids[t]
+        if w is not None:
+            counts[w] += 1
+            first[w] = t
+    for w in reversed(range(n_words)):
+        first[w] = min(first[w], first[w + 1])
+    room = max_length - 2
+    out = []
+    for a, b in word_windows(counts, max_length, doc_stride) if n_words else [(0, 0)]:
+        t0, t1 = first[a], min(first[b], first[a] + room)
+        f = {"input_ids": [cls_id, *ids[t0:t1], sep_id], "attention_mask": [1] * (t1 - t0 + 2)}
+        if token_types:
+            f["token_type_ids"] = [0] * (t1 - t0 + 2)
+        out.append((t0, t1, f))
+    return out
 
 
 def merge_windows(n_tokens: int, windows: Sequence[tuple[int, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

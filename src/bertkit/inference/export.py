@@ -49,13 +49,21 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
 
     Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, shape ``[batch, sequence]``).
     """
-    try:
-        import onnxscript  # noqa: F401  (torch's ONNX exporter needs it)
-    except ImportError:
-        raise ImportError("ONNX export needs the onnx extra: pip install 'bertkit[onnx]'") from None
+    from bertkit._extras import require
+
+    for module in ("onnx", "onnxscript"):  # torch's ONNX exporter needs both
+        require(module, "onnx", "ONNX export")
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    if opset is not None and opset > newest:
+        # the exporter does not refuse it: it writes a graph that no runtime loads
+        raise ValueError(f"--opset {opset} is newer than the installed onnx knows (up to {newest})")
     from bertkit import modeling
 
     model_dir = Path(model_dir)
+    if model_dir.is_file():
+        raise NotADirectoryError(f"--model {model_dir} is a file; give the model folder (with config.json)")
     cfg_file = model_dir / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{model_dir}: not a model folder (no config.json)")

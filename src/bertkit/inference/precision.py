@@ -4,25 +4,29 @@
 
 - ``"auto"`` picks bf16 where the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else fp32;
 - ``"bf16"`` casts every parameter to bfloat16 (outputs are cast back to float32 by the callers);
-- ``"int8"`` applies dynamic quantization to the Linear layers only (int8 weights with one scale per
-  output row): embeddings and LayerNorm keep float32, activations are quantized per batch at run time;
+- ``"int8"`` runs the encoder's Linear layers as int8 products with one scale per token and per
+  output channel, smoothed, the feed-forward down-projections kept in bf16 or fp32
+  (:mod:`bertkit.inference.int8`); embeddings and LayerNorm keep float32;
 - every BERT self-attention gets its query/key/value weights concatenated once, so inference runs one
-  GEMM without re-building the (3H, H) matrix on every call (training ignores the cache).
+  GEMM without re-building the (3H, H) matrix on every call (training ignores the cache);
+- every float Linear on the CPU runs oneDNN's linear on a weight reordered once into its blocked
+  layout (:func:`prepack_linears`): measured 2.4x faster than the default fp32 GEMM and up to 1.3x
+  for bf16 on MiniLM's shapes, and with AMX it is oneDNN that drives the tiles.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import warnings
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .cpu import cpu_flags, has_fast_bf16
 
-__all__ = ["DTYPES", "inference_dtype", "prepare_for_inference", "resolve_dtype", "try_compile"]
+__all__ = ["DTYPES", "inference_dtype", "prepack_linears", "prepare_for_inference", "resolve_dtype", "try_compile"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,31 +57,55 @@ def inference_dtype(model: nn.Module) -> str:
     return getattr(model, "_bertkit_inference_dtype", "fp32")
 
 
-def _quantize(module: nn.Module) -> nn.Module:
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    with warnings.catch_warnings():  # torch marks eager quantization deprecated; it is still its CPU int8 path
-        warnings.simplefilter("ignore")
-        # one scale per output row: per-tensor scales lose too much on rows with small weights
-        return quantize_dynamic(module, {nn.Linear: per_channel_dynamic_qconfig}, inplace=True)
-
-
-def _fuse_qkv(model: nn.Module, quantize: bool) -> None:
-    from bertkit.modeling.model import BertSelfAttention
-
+def _fuse_qkv(model: nn.Module) -> None:
+    """Give every attention that names its projections in ``qkv_names`` one (3H, H) Linear for inference."""
     for m in model.modules():
-        if not isinstance(m, BertSelfAttention) or not isinstance(m.query, nn.Linear):
+        names = getattr(type(m), "qkv_names", None)
+        if names is None or not all(isinstance(getattr(m, n, None), nn.Linear) for n in names):
             continue
-        q, k, v = m.query, m.key, m.value
+        q, k, v = (getattr(m, n) for n in names)
         fused = nn.Linear(q.in_features, 3 * q.out_features, device=q.weight.device, dtype=q.weight.dtype)
         with torch.no_grad():
             fused.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
             fused.bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
         fused.requires_grad_(False)
-        if quantize:
-            fused = _quantize(nn.Sequential(fused))[0]
         # Not registered as a submodule: state_dict() keys and checkpoints stay unchanged.
         object.__setattr__(m, "_inference_qkv", fused)
+
+
+def _packed_forward(linear: nn.Linear, packed: torch.Tensor) -> Any:
+    bias = None if linear.bias is None else linear.bias.detach()
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        if linear.training or torch.is_grad_enabled():  # training, or a gradient asked for: the module as it is
+            return F.linear(x, linear.weight, linear.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+    return forward
+
+
+def prepack_linears(model: nn.Module) -> int:
+    """Run every float32/bf16 ``nn.Linear`` of ``model`` (and its fused attention projections) on a
+    weight reordered once for oneDNN; returns how many. Parameters and state_dict() are unchanged:
+    only the inference forward is replaced (training and autograd use the module as it is). The
+    reordered weight is a snapshot: call this after the weights are final. Without oneDNN, nothing changes.
+    """
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
+        return 0
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    linears += [m._inference_qkv for m in model.modules() if isinstance(getattr(m, "_inference_qkv", None), nn.Linear)]
+    n = 0
+    for lin in linears:
+        w = lin.weight
+        if w.device.type != "cpu" or w.dtype not in (torch.float32, torch.bfloat16):
+            continue
+        try:
+            packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), 64)
+        except RuntimeError:  # a oneDNN build without this layout: the plain GEMM stays
+            continue
+        object.__setattr__(lin, "forward", _packed_forward(lin, packed))
+        n += 1
+    return n
 
 
 def prepare_for_inference(model: nn.Module, dtype: str | torch.dtype | None = "auto") -> nn.Module:
@@ -92,10 +120,13 @@ def prepare_for_inference(model: nn.Module, dtype: str | torch.dtype | None = "a
         model.to(torch.bfloat16)
     elif choice == "fp32":
         model.to(torch.float32)
-    _fuse_qkv(model, quantize=choice == "int8")
+    _fuse_qkv(model)
     if choice == "int8":
+        from .int8 import quantize_int8
+
         model.to(torch.float32)
-        _quantize(model)
+        quantize_int8(model)
+    prepack_linears(model)
     object.__setattr__(model, "_bertkit_inference_dtype", choice)
     return model
 

@@ -1,6 +1,18 @@
-"""BERT models with transformers' module paths, every head, and inspection helpers."""
+"""BERT models with transformers' module paths, every head, and inspection helpers; the shared base
+(:class:`PreTrainedModel`) and the registry of every family (:mod:`bertkit.modeling.registry`)."""
 
+from .base import PreTrainedModel
 from .config import PRESETS, BertConfig, check_vocab_fits
+from .electra import (
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForMultipleChoice,
+    ElectraForPreTraining,
+    ElectraForQuestionAnswering,
+    ElectraForSequenceClassification,
+    ElectraForTokenClassification,
+    ElectraModel,
+)
 from .heads import (
     BertForMaskedLM,
     BertForMultipleChoice,
@@ -43,6 +55,7 @@ __all__ = [
     "PRESETS",
     "MODEL_CLASSES",
     "BertConfig",
+    "PreTrainedModel",
     "BertPreTrainedModel",
     "BertModel",
     "BertForPreTraining",
@@ -52,6 +65,14 @@ __all__ = [
     "BertForTokenClassification",
     "BertForQuestionAnswering",
     "BertForMultipleChoice",
+    "ElectraConfig",
+    "ElectraModel",
+    "ElectraForPreTraining",
+    "ElectraForMaskedLM",
+    "ElectraForSequenceClassification",
+    "ElectraForTokenClassification",
+    "ElectraForQuestionAnswering",
+    "ElectraForMultipleChoice",
     "count_parameters",
     "parameter_table",
     "freeze",

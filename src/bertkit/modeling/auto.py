@@ -1,7 +1,7 @@
 """Auto classes: pick the config, tokenizer and model class from a folder's ``config.json``.
 
-Dispatch is on ``model_type`` (``bert``, ``distilbert``, ``gpt2``), then, when a folder has no
-``model_type``, on the family named by ``architectures``. ``AutoTokenizer`` follows
+Dispatch is on ``model_type``, then, when a folder has no ``model_type``, on the family named by
+``architectures``; the families and their classes are :mod:`bertkit.modeling.registry`'s. ``AutoTokenizer`` follows
 ``tokenizer_config.json``'s ``tokenizer_class``, then ``config.json``'s (the uer Chinese GPT-2 models
 name ``BertTokenizer`` there), then the model type. Folders and model ids in the local Hugging Face
 cache work as with ``from_pretrained``; nothing is downloaded.
@@ -9,14 +9,14 @@ cache work as with ``from_pretrained``; nothing is downloaded.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from . import registry
+
 __all__ = [
-    "SUPPORTED_MODEL_TYPES",
     "AutoConfig",
     "AutoModel",
     "AutoModelForCausalLM",
@@ -28,31 +28,14 @@ __all__ = [
     "AutoModelForTokenClassification",
     "AutoTokenizer",
     "auto_class_for",
+    "auto_class_for_task",
 ]
 
-# model_type -> (module, config class)
-_CONFIGS = {
-    "bert": ("bertkit.modeling.config", "BertConfig"),
-    "distilbert": ("bertkit.modeling.distilbert", "DistilBertConfig"),
-    "gpt2": ("bertkit.modeling.gpt2", "GPT2Config"),
-}
-SUPPORTED_MODEL_TYPES = tuple(_CONFIGS)
 
-_MODULES = {"bert": "bertkit.modeling", "distilbert": "bertkit.modeling.distilbert", "gpt2": "bertkit.modeling.gpt2"}
 
-# Why a family has no class for an auto class (instead of a bare "not supported").
-_ENCODER_NO_CAUSAL = ("{t} is a bidirectional encoder trained with masked-LM; it has no causal language-model "
-                      "head and cannot generate text left to right. Use AutoModelForMaskedLM (fill-mask), or a "
-                      "GPT-2 folder (model_type gpt2) for text generation")
-_DECODER_ONLY = "gpt2 is a causal decoder; bertkit implements GPT2Model and GPT2LMHeadModel (AutoModelForCausalLM)"
-
-_TOKENIZERS = {
-    # tokenizer_class -> bertkit class (DistilBERT uses BERT's WordPiece tokenizer unchanged)
-    "BertTokenizer": "BertTokenizer",
-    "BertTokenizerFast": "BertTokenizer",
-    "DistilBertTokenizer": "BertTokenizer",
-    "DistilBertTokenizerFast": "BertTokenizer",
-}
+def _tokenizer_names() -> dict[str, str]:
+    """tokenizer_class in a saved folder -> bertkit tokenizer class (DistilBERT uses BERT's WordPiece)."""
+    return {name: fam.tokenizer for fam in registry.families() if fam.tokenizer for name in fam.tokenizer_names}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -75,25 +58,15 @@ def _model_type(data: dict[str, Any], where: Path) -> str:
     """config.json's model_type, else the family its architectures name."""
     model_type = data.get("model_type")
     if model_type is None:
-        for arch in data.get("architectures") or []:
-            for prefix, t in (("DistilBert", "distilbert"), ("GPT2", "gpt2"), ("Bert", "bert")):
-                if str(arch).startswith(prefix):
-                    model_type = t
-                    break
-            if model_type:
-                break
+        fams = (registry.family_of_architecture(str(a)) for a in data.get("architectures") or [])
+        model_type = next((f.model_type for f in fams if f is not None), None)
+    supported = ", ".join(registry.supported_model_types())
     if model_type is None:
         raise ValueError(f"{where} has neither model_type nor a known architectures entry; "
-                         f"bertkit supports model_type {', '.join(SUPPORTED_MODEL_TYPES)}")
-    if model_type not in _CONFIGS:
-        raise ValueError(f"{where}: model_type {model_type!r} is not supported; "
-                         f"bertkit supports: {', '.join(SUPPORTED_MODEL_TYPES)}")
+                         f"bertkit supports model_type {supported}")
+    if model_type not in registry.supported_model_types():
+        raise ValueError(f"{where}: model_type {model_type!r} is not supported; bertkit supports: {supported}")
     return model_type
-
-
-def _config_class(model_type: str) -> type:
-    module, name = _CONFIGS[model_type]
-    return getattr(importlib.import_module(module), name)
 
 
 class AutoConfig:
@@ -108,15 +81,12 @@ class AutoConfig:
         if not config_file.is_file():
             raise FileNotFoundError(f"no config.json in {config_file.parent}")
         model_type = _model_type(_read_json(config_file), config_file)
-        return _config_class(model_type).from_pretrained(config_file, **overrides)
+        return registry.family(model_type).config_class().from_pretrained(config_file, **overrides)
 
     @staticmethod
     def for_model(model_type: str, **kwargs: Any) -> Any:
         """A fresh config of ``model_type`` with ``kwargs`` set."""
-        if model_type not in _CONFIGS:
-            raise ValueError(f"model_type {model_type!r} is not supported; bertkit supports: "
-                             f"{', '.join(SUPPORTED_MODEL_TYPES)}")
-        return _config_class(model_type).from_dict(kwargs)
+        return registry.family(model_type).config_class().from_dict(kwargs)
 
 
 class AutoTokenizer:
@@ -136,43 +106,40 @@ class AutoTokenizer:
                     name, source = str(data["tokenizer_class"]), folder / file
                     break
         if name is None and (folder / "config.json").is_file():
-            model_type = _model_type(_read_json(folder / "config.json"), folder / "config.json")
+            fam = registry.family(_model_type(_read_json(folder / "config.json"), folder / "config.json"))
             source = folder / "config.json"
-            if model_type == "gpt2":
+            if fam.tokenizer is None:
                 raise ValueError(
-                    f"{folder} is a GPT-2 model without a tokenizer_class; bertkit has no byte-level BPE "
-                    "tokenizer. Models trained on a WordPiece vocabulary name \"tokenizer_class\": "
-                    "\"BertTokenizer\" in config.json"
+                    f"{folder} is a {fam.model_type} model without a tokenizer_class; bertkit has no tokenizer "
+                    "of its own for it (e.g. byte-level BPE). Models trained on a WordPiece vocabulary name "
+                    "\"tokenizer_class\": \"BertTokenizer\" in config.json"
                 )
-            name = "BertTokenizer"
+            name = fam.tokenizer
         if name is None:
             if (folder / "vocab.txt").is_file():
                 name = "BertTokenizer"
             else:
                 raise FileNotFoundError(f"{folder} has no tokenizer_config.json, config.json or vocab.txt")
-        if name not in _TOKENIZERS:
+        names = _tokenizer_names()
+        if name not in names and name not in names.values():
             raise ValueError(f"{source}: tokenizer_class {name!r} is not supported; bertkit supports "
-                             f"{', '.join(sorted(_TOKENIZERS))} (WordPiece)")
-        return getattr(tokenization, _TOKENIZERS[name]).from_pretrained(str(folder), **kwargs)
+                             f"{', '.join(sorted(names))} (WordPiece)")
+        return getattr(tokenization, names.get(name, name)).from_pretrained(str(folder), **kwargs)
 
 
 class _AutoModel:
-    """Shared dispatch: model_type -> class name for this auto class (or why there is none)."""
+    """Shared dispatch: the registry's class for (model_type, this auto class's task)."""
 
-    _mapping: dict[str, str] = {}  # noqa: RUF012 - per-subclass table
-    _missing: dict[str, str] = {}  # noqa: RUF012
+    _task: str = ""
 
     @classmethod
     def _class_for(cls, model_type: str, where: Any) -> type:
-        name = cls._mapping.get(model_type)
-        if name is None:
-            why = cls._missing.get(model_type, "")
-            raise ValueError(
-                f"{cls.__name__} cannot load {where}: its model_type is {model_type!r}. "
-                + (why.format(t=model_type) + "." if why else "")
-                + f" {cls.__name__} supports model_type {', '.join(cls._mapping)}"
-            )
-        return getattr(importlib.import_module(_MODULES[model_type]), name)
+        fam = registry.family(model_type)
+        if fam.class_name(cls._task) is None:
+            able = [f.model_type for f in registry.families() if f.class_name(cls._task)]
+            raise ValueError(f"{cls.__name__} cannot load {where}: its model_type is {model_type!r}. "
+                             f"{fam.why_missing(cls._task)}. {cls.__name__} supports model_type {', '.join(able)}")
+        return fam.model_class(cls._task)
 
     @classmethod
     def from_pretrained(cls, path_or_id: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
@@ -194,35 +161,35 @@ class _AutoModel:
         return cls._class_for(config.model_type, type(config).__name__)(config, **kwargs)
 
 
-def _auto(name: str, mapping: dict[str, str], missing: dict[str, str] | None = None) -> type:
-    doc = f"``{name}.from_pretrained(path)``: " + ", ".join(f"{k} -> {v}" for k, v in mapping.items()) + "."
-    return type(name, (_AutoModel,), {"_mapping": mapping, "_missing": missing or {}, "__doc__": doc})
+def _auto(name: str, task: str) -> type:
+    doc = (f"``{name}.from_pretrained(path)``: the {task} class of the folder's family "
+           "(see :mod:`bertkit.modeling.registry`).")
+    return type(name, (_AutoModel,), {"_task": task, "__doc__": doc})
 
 
-_NO_ENCODER_HEAD = {"gpt2": _DECODER_ONLY}
-AutoModel = _auto("AutoModel", {"bert": "BertModel", "distilbert": "DistilBertModel", "gpt2": "GPT2Model"})
-AutoModelForPreTraining = _auto("AutoModelForPreTraining", {
-    "bert": "BertForPreTraining", "distilbert": "DistilBertForMaskedLM", "gpt2": "GPT2LMHeadModel"})
-AutoModelForMaskedLM = _auto("AutoModelForMaskedLM", {"bert": "BertForMaskedLM", "distilbert": "DistilBertForMaskedLM"},
-                             {"gpt2": "gpt2 is a causal (left-to-right) model, not a masked LM; use "
-                                      "AutoModelForCausalLM"})
-AutoModelForSequenceClassification = _auto("AutoModelForSequenceClassification", {
-    "bert": "BertForSequenceClassification", "distilbert": "DistilBertForSequenceClassification"}, _NO_ENCODER_HEAD)
-AutoModelForTokenClassification = _auto("AutoModelForTokenClassification", {
-    "bert": "BertForTokenClassification", "distilbert": "DistilBertForTokenClassification"}, _NO_ENCODER_HEAD)
-AutoModelForQuestionAnswering = _auto("AutoModelForQuestionAnswering", {
-    "bert": "BertForQuestionAnswering", "distilbert": "DistilBertForQuestionAnswering"}, _NO_ENCODER_HEAD)
-AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", {
-    "bert": "BertForMultipleChoice", "distilbert": "DistilBertForMultipleChoice"}, {"gpt2": _DECODER_ONLY})
-AutoModelForCausalLM = _auto("AutoModelForCausalLM", {"gpt2": "GPT2LMHeadModel"},
-                             {"bert": _ENCODER_NO_CAUSAL, "distilbert": _ENCODER_NO_CAUSAL})
+AutoModel = _auto("AutoModel", "base")
+AutoModelForPreTraining = _auto("AutoModelForPreTraining", "pretraining")
+AutoModelForMaskedLM = _auto("AutoModelForMaskedLM", "masked-lm")
+AutoModelForSequenceClassification = _auto("AutoModelForSequenceClassification", "sequence-classification")
+AutoModelForTokenClassification = _auto("AutoModelForTokenClassification", "token-classification")
+AutoModelForQuestionAnswering = _auto("AutoModelForQuestionAnswering", "question-answering")
+AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", "multiple-choice")
+AutoModelForCausalLM = _auto("AutoModelForCausalLM", "causal-lm")
+_BY_TASK = {auto._task: auto for auto in (
+    AutoModel, AutoModelForPreTraining, AutoModelForMaskedLM, AutoModelForSequenceClassification,
+    AutoModelForTokenClassification, AutoModelForQuestionAnswering, AutoModelForMultipleChoice, AutoModelForCausalLM)}
+
+
+def auto_class_for_task(task: str) -> type:
+    """The auto class of a model task (``sequence-classification`` -> AutoModelForSequenceClassification)."""
+    if task not in _BY_TASK:
+        raise ValueError(f"unknown model task {task!r}; choose one of {', '.join(_BY_TASK)}")
+    return _BY_TASK[task]
 
 
 def auto_class_for(class_name: str) -> type:
-    """The auto class that loads what a BERT-named class loads, for any family (``BertModel`` -> AutoModel)."""
-    for auto in (AutoModel, AutoModelForPreTraining, AutoModelForMaskedLM, AutoModelForSequenceClassification,
-                 AutoModelForTokenClassification, AutoModelForQuestionAnswering, AutoModelForMultipleChoice,
-                 AutoModelForCausalLM):
-        if class_name in auto._mapping.values():
-            return auto
-    raise ValueError(f"no auto class loads {class_name}")
+    """The auto class that loads what a class of any family loads (``BertModel`` -> AutoModel)."""
+    task = registry.task_of_class(class_name)
+    if task is None:
+        raise ValueError(f"no auto class loads {class_name}")
+    return _BY_TASK[task]

@@ -23,9 +23,6 @@ PRESETS: dict[str, tuple[int, int]] = {
     "large": (24, 1024),
 }
 
-# The model families bertkit implements (config.json model_type); their configs never load into each other.
-FAMILY_MODEL_TYPES = ("bert", "distilbert", "gpt2")
-
 # Fields that exist only at run time in transformers and are not written unless changed.
 _RUNTIME_FIELDS = ("output_attentions", "output_hidden_states", "return_dict")
 
@@ -117,7 +114,9 @@ class PretrainedConfig:
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
         found = data.get("model_type")
-        if found in FAMILY_MODEL_TYPES and cls.model_type and found != cls.model_type:
+        from .registry import supported_model_types
+
+        if found in supported_model_types() and cls.model_type and found != cls.model_type:
             raise ValueError(
                 f"{path} is a {found!r} model (model_type), not {cls.model_type!r}: load it with the "
                 f"{found} classes or the Auto classes (AutoModel, AutoModelForCausalLM...), not with "

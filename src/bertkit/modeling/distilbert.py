@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .base import PreTrainedModel
 from .config import PretrainedConfig
 from .heads import (
     IGNORE_INDEX,
@@ -29,15 +30,8 @@ from .heads import (
     span_logits_and_loss,
     token_classification_loss,
 )
+from .layers import get_activation, multi_head_attention, project_qkv
 from .loading import no_init_weights
-from .model import (
-    AttentionMask,
-    BertPreTrainedModel,
-    _check_ids,
-    get_activation,
-    multi_head_attention,
-    project_qkv,
-)
 from .outputs import (
     BaseModelOutput,
     MaskedLMOutput,
@@ -47,6 +41,7 @@ from .outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from .packing import AttentionMask
 
 __all__ = [
     "DistilBertConfig",
@@ -140,6 +135,10 @@ class Embeddings(nn.Module):
 class MultiHeadSelfAttention(nn.Module):
     """BERT's attention under DistilBERT's names (q_lin/k_lin/v_lin/out_lin, no output LayerNorm here)."""
 
+    # (3H, H) projection built once by bertkit.inference.prepare_for_inference; used in eval mode only
+    _inference_qkv: nn.Module | None = None
+    qkv_names = ("q_lin", "k_lin", "v_lin")
+
     def __init__(self, config: DistilBertConfig):
         super().__init__()
         self.n_heads = config.n_heads
@@ -151,7 +150,10 @@ class MultiHeadSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None,
                 output_attentions: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        qkv = project_qkv(x, self.q_lin, self.k_lin, self.v_lin)  # (B, N, 3H) or (T, 3H) when packed
+        if self._inference_qkv is not None and not self.training:
+            qkv = self._inference_qkv(x)  # (B, N, 3H) or (T, 3H) when packed
+        else:
+            qkv = project_qkv(x, self.q_lin, self.k_lin, self.v_lin)
         y, probs = multi_head_attention(qkv, self.n_heads, mask, output_attentions, self.dropout)
         return self.out_lin(y), probs
 
@@ -194,7 +196,7 @@ class Transformer(nn.Module):
 # ---------------------------------------------------------------------------------------- models
 
 
-class DistilBertPreTrainedModel(BertPreTrainedModel):
+class DistilBertPreTrainedModel(PreTrainedModel):
     """DistilBERT's config and prefix on BERT's initialisation and checkpoint I/O."""
 
     config_class = DistilBertConfig
@@ -220,6 +222,10 @@ class DistilBertModel(DistilBertPreTrainedModel):
         self.transformer = Transformer(config)
         self.post_init()
 
+    def token_type_limit(self) -> None:
+        """DistilBERT has no segments: token_type_ids (from BERT tokenizers) are shape-checked, then ignored."""
+        return None
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,  # (B, N)
@@ -234,19 +240,7 @@ class DistilBertModel(DistilBertPreTrainedModel):
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         return_dict = cfg.return_dict if return_dict is None else return_dict
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}")
-            _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size")
-        shape = tuple((input_ids if input_ids is not None else inputs_embeds).shape[:2])
-        if shape[1] > cfg.max_position_embeddings:
-            raise ValueError(f"sequence length {shape[1]} exceeds max_position_embeddings="
-                             f"{cfg.max_position_embeddings}; truncate the input")
-        if attention_mask is not None and tuple(attention_mask.shape) != shape:
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but the input has shape {shape}")
-
+        self.validate_inputs(input_ids, attention_mask, token_type_ids, None, inputs_embeds)
         x = self.embeddings(input_ids, inputs_embeds)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
         mask = AttentionMask.build(attention_mask, pack=pack, sync=not torch.compiler.is_compiling(),
@@ -280,10 +274,11 @@ class _DistilBertHeadModel(DistilBertPreTrainedModel):
             self.distilbert = DistilBertModel(config)
 
     def _encode(self, input_ids, attention_mask, inputs_embeds, output_attentions,
-                output_hidden_states) -> BaseModelOutput:
+                output_hidden_states, token_type_ids=None) -> BaseModelOutput:
+        # token_type_ids go down only to be shape-checked like every family's (DistilBERT ignores them)
         return self.distilbert(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
                                output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                               return_dict=True)
+                               return_dict=True, token_type_ids=token_type_ids)
 
     def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
         return_dict = self.config.return_dict if return_dict is None else return_dict
@@ -326,7 +321,8 @@ class DistilBertForMaskedLM(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> MaskedLMOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         h = self.vocab_layer_norm(self.activation(self.vocab_transform(out.last_hidden_state)))
         logits = self.vocab_projector(h)  # (B, N, V)
         loss = None
@@ -361,7 +357,8 @@ class DistilBertForSequenceClassification(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B, H)
         logits = self.classifier(pooled)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
@@ -392,7 +389,8 @@ class DistilBertForTokenClassification(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> TokenClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, N, num_labels)
         loss = token_classification_loss(logits, labels) if labels is not None else None
         return self._pack(TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
@@ -426,7 +424,8 @@ class DistilBertForQuestionAnswering(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states)
+        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
+                           token_type_ids)
         logits = self.qa_outputs(self.dropout(out.last_hidden_state))  # (B, N, 2)
         start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
         return self._pack(QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
@@ -462,7 +461,7 @@ class DistilBertForMultipleChoice(_DistilBertHeadModel):
         num_choices = num_choices_of(input_ids, inputs_embeds)
         flat = flatten_choices
         out = self._encode(flat(input_ids), flat(attention_mask), flat(inputs_embeds), output_attentions,
-                           output_hidden_states)
+                           output_hidden_states, flat(token_type_ids))
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B*C, H)
         logits = self.classifier(pooled).view(-1, num_choices)  # (B, C)
         if labels is not None:

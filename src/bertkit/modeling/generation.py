@@ -16,11 +16,12 @@ on the weight as it is, read it at 8-22 GB/s. The sums are the same products in 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 
-__all__ = ["GenerationMixin", "TextStreamer"]
+__all__ = ["GenerationLimits", "GenerationMixin", "TextStreamer"]
 
 _DEFAULT_MAX_LENGTH = 20  # transformers' GenerationConfig default
 
@@ -84,9 +85,24 @@ def apply_top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     return scores.masked_fill(remove, -float("inf"))
 
 
+@dataclass(frozen=True)
+class GenerationLimits:
+    """What ``generate`` must stay within: the context, the vocabulary, the EOS and padding ids."""
+
+    max_positions: int
+    vocab_size: int
+    eos_token_ids: list[int]
+    pad_token_id: int | None
+
+
 class GenerationMixin:
     """``generate()`` for causal LMs whose ``base_model`` takes ``past_key_values``/``position_ids`` and
-    whose logits are ``get_output_embeddings()`` (a Linear) applied to its last hidden state."""
+    whose logits are ``get_output_embeddings()`` (a Linear) applied to its last hidden state.
+
+    The model provides, besides those: ``max_positions`` (the context length, on every bertkit model),
+    ``config.vocab_size``/``eos_token_id``/``pad_token_id`` (read by :meth:`generation_limits`, which a
+    family may override) and :meth:`new_cache`. Nothing here knows a family's config names.
+    """
 
     def _validate_generation_args(self, temperature: float, top_k: int, top_p: float, repetition_penalty: float,
                                   num_return_sequences: int, no_repeat_ngram_size: int) -> None:
@@ -102,6 +118,71 @@ class GenerationMixin:
             raise ValueError(f"num_return_sequences must be >= 1, got {num_return_sequences}")
         if no_repeat_ngram_size < 0:
             raise ValueError(f"no_repeat_ngram_size must be >= 0, got {no_repeat_ngram_size}")
+
+    # ----------------------------------------------------------------- the interface a model provides
+    def generation_limits(self) -> GenerationLimits:
+        """The context, vocabulary and special ids ``generate`` works within, read through the model's
+        own interface (``max_positions``) and the config fields every family shares."""
+        cfg = self.config
+        return GenerationLimits(max_positions=int(self.max_positions), vocab_size=int(cfg.vocab_size),
+                                eos_token_ids=_eos_list(getattr(cfg, "eos_token_id", None)),
+                                pad_token_id=getattr(cfg, "pad_token_id", None))
+
+    def new_cache(self, capacity: int) -> Any:
+        """An empty key/value cache for ``capacity`` tokens, as the model's ``past_key_values`` takes it."""
+        raise NotImplementedError(f"{type(self).__name__} has no key/value cache; pass use_cache=False")
+
+    @classmethod
+    def can_generate(cls) -> bool:
+        """True: this class continues text left to right (transformers' name)."""
+        return True
+
+    # ----------------------------------------------------------------- generate
+    def _new_token_count(self, prompt_len: int, max_length: int | None, max_new_tokens: int | None,
+                         limit: int, truncation: bool) -> tuple[int, int]:
+        """(new tokens, prompt tokens to keep): the lengths checked against the context of ``limit``."""
+        if max_new_tokens is not None:
+            if max_new_tokens < 1:
+                raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+            new_tokens = max_new_tokens
+        else:
+            total = _DEFAULT_MAX_LENGTH if max_length is None else max_length
+            new_tokens = total - prompt_len
+            if new_tokens < 1:
+                # transformers warns and returns after one token; an explicit error is clearer
+                raise ValueError(
+                    f"the prompt has {prompt_len} tokens and max_length={total} leaves no room for new ones; "
+                    "raise max_length or pass max_new_tokens"
+                )
+        field = getattr(self, "positions_field", "max_positions")
+        if new_tokens >= limit:
+            raise ValueError(f"{new_tokens} new tokens do not fit the model's context of {field}={limit} tokens")
+        if prompt_len + new_tokens > limit:
+            if not truncation:
+                raise ValueError(
+                    f"prompt ({prompt_len} tokens) plus {new_tokens} new tokens exceeds {field}={limit}; "
+                    f"shorten the prompt or pass truncation=True to keep its last {limit - new_tokens} tokens"
+                )
+            return new_tokens, limit - new_tokens
+        return new_tokens, prompt_len
+
+    @staticmethod
+    def _next_tokens(scores: torch.Tensor, input_ids: torch.Tensor, first_real: torch.Tensor | None,
+                     opts: dict[str, Any]) -> torch.Tensor:
+        """One step's (B,) tokens from (B, V) scores, processed in transformers' order."""
+        if opts["repetition_penalty"] != 1.0:
+            scores = apply_repetition_penalty(scores, input_ids, opts["repetition_penalty"], first_real)
+        if opts["no_repeat_ngram_size"] > 0:
+            scores = apply_no_repeat_ngram(scores, input_ids, opts["no_repeat_ngram_size"])
+        if not opts["do_sample"]:
+            return scores.argmax(dim=-1)
+        if opts["temperature"] != 1.0:
+            scores = scores / opts["temperature"]
+        if opts["top_k"]:
+            scores = apply_top_k(scores, opts["top_k"])
+        if opts["top_p"] < 1.0:
+            scores = apply_top_p(scores, opts["top_p"])
+        return torch.multinomial(scores.softmax(dim=-1), num_samples=1).squeeze(1)
 
     @torch.no_grad()
     def generate(
@@ -139,41 +220,16 @@ class GenerationMixin:
             input_ids = input_ids.unsqueeze(0)
         self._validate_generation_args(temperature, top_k, top_p, repetition_penalty, num_return_sequences,
                                        no_repeat_ngram_size)
-        cfg = self.config
-        limit = cfg.n_positions
-        eos = _eos_list(cfg.eos_token_id if eos_token_id is None else eos_token_id)
-        eos = [e for e in eos if 0 <= e < cfg.vocab_size]  # an EOS outside the vocabulary can never be produced
-        if pad_token_id is None:
-            pad_token_id = cfg.pad_token_id
+        limits = self.generation_limits()
+        eos = _eos_list(eos_token_id) if eos_token_id is not None else limits.eos_token_ids
+        eos = [e for e in eos if 0 <= e < limits.vocab_size]  # an EOS outside the vocabulary can never be produced
+        pad_token_id = limits.pad_token_id if pad_token_id is None else pad_token_id
         if pad_token_id is None and eos:
             pad_token_id = eos[0]
-        prompt_len = input_ids.shape[1]
-        if max_new_tokens is not None:
-            if max_new_tokens < 1:
-                raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-            new_tokens = max_new_tokens
-        else:
-            total = _DEFAULT_MAX_LENGTH if max_length is None else max_length
-            new_tokens = total - prompt_len
-            if new_tokens < 1:
-                # transformers warns and returns after one token; an explicit error is clearer
-                raise ValueError(
-                    f"the prompt has {prompt_len} tokens and max_length={total} leaves no room for new ones; "
-                    "raise max_length or pass max_new_tokens"
-                )
-        if new_tokens >= limit:
-            raise ValueError(f"{new_tokens} new tokens do not fit the model's context of n_positions={limit} tokens")
-        if prompt_len + new_tokens > limit:
-            if not truncation:
-                raise ValueError(
-                    f"prompt ({prompt_len} tokens) plus {new_tokens} new tokens exceeds n_positions={limit}; "
-                    f"shorten the prompt or pass truncation=True to keep its last {limit - new_tokens} tokens"
-                )
-            keep = limit - new_tokens
-            input_ids = input_ids[:, -keep:]
-            attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
-            prompt_len = keep
-
+        new_tokens, keep = self._new_token_count(input_ids.shape[1], max_length, max_new_tokens,
+                                                 limits.max_positions, truncation)
+        input_ids = input_ids[:, -keep:]
+        attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
         if num_return_sequences > 1:
             input_ids = input_ids.repeat_interleave(num_return_sequences, dim=0)
             if attention_mask is not None:
@@ -181,22 +237,26 @@ class GenerationMixin:
         if attention_mask is None and pad_token_id is not None and pad_token_id not in eos \
                 and bool((input_ids == pad_token_id).any()):
             attention_mask = (input_ids != pad_token_id).long()  # as transformers: infer padding from pad ids
+        opts = {"do_sample": do_sample, "temperature": temperature, "top_k": top_k, "top_p": top_p,
+                "repetition_penalty": repetition_penalty, "no_repeat_ngram_size": no_repeat_ngram_size}
+        cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
+        return self._decode(input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer)
+
+    def _decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, new_tokens: int, cache: Any,
+                eos: list[int], pad_token_id: int | None, opts: dict[str, Any],
+                streamer: TextStreamer | None) -> torch.Tensor:
+        """The decoding loop: one forward of the new token(s) per step, until ``new_tokens`` or every EOS."""
         padded = attention_mask is not None and not bool(attention_mask.all())
         mask = attention_mask.long() if padded else None
         # Left padding: each row's positions start at its first real token (padding positions are 0).
         positions = (mask.cumsum(-1) - 1).clamp_min(0) if padded else None
         first_real = mask.argmax(dim=1) if padded else None
-
-        from bertkit.modeling.gpt2 import KVCache
-
-        B = input_ids.shape[0]
-        device = input_ids.device
-        cache = KVCache(cfg.n_layer, capacity=prompt_len + new_tokens) if use_cache else None
+        B, device, use_cache = input_ids.shape[0], input_ids.device, cache is not None
         unfinished = torch.ones(B, dtype=torch.bool, device=device)
         head = self.get_output_embeddings()
         head_t = head.weight.t().contiguous() if B == 1 else None  # (H, V), see the module docs
         step_ids = input_ids
-        for step in range(new_tokens):
+        for _ in range(new_tokens):
             out = self.base_model(
                 input_ids=step_ids if use_cache else input_ids,
                 attention_mask=mask,
@@ -209,21 +269,7 @@ class GenerationMixin:
             logits = last @ head_t if head_t is not None else (head.weight @ last.T).T  # (B, V)
             if head.bias is not None:
                 logits = logits + head.bias
-            scores = logits.float()  # (B, V)
-            if repetition_penalty != 1.0:
-                scores = apply_repetition_penalty(scores, input_ids, repetition_penalty, first_real)
-            if no_repeat_ngram_size > 0:
-                scores = apply_no_repeat_ngram(scores, input_ids, no_repeat_ngram_size)
-            if do_sample:
-                if temperature != 1.0:
-                    scores = scores / temperature
-                if top_k:
-                    scores = apply_top_k(scores, top_k)
-                if top_p < 1.0:
-                    scores = apply_top_p(scores, top_p)
-                next_tokens = torch.multinomial(scores.softmax(dim=-1), num_samples=1).squeeze(1)
-            else:
-                next_tokens = scores.argmax(dim=-1)
+            next_tokens = self._next_tokens(logits.float(), input_ids, first_real, opts)
             if eos:
                 next_tokens = torch.where(unfinished, next_tokens, pad_token_id)
             input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)

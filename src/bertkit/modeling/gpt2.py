@@ -22,10 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .base import PreTrainedModel
 from .config import PretrainedConfig
 from .generation import GenerationMixin
+from .layers import attention, get_activation
 from .loading import no_init_weights
-from .model import BertPreTrainedModel, _check_ids, attention, get_activation
 from .outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 __all__ = ["Conv1D", "GPT2Config", "GPT2LMHeadModel", "GPT2Model", "GPT2PreTrainedModel", "KVCache"]
@@ -208,13 +209,19 @@ class GPT2Block(nn.Module):
 # ---------------------------------------------------------------------------------------- models
 
 
-class GPT2PreTrainedModel(BertPreTrainedModel):
+class GPT2PreTrainedModel(PreTrainedModel):
     """GPT-2's config, initialisation and embeddings on the shared from_pretrained / save_pretrained."""
 
     config_class = GPT2Config
     base_model_prefix = "transformer"
     # Causal-mask buffers that old GPT-2 checkpoints carry; the mask is built on the fly here.
     _keys_to_ignore_on_load_unexpected = (r"\.attn\.(masked_)?bias$",)
+    positions_field = "n_positions"
+    accepts_square_mask = False  # the causal mask is built here; callers give (B, P + N) padding only
+
+    def token_type_limit(self) -> tuple[int, str]:
+        """GPT-2 embeds token_type_ids with ``wte``, so they are bounded by the vocabulary."""
+        return self.config.vocab_size, "vocab_size"
 
     @torch.no_grad()
     def init_weights(self) -> None:
@@ -243,6 +250,10 @@ class GPT2PreTrainedModel(BertPreTrainedModel):
 
     def set_input_embeddings(self, new: nn.Embedding) -> None:
         self.base_model.wte = new
+
+    def embedding_tables(self) -> dict[str, nn.Embedding]:
+        """``wte`` and ``wpe`` (GPT-2 embeds token_type_ids with ``wte``; there is no separate table)."""
+        return {"word": self.base_model.wte, "position": self.base_model.wpe}
 
 
 class GPT2Model(GPT2PreTrainedModel):
@@ -293,32 +304,15 @@ class GPT2Model(GPT2PreTrainedModel):
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         return_dict = cfg.return_dict if return_dict is None else return_dict
         use_cache = (cfg.use_cache and not self.training) if use_cache is None else use_cache
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise ValueError(f"input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}")
-            _check_ids("input_ids", input_ids, cfg.vocab_size, "vocab_size")
-            inputs_embeds = self.wte(input_ids)
-        B, N = inputs_embeds.shape[:2]
         cache = past_key_values
         if cache is None and use_cache:
             cache = KVCache(cfg.n_layer)
         past = cache.length if cache is not None else 0
+        B, N = self.validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, past)
+        if inputs_embeds is None:
+            inputs_embeds = self.wte(input_ids)
         if position_ids is None:
-            if past + N > cfg.n_positions:
-                raise ValueError(
-                    f"sequence length {past + N} exceeds n_positions={cfg.n_positions}; "
-                    f"keep prompt plus new tokens within {cfg.n_positions} (truncation=True cuts the prompt's left)"
-                )
             position_ids = torch.arange(past, past + N, device=inputs_embeds.device).unsqueeze(0)
-        else:
-            _check_ids("position_ids", position_ids, cfg.n_positions, "n_positions")
-        if attention_mask is not None and tuple(attention_mask.shape) != (B, past + N):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)}; expected {(B, past + N)} "
-                "(cached tokens plus new ones)"
-            )
         x = inputs_embeds + self.wpe(position_ids)
         if token_type_ids is not None:
             x = x + self.wte(token_type_ids)
@@ -379,6 +373,10 @@ class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
+
+    def new_cache(self, capacity: int) -> KVCache:
+        """A key/value cache preallocated for ``capacity`` tokens (``generate`` sizes it once)."""
+        return KVCache(self.config.n_layer, capacity=capacity)
 
     def set_output_embeddings(self, new: nn.Linear) -> None:
         self.lm_head = new

@@ -13,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="model folder, model id in the local HF cache, or a preset "
                                       "(tiny, mini, small, medium, base, large)")
     parser.add_argument("--class", dest="model_class", default=None,
-                        help="model class (default: config.json's architectures, else BertModel)")
+                        help="model class (default: config.json's architectures, else the family's bare model)")
     parser.add_argument("--no-tree", action="store_true", help="print only the parameter table")
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
 
@@ -44,19 +44,23 @@ def format_table(model) -> str:
 
 
 def _load(spec: str, class_name: str | None):
-    from . import MODEL_CLASSES, PRESETS, BertConfig
+    """A preset (BERT) or a folder of any registered family, as ``class_name`` or the folder's class."""
+    import importlib
 
-    def pick(name: str | None):
-        name = name or "BertModel"
-        if name not in MODEL_CLASSES:
-            raise ValueError(f"unknown model class {name!r}; choose one of {', '.join(MODEL_CLASSES)}")
-        return MODEL_CLASSES[name]
+    from . import PRESETS, BertConfig, registry
+    from .auto import AutoConfig
+    from .base import PreTrainedModel
 
-    if spec in PRESETS and not Path(spec).exists():
-        return pick(class_name)(BertConfig.from_preset(spec))
-    config = BertConfig.from_pretrained(spec)
-    arch = class_name or next((a for a in (config.architectures or []) if a in MODEL_CLASSES), None)
-    return pick(arch).from_pretrained(spec)
+    preset = spec in PRESETS and not Path(spec).exists()
+    config = BertConfig.from_preset(spec) if preset else AutoConfig.from_pretrained(spec)
+    fam = registry.family(config.model_type)
+    known = [fam.class_name(t) for t in fam.models]
+    name = class_name or next((a for a in (config.architectures or []) if a in known), fam.class_name("base"))
+    cls = getattr(importlib.import_module(fam.module), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, PreTrainedModel) and cls.config_class is type(config)):
+        choices = ", ".join(dict.fromkeys(known))
+        raise ValueError(f"unknown {fam.model_type} model class {name!r}; choose one of {choices}")
+    return cls(config) if preset else cls.from_pretrained(spec)
 
 
 def run(args: argparse.Namespace) -> int:

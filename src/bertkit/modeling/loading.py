@@ -1,4 +1,4 @@
-"""``BertPreTrainedModel.from_pretrained``: what is BERT's own in loading a checkpoint.
+"""``PreTrainedModel.from_pretrained``: what is BERT's own in loading a checkpoint.
 
 The file formats, key mapping and the meta-device build are :mod:`bertkit.checkpoint`'s; this
 module passes in BERT's parts (config class, tied weights, initialisation of a missing parameter)
@@ -49,7 +49,7 @@ def no_init_weights() -> Iterator[None]:
 
 
 def init_weights_enabled() -> bool:
-    """False inside :func:`no_init_weights` (read by ``BertPreTrainedModel.post_init``)."""
+    """False inside :func:`no_init_weights` (read by ``PreTrainedModel.post_init``)."""
     return _INIT_WEIGHTS.get()
 
 
@@ -94,7 +94,7 @@ def load_pretrained(cls: type[nn.Module], pretrained_model_name_or_path: str | o
                     revision: str | None = None, dtype: torch.dtype | str | None = None,
                     torch_dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
                     ignore_mismatched_sizes: bool = False, output_loading_info: bool = False, **kwargs: Any):
-    """Implementation of ``BertPreTrainedModel.from_pretrained`` (see there), for every model family.
+    """Implementation of ``PreTrainedModel.from_pretrained`` (see there), for every model family.
 
     The class passes in what is its own: ``config_class``, ``tied_weights(config)`` and ``init_missing``;
     ``_keys_to_ignore_on_load_unexpected`` is read from the model by :func:`bertkit.checkpoint.map_checkpoint_keys`.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from bertkit import _args as A
 
@@ -24,9 +25,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truncation", action="store_true", help="cut a too-long prompt from the left")
 
 
+def _check_causal_lm(folder: Path) -> None:
+    """``--model`` must be a GPT-2 folder: say so in one line for anything else (a BERT encoder, a file)."""
+    from bertkit._text import read_json
+
+    if not folder.exists():
+        raise FileNotFoundError(f"--model {folder}: no such model folder")
+    if not folder.is_dir():
+        raise NotADirectoryError(f"--model {folder} is a file; give the model folder (config.json, weights, "
+                                 "tokenizer)")
+    cfg_file = folder / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"--model {folder}: not a model folder (no config.json)")
+    cfg = read_json(cfg_file)
+    kind = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if kind != "gpt2":
+        raise ValueError(f"--model {folder} is a {kind or 'unknown'} model, not a causal language model: "
+                         "`bertkit generate` needs a GPT-2 folder (for a masked LM use `bertkit fill-mask`)")
+
+
 def run(args: argparse.Namespace) -> int:
     from bertkit.pipelines.text_generation import generate_text
 
+    _check_causal_lm(Path(args.model))
     if args.seed is not None:
         import torch
 

@@ -34,7 +34,7 @@ from bertkit.inference import (
     prepare_for_inference,
     run_batched,
     softmax,
-    word_windows,
+    window_features,
 )
 
 __all__ = [
@@ -56,12 +56,13 @@ class Pipeline:
     ``batch_size`` and ``max_batch_tokens`` bound each forward of the shared batched path.
     """
 
-    model_class_name = "BertModel"
+    # the registry's model task whose class a folder loads as (bertkit.modeling.registry)
+    model_task = "base"
 
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, dtype: str | None = None,
                  batch_size: int = 32, max_batch_tokens: int | None = 16384, **kwargs: Any) -> None:
         from bertkit import modeling
-        from bertkit.modeling.auto import AutoTokenizer, auto_class_for
+        from bertkit.modeling.auto import AutoTokenizer, auto_class_for_task
 
         self.folder: Path | None = None
         if isinstance(model, (str, Path)):
@@ -69,8 +70,8 @@ class Pipeline:
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such model folder")
             self.folder = path
-            # The Auto class picks BERT, DistilBERT or GPT-2 from the folder's config.json.
-            model = auto_class_for(self.model_class_name).from_pretrained(str(path))
+            # The registry picks the family's class for this task from the folder's config.json.
+            model = auto_class_for_task(self.model_task).from_pretrained(str(path))
             dtype = dtype or "fp32"
             if tokenizer is None:
                 tokenizer = path
@@ -142,7 +143,7 @@ def _check_texts(texts: list, what: str = "inputs") -> None:
 class FillMaskPipeline(Pipeline):
     """``fill(text, top_k=5)``: the top tokens for each [MASK] (a list of lists for several masks)."""
 
-    model_class_name = "BertForMaskedLM"
+    model_task = "masked-lm"
 
     def __call__(self, inputs: str | Sequence[str], top_k: int | None = None, targets: Sequence[str] | None = None,
                  max_length: int = 512):
@@ -203,7 +204,7 @@ class TextClassificationPipeline(Pipeline):
     (regression) models use a sigmoid, like transformers.
     """
 
-    model_class_name = "BertForSequenceClassification"
+    model_task = "sequence-classification"
 
     def __call__(self, inputs: Any, top_k: int | None = 1, max_length: int = 512, truncation: str | None = None,
                  **_: Any):
@@ -262,7 +263,7 @@ class TokenClassificationPipeline(Pipeline):
     fine-tuning uses, ``doc_stride`` tokens of overlap), so every word gets a tag.
     """
 
-    model_class_name = "BertForTokenClassification"
+    model_task = "token-classification"
 
     def __call__(self, inputs: Any, aggregation_strategy: str | None = None, max_length: int = 512,
                  doc_stride: int = 128):
@@ -277,23 +278,13 @@ class TokenClassificationPipeline(Pipeline):
         scheme = detect_scheme(id2label.values())
         enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        room = max_length - 2
         feats, owners = [], []  # owners: (text index, first token of the window)
         per_text = []
         for i in range(len(texts)):
             ids, wids = list(enc["input_ids"][i]), enc.word_ids(i)
             n_words = max((w for w in wids if w is not None), default=-1) + 1
-            counts, first_tok = [0] * n_words, [len(ids)] * (n_words + 1)
-            for t in reversed(range(len(wids))):
-                counts[wids[t]] += 1
-                first_tok[wids[t]] = t
-            for w in reversed(range(n_words)):
-                first_tok[w] = min(first_tok[w], first_tok[w + 1])
-            for a, b in word_windows(counts, max_length, doc_stride) if n_words else [(0, 0)]:
-                t0, t1 = first_tok[a], min(first_tok[b], first_tok[a] + room)
-                f = {"input_ids": [cls_id, *ids[t0:t1], sep_id], "attention_mask": [1] * (t1 - t0 + 2)}
-                if "token_type_ids" in enc:
-                    f["token_type_ids"] = [0] * (t1 - t0 + 2)
+            for t0, _, f in window_features(ids, wids, n_words, cls_id, sep_id, max_length, doc_stride,
+                                            "token_type_ids" in enc):
                 feats.append(f)
                 owners.append((i, t0))
             per_text.append((ids, wids, [tuple(int(v) for v in o) for o in enc["offset_mapping"][i]]))
@@ -336,7 +327,7 @@ class QuestionAnsweringPipeline(Pipeline):
     longer than ``max_answer_len`` tokens are not considered. ``top_k`` > 1 returns a list.
     ``score`` is the softmax of the span's start+end logit over the n-best candidates."""
 
-    model_class_name = "BertForQuestionAnswering"
+    model_task = "question-answering"
 
     def __call__(self, question: str | Sequence[str] | None = None, context: str | Sequence[str] | None = None,
                  top_k: int = 1, doc_stride: int = 128, max_answer_len: int = 15, max_seq_len: int = 384,
@@ -406,7 +397,7 @@ class FeatureExtractionPipeline(Pipeline):
     L2-normalised when ``normalize``. Both default to the folder's sentence-transformers config
     (mean and normalised when the folder has none); ``max_length`` to its ``max_seq_length`` (else 512)."""
 
-    model_class_name = "BertModel"
+    model_task = "base"
 
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, sentence: bool = False,
                  pooling: str | None = None, normalize: bool | None = None, max_length: int | None = None,

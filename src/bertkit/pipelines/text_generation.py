@@ -36,10 +36,36 @@ def join_cjk(text: str) -> str:
     return _CJK_SPACE.sub("", text)
 
 
+_INT_ARGS = ("max_length", "max_new_tokens", "num_return_sequences", "top_k", "no_repeat_ngram_size")
+_FLOAT_ARGS = ("temperature", "top_p", "repetition_penalty")
+
+
+def _check_generation_numbers(**kwargs: Any) -> None:
+    """Integer arguments must be ints and real ones real numbers (a ValueError naming the argument);
+    their ranges are checked by ``generate``."""
+    for name in _INT_ARGS:
+        v = kwargs.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise ValueError(f"{name} must be an integer, got {v!r}")
+    for name in _FLOAT_ARGS:
+        v = kwargs.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ValueError(f"{name} must be a number, got {v!r}")
+
+
 class TextGenerationPipeline(Pipeline):
     """``generator(prompt, max_length=..., num_return_sequences=...)`` -> ``[{'generated_text': ...}]``."""
 
-    model_class_name = "GPT2LMHeadModel"
+    model_task = "causal-lm"
+
+    def __init__(self, model: Any, tokenizer: Any = None, **kwargs: Any) -> None:
+        super().__init__(model, tokenizer=tokenizer, **kwargs)
+        can = getattr(self.model, "can_generate", None)
+        if not (callable(can) and can()):
+            from bertkit.modeling.registry import family
+
+            fam = family(self.model.config.model_type)
+            raise ValueError(f"{type(self.model).__name__} cannot generate text: {fam.why_missing('causal-lm')}")
 
     def __call__(
         self,
@@ -56,16 +82,25 @@ class TextGenerationPipeline(Pipeline):
         **generate_kwargs: Any,
     ) -> list[dict[str, str]] | list[list[dict[str, str]]]:
         """Generate for one prompt (a list of dicts) or several (a list of such lists)."""
+        _check_generation_numbers(max_length=max_length, max_new_tokens=max_new_tokens,
+                                  num_return_sequences=num_return_sequences, temperature=temperature,
+                                  **generate_kwargs)
+        if not do_sample:
+            # greedy search never reads the temperature: any value (0 included) means the same
+            temperature = 1.0
         prompts, batched = _batched(text_inputs)
         tok = self.tokenizer
         join = type(tok).__name__ == "BertTokenizer"
-        limit = self.model.config.n_positions
+        limit = self.model.max_positions
         results = []
         for prompt in prompts:
             if not isinstance(prompt, str):
                 raise TypeError(f"text-generation takes a string or a list of strings, got {type(prompt).__name__}")
             kwargs = {} if add_special_tokens is None else {"add_special_tokens": add_special_tokens}
             ids = tok(prompt, return_tensors="pt", **kwargs)["input_ids"].to(self.device)
+            if ids.shape[-1] == 0:
+                raise ValueError("the prompt has no tokens, so there is nothing to continue: give some text "
+                                 "(or keep add_special_tokens on, so the tokenizer's start token begins it)")
             new = max_new_tokens
             if new is None:
                 new = max_length - ids.shape[1] if max_length is not None else \
@@ -133,9 +168,17 @@ def generate_text(model: Any, prompt: str, write: Any = None, tokenizer: Any = N
     """
     pipe = TextGenerationPipeline(model, tokenizer=tokenizer, device=device)
     join = type(pipe.tokenizer).__name__ == "BertTokenizer"
-    streamer = TextStreamer(pipe.tokenizer, write, join) if write is not None else None
+    streamer = None
     if write is not None:
-        write(prompt)
+        pending = [prompt]
+
+        def write_after_prompt(text: str) -> None:
+            # the prompt goes out with the first new text: a prompt refused by generate() is not printed
+            if pending:
+                write(pending.pop())
+            write(text)
+
+        streamer = TextStreamer(pipe.tokenizer, write_after_prompt, join)
     generate_kwargs.setdefault("do_sample", False)
     generate_kwargs.setdefault("temperature", 1.0)
     return pipe(prompt, streamer=streamer, **generate_kwargs)[0]["generated_text"]

@@ -21,56 +21,103 @@ from typing import Any
 
 import numpy as np
 
-from bertkit._io import atomic_dir, atomic_path, atomic_write_json, atomic_write_text
+from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
+from bertkit._outputs import MARKER, claim_output_dir, refuse_inside_input
+from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
 
-__all__ = ["BACKENDS", "Index", "build_faiss", "build_index", "embed_queries", "load_index", "read_corpus",
-           "top_k_exact"]
+__all__ = ["BACKENDS", "Index", "build_faiss", "build_index", "corpus_fingerprint", "embed_queries", "load_index",
+           "read_corpus", "top_k_exact"]
 
 BACKENDS = ("exact", "faiss", "faiss-ivf")
 _FAISS_FILES = {"faiss": "faiss-hnsw.index", "faiss-ivf": "faiss-ivf.index"}
 
 
+def _text_field(path: Path, n: int, what: str, value: str) -> str:
+    """``value`` unchanged, or a ValueError naming the file and line when UTF-8 cannot encode it (a
+    lone surrogate from a JSON escape such as ``"\\ud800"``): the model could not embed it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{path}:{n}: {what} holds a lone surrogate (U+{ord(value[e.start]):04X}) at "
+                         f"character {e.start}, which is not text; fix the file") from None
+    return value
+
+
+def _read_txt(path: Path) -> Iterator[tuple[int, str, str]]:
+    for n, line in iter_lines(path):  # records end at \n only, so ids are line numbers
+        if line.strip():
+            yield n, str(n), line
+
+
+def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str, str]]:
+    for n, line in iter_lines(path):
+        if not line.strip():
+            continue
+        obj = parse_json(line, f"{path}:{n}")
+        if not isinstance(obj, dict) or not isinstance(obj.get(text_column), str):
+            # bad data in a file, not a bad argument: ValueError, like the other file errors
+            msg = f"{path}:{n}: no string field {text_column!r} (use --text-column)"
+            raise ValueError(msg)  # noqa: TRY004
+        ident = obj.get(id_column, n)
+        if not isinstance(ident, (str, int)) or isinstance(ident, bool):
+            raise ValueError(f"{path}:{n}: field {id_column!r} must be a string or an integer, "
+                             f"got {type(ident).__name__}")
+        if obj[text_column].strip():
+            yield n, _text_field(path, n, f"field {id_column!r}", str(ident)), obj[text_column]
+
+
+def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str, str]]:
+    text = read_text(path)  # UTF-8 errors name file and line; a byte-order mark is dropped
+    old = csv.field_size_limit()
+    # a long text is still a text: the csv module's 131,072-character default is no limit of ours
+    csv.field_size_limit(max(old, len(text) + 1))
+    try:
+        reader = csv.DictReader(split_records(text, keepends=True))
+        try:
+            fields = reader.fieldnames or []
+            if text_column not in fields:
+                raise ValueError(f"{path}:1: no column {text_column!r} (columns: {', '.join(map(repr, fields))};"
+                                 " use --text-column)")
+            for n, rec in enumerate(reader, 2):
+                value = rec.get(text_column) or ""
+                if value.strip():
+                    yield n, str(rec.get(id_column) or n), value
+        except csv.Error as e:
+            raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
+    finally:
+        csv.field_size_limit(old)
+
+
 def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "id") -> list[tuple[str, str]]:
     """(id, text) rows of a .txt (one text a line, id = line number), .jsonl or .csv file; blank texts
-    are skipped. Errors name the file and line."""
+    are skipped. Records end at ``\\n`` only; the text must be UTF-8. Errors name the file and line."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"--input {path} is a folder; give a corpus file (.txt, .jsonl or .csv)")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such corpus file")
     suffix = path.suffix.lower()
-    rows: list[tuple[str, str]] = []
-    with open(path, encoding="utf-8", newline="") as f:
-        if suffix == ".txt":
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    rows.append((str(n), line.rstrip("\r\n")))
-        elif suffix == ".jsonl":
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise ValueError(f"{path}:{n}: invalid JSON ({e})") from None
-                if not isinstance(obj, dict) or not isinstance(obj.get(text_column), str):
-                    # bad data in a file, not a bad argument: ValueError, like the other file errors
-                    msg = f"{path}:{n}: no string field {text_column!r} (use --text-column)"
-                    raise ValueError(msg)  # noqa: TRY004
-                if obj[text_column].strip():
-                    rows.append((str(obj.get(id_column, n)), obj[text_column]))
-        elif suffix == ".csv":
-            reader = csv.DictReader(f)
-            if text_column not in (reader.fieldnames or []):
-                raise ValueError(f"{path}:1: no column {text_column!r} (columns: {', '.join(reader.fieldnames or [])};"
-                                 " use --text-column)")
-            for n, rec in enumerate(reader, 2):
-                text = rec.get(text_column) or ""
-                if text.strip():
-                    rows.append((str(rec.get(id_column) or n), text))
-        else:
-            raise ValueError(f"{path}: unsupported corpus format {suffix!r}; use .txt, .jsonl or .csv")
+    if suffix == ".txt":
+        records = _read_txt(path)
+    elif suffix == ".jsonl":
+        records = _read_jsonl(path, text_column, id_column)
+    elif suffix == ".csv":
+        records = _read_csv(path, text_column, id_column)
+    else:
+        raise ValueError(f"{path}: unsupported corpus format {suffix!r}; use .txt, .jsonl or .csv")
+    rows = [(ident, _text_field(path, n, "the text", text)) for n, ident, text in records]
     if not rows:
         raise ValueError(f"{path}: no texts found")
     return rows
+
+
+def corpus_fingerprint(rows: Sequence[tuple[str, str]]) -> str:
+    """SHA-256 of the (id, text) rows: equal only for the same texts in the same order."""
+    h = hashlib.sha256()
+    for ident, text in rows:
+        h.update(json.dumps([ident, text], ensure_ascii=False).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
 
 
 def top_k_exact(vectors: np.ndarray, queries: np.ndarray, k: int, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
@@ -94,11 +141,9 @@ def top_k_exact(vectors: np.ndarray, queries: np.ndarray, k: int, chunk: int = 6
 
 
 def _faiss() -> Any:
-    try:
-        import faiss
-    except ImportError:
-        raise ImportError("the faiss backend needs the faiss extra: pip install 'bertkit[faiss]'") from None
-    return faiss
+    from bertkit._extras import require
+
+    return require("faiss", "faiss", "the faiss backend (--backend faiss, faiss-ivf)")
 
 
 def build_faiss(vectors: np.ndarray, kind: str = "faiss", seed: int = 0) -> Any:
@@ -167,19 +212,18 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     meta_file = path / "meta.json"
+    if path.is_file():
+        raise NotADirectoryError(f"--index {path} is a file; give the folder made by `bertkit index`")
     if not meta_file.is_file():
         raise FileNotFoundError(f"{path}: not an index folder (no meta.json); build one with `bertkit index`")
-    meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    # float16 on disk halves the size; searching float32 in memory avoids a cast per query
-    vectors = np.load(path / "vectors.npy").astype(np.float32, copy=False)
-    ids, texts = [], []
-    with open(path / "texts.jsonl", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            ids.append(row["id"])
-            texts.append(row["text"])
+    meta = read_json(meta_file)
+    if not isinstance(meta, dict) or not isinstance(meta.get("model"), str):
+        raise ValueError(f"{meta_file}: damaged index metadata (no \"model\" path); rebuild the index")
+    vectors = _load_vectors(path / "vectors.npy")
+    ids, texts = _load_texts(path / "texts.jsonl")
     if len(ids) != vectors.shape[0]:
-        raise ValueError(f"{path}: {vectors.shape[0]} vectors but {len(ids)} texts; rebuild the index")
+        raise ValueError(f"{path}: {vectors.shape[0]} vectors in vectors.npy but {len(ids)} texts in texts.jsonl; "
+                         "rebuild the index")
     index = Index(path, meta, vectors, ids, texts, backend)
     if backend != "exact":
         faiss = _faiss()
@@ -190,7 +234,53 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
             index._faiss_index = build_faiss(np.asarray(vectors), backend)
             with atomic_path(file) as tmp:
                 faiss.write_index(index._faiss_index, str(tmp))
+            _record_in_marker(path, file.name)
     return index
+
+
+def _record_in_marker(folder: Path, name: str) -> None:
+    """List a file added to a finished index (the faiss cache) as the index's own, so that
+    ``index --overwrite`` removes it with the vectors it was built from instead of keeping it stale."""
+    marker = folder / MARKER
+    try:
+        data = parse_json(marker.read_text(encoding="utf-8"), str(marker))
+    except (OSError, ValueError):
+        return  # an index written before folders were marked: its faiss files match the owned patterns
+    if isinstance(data, dict) and isinstance(data.get("files"), list) and name not in data["files"]:
+        data["files"] = sorted([*data["files"], name])
+        atomic_write_json(marker, data, indent=1)
+
+
+def _load_vectors(file: Path) -> np.ndarray:
+    """The (N, d) vectors of an index, as float32; a damaged file is a ValueError naming it."""
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: missing from the index; rebuild the index")
+    try:
+        # memory-mapped first: a header that claims more rows than the file holds fails here, rather
+        # than allocating what it claims
+        vectors = np.load(file, mmap_mode="r", allow_pickle=False)
+    except Exception as e:  # numpy's header parser lets tokenizer and syntax errors through too
+        raise ValueError(f"{file}: damaged vectors ({type(e).__name__}: {e}); rebuild the index") from None
+    if vectors.ndim != 2 or vectors.dtype.kind != "f" or vectors.shape[1] == 0:
+        raise ValueError(f"{file}: damaged vectors (shape {vectors.shape}, dtype {vectors.dtype}; "
+                         "expected (count, dim) floats); rebuild the index")
+    # float16 on disk halves the size; searching float32 in memory avoids a cast per query
+    return np.array(vectors, dtype=np.float32)
+
+
+def _load_texts(file: Path) -> tuple[list[str], list[str]]:
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: missing from the index; rebuild the index")
+    ids, texts = [], []
+    for n, line in iter_lines(file):
+        if not line.strip():  # a blank line (an edited file's last one) is no row; the count check still holds
+            continue
+        row = parse_json(line, f"{file}:{n}")
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str) or "id" not in row:
+            raise ValueError(f"{file}:{n}: damaged row (needs \"id\" and a string \"text\"); rebuild the index")
+        ids.append(str(row["id"]))
+        texts.append(row["text"])
+    return ids, texts
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
@@ -198,37 +288,98 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield start // size, start
 
 
+_OWNED = ("meta.json", "vectors.npy", "texts.jsonl", "faiss-*.index")
+
+
+def _is_index(folder: Path) -> bool:
+    """An index written before folders were marked."""
+    return (folder / "meta.json").is_file() and (folder / "vectors.npy").is_file()
+
+
+def _model_identity(model: Path) -> dict[str, Any]:
+    """What identifies the model's weights without reading them: the folder, config.json's hash,
+    and each weight file's size and modification time."""
+    ident: dict[str, Any] = {"path": str(model.resolve())}
+    cfg = model / "config.json"
+    if cfg.is_file():
+        ident["config_sha256"] = hashlib.sha256(cfg.read_bytes()).hexdigest()
+    for f in sorted(model.glob("*.safetensors")) + sorted(model.glob("*.bin")):
+        st = f.stat()
+        ident[f.name] = [st.st_size, st.st_mtime_ns]
+    return ident
+
+
+def _embedder(model: Path, dtype: str) -> Any:
+    """The sentence-embedding pipeline over ``model``, refusing what is not a sentence encoder."""
+    from bertkit.pipelines import pipeline
+
+    if not model.exists():
+        raise FileNotFoundError(f"--model {model}: no such model folder")
+    if model.is_file():
+        raise NotADirectoryError(f"--model {model} is a file; give the model folder (with config.json and "
+                                 "the weights)")
+    emb = pipeline("sentence-embedding", model=str(model), dtype=dtype, batch_size=64)
+    kind = getattr(emb.model.config, "model_type", "bert")
+    if type(emb.model).__name__.startswith("GPT2") or kind == "gpt2":
+        raise ValueError(f"--model {model} is a {kind} model (a text generator), not an encoder: it cannot embed "
+                         "sentences for search; use a sentence-embedding model such as all-MiniLM-L6-v2")
+    return emb
+
+
+def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
+    """Start the work folder, or check that it holds the chunks of these same inputs (resume)."""
+    key_file = work / "key"
+    if work.exists():
+        ours = work.is_dir() and key_file.is_file() and all(
+            p.name == "key" or p.name.endswith((".npy", ".tmp")) for p in work.iterdir())
+        if not ours:  # a folder of the user's that happens to have the name: never removed
+            raise FileExistsError(f"{work} exists and is not an unfinished `bertkit index`; move it away or "
+                                  "choose another --output")
+    if work.exists() and not overwrite:
+        try:
+            old = parse_json(key_file.read_text(encoding="utf-8"), str(key_file)) if key_file.is_file() else None
+        except (OSError, ValueError):
+            old = None
+        if old == key:
+            return
+        diffs = [f"{k}: was {json.dumps(old.get(k))[:80]}, now {json.dumps(v)[:80]}"
+                 for k, v in key.items() if old.get(k) != v] if isinstance(old, dict) else ["no readable key file"]
+        raise FileExistsError(f"{work} holds an unfinished index of other inputs ({'; '.join(diffs)}); "
+                              "pass --overwrite to start afresh, or choose another --output")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    atomic_write_json(key_file, key)
+
+
 def build_index(model: str | Path, input: str | Path, output: str | Path, text_column: str = "text",
                 dtype: str = "auto", vector_dtype: str = "float16", chunk_size: int = 2048,
-                backend: str = "exact", progress: bool = True) -> Path:
+                backend: str = "exact", progress: bool = True, overwrite: bool = False) -> Path:
     """Embed every text of ``input`` with ``model`` and write an index folder at ``output``.
 
-    Chunks of ``chunk_size`` vectors are saved as they finish in ``<output>.partial/``; a re-run with
-    the same arguments skips them (resume after a kill). ``output`` must not exist yet.
+    ``output`` follows the folder rule (:mod:`bertkit._outputs`): a new or empty folder, or an
+    earlier index replaced only with ``overwrite``. Chunks of ``chunk_size`` vectors are saved as they
+    finish in ``<output>.partial/``; a re-run over the same model and the same texts (by content)
+    skips them (resume after a kill); other inputs are refused unless ``overwrite``.
     """
     from tqdm.auto import tqdm
 
-    from bertkit.pipelines import pipeline
-
-    output = Path(output)
-    if output.exists():
-        raise FileExistsError(f"{output} already exists; choose a new --output (an index is never overwritten)")
+    output, model = Path(output), Path(model)
     if vector_dtype not in ("float16", "float32"):
         raise ValueError(f"vector dtype must be float16 or float32, got {vector_dtype!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend != "exact":
+        _faiss()  # before the embedding, not after
+    refuse_inside_input(output, model)
+    run = {"model": str(model.resolve()), "source": str(Path(input).resolve()), "backend": backend}
+    check = dict(command="index", overwrite=overwrite, run=run, owned=_OWNED, legacy=_is_index)
+    claim = claim_output_dir(output, dry_run=True, **check)
     rows = read_corpus(input, text_column)
-    # the work folder is tied to these inputs: a different corpus or model starts afresh
-    key = hashlib.sha256(json.dumps([str(Path(model).resolve()), str(Path(input).resolve()), len(rows), text_column,
-                                     dtype, vector_dtype, chunk_size]).encode()).hexdigest()[:16]
+    emb = _embedder(model, dtype)  # a model that cannot embed fails before any folder is made
+    key = {"model": _model_identity(model), "rows": len(rows), "content_sha256": corpus_fingerprint(rows),
+           "text_column": text_column, "dtype": dtype, "vector_dtype": vector_dtype, "chunk_size": chunk_size}
     work = output.with_name(output.name + ".partial")
-    key_file = work / "key"
-    if work.exists():
-        if not key_file.is_file() or key_file.read_text(encoding="utf-8") != key:
-            raise FileExistsError(f"{work} holds an unfinished index of other inputs; "
-                                  "remove it or pick another --output")
-    else:
-        work.mkdir(parents=True)
-        atomic_write_text(key_file, key)
-    emb = pipeline("sentence-embedding", model=str(model), dtype=dtype, batch_size=64)
+    _partial_key(work, key, overwrite)
     texts = [t for _, t in rows]
     n_chunks = (len(rows) + chunk_size - 1) // chunk_size
     with tqdm(total=len(rows), desc="index", unit="text", disable=not progress, dynamic_ncols=True) as bar:
@@ -243,27 +394,37 @@ def build_index(model: str | Path, input: str | Path, output: str | Path, text_c
     vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
     norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
     vectors = (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
-    with atomic_dir(output) as tmp:
-        with open(tmp / "vectors.npy", "wb") as f:
-            np.save(f, vectors)
-        with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in rows)
-        atomic_write_json(tmp / "meta.json", {
-            "model": str(Path(model).resolve()), "source": str(Path(input).resolve()), "text_column": text_column,
+    meta = {"model": str(model.resolve()), "source": str(Path(input).resolve()), "text_column": text_column,
             "count": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "vector_dtype": vector_dtype,
-            "dtype": emb.dtype, "pooling": emb.pooling, "normalized": True,
-        })
-        if backend != "exact":
-            faiss = _faiss()
-            faiss.write_index(build_faiss(vectors, backend), str(tmp / _FAISS_FILES[backend]))
+            "dtype": emb.dtype, "pooling": emb.pooling, "normalized": True}
+    if claim.foreign:
+        # the folder also holds the user's files: replace ours file by file, keep theirs
+        claim = claim_output_dir(output, create=False, **check)
+        publish = atomic_update_dir(output)
+    else:
+        publish = atomic_dir(output, replace=True)  # one rename; an old index stays whole until then
+    with publish as tmp:
+        claim.write_marker(tmp)
+        _write_index(tmp, vectors, rows, meta, backend)
+    claim.finish()
     shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
     return output
 
 
+def _write_index(folder: Path, vectors: np.ndarray, rows: Sequence[tuple[str, str]], meta: dict[str, Any],
+                 backend: str) -> None:
+    with open(folder / "vectors.npy", "wb") as f:
+        np.save(f, vectors)
+    with open(folder / "texts.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in rows)
+    atomic_write_json(folder / "meta.json", meta)
+    if backend != "exact":
+        faiss = _faiss()
+        faiss.write_index(build_faiss(vectors, backend), str(folder / _FAISS_FILES[backend]))
+
+
 def embed_queries(model: str | Path, queries: Sequence[str], dtype: str = "auto") -> np.ndarray:
     """Normalised query vectors with the model an index was built with."""
-    from bertkit.pipelines import pipeline
-
-    emb = pipeline("sentence-embedding", model=str(model), dtype=dtype)
+    emb = _embedder(Path(model), dtype)
     v = emb.forward_features(emb.encode_features(list(queries)))
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)

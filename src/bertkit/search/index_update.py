@@ -8,19 +8,32 @@ rebuilt on the next ``load_index(..., backend=...)``).
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bertkit._io import atomic_dir, atomic_write_json
+from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
 
 __all__ = ["add_to_index", "append_corpus", "delete_from_index"]
 
 
 def _publish(path: Path, meta: dict[str, Any], vectors: np.ndarray, ids: list[str], texts: list[str]) -> None:
-    with atomic_dir(path, replace=True) as tmp:
+    # the folder's claim marker travels with the index; a folder that also holds the user's files is
+    # updated file by file so theirs stay (a stale faiss file is removed first: it would not match)
+    from bertkit._outputs import MARKER
+
+    foreign = [p for p in path.iterdir() if p.name not in ("meta.json", "vectors.npy", "texts.jsonl", MARKER)
+               and not p.name.startswith("faiss-")]
+    if foreign:
+        for stale in path.glob("faiss-*.index"):
+            stale.unlink()
+    publish = atomic_update_dir(path) if foreign else atomic_dir(path, replace=True)
+    with publish as tmp:
+        if not foreign and (path / MARKER).is_file():
+            shutil.copy2(path / MARKER, tmp / MARKER)
         with open(tmp / "vectors.npy", "wb") as f:
             np.save(f, vectors.astype(meta.get("vector_dtype", "float16")))
         with open(tmp / "texts.jsonl", "w", encoding="utf-8") as f:

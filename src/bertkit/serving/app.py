@@ -21,6 +21,7 @@ from typing import Any
 
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
+from .requests import parse_body
 
 __all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
 
@@ -29,15 +30,6 @@ logger = logging.getLogger("bertkit.serve")
 API_KEY_ENV = "BERTKIT_API_KEY"
 _CONFIG_ENV = "BERTKIT_SERVE_CONFIG"
 
-# architecture in config.json -> pipeline task
-_ARCH_TASKS = {
-    "BertForSequenceClassification": "text-classification",
-    "BertForTokenClassification": "token-classification",
-    "BertForQuestionAnswering": "question-answering",
-    "BertForMaskedLM": "fill-mask",
-    "BertForPreTraining": "fill-mask",
-    "BertModel": "sentence-embedding",
-}
 TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask", "sentence-embedding")
 
 
@@ -72,16 +64,20 @@ class ApiError(Exception):
 
 
 def detect_task(folder: str | Path) -> str:
-    """The task a model folder serves, from ``config.json``'s architectures (a sentence-transformers
-    folder or a bare encoder: sentence-embedding)."""
+    """The task a model folder serves, from ``config.json``'s architectures through the model registry
+    (a sentence-transformers folder, a bare encoder or a head with no served task: sentence-embedding)."""
+    from bertkit.modeling import registry
+
     folder = Path(folder)
     try:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ValueError(f"{folder / 'config.json'}: cannot read the model config ({e})") from None
     for arch in cfg.get("architectures") or []:
-        if arch in _ARCH_TASKS:
-            return _ARCH_TASKS[arch]
+        fam = registry.family_of_architecture(str(arch))
+        task = fam.pipeline_task(fam.task_of(str(arch))) if fam is not None else None
+        if task in TASKS:
+            return task
     return "sentence-embedding"
 
 
@@ -260,6 +256,13 @@ def _predict_items(task: str, items: list[Any], batched: bool, mask_token: str) 
     return out
 
 
+def _check_contexts(tokenizer: Any, items: list[dict], batched: bool) -> None:
+    """A context of only characters the tokenizer drops (control characters) leaves no span to answer."""
+    for i, ids in enumerate(tokenizer.encode_batch_ids([x["context"] for x in items])):
+        if not ids:
+            raise ApiError(422, f"{_field(batched, i)}.context has no tokens (only characters the tokenizer drops)")
+
+
 def _texts_of(task: str, items: list[Any]) -> list[str]:
     if task == "question-answering":
         return [x["question"] + " " + x["context"] for x in items]
@@ -319,33 +322,69 @@ def _body_schema(inputs_schema: dict, extra: dict | None = None) -> dict:
 _TEXTS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
 
 
-def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
-    """The FastAPI application for ``config`` (loads the model unless ``service`` is given)."""
-    try:
-        from fastapi import FastAPI, Request
-        from fastapi.exceptions import RequestValidationError
-        from fastapi.responses import JSONResponse, PlainTextResponse, Response
-        from starlette.exceptions import HTTPException as StarletteHTTPException
-    except ImportError:
-        raise ImportError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'") from None
-    from contextlib import asynccontextmanager
+class _Server:
+    """What the route handlers share: the config, the loaded model, the batcher and the API key."""
 
-    service = service or ModelService(config)
-    metrics = Metrics()
-    runners = {"embed": service.run_embed, "predict": service.run_predict, "search": service.run_search}
-    batcher = Batcher(runners, metrics, config.max_batch_size, config.max_batch_tokens, config.max_wait_ms,
-                      config.max_queue)
-    api_key = config.api_key or os.environ.get(API_KEY_ENV) or None
+    def __init__(self, config: ServeConfig, service: ModelService, batcher: Batcher, metrics: Metrics) -> None:
+        self.config, self.service, self.batcher, self.metrics = config, service, batcher, metrics
+        self.api_key = config.api_key or os.environ.get(API_KEY_ENV) or None
 
-    @asynccontextmanager
-    async def lifespan(app: Any):
-        yield
-        # uvicorn has already waited for in-flight requests; finish whatever is still queued, then stop
-        await asyncio.to_thread(batcher.close)
+    def check_auth(self, request: Any) -> None:
+        if self.api_key is None:
+            return
+        got = request.headers.get("authorization", "")
+        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), self.api_key.encode())):
+            raise ApiError(401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
+                           {"WWW-Authenticate": "Bearer"})
 
-    app = FastAPI(title="bertkit serve", version="1", lifespan=lifespan,
-                  description=f"Serving {config.model} ({service.task}, {service.dtype}).")
-    app.state.service, app.state.batcher, app.state.metrics = service, batcher, metrics
+    async def read_json(self, request: Any) -> Any:
+        self.check_auth(request)
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise ApiError(413, f"request body is {int(declared):,} bytes, over the {limit:,}-byte limit")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ApiError(413, f"request body is over the {limit:,}-byte limit")
+        try:
+            return parse_body(bytes(body))
+        except ValueError as e:
+            raise ApiError(400, f"invalid JSON body: {e}") from None
+
+    async def run_job(self, request: Any, kind: str, items: list[Any], tokens: int) -> list[Any]:
+        config = self.config
+        try:
+            job = self.batcher.submit(kind, items, tokens)
+        except QueueFull:
+            raise ApiError(503, f"the server is busy ({config.max_queue} requests queued); retry shortly",
+                           {"Retry-After": "1"}) from None
+        # Woken by whichever comes first: the result, the client leaving, or the timeout; no polling.
+        left = asyncio.ensure_future(_client_left(request))
+        try:
+            done, _ = await asyncio.wait((job.future, left), timeout=config.request_timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            left.cancel()
+        if job.future in done:
+            try:
+                return job.future.result()
+            except ValueError as e:  # the pipeline refused this request's input: the client's error
+                raise ApiError(422, str(e)) from None
+        job.dropped.set()  # the inference thread skips it if its batch has not started
+        job.future.cancel()
+        if left in done:
+            raise ApiError(499, "client closed the request")
+        raise ApiError(504, f"the request took longer than the {config.request_timeout:g} s timeout")
+
+
+def _add_error_handlers(app: Any) -> None:
+    """Every refusal answers ``{"error": message}`` with its status."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, e: ApiError) -> JSONResponse:
@@ -359,74 +398,39 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
     async def _validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=422)
 
-    def check_auth(request: Request) -> None:
-        if api_key is None:
-            return
-        got = request.headers.get("authorization", "")
-        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), api_key.encode())):
-            raise ApiError(401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
-                           {"WWW-Authenticate": "Bearer"})
 
-    async def read_json(request: Request) -> Any:
-        check_auth(request)
-        limit = config.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
-            raise ApiError(413, f"request body is {int(declared):,} bytes, over the {limit:,}-byte limit")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise ApiError(413, f"request body is over the {limit:,}-byte limit")
-        try:
-            return json.loads(body)
-        except ValueError as e:
-            raise ApiError(400, f"invalid JSON body: {e}") from None
+def _add_model_routes(app: Any, srv: _Server) -> None:
+    """The endpoints that run the model: /embed, /predict, /tokenize, /search."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
 
-    async def run_job(request: Request, kind: str, items: list[Any], tokens: int) -> list[Any]:
-        try:
-            job = batcher.submit(kind, items, tokens)
-        except QueueFull:
-            raise ApiError(503, f"the server is busy ({config.max_queue} requests queued); retry shortly",
-                           {"Retry-After": "1"}) from None
-        # Woken by whichever comes first: the result, the client leaving, or the timeout; no polling.
-        left = asyncio.ensure_future(_client_left(request))
-        try:
-            done, _ = await asyncio.wait((job.future, left), timeout=config.request_timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            left.cancel()
-        if job.future in done:
-            return job.future.result()
-        job.dropped.set()  # the inference thread skips it if its batch has not started
-        job.future.cancel()
-        if left in done:
-            raise ApiError(499, "client closed the request")
-        raise ApiError(504, f"the request took longer than the {config.request_timeout:g} s timeout")
+    config, service = srv.config, srv.service
 
     @app.post("/embed", openapi_extra=_body_schema(_TEXTS), summary="Sentence embeddings")
     async def embed(request: Request) -> JSONResponse:
-        items, batched = _inputs(await read_json(request), config.max_batch_size)
+        items, batched = _inputs(await srv.read_json(request), config.max_batch_size)
         feats, tokens = service.embed_features(_strings(items, batched), "inputs")
-        vecs = await run_job(request, "embed", feats, tokens)
+        vecs = await srv.run_job(request, "embed", feats, tokens)
         return JSONResponse({"embeddings": vecs} if batched else {"embedding": vecs[0]})
 
     @app.post("/predict", openapi_extra=_body_schema({"description": "text, {text, text_pair}, {question, context}, "
                                                                      "or a list of them"}),
               summary="The model's task (classification, token classification, QA, fill-mask)")
     async def predict(request: Request) -> JSONResponse:
-        payload = await read_json(request)
+        payload = await srv.read_json(request)
         if service.pipe is None:
             raise ApiError(404, f"this model folder has no task head ({service.task}); use /embed")
         items, batched = _inputs(payload, config.max_batch_size)
         items = _predict_items(service.task, items, batched, service.tokenizer.mask_token)
+        if service.task == "question-answering":
+            _check_contexts(service.tokenizer, items, batched)
         tokens = service.count_tokens(_texts_of(service.task, items), "inputs")
-        out = await run_job(request, "predict", items, tokens)
+        out = await srv.run_job(request, "predict", items, tokens)
         return JSONResponse({"task": service.task, "predictions": out if batched else out[0]})
 
     @app.post("/tokenize", openapi_extra=_body_schema(_TEXTS), summary="WordPiece tokens and ids")
     async def tokenize(request: Request) -> JSONResponse:
-        items, batched = _inputs(await read_json(request), config.max_batch_size)
+        items, batched = _inputs(await srv.read_json(request), config.max_batch_size)
         texts = _strings(items, batched)
         enc = service.tokenizer(texts)
         rows = [{"input_ids": list(enc["input_ids"][i]), "tokens": enc.tokens(i)} for i in range(len(texts))]
@@ -435,7 +439,7 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
     @app.post("/search", openapi_extra=_body_schema(_TEXTS, {"top_k": {"type": "integer", "minimum": 1}}),
               summary="Nearest texts in the index")
     async def search(request: Request) -> JSONResponse:
-        payload = await read_json(request)
+        payload = await srv.read_json(request)
         if service.index is None:
             raise ApiError(404, "no index loaded; start the server with --index DIR")
         items, batched = _inputs(payload, config.max_batch_size)
@@ -443,8 +447,14 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
             raise ApiError(422, f"field 'top_k' must be an integer in [1, 1000], got {top_k!r}")
         feats, tokens = service.embed_features(_strings(items, batched), "inputs")
-        hits = await run_job(request, "search", [(f, top_k) for f in feats], tokens)
+        hits = await srv.run_job(request, "search", [(f, top_k) for f in feats], tokens)
         return JSONResponse({"results": hits} if batched else {"results": hits[0]})
+
+
+def _add_status_routes(app: Any, srv: _Server) -> None:
+    """/health, /info and /metrics."""
+    from fastapi import Request
+    from fastapi.responses import PlainTextResponse, Response
 
     @app.get("/health", summary="Liveness")
     async def health() -> dict:
@@ -452,17 +462,45 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
 
     @app.get("/info", summary="Model, task, dtype and limits")
     async def info(request: Request) -> dict:
-        check_auth(request)
-        return service.info()
+        srv.check_auth(request)
+        return srv.service.info()
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def prom(request: Request) -> Response:
-        check_auth(request)
-        return Response(metrics.render(batcher.depth), media_type="text/plain; version=0.0.4; charset=utf-8")
+        srv.check_auth(request)
+        return Response(srv.metrics.render(srv.batcher.depth), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+
+def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
+    """The FastAPI application for ``config`` (loads the model unless ``service`` is given)."""
+    try:
+        from fastapi import FastAPI
+    except ImportError:
+        raise ImportError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'") from None
+    from contextlib import asynccontextmanager
+
+    service = service or ModelService(config)
+    metrics = Metrics()
+    runners = {"embed": service.run_embed, "predict": service.run_predict, "search": service.run_search}
+    batcher = Batcher(runners, metrics, config.max_batch_size, config.max_batch_tokens, config.max_wait_ms,
+                      config.max_queue)
+
+    @asynccontextmanager
+    async def lifespan(app: Any):
+        yield
+        # uvicorn has already waited for in-flight requests; finish whatever is still queued, then stop
+        await asyncio.to_thread(batcher.close)
+
+    app = FastAPI(title="bertkit serve", version="1", lifespan=lifespan,
+                  description=f"Serving {config.model} ({service.task}, {service.dtype}).")
+    app.state.service, app.state.batcher, app.state.metrics = service, batcher, metrics
+    srv = _Server(config, service, batcher, metrics)
+    _add_error_handlers(app)
+    _add_model_routes(app, srv)
+    _add_status_routes(app, srv)
     from .openai_api import mount_embedding_api
 
-    mount_embedding_api(app, config, service, batcher, read_json, run_job)
+    mount_embedding_api(app, config, service, batcher, srv.read_json, srv.run_job)
     app.add_middleware(_MetricsMiddleware, metrics=metrics)
     return app
 

@@ -142,6 +142,11 @@ class Batcher:
             results, error = [], e
         took = time.perf_counter() - start
         self.metrics.observe_batch(len(items), n_tokens, took, [start - j.enqueued for j in batch])
+        if error is not None and len(batch) > 1:
+            # one request's bad input must not fail the requests that shared its batch: run each alone
+            for job in batch:
+                self._run([job], job.tokens)
+            return
         k = 0
         for job in batch:
             part = results[k : k + len(job.items)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bertkit import _args as A
 from bertkit.inference import DTYPES
@@ -32,7 +33,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request-timeout", type=A.float_range(0.1, 3600), default=60.0, help="seconds per request")
 
 
+def _check_encoder(folder: Path) -> None:
+    """Every endpoint runs an encoder: refuse a text generator before loading it."""
+    from bertkit._text import read_json
+
+    cfg = folder / "config.json"
+    kind = read_json(cfg).get("model_type") if folder.is_dir() and cfg.is_file() else None
+    if kind == "gpt2":
+        raise ValueError(f"--model {folder} is a gpt2 model (a text generator), not an encoder: `bertkit serve` "
+                         "serves BERT-family folders (embeddings, classification, QA, fill-mask)")
+
+
+def _check_address(host: str, port: int) -> None:
+    """Bind ``host:port`` once before the model loads, so a busy port or an unknown host fails at once
+    in one line (and not after the load, in uvicorn's words)."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ValueError(f"--host {host}: cannot resolve this address ({e.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        try:
+            s.bind(address)
+        except OSError as e:
+            hint = " (another server listens there; choose another --port)" if e.errno == errno.EADDRINUSE else ""
+            raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}{hint}") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    from bertkit._extras import require
+
+    for module in ("fastapi", "uvicorn"):
+        require(module, "serve", "bertkit serve")
+    _check_encoder(Path(args.model))
+    _check_address(args.host, args.port)
     from .app import ServeConfig, serve
 
     return serve(ServeConfig(

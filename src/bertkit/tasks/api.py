@@ -18,25 +18,35 @@ the data options in config.json) that transformers' Auto classes load as they ar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
-from bertkit._outputs import check_output_file, claim_output_dir
+from bertkit import _args as A
+from bertkit._args import redefault, setting
+from bertkit._outputs import check_output_file, file_fingerprint
 from bertkit._text import read_jsonl
 from bertkit.modeling.config import check_vocab_fits
+from bertkit.training.arguments import TrainingArguments
+from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
 from .._io import atomic_write_json, atomic_write_text
 from .batching import LengthGroupedBatchSampler, collate_features
-from .tasks import Task, TaskOptions, get_task, task_from_config
+from .tasks import TASKS, Task, TaskOptions, get_task, task_from_config
 
-__all__ = ["finetune", "evaluate", "predict", "load_finetuned", "FinetuneResult"]
+__all__ = ["finetune", "evaluate", "predict", "load_finetuned", "FinetuneArguments", "FinetuneResult"]
+
+PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+
+# What `bertkit finetune` writes into its --output.
+FINETUNE_OUTPUTS = (*TRAINER_OUTPUTS, "eval_results.json")
 
 
 @dataclass
@@ -72,183 +82,203 @@ def _load_tokenizer(path: str | Path) -> Any:
     return BertTokenizer.from_pretrained(str(path))
 
 
-def finetune(
-    task: str,
-    model: str | Path,
-    train: str | Path,
-    output: str | Path,
-    validation: str | Path | None = None,
-    *,
-    epochs: float = 3.0,
-    batch_size: int = 32,
-    lr: float = 5e-5,
-    max_length: int | None = None,
-    warmup_ratio: float = 0.1,
-    weight_decay: float = 0.01,
-    seed: int = 0,
-    grad_accum_steps: int = 1,
-    bf16: bool = False,
-    patience: int | None = None,
-    freeze: Sequence[str] | str | None = None,
-    group_by_length: bool = True,
-    eval_batch_size: int = 64,
-    max_train_samples: int | None = None,
-    max_eval_samples: int | None = None,
-    text_column: str = "text",
-    text_pair_column: str | None = None,
-    label_column: str = "label",
-    label_separator: str | None = None,
-    problem_type: str | None = None,
-    label_scheme: str | None = None,
-    doc_stride: int = 128,
-    max_answer_length: int = 30,
-    n_best_size: int = 20,
-    version_2_with_negative: bool | None = None,
-    tokenizer: Any = None,
-    device: str | None = None,
-    progress: bool = True,
-    quiet: bool = False,
-    overwrite: bool = False,
-) -> FinetuneResult:
+_D = "data options"  # the --help section shared with evaluate and predict
+
+
+@dataclass(kw_only=True)
+class FinetuneArguments(TrainingArguments):
+    """Every setting of `bertkit finetune`: the shared training arguments plus the task's own."""
+
+    task: str = setting(choices=sorted(TASKS), help="the downstream task")
+    model: str = setting(metavar="DIR", same_on_resume=False,
+                         help="pretrained checkpoint folder (config.json, weights, vocab.txt)")
+    train: str = setting(metavar="FILE", same_on_resume=False,
+                         help="training file (CSV/TSV/JSONL, CoNLL, SQuAD JSON or SWAG JSONL)")
+    validation: str | None = setting(None, metavar="FILE", same_on_resume=False,
+                                     help="validation file, evaluated after every epoch; OUTPUT keeps the best epoch")
+    output: str = redefault(TrainingArguments, "output")  # required
+    text_column: str = setting("text", group=_D, help="text column of CSV/TSV/JSONL")
+    text_pair_column: str | None = setting(None, group=_D, help="second text column, for sentence pairs")
+    label_column: str = setting("label", group=_D, help="label column")
+    label_separator: str | None = setting(None, group=_D,
+                                          help="split string labels on this for multi-label, e.g. '|'")
+    max_length: int | None = setting(None, type=A.SEQ_LEN, group=_D,
+                                     help="max tokens per sequence/window (default: 384 for question-answering, "
+                                          "else 128)")
+    doc_stride: int = setting(128, type=A.positive_int, group=_D,
+                              help="QA: overlap between context windows; token classification: overlap between the "
+                                   "windows of a sentence longer than --max-length, at most half a window")
+    max_answer_length: int = setting(30, type=A.positive_int, group=_D, help="QA: longest answer in tokens")
+    n_best_size: int = setting(20, type=A.positive_int, group=_D, help="QA: start/end candidates per window")
+    problem_type: str | None = setting(None, choices=PROBLEM_TYPES,
+                                       help="text-classification: default single-label, multi-label when labels "
+                                            "are lists")
+    label_scheme: str | None = setting(None, choices=("BIO", "BIOES", "BMES"),
+                                       help="token-classification tag scheme (default: detected from the tags)")
+    version_2_with_negative: bool | None = setting(None, help="QA: allow no-answer predictions (default: on when "
+                                                              "the training data has unanswerable questions)")
+    freeze: str | None = setting(None, help="comma-separated module patterns to freeze, e.g. "
+                                            "embeddings,encoder.layer.0-3")
+    group_by_length: bool = setting(True, help="random batches instead of length-grouped ones")
+    eval_batch_size: int = setting(64, type=A.positive_int, same_on_resume=False, help="batch size of evaluation")
+    max_train_samples: int | None = setting(None, type=A.positive_int, help="first N training examples only")
+    max_eval_samples: int | None = setting(None, type=A.positive_int, help="first N validation examples only")
+    quiet: bool = setting(False, cli=False, same_on_resume=False, help="no progress messages on stderr")
+    epochs: float = redefault(TrainingArguments, "epochs", 3.0)
+    warmup_ratio: float = redefault(TrainingArguments, "warmup_ratio", 0.1)
+    seed: int = redefault(TrainingArguments, "seed", 0)
+    precision: str = redefault(TrainingArguments, "precision", "fp32")
+    log_every: int = redefault(TrainingArguments, "log_every", 10)
+    drop_last: bool = redefault(TrainingArguments, "drop_last", False)
+    patience: int | None = redefault(TrainingArguments, "patience", None, cli=True,
+                                     help="stop after this many epochs without improvement")
+
+    def __post_init__(self) -> None:
+        for name in ("model", "train", "validation", "output"):  # paths may come as Path objects
+            if getattr(self, name) is not None:
+                setattr(self, name, str(getattr(self, name)))
+        if isinstance(self.freeze, (list, tuple)):
+            self.freeze = ",".join(self.freeze)
+        super().__post_init__()
+
+    def task_options(self) -> TaskOptions:
+        """The data options the task reads and the model's config keeps."""
+        names = {f.name for f in dataclasses.fields(TaskOptions)}
+        return TaskOptions(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
+
+
+# The data options of finetune that evaluate and predict take too (None there: as saved in the model).
+DATA_OPTIONS = ("text_column", "text_pair_column", "label_column", "label_separator", "max_length", "doc_stride",
+                "max_answer_length", "n_best_size")
+
+
+def finetune(task: str | FinetuneArguments, model: str | Path | None = None, train: str | Path | None = None,
+             output: str | Path | None = None, validation: str | Path | None = None, *, tokenizer: Any = None,
+             **settings: Any) -> FinetuneResult:
     """Fine-tune the checkpoint in ``model`` on ``train`` for ``task``; write OUTPUT and return the
     final validation metrics (the best epoch's, when a validation file is given).
 
-    OUTPUT must be a new or empty folder, or (with ``overwrite``) an earlier finetune output, of
-    which only the files that run wrote are replaced. ``max_length`` defaults to the task's (384 for
-    question answering, as the reference SQuAD scripts, else 128). Out-of-range arguments raise
-    ValueError naming the argument.
+    ``settings`` are :class:`FinetuneArguments` fields (``epochs``, ``lr``, ``max_length``, ...), or
+    pass a whole ``FinetuneArguments`` as ``task``. OUTPUT must be a new or empty folder, or (with
+    ``overwrite``) an earlier finetune output, of which only the files that run wrote are replaced.
+    ``max_length`` defaults to the task's (384 for question answering, as the reference SQuAD
+    scripts, else 128). Out-of-range arguments raise ValueError naming the argument.
     """
-    from bertkit import _args as A
-
-    A.positive_float.check("epochs", epochs)
-    A.positive_int.check("batch_size", batch_size)
-    A.positive_float.check("lr", lr)
-    A.fraction_0_1.check("warmup_ratio", warmup_ratio)
-    A.nonnegative_float.check("weight_decay", weight_decay)
-    A.seed.check("seed", seed)
-    A.positive_int.check("grad_accum_steps", grad_accum_steps)
-    A.positive_int.check("patience", patience, allow_none=True)
-    A.positive_int.check("eval_batch_size", eval_batch_size)
-    A.positive_int.check("max_train_samples", max_train_samples, allow_none=True)
-    A.positive_int.check("max_eval_samples", max_eval_samples, allow_none=True)
-    A.check_device("device", device)
-    options = TaskOptions(
-        max_length=max_length, text_column=text_column, text_pair_column=text_pair_column,
-        label_column=label_column, label_separator=label_separator, problem_type=problem_type,
-        doc_stride=doc_stride, max_answer_length=max_answer_length, n_best_size=n_best_size,
-        version_2_with_negative=version_2_with_negative, label_scheme=label_scheme,
-    )
-    t: Task = get_task(task, options)
-    output = Path(output)
+    if isinstance(task, FinetuneArguments):
+        args = dataclasses.replace(task, **settings) if settings else task
+    else:
+        args = FinetuneArguments(task=task, model=model, train=train, output=output, validation=validation,
+                                 **settings)
+    t: Task = get_task(args.task, args.task_options())
+    output = Path(args.output)
+    inputs = {"--model": args.model}
     # Refuse a folder that is not ours before minutes of reading and tokenizing; claim it later.
-    claim_output_dir(output, "finetune", overwrite=overwrite, owned=FINETUNE_OUTPUTS, dry_run=True)
-
-    _say(f"[{t.name}] reading {train}", quiet)
-    train_ex = t.read(train)
-    if max_train_samples:
-        train_ex = train_ex[:max_train_samples]
-    t.setup_labels(train_ex)
-    val_ex = None
-    if validation is not None:
-        val_ex = t.read(validation)
-        if max_eval_samples:
-            val_ex = val_ex[:max_eval_samples]
-        t.check(validation, val_ex)
-
-    tok = tokenizer if tokenizer is not None else _load_tokenizer(model)
-    _say(f"[{t.name}] tokenizing {len(train_ex)} training examples (max_length {options.max_length})", quiet)
+    claim_training_output(args, "finetune", {}, FINETUNE_OUTPUTS, inputs, dry_run=True)
+    train_ex, val_ex = _read_examples(args, t)
+    tok = tokenizer if tokenizer is not None else _load_tokenizer(args.model)
+    _say(f"[{t.name}] tokenizing {len(train_ex)} training examples (max_length {t.options.max_length})", args.quiet)
     train_enc = t.encode(tok, train_ex)
     val_enc = t.encode(tok, val_ex, with_labels=t.name != "question-answering") if val_ex is not None else None
-
-    cls = t.model_class()
-    # The new head is initialised from the global generator: seed it first, or the same seed gives
-    # a different classifier (and a different fine-tuned model) from run to run.
-    from bertkit.training.trainer import set_seed
-
-    set_seed(seed)
-    net = cls.from_pretrained(str(model), **t.model_kwargs())
-    check_vocab_fits(tok, net.config, str(model))
-    if options.max_length > net.config.max_position_embeddings:
-        raise ValueError(f"max_length {options.max_length} exceeds the model's max_position_embeddings "
-                         f"({net.config.max_position_embeddings}); use --max-length "
-                         f"{net.config.max_position_embeddings} or less")
-    net.config.finetuning_task = t.name
-    net.config.bertkit_task_options = options.to_dict()
-    if freeze:
-        from bertkit.modeling import freeze as freeze_fn
-
-        patterns = [p.strip() for p in freeze.split(",")] if isinstance(freeze, str) else list(freeze)
-        freeze_fn(net, *[p for p in patterns if p])
-    n_train = sum(p.numel() for p in net.parameters() if p.requires_grad)
-    n_all = sum(p.numel() for p in net.parameters())
-    if n_train == 0:
-        raise ValueError(f"freeze={freeze!r} freezes every parameter of {cls.__name__}: nothing is left to "
-                         f"train; leave the classifier (and whatever should learn) out of it")
-    _say(f"[{t.name}] {cls.__name__}: {n_all:,} parameters, {n_train:,} trainable; "
-         f"{len(train_enc.features)} training features", quiet)
-
+    net, cls = _model_for(args, t, tok)
     feats = train_enc.features
     lengths = [max(len(c) for c in f["input_ids"]) if isinstance(f["input_ids"][0], list) else len(f["input_ids"])
                for f in feats]
-    sampler = LengthGroupedBatchSampler(lengths, batch_size, shuffle=True, seed=seed,
-                                        bucket_batches=50 if group_by_length else 1)
-
+    sampler = LengthGroupedBatchSampler(lengths, args.batch_size, shuffle=True, seed=args.seed,
+                                        bucket_batches=50 if args.group_by_length else 1)
     eval_fn = None
     if val_ex is not None:
         def eval_fn(m: torch.nn.Module) -> dict[str, float]:
-            return t.evaluate(m, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
+            return t.evaluate(m, tok, val_ex, val_enc, batch_size=args.eval_batch_size, progress=args.progress)
 
-    claim = claim_output_dir(output, "finetune", overwrite=overwrite, owned=FINETUNE_OUTPUTS,
-                             run={"task": t.name, "model": str(model), "train": str(train)})
-    try:
-        res, train_seconds = _train_and_save(claim, t, net, tok, feats, sampler, eval_fn, cls, quiet, epochs=epochs,
-                                             batch_size=batch_size, grad_accum_steps=grad_accum_steps, lr=lr,
-                                             weight_decay=weight_decay, warmup_ratio=warmup_ratio, bf16=bf16,
-                                             seed=seed, patience=patience, progress=progress, device=device)
+    identity = run_identity(args, model=_model_fingerprint(args.model),
+                            data=file_fingerprint(args.train, args.validation))
+    claim = claim_training_output(args, "finetune", identity, FINETUNE_OUTPUTS, inputs)
+
+    def work() -> FinetuneResult:
+        res, train_seconds = _train_and_save(args, t, net, tok, feats, sampler, eval_fn, cls)
         metrics: dict[str, float] = {}
         if val_ex is not None:
-            metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=eval_batch_size, progress=progress)
-        history = []
+            metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=args.eval_batch_size, progress=args.progress)
         mfile = output / "metrics.jsonl"
-        if mfile.exists():
-            history = [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)]
+        history = [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)] \
+            if mfile.exists() else []
         atomic_write_json(output / "eval_results.json", {
             "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
             "best_step": res.best_step, "stopped_early": res.stopped_early,
             "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
         })
-    except BaseException:
-        claim.abandon()
-        raise
-    claim.finish()
-    if metrics:
-        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()) +
-             f"  ({train_seconds:.0f}s training)", quiet)
-    return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
+        return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early,
+                              history)
+
+    result = within_claim(claim, work)
+    if result.metrics:
+        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items()) +
+             f"  ({result.train_seconds:.0f}s training)", args.quiet)
+    return result
 
 
-# What `bertkit finetune` writes into its --output.
-FINETUNE_OUTPUTS = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
-                    "special_tokens_map.json", "tokenizer.json", "metrics.jsonl", "metrics.png", "eval_results.json",
-                    "best", "checkpoints")
+def _read_examples(args: FinetuneArguments, t: Task) -> tuple[list, list | None]:
+    """The training examples (their labels set up the task) and the validation ones, if any."""
+    _say(f"[{t.name}] reading {args.train}", args.quiet)
+    train_ex = t.read(args.train)
+    if args.max_train_samples:
+        train_ex = train_ex[:args.max_train_samples]
+    t.setup_labels(train_ex)
+    val_ex = None
+    if args.validation is not None:
+        val_ex = t.read(args.validation)
+        if args.max_eval_samples:
+            val_ex = val_ex[:args.max_eval_samples]
+        t.check(args.validation, val_ex)
+    return train_ex, val_ex
 
 
-def _train_and_save(claim: Any, t: Task, net: Any, tok: Any, feats: list, sampler: Any, eval_fn: Any, cls: type,
-                    quiet: bool, **kw: Any) -> tuple[Any, float]:
+def _model_for(args: FinetuneArguments, t: Task, tok: Any) -> tuple[Any, type]:
+    """The pretrained model with the task's new head (seeded), checked against the tokenizer, frozen as asked."""
+    cls = t.model_class()
+    # The new head is initialised from the global generator: seed it first, or the same seed gives
+    # a different classifier (and a different fine-tuned model) from run to run.
+    from bertkit.training.trainer import set_seed
+
+    set_seed(args.seed)
+    net = cls.from_pretrained(args.model, **t.model_kwargs())
+    check_vocab_fits(tok, net.config, args.model)
+    max_length = t.options.max_length
+    if max_length > net.config.max_position_embeddings:
+        raise ValueError(f"max_length {max_length} exceeds the model's max_position_embeddings "
+                         f"({net.config.max_position_embeddings}); use --max-length "
+                         f"{net.config.max_position_embeddings} or less")
+    net.config.finetuning_task = t.name
+    net.config.bertkit_task_options = t.options.to_dict()
+    if args.freeze:
+        from bertkit.modeling import freeze as freeze_fn
+
+        freeze_fn(net, *[p.strip() for p in args.freeze.split(",") if p.strip()])
+    n_train = sum(p.numel() for p in net.parameters() if p.requires_grad)
+    if n_train == 0:
+        raise ValueError(f"freeze={args.freeze!r} freezes every parameter of {type(net).__name__}: nothing is left "
+                         f"to train; leave the classifier (and whatever should learn) out of it")
+    _say(f"[{t.name}] {type(net).__name__}: {sum(p.numel() for p in net.parameters()):,} parameters, {n_train:,} "
+         f"trainable", args.quiet)
+    return net, cls
+
+
+def _model_fingerprint(model: str) -> str:
+    """A content hash of a model folder's configuration and weights (the input of a fine-tuning run)."""
+    folder = Path(model)
+    files = [folder / n for n in ("config.json", "model.safetensors", "pytorch_model.bin")]
+    return file_fingerprint(*[f for f in files if f.is_file()])
+
+
+def _train_and_save(args: FinetuneArguments, t: Task, net: Any, tok: Any, feats: list, sampler: Any, eval_fn: Any,
+                    cls: type) -> tuple[Any, float]:
     """The training part of :func:`finetune`: train, keep the best epoch's model in OUTPUT."""
-    from bertkit.training import Trainer, TrainingConfig
+    from bertkit.training import Trainer
 
-    output = claim.path
-    epochs, batch_size, grad_accum_steps, lr = kw["epochs"], kw["batch_size"], kw["grad_accum_steps"], kw["lr"]
-    weight_decay, warmup_ratio, bf16, seed = kw["weight_decay"], kw["warmup_ratio"], kw["bf16"], kw["seed"]
-    patience, progress, device = kw["patience"], kw["progress"], kw["device"]
-    cfg = TrainingConfig(
-        output_dir=str(output), num_epochs=epochs, batch_size=batch_size, grad_accum_steps=grad_accum_steps,
-        lr=lr, weight_decay=weight_decay, warmup_ratio=warmup_ratio, precision="bf16" if bf16 else "fp32",
-        seed=seed, drop_last=False, log_every=10, eval_each_epoch=eval_fn is not None,
-        best_metric=t.main_metric if eval_fn is not None else None, greater_is_better=t.greater_is_better,
-        patience=patience, progress=progress, device=device, run_name=f"finetune {t.name}",
-    )
+    output = Path(args.output)
+    cfg = dataclasses.replace(args, eval_each_epoch=eval_fn is not None,
+                              best_metric=t.main_metric if eval_fn is not None else None,
+                              greater_is_better=t.greater_is_better, run_name=f"finetune {t.name}")
     trainer = Trainer(net, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler,
                       evaluate=eval_fn, tokenizer=tok)
     t0 = time.perf_counter()
@@ -258,7 +288,8 @@ def _train_and_save(claim: Any, t: Task, net: Any, tok: Any, feats: list, sample
     # OUTPUT is the best epoch's model, not the last one's
     best_dir = output / "best"
     if best_dir.is_dir() and res.best_step is not None and res.best_step != res.step:
-        _say(f"[{t.name}] keeping the best model (step {res.best_step}, {t.main_metric} {res.best_metric:.4f})", quiet)
+        _say(f"[{t.name}] keeping the best model (step {res.best_step}, {t.main_metric} {res.best_metric:.4f})",
+             args.quiet)
         best = cls.from_pretrained(str(best_dir))
         net.load_state_dict(best.state_dict())
         net.save_pretrained(str(output), tokenizer=tok)
@@ -272,15 +303,15 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, dtype: str 
     """(task, model, tokenizer) of a fine-tuned OUTPUT folder; ``dtype`` "auto"/"fp32"/"bf16"/"int8"
     prepares the model for inference at that precision (see :mod:`bertkit.inference`)."""
     from bertkit import _args as A
-    from bertkit.modeling.auto import AutoConfig, auto_class_for
+    from bertkit.modeling.auto import AutoConfig
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; is this a `bertkit finetune` output folder?")
     config = AutoConfig.from_pretrained(str(model_dir))
     task = task_from_config(config, overrides)
-    # The Auto class loads a BERT or a DistilBERT (e.g. a distilled student) model for the task.
-    net = auto_class_for(task.model_class_name).from_pretrained(str(model_dir))
+    # The Auto class loads the folder's family's class for the task (BERT, a DistilBERT student, ...).
+    net = task.model_class().from_pretrained(str(model_dir))
     tok = _load_tokenizer(model_dir)
     check_vocab_fits(tok, net.config, str(model_dir))
     if device:

@@ -28,11 +28,12 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit._outputs import check_output_file
+    from bertkit._outputs import check_output_file, refuse_inside_input
 
     from .api import evaluate
 
     if args.output:
+        refuse_inside_input(args.output, args.model, args.data)
         check_output_file(args.output, args.overwrite)  # before the evaluation, not after it
     metrics = evaluate(args.model, args.data, batch_size=args.batch_size, dtype=args.dtype,
                        progress=not args.no_progress,

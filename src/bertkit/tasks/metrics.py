@@ -27,6 +27,7 @@ __all__ = [
     "squad_f1",
     "squad_scores",
     "multilabel_scores",
+    "roc_auc",
 ]
 
 
@@ -129,6 +130,20 @@ def spearmanr(x: Sequence[float], y: Sequence[float]) -> float:
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
     return pearsonr(_rankdata(a), _rankdata(b))
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """Area under the ROC curve of binary ``labels`` (1 = positive) ranked by ``scores`` (Mann-Whitney U,
+    ties counted half); nan when only one class is present."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels).astype(bool)
+    if s.shape != y.shape or s.ndim != 1:
+        raise ValueError(f"roc_auc needs two 1-D arrays of equal length, got {s.shape} and {y.shape}")
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = _rankdata(s)
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def multilabel_scores(probs: np.ndarray, labels: np.ndarray, threshold: float = 0.5) -> dict[str, float]:

@@ -25,8 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit._outputs import refuse_inside_input
+
     from .api import predict
 
+    if args.output is not None:
+        refuse_inside_input(args.output, args.model, args.input)
     rows = predict(args.model, args.input, output=args.output, batch_size=args.batch_size, dtype=args.dtype,
                    progress=not args.no_progress, overwrite=args.overwrite, **_overrides(args))
     if args.output is None:

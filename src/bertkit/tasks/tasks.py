@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bertkit.inference import first_subtokens, merge_windows, run_batched, softmax, word_windows
+from bertkit.inference import first_subtokens, merge_windows, run_batched, softmax, window_features
 
 from ..tokenization.wordpiece import CJK_CHAR_RE as _CJK
 from . import metrics as M
@@ -106,7 +106,7 @@ class Task:
     name: str = ""
     main_metric: str = ""
     greater_is_better: bool = True
-    model_class_name: str = ""
+    model_task: str = ""  # the registry's model task whose class the task trains (bertkit.modeling.registry)
     outputs: tuple[str, ...] = ("logits",)
     default_max_length: int = 128
 
@@ -134,9 +134,10 @@ class Task:
 
     # --- model
     def model_class(self) -> type:
-        import bertkit.modeling as modeling
+        """The auto class of this task's head: ``from_pretrained`` loads the folder's family's class."""
+        from bertkit.modeling.auto import auto_class_for_task
 
-        return getattr(modeling, self.model_class_name)
+        return auto_class_for_task(self.model_task)
 
     def model_kwargs(self) -> dict[str, Any]:
         return {}
@@ -156,7 +157,7 @@ class Task:
 
 class TextClassificationTask(Task):
     name = "text-classification"
-    model_class_name = "BertForSequenceClassification"
+    model_task = "sequence-classification"
 
     def __init__(self, options: TaskOptions | None = None) -> None:
         super().__init__(options)
@@ -332,7 +333,7 @@ def tagged_entities(tokens: Sequence[str], tags: Sequence[str], scores: Sequence
 class TokenClassificationTask(Task):
     name = "token-classification"
     main_metric = "f1"
-    model_class_name = "BertForTokenClassification"
+    model_task = "token-classification"
 
     def __init__(self, options: TaskOptions | None = None) -> None:
         super().__init__(options)
@@ -373,12 +374,9 @@ class TokenClassificationTask(Task):
     def model_kwargs(self):
         return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)), "label2id": self.label2id}
 
-    def _windows(self, counts: list[int]) -> list[tuple[int, int]]:
-        """Word windows of at most ``max_length`` tokens (see :func:`bertkit.inference.word_windows`)."""
-        return word_windows(counts, self.options.max_length, self.options.doc_stride)
-
     def encode(self, tokenizer, examples, with_labels=True):
-        """One feature per window (see :meth:`_windows`); aux: (sentence, word_ids, first token) per window.
+        """One feature per window (:func:`bertkit.inference.window_features`); aux: (sentence, word_ids,
+        first token) per window.
 
         Sentences are tokenized once, without special tokens; WordPiece splits each word on its own,
         so a window is a slice of that encoding between [CLS] and [SEP].
@@ -386,24 +384,13 @@ class TokenClassificationTask(Task):
         full = tokenizer([s.tokens for s in examples], is_split_into_words=True, add_special_tokens=False,
                          verbose=False)
         cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-        room = self.options.max_length - 2
         l2i = self.label2id
         feats, aux = [], []
         for i, s in enumerate(examples):
             ids, wids = list(full["input_ids"][i]), full.word_ids(i)
-            counts = [0] * len(s.tokens)
-            first_token = [len(ids)] * (len(s.tokens) + 1)  # token index where each word starts
-            for t in reversed(range(len(wids))):
-                counts[wids[t]] += 1
-                first_token[wids[t]] = t
-            for w in reversed(range(len(s.tokens))):  # words without tokens start where the next one does
-                first_token[w] = min(first_token[w], first_token[w + 1])
-            for a, b in self._windows(counts) if s.tokens else [(0, 0)]:
-                t0, t1 = first_token[a], min(first_token[b], first_token[a] + room)
+            for t0, t1, f in window_features(ids, wids, len(s.tokens), cls_id, sep_id, self.options.max_length,
+                                             self.options.doc_stride, "token_type_ids" in full):
                 win_wids = [None, *wids[t0:t1], None]
-                f = {"input_ids": [cls_id, *ids[t0:t1], sep_id], "attention_mask": [1] * (t1 - t0 + 2)}
-                if "token_type_ids" in full:
-                    f["token_type_ids"] = [0] * (t1 - t0 + 2)
                 if with_labels and s.tags is not None:
                     labels, prev = [], None
                     for w in win_wids:
@@ -479,7 +466,7 @@ class TokenClassificationTask(Task):
 class QuestionAnsweringTask(Task):
     name = "question-answering"
     main_metric = "f1"
-    model_class_name = "BertForQuestionAnswering"
+    model_task = "question-answering"
     outputs = ("start_logits", "end_logits")
     # The reference SQuAD scripts' window: 384 tokens, windows overlapping by doc_stride 128.
     default_max_length = 384
@@ -538,7 +525,7 @@ class QuestionAnsweringTask(Task):
 class MultipleChoiceTask(Task):
     name = "multiple-choice"
     main_metric = "accuracy"
-    model_class_name = "BertForMultipleChoice"
+    model_task = "multiple-choice"
 
     def read(self, path, labelled=True):
         return read_swag(path, require_label=labelled)
@@ -586,7 +573,8 @@ TASKS: dict[str, type[Task]] = {
     "multiple-choice": MultipleChoiceTask,
 }
 
-_BY_ARCH = {cls.model_class_name: name for name, cls in TASKS.items() if name != "ner"}
+# model task (bertkit.modeling.registry) -> the task that trains it
+_BY_MODEL_TASK = {cls.model_task: name for name, cls in TASKS.items() if name != "ner"}
 
 
 def get_task(name: str, options: TaskOptions | None = None) -> Task:
@@ -600,8 +588,11 @@ def task_from_config(config: Any, overrides: dict[str, Any] | None = None) -> Ta
     architectures), with the data options saved at fine-tuning time."""
     name = getattr(config, "finetuning_task", None)
     if name not in TASKS:
+        from bertkit.modeling.registry import task_of_class
+
         archs = getattr(config, "architectures", None) or []
-        name = next((_BY_ARCH[a] for a in archs if a in _BY_ARCH), None)
+        name = next((_BY_MODEL_TASK.get(task_of_class(a)) for a in archs if task_of_class(a) in _BY_MODEL_TASK),
+                    None)
     if name is None:
         raise ValueError("cannot tell the task of this model: its config has no finetuning_task and "
                          "no known architectures; pass --task")

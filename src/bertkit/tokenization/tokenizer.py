@@ -580,7 +580,7 @@ class BertTokenizer:
                  return_tensors: str | None = None, return_token_type_ids: bool | None = None,
                  return_attention_mask: bool | None = None, return_overflowing_tokens: bool = False,
                  return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
-                 return_length: bool = False, verbose: bool = True, text_target: Any = None,
+                 return_length: bool = False, verbose: bool = True,
                  **kwargs: Any) -> BatchEncoding:
         """Encode a text, a pair, or a batch of either (see transformers' ``__call__``)."""
         # Encoding allocates millions of small containers and no cycles; the cyclic GC would

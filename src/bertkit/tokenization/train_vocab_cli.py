@@ -27,13 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit._outputs import check_output_file
+    from bertkit._outputs import check_output_file, refuse_inside_input
 
     from .vocab_trainer import DEFAULT_SPECIAL_TOKENS, WordPieceTrainer
 
     missing = [f for f in args.corpus if not Path(f).is_file()]
     if missing:  # the input's error first: it is the one to fix
         raise FileNotFoundError(f"corpus file not found: {missing[0]}")
+    refuse_inside_input(args.output, *args.corpus)
     check_output_file(args.output, args.overwrite)  # before the training, not after it
     t0 = time.perf_counter()
     trainer = WordPieceTrainer(vocab_size=args.vocab_size, min_frequency=args.min_frequency,

@@ -162,17 +162,7 @@ class WordPieceTrainer:
         if len(vocab) >= self.vocab_size:
             return vocab[: self.vocab_size]
 
-        pair_counts: dict[tuple[int, int], int] = {}
-        where: dict[tuple[int, int], set[int]] = {}
-        for wi, syms in enumerate(words):
-            c = counts[wi]
-            for p in zip(syms, syms[1:]):
-                pair_counts[p] = pair_counts.get(p, 0) + c
-                s = where.get(p)
-                if s is None:
-                    where[p] = {wi}
-                else:
-                    s.add(wi)
+        pair_counts, where = _count_pairs(words, counts)
         heap = [(-c, p) for p, c in pair_counts.items()]
         heapq.heapify(heap)
         plen = len(prefix)
@@ -195,36 +185,7 @@ class WordPieceTrainer:
                 new = add(new_tok)
                 if len(vocab) > n_before:
                     bar.update(1)
-                changed: dict[tuple[int, int], int] = {}
-                for wi in where.pop(pair, ()):
-                    syms = words[wi]
-                    if len(syms) < 2:
-                        continue
-                    out = []
-                    i = 0
-                    n = len(syms)
-                    hit = False
-                    while i < n:
-                        if i + 1 < n and syms[i] == a and syms[i + 1] == b:
-                            out.append(new)
-                            i += 2
-                            hit = True
-                        else:
-                            out.append(syms[i])
-                            i += 1
-                    if not hit:
-                        continue
-                    c = counts[wi]
-                    for p in zip(syms, syms[1:]):
-                        changed[p] = changed.get(p, 0) - c
-                    for p in zip(out, out[1:]):
-                        changed[p] = changed.get(p, 0) + c
-                        s = where.get(p)
-                        if s is None:
-                            where[p] = {wi}
-                        else:
-                            s.add(wi)
-                    words[wi] = out
+                changed = _merge_pair(words, counts, where, pair, new)
                 for p, d in changed.items():
                     if d == 0:
                         continue
@@ -264,3 +225,50 @@ def _bar(**kw):
     from tqdm.auto import tqdm
 
     return tqdm(**kw)
+
+
+def _count_pairs(words: list[list[int]], counts: list[int]) -> tuple[dict[tuple[int, int], int],
+                                                                     dict[tuple[int, int], set[int]]]:
+    """Each adjacent symbol pair's count over the words (weighted by word counts), and the words it occurs in."""
+    pair_counts: dict[tuple[int, int], int] = {}
+    where: dict[tuple[int, int], set[int]] = {}
+    for wi, syms in enumerate(words):
+        c = counts[wi]
+        for p in zip(syms, syms[1:]):
+            pair_counts[p] = pair_counts.get(p, 0) + c
+            where.setdefault(p, set()).add(wi)
+    return pair_counts, where
+
+
+def _merge_pair(words: list[list[int]], counts: list[int], where: dict[tuple[int, int], set[int]],
+                pair: tuple[int, int], new: int) -> dict[tuple[int, int], int]:
+    """Replace ``pair`` by the symbol ``new`` in every word holding it; return the change of each pair's count.
+
+    Only the words that hold the pair are visited (``where``), so a merge costs what it touches.
+    """
+    a, b = pair
+    changed: dict[tuple[int, int], int] = {}
+    for wi in where.pop(pair, ()):
+        syms = words[wi]
+        if len(syms) < 2:
+            continue
+        out: list[int] = []
+        i, n, hit = 0, len(syms), False
+        while i < n:
+            if i + 1 < n and syms[i] == a and syms[i + 1] == b:
+                out.append(new)
+                i += 2
+                hit = True
+            else:
+                out.append(syms[i])
+                i += 1
+        if not hit:
+            continue
+        c = counts[wi]
+        for p in zip(syms, syms[1:]):
+            changed[p] = changed.get(p, 0) - c
+        for p in zip(out, out[1:]):
+            changed[p] = changed.get(p, 0) + c
+            where.setdefault(p, set()).add(wi)
+        words[wi] = out
+    return changed

@@ -1,11 +1,16 @@
 """One Trainer for pretraining and fine-tuning (see :mod:`bertkit.training.trainer`).
 
+- :mod:`~bertkit.training.arguments`: the training arguments every trainer and command shares.
 - :mod:`~bertkit.training.trainer`: the loop (steps, logging, evaluation, early stopping, DDP).
 - :mod:`~bertkit.training.checkpointing`: checkpoint files, retention, best and final model.
 - :mod:`~bertkit.training.plots`: metrics.png.
-- :mod:`~bertkit.training.pretraining`: the MLM (+ NSP) pretraining recipe.
+- :mod:`~bertkit.training.outputs`: the folder rule and ``--resume`` identity of every training command.
+- :mod:`~bertkit.training.mlm`: the MLM (+ NSP) pretraining recipe; :mod:`~bertkit.training.recipes`:
+  time-budget schedules of it; :mod:`~bertkit.training.pretraining`: ``pretrain``, one run or a recipe.
+- :mod:`~bertkit.training.clm`, :mod:`~bertkit.training.distillation`: GPT-2 pretraining, distillation.
 """
 
+from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
 from bertkit.training.plots import plot_metrics
 from bertkit.training.pretraining import (
@@ -27,6 +32,7 @@ from bertkit.training.trainer import (
 
 __all__ = [
     "Trainer",
+    "TrainingArguments",
     "TrainingConfig",
     "TrainResult",
     "RandomBatchSampler",

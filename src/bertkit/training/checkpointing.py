@@ -109,6 +109,10 @@ def save_model(model: nn.Module, directory: Path, tokenizer: Any = None, save_fn
 
 def load_model_weights(model: nn.Module, directory: Path) -> None:
     """Load the ``*.safetensors`` of a checkpoint folder into ``model`` (tied aliases may be absent)."""
+    own = getattr(model, "load_folder_weights", None)
+    if own is not None:  # a model saved as several folders (ELECTRA's discriminator + generator/) reads them
+        own(directory)
+        return
     from safetensors.torch import load_file
 
     from bertkit.checkpoint import load_checkpoint_state

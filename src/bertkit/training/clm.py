@@ -10,19 +10,22 @@ training text. Evaluation reports the held-out loss and perplexity (exp of the m
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["CLMDataset", "CLMRecipe", "build_clm_blocks", "evaluate_clm", "pack_sentences", "pretrain_clm"]
+from bertkit import _args as A
+from bertkit._args import redefault, setting
+from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
+from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+
+__all__ = ["CLMArguments", "CLMDataset", "CLMRecipe", "build_clm_blocks", "clm_identity", "evaluate_clm",
+           "pack_sentences", "pretrain_clm"]
 
 
 class CLMDataset:
@@ -98,121 +101,119 @@ def evaluate_clm(model: Any, dataset: CLMDataset, batch_size: int = 32, device: 
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0))}
 
 
-@dataclass
-class CLMRecipe:
-    """Settings of a causal-LM pretraining run (the ``pretrain-clm`` flags)."""
+@dataclass(kw_only=True)
+class CLMArguments(TrainingArguments):
+    """Every setting of `bertkit pretrain-clm`: the shared training arguments plus the GPT-2 recipe's own."""
 
-    corpus: Sequence[str]
-    vocab: str
-    output: str
-    n_layer: int = 4
-    n_embd: int = 256
-    n_head: int = 4
-    seq_len: int = 128
-    format: str = "bert"
-    lower_case: bool = True
-    eval_fraction: float = 0.02
-    eval_blocks: int = 256
-    batch_size: int = 16
-    max_steps: int = 1000
-    max_minutes: float | None = None
-    lr: float = 1e-3
-    warmup_steps: int = 100
-    weight_decay: float = 0.01
-    dropout: float = 0.0
-    precision: str = "auto"
-    seed: int = 42
-    eval_every: int = 100
-    save_every: int = 100
-    resume: bool = False
-    progress: bool = True
-    cache_dir: str | None = None
+    output: str = redefault(TrainingArguments, "output")  # required
+    corpus: list[str] = setting(nargs="+", metavar="FILE", group="data", same_on_resume=False,
+                                help="raw .txt / .jsonl files")
+    vocab: str = setting(group="data", same_on_resume=False, help="vocab.txt (a BERT WordPiece vocabulary)")
+    format: str = setting("bert", choices=("prose", "bert"), group="data",
+                          help="raw text layout: bert = one sentence a line, prose = split sentences")
+    lower_case: bool = setting(True, group="data", help="keep the case of the text (a cased vocabulary)")
+    cache_dir: str | None = setting(None, group="data", same_on_resume=False,
+                                    help="where --corpus is prepared (default: the shared prepared-data cache)")
+    eval_fraction: float = setting(0.02, type=A.fraction_0_1_right_open, group="data", help="sentences held out")
+    eval_blocks: int = setting(256, type=A.positive_int, group="data", same_on_resume=False,
+                               help="held-out blocks per evaluation")
+    n_layer: int = setting(4, type=A.positive_int, group="model", help="transformer layers")
+    n_embd: int = setting(256, type=A.positive_int, group="model", help="hidden size")
+    n_head: int = setting(4, type=A.positive_int, group="model", help="attention heads")
+    dropout: float = setting(0.0, type=A.fraction_0_1_right_open, group="model",
+                             help="residual, embedding and attention dropout")
+    seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="block length = the model's n_positions")
+    batch_size: int = redefault(TrainingArguments, "batch_size", 16)
+    max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
+    lr: float = redefault(TrainingArguments, "lr", 1e-3)
+    warmup_steps: int = redefault(TrainingArguments, "warmup_steps", 100)
+    eval_every: int = redefault(TrainingArguments, "eval_every", 100)
+    save_every: int = redefault(TrainingArguments, "save_every", 100)
 
 
-def pretrain_clm(recipe: CLMRecipe) -> dict[str, Any]:
-    """Train a GPT-2 from scratch on ``recipe.corpus``; saves a folder loadable by transformers.
+CLMRecipe = CLMArguments  # its former name
 
-    With a BERT WordPiece vocabulary the saved config names ``"tokenizer_class": "BertTokenizer"``,
-    so ``AutoTokenizer`` (bertkit's or transformers') picks the right tokenizer. Returns the last metrics.
-    """
+# What `bertkit pretrain-clm` writes into its --output.
+CLM_OUTPUTS = TRAINER_OUTPUTS
+
+
+def _clm_data(args: CLMArguments) -> dict[str, Any]:
+    """Tokenizer, vocabulary, prepared corpus and the training / held-out blocks of a run."""
     from bertkit.data import ShardedCorpus, ensure_prepared
-    from bertkit.modeling.gpt2 import GPT2Config, GPT2LMHeadModel
     from bertkit.tokenization import load_tokenizer, load_vocab
-    from bertkit.training.trainer import Trainer, TrainingConfig, set_seed
 
-    if recipe.seq_len < 8:
-        raise ValueError(f"seq_len must be at least 8, got {recipe.seq_len}")
-    vocab = load_vocab(recipe.vocab)
-    tokenizer = load_tokenizer(recipe.vocab, recipe.lower_case)
-    data_dir = ensure_prepared(recipe.corpus, recipe.vocab, recipe.format, recipe.lower_case,
-                               progress=recipe.progress, cache_dir=recipe.cache_dir)
+    vocab = load_vocab(args.vocab)
+    tokenizer = load_tokenizer(args.vocab, args.lower_case)
+    data_dir = ensure_prepared(args.corpus, args.vocab, args.format, args.lower_case,
+                               progress=args.progress, cache_dir=args.cache_dir)
     corpus = ShardedCorpus(data_dir)
     if corpus.vocab_size != len(vocab):
         raise ValueError(f"prepared data {data_dir} uses a {corpus.vocab_size}-token vocabulary, "
-                         f"{recipe.vocab} has {len(vocab)}")
-    train_blocks, eval_blocks = build_clm_blocks(corpus, vocab, recipe.seq_len, recipe.eval_fraction, recipe.seed)
+                         f"{args.vocab} has {len(vocab)}")
+    train_blocks, eval_blocks = build_clm_blocks(corpus, vocab, args.seq_len, args.eval_fraction, args.seed)
     if len(train_blocks) == 0:
-        raise ValueError(f"the corpus holds fewer than seq_len={recipe.seq_len} tokens of training text")
-    if len(eval_blocks) > recipe.eval_blocks:
-        eval_blocks = eval_blocks[: recipe.eval_blocks]
+        raise ValueError(f"the corpus holds fewer than seq_len={args.seq_len} tokens of training text")
+    return {"vocab": vocab, "tokenizer": tokenizer, "data_dir": data_dir, "corpus": corpus,
+            "train": CLMDataset(train_blocks), "eval": CLMDataset(eval_blocks[: args.eval_blocks])}
+
+
+def _clm_model(args: CLMArguments, vocab: dict[str, int]) -> Any:
+    """A new GPT-2 sized by ``args``, its sentence-bound tokens taken from the vocabulary."""
+    from bertkit.modeling.gpt2 import GPT2Config, GPT2LMHeadModel
+    from bertkit.training.trainer import set_seed
+
     bert_vocab = "[CLS]" in vocab
     special = ({"bos_token_id": vocab["[CLS]"], "eos_token_id": vocab["[SEP]"], "pad_token_id": vocab.get("[PAD]")}
                if bert_vocab else {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|endoftext|>"]})
-    config = GPT2Config(vocab_size=len(vocab), n_positions=recipe.seq_len, n_embd=recipe.n_embd,
-                        n_layer=recipe.n_layer, n_head=recipe.n_head, resid_pdrop=recipe.dropout,
-                        embd_pdrop=recipe.dropout, attn_pdrop=recipe.dropout, **special)
+    config = GPT2Config(vocab_size=len(vocab), n_positions=args.seq_len, n_embd=args.n_embd,
+                        n_layer=args.n_layer, n_head=args.n_head, resid_pdrop=args.dropout,
+                        embd_pdrop=args.dropout, attn_pdrop=args.dropout, **special)
     if bert_vocab:
         config.tokenizer_class = "BertTokenizer"
-    set_seed(recipe.seed)
-    model = GPT2LMHeadModel(config)
-    train_ds, eval_ds = CLMDataset(train_blocks), CLMDataset(eval_blocks)
-    cfg = TrainingConfig(
-        output_dir=recipe.output, max_steps=recipe.max_steps, max_time_minutes=recipe.max_minutes,
-        batch_size=recipe.batch_size, lr=recipe.lr, weight_decay=recipe.weight_decay,
-        warmup_steps=recipe.warmup_steps, precision=recipe.precision, seed=recipe.seed,
-        eval_every=recipe.eval_every or None, save_every=recipe.save_every or None, resume=recipe.resume,
-        progress=recipe.progress, run_name="pretrain-clm",
+    set_seed(args.seed)
+    return GPT2LMHeadModel(config)
+
+
+def clm_identity(args: CLMArguments, data: dict[str, Any]) -> dict[str, Any]:
+    """What makes a causal-LM run the same run on --resume: settings, data fingerprint, objective."""
+    from bertkit.data.corpus import vocab_fingerprint
+
+    corpus = data["corpus"]
+    return run_identity(
+        args,
+        data={"vocab": vocab_fingerprint(sorted(data["vocab"], key=data["vocab"].get)),
+              "tokens": int(corpus.num_tokens), "sentences": int(corpus.num_sentences),
+              "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
+        objective={"causal_lm": True, "seq_len": args.seq_len},
     )
+
+
+def pretrain_clm(args: CLMArguments) -> dict[str, Any]:
+    """Train a GPT-2 from scratch on ``args.corpus``; saves a folder loadable by transformers.
+
+    With a BERT WordPiece vocabulary the saved config names ``"tokenizer_class": "BertTokenizer"``,
+    so ``AutoTokenizer`` (bertkit's or transformers') picks the right tokenizer. ``--output`` follows
+    the folder rule of every training command (:mod:`bertkit.training.outputs`). Returns the last metrics.
+    """
+    import dataclasses
+
+    from bertkit.training.trainer import Trainer
+
+    claim_training_output(args, "pretrain-clm", {}, CLM_OUTPUTS, dry_run=True)
+    data = _clm_data(args)
+    claim = claim_training_output(args, "pretrain-clm", clm_identity(args, data), CLM_OUTPUTS)
+    model = _clm_model(args, data["vocab"])
+    train_ds, eval_ds = data["train"], data["eval"]
     trainer: Trainer | None = None
 
     def evaluate(m: Any) -> dict[str, float]:
         return evaluate_clm(m, eval_ds, device=trainer.device, amp_dtype=trainer.amp_dtype) if len(eval_ds) else {}
 
-    trainer = Trainer(model, cfg, train_ds, collate_fn=collate_clm, evaluate=evaluate, tokenizer=tokenizer)
+    trainer = Trainer(model, dataclasses.replace(args, run_name="pretrain-clm"), train_ds, collate_fn=collate_clm,
+                      evaluate=evaluate, tokenizer=data["tokenizer"])
     if trainer.is_main:
-        print(f"pretrain-clm: {len(train_ds):,} training / {len(eval_ds):,} held-out blocks of {recipe.seq_len} "
-              f"tokens from {data_dir}; {model.num_parameters():,} parameters; precision {trainer.precision}",
-              file=sys.stderr)
-    result = trainer.train()
+        print(f"pretrain-clm: {len(train_ds):,} training / {len(eval_ds):,} held-out blocks of {args.seq_len} "
+              f"tokens from {data['data_dir']}; {model.num_parameters():,} parameters; precision "
+              f"{trainer.precision}", file=sys.stderr)
+    result = within_claim(claim, trainer.train)
     return {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
-
-
-def perplexity_curve(metrics_jsonl: str | os.PathLike, png: str | os.PathLike, title: str = "") -> Path:
-    """Plot held-out perplexity (points) and training perplexity (exp of each step's loss) against step."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertkit._io import atomic_path
-
-    rows = [json.loads(line) for line in Path(metrics_jsonl).read_text(encoding="utf-8").splitlines() if line.strip()]
-    points = [(r["step"], r["eval_perplexity"]) for r in rows if "eval_perplexity" in r]
-    if not points:
-        raise ValueError(f"{metrics_jsonl} has no eval_perplexity rows")
-    train = [(r["step"], math.exp(min(r["loss"], 50.0))) for r in rows if "loss" in r]
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    if train:
-        ax.plot([p[0] for p in train], [p[1] for p in train], color="0.6", lw=1, label="training batches")
-    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label="held-out")
-    ax.legend()
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("perplexity")
-    ax.set_yscale("log")
-    ax.grid(True, alpha=0.3)
-    ax.set_title(title)
-    fig.tight_layout()
-    with atomic_path(png) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    return Path(png)

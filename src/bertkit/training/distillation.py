@@ -28,7 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["DistillConfig", "compare_speed", "distill", "distillation_loss", "student_from_teacher"]
+from bertkit import _args as A
+from bertkit._args import redefault, setting
+from bertkit.training.arguments import TrainingArguments
+from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+
+__all__ = ["DistillArguments", "DistillConfig", "compare_speed", "distill", "distillation_loss",
+           "student_from_teacher"]
 
 
 def _layer_map(teacher_layers: int, student_layers: int) -> list[int]:
@@ -113,105 +119,159 @@ def distillation_loss(
     return loss, logs
 
 
-@dataclass
-class DistillConfig:
-    """Settings of ``bertkit distill`` (see the module docstring for the loss)."""
+@dataclass(kw_only=True)
+class DistillArguments(TrainingArguments):
+    """Every setting of `bertkit distill`: the shared training arguments plus the distillation's own."""
 
-    teacher: str
-    train: str
-    output: str
-    validation: str | None = None
-    student_layers: int = 3
-    alpha_ce: float = 0.5
-    alpha_hard: float = 0.5
-    alpha_cos: float = 0.0
-    temperature: float = 2.0
-    epochs: float = 2.0
-    batch_size: int = 32
-    lr: float = 1e-4
-    warmup_ratio: float = 0.1
-    max_length: int | None = None  # default: the teacher's fine-tuning max_length
-    max_train_samples: int | None = None  # first N training examples only
-    seed: int = 0
-    resume: bool = False
-    progress: bool = True
+    teacher: str = setting(metavar="DIR", group="data", same_on_resume=False,
+                           help="a fine-tuned BERT text classifier (a `bertkit finetune` output folder)")
+    train: str = setting(metavar="FILE", group="data", same_on_resume=False, help="training file")
+    validation: str | None = setting(None, metavar="FILE", group="data", same_on_resume=False,
+                                     help="validation file: the teacher's and the student's scores side by side")
+    output: str = redefault(TrainingArguments, "output")  # required
+    student_layers: int = setting(3, type=A.positive_int, group="distillation",
+                                  help="layers of the student, taken from every other teacher layer")
+    alpha_ce: float = setting(0.5, type=A.nonnegative_float, group="distillation",
+                              help="weight of the soft-target loss")
+    alpha_hard: float = setting(0.5, type=A.nonnegative_float, group="distillation",
+                                help="weight of the gold-label loss")
+    alpha_cos: float = setting(0.0, type=A.nonnegative_float, group="distillation",
+                               help="weight of the hidden-state cosine loss (0: off)")
+    temperature: float = setting(2.0, type=A.positive_float, group="distillation",
+                                 help="softmax temperature of the soft targets")
+    max_length: int | None = setting(None, type=A.SEQ_LEN, group="data",
+                                     help="max tokens per example (default: the teacher's fine-tuning max_length)")
+    max_train_samples: int | None = setting(None, type=A.positive_int, group="data",
+                                            help="first N training examples only")
+    epochs: float = redefault(TrainingArguments, "epochs", 2.0)
+    lr: float = redefault(TrainingArguments, "lr", 1e-4)
+    warmup_ratio: float = redefault(TrainingArguments, "warmup_ratio", 0.1)
+    seed: int = redefault(TrainingArguments, "seed", 0)
+    precision: str = redefault(TrainingArguments, "precision", "fp32")
+    log_every: int = redefault(TrainingArguments, "log_every", 10)
+    drop_last: bool = redefault(TrainingArguments, "drop_last", False)
 
 
-def distill(cfg: DistillConfig) -> dict[str, Any]:
-    """Distil the classifier in ``cfg.teacher`` into a student saved at ``cfg.output``; returns metrics.
+DistillConfig = DistillArguments  # its former name
 
-    With a validation file the result holds the teacher's and the student's scores side by side.
-    """
-    from bertkit.tasks.api import _Features, load_finetuned
-    from bertkit.tasks.batching import LengthGroupedBatchSampler, collate_features
-    from bertkit.training import Trainer, TrainingConfig
+# What `bertkit distill` writes into its --output.
+DISTILL_OUTPUTS = (*TRAINER_OUTPUTS, "distill_results.json")
 
-    overrides = {"max_length": cfg.max_length} if cfg.max_length else {}
-    task, teacher, tok = load_finetuned(cfg.teacher, **overrides)
-    if task.name != "text-classification":
-        raise ValueError(f"{cfg.teacher} was fine-tuned for {task.name}; distillation supports text-classification")
-    if not cfg.temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {cfg.temperature}")
-    train_ex = task.read(cfg.train)[: cfg.max_train_samples or None]
-    task.check(cfg.train, train_ex)
-    val_ex = None
-    if cfg.validation:
-        val_ex = task.read(cfg.validation)
-        task.check(cfg.validation, val_ex)
-    train_enc = task.encode(tok, train_ex)
-    val_enc = task.encode(tok, val_ex) if val_ex is not None else None
 
-    torch.manual_seed(cfg.seed)
-    student = student_from_teacher(teacher, cfg.student_layers)
-    teacher.eval()
-    for p in teacher.parameters():
-        p.requires_grad_(False)
-    want_hidden = cfg.alpha_cos > 0
-    keys = ("input_ids", "token_type_ids", "attention_mask")
+def _check_teacher(path: str) -> None:
+    """A teacher must be a fine-tuned text classifier; say so in distill's own terms (it has no --task)."""
+    import json
+
+    f = Path(path) / "config.json"
+    if not f.is_file():
+        raise FileNotFoundError(f"--teacher {path}: no config.json; give a `bertkit finetune` output folder")
+    try:
+        config = json.loads(f.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ValueError(f"--teacher {path}: config.json is not valid JSON ({e})") from None
+    task = config.get("finetuning_task") if isinstance(config, dict) else None
+    if task != "text-classification":
+        what = f"fine-tuned for {task}" if task else "has no fine-tuned head (no finetuning_task in config.json)"
+        raise ValueError(f"--teacher {path} {what}; distill needs a BERT text classifier: fine-tune one first with "
+                         f"`bertkit finetune --task text-classification --model {path} ...`")
+
+
+def _distill_loss(teacher: nn.Module, args: DistillArguments) -> Any:
+    """The Trainer loss_fn: the teacher (frozen, in this closure) scores each batch the student sees."""
+    want_hidden = args.alpha_cos > 0
 
     def loss_fn(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
-        inputs = {k: v for k, v in batch.items() if k in keys}
+        inputs = {k: v for k, v in batch.items() if k in _INPUT_KEYS}
         with torch.no_grad():
             t_out = teacher(**inputs, output_hidden_states=want_hidden)
         s_out = model(**inputs, output_hidden_states=want_hidden)
         return distillation_loss(
-            s_out.logits, t_out.logits, batch.get("labels"), cfg.temperature, cfg.alpha_ce, cfg.alpha_hard,
-            cfg.alpha_cos, s_out.hidden_states[-1] if want_hidden else None,
+            s_out.logits, t_out.logits, batch.get("labels"), args.temperature, args.alpha_ce, args.alpha_hard,
+            args.alpha_cos, s_out.hidden_states[-1] if want_hidden else None,
             t_out.hidden_states[-1] if want_hidden else None, batch.get("attention_mask"),
         )
 
+    return loss_fn
+
+
+_INPUT_KEYS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+def distill(args: DistillArguments) -> dict[str, Any]:
+    """Distil the classifier in ``args.teacher`` into a student saved at ``args.output``; returns metrics.
+
+    With a validation file the result holds the teacher's and the student's scores side by side.
+    ``--output`` follows the folder rule of every training command (:mod:`bertkit.training.outputs`)
+    and may not be the teacher's folder.
+    """
+    import dataclasses
+
+    from bertkit._outputs import file_fingerprint
+    from bertkit.tasks.api import _Features, load_finetuned
+    from bertkit.tasks.batching import LengthGroupedBatchSampler, collate_features
+    from bertkit.training import Trainer
+
+    inputs = {"--teacher": args.teacher, "--train": args.train, "--validation": args.validation}
+    claim_training_output(args, "distill", {}, DISTILL_OUTPUTS, inputs, dry_run=True)
+    _check_teacher(args.teacher)
+    task, teacher, tok = load_finetuned(args.teacher, **({"max_length": args.max_length} if args.max_length else {}))
+    train_ex = task.read(args.train)[: args.max_train_samples or None]
+    task.check(args.train, train_ex)
+    val_ex = task.read(args.validation) if args.validation else None
+    if val_ex is not None:
+        task.check(args.validation, val_ex)
+    train_enc = task.encode(tok, train_ex)
+    val_enc = task.encode(tok, val_ex) if val_ex is not None else None
+    teacher_files = [Path(args.teacher) / n for n in ("config.json", "model.safetensors", "pytorch_model.bin")]
+    identity = run_identity(args, teacher=file_fingerprint(*[f for f in teacher_files if f.is_file()]),
+                            data=file_fingerprint(args.train, args.validation))
+    claim = claim_training_output(args, "distill", identity, DISTILL_OUTPUTS, inputs)
+
+    torch.manual_seed(args.seed)
+    student = student_from_teacher(teacher, args.student_layers)
+    teacher.eval().requires_grad_(False)
     feats = train_enc.features
-    sampler = LengthGroupedBatchSampler([len(f["input_ids"]) for f in feats], cfg.batch_size, shuffle=True,
-                                        seed=cfg.seed, bucket_batches=50)
+    sampler = LengthGroupedBatchSampler([len(f["input_ids"]) for f in feats], args.batch_size, shuffle=True,
+                                        seed=args.seed, bucket_batches=50)
     evaluate = None
     if val_ex is not None:
         def evaluate(m: nn.Module) -> dict[str, float]:
             return task.evaluate(m, tok, val_ex, val_enc, progress=False)
 
-    tcfg = TrainingConfig(
-        output_dir=cfg.output, num_epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr,
-        warmup_ratio=cfg.warmup_ratio, precision="fp32", seed=cfg.seed, drop_last=False, log_every=10,
-        eval_each_epoch=evaluate is not None, resume=cfg.resume, progress=cfg.progress,
-        run_name=f"distill {cfg.student_layers} layers",
-    )
+    tcfg = dataclasses.replace(args, eval_each_epoch=evaluate is not None,
+                               run_name=f"distill {args.student_layers} layers")
     trainer = Trainer(student, tcfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler,
-                      evaluate=evaluate, loss_fn=loss_fn, tokenizer=tok)
+                      evaluate=evaluate, loss_fn=_distill_loss(teacher, args), tokenizer=tok)
     teacher.to(trainer.device)
-    t0 = time.perf_counter()
-    res = trainer.train()
-    out: dict[str, Any] = {"steps": res.step, "train_seconds": round(time.perf_counter() - t0, 1),
-                           "student_layers": cfg.student_layers, "teacher_layers": teacher.config.num_hidden_layers}
-    if val_ex is not None:
-        out["teacher"] = task.evaluate(teacher, tok, val_ex, val_enc, progress=False)
-        out["student"] = task.evaluate(student, tok, val_ex, val_enc, progress=False)
-        # Inference speed of both on the same validation batches, in this process, interleaved.
-        vf = val_enc.features[: 32 * 8]
-        batches = [{k: v.to(trainer.device) for k, v in collate_features(
-            [{k: f[k] for k in keys if k in f} for f in vf[i:i + 32]]).items()} for i in range(0, len(vf), 32)]
-        out["speed"] = compare_speed(teacher, student, batches)
-    from bertkit._io import atomic_write_json
 
-    atomic_write_json(Path(cfg.output) / "distill_results.json", out)
+    def work() -> dict[str, Any]:
+        t0 = time.perf_counter()
+        res = trainer.train()
+        out: dict[str, Any] = {"steps": res.step, "train_seconds": round(time.perf_counter() - t0, 1),
+                               "student_layers": args.student_layers,
+                               "teacher_layers": teacher.config.num_hidden_layers}
+        if val_ex is not None:
+            out.update(_side_by_side(task, teacher, student, tok, val_ex, val_enc, trainer.device))
+        from bertkit._io import atomic_write_json
+
+        atomic_write_json(Path(args.output) / "distill_results.json", out)
+        return out
+
+    return within_claim(claim, work)
+
+
+def _side_by_side(task: Any, teacher: nn.Module, student: nn.Module, tok: Any, val_ex: Any, val_enc: Any,
+                  device: Any) -> dict[str, Any]:
+    """The teacher's and the student's validation scores, and their speed on the same batches."""
+    from bertkit.tasks.batching import collate_features
+
+    out: dict[str, Any] = {"teacher": task.evaluate(teacher, tok, val_ex, val_enc, progress=False),
+                           "student": task.evaluate(student, tok, val_ex, val_enc, progress=False)}
+    # Inference speed of both on the same validation batches, in this process, interleaved.
+    vf = val_enc.features[: 32 * 8]
+    batches = [{k: v.to(device) for k, v in collate_features(
+        [{k: f[k] for k in _INPUT_KEYS if k in f} for f in vf[i:i + 32]]).items()} for i in range(0, len(vf), 32)]
+    out["speed"] = compare_speed(teacher, student, batches)
     return out
 
 

@@ -39,19 +39,19 @@ from pathlib import Path
 from typing import Any
 
 from bertkit._io import atomic_write_bytes, atomic_write_json
+from bertkit._outputs import claim_output_dir
+from bertkit.training.mlm import PRETRAIN_OUTPUTS, RECIPES, build_pretraining, mlm_nsp_loss, train_mlm
 
 __all__ = ["RECIPES", "Phase", "cpu_hour_phases", "run_recipe"]
 
-RECIPES = ("cpu-hour",)
-
 # The settings each phase fixes; giving one of them with --recipe is an error (they would be ignored).
 _RECIPE_FIELDS = ("seq_len", "batch_size", "lr", "warmup_steps", "warmup_ratio", "max_steps", "no_nsp",
-                  "eval_every", "save_every", "model", "schedule")
+                  "eval_every", "save_every", "model", "schedule", "objective")
 
 
 @dataclass
 class Phase:
-    """One phase of a recipe: the :class:`PretrainingArguments` fields it sets."""
+    """One phase of a recipe: the :class:`~bertkit.training.mlm.PretrainingArguments` fields it sets."""
 
     name: str
     minutes: float
@@ -79,8 +79,6 @@ def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_
     """Optimizer steps per minute of this phase's shape, timed on a throwaway copy of the model
     (median of ``n_steps`` steps, fewer but at least two when they take over ``max_seconds``)."""
     import torch
-
-    from bertkit.training.pretraining import mlm_nsp_loss
 
     model = copy.deepcopy(parts["model"]).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -119,8 +117,6 @@ def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minute
 
 def _plan(args: Any) -> dict[str, Any]:
     """Choose the phases' step counts from the measured throughput (the first start only)."""
-    from bertkit.training.pretraining import build_pretraining
-
     phases = cpu_hour_phases(args.max_minutes)
     for ph in phases:
         parts = build_pretraining(dataclasses.replace(args, seq_len=ph.seq_len, no_nsp=not ph.nsp, model=None,
@@ -140,29 +136,25 @@ def run_recipe(args: Any) -> Any:
     """Run ``args.recipe`` into ``args.output`` (see module docs); returns the last phase's TrainResult."""
     import torch
 
-    from bertkit.training.pretraining import PretrainingArguments, pretrain
-
     if args.recipe not in RECIPES:
         raise ValueError(f"unknown recipe {args.recipe!r}; known: {', '.join(RECIPES)}")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise NotImplementedError("--recipe plans and runs in one process; run it without torchrun")
-    defaults = PretrainingArguments(output="")
-    given = [f"--{f.replace('_', '-')}" for f in _RECIPE_FIELDS if getattr(args, f) != getattr(defaults, f)]
+    defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    given = [f"--{f.replace('_', '-')}" for f in _RECIPE_FIELDS if getattr(args, f) != defaults[f]]
     if given:
         raise ValueError(f"--recipe {args.recipe} chooses {', '.join(given)} itself; leave them out")
     if args.max_minutes is None:
         args = dataclasses.replace(args, max_minutes=60.0)
     if args.threads:
         torch.set_num_threads(args.threads)
-    from bertkit._outputs import claim_output_dir
-    from bertkit.training.pretraining import PRETRAIN_OUTPUTS
-
     out = Path(args.output)
     state_file = out / "recipe.json"
     run = {"recipe": args.recipe, "max_minutes": args.max_minutes, "vocab": str(args.vocab),
            "config": args.config, "whole_word_masking": bool(args.whole_word_masking), "seed": args.seed}
     claim = claim_output_dir(out, "pretrain", overwrite=getattr(args, "overwrite", False), resume=args.resume,
-                             run=run, owned=("recipe.json", "phase*", *PRETRAIN_OUTPUTS), can_resume=True)
+                             run=run, owned=("recipe.json", "phase*", *PRETRAIN_OUTPUTS), can_resume=True,
+                             resume_needs=("recipe.json",))
     if claim.resumed and state_file.is_file():
         state = json.loads(state_file.read_text(encoding="utf-8"))
     else:
@@ -186,7 +178,7 @@ def run_recipe(args: Any) -> Any:
         minutes = ph.minutes if i < len(phases) - 1 else max(0.1, float(state["max_minutes"]) - used)
         print(f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
               file=sys.stderr)
-        result = pretrain(_phase_args(args, ph, folder, model_dir, minutes))
+        result = train_mlm(_phase_args(args, ph, folder, model_dir, minutes))
         spent = _train_minutes(folder)
         state["done"][ph.name] = spent
         atomic_write_json(state_file, state)

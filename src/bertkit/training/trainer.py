@@ -2,11 +2,11 @@
 
 API (kept stable; fine-tuning builds on it)::
 
-    from bertkit.training import Trainer, TrainingConfig
+    from bertkit.training import Trainer, TrainingArguments
 
-    cfg = TrainingConfig(output_dir="runs/x", max_steps=1000, batch_size=32, lr=1e-4,
-                         warmup_ratio=0.1, eval_every=200, save_every=200,
-                         best_metric="accuracy", greater_is_better=True, patience=3)
+    cfg = TrainingArguments(output="runs/x", max_steps=1000, batch_size=32, lr=1e-4,
+                            warmup_ratio=0.1, eval_every=200, save_every=200,
+                            best_metric="accuracy", greater_is_better=True, patience=3)
     trainer = Trainer(model, cfg, train_dataset=ds, collate_fn=collate,
                       evaluate=lambda model: {"accuracy": ...},   # called under no_grad, eval mode
                       tokenizer=tok)                              # saved next to the model
@@ -26,12 +26,12 @@ called on every micro-batch, under autocast, with the (DDP-wrapped) model; ``los
 tensor to minimise and ``logs`` a ``{name: scalar tensor or float}`` dict whose entries are
 averaged over the log interval and written next to ``loss`` (e.g. ``mlm_loss``, ``nsp_loss``).
 The default, :func:`model_loss`, returns ``model(**batch).loss`` and no logs. Pretraining passes
-:func:`bertkit.training.pretraining.mlm_nsp_loss`; a distillation or causal-LM recipe passes its
+:func:`bertkit.training.mlm.mlm_nsp_loss`; a distillation or causal-LM recipe passes its
 own function (a teacher model can live in its closure) without any change here.
 
-Length: ``max_steps`` (optimizer steps) wins over ``num_epochs``; ``max_time_minutes`` also stops
+Length: ``max_steps`` (optimizer steps) wins over ``epochs``; ``max_minutes`` also stops
 the run after that much training wall time (evaluation and checkpointing excluded; counted across
-resumes). With ``schedule="time"`` the learning rate decays to 0 over ``max_time_minutes`` of
+resumes). With ``schedule="time"`` the learning rate decays to 0 over ``max_minutes`` of
 training time instead of over ``max_steps`` (which then only caps the run), so a run sized by a
 time budget uses all of it and ends with a decayed learning rate however fast the machine turns
 out to be. Evaluation every ``eval_every``
@@ -44,14 +44,14 @@ weights, linear warmup (``warmup_steps`` or ``warmup_ratio``) then linear decay 
 clipping (``max_grad_norm``), gradient accumulation. ``precision``: ``"auto"`` (bf16 autocast where
 supported, else fp16 + GradScaler on CUDA, else fp32), ``"bf16"``, ``"fp16"``, ``"fp32"``.
 
-Outputs in ``output_dir``: ``metrics.jsonl`` (one JSON object per logged step: step, epoch, loss,
+Outputs in ``output``: ``metrics.jsonl`` (one JSON object per logged step: step, epoch, loss,
 extra loss terms, lr, tokens_per_sec = tokens of the padded batches per second of wall time,
 data loading included, of all ranks together; losses are averaged over ranks under DDP;
 train_seconds; eval rows carry ``eval_*`` keys), ``metrics.png`` (curves, drawn at the
 end, :mod:`bertkit.training.plots`), ``checkpoints/step-NNNNNNN/`` every ``save_every`` steps
 (:mod:`bertkit.training.checkpointing`: each published in one rename; the last ``keep_last`` kept)
 and, at the end, the model itself via
-``model.save_pretrained(output_dir)`` (plus ``tokenizer.save_pretrained``) or ``save_model(model,
+``model.save_pretrained(output)`` (plus ``tokenizer.save_pretrained``) or ``save_model(model,
 dir)``. ``resume=True`` restores model, optimizer, scheduler, scaler, RNG states and the data
 position from the newest complete checkpoint. A NaN/inf loss raises :class:`NonFiniteLossError`
 before anything is saved, so the last good checkpoint stays intact.
@@ -73,7 +73,7 @@ import random
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -82,10 +82,12 @@ import torch
 from torch import nn
 
 import bertkit.training.checkpointing as ckpt_io
+from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
 from bertkit.training.plots import plot_metrics
 
 __all__ = [
+    "TrainingArguments",
     "TrainingConfig",
     "Trainer",
     "TrainResult",
@@ -104,78 +106,29 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or inf; the run stopped without saving."""
 
 
-@dataclass
-class TrainingConfig:
-    """Everything the Trainer needs besides the model and the data (all fields have defaults)."""
+# The names an older TrainingConfig used, still accepted (and readable) for callers written against it.
+_RENAMED = {"output_dir": "output", "num_epochs": "epochs", "max_time_minutes": "max_minutes"}
 
-    output_dir: str = "runs/out"
-    max_steps: int | None = None  # optimizer steps; wins over num_epochs
-    max_time_minutes: float | None = None  # stop (and save) after this much training wall time
-    schedule: str = "steps"  # "steps": decay to 0 at max_steps; "time": decay to 0 at max_time_minutes
-    num_epochs: float = 1.0
-    batch_size: int = 32  # per rank and micro-step
-    grad_accum_steps: int = 1
-    lr: float = 5e-5
-    weight_decay: float = 0.01
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-6
-    warmup_steps: int = 0
-    warmup_ratio: float = 0.0  # used when warmup_steps == 0
-    max_grad_norm: float | None = 1.0
-    precision: str = "auto"  # auto | bf16 | fp16 | fp32
-    seed: int = 42
-    shuffle: bool = True
-    drop_last: bool = True
-    log_every: int = 1
-    eval_every: int | None = None
-    eval_each_epoch: bool = False
-    save_every: int | None = None
-    keep_last: int = 2
-    best_metric: str | None = None  # key of evaluate()'s dict (without the eval_ prefix)
-    greater_is_better: bool = True
-    patience: int | None = None  # evaluations without improvement before stopping
-    resume: bool = False
-    overwrite: bool = False  # start afresh in an output_dir that holds another run's checkpoints/metrics
-    save_final: bool = True
-    plot: bool = True
-    progress: bool = True
-    device: str | None = None  # default: cuda if available, else cpu
-    run_name: str | None = None  # shown in the progress bar
-    ddp_find_unused_parameters: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)  # stored in checkpoints, for the caller
 
-    def __post_init__(self) -> None:
-        if self.max_steps is not None and self.max_steps <= 0:
-            raise ValueError(f"max_steps must be positive, got {self.max_steps}")
-        if self.batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
-        if self.grad_accum_steps <= 0:
-            raise ValueError(f"grad_accum_steps must be positive, got {self.grad_accum_steps}")
-        if self.precision not in ("auto", "bf16", "fp16", "fp32"):
-            raise ValueError(f"precision must be auto, bf16, fp16 or fp32, got {self.precision!r}")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ValueError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if self.log_every <= 0:
-            raise ValueError(f"log_every must be positive, got {self.log_every}")
-        from bertkit import _args as A
+class TrainingConfig(TrainingArguments):
+    """:class:`TrainingArguments` under its former name; also takes ``output_dir``, ``num_epochs`` and
+    ``max_time_minutes`` (now ``output``, ``epochs``, ``max_minutes``), and None for ``eval_every``,
+    ``save_every``, ``max_grad_norm`` (now 0: off). Deprecated: use TrainingArguments."""
 
-        if self.schedule not in A.SCHEDULES:
-            raise ValueError(f"schedule must be one of {', '.join(A.SCHEDULES)}, got {self.schedule!r}")
-        if self.schedule == "time" and self.max_time_minutes is None:
-            raise ValueError("schedule='time' decays the learning rate over max_time_minutes; set max_time_minutes")
+    def __init__(self, **kwargs: Any) -> None:
+        for old, new in _RENAMED.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"give {new} or its former name {old}, not both")
+                kwargs[new] = kwargs.pop(old)
+        for name in ("eval_every", "save_every", "max_grad_norm"):  # None meant "off": now 0
+            if name in kwargs and kwargs[name] is None:
+                kwargs[name] = 0
+        super().__init__(**kwargs)
 
-        A.positive_float.check("num_epochs", self.num_epochs)
-        A.positive_float.check("lr", self.lr)
-        A.nonnegative_float.check("weight_decay", self.weight_decay)
-        A.nonnegative_int.check("warmup_steps", self.warmup_steps)
-        A.positive_int.check("keep_last", self.keep_last)
-        A.positive_int.check("eval_every", self.eval_every, allow_none=True)
-        A.positive_int.check("save_every", self.save_every, allow_none=True)
-        A.positive_int.check("patience", self.patience, allow_none=True)
-        A.positive_float.check("max_time_minutes", self.max_time_minutes, allow_none=True)
-        A.nonnegative_float.check("max_grad_norm", self.max_grad_norm, allow_none=True)
-        A.check_device("device", self.device)
-        self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
+    output_dir = property(lambda self: self.output)
+    num_epochs = property(lambda self: self.epochs)
+    max_time_minutes = property(lambda self: self.max_minutes)
 
 
 @dataclass
@@ -276,6 +229,29 @@ def _batch_tokens(batch: Any) -> int:
     return 0
 
 
+def _resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto``: bf16 autocast where supported; fp16 (with a GradScaler) only on CUDA without bf16."""
+    prec = precision
+    if prec == "auto":
+        if device.type == "cuda":
+            prec = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        else:
+            prec = "bf16"
+    if prec == "fp16" and device.type != "cuda":
+        warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=3)
+        prec = "bf16"
+    return prec
+
+
+def _adamw(model: nn.Module, config: TrainingArguments) -> torch.optim.Optimizer:
+    kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
+    groups = _param_groups(model, config.weight_decay)
+    try:  # one fused kernel over all parameters (CUDA and, in recent torch, CPU)
+        return torch.optim.AdamW(groups, fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(groups, foreach=True, **kwargs)
+
+
 def model_loss(model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, Any]]:
     """The default ``loss_fn``: the ``.loss`` (or ``["loss"]``) of ``model(**batch)``, no extra logs."""
     out = model(**batch) if isinstance(batch, dict) else model(*batch)
@@ -285,18 +261,13 @@ def model_loss(model: nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, An
     return loss, {}
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    return model.module if hasattr(model, "module") and isinstance(
-        model, nn.parallel.DistributedDataParallel) else model
-
-
 class Trainer:
     """Train ``model`` on ``train_dataset`` with the settings in ``config`` (see module docs)."""
 
     def __init__(
         self,
         model: nn.Module,
-        config: TrainingConfig,
+        config: TrainingArguments,
         train_dataset: Any,
         collate_fn: Callable[[list[Any]], Any] | None = None,
         batch_sampler: Iterable[list[int]] | None = None,
@@ -313,7 +284,7 @@ class Trainer:
         self.loss_fn: LossFn = loss_fn or model_loss
         self.tokenizer = tokenizer
         self.save_model_fn = save_model
-        self.output_dir = Path(config.output_dir)
+        self.output_dir = Path(config.output)
 
         # Distributed set-up (torchrun exports WORLD_SIZE / RANK / LOCAL_RANK).
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -336,6 +307,8 @@ class Trainer:
                 dist.init_process_group(backend=backend)
         self.is_main = self.rank == 0
 
+        if config.threads:
+            torch.set_num_threads(config.threads)
         set_seed(config.seed)
         self.model = model.to(self.device)
         self.raw_model = model
@@ -348,38 +321,22 @@ class Trainer:
             len(train_dataset), config.batch_size, seed=config.seed, shuffle=config.shuffle,
             drop_last=config.drop_last)
 
-        # Precision: bf16 autocast where supported; fp16 + GradScaler only on CUDA without bf16.
-        prec = config.precision
-        if prec == "auto":
-            if self.device.type == "cuda":
-                prec = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-            else:
-                prec = "bf16"
-        if prec == "fp16" and self.device.type != "cuda":
-            warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=2)
-            prec = "bf16"
+        prec = _resolve_precision(config.precision, self.device)
         self.precision = prec
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
         self.scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
 
-        if optimizer is None:
-            kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
-            groups = _param_groups(self.raw_model, config.weight_decay)
-            try:  # one fused kernel over all parameters (CUDA and, in recent torch, CPU)
-                optimizer = torch.optim.AdamW(groups, fused=True, **kwargs)
-            except (RuntimeError, TypeError, ValueError):
-                optimizer = torch.optim.AdamW(groups, foreach=True, **kwargs)
-        self.optimizer = optimizer
+        self.optimizer = optimizer if optimizer is not None else _adamw(self.raw_model, config)
 
         self.steps_per_epoch = max(1, self._num_batches() // (self.world_size * config.grad_accum_steps))
         if config.max_steps is not None:
             self.total_steps = config.max_steps
         else:
-            self.total_steps = max(1, int(math.ceil(config.num_epochs * self.steps_per_epoch)))
+            self.total_steps = max(1, int(math.ceil(config.epochs * self.steps_per_epoch)))
         warmup = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
         self.warmup_steps = warmup
         if config.schedule == "time":
-            budget = 60.0 * config.max_time_minutes  # type: ignore[operator]
+            budget = 60.0 * config.max_minutes  # type: ignore[operator]
             by_steps = _linear_schedule(warmup, 1 << 62)  # the warmup part only
             # min(): warmup by steps, then the linear decay by training time; no state beyond the
             # elapsed time, which resume restores.
@@ -417,8 +374,8 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def _out_of_time(self) -> bool:
-        """max_time_minutes reached; under DDP decided by all ranks together (else one would hang)."""
-        out = self._elapsed() > 60.0 * self.config.max_time_minutes
+        """max_minutes reached; under DDP decided by all ranks together (else one would hang)."""
+        out = self._elapsed() > 60.0 * self.config.max_minutes
         if not self.distributed:
             return out
         import torch.distributed as dist
@@ -632,7 +589,7 @@ class Trainer:
             from tqdm.auto import tqdm
 
             if cfg.schedule == "time":  # the budget is time, so the bar counts training seconds
-                budget = round(60.0 * cfg.max_time_minutes)  # type: ignore[operator]
+                budget = round(60.0 * cfg.max_minutes)  # type: ignore[operator]
                 bar = tqdm(total=budget, initial=min(budget, round(self.train_seconds)), unit="s",
                            desc=cfg.run_name or "train", dynamic_ncols=True, file=sys.stderr,
                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}{postfix}]")
@@ -642,13 +599,13 @@ class Trainer:
         stream = self._micro_batches()
         self._window: dict[str, Any] = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
         t_start = time.perf_counter()
-        self._t_paused = 0.0  # evaluation and checkpoint time does not count against max_time_minutes
+        self._t_paused = 0.0  # evaluation and checkpoint time does not count against max_minutes
         self._elapsed = lambda: self.train_seconds + time.perf_counter() - t_start - self._t_paused
         try:
             while self.step < self.total_steps and not self._stop:
-                if cfg.max_time_minutes is not None and self._out_of_time():
+                if cfg.max_minutes is not None and self._out_of_time():
                     if self.is_main:
-                        print(f"stopping at step {self.step}: max_time_minutes={cfg.max_time_minutes} "
+                        print(f"stopping at step {self.step}: max_minutes={cfg.max_minutes} "
                               f"reached", file=sys.stderr)
                     break
                 lr, epoch_ended = self._step(stream)
@@ -766,5 +723,5 @@ class Trainer:
         self._window["t0"] += t1 - t0  # throughput counts training time only
 
     def save_final(self) -> None:
-        """Write the trained model into ``output_dir`` itself (atomically, file by file)."""
+        """Write the trained model into ``output`` itself (atomically, file by file)."""
         ckpt_io.write_final(self.output_dir, self._write_model)

@@ -4,6 +4,8 @@
   const t0 = performance.now();
   const D = JSON.parse(document.getElementById("data").textContent);
   const N = D.tokens.length, HEADS = D.heads, LAYERS = D.layers;
+  // The model's numbers of the kept heads (--heads); every head when the data does not say.
+  const HID = D.head_ids || Array.from({ length: HEADS }, (_, h) => h);
   const $ = (id) => document.getElementById(id);
   const el = (tag, attrs, text) => {
     const e = document.createElement(tag);
@@ -123,11 +125,11 @@
   for (let h = 0; h < HEADS; h++) {
     const lab = el("label", { class: "headtoggle" });
     lab.style.background = headColor(h);
-    const cb = el("input", { type: "checkbox", "data-head": String(h) });
+    const cb = el("input", { type: "checkbox", "data-head": String(HID[h]) });
     cb.checked = true;
     cb.addEventListener("change", () => { headOn[h] = cb.checked; drawHeadView(); });
     lab.appendChild(cb);
-    lab.appendChild(document.createTextNode(String(h)));
+    lab.appendChild(document.createTextNode(String(HID[h])));
     $("headtoggles").appendChild(lab);
   }
   const setAll = (v) => {
@@ -139,7 +141,7 @@
   $("noheads").addEventListener("click", () => setAll(false));
   layerSel.addEventListener("change", () => drawHeadView());
 
-  const hv = $("hv"), ROW = 18, TOP = 24, LEFTW = 150, GAP = 260;
+  const hv = $("hv"), ROW = 18, TOP = 24, LEFTW = 150, GAP = 260, LINE_BUDGET = 6000;
   const dpr = window.devicePixelRatio || 1;
   hv.width = (LEFTW * 2 + GAP) * dpr;
   hv.height = (TOP + N * ROW + 10) * dpr;
@@ -157,16 +159,33 @@
     g.fillText(`layer ${LAYERS[li]}: lines from each token (left) to the tokens it attends to (right)`, LEFTW + GAP / 2, 14);
     const x0 = LEFTW + 4, x1 = LEFTW + GAP - 4;
     // Lines are grouped by head and by 16 opacity levels: a few hundred strokes instead of one per line.
+    // A software-rasterised canvas slows down past some 10^5 segments, so a long input draws each token's
+    // `perRow` strongest lines per head (all of them for the hovered token).
+    const active = Math.max(1, headOn.filter(Boolean).length);
+    const perRow = focus !== null ? N : Math.max(1, Math.floor(LINE_BUDGET / (N * active)));
+    $("hvlimit").textContent = perRow < N ? `Long input: each token's ${perRow} strongest line(s) per head ` +
+      "are drawn; hover a token to see all of its lines." : "";
     for (let h = 0; h < HEADS; h++) {
       if (!headOn[h]) continue;
       const buckets = Array.from({ length: 16 }, () => []);
+      const push = (i, j, w) => { if (w >= 3) buckets[w >> 4].push(i, j); };  // below 0.012: invisible anyway
       for (let i = 0; i < N; i++) {
         if (focus !== null && i !== focus) continue;
+        if (perRow >= N) {
+          for (let j = 0; j < N; j++) push(i, j, att(li, h, i, j));
+          continue;
+        }
+        const top = [];  // (weight, j) of the row's strongest keys, weakest first
         for (let j = 0; j < N; j++) {
           const w = att(li, h, i, j);
-          if (w < 3) continue;  // below 0.012: invisible anyway
-          buckets[w >> 4].push(i, j);
+          if (top.length < perRow || w > top[0][0]) {
+            if (top.length === perRow) top.shift();
+            let k = 0;
+            while (k < top.length && top[k][0] < w) k++;
+            top.splice(k, 0, [w, j]);
+          }
         }
+        for (const [w, j] of top) push(i, j, w);
       }
       g.lineWidth = 2;
       buckets.forEach((b, k) => {
@@ -209,18 +228,27 @@
     const k = Math.min(STOPS.length - 2, Math.floor(t)), f = t - k;
     for (let ch = 0; ch < 3; ch++) LUT[v * 3 + ch] = STOPS[k][ch] + f * (STOPS[k + 1][ch] - STOPS[k][ch]);
   }
+  // Thumbnails of long inputs are decimated to at most THUMB pixels a side, each pixel the largest weight
+  // of its block (so a strong single weight stays visible); a click still opens the full matrix.
+  const THUMB = 128, S = Math.min(N, THUMB);
   function paintMatrix(canvas, li, h) {
-    canvas.width = N;
-    canvas.height = N;
+    canvas.width = S;
+    canvas.height = S;
     const g = canvas.getContext("2d");
-    const img = g.createImageData(N, N);
+    const img = g.createImageData(S, S);
     const base = h * N * N, src = ATT[li];
-    for (let p = 0; p < N * N; p++) {
-      const v = src[base + p];
-      img.data[p * 4] = LUT[v * 3];
-      img.data[p * 4 + 1] = LUT[v * 3 + 1];
-      img.data[p * 4 + 2] = LUT[v * 3 + 2];
-      img.data[p * 4 + 3] = 255;
+    for (let a = 0; a < S; a++) {
+      const i0 = Math.floor((a * N) / S), i1 = Math.floor(((a + 1) * N) / S);
+      for (let b = 0; b < S; b++) {
+        const j0 = Math.floor((b * N) / S), j1 = Math.floor(((b + 1) * N) / S);
+        let v = 0;
+        for (let i = i0; i < i1; i++) for (let j = j0; j < j1; j++) v = Math.max(v, src[base + i * N + j]);
+        const p = a * S + b;
+        img.data[p * 4] = LUT[v * 3];
+        img.data[p * 4 + 1] = LUT[v * 3 + 1];
+        img.data[p * 4 + 2] = LUT[v * 3 + 2];
+        img.data[p * 4 + 3] = 255;
+      }
     }
     g.putImageData(img, 0, 0);
   }
@@ -228,11 +256,11 @@
     const grid = $("grid");
     grid.style.gridTemplateColumns = `40px repeat(${HEADS}, 66px)`;
     grid.appendChild(el("div", { class: "lab" }, ""));
-    for (let h = 0; h < HEADS; h++) grid.appendChild(el("div", { class: "lab" }, "head " + h));
+    for (let h = 0; h < HEADS; h++) grid.appendChild(el("div", { class: "lab" }, "head " + HID[h]));
     LAYERS.forEach((l, li) => {
       grid.appendChild(el("div", { class: "lab" }, "layer " + l));
       for (let h = 0; h < HEADS; h++) {
-        const cv = el("canvas", { "data-layer": String(l), "data-head": String(h), title: `layer ${l}, head ${h}` });
+        const cv = el("canvas", { "data-layer": String(l), "data-head": String(HID[h]), title: `layer ${l}, head ${HID[h]}` });
         paintMatrix(cv, li, h);
         cv.addEventListener("click", () => openBig(li, h));
         grid.appendChild(cv);
@@ -271,7 +299,7 @@
       g.fillText(D.tokens[j], 0, 0);
       g.restore();
     }
-    $("overlaytitle").textContent = `layer ${LAYERS[li]}, head ${h}: row = query token, column = attended token`;
+    $("overlaytitle").textContent = `layer ${LAYERS[li]}, head ${HID[h]}: row = query token, column = attended token`;
     $("overlay").hidden = false;
   }
   $("overlayclose").addEventListener("click", () => { $("overlay").hidden = true; });
@@ -294,7 +322,7 @@
     tb.textContent = "";
     const hr = el("tr");
     hr.appendChild(el("th", null, "layer \\ head"));
-    for (let h = 0; h < HEADS; h++) hr.appendChild(el("th", null, String(h)));
+    for (let h = 0; h < HEADS; h++) hr.appendChild(el("th", null, String(HID[h])));
     tb.appendChild(hr);
     const scale = m === "entropy" ? Math.log2(Math.max(2, N)) : 1;
     LAYERS.forEach((l, li) => {
@@ -361,7 +389,7 @@
       ct.appendChild(tr);
     }
     box.appendChild(ct);
-    if (!V.pooler) box.appendChild(el("p", { class: "hint" }, "This model has no pooler (masked-LM models are built without one)."));
+    if (!V.pooler) box.appendChild(el("p", { class: "hint" }, "This model has no pooler: its heads read the final token vectors directly (masked-LM and causal-LM models, DistilBERT and ELECTRA are built without one)."));
   }
 
   // ------------------------------------------------------------------ 6. head predictions
@@ -403,10 +431,36 @@
       box.appendChild(t);
     }
     if (P && P.kind === "sequence-classification") {
-      box.appendChild(el("p", { class: "explain" }, `Sequence classifier (${P.problem}): a linear layer on pooler_output gives one logit per label.`));
+      box.appendChild(el("p", { class: "explain" }, `Sequence classifier (${P.problem}): ${P.head || "a linear layer on pooler_output"} gives one logit per label.`));
       const t = el("table", { class: "data preds" });
       P.labels.forEach((x) => scoreRow(t, x.label, x.score, `  (logit ${fmt(x.logit, 3)})`));
       box.appendChild(t);
+    }
+    if (P && P.kind === "replaced-token") {
+      box.appendChild(el("p", { class: "explain" }, "Replaced-token detector (ELECTRA's discriminator): for every token, the probability that it is not the original text but a replacement."));
+      const t = el("table", { class: "data preds" });
+      P.tokens.forEach((x) => scoreRow(t, `${x.position} ${x.token}`, x.replaced));
+      box.appendChild(t);
+    }
+    if (P && P.kind === "next-token") {
+      box.appendChild(el("p", { class: "explain" }, `Causal language model: the LM head on the last token's final vector (${P.after}, token ${P.position}) scores every vocabulary token as the next one. Top next tokens:`));
+      const t = el("table", { class: "data preds" });
+      P.top.forEach((x) => scoreRow(t, x.token, x.score, `  (logit ${fmt(x.logit, 3)})`));
+      box.appendChild(t);
+    }
+    if (P && P.kind === "question-answering") {
+      const S = P.span;
+      box.appendChild(el("p", { class: "explain" }, `Extractive QA: qa_outputs gives every token a start and an end logit; the answer is the ${P.context === "pair" ? "second text's" : "text's"} span (start <= end, at most ${P.max_answer_tokens} tokens) with the largest start + end logit.`));
+      if (!S) box.appendChild(el("p", { class: "hint" }, "The input has no context tokens to answer from."));
+      else {
+        const t = el("table", { class: "data preds" });
+        const hr = el("tr");
+        hr.appendChild(el("th", { class: "tok", colspan: "2" }, `answer: "${S.answer}" (tokens ${S.start_token}-${S.end_token})`));
+        t.appendChild(hr);
+        scoreRow(t, `start at ${D.tokens[S.start_token]}`, S.start_score, `  (logit ${fmt(S.start_logit, 3)})`);
+        scoreRow(t, `end at ${D.tokens[S.end_token]}`, S.end_score, `  (logit ${fmt(S.end_logit, 3)})`);
+        box.appendChild(t);
+      }
     }
     if (P && P.kind === "token-classification") {
       box.appendChild(el("p", { class: "explain" }, "Token classifier: a linear layer on every final token vector; each word's tag is read at its first piece."));
@@ -426,7 +480,11 @@
   }
 
   drawHeadView();
+  // Views kept in their own files (attributions.js, ...) registered themselves in window.bertkitViews.
+  for (const view of window.bertkitViews || []) view(D, { $, el, fmt, ATT, att, headColor, N, HEADS, LAYERS });
   // For tests and benchmarks: script time, and time since navigation start (parsing included).
   document.body.dataset.scriptMs = String(Math.round(performance.now() - t0));
   document.body.dataset.rendered = String(Math.round(performance.now()));
+  // ... and once the browser has laid out and painted the drawn page (what a reader waits for).
+  requestAnimationFrame(() => setTimeout(() => { document.body.dataset.painted = String(Math.round(performance.now())); }, 0));
 })();

@@ -1,0 +1,135 @@
+"""Building blocks every family shares: activations by config name and (multi-head) attention.
+
+Shapes: B batch, N sequence length (L keys), H hidden size, h heads, d = H / h head size, T real
+tokens of a packed batch (see :mod:`bertkit.modeling.packing`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .packing import AttentionMask
+
+__all__ = ["attention", "get_activation", "multi_head_attention", "project_qkv"]
+
+
+# ---------------------------------------------------------------------------------------- activations
+
+
+class NewGELU(nn.Module):
+    """tanh approximation of GELU (transformers' gelu_new / Google's original BERT code)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class QuickGELU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+_ACTIVATIONS = {
+    "gelu": lambda: nn.GELU(),
+    "gelu_new": NewGELU,
+    "gelu_fast": lambda: nn.GELU(approximate="tanh"),
+    "gelu_pytorch_tanh": lambda: nn.GELU(approximate="tanh"),
+    "quick_gelu": QuickGELU,
+    "relu": nn.ReLU,
+    "relu6": nn.ReLU6,
+    "silu": nn.SiLU,
+    "swish": nn.SiLU,
+    "tanh": nn.Tanh,
+    "sigmoid": nn.Sigmoid,
+    "mish": nn.Mish,
+    "leaky_relu": nn.LeakyReLU,
+    "linear": nn.Identity,
+}
+
+
+def get_activation(name: str) -> nn.Module:
+    """The activation module for a config's ``hidden_act``."""
+    try:
+        return _ACTIVATIONS[name]()
+    except KeyError:
+        raise ValueError(f"unsupported hidden_act {name!r}; supported: {', '.join(sorted(_ACTIVATIONS))}") from None
+
+
+# ---------------------------------------------------------------------------------------- attention
+
+
+def project_qkv(x: torch.Tensor, query: nn.Linear, key: nn.Linear, value: nn.Linear) -> torch.Tensor:
+    """q, k and v side by side, ``(..., H) -> (..., 3H)``, in one GEMM.
+
+    The parameters stay separate so checkpoint keys are unchanged.
+    """
+    w = torch.cat([query.weight, key.weight, value.weight])  # (3H, H)
+    b = torch.cat([query.bias, key.bias, value.bias])  # (3H,)
+    return F.linear(x, w, b)
+
+
+def attention(
+    q: torch.Tensor,  # (B, h, N, d)
+    k: torch.Tensor,  # (B, h, L, d)
+    v: torch.Tensor,  # (B, h, L, d)
+    attention_mask: torch.Tensor | None,  # bool (B, 1, 1|N, L), True = attend; None = all
+    output_attentions: bool,
+    dropout: nn.Dropout,
+    is_causal: bool = False,  # query i sees keys up to L - N + i (a causal block after cached keys)
+    scale: float | None = None,  # None = 1/sqrt(d)
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # (B, h, N, d); (B, h, N, L) probabilities or None
+    """Scaled dot-product attention: SDPA unless the probabilities are wanted (then an explicit softmax)."""
+    if output_attentions:
+        scale = q.shape[-1] ** -0.5 if scale is None else scale
+        scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # (B, h, N, L)
+        if is_causal:
+            n, length = q.shape[2], k.shape[2]
+            causal = torch.ones(n, length, dtype=torch.bool, device=q.device).tril(length - n)
+            attention_mask = causal if attention_mask is None else attention_mask & causal
+        if attention_mask is not None:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        probs = scores.softmax(dim=-1)
+        return torch.matmul(dropout(probs), v), probs
+    p = dropout.p if dropout.training else 0.0
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=p,
+                                       is_causal=is_causal and attention_mask is None, scale=scale)
+    return y, None
+
+
+def multi_head_attention(
+    qkv: torch.Tensor,  # (B, N, 3H), or (T, 3H) real tokens when the mask is packed: q, k and v side by side
+    num_heads: int,
+    attention_mask: AttentionMask | torch.Tensor | None,  # or a bool (B, 1, 1|N, N), True = attend; None = all
+    output_attentions: bool,
+    dropout: nn.Dropout,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # like qkv with H columns; (B, h, N, N) probabilities or None
+    """Bidirectional self-attention over fused q/k/v: the one used by the encoders (BERT, DistilBERT)."""
+    mask = AttentionMask.wrap(attention_mask)
+    if mask.packed:
+        return _grouped_attention(qkv, num_heads, mask, dropout), None
+    B, N, three_h = qkv.shape
+    d = three_h // (3 * num_heads)
+    q, k, v = qkv.view(B, N, 3, num_heads, d).permute(2, 0, 3, 1, 4).unbind(0)  # each (B, h, N, d)
+    y, probs = attention(q, k, v, mask.mask, output_attentions, dropout)
+    return y.transpose(1, 2).reshape(B, N, num_heads * d), probs  # (B, N, H)
+
+
+def _grouped_attention(qkv: torch.Tensor, num_heads: int, mask: AttentionMask,
+                       dropout: nn.Dropout) -> torch.Tensor:  # (T, 3H) packed -> (T, H)
+    """Attention of a packed batch, one length group at a time (see :class:`AttentionMask`)."""
+    three_h = qkv.shape[-1]
+    d = three_h // (3 * num_heads)
+    if not mask.groups:  # every sequence empty: no rows at all
+        return qkv.new_zeros(0, three_h // 3)
+    outs = []
+    for g in mask.groups:
+        x = qkv.index_select(0, g.src).view(g.batch, g.seq_len, 3, num_heads, d)
+        q, k, v = x.permute(2, 0, 3, 1, 4).unbind(0)  # each (B_g, h, N_g, d)
+        y, _ = attention(q, k, v, g.mask, False, dropout)
+        y = y.transpose(1, 2).reshape(g.batch * g.seq_len, num_heads * d)
+        outs.append(y if g.keep is None else y.index_select(0, g.keep))
+    y = outs[0] if len(outs) == 1 else torch.cat(outs)
+    return y if mask.order is None else y.index_select(0, mask.order)

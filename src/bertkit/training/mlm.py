@@ -1,0 +1,345 @@
+"""The BERT pretraining recipe: MLM (+ NSP) from raw text or prepared shards.
+
+``train_mlm(PretrainingArguments(corpus=[...], vocab="vocab.txt", output="runs/mini"))`` runs what
+`bertkit pretrain` runs without ``--recipe`` (:func:`bertkit.training.pretraining.pretrain` runs
+either); :func:`build_pretraining` gives the parts (model, datasets, collator) for
+callers that drive the :class:`~bertkit.training.Trainer` themselves, and :func:`mlm_nsp_loss` is
+the Trainer ``loss_fn`` of the recipe. Under ``torchrun`` it runs DistributedDataParallel.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertkit import _args as A
+from bertkit._args import redefault, setting
+from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
+from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+
+__all__ = ["PRETRAIN_OUTPUTS", "RECIPES", "PretrainingArguments", "build_pretraining", "evaluate_pretraining",
+           "mlm_identity", "mlm_nsp_loss", "train_mlm"]
+
+
+RECIPES = ("cpu-hour",)  # whole schedules chosen from a time budget (bertkit.training.recipes)
+
+
+@dataclass(kw_only=True)
+class PretrainingArguments(TrainingArguments):
+    """Every setting of `bertkit pretrain`: the shared training arguments plus the MLM recipe's own."""
+
+    output: str = redefault(TrainingArguments, "output")  # required
+    corpus: list[str] | None = setting(None, nargs="+", metavar="FILE", group="data", same_on_resume=False,
+                                       help="raw .txt / .jsonl files, prepared on the fly into a cache")
+    data: str | None = setting(None, metavar="DIR", group="data", same_on_resume=False,
+                               help="a folder written by `bertkit prepare-data`")
+    format: str = setting("prose", choices=("prose", "bert"), group="data",
+                          help="raw text layout (see `bertkit prepare-data --help`)")
+    cache_dir: str | None = setting(None, group="data", same_on_resume=False,
+                                    help="where --corpus is prepared (default: ~/.cache/bertkit/prepared/HASH)")
+    lower_case: bool = setting(True, group="data", help="keep the case of the text (a cased vocabulary)")
+    eval_fraction: float = setting(0.02, type=A.fraction_0_1_right_open, group="data",
+                                   help="fraction of tokens held out (whole documents) for evaluation")
+    eval_instances: int = setting(512, type=A.nonnegative_int, group="data", same_on_resume=False,
+                                  help="held-out instances per evaluation")
+    short_seq_prob: float = setting(0.1, type=A.fraction_0_1, group="data",
+                                    help="NSP: fraction of instances cut shorter than --seq-len")
+    no_nsp: bool = setting(False, group="data", help="MLM only, full-length single segments")
+    whole_word_masking: bool = setting(False, group="data",
+                                       help="mask all pieces of a word together; with --corpus, Chinese words come "
+                                            "from jieba (pip install 'bertkit[zh]'); --data must be prepared with "
+                                            "--whole-word-masking")
+    mask_prob: float = setting(0.15, type=A.fraction_0_1_left_open, group="data", flag=("--mask-prob", "--mask-rate"),
+                               help="fraction of tokens masked")
+    # Not in the resume settings: a run of the default objective keeps the identity it was started with;
+    # mlm_identity records the objective (and generator size) of the others.
+    objective: str = setting("mlm+nsp", choices=("mlm+nsp", "mlm", "electra"), group="data", same_on_resume=False,
+                             help="mlm+nsp: BERT (BertForPreTraining); mlm: masked LM on contiguous full-length "
+                                  "sequences, no NSP (BertForMaskedLM); electra: a generator masked LM and a "
+                                  "discriminator of replaced tokens (ElectraForPreTraining in OUTPUT, the "
+                                  "generator in OUTPUT/generator)")
+    generator_size: float = setting(0.25, type=A.fraction_0_1_left_open, group="model", same_on_resume=False,
+                                    help="electra: the generator's hidden size (and heads) as a fraction of the "
+                                         "discriminator's")
+    vocab: str | None = setting(None, group="model", same_on_resume=False, help="vocab.txt for a new model")
+    model: str | None = setting(None, metavar="DIR", group="model", same_on_resume=False,
+                                help="continue pretraining from a saved model folder")
+    config: str = setting("mini", choices=("tiny", "mini", "small", "medium", "base", "large"), group="model",
+                          help="size of a new model")
+    dropout: float | None = setting(None, type=A.fraction_0_1_right_open, group="model",
+                                    help="hidden and attention dropout (default: the config's, 0.1)")
+    seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="tokens per training instance")
+    recipe: str | None = setting(None, choices=RECIPES, group=TRAINING_GROUP,
+                                 help="cpu-hour: choose the phases (seq 32 MLM, then seq 128 MLM + NSP), batch "
+                                      "sizes, lrs, warmups and steps from --max-minutes (default 60) and run them "
+                                      "as one job that --resume continues in the phase where it stopped; OUTPUT is "
+                                      "the final model")
+    max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
+    lr: float = redefault(TrainingArguments, "lr", 1e-4)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from bertkit.training.objectives import check_objective_args
+
+        check_objective_args(self)
+
+    @classmethod
+    def from_namespace(cls, ns: Any) -> PretrainingArguments:
+        """The fields of an argparse Namespace that this dataclass knows."""
+        return A.from_namespace(cls, ns)
+
+
+def _token_weight(labels: Any) -> Any:
+    """Under DDP, this rank's share of the masked tokens x world size (1.0 otherwise).
+
+    DDP averages gradients of per-rank mean losses; scaling each rank's MLM mean by this weight
+    makes the result the mean over all masked tokens of the global batch, exactly what one process
+    with the whole batch computes.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return 1.0
+    n = (labels != -100).sum().to(torch.float32)
+    total = n.detach().clone()
+    dist.all_reduce(total)
+    return n * dist.get_world_size() / total.clamp_min(1.0)
+
+
+def mlm_nsp_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Sparse-MLM forward; returns (loss to optimise, {mlm_loss, nsp_loss})."""
+    import torch.nn.functional as F
+
+    out = model(**batch, sparse_mlm=True)
+    nsp_logits = out.seq_relationship_logits
+    labels = batch["labels"]
+    weight = _token_weight(labels)
+    if "next_sentence_label" in batch:
+        nsp_loss = F.cross_entropy(nsp_logits.float(), batch["next_sentence_label"])
+        mlm_loss = out.loss - nsp_loss  # the model's loss is mlm + nsp
+        loss = out.loss if isinstance(weight, float) else mlm_loss * weight + nsp_loss
+        return loss, {"mlm_loss": mlm_loss, "nsp_loss": nsp_loss}
+    mlm_loss = F.cross_entropy(out.prediction_logits.float(), labels[labels != -100])
+    # Touch the unused NSP head so DDP sees a gradient (zero) for every parameter.
+    return mlm_loss * weight + 0.0 * nsp_logits.sum(), {"mlm_loss": mlm_loss}
+
+
+def evaluate_pretraining(model: Any, dataset: Any, collate: Any, batch_size: int = 64,
+                         device: Any = None, amp_dtype: Any = None) -> dict[str, float]:
+    """Held-out MLM accuracy, MLM loss, perplexity and (when labelled) NSP accuracy."""
+    import contextlib
+
+    import torch
+    import torch.nn.functional as F
+
+    device = device or next(model.parameters()).device
+    correct = total = 0
+    loss_sum = 0.0
+    nsp_correct = nsp_total = 0
+    for start in range(0, len(dataset), batch_size):
+        batch = collate([dataset[i] for i in range(start, min(len(dataset), start + batch_size))])
+        batch = {k: v.to(device) for k, v in batch.items()}
+        ctx = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
+        with ctx:
+            out = model(**batch, sparse_mlm=True)
+        labels = batch["labels"][batch["labels"] != -100]
+        logits = out.prediction_logits.float()
+        loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
+        correct += int((logits.argmax(-1) == labels).sum())
+        total += int(labels.numel())
+        if "next_sentence_label" in batch:
+            nsp_correct += int((out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum())
+            nsp_total += int(batch["next_sentence_label"].numel())
+    metrics = {"mlm_accuracy": correct / max(total, 1), "mlm_loss": loss_sum / max(total, 1)}
+    metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
+    if nsp_total:
+        metrics["nsp_accuracy"] = nsp_correct / nsp_total
+    return metrics
+
+
+def _instances(args: Any, corpus: Any, data_dir: Path) -> tuple[Any, Any]:
+    """Training and held-out instances for the objective: contiguous windows, single segments or NSP pairs."""
+    import numpy as np
+
+    from bertkit.data import (
+        create_contiguous_instances,
+        create_nsp_instances,
+        create_single_segment_instances,
+        split_documents,
+    )
+
+    train_docs, eval_docs = split_documents(corpus, args.eval_fraction, seed=args.seed)
+    if getattr(args, "objective", "mlm+nsp") != "mlm+nsp":  # full-length windows, RoBERTa-style
+        train_inst = create_contiguous_instances(corpus, train_docs, args.seq_len)
+        eval_inst = create_contiguous_instances(corpus, eval_docs, args.seq_len)
+    elif args.no_nsp:
+        train_inst = create_single_segment_instances(corpus, train_docs, args.seq_len)
+        eval_inst = create_single_segment_instances(corpus, eval_docs, args.seq_len)
+    else:
+        train_inst = create_nsp_instances(corpus, train_docs, args.seq_len, args.short_seq_prob, seed=args.seed)
+        # Held-out B segments come from held-out documents only.
+        eval_inst = create_nsp_instances(corpus, eval_docs, args.seq_len, args.short_seq_prob,
+                                         seed=args.seed + 1) if len(eval_docs) else np.zeros((0, 5), np.int64)
+    if len(train_inst) == 0:
+        raise ValueError(f"no training instances could be built from {data_dir}")
+    if len(eval_inst) > args.eval_instances:
+        keep = np.sort(np.random.default_rng(args.seed).choice(len(eval_inst), args.eval_instances, replace=False))
+        eval_inst = eval_inst[keep]
+    return train_inst, eval_inst
+
+
+def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
+    """Model, tokenizer, datasets and collator from :class:`PretrainingArguments` (or a Namespace).
+
+    Returns a dict with model, config, tokenizer, vocab, train_dataset, eval_dataset, collate,
+    corpus and data_dir. ``make_model(config, tokenizer)`` builds another model than
+    ``BertForPreTraining`` (:mod:`bertkit.training.objectives`).
+    """
+
+    from bertkit.data import MaskingCollator, PretrainingDataset, ShardedCorpus, ensure_prepared
+    from bertkit.data.corpus import vocab_fingerprint
+    from bertkit.modeling import BertConfig, BertForPreTraining, check_vocab_fits
+    from bertkit.tokenization import load_tokenizer, load_vocab
+
+    if not args.vocab and not args.model:
+        raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
+    if bool(args.corpus) == bool(args.data):
+        raise ValueError("give exactly one of --corpus FILE... or --data DIR")
+    vocab_path = Path(args.vocab) if args.vocab else Path(args.model) / "vocab.txt"
+    vocab = list(load_vocab(vocab_path))
+    tokenizer = load_tokenizer(vocab_path, args.lower_case)
+
+    if args.model:
+        config = BertConfig.from_pretrained(args.model)
+    else:
+        config = BertConfig.from_preset(args.config, vocab_size=len(vocab))
+    if args.dropout is not None:
+        config.hidden_dropout_prob = args.dropout
+        config.attention_probs_dropout_prob = args.dropout
+    check_vocab_fits(tokenizer, config, str(args.model or vocab_path))
+    if args.vocab and config.vocab_size != len(vocab):
+        # A vocabulary given beside a model is not the model's own: its ids would mean other words.
+        raise ValueError(f"vocabulary {vocab_path} has {len(vocab)} tokens but the model's vocab_size "
+                         f"is {config.vocab_size}; they must match")
+    if args.seq_len > config.max_position_embeddings:
+        raise ValueError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
+                         f"({config.max_position_embeddings})")
+
+    if args.data:
+        data_dir = Path(args.data)
+    else:
+        data_dir = ensure_prepared(args.corpus, vocab_path, args.format, args.lower_case,
+                                   progress=args.progress, cache_dir=args.cache_dir,
+                                   word_boundaries=args.whole_word_masking)
+    corpus = ShardedCorpus(data_dir)
+    word_starts = bool(args.whole_word_masking and corpus.has_word_starts)
+    if args.whole_word_masking and not word_starts:
+        import warnings
+
+        warnings.warn(f"{data_dir} was prepared without word boundaries: whole words are WordPiece ## "
+                      "groups only, so Chinese characters are masked one by one (prepare it with "
+                      "`bertkit prepare-data --whole-word-masking`)", stacklevel=2)
+    if corpus.vocab_size != len(vocab):
+        raise ValueError(f"prepared data {data_dir} was tokenized with a {corpus.vocab_size}-token "
+                         f"vocabulary but {vocab_path} has {len(vocab)} tokens")
+    saved = corpus.meta.get("vocab_fingerprint")
+    if saved and saved != vocab_fingerprint(vocab):
+        # Same size, different tokens: every id would mean another word, silently.
+        raise ValueError(f"prepared data {data_dir} was tokenized with a different vocabulary than {vocab_path} "
+                         f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
+                         f"with this vocabulary")
+    train_inst, eval_inst = _instances(args, corpus, data_dir)
+    cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
+    train_ds = PretrainingDataset(corpus, train_inst, cls_id, sep_id, seed=args.seed, word_starts=word_starts)
+    eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919, word_starts=word_starts)
+    collate = MaskingCollator(vocab, mask_prob=args.mask_prob, whole_word_masking=args.whole_word_masking,
+                              seed=args.seed)
+    from bertkit.training.trainer import set_seed
+
+    set_seed(args.seed)  # the initial weights depend on --seed only
+    if make_model is not None:
+        model = make_model(config, tokenizer)
+    else:
+        model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
+            else BertForPreTraining(config)
+    return {"model": model, "config": config, "tokenizer": tokenizer, "vocab": vocab,
+            "train_dataset": train_ds, "eval_dataset": eval_ds, "collate": collate,
+            "corpus": corpus, "data_dir": data_dir}
+
+
+# What `bertkit pretrain` writes into its --output (an ELECTRA run adds its generator's folder).
+PRETRAIN_OUTPUTS = (*TRAINER_OUTPUTS, "generator")
+
+_MODEL_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "hidden_act", "max_position_embeddings", "type_vocab_size", "hidden_dropout_prob",
+               "attention_probs_dropout_prob")
+
+
+def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
+    """What makes a pretraining run the same run on --resume: settings, model configuration, data, objective."""
+    from bertkit.data.corpus import vocab_fingerprint
+
+    config, corpus = parts["config"], parts["corpus"]
+    objective = {"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
+                 "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob}
+    name = getattr(args, "objective", "mlm+nsp")
+    if name != "mlm+nsp":  # runs of the default objective keep the identity they were started with
+        objective["objective"] = name
+        if name == "electra":
+            objective["generator_size"] = args.generator_size
+    return run_identity(
+        args,
+        model={k: getattr(config, k, None) for k in _MODEL_KEYS},
+        data={"vocab": vocab_fingerprint(parts["vocab"]), "tokens": int(corpus.num_tokens),
+              "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
+        objective=objective,
+    )
+
+
+def train_mlm(args: PretrainingArguments) -> Any:
+    """One run of ``args.objective`` (MLM + NSP, MLM, or ELECTRA: :mod:`bertkit.training.objectives`),
+    the whole of `bertkit pretrain` without ``--recipe``; returns the TrainResult.
+
+    Prints a one-line summary of the data and model to stderr and, on rank 0, the final held-out
+    metrics as JSON to stdout. Raises :class:`~bertkit.training.NonFiniteLossError` on a NaN loss.
+    """
+    import dataclasses
+
+    from bertkit.training.objectives import build_objective
+    from bertkit.training.trainer import Trainer
+
+    check_inputs = {"--model": args.model}
+    claim_training_output(args, "pretrain", {}, PRETRAIN_OUTPUTS, check_inputs, dry_run=True)
+    parts = build_objective(args)
+    claim = claim_training_output(args, "pretrain", mlm_identity(args, parts), PRETRAIN_OUTPUTS, check_inputs)
+    eval_ds, collate = parts["eval_dataset"], parts["collate"]
+    trainer: Trainer | None = None
+
+    def evaluate(model: Any) -> dict[str, float]:
+        if len(eval_ds) == 0:
+            return {}
+        return parts["evaluate"](model, eval_ds, collate, device=trainer.device, amp_dtype=trainer.amp_dtype)
+
+    trainer = Trainer(parts["model"], dataclasses.replace(args, run_name="pretrain"), parts["train_dataset"],
+                      collate_fn=collate, evaluate=evaluate, loss_fn=parts["loss_fn"], tokenizer=parts["tokenizer"])
+    if trainer.is_main:
+        n_params = sum(p.numel() for p in parts["model"].parameters())
+        print(f"pretrain: {len(parts['train_dataset']):,} training / {len(eval_ds):,} held-out instances "
+              f"from {parts['data_dir']}; {n_params:,} parameters; precision {trainer.precision}; "
+              f"{trainer.world_size} process(es)", file=sys.stderr)
+    try:
+        result = within_claim(claim, trainer.train)
+    finally:
+        if trainer.distributed:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    if trainer.is_main:
+        summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
+        print(json.dumps(summary))
+    return result

@@ -1,0 +1,342 @@
+"""Pretraining objectives of `bertkit pretrain --objective`: ``mlm+nsp``, ``mlm`` and ``electra``.
+
+* ``mlm+nsp``: BERT's recipe (:func:`bertkit.training.pretraining.build_pretraining` as it was), the
+  output is ``BertForPreTraining``.
+* ``mlm``: masked LM alone on contiguous full-length sequences, RoBERTa-style (no NSP); the output
+  is ``BertForMaskedLM``.
+* ``electra``: replaced-token detection (Clark et al. 2020). A generator, a smaller masked LM whose
+  hidden size is ``generator_size`` times the discriminator's, shares the embeddings with the
+  discriminator. The generator's samples replace the masked tokens and the discriminator predicts,
+  for every real token, whether it was replaced. The loss is generator MLM + 50 x discriminator BCE;
+  no gradient flows through the sampling. The run's folder holds the discriminator
+  (``ElectraForPreTraining``, the model to fine-tune) and ``generator/`` the generator
+  (``ElectraForMaskedLM``), each a folder transformers loads.
+
+:func:`build_objective` gives the parts :func:`~bertkit.training.pretraining.pretrain` hands the
+one Trainer: the model, the datasets, the collator, the ``loss_fn`` and the held-out evaluation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.modeling.outputs import ModelOutput
+
+__all__ = [
+    "OBJECTIVES",
+    "DISCRIMINATOR_WEIGHT",
+    "ElectraPretrainingModel",
+    "build_objective",
+    "check_objective_args",
+    "electra_loss",
+    "evaluate_electra",
+    "evaluate_mlm",
+    "generator_config",
+    "generator_shape",
+    "mlm_loss",
+]
+
+OBJECTIVES = ("mlm+nsp", "mlm", "electra")
+DISCRIMINATOR_WEIGHT = 50.0  # ELECTRA's lambda: the BCE is per token and far smaller than the MLM loss
+
+
+def check_objective_args(args: Any) -> None:
+    """The objective's own settings, one line each (for the Python API as for the flags)."""
+    from bertkit import _args as A
+
+    objective = getattr(args, "objective", "mlm+nsp")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    A.fraction_0_1_left_open.check("generator_size", getattr(args, "generator_size", 0.25))
+
+
+def _read_config(folder: str) -> dict[str, Any]:
+    from bertkit._text import read_json
+
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"--model {folder}: no config.json there")
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _folder_model_type(folder: str) -> str:
+    return str(_read_config(folder).get("model_type") or "bert")
+
+
+def _check_model_folder(args: Any) -> None:
+    """--model must be of the objective's family: ELECTRA for electra, BERT for the others."""
+    if not args.model:
+        return
+    found = _folder_model_type(args.model)
+    if args.objective == "electra" and found != "electra":
+        raise ValueError(f"--objective electra continues an ELECTRA model (model_type electra, the discriminator "
+                         f"folder of an earlier electra run); --model {args.model} is a {found!r} model. Start a new "
+                         f"ELECTRA model with --vocab, or pretrain this one with --objective mlm")
+    if args.objective != "electra" and found != "bert":
+        raise ValueError(f"--objective {args.objective} trains a BERT model; --model {args.model} is a {found!r} "
+                         f"model" + (" (use --objective electra)" if found == "electra" else ""))
+
+
+# ---------------------------------------------------------------------------------------- mlm
+
+
+def mlm_loss(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Sparse-MLM loss of a ``BertForMaskedLM``; under DDP weighted to the global masked-token mean."""
+    from bertkit.training.mlm import _token_weight
+
+    out = model(**batch, sparse_mlm=True)
+    return out.loss * _token_weight(batch["labels"]), {"mlm_loss": out.loss}
+
+
+def evaluate_mlm(model: nn.Module, dataset: Any, collate: Any, batch_size: int = 64, device: Any = None,
+                 amp_dtype: Any = None) -> dict[str, float]:
+    """Held-out MLM accuracy, loss and perplexity of a masked LM (BERT's or ELECTRA's generator)."""
+    device = device or next(model.parameters()).device
+    correct = total = 0
+    loss_sum = 0.0
+    for batch in _batches(dataset, collate, batch_size, device):
+        with _autocast(device, amp_dtype):
+            out = model(**batch, sparse_mlm=True)
+        labels = batch["labels"][batch["labels"] != -100]
+        logits = out.logits.float()
+        loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
+        correct += int((logits.argmax(-1) == labels).sum())
+        total += int(labels.numel())
+    loss = loss_sum / max(total, 1)
+    return {"mlm_accuracy": correct / max(total, 1), "mlm_loss": loss, "perplexity": math.exp(min(loss, 50.0))}
+
+
+def _batches(dataset: Any, collate: Any, batch_size: int, device: Any):
+    for start in range(0, len(dataset), batch_size):
+        batch = collate([dataset[i] for i in range(start, min(len(dataset), start + batch_size))])
+        yield {k: v.to(device) for k, v in batch.items()}
+
+
+def _autocast(device: Any, amp_dtype: Any) -> contextlib.AbstractContextManager:
+    return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------------------------------- electra
+
+
+def generator_config(discriminator: Any, size: float) -> Any:
+    """The generator's ElectraConfig: ``size`` x the discriminator's hidden size, heads and feed-forward,
+    the same depth, vocabulary and embedding size (the embeddings are shared)."""
+    from bertkit.modeling.electra import ElectraConfig
+
+    d = discriminator
+    hidden, heads = generator_shape(d.hidden_size, d.num_attention_heads, size)
+    fields = {f.name: getattr(d, f.name) for f in dataclasses.fields(ElectraConfig)
+              if f.name not in ("extra", "architectures", "id2label", "label2id", "num_labels")}
+    fields.update(hidden_size=hidden, num_attention_heads=heads,
+                  intermediate_size=max(1, round(d.intermediate_size * size)))
+    return ElectraConfig(**fields)
+
+
+def generator_shape(hidden_size: int, num_heads: int, size: float) -> tuple[int, int]:
+    """(hidden size, heads) of the generator: the discriminator's head size, ``size`` x its heads.
+    A size that gives a fractional head count is an error naming the sizes that work."""
+    hidden, heads = hidden_size * size, num_heads * size
+    if abs(heads - round(heads)) > 1e-6 or round(heads) < 1 or abs(hidden - round(hidden)) > 1e-6:
+        fits = sorted({k / num_heads for k in range(1, num_heads + 1)})
+        raise ValueError(
+            f"--generator-size {size:g} gives the generator {hidden:g} hidden units in {heads:g} attention heads "
+            f"(discriminator: {hidden_size} in {num_heads} heads); it needs a whole number of heads of "
+            f"{hidden_size // num_heads} units: use one of {', '.join(f'{f:g}' for f in fits)}")
+    return round(hidden), round(heads)
+
+
+@dataclass(repr=True, eq=False)
+class ElectraPretrainingOutput(ModelOutput):
+    loss: torch.Tensor | None = None  # mlm_loss + DISCRIMINATOR_WEIGHT * disc_loss
+    mlm_loss: torch.Tensor | None = None  # the generator's, over masked tokens
+    disc_loss: torch.Tensor | None = None  # the discriminator's BCE, over real tokens
+    mlm_logits: torch.Tensor | None = None  # (M, V) at the masked positions
+    disc_logits: torch.Tensor | None = None  # (B, N)
+    disc_labels: torch.Tensor | None = None  # (B, N) 1 = replaced
+
+
+class ElectraPretrainingModel(nn.Module):
+    """Generator and discriminator as one module for the Trainer; the generator uses the
+    discriminator's embeddings module (word, position, type embeddings and their LayerNorm)."""
+
+    def __init__(self, discriminator: nn.Module, generator: nn.Module, tokenizer: Any = None) -> None:
+        super().__init__()
+        if discriminator.config.embedding_size != generator.config.embedding_size:
+            raise ValueError(f"the generator's embedding_size ({generator.config.embedding_size}) must equal the "
+                             f"discriminator's ({discriminator.config.embedding_size}) to share the embeddings")
+        self.discriminator = discriminator
+        self.generator = generator
+        generator.electra.embeddings = discriminator.electra.embeddings
+        generator.tie_weights()  # the generator's output layer follows the shared word embeddings
+        self.tokenizer = tokenizer  # saved beside both models
+
+    @property
+    def config(self) -> Any:
+        return self.discriminator.config
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, N) masked for the generator
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,  # (B, N) original ids at masked positions, -100 elsewhere
+        sampler: torch.Generator | None = None,  # the random stream of the sampling (default: torch's)
+    ) -> ElectraPretrainingOutput:
+        from bertkit.data.replaced_tokens import replace_with_samples
+
+        gen = self.generator(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                             labels=labels, sparse_mlm=True)
+        replaced, disc_labels = replace_with_samples(gen.logits.detach(), input_ids, labels, sampler)
+        disc = self.discriminator(replaced, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                  labels=disc_labels)
+        return ElectraPretrainingOutput(loss=gen.loss + DISCRIMINATOR_WEIGHT * disc.loss, mlm_loss=gen.loss,
+                                        disc_loss=disc.loss, mlm_logits=gen.logits, disc_logits=disc.logits,
+                                        disc_labels=disc_labels)
+
+    def save_pretrained(self, save_directory: str | Path, tokenizer: Any = None, **kwargs: Any) -> Path:
+        """The discriminator into ``save_directory``, the generator into ``save_directory/generator``."""
+        tokenizer = tokenizer or self.tokenizer
+        self.discriminator.save_pretrained(save_directory, tokenizer=tokenizer, **kwargs)
+        self.generator.save_pretrained(Path(save_directory) / "generator", tokenizer=tokenizer, **kwargs)
+        return Path(save_directory)
+
+    def load_folder_weights(self, directory: Path) -> None:
+        """Weights of a folder :meth:`save_pretrained` wrote (resuming from a checkpoint)."""
+        from bertkit.training.checkpointing import load_model_weights
+
+        load_model_weights(self.generator, Path(directory) / "generator")
+        load_model_weights(self.discriminator, Path(directory))  # last: the shared embeddings are its
+
+
+def electra_loss(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The Trainer ``loss_fn`` of ``electra``: generator MLM + 50 x discriminator BCE, with accuracies."""
+    from bertkit.training.mlm import _token_weight
+
+    out = model(**batch)
+    labels = batch["labels"]
+    masked = labels[labels != -100]
+    real = batch["attention_mask"] == 1 if "attention_mask" in batch else torch.ones_like(labels, dtype=torch.bool)
+    with torch.no_grad():
+        gen_acc = (out.mlm_logits.argmax(-1) == masked).float().mean()
+        disc_acc = ((out.disc_logits > 0).long() == out.disc_labels)[real].float().mean()
+        replaced = out.disc_labels[real].float().mean()
+    loss = out.mlm_loss * _token_weight(labels) + DISCRIMINATOR_WEIGHT * out.disc_loss
+    return loss, {"mlm_loss": out.mlm_loss, "disc_loss": out.disc_loss, "mlm_accuracy": gen_acc,
+                  "disc_accuracy": disc_acc, "replaced_fraction": replaced}
+
+
+def evaluate_electra(model: ElectraPretrainingModel, dataset: Any, collate: Any, batch_size: int = 64,
+                     device: Any = None, amp_dtype: Any = None, seed: int = 0) -> dict[str, float]:
+    """Held-out generator MLM accuracy and loss; discriminator loss, accuracy over real tokens,
+    accuracy on the replaced tokens and AUC (replaced vs original). The sampling has its own seeded
+    stream, so evaluating never moves the training's random state."""
+    from bertkit.tasks.metrics import roc_auc
+
+    device = device or next(model.parameters()).device
+    sampler = torch.Generator(device=device).manual_seed(seed)
+    correct = total = 0
+    mlm_sum = disc_sum = 0.0
+    scores, targets = [], []
+    for batch in _batches(dataset, collate, batch_size, device):
+        with _autocast(device, amp_dtype):
+            out = model(**batch, sampler=sampler)
+        masked = batch["labels"][batch["labels"] != -100]
+        logits = out.mlm_logits.float()
+        mlm_sum += float(F.cross_entropy(logits, masked, reduction="sum"))
+        correct += int((logits.argmax(-1) == masked).sum())
+        total += int(masked.numel())
+        real = batch["attention_mask"] == 1
+        s, y = out.disc_logits.float()[real], out.disc_labels[real]
+        disc_sum += float(F.binary_cross_entropy_with_logits(s, y.float(), reduction="sum"))
+        scores.append(s.cpu())
+        targets.append(y.cpu())
+    s, y = (torch.cat(scores), torch.cat(targets)) if scores else (torch.zeros(0), torch.zeros(0, dtype=torch.long))
+    n, replaced = max(len(y), 1), y == 1
+    metrics = {"mlm_accuracy": correct / max(total, 1), "mlm_loss": mlm_sum / max(total, 1),
+               "disc_loss": disc_sum / n, "disc_accuracy": float(((s > 0).long() == y).float().sum()) / n,
+               "disc_replaced_accuracy": float((s[replaced] > 0).float().mean()) if bool(replaced.any()) else 0.0,
+               "replaced_fraction": float(replaced.float().sum()) / n}
+    auc = roc_auc(s.numpy(), y.numpy()) if len(y) else float("nan")
+    if not math.isnan(auc):
+        metrics["disc_auc"] = auc
+    return metrics
+
+
+def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretrainingModel:
+    """A new discriminator and generator from the BERT preset ``config``, or ``--model``'s pair."""
+    from bertkit.modeling import check_vocab_fits
+    from bertkit.modeling.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    if args.model:
+        disc = ElectraForPreTraining.from_pretrained(args.model)
+        if args.dropout is not None:
+            disc.config.hidden_dropout_prob = disc.config.attention_probs_dropout_prob = args.dropout
+        check_vocab_fits(tokenizer, disc.config, str(args.model))
+        if args.seq_len > disc.config.max_position_embeddings:
+            raise ValueError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
+                             f"({disc.config.max_position_embeddings})")
+    else:
+        fields = {k: v for k, v in config.to_dict().items() if k in ElectraConfig.field_names()
+                  and k not in ("model_type", "architectures")}
+        disc = ElectraForPreTraining(ElectraConfig(**fields, embedding_size=config.hidden_size))
+    gen_cfg = generator_config(disc.config, args.generator_size)
+    saved = Path(args.model, "generator") if args.model else None
+    if saved is not None and (saved / "config.json").is_file():
+        gen = ElectraForMaskedLM.from_pretrained(saved)
+    else:
+        gen = ElectraForMaskedLM(gen_cfg)
+    return ElectraPretrainingModel(disc, gen, tokenizer)
+
+
+def build_objective(args: Any) -> dict[str, Any]:
+    """:func:`~bertkit.training.pretraining.build_pretraining`'s parts for ``args.objective``, plus
+    ``loss_fn`` and ``evaluate(model, dataset, collate, device, amp_dtype)``."""
+    from bertkit.training.mlm import build_pretraining, evaluate_pretraining, mlm_nsp_loss
+
+    objective = getattr(args, "objective", "mlm+nsp")
+    _check_model_folder(args)
+    if objective == "mlm+nsp":
+        return {**build_pretraining(args), "loss_fn": mlm_nsp_loss, "evaluate": evaluate_pretraining}
+    if objective == "mlm":
+        from bertkit.modeling import BertForMaskedLM
+
+        def make_mlm(config: Any, tokenizer: Any) -> nn.Module:
+            return BertForMaskedLM.from_pretrained(args.model, config=config) if args.model else BertForMaskedLM(config)
+
+        return {**build_pretraining(args, make_model=make_mlm), "loss_fn": mlm_loss, "evaluate": evaluate_mlm}
+
+    from bertkit.data.replaced_tokens import electra_collator
+    from bertkit.modeling import BertConfig
+
+    # The generator's shape is checked before any data is prepared.
+    shape = _read_config(args.model) if args.model else BertConfig.from_preset(args.config).to_dict()
+    generator_shape(shape["hidden_size"], shape["num_attention_heads"], args.generator_size)
+    if args.model:  # a discriminator folder: build_pretraining reads its vocabulary, the model comes below
+        args = dataclasses.replace(args, vocab=args.vocab or str(Path(args.model) / "vocab.txt"))
+
+    def make_electra(config: Any, tokenizer: Any) -> nn.Module:
+        return _electra_model(args, config, tokenizer)
+
+    parts = build_pretraining(dataclasses.replace(args, model=None), make_model=make_electra)
+    if args.model:  # the run's identity and summary describe the discriminator
+        parts["config"] = parts["model"].config
+    parts["collate"] = electra_collator(parts["vocab"], args.mask_prob, args.whole_word_masking, args.seed)
+    seed = args.seed + 1
+
+    def evaluate(model: nn.Module, dataset: Any, collate: Any, device: Any = None, amp_dtype: Any = None):
+        return evaluate_electra(model, dataset, collate, device=device, amp_dtype=amp_dtype, seed=seed)
+
+    return {**parts, "loss_fn": electra_loss, "evaluate": evaluate}

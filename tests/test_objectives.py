@@ -1,0 +1,270 @@
+"""`bertkit pretrain --objective mlm | electra` on real text (Austen, Wikipedia, BBC News slices).
+
+* ``mlm``: contiguous full-length instances; the output is a BertForMaskedLM that transformers loads
+  with equal logits.
+* ``electra``: the discriminator in OUTPUT and the generator in OUTPUT/generator load in transformers
+  with equal logits and share their embeddings; metrics.jsonl holds the generator's MLM accuracy and
+  the discriminator's accuracy and AUC; a run resumed from its step-3 checkpoint repeats the
+  uninterrupted run's losses exactly (token sampling included); fine-tuning, evaluation and
+  prediction work on the discriminator folder.
+* Bad input: a BERT --model for --objective electra, a generator size that splits a head.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.assets import asset_path
+from bertkit.cli import main as cli_main
+from bertkit.data import ShardedCorpus, create_contiguous_instances, ensure_prepared
+from bertkit.training.pretraining import PretrainingArguments, pretrain
+
+transformers = pytest.importorskip("transformers")
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> list[str]:
+    d = tmp_path_factory.mktemp("corpus")
+    austen = d / "austen.txt"
+    austen.write_text("\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:300]) + "\n")
+    wiki = d / "wiki.txt"
+    wiki.write_text("\n".join(asset_path("wiki").read_text(encoding="utf-8").splitlines()[:150]) + "\n")
+    bbc = d / "bbc.jsonl"
+    bbc.write_text("".join(asset_path("bbcnews-train").read_text(encoding="utf-8").splitlines(True)[:20]))
+    return [str(austen), str(wiki), str(bbc)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BERTKIT_CACHE", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+def _args(corpus: list[str], out: Path, **kw) -> PretrainingArguments:
+    base = dict(output=str(out), corpus=corpus, vocab=str(asset_path("vocab-uncased")), config="tiny", seq_len=32,
+                batch_size=8, max_steps=6, lr=5e-4, warmup_steps=2, save_every=3, eval_every=3,
+                eval_instances=24, seed=3, threads=1, progress=False, precision="fp32")
+    return PretrainingArguments(**{**base, **kw})
+
+
+def _encode(folder: Path) -> dict:
+    tok = transformers.BertTokenizerFast(str(folder / "vocab.txt"))
+    return tok(["it is a truth universally [MASK] , that a single man", "the minister [MASK] a letter ."],
+               padding=True, return_tensors="pt")
+
+
+@pytest.fixture(scope="module")
+def electra_run(tmp_path_factory, corpus) -> Path:
+    out = tmp_path_factory.mktemp("electra") / "out"
+    pretrain(_args(corpus, out, objective="electra", generator_size=0.5))
+    return out
+
+
+def test_contiguous_instances_are_full_length_and_use_every_token_once(corpus):
+    folder = ensure_prepared(corpus, asset_path("vocab-uncased"), "prose", True, progress=False)
+    c = ShardedCorpus(folder)
+    docs = np.arange(c.num_documents)
+    rows = create_contiguous_instances(c, docs, 32)
+    lengths = (rows[:, 1] - rows[:, 0]) + (rows[:, 3] - rows[:, 2])
+    crossing = rows[:, 3] > rows[:, 2]
+    assert crossing.any() and (~crossing).any()
+    assert (lengths[:-1][~crossing[:-1]] == 30).all() and (lengths[:-1][crossing[:-1]] == 29).all()
+    used = np.concatenate([np.arange(a, b) for r in rows for a, b in ((r[0], r[1]), (r[2], r[3]))])
+    assert np.array_equal(np.sort(used), np.arange(c.num_tokens))  # every token once, in order of documents
+    assert (rows[:, 4] == -100).all()  # no next-sentence labels
+
+
+def test_electra_folders_load_in_transformers_with_equal_logits(electra_run):
+    from bertkit.modeling.electra import ElectraForMaskedLM, ElectraForPreTraining
+
+    gen_dir = electra_run / "generator"
+    assert json.loads((electra_run / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
+    assert (gen_dir / "vocab.txt").is_file()
+    enc = _encode(electra_run)
+    real = enc["attention_mask"].bool()
+    disc, gen = ElectraForPreTraining.from_pretrained(electra_run).eval(), ElectraForMaskedLM.from_pretrained(
+        gen_dir).eval()
+    ref_d = transformers.ElectraForPreTraining.from_pretrained(electra_run).eval()
+    ref_g = transformers.ElectraForMaskedLM.from_pretrained(gen_dir).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(disc(**enc).logits[real], ref_d(**enc).logits[real], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(gen(**enc).logits[real], ref_g(**enc).logits[real], atol=1e-5, rtol=1e-5)
+    assert gen.config.hidden_size == disc.config.hidden_size // 2
+    assert gen.config.num_attention_heads == disc.config.num_attention_heads // 2
+    # the embeddings were one module during training: both folders hold the same trained values
+    for name, p in disc.electra.embeddings.state_dict().items():
+        assert torch.equal(p, gen.electra.embeddings.state_dict()[name]), name
+    init = ElectraForPreTraining(disc.config)
+    assert not torch.equal(init.electra.embeddings.LayerNorm.weight, disc.electra.embeddings.LayerNorm.weight)
+
+
+def test_electra_metrics_and_plot(electra_run):
+    rows = _rows(electra_run)
+    train = [r for r in rows if "loss" in r]
+    assert len(train) == 6
+    for r in train:
+        assert {"mlm_loss", "disc_loss", "mlm_accuracy", "disc_accuracy", "replaced_fraction"} <= set(r)
+        assert r["loss"] == pytest.approx(r["mlm_loss"] + 50 * r["disc_loss"], rel=1e-5)
+        assert "nsp_loss" not in r
+    evals = [r for r in rows if "eval_disc_auc" in r]
+    assert evals, rows
+    e = evals[-1]
+    assert 0 <= e["eval_disc_auc"] <= 1 and 0 <= e["eval_disc_accuracy"] <= 1 and 0 <= e["eval_mlm_accuracy"] <= 1
+    assert 0 < e["eval_replaced_fraction"] < 0.2  # at most the masked 15% (minus lucky samples)
+    assert (electra_run / "metrics.png").is_file()
+
+
+def test_electra_resume_repeats_the_run_exactly(electra_run, corpus, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(electra_run, out)
+    # a run killed between its step-3 and step-6 checkpoints
+    shutil.rmtree(out / "checkpoints" / "step-0000006")
+    for name in ("generator", "model.safetensors", "config.json"):
+        p = out / name
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    with pytest.raises(ValueError, match="objective"):  # another objective is another run
+        pretrain(_args(corpus, out, objective="mlm", resume=True))
+    res = pretrain(_args(corpus, out, objective="electra", generator_size=0.5, resume=True))
+    assert res.step == 6
+    full = [r for r in _rows(electra_run) if "loss" in r]
+    again = [r for r in _rows(out) if "loss" in r]
+    assert [r["step"] for r in again] == list(range(1, 7))
+    for key in ("loss", "mlm_loss", "disc_loss", "disc_accuracy", "lr"):
+        assert [r[key] for r in again] == [r[key] for r in full], key
+    evals = lambda rows: [r for r in rows if "eval_disc_auc" in r]  # noqa: E731
+    assert evals(_rows(out))[-1]["eval_disc_auc"] == evals(_rows(electra_run))[-1]["eval_disc_auc"]
+
+
+def test_finetune_evaluate_predict_on_the_discriminator(electra_run, tmp_path, capsys):
+    from bertkit.modeling.electra import ElectraForSequenceClassification
+    from bertkit.tasks import finetune, predict
+
+    lines = asset_path("polarity-train").read_text(encoding="utf-8").splitlines()
+    data = tmp_path / "train.csv"
+    data.write_text("\n".join(lines[:33]) + "\n", encoding="utf-8")
+    out = tmp_path / "ft"
+    finetune("text-classification", electra_run, data, out, data, epochs=1, batch_size=16, max_length=32,
+             progress=False, quiet=True)
+    net = transformers.AutoModelForSequenceClassification.from_pretrained(str(out))
+    assert type(net).__name__ == "ElectraForSequenceClassification"
+    assert type(ElectraForSequenceClassification.from_pretrained(out)).__name__ == type(net).__name__
+    rows = predict(out, data, progress=False)
+    assert len(rows) == 32 and {r["label"] for r in rows} <= {"negative", "positive"}
+    # the scores are transformers' ElectraForSequenceClassification probabilities on the same folder
+    enc = transformers.AutoTokenizer.from_pretrained(str(out))([r["text"] for r in rows], padding=True,
+                                                                truncation=True, max_length=32, return_tensors="pt")
+    with torch.no_grad():
+        probs = net.eval()(**enc).logits.softmax(-1)
+    got = torch.tensor([[r["scores"][net.config.id2label[i]] for i in range(2)] for r in rows])
+    assert (got - probs).abs().max() < 1e-5
+    assert cli_main(["evaluate", "--model", str(out), "--data", str(data), "--no-progress"]) == 0
+    assert "accuracy" in capsys.readouterr().out
+
+
+def test_mlm_objective_outputs_a_masked_lm_transformers_loads(corpus, tmp_path):
+    from bertkit.modeling import BertForMaskedLM
+
+    out = tmp_path / "mlm"
+    pretrain(_args(corpus, out, objective="mlm", mask_prob=0.2, save_every=0))
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+    train = [r for r in _rows(out) if "loss" in r]
+    assert len(train) == 6 and all("nsp_loss" not in r and r["loss"] == r["mlm_loss"] for r in train)
+    assert any("eval_mlm_accuracy" in r for r in _rows(out))
+    enc = _encode(out)
+    real = enc["attention_mask"].bool()
+    with torch.no_grad():
+        a = BertForMaskedLM.from_pretrained(out).eval()(**enc).logits[real]
+        b = transformers.BertForMaskedLM.from_pretrained(out).eval()(**enc).logits[real]
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def _cli(corpus: list[str], out: Path, *extra: str) -> list[str]:
+    return ["pretrain", "--corpus", *corpus, "--vocab", str(asset_path("vocab-uncased")), "--config", "tiny",
+            "--seq-len", "32", "--batch-size", "8", "--max-steps", "2", "--threads", "1", "--no-progress",
+            "--output", str(out), *extra]
+
+
+def test_bad_input_one_line(corpus, tmp_path, capsys):
+    bert = tmp_path / "bert"
+    from bertkit.modeling import BertConfig, BertForMaskedLM
+
+    BertForMaskedLM(BertConfig.from_preset("tiny")).save_pretrained(bert)
+    assert cli_main(_cli(corpus, tmp_path / "a", "--objective", "electra", "--model", str(bert))) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--objective electra" in err[0] and "'bert' model" in err[0] and str(bert) in err[0]
+    # the tiny preset has 2 heads: a quarter-size generator would have half a head
+    assert cli_main(_cli(corpus, tmp_path / "b", "--objective", "electra")) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--generator-size 0.25" in err[0] and "0.5 attention heads" in err[0] and "0.5, 1" in err[0]
+    assert not (tmp_path / "b").exists()
+    with pytest.raises(SystemExit) as e:  # argparse: exit 2
+        cli_main(_cli(corpus, tmp_path / "c", "--objective", "electra", "--generator-size", "0"))
+    assert e.value.code == 2 and "--generator-size: must be a number in (0, 1], got '0'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="objective must be one of mlm\\+nsp, mlm, electra"):
+        PretrainingArguments(output=str(tmp_path / "d"), objective="rtd")
+
+
+def test_roc_auc_equals_the_pairwise_definition():
+    from bertkit.tasks.metrics import roc_auc
+
+    rng = np.random.default_rng(0)
+    scores = np.round(rng.normal(size=300), 1)  # rounded: many ties
+    labels = (rng.random(300) < 0.3).astype(int)
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    pairs = (pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()
+    assert roc_auc(scores, labels) == pytest.approx(pairs, abs=1e-12)
+    assert np.isnan(roc_auc([0.1, 0.2], [1, 1]))
+
+
+@pytest.mark.slow
+def test_electra_under_torchrun_two_processes(corpus, tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "ddp"
+    env = dict(os.environ, OMP_NUM_THREADS="1", BERTKIT_CACHE=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
+           "-m", "bertkit", *_cli(corpus, out, "--objective", "electra", "--generator-size", "0.5",
+                                  "--precision", "fp32", "--eval-instances", "16")]
+    r = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2 process(es)" in r.stderr
+    train = [x for x in _rows(out) if "loss" in x]
+    assert [x["step"] for x in train] == [1, 2] and all("disc_loss" in x for x in train)
+    assert (out / "generator" / "model.safetensors").is_file()
+    transformers.ElectraForPreTraining.from_pretrained(out)
+
+
+def test_replacements_follow_the_generator_softmax():
+    from bertkit.data.replaced_tokens import replace_with_samples, sample_from_logits
+
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0, -30.0]]).repeat(200_000, 1)
+    g = torch.Generator().manual_seed(0)
+    counts = torch.bincount(sample_from_logits(logits, g), minlength=5).double() / len(logits)
+    expected = torch.softmax(logits[0].double(), -1)
+    assert torch.allclose(counts, expected, atol=4e-3), (counts, expected)  # ~4 standard errors
+    assert counts[4] == 0  # probability 1e-14
+    ids = torch.tensor([[101, 103, 7, 103, 102, 0]])
+    labels = torch.tensor([[-100, 5, -100, 9, -100, -100]])
+    picked = torch.tensor([[-50.0] * 12, [-50.0] * 12])
+    picked[0, 5], picked[1, 11] = 50.0, 50.0  # first masked position -> its original, second -> 11
+    replaced, is_replaced = replace_with_samples(picked, ids, labels, g)
+    assert replaced.tolist() == [[101, 5, 7, 11, 102, 0]]
+    assert is_replaced.tolist() == [[0, 0, 0, 1, 0, 0]]  # a sample equal to the original is not "replaced"
