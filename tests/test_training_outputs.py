@@ -198,7 +198,9 @@ def test_pretrain_clm_resume_of_the_same_run_continues(capsys, tmp_path, clm_run
 COMMANDS = {"pretrain": "bertkit.training.mlm:PretrainingArguments",
             "pretrain-clm": "bertkit.training.clm:CLMArguments",
             "distill": "bertkit.training.distillation:DistillArguments",
-            "finetune": "bertkit.tasks.api:FinetuneArguments"}
+            "finetune": "bertkit.tasks.api:FinetuneArguments",
+            "train-embedder": "bertkit.training.embedder:EmbedderArguments",
+            "train-reranker": "bertkit.training.reranker:RerankerArguments"}
 
 
 def _actions(command: str) -> dict[str, object]:

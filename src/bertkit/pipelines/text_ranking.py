@@ -39,7 +39,7 @@ def check_cross_encoder(model: Any, where: str = "the model") -> None:
 class TextRankingPipeline(Pipeline):
     """``rank(query, passages, top_k=None, sigmoid=False)`` -> ``[{'index', 'score', 'text'}]`` best first."""
 
-    model_class_name = "BertForSequenceClassification"
+    model_task = "sequence-classification"
 
     def __init__(
         self, model: Any, tokenizer: Any = None, device: str | None = None, max_length: int = 512, **kwargs: Any

@@ -10,8 +10,8 @@ positives and negatives) or STS correlations (scored pairs).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -19,22 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from bertkit import _args as A
+from bertkit._args import redefault, setting
 from bertkit._io import atomic_write_json, atomic_write_text
-from bertkit._outputs import claim_output_dir
+from bertkit._outputs import file_fingerprint
+from bertkit.training.arguments import TrainingArguments
+from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
-__all__ = ["EMBEDDER_OUTPUTS", "CommonTrainingArguments", "EmbedderArguments", "evaluate_rows", "train_embedder"]
+__all__ = ["EMBEDDER_OUTPUTS", "EmbedderArguments", "EmbeddingTrainingArguments", "evaluate_rows", "train_embedder"]
 
+# What `bertkit train-embedder` writes into its --output: the Trainer's files and the sentence folder.
 EMBEDDER_OUTPUTS = (
-    "checkpoints",
-    "best",
-    "metrics.jsonl",
-    "metrics.png",
-    "config.json",
-    "model.safetensors",
-    "vocab.txt",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.json",
+    *TRAINER_OUTPUTS,
     "modules.json",
     "1_Pooling",
     "2_Normalize",
@@ -45,140 +40,118 @@ EMBEDDER_OUTPUTS = (
 MINED = "mined-negatives.jsonl"
 
 
-@dataclass(kw_only=True)
-class CommonTrainingArguments:
-    """The settings every training command shares, with `bertkit finetune`'s flag names (``--lr``,
-    ``--epochs``, ``--batch-size``...); :meth:`training_config` turns them into the Trainer's."""
+def parse_dims(text: str) -> list[int]:
+    """``--matryoshka-dims 384,256,128,64`` -> ``[384, 256, 128, 64]``."""
+    try:
+        dims = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, e.g. 384,256,128,64; got {text!r}")
+    _check_dims("matryoshka_dims", dims)
+    return dims
 
-    model: str
-    train: str
-    output: str
-    validation: str | None = None
-    epochs: float = 1.0
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    batch_size: int = 32
-    grad_accum: int = 1
-    lr: float = 2e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    seed: int = 0
-    bf16: bool = False
-    eval_every: int = 0  # optimizer steps between evaluations; 0: after every epoch
-    save_every: int = 0  # optimizer steps between checkpoints; 0: none
-    keep_last: int = 2
-    resume: bool = False
-    overwrite: bool = False
-    device: str | None = None
-    progress: bool = True
-    max_length: int | None = None
 
-    def __post_init__(self) -> None:
-        for name, rng in (
-            ("epochs", A.positive_float),
-            ("batch_size", A.positive_int),
-            ("grad_accum", A.positive_int),
-            ("lr", A.positive_float),
-            ("warmup_ratio", A.fraction_0_1),
-            ("weight_decay", A.nonnegative_float),
-            ("seed", A.seed),
-            ("eval_every", A.nonnegative_int),
-            ("save_every", A.nonnegative_int),
-            ("keep_last", A.positive_int),
-        ):
-            rng.check(name, getattr(self, name))
-        A.positive_int.check("max_steps", self.max_steps, allow_none=True)
-        A.positive_float.check("max_minutes", self.max_minutes, allow_none=True)
-        A.SEQ_LEN.check("max_length", self.max_length, allow_none=True)
-        if Path(self.output).resolve() == Path(self.model).resolve():
-            raise ValueError(f"--output {self.output} is the input model folder; write the trained model elsewhere")
+def _check_dims(name: str, dims: Any) -> None:
+    if dims is None:
+        return
+    if not dims or any(not isinstance(d, int) or d <= 0 for d in dims):
+        raise ValueError(f"{name} must be positive integers, got {dims!r}")
 
-    @classmethod
-    def from_namespace(cls, ns: Any) -> Any:
-        """The fields of an argparse Namespace that this dataclass knows."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in vars(ns).items() if k in names})
 
-    def training_config(self, run_name: str) -> Any:
-        from bertkit.training.trainer import TrainingConfig
+def parse_score_range(text: str) -> tuple[float, float]:
+    """``--score-range 0,5`` -> ``(0.0, 5.0)``."""
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be LOW,HIGH, e.g. 0,5; got {text!r}")
+    if not lo < hi:
+        raise argparse.ArgumentTypeError(f"LOW must be below HIGH, got {text!r}")
+    return lo, hi
 
-        return TrainingConfig(
-            output_dir=self.output, max_steps=self.max_steps, max_time_minutes=self.max_minutes,
-            num_epochs=self.epochs, batch_size=self.batch_size, grad_accum_steps=self.grad_accum, lr=self.lr,
-            weight_decay=self.weight_decay, warmup_ratio=self.warmup_ratio,
-            precision="bf16" if self.bf16 else "fp32", seed=self.seed, eval_every=self.eval_every or None,
-            eval_each_epoch=not self.eval_every, save_every=self.save_every or None, keep_last=self.keep_last,
-            resume=self.resume, overwrite=self.overwrite, progress=self.progress, device=self.device,
-            run_name=run_name)
+
+def _check_score_range(name: str, value: Any) -> None:
+    lo, hi = value
+    if not lo < hi:
+        raise ValueError(f"{name} must be low,high with low < high, got {tuple(value)}")
 
 
 @dataclass(kw_only=True)
-class EmbedderArguments(CommonTrainingArguments):
-    """Settings of `bertkit train-embedder` (the CLI's defaults)."""
+class EmbeddingTrainingArguments(TrainingArguments):
+    """What `bertkit train-embedder` and `train-reranker` add to the shared training arguments: the
+    model to start from, the data, and their own defaults (a short fine-tune of a pre-trained model)."""
 
-    loss: str = "mnrl"
-    symmetric: bool = False
-    scale: float = 20.0
-    mini_batch_size: int = 32
-    matryoshka_dims: list[int] | None = None
-    hard_negatives: int = 0
-    mine_from: str | None = None
-    mining_margin: float = 0.05
-    score_range: tuple[float, float] = (0.0, 1.0)
-    pooling: str | None = None
+    model: str = setting(metavar="DIR", group="data", same_on_resume=False,
+                         help="model folder to start from (its weights are part of the run's identity)")
+    train: str = setting(metavar="FILE", group="data", same_on_resume=False, help="training file (JSONL/CSV/TSV)")
+    validation: str | None = setting(None, metavar="FILE", group="data", same_on_resume=False,
+                                     help="a file like --train, evaluated at every evaluation")
+    output: str = redefault(TrainingArguments, "output")  # required
+    max_length: int | None = setting(None, type=A.SEQ_LEN, group="data",
+                                     help="tokens per text (default: the folder's max_seq_length, else 256)")
+    lr: float = redefault(TrainingArguments, "lr", 2e-5)
+    warmup_ratio: float = redefault(TrainingArguments, "warmup_ratio", 0.1)
+    seed: int = redefault(TrainingArguments, "seed", 0)
+    precision: str = redefault(TrainingArguments, "precision", "fp32")
+
+    def inputs(self) -> dict[str, str | None]:
+        """The paths the run reads, which its output may never be nor hold."""
+        return {"--model": self.model, "--train": self.train, "--validation": self.validation}
+
+    def identity(self, **sections: Any) -> dict[str, Any]:
+        """The run's identity on --resume: settings, the start model's weights and the data's content."""
+        weights = [Path(self.model) / n for n in ("config.json", "model.safetensors", "pytorch_model.bin")]
+        return run_identity(self, model=file_fingerprint(*[f for f in weights if f.is_file()]),
+                            data=file_fingerprint(*[p for p in self.inputs().values() if p and Path(p).is_file()
+                                                    and p != self.model]), **sections)
+
+    def trainer_args(self, run_name: str, evaluate: bool) -> TrainingArguments:
+        """These settings as the Trainer reads them (evaluating each epoch unless --eval-every)."""
+        return dataclasses.replace(self, run_name=run_name, eval_each_epoch=evaluate and not self.eval_every)
+
+
+@dataclass(kw_only=True)
+class EmbedderArguments(EmbeddingTrainingArguments):
+    """Every setting of `bertkit train-embedder`."""
+
+    train: str = setting(metavar="FILE", group="data", same_on_resume=False,
+                         help="JSONL/CSV/TSV: anchor,positive[,negative] rows; for --loss cosent "
+                              "sentence1,sentence2,score")
+    loss: str = setting("mnrl", choices=("mnrl", "cached-mnrl", "cosent", "triplet"), group="embedding",
+                        help="training loss")
+    symmetric: bool = setting(False, group="embedding", help="MNRL: also rank anchors for each positive")
+    scale: float = setting(20.0, type=A.positive_float, group="embedding", help="MNRL/CoSENT: cosine scale")
+    mini_batch_size: int = setting(32, type=A.positive_int, group="embedding",
+                                   help="cached-mnrl: rows per forward (memory), the loss still sees the whole batch")
+    matryoshka_dims: list[int] | None = setting(None, type=parse_dims, check=_check_dims, group="embedding",
+                                                metavar="DIMS", help="Matryoshka over these sizes, e.g. 384,256,128,64")
+    hard_negatives: int = setting(0, type=A.nonnegative_int, group="embedding", help="mine K negatives per row")
+    mine_from: str | None = setting(None, metavar="CORPUS", group="embedding", same_on_resume=False,
+                                    help="corpus to mine from (.txt/.jsonl/.csv, as `bertkit index`), or an index "
+                                         "folder built with --model")
+    mining_margin: float = setting(0.05, type=A.nonnegative_float, group="embedding",
+                                   help="skip candidates scoring within this of the positive (probable false "
+                                        "negatives)")
+    score_range: tuple[float, float] = setting((0.0, 1.0), type=parse_score_range, check=_check_score_range,
+                                               group="embedding", metavar="LOW,HIGH",
+                                               help="cosent: the range of the scores")
+    pooling: str | None = setting(None, choices=("mean", "cls", "max"), group="embedding",
+                                  help="default: the folder's pooling, else mean")
 
     def __post_init__(self) -> None:
-        from bertkit.training.embedding_losses import LOSSES
-
         super().__post_init__()
-        for name, rng in (
-            ("scale", A.positive_float),
-            ("mini_batch_size", A.positive_int),
-            ("hard_negatives", A.nonnegative_int),
-            ("mining_margin", A.nonnegative_float),
-        ):
-            rng.check(name, getattr(self, name))
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if self.matryoshka_dims is not None:
+            self.matryoshka_dims = list(self.matryoshka_dims)
+        self.score_range = tuple(self.score_range)  # type: ignore[assignment]
         if self.hard_negatives and not self.mine_from:
             raise ValueError("--hard-negatives needs --mine-from CORPUS (the texts to mine negatives from)")
         if self.hard_negatives and self.loss not in ("mnrl", "cached-mnrl", "triplet"):
             raise ValueError(f"hard negatives are for mnrl, cached-mnrl and triplet, not {self.loss}")
-        if self.score_range[0] >= self.score_range[1]:
-            raise ValueError(f"score range must be low,high with low < high, got {self.score_range}")
+
+    def inputs(self) -> dict[str, str | None]:
+        return {**super().inputs(), "--mine-from": self.mine_from}
 
 
 def _fingerprint(path: str | None) -> str | None:
-    if path is None:
-        return None
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
-
-
-def run_identity(args: EmbedderArguments) -> dict[str, Any]:
-    """What makes a run the same run on --resume."""
-    return {
-        "model": str(Path(args.model).resolve()),
-        "train": _fingerprint(args.train),
-        "validation": _fingerprint(args.validation),
-        "mine_from": _fingerprint(args.mine_from),
-        "loss": {
-            "name": args.loss,
-            "symmetric": args.symmetric,
-            "scale": args.scale,
-            "matryoshka_dims": args.matryoshka_dims,
-            "hard_negatives": args.hard_negatives,
-            "mining_margin": args.mining_margin,
-        },
-        "batch_size": args.batch_size,
-        "grad_accum": args.grad_accum,
-        "seed": args.seed,
-        "max_length": args.max_length,
-        "pooling": args.pooling,
-    }
+    return file_fingerprint(path) if path is not None else None
 
 
 def evaluate_rows(encoder: Any, rows: list[dict[str, Any]], batch_size: int = 64) -> dict[str, float]:
@@ -246,32 +219,16 @@ def train_embedder(args: EmbedderArguments) -> Any:
     from bertkit.training.embedding_losses import make_loss
     from bertkit.training.trainer import Trainer
 
-    claim_output_dir(
-        args.output,
-        "train-embedder",
-        overwrite=args.overwrite,
-        resume=args.resume,
-        run=run_identity(args),
-        owned=EMBEDDER_OUTPUTS,
-        can_resume=True,
-        dry_run=True,
-    )
+    claim_training_output(args, "train-embedder", {}, EMBEDDER_OUTPUTS, args.inputs(), dry_run=True)
     encoder = load_sentence_encoder(args.model, pooling=args.pooling, max_seq_length=args.max_length)
     val_rows = (
         read_embedding_rows(args.validation, scored=args.loss == "cosent", score_range=args.score_range)
         if args.validation
         else None
     )
-    claim = claim_output_dir(
-        args.output,
-        "train-embedder",
-        overwrite=args.overwrite,
-        resume=args.resume,
-        run=run_identity(args),
-        owned=EMBEDDER_OUTPUTS,
-        can_resume=True,
-    )
-    try:
+    claim = claim_training_output(args, "train-embedder", args.identity(), EMBEDDER_OUTPUTS, args.inputs())
+
+    def work() -> Any:
         rows = _training_rows(args, encoder)
         loss = make_loss(args.loss, args.matryoshka_dims, args.mini_batch_size, args.symmetric, args.scale)
         if args.matryoshka_dims and max(args.matryoshka_dims) > encoder.dim:
@@ -284,7 +241,7 @@ def train_embedder(args: EmbedderArguments) -> Any:
             model.save_pretrained(str(directory))
             save_sentence_folder(directory, encoder.dim, encoder.pooling, encoder.normalize, encoder.max_seq_length)
 
-        cfg = args.training_config("train-embedder")
+        cfg = args.trainer_args("train-embedder", val_rows is not None)
         evaluate = (lambda model: evaluate_rows(encoder, val_rows)) if val_rows else None
         trainer = Trainer(
             encoder.model,
@@ -299,8 +256,6 @@ def train_embedder(args: EmbedderArguments) -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
-    except BaseException:
-        claim.abandon()
-        raise
-    claim.finish()
-    return result
+        return result
+
+    return within_claim(claim, work)

@@ -23,39 +23,31 @@ import torch
 import torch.nn.functional as F
 
 from bertkit import _args as A
+from bertkit._args import setting
 from bertkit._io import atomic_write_json
-from bertkit._outputs import claim_output_dir
-from bertkit.training.embedder import CommonTrainingArguments, _fingerprint
+from bertkit.training.embedder import EmbeddingTrainingArguments
+from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, within_claim
 
 __all__ = ["RERANKER_OUTPUTS", "RerankerArguments", "read_reranker_rows", "train_reranker"]
 
-RERANKER_OUTPUTS = (
-    "checkpoints",
-    "best",
-    "metrics.jsonl",
-    "metrics.png",
-    "config.json",
-    "model.safetensors",
-    "vocab.txt",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.json",
-    "eval_results.json",
-)
+# What `bertkit train-reranker` writes into its --output.
+RERANKER_OUTPUTS = (*TRAINER_OUTPUTS, "eval_results.json")
 
 
 @dataclass(kw_only=True)
-class RerankerArguments(CommonTrainingArguments):
-    """Settings of `bertkit train-reranker` (the CLI's defaults)."""
+class RerankerArguments(EmbeddingTrainingArguments):
+    """Every setting of `bertkit train-reranker`."""
 
-    loss: str = "bce"
-    group_size: int = 4
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.loss not in ("bce", "listwise"):
-            raise ValueError(f"loss must be bce or listwise, got {self.loss!r}")
-        A.int_range(2).check("group_size", self.group_size)
+    model: str = setting(metavar="DIR", group="data", same_on_resume=False,
+                         help="model folder to start from (an encoder or a cross-encoder)")
+    train: str = setting(metavar="FILE", group="data", same_on_resume=False,
+                         help="JSONL/CSV/TSV rows: query, passage, label (0/1) or score")
+    validation: str | None = setting(None, metavar="FILE", group="data", same_on_resume=False,
+                                     help="a file like --train; MRR@10 and nDCG@10 per evaluation")
+    max_length: int | None = setting(None, type=A.SEQ_LEN, group="data", help="tokens per pair (default 512)")
+    loss: str = setting("bce", choices=("bce", "listwise"), group="reranker", help="training loss")
+    group_size: int = setting(4, type=A.int_range(2), group="reranker",
+                              help="listwise: passages per group, the positive and its hard negatives")
 
 
 def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -177,27 +169,7 @@ def train_reranker(args: RerankerArguments) -> Any:
     from bertkit.modeling.auto import AutoTokenizer, auto_class_for
     from bertkit.training.trainer import Trainer, set_seed
 
-    run = {
-        "model": str(Path(args.model).resolve()),
-        "train": _fingerprint(args.train),
-        "validation": _fingerprint(args.validation),
-        "loss": args.loss,
-        "group_size": args.group_size,
-        "batch_size": args.batch_size,
-        "grad_accum": args.grad_accum,
-        "seed": args.seed,
-        "max_length": args.max_length,
-    }
-    claim_output_dir(
-        args.output,
-        "train-reranker",
-        overwrite=args.overwrite,
-        resume=args.resume,
-        run=run,
-        owned=RERANKER_OUTPUTS,
-        can_resume=True,
-        dry_run=True,
-    )
+    claim_training_output(args, "train-reranker", {}, RERANKER_OUTPUTS, args.inputs(), dry_run=True)
     rows = read_reranker_rows(args.train)
     val_rows = read_reranker_rows(args.validation) if args.validation else None
     data = listwise_groups(rows, args.group_size, args.seed) if args.loss == "listwise" else rows
@@ -207,31 +179,22 @@ def train_reranker(args: RerankerArguments) -> Any:
     )
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     collator = RerankCollator(tokenizer, args.max_length or 512)
-    claim = claim_output_dir(
-        args.output,
-        "train-reranker",
-        overwrite=args.overwrite,
-        resume=args.resume,
-        run=run,
-        owned=RERANKER_OUTPUTS,
-        can_resume=True,
+    claim = claim_training_output(args, "train-reranker", args.identity(), RERANKER_OUTPUTS, args.inputs())
+    evaluate = (lambda m: evaluate_reranker(m, collator, val_rows)) if val_rows else None
+    trainer = Trainer(
+        model,
+        args.trainer_args("train-reranker", evaluate is not None),
+        data,
+        collate_fn=collator,
+        evaluate=evaluate,
+        loss_fn=reranker_loss,
+        tokenizer=tokenizer,
     )
-    try:
-        evaluate = (lambda m: evaluate_reranker(m, collator, val_rows)) if val_rows else None
-        trainer = Trainer(
-            model,
-            args.training_config("train-reranker"),
-            data,
-            collate_fn=collator,
-            evaluate=evaluate,
-            loss_fn=reranker_loss,
-            tokenizer=tokenizer,
-        )
+
+    def work() -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
-    except BaseException:
-        claim.abandon()
-        raise
-    claim.finish()
-    return result
+        return result
+
+    return within_claim(claim, work)
