@@ -223,3 +223,31 @@ def test_bad_input_gets_one_line(data, tmp_path, capsys):
     (busy / "notes.txt").write_text("mine")
     assert main(["train-embedder", "--model", MINILM, "--train", str(data / "train.jsonl"), "--output", str(busy)]) == 1
     assert "not empty" in capsys.readouterr().err and (busy / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", ["train-embedder", "train-reranker"])
+def test_output_follows_the_training_folder_rule(command, data, tmp_path, capsys):
+    """--resume of another run names each difference (a setting, the data), the output may not lie
+    inside the start model, and --overwrite replaces only the command's own earlier output."""
+    train = tmp_path / "train.jsonl"
+    rows = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()][:8]
+    if command == "train-reranker":
+        rows = [{"query": r["anchor"], "passage": r["positive"], "label": i % 2} for i, r in enumerate(rows)]
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    base = [command, "--model", MINILM, "--train", str(train), "--output", str(out), *FAST, "--max-steps", "1"]
+    assert main([*base, "--save-every", "1"]) == 0
+    marker = json.loads((out / ".bertkit-output.json").read_text())
+    assert marker["command"] == command
+    capsys.readouterr()
+    assert main([*base, "--save-every", "1", "--resume", "--lr", "1e-4"]) == 1
+    assert re.search(r"lr: was 2e-05, now 0\.0001", capsys.readouterr().err)
+    train.write_text(train.read_text().replace(rows[0].get("anchor", rows[0].get("query")), "changed text", 1))
+    assert main([*base, "--save-every", "1", "--resume"]) == 1
+    assert "data" in capsys.readouterr().err
+    assert main([*base, "--save-every", "1"]) == 1  # the earlier run is not replaced silently
+    assert "--overwrite" in capsys.readouterr().err
+    assert main([*base, "--overwrite"]) == 0
+    inside = [command, "--model", MINILM, "--train", str(train), "--output", f"{MINILM}/sub", *FAST]
+    assert main(inside) == 1
+    assert "inside the input model folder" in capsys.readouterr().err
