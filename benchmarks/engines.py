@@ -165,7 +165,8 @@ def build_engines(folder: Path, texts: list[str], args: argparse.Namespace, work
     """Every engine that is installed here, each behind one ``texts -> (n, 384) unit vectors`` call."""
     engines: dict[str, Embed] = {}
     for d in ("auto", "bf16", "fp32", "int8"):
-        pipe = pipeline("sentence-embedding", model=folder, dtype=d, batch_size=args.batch_size)
+        pipe = pipeline("sentence-embedding", model=folder, dtype=d, batch_size=args.batch_size,
+                        truncation="cut")  # as sentence-transformers does
         engines[f"bertkit {d} ({pipe.dtype})"] = lambda t, p=pipe: p(t, return_tensors=True).float().numpy()
     try:
         import sentence_transformers

@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{torch.get_num_threads()} threads; load average before: {os.getloadavg()[0]:.2f}")
 
     # ---- sentence-embedding paths (tokenization included everywhere)
-    pipes = {d: pipeline("sentence-embedding", model=folder, dtype=d) for d in ("fp32", "bf16", "int8", "auto")}
+    # cut at the folder's limit, as sentence-transformers (the reference) does
+    pipes = {d: pipeline("sentence-embedding", model=folder, dtype=d, truncation="cut")
+             for d in ("fp32", "bf16", "int8", "auto")}
     st = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
     st_bf16 = sentence_transformers.SentenceTransformer(str(folder), device="cpu").to(torch.bfloat16)
     enc = pipes["fp32"].tokenizer(texts, truncation=True, max_length=pipes["fp32"].max_length)
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"torch.compile warm-up (one time, not in the figures below): "
               f"{'unavailable' if warm is None else f'{warm:.1f} s'}")
         if warm is not None:
-            compiled = pipeline("sentence-embedding", model=fn, tokenizer=pipes["auto"].tokenizer)
+            compiled = pipeline("sentence-embedding", model=fn, tokenizer=pipes["auto"].tokenizer, truncation="cut")
 
     paths = {f"bertkit pipeline {d}": (lambda p=pipe: p(texts, return_tensors=True)) for d, pipe in pipes.items()}
     if compiled is not None:
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         gold = [r["label"] for r in rows]
         acc = {}
         for d in ("fp32", "int8", "bf16"):
-            clf = pipeline("text-classification", model=args.classifier, dtype=d)
+            clf = pipeline("text-classification", model=args.classifier, dtype=d, truncation="cut")
             acc[d] = sum(p["label"] == g for p, g in zip(clf([r["text"] for r in rows]), gold)) / len(rows)
         print(f"  polarity test accuracy ({len(rows)}): fp32 {acc['fp32']:.4f}, int8 {acc['int8']:.4f} "
               f"(gate: within 0.01), bf16 {acc['bf16']:.4f}")
