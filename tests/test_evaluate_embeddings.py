@@ -157,3 +157,17 @@ def test_qrels_naming_an_unknown_id_is_one_line(beir, tmp_path, capsys):
         == 1
     )
     assert f"{bad}:3: corpus-id 'nope' is not in the corpus" in capsys.readouterr().err
+
+
+def test_output_never_replaces_an_input_even_with_overwrite(beir, tmp_path, capsys):
+    d = beir[0]
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_bytes((d / "qrels.tsv").read_bytes())
+    before = qrels.read_bytes()
+    args = ["evaluate-embeddings", "--model", MINILM, "--queries", str(d / "queries.jsonl"), "--corpus",
+            str(d / "corpus.jsonl"), "--qrels", str(qrels), "--output", str(qrels), "--overwrite", "--no-progress"]
+    assert main(args) == 1
+    assert f"--output {qrels} is the input file --qrels" in capsys.readouterr().err
+    assert qrels.read_bytes() == before
+    assert main([*args[:-4], "--output", f"{MINILM}/results.json", "--no-progress"]) == 1
+    assert "inside the input model folder" in capsys.readouterr().err

@@ -205,3 +205,12 @@ def test_evaluate_embeddings_with_rerank(reranker, pairs, tmp_path):
         ids = [cids[j] for j in head + order[5:10]]
         total += next((1 / (r + 1) for r, d in enumerate(ids) if d == f"d{i}"), 0.0)
     assert got == pytest.approx(total / len(qs), abs=1e-9)
+
+
+def test_bad_rows_get_one_line_and_leave_no_folder(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "q", "passage": "p", "label": 1}\n{"query": "q", "passage": "r", "label": 3}\n')
+    out = tmp_path / "o"
+    assert main(["train-reranker", "--model", MINILM, "--train", str(bad), "--output", str(out), "--no-progress"]) == 1
+    assert f"{bad}:2: label 3 is outside [0, 1]" in capsys.readouterr().err
+    assert not out.exists()

@@ -95,7 +95,7 @@ def evaluate_retrieval(
 
 def run(args: argparse.Namespace) -> int:
     from bertkit._io import atomic_write_json
-    from bertkit._outputs import check_output_file
+    from bertkit._outputs import check_not_input, check_output_file
     from bertkit.pipelines import pipeline
 
     if not args.sts and not (args.queries or args.corpus or args.qrels):
@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if (args.queries or args.corpus or args.qrels) and not (args.queries and args.corpus and args.qrels):
         raise ValueError("retrieval needs all three of --queries, --corpus and --qrels")
     if args.output:
+        check_not_input(args.output, {"--model": args.model, "--sts": args.sts, "--queries": args.queries,
+                                      "--corpus": args.corpus, "--qrels": args.qrels, "--rerank": args.rerank})
         check_output_file(args.output, args.overwrite)
     emb = pipeline("sentence-embedding", model=args.model, dtype=args.dtype, batch_size=args.batch_size,
                    truncation=args.truncation)
