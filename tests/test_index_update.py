@@ -95,3 +95,12 @@ def test_delete_and_add_ids(sentences, tmp_path):
         add_to_index(tmp_path / "idx", [("s3", "another text")])
     with pytest.raises(ValueError, match="was built with"):
         add_to_index(tmp_path / "idx", [("new", "x")], model=tmp_path)
+    # the folder stays a claimed index: its marker survives, so a later rebuild over it is still refused
+    # without --overwrite, and a file of the user's beside the index is kept through a change
+    assert (tmp_path / "idx" / ".bertkit-output.json").is_file()
+    (tmp_path / "idx" / "notes.txt").write_text("mine")
+    assert delete_from_index(tmp_path / "idx", ["s3"]) == 1
+    assert (tmp_path / "idx" / "notes.txt").read_text() == "mine" and len(load_index(tmp_path / "idx")) == 18
+    assert (tmp_path / "idx" / ".bertkit-output.json").is_file()
+    with pytest.raises(FileExistsError, match="overwrite"):
+        build_index(MINILM, tmp_path / "c.jsonl", tmp_path / "idx", dtype="fp32", progress=False)
