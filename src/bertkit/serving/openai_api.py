@@ -169,6 +169,14 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
             vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return vecs, tokens, plan.dropped
 
+    _mount_rerank(app, config, service, ranker, read_json, run_job)
+
+
+def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: Any, run_job: Any) -> None:
+    """``POST /rerank`` as text-embeddings-inference defines it, served from a cross-encoder folder."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
     @app.post("/rerank", summary="Rerank texts for a query (text-embeddings-inference)")
     async def rerank(request: Request) -> JSONResponse:
         payload = await read_json(request)
