@@ -37,9 +37,10 @@ test-fast: assets
 	@$(PY) -c "from bertkit.inference.cpu import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
 	$(PY) -m pytest -q -m "not slow" tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
-# ruff's rules and line length are in pyproject.toml.
+# ruff's rules and line length are in pyproject.toml; the code is kept in ruff format's layout.
 lint: $(VENV)/.installed
 	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff format --check src tests benchmarks examples
 
 demo: assets
 	$(PY) examples/demo.py

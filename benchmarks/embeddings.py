@@ -107,14 +107,21 @@ def memory(max_length: int) -> None:
 
     out = {}
     for mode in ("plain32", "cached256", "plain256"):
-        r = subprocess.run([sys.executable, __file__, "--memory-child", mode, "--max-length", str(max_length)],
-                           capture_output=True, text=True, check=True)
+        r = subprocess.run(
+            [sys.executable, __file__, "--memory-child", mode, "--max-length", str(max_length)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         out[mode] = json.loads(r.stdout.strip().splitlines()[-1])
     p32, c256, p256 = out["plain32"], out["cached256"], out["plain256"]
-    print(f"memory (peak RSS above the loaded model, one step, max_length {max_length}): MNRL batch 32 "
-          f"{p32['peak_mb']:.0f} MB, cached MNRL batch 256 (mini-batch 32) {c256['peak_mb']:.0f} MB = "
-          f"{c256['peak_mb'] / p32['peak_mb']:.2f}x, MNRL batch 256 {p256['peak_mb']:.0f} MB; loss at 256: "
-          f"cached {c256['loss']:.6f}, plain {p256['loss']:.6f}", flush=True)
+    print(
+        f"memory (peak RSS above the loaded model, one step, max_length {max_length}): MNRL batch 32 "
+        f"{p32['peak_mb']:.0f} MB, cached MNRL batch 256 (mini-batch 32) {c256['peak_mb']:.0f} MB = "
+        f"{c256['peak_mb'] / p32['peak_mb']:.2f}x, MNRL batch 256 {p256['peak_mb']:.0f} MB; loss at 256: "
+        f"cached {c256['loss']:.6f}, plain {p256['loss']:.6f}",
+        flush=True,
+    )
 
 
 def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argparse.Namespace, tmp: Path) -> None:
@@ -125,32 +132,89 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     base = str(asset_path("minilm"))
     (tmp / "docs.txt").write_text("\n".join(r["positive"] for r in pairs("train")) + "\n", encoding="utf-8")
     t0 = time.perf_counter()
-    common = ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length), "--lr", str(args.lr),
-              "--seed", str(args.seed), "--epochs", "1", "--no-progress"]
-    assert bertkit(["train-embedder", "--model", base, "--train", str(tmp / "train.jsonl"), "--output",
-                    str(tmp / "hard"), "--hard-negatives", "1", "--mine-from", str(tmp / "docs.txt"), *common]) == 0
+    common = [
+        "--batch-size",
+        str(args.batch_size),
+        "--max-length",
+        str(args.max_length),
+        "--lr",
+        str(args.lr),
+        "--seed",
+        str(args.seed),
+        "--epochs",
+        "1",
+        "--no-progress",
+    ]
+    assert (
+        bertkit(
+            [
+                "train-embedder",
+                "--model",
+                base,
+                "--train",
+                str(tmp / "train.jsonl"),
+                "--output",
+                str(tmp / "hard"),
+                "--hard-negatives",
+                "1",
+                "--mine-from",
+                str(tmp / "docs.txt"),
+                *common,
+            ]
+        )
+        == 0
+    )
     emb_s = time.perf_counter() - t0
     mined = [json.loads(x) for x in (tmp / "hard" / "mined-negatives.jsonl").read_text().splitlines()]
     rows = [{"query": r["anchor"], "passage": r["positive"], "label": 1} for r in mined]
     rows += [{"query": r["anchor"], "passage": r["negatives"][0], "label": 0} for r in mined]
     (tmp / "rerank.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     t0 = time.perf_counter()
-    assert bertkit(["train-reranker", "--model", base, "--train", str(tmp / "rerank.jsonl"), "--output",
-                    str(tmp / "ce"), "--batch-size", "16", "--max-length", str(args.max_length), "--lr", "3e-5",
-                    "--seed", str(args.seed), "--epochs", "1", "--no-progress"]) == 0
+    assert (
+        bertkit(
+            [
+                "train-reranker",
+                "--model",
+                base,
+                "--train",
+                str(tmp / "rerank.jsonl"),
+                "--output",
+                str(tmp / "ce"),
+                "--batch-size",
+                "16",
+                "--max-length",
+                str(args.max_length),
+                "--lr",
+                "3e-5",
+                "--seed",
+                str(args.seed),
+                "--epochs",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     ce_s = time.perf_counter() - t0
     enc = bertkit_encoder(str(tmp / "hard"), args.max_length)
     m = evaluate(enc, test)
-    print(f"{'+ mined hard negatives':<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 "
-          f"{m['ndcg@10']:.4f} | train {emb_s:.0f} s (mining included)", flush=True)
+    print(
+        f"{'+ mined hard negatives':<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 "
+        f"{m['ndcg@10']:.4f} | train {emb_s:.0f} s (mining included)",
+        flush=True,
+    )
     q, c = enc([r["anchor"] for r in test]), enc([r["positive"] for r in test])
     ids = [str(i) for i in range(len(test))]
     texts_q = {i: r["anchor"] for i, r in zip(ids, test)}
     texts_c = {i: r["positive"] for i, r in zip(ids, test)}
-    r = rerank_retrieval_metrics(str(tmp / "ce"), q, ids, texts_q, c, ids, texts_c, {i: {i: 1.0} for i in ids},
-                                 depth=20, progress=False)
-    print(f"{'+ reranker over the top 20':<28} bertkit MRR@10 {r['mrr@10']:.4f} R@1 {r['recall@1']:.4f} nDCG@10 "
-          f"{r['ndcg@10']:.4f} | reranker train {ce_s:.0f} s", flush=True)
+    r = rerank_retrieval_metrics(
+        str(tmp / "ce"), q, ids, texts_q, c, ids, texts_c, {i: {i: 1.0} for i in ids}, depth=20, progress=False
+    )
+    print(
+        f"{'+ reranker over the top 20':<28} bertkit MRR@10 {r['mrr@10']:.4f} R@1 {r['recall@1']:.4f} nDCG@10 "
+        f"{r['ndcg@10']:.4f} | reranker train {ce_s:.0f} s",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

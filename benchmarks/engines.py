@@ -68,12 +68,14 @@ class Batches:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out: list[np.ndarray | None] = [None] * len(texts)
         for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
+            idx = order[s : s + self.batch_size]
             self.tok.enable_padding()
             encs = self.tok.encode_batch([texts[i] for i in idx])
-            feed = {"input_ids": np.array([e.ids for e in encs], dtype=np.int64),
-                    "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
-                    "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64)}
+            feed = {
+                "input_ids": np.array([e.ids for e in encs], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64),
+            }
             vecs = mean_pool(forward(feed), feed["attention_mask"])
             for j, i in enumerate(idx):
                 out[i] = vecs[j]
@@ -96,11 +98,22 @@ def export_onnx(folder: Path, work: Path) -> Path:
         def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001
             return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
 
-    axes = {"input_ids": {0: "b", 1: "n"}, "attention_mask": {0: "b", 1: "n"}, "token_type_ids": {0: "b", 1: "n"},
-            "last_hidden_state": {0: "b", 1: "n"}}
-    torch.onnx.export(LastHidden(), (ids, ids, torch.zeros_like(ids)), str(path), dynamo=False, opset_version=17,
-                      input_names=["input_ids", "attention_mask", "token_type_ids"],
-                      output_names=["last_hidden_state"], dynamic_axes=axes)
+    axes = {
+        "input_ids": {0: "b", 1: "n"},
+        "attention_mask": {0: "b", 1: "n"},
+        "token_type_ids": {0: "b", 1: "n"},
+        "last_hidden_state": {0: "b", 1: "n"},
+    }
+    torch.onnx.export(
+        LastHidden(),
+        (ids, ids, torch.zeros_like(ids)),
+        str(path),
+        dynamo=False,
+        opset_version=17,
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        output_names=["last_hidden_state"],
+        dynamic_axes=axes,
+    )
     return path
 
 
@@ -126,16 +139,20 @@ def openvino_engines(onnx_path: Path, batches: Batches, threads: int, texts: lis
     core = ov.Core()
     model = core.read_model(str(onnx_path))
     engines: dict[str, Embed] = {}
-    bf16 = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "bf16", "INFERENCE_NUM_THREADS": threads,
-                                             "PERFORMANCE_HINT": "LATENCY"})
+    bf16 = core.compile_model(
+        model,
+        "CPU",
+        {"INFERENCE_PRECISION_HINT": "bf16", "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"},
+    )
     engines["OpenVINO bf16"] = lambda t: batches.run(t, lambda feed: bf16(feed)[0])
     try:
         import nncf
 
         calib = []
         batches.run(texts[:96], lambda feed: calib.append(dict(feed)) or np.zeros((len(feed["input_ids"]), 1, 1)))
-        q_model = nncf.quantize(model, nncf.Dataset(calib), model_type=nncf.ModelType.TRANSFORMER,
-                                subset_size=len(calib))
+        q_model = nncf.quantize(
+            model, nncf.Dataset(calib), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calib)
+        )
         int8 = core.compile_model(q_model, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
         engines["OpenVINO + NNCF int8"] = lambda t: batches.run(t, lambda feed: int8(feed)[0])
     except ImportError:
@@ -165,18 +182,21 @@ def build_engines(folder: Path, texts: list[str], args: argparse.Namespace, work
     """Every engine that is installed here, each behind one ``texts -> (n, 384) unit vectors`` call."""
     engines: dict[str, Embed] = {}
     for d in ("auto", "bf16", "fp32", "int8"):
-        pipe = pipeline("sentence-embedding", model=folder, dtype=d, batch_size=args.batch_size,
-                        truncation="cut")  # as sentence-transformers does
+        pipe = pipeline(
+            "sentence-embedding", model=folder, dtype=d, batch_size=args.batch_size, truncation="cut"
+        )  # as sentence-transformers does
         engines[f"bertkit {d} ({pipe.dtype})"] = lambda t, p=pipe: p(t, return_tensors=True).float().numpy()
     try:
         import sentence_transformers
 
         st = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
         st16 = sentence_transformers.SentenceTransformer(str(folder), device="cpu").to(torch.bfloat16)
-        engines["sentence-transformers fp32"] = lambda t: st.encode(t, batch_size=args.batch_size,
-                                                                    normalize_embeddings=True)
-        engines["sentence-transformers bf16"] = lambda t: st16.encode(t, batch_size=args.batch_size,
-                                                                      normalize_embeddings=True).astype(np.float32)
+        engines["sentence-transformers fp32"] = lambda t: st.encode(
+            t, batch_size=args.batch_size, normalize_embeddings=True
+        )
+        engines["sentence-transformers bf16"] = lambda t: st16.encode(
+            t, batch_size=args.batch_size, normalize_embeddings=True
+        ).astype(np.float32)
     except ImportError:
         print("  (skipped) sentence-transformers: not installed")
     batches = Batches(folder, args.batch_size)
@@ -185,9 +205,11 @@ def build_engines(folder: Path, texts: list[str], args: argparse.Namespace, work
         onnx_path = export_onnx(folder, work)
     except Exception as e:  # noqa: BLE001 - a missing exporter dependency leaves out the ONNX-based engines
         print(f"  (skipped) ONNX export failed ({type(e).__name__}: {e}); ONNX Runtime and OpenVINO left out")
-    for name, make in (("onnxruntime", lambda: onnxruntime_engines(onnx_path, batches, args.threads, work)),
-                       ("openvino", lambda: openvino_engines(onnx_path, batches, args.threads, texts)),
-                       ("ctranslate2", lambda: ctranslate2_engine(folder, batches, args.threads, work))):
+    for name, make in (
+        ("onnxruntime", lambda: onnxruntime_engines(onnx_path, batches, args.threads, work)),
+        ("openvino", lambda: openvino_engines(onnx_path, batches, args.threads, texts)),
+        ("ctranslate2", lambda: ctranslate2_engine(folder, batches, args.threads, work)),
+    ):
         if name != "ctranslate2" and onnx_path is None:
             continue
         try:
@@ -224,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     folder = asset_path("minilm")
     texts = load_texts(args.sentences)
     flags = cpu_flags()
-    print(f"CPU flags: {describe_cpu(flags)}; auto -> {resolve_dtype('auto', flags)}; {args.threads} threads; "
-          f"load average before: {os.getloadavg()[0]:.2f}")
+    print(
+        f"CPU flags: {describe_cpu(flags)}; auto -> {resolve_dtype('auto', flags)}; {args.threads} threads; "
+        f"load average before: {os.getloadavg()[0]:.2f}"
+    )
     with tempfile.TemporaryDirectory(prefix="engines-") as work:
         engines = build_engines(folder, texts, args, Path(work))
         vecs = {k: np.asarray(fn(texts), dtype=np.float32) for k, fn in engines.items()}
@@ -234,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     counter = Batches(folder, args.batch_size).tok
     counter.no_padding()  # tokenizer.json pads to a fixed length; count the real tokens only
     real_tokens = sum(len(e.ids) for e in counter.encode_batch(texts))
-    print(f"{len(texts)} polarity sentences, {real_tokens:,} real tokens, batch {args.batch_size}, "
-          f"median of {args.repeats} interleaved passes; cosine against sentence-transformers fp32")
+    print(
+        f"{len(texts)} polarity sentences, {real_tokens:,} real tokens, batch {args.batch_size}, "
+        f"median of {args.repeats} interleaved passes; cosine against sentence-transformers fp32"
+    )
     print(f"  {'engine':<34s} {'real tokens/s':>14s} {'ms/pass':>9s} {'min cos':>9s} {'mean cos':>9s}")
     for k in sorted(med, key=lambda k: med[k]):
         cos = (vecs[k] / np.linalg.norm(vecs[k], axis=1, keepdims=True) * ref).sum(1)
@@ -245,10 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         if anchor in med:
             print(f"ratio {auto} / {anchor}: {med[anchor] / med[auto]:.2f}x (target >= {target}x)")
     if "ONNX Runtime fp32" in med:
-        print(f"ratio bertkit fp32 / ONNX Runtime fp32: {med['ONNX Runtime fp32'] / med['bertkit fp32 (fp32)']:.2f}x "
-              f"(target >= 1.3x)")
-    print(f"ratio bertkit int8 / bertkit bf16: {med['bertkit bf16 (bf16)'] / med['bertkit int8 (int8)']:.2f}x "
-          f"(int8 should win on a CPU with AMX-INT8 or VNNI)")
+        print(
+            f"ratio bertkit fp32 / ONNX Runtime fp32: {med['ONNX Runtime fp32'] / med['bertkit fp32 (fp32)']:.2f}x "
+            f"(target >= 1.3x)"
+        )
+    print(
+        f"ratio bertkit int8 / bertkit bf16: {med['bertkit bf16 (bf16)'] / med['bertkit int8 (int8)']:.2f}x "
+        f"(int8 should win on a CPU with AMX-INT8 or VNNI)"
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -36,17 +36,28 @@ def main() -> int:
     torch.manual_seed(0)
     model = BertForSequenceClassification.from_pretrained(asset_path("minilm"), num_labels=2).eval()
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    enc = tok(" ".join(asset_path("wiki").read_text(encoding="utf-8").split()[:1000]), truncation=True,
-              max_length=args.tokens)
+    enc = tok(
+        " ".join(asset_path("wiki").read_text(encoding="utf-8").split()[:1000]), truncation=True, max_length=args.tokens
+    )
     n = len(enc["input_ids"])
     for bs in args.batch_size:
         t0 = time.perf_counter()
-        (ig,), _ = attribute_ids(model, tok, enc["input_ids"], enc["token_type_ids"], enc.word_ids(),
-                                 ("integrated-gradients",), steps=args.steps, batch_size=bs)
+        (ig,), _ = attribute_ids(
+            model,
+            tok,
+            enc["input_ids"],
+            enc["token_type_ids"],
+            enc.word_ids(),
+            ("integrated-gradients",),
+            steps=args.steps,
+            batch_size=bs,
+        )
         s = time.perf_counter() - t0
-        print(f"integrated gradients, MiniLM-L6 + head, {n} tokens, {args.steps} steps, batch {bs}, "
-              f"{torch.get_num_threads()} threads: {s:.1f} s  residual {ig.residual:.2e} "
-              f"(f(x) - f(baseline) = {ig.f_x - ig.f_baseline:.3f})")
+        print(
+            f"integrated gradients, MiniLM-L6 + head, {n} tokens, {args.steps} steps, batch {bs}, "
+            f"{torch.get_num_threads()} threads: {s:.1f} s  residual {ig.residual:.2e} "
+            f"(f(x) - f(baseline) = {ig.f_x - ig.f_baseline:.3f})"
+        )
     return 0
 
 

@@ -25,8 +25,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def cpu_flags() -> str:
@@ -42,8 +49,13 @@ def load_times(html: Path, repeats: int, mark: str = "rendered") -> list[float]:
 
     times = []
     with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
-        ctx = p.chromium.launch_persistent_context(profile, executable_path="/usr/bin/chromium", headless=True,
-                                                   args=ARGS, viewport={"width": 1280, "height": 900})
+        ctx = p.chromium.launch_persistent_context(
+            profile,
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
         ctx.set_offline(True)
         for _ in range(repeats):
             page = ctx.new_page()
@@ -64,12 +76,22 @@ def screenshots(folder: Path) -> None:
     from bertkit.explain.report import write_html
 
     model, tok, _ = load_model(asset_path("minilm"))
-    ex = collect(model, tok, "The animal didn't cross the street because it was too tired.",
-                 "It slept on the pavement.", model_path="all-MiniLM-L6-v2")
+    ex = collect(
+        model,
+        tok,
+        "The animal didn't cross the street because it was too tired.",
+        "It slept on the pavement.",
+        model_path="all-MiniLM-L6-v2",
+    )
     with tempfile.TemporaryDirectory() as d, sync_playwright() as p:
         html = write_html(ex, Path(d) / "r.html")
-        ctx = p.chromium.launch_persistent_context(str(Path(d) / "profile"), executable_path="/usr/bin/chromium",
-                                                   headless=True, args=ARGS, viewport={"width": 1100, "height": 900})
+        ctx = p.chromium.launch_persistent_context(
+            str(Path(d) / "profile"),
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1100, "height": 900},
+        )
         page = ctx.new_page()
         page.goto(html.resolve().as_uri())
         page.wait_for_selector("body[data-rendered]")
@@ -109,11 +131,15 @@ def long_input(repeats: int) -> int:
         size = html.stat().st_size
         times = load_times(html, repeats, mark="painted")
     med = statistics.median(times)
-    print(f"MiniLM 6 x 12, {ex.num_tokens} tokens, every layer and head, 3 attribution methods "
-          f"(computed in {attr_s:.1f} s)")
+    print(
+        f"MiniLM 6 x 12, {ex.num_tokens} tokens, every layer and head, 3 attribution methods "
+        f"(computed in {attr_s:.1f} s)"
+    )
     print(f"page size {size / 1e6:.2f} MB ({size:,} bytes)")
-    print(f"load in Chromium (navigation start to painted), median of {len(times)}: {med:.3f} s "
-          f"[{', '.join(f'{t:.3f}' for t in times)}]  budget 3 s  ratio {med / 3:.2f}")
+    print(
+        f"load in Chromium (navigation start to painted), median of {len(times)}: {med:.3f} s "
+        f"[{', '.join(f'{t:.3f}' for t in times)}]  budget 3 s  ratio {med / 3:.2f}"
+    )
     return 0 if med < 3 else 1
 
 
@@ -121,8 +147,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--screenshots", type=Path, default=None, help="also write the two screenshots into this folder")
-    ap.add_argument("--long", action="store_true",
-                    help="instead: MiniLM on 512 tokens, every layer and head, attributions; budget 3 s to painted")
+    ap.add_argument(
+        "--long",
+        action="store_true",
+        help="instead: MiniLM on 512 tokens, every layer and head, attributions; budget 3 s to painted",
+    )
     args = ap.parse_args()
     if args.long:
         return long_input(args.repeats)
@@ -137,8 +166,9 @@ def main() -> int:
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig()).eval()
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    ids = tok(" ".join(asset_path("wiki").read_text(encoding="utf-8").split()[:400]), truncation=True,
-              max_length=128)["input_ids"]
+    ids = tok(" ".join(asset_path("wiki").read_text(encoding="utf-8").split()[:400]), truncation=True, max_length=128)[
+        "input_ids"
+    ]
     text = tok.decode(ids[1:-1])
     t0 = time.perf_counter()
     ex = collect(model, tok, text, model_path="random bert-base shape")
@@ -150,11 +180,15 @@ def main() -> int:
         size = html.stat().st_size
         times = load_times(html, args.repeats)
     med = statistics.median(times)
-    print(f"bert-base shape (12 x 12, hidden 768), {ex.num_tokens} tokens: collect {collect_s:.2f} s, "
-          f"write {write_s:.2f} s")
+    print(
+        f"bert-base shape (12 x 12, hidden 768), {ex.num_tokens} tokens: collect {collect_s:.2f} s, "
+        f"write {write_s:.2f} s"
+    )
     print(f"page size {size / 1e6:.2f} MB ({size:,} bytes)  budget 5 MB  ratio {size / 5e6:.2f}")
-    print(f"render in Chromium (navigation start to drawn), median of {len(times)}: {med:.3f} s "
-          f"[{', '.join(f'{t:.3f}' for t in times)}]  budget 2 s  ratio {med / 2:.2f}")
+    print(
+        f"render in Chromium (navigation start to drawn), median of {len(times)}: {med:.3f} s "
+        f"[{', '.join(f'{t:.3f}' for t in times)}]  budget 2 s  ratio {med / 2:.2f}"
+    )
     if args.screenshots is not None:
         screenshots(args.screenshots)
     return 0 if size < 5e6 and med < 2 else 1

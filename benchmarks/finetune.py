@@ -44,9 +44,20 @@ def bertkit_epoch(texts_labels, args, seed, out_dir) -> tuple[float, int]:
     torch.manual_seed(seed)
     model = BertForSequenceClassification.from_pretrained(str(asset_path("minilm")), **task.model_kwargs())
     sampler = LengthGroupedBatchSampler([len(f["input_ids"]) for f in feats], args.batch_size, seed=seed)
-    cfg = TrainingArguments(output=str(out_dir), epochs=1, batch_size=args.batch_size, lr=5e-5,
-                         warmup_ratio=0.1, precision="fp32", seed=seed, drop_last=False, progress=False,
-                         save_final=False, plot=False, log_every=1000)
+    cfg = TrainingArguments(
+        output=str(out_dir),
+        epochs=1,
+        batch_size=args.batch_size,
+        lr=5e-5,
+        warmup_ratio=0.1,
+        precision="fp32",
+        seed=seed,
+        drop_last=False,
+        progress=False,
+        save_final=False,
+        plot=False,
+        log_every=1000,
+    )
     trainer = Trainer(model, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler)
     t0 = time.perf_counter()
     trainer.train()
@@ -62,7 +73,8 @@ def transformers_epoch(texts_labels, args, seed) -> tuple[float, int]:
     labels = sorted({l for _, l in texts_labels})
     torch.manual_seed(seed)
     model = transformers.BertForSequenceClassification.from_pretrained(
-        str(asset_path("minilm")), num_labels=len(labels))
+        str(asset_path("minilm")), num_labels=len(labels)
+    )
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
     n_steps = -(-len(texts_labels) // args.batch_size)
@@ -73,8 +85,9 @@ def transformers_epoch(texts_labels, args, seed) -> tuple[float, int]:
     tokens = 0
     for b in range(0, len(order), args.batch_size):
         items = [texts_labels[i] for i in order[b : b + args.batch_size]]
-        batch = tok([t for t, _ in items], padding=True, truncation=True, max_length=args.max_length,
-                    return_tensors="pt")
+        batch = tok(
+            [t for t, _ in items], padding=True, truncation=True, max_length=args.max_length, return_tensors="pt"
+        )
         batch["labels"] = torch.tensor([labels.index(l) for _, l in items])
         tokens += batch["input_ids"].numel()
         loss = model(**batch).loss
@@ -110,10 +123,13 @@ def main() -> int:
         hf.append(t)
         print(f"  repeat {r + 1}: bertkit {bk[-1]:.1f}s, transformers {hf[-1]:.1f}s", file=sys.stderr, flush=True)
     b, h = statistics.median(bk), statistics.median(hf)
-    print(f"finetune epoch, MiniLM, polarity {len(data)} sentences, batch {args.batch_size}, fp32, "
-          f"{torch.get_num_threads()} threads, {args.repeats} repeats")
-    print(f"  padded tokens per epoch: bertkit {bk_tokens}, transformers {hf_tokens} "
-          f"({hf_tokens / bk_tokens:.2f}x more)")
+    print(
+        f"finetune epoch, MiniLM, polarity {len(data)} sentences, batch {args.batch_size}, fp32, "
+        f"{torch.get_num_threads()} threads, {args.repeats} repeats"
+    )
+    print(
+        f"  padded tokens per epoch: bertkit {bk_tokens}, transformers {hf_tokens} ({hf_tokens / bk_tokens:.2f}x more)"
+    )
     print(f"  bertkit      median {b:.2f}s  ({len(data) / b:.1f} sentences/s)")
     print(f"  transformers median {h:.2f}s  ({len(data) / h:.1f} sentences/s)")
     print(f"  speedup {h / b:.2f}x (target >= 1.5x)")

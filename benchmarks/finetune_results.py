@@ -24,13 +24,27 @@ from bertkit.tasks import finetune  # noqa: E402
 
 RUNS = {
     # name: (task, train, test, metric, settings)
-    "bbcnews": ("text-classification", "bbcnews-train", "bbcnews-test", "accuracy",
-                dict(epochs=2, max_length=128, batch_size=16, lr=1e-4,
-                     freeze="embeddings,encoder.layer.0-1")),
-    "polarity": ("text-classification", "polarity-train", "polarity-test", "accuracy",
-                 dict(epochs=2, max_length=64, batch_size=32, lr=1e-4)),
-    "wnut16": ("token-classification", "wnut16-train", "wnut16-test", "f1",
-               dict(epochs=4, max_length=64, batch_size=16, lr=1e-4)),
+    "bbcnews": (
+        "text-classification",
+        "bbcnews-train",
+        "bbcnews-test",
+        "accuracy",
+        dict(epochs=2, max_length=128, batch_size=16, lr=1e-4, freeze="embeddings,encoder.layer.0-1"),
+    ),
+    "polarity": (
+        "text-classification",
+        "polarity-train",
+        "polarity-test",
+        "accuracy",
+        dict(epochs=2, max_length=64, batch_size=32, lr=1e-4),
+    ),
+    "wnut16": (
+        "token-classification",
+        "wnut16-train",
+        "wnut16-test",
+        "f1",
+        dict(epochs=4, max_length=64, batch_size=16, lr=1e-4),
+    ),
 }
 
 
@@ -55,14 +69,25 @@ def main() -> int:
             kw = {k: v for k, v in kw.items() if k != "freeze"}
         model = Path(args.model) if Path(args.model).is_dir() else asset_path(args.model)
         t0 = time.perf_counter()
-        res = finetune(task, model, asset_path(tr), Path(args.out) / name, asset_path(te),
-                       seed=0, progress=not args.no_progress, overwrite=args.overwrite, **kw)
+        res = finetune(
+            task,
+            model,
+            asset_path(tr),
+            Path(args.out) / name,
+            asset_path(te),
+            seed=0,
+            progress=not args.no_progress,
+            overwrite=args.overwrite,
+            **kw,
+        )
         wall = time.perf_counter() - t0
         extra = ", ".join(f"{k} {v:.4f}" for k, v in res.metrics.items() if k != metric)
-        line = (f"{Path(args.model).name:12s} {name:9s} {task:21s} {metric} {res.metrics[metric]:.4f}  ({extra})  "
-                f"epochs {kw['epochs']}, max_length {kw['max_length']}, batch {kw['batch_size']}"
-                f"{', frozen ' + kw['freeze'] if kw.get('freeze') else ''}, "
-                f"train {res.train_seconds:.0f}s, wall {wall:.0f}s")
+        line = (
+            f"{Path(args.model).name:12s} {name:9s} {task:21s} {metric} {res.metrics[metric]:.4f}  ({extra})  "
+            f"epochs {kw['epochs']}, max_length {kw['max_length']}, batch {kw['batch_size']}"
+            f"{', frozen ' + kw['freeze'] if kw.get('freeze') else ''}, "
+            f"train {res.train_seconds:.0f}s, wall {wall:.0f}s"
+        )
         print(line, flush=True)
         lines.append(line)
         with open(Path(args.out) / "results.txt", "a", encoding="utf-8") as f:

@@ -45,8 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[tuple[str, str, str]] = []
 
     @seed(args.seed)
-    @settings(max_examples=args.strings, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=args.strings,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(text=texts)
     def run(text: str) -> None:
         counts["strings"] += 1
@@ -69,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - t0
     print(f"cpu flags: {cpu_flags()}")
     print(f"configurations: {', '.join(f'{a} lower={lo}' for a, lo in CONFIGS)}")
-    print(f"strings tried: {counts['strings']:,}  mismatches: {counts['mismatches']}  "
-          f"crashes: {counts['crashes']}  ({seconds:.0f}s)")
+    print(
+        f"strings tried: {counts['strings']:,}  mismatches: {counts['mismatches']}  "
+        f"crashes: {counts['crashes']}  ({seconds:.0f}s)"
+    )
     for kind, where, what in failures[: args.show]:
         print(f"  {kind} [{where}] {what}")
     return 1 if counts["mismatches"] or counts["crashes"] else 0

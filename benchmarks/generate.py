@@ -48,7 +48,7 @@ def prompts(tok: BertTokenizer, source: str, batch: int, max_tokens: int) -> dic
     n = ids.shape[1]
     left_ids, left_mask = torch.zeros_like(ids), torch.zeros_like(mask)
     for i, k in enumerate(mask.sum(1).tolist()):  # left padding, as generation needs
-        left_ids[i, n - k:], left_mask[i, n - k:] = ids[i, :k], 1
+        left_ids[i, n - k :], left_mask[i, n - k :] = ids[i, :k], 1
     return {"input_ids": left_ids, "attention_mask": left_mask}
 
 
@@ -65,8 +65,16 @@ def agreement(a: torch.Tensor, b: torch.Tensor, prompt_len: int) -> float:
     return float(same.sum()) / new_a.numel()
 
 
-def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: int, repeats: int,
-          nocache_tokens: int, bf16: bool) -> list[str]:
+def bench(
+    name: str,
+    folder: Path,
+    tok: BertTokenizer,
+    source: str,
+    new_tokens: int,
+    repeats: int,
+    nocache_tokens: int,
+    bf16: bool,
+) -> list[str]:
     ref = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
     ours = GPT2LMHeadModel.from_pretrained(folder)
     models = [ours, ref]
@@ -105,20 +113,26 @@ def bench(name: str, folder: Path, tok: BertTokenizer, source: str, new_tokens: 
         m = {k: statistics.median(t) for k, t in times.items()}
         tps = batch * new
         n_prompt = inputs["input_ids"].shape[1]
-        lines.append(f"{name:28s} batch {batch}  {new} new tokens  bertkit {tps / m['ours']:8.1f} tok/s  "
-                     f"transformers {tps / m['ref']:8.1f} tok/s  ratio {m['ref'] / m['ours']:.2f}x  "
-                     f"same tokens: {'yes' if torch.equal(outs['ours'], outs['ref']) else 'NO'}")
-        lines.append(f"{name:28s} batch {batch}  {nc_new} new tokens  bertkit KV cache "
-                     f"{batch * nc_new / m['cache_nc']:8.1f} tok/s  no cache {batch * nc_new / m['nocache']:8.1f} "
-                     f"tok/s  cache speed-up {m['nocache'] / m['cache_nc']:.2f}x")
+        lines.append(
+            f"{name:28s} batch {batch}  {new} new tokens  bertkit {tps / m['ours']:8.1f} tok/s  "
+            f"transformers {tps / m['ref']:8.1f} tok/s  ratio {m['ref'] / m['ours']:.2f}x  "
+            f"same tokens: {'yes' if torch.equal(outs['ours'], outs['ref']) else 'NO'}"
+        )
+        lines.append(
+            f"{name:28s} batch {batch}  {nc_new} new tokens  bertkit KV cache "
+            f"{batch * nc_new / m['cache_nc']:8.1f} tok/s  no cache {batch * nc_new / m['nocache']:8.1f} "
+            f"tok/s  cache speed-up {m['nocache'] / m['cache_nc']:.2f}x"
+        )
         if bf16:
-            lines.append(f"{name:28s} batch {batch}  {new} new tokens  bf16 weights: bertkit "
-                         f"{tps / m['ours_bf']:8.1f} tok/s  transformers {tps / m['ref_bf']:8.1f} tok/s  "
-                         f"ratio {m['ref_bf'] / m['ours_bf']:.2f}x  (bertkit bf16 / transformers fp32 "
-                         f"{m['ref'] / m['ours_bf']:.2f}x)  agreement with fp32 greedy: bertkit "
-                         f"{agreement(outs['ours_bf'], outs['ours'], n_prompt):.0%}, transformers "
-                         f"{agreement(outs['ref_bf'], outs['ref'], n_prompt):.0%}")
-        for line in lines[-(3 if bf16 else 2):]:
+            lines.append(
+                f"{name:28s} batch {batch}  {new} new tokens  bf16 weights: bertkit "
+                f"{tps / m['ours_bf']:8.1f} tok/s  transformers {tps / m['ref_bf']:8.1f} tok/s  "
+                f"ratio {m['ref_bf'] / m['ours_bf']:.2f}x  (bertkit bf16 / transformers fp32 "
+                f"{m['ref'] / m['ours_bf']:.2f}x)  agreement with fp32 greedy: bertkit "
+                f"{agreement(outs['ours_bf'], outs['ours'], n_prompt):.0%}, transformers "
+                f"{agreement(outs['ref_bf'], outs['ref'], n_prompt):.0%}"
+            )
+        for line in lines[-(3 if bf16 else 2) :]:
             print(line, flush=True)
     return lines
 
@@ -128,25 +142,51 @@ def main() -> int:
     ap.add_argument("--zh", default=None, help="folder of a Chinese GPT-2 trained by `bertkit pretrain-clm`")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--nocache-new-tokens", type=int, default=128,
-                    help="new tokens for the cache / no-cache comparison (no cache costs O(n^2))")
+    ap.add_argument(
+        "--nocache-new-tokens",
+        type=int,
+        default=128,
+        help="new tokens for the cache / no-cache comparison (no cache costs O(n^2))",
+    )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    ap.add_argument("--bf16", action="store_true",
-                    help="also time both libraries with the weights in bf16 (faster, not token-exact)")
+    ap.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also time both libraries with the weights in bf16 (faster, not token-exact)",
+    )
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"cpu flags: {cpu_flags()}; torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"{torch.get_num_threads()} threads; greedy search, medians of {args.repeats}", flush=True)
+    print(
+        f"cpu flags: {cpu_flags()}; torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{torch.get_num_threads()} threads; greedy search, medians of {args.repeats}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         torch.manual_seed(0)
         cfg = transformers.GPT2Config(n_layer=6, n_embd=512, n_head=8, bos_token_id=None, eos_token_id=None)
         transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp)
-        bench("gpt2 6x512 (random init)", Path(tmp), BertTokenizer.from_pretrained(asset_path("minilm")),
-              "polarity-test", args.new_tokens, args.repeats, args.nocache_new_tokens, args.bf16)
+        bench(
+            "gpt2 6x512 (random init)",
+            Path(tmp),
+            BertTokenizer.from_pretrained(asset_path("minilm")),
+            "polarity-test",
+            args.new_tokens,
+            args.repeats,
+            args.nocache_new_tokens,
+            args.bf16,
+        )
     if args.zh:
-        bench("gpt2-zh (pretrain-clm)", Path(args.zh), BertTokenizer.from_pretrained(args.zh), "news-zh",
-              args.new_tokens, args.repeats, args.nocache_new_tokens, args.bf16)
+        bench(
+            "gpt2-zh (pretrain-clm)",
+            Path(args.zh),
+            BertTokenizer.from_pretrained(args.zh),
+            "news-zh",
+            args.new_tokens,
+            args.repeats,
+            args.nocache_new_tokens,
+            args.bf16,
+        )
     return 0
 
 

@@ -66,13 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     folder = asset_path("minilm")
     texts = [r["text"] for r in load("train", args.sentences)]
     flags = cpu_flags()
-    print(f"CPU flags: {describe_cpu(flags)}; auto -> {resolve_dtype('auto', flags)}; "
-          f"{torch.get_num_threads()} threads; load average before: {os.getloadavg()[0]:.2f}")
+    print(
+        f"CPU flags: {describe_cpu(flags)}; auto -> {resolve_dtype('auto', flags)}; "
+        f"{torch.get_num_threads()} threads; load average before: {os.getloadavg()[0]:.2f}"
+    )
 
     # ---- sentence-embedding paths (tokenization included everywhere)
     # cut at the folder's limit, as sentence-transformers (the reference) does
-    pipes = {d: pipeline("sentence-embedding", model=folder, dtype=d, truncation="cut")
-             for d in ("fp32", "bf16", "int8", "auto")}
+    pipes = {
+        d: pipeline("sentence-embedding", model=folder, dtype=d, truncation="cut")
+        for d in ("fp32", "bf16", "int8", "auto")
+    }
     st = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
     st_bf16 = sentence_transformers.SentenceTransformer(str(folder), device="cpu").to(torch.bfloat16)
     enc = pipes["fp32"].tokenizer(texts, truncation=True, max_length=pipes["fp32"].max_length)
@@ -88,10 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     compiled = None
     if args.compile:
         model = pipes["auto"].model
-        fn, warm = try_compile(model, {"input_ids": torch.tensor([enc["input_ids"][0]]),
-                                       "attention_mask": torch.tensor([enc["attention_mask"][0]])})
-        print(f"torch.compile warm-up (one time, not in the figures below): "
-              f"{'unavailable' if warm is None else f'{warm:.1f} s'}")
+        fn, warm = try_compile(
+            model,
+            {
+                "input_ids": torch.tensor([enc["input_ids"][0]]),
+                "attention_mask": torch.tensor([enc["attention_mask"][0]]),
+            },
+        )
+        print(
+            f"torch.compile warm-up (one time, not in the figures below): "
+            f"{'unavailable' if warm is None else f'{warm:.1f} s'}"
+        )
         if warm is not None:
             compiled = pipeline("sentence-embedding", model=fn, tokenizer=pipes["auto"].tokenizer, truncation="cut")
 
@@ -106,12 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     ref = transformers.BertModel.from_pretrained(str(folder), attn_implementation="sdpa", dtype=torch.float32).eval()
     batches = []
     for i in range(0, len(texts), args.batch_size):
-        b = pipes["fp32"].tokenizer(texts[i:i + args.batch_size], padding=True, truncation=True, max_length=256,
-                                    return_tensors="pt")
+        b = pipes["fp32"].tokenizer(
+            texts[i : i + args.batch_size], padding=True, truncation=True, max_length=256, return_tensors="pt"
+        )
         batches.append({k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
     with torch.inference_mode():
-        worst = max((ours(**b).last_hidden_state - ref(**b).last_hidden_state).abs()[b["attention_mask"].bool()]
-                    .max().item() for b in batches[:4])
+        worst = max(
+            (ours(**b).last_hidden_state - ref(**b).last_hidden_state).abs()[b["attention_mask"].bool()].max().item()
+            for b in batches[:4]
+        )
 
     def forward_all(m: torch.nn.Module) -> None:
         with torch.inference_mode():
@@ -140,13 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     hf_fp32 = tps["transformers BertModel fp32 sdpa (file-order batches)"]
     ratio = tps["bertkit BertModel fp32 (file-order batches)"] / hf_fp32
     print(f"ratio bertkit fp32 / transformers fp32 (same batches): {ratio:.2f}x (target >= 2x)")
-    print(f"ratio bertkit pipeline fp32 / transformers fp32: "
-          f"{tps['bertkit pipeline fp32'] / tps['transformers BertModel fp32 sdpa (file-order batches)']:.2f}x")
+    print(
+        f"ratio bertkit pipeline fp32 / transformers fp32: "
+        f"{tps['bertkit pipeline fp32'] / tps['transformers BertModel fp32 sdpa (file-order batches)']:.2f}x"
+    )
     print("quality gates:")
-    print(f"  fp32 pipeline vs sentence-transformers fp32: min cosine {cos_min(vecs['fp32'], ref_vecs):.6f}; "
-          f"BertModel max |diff| vs transformers on real tokens {worst:.1e}")
-    print(f"  bf16 vs fp32 sentence embeddings: min cosine {cos_min(vecs['bf16'], vecs['fp32']):.5f} (gate >= 0.999); "
-          f"sentence-transformers bf16 vs fp32: {cos_min(st_bf16_vecs, ref_vecs):.5f}")
+    print(
+        f"  fp32 pipeline vs sentence-transformers fp32: min cosine {cos_min(vecs['fp32'], ref_vecs):.6f}; "
+        f"BertModel max |diff| vs transformers on real tokens {worst:.1e}"
+    )
+    print(
+        f"  bf16 vs fp32 sentence embeddings: min cosine {cos_min(vecs['bf16'], vecs['fp32']):.5f} (gate >= 0.999); "
+        f"sentence-transformers bf16 vs fp32: {cos_min(st_bf16_vecs, ref_vecs):.5f}"
+    )
     print(f"  int8 vs fp32 sentence embeddings: min cosine {cos_min(vecs['int8'], vecs['fp32']):.5f}")
     if args.classifier:
         rows = load("test")
@@ -155,8 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         for d in ("fp32", "int8", "bf16"):
             clf = pipeline("text-classification", model=args.classifier, dtype=d, truncation="cut")
             acc[d] = sum(p["label"] == g for p, g in zip(clf([r["text"] for r in rows]), gold)) / len(rows)
-        print(f"  polarity test accuracy ({len(rows)}): fp32 {acc['fp32']:.4f}, int8 {acc['int8']:.4f} "
-              f"(gate: within 0.01), bf16 {acc['bf16']:.4f}")
+        print(
+            f"  polarity test accuracy ({len(rows)}): fp32 {acc['fp32']:.4f}, int8 {acc['int8']:.4f} "
+            f"(gate: within 0.01), bf16 {acc['bf16']:.4f}"
+        )
     else:
         print("  int8 classifier accuracy gate: pass --classifier DIR (tests/test_inference.py holds it)")
     print(f"load average after: {os.getloadavg()[0]:.2f}")

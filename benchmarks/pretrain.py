@@ -46,8 +46,12 @@ def build_data(tmp: Path, seq_len: int):
     vocab_file = asset_path("vocab-uncased")
     vocab = list(load_vocab(vocab_file))
     text = tmp / "text.txt"
-    text.write_text("\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:3000]) + "\n\n"
-                    + asset_path("wiki").read_text(encoding="utf-8")[:600_000], encoding="utf-8")
+    text.write_text(
+        "\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:3000])
+        + "\n\n"
+        + asset_path("wiki").read_text(encoding="utf-8")[:600_000],
+        encoding="utf-8",
+    )
     corpus = ShardedCorpus(prepare_corpus([text], load_tokenizer(vocab_file), tmp / "data", vocab, progress=False))
     inst = create_nsp_instances(corpus, np.arange(corpus.num_documents), seq_len, seed=0)
     ds = PretrainingDataset(corpus, inst, vocab.index("[CLS]"), vocab.index("[SEP]"), seed=0)
@@ -58,15 +62,26 @@ def bertkit_run(model, ds, collate, out: Path, steps: int, batch: int, seed: int
     from bertkit.training import Trainer, TrainingArguments
     from bertkit.training.pretraining import mlm_nsp_loss
 
-    cfg = TrainingArguments(output=str(out), max_steps=steps, batch_size=batch, lr=1e-4, warmup_steps=0,
-                         seed=seed, progress=False, plot=False, save_final=False, log_every=1)
+    cfg = TrainingArguments(
+        output=str(out),
+        max_steps=steps,
+        batch_size=batch,
+        lr=1e-4,
+        warmup_steps=0,
+        seed=seed,
+        progress=False,
+        plot=False,
+        save_final=False,
+        log_every=1,
+    )
     Trainer(model, cfg, ds, collate_fn=collate, loss_fn=mlm_nsp_loss).train()
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     return [r["tokens_per_sec"] for r in rows if "loss" in r]
 
 
-def reference_run(model, opt, ds, hf_collate, steps: int, batch: int, seq_len: int, seed: int,
-                  bf16: bool) -> list[float]:
+def reference_run(
+    model, opt, ds, hf_collate, steps: int, batch: int, seq_len: int, seed: int, bf16: bool
+) -> list[float]:
     rng = np.random.default_rng(seed)
     rates = []
     ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
@@ -75,8 +90,9 @@ def reference_run(model, opt, ds, hf_collate, steps: int, batch: int, seq_len: i
         t0 = time.perf_counter()
         idx = rng.choice(len(ds), batch, replace=False)
         items = [ds[int(i)] for i in idx]
-        feats = [{"input_ids": it["input_ids"].tolist(), "token_type_ids": it["token_type_ids"].tolist()}
-                 for it in items]
+        feats = [
+            {"input_ids": it["input_ids"].tolist(), "token_type_ids": it["token_type_ids"].tolist()} for it in items
+        ]
         b = hf_collate(feats)
         b["next_sentence_label"] = torch.tensor([it["next_sentence_label"] for it in items])
         with ctx():
@@ -111,23 +127,31 @@ def main() -> int:
     vocab, ds, collate = build_data(tmp, args.seq_len)
     cfg = BertConfig.from_preset(args.config, vocab_size=len(vocab))
     ours = BertForPreTraining(cfg)
-    ref_cfg = transformers.BertConfig(**{k: v for k, v in cfg.to_dict().items()
-                                         if k not in ("architectures", "model_type", "transformers_version")})
+    ref_cfg = transformers.BertConfig(
+        **{k: v for k, v in cfg.to_dict().items() if k not in ("architectures", "model_type", "transformers_version")}
+    )
     ref = transformers.BertForPreTraining(ref_cfg)
     ref.load_state_dict(ours.state_dict(), strict=False)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-4, weight_decay=0.01)
     hf_tok = transformers.BertTokenizerFast(str(asset_path("vocab-uncased")))
 
     # Pads to the longest sequence of the batch (multiple of 8), as bertkit's collator does.
-    hf_collate = transformers.DataCollatorForLanguageModeling(hf_tok, mlm_probability=0.15,
-                                                               pad_to_multiple_of=8, return_tensors="pt")
+    hf_collate = transformers.DataCollatorForLanguageModeling(
+        hf_tok, mlm_probability=0.15, pad_to_multiple_of=8, return_tensors="pt"
+    )
 
     attn = getattr(ref.config, "_attn_implementation", "?")
-    print(f"config {args.config}: {sum(p.numel() for p in ours.parameters()):,} parameters, seq {args.seq_len}, "
-          f"batch {args.batch_size}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"transformers {transformers.__version__}", flush=True)
-    print("bertkit: Trainer, bf16 autocast, sparse MLM head, SDPA, fused AdamW; "
-          f"transformers: fp32, dense MLM head, attn_implementation={attn}, torch AdamW", flush=True)
+    print(
+        f"config {args.config}: {sum(p.numel() for p in ours.parameters()):,} parameters, seq {args.seq_len}, "
+        f"batch {args.batch_size}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}",
+        flush=True,
+    )
+    print(
+        "bertkit: Trainer, bf16 autocast, sparse MLM head, SDPA, fused AdamW; "
+        f"transformers: fp32, dense MLM head, attn_implementation={attn}, torch AdamW",
+        flush=True,
+    )
 
     results: dict[str, list[float]] = {"bertkit": [], "transformers fp32": []}
     if args.ref_bf16:
@@ -140,8 +164,10 @@ def main() -> int:
         if args.ref_bf16:
             rates = reference_run(ref, ref_opt, ds, hf_collate, args.steps + 1, args.batch_size, args.seq_len, r, True)
             results["transformers bf16"].append(statistics.median(rates[1:]))
-        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(f"{k} {v[-1]:,.0f} tok/s" for k, v in results.items()),
-              flush=True)
+        print(
+            f"repeat {r + 1}/{args.repeats}: " + ", ".join(f"{k} {v[-1]:,.0f} tok/s" for k, v in results.items()),
+            flush=True,
+        )
     med = {k: statistics.median(v) for k, v in results.items()}
     for k, v in med.items():
         print(f"{k:>18}: {v:10,.0f} tokens/s (median of {args.repeats} repeats x {args.steps} steps)")

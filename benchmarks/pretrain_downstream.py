@@ -44,8 +44,14 @@ from finetune_results import RUNS  # noqa: E402  (the fine-tuning settings live 
 from bertkit.assets import asset_path  # noqa: E402
 
 TASKS = ("polarity", "bbcnews")
-MODEL_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-               "generator")
+MODEL_FILES = (
+    "config.json",
+    "model.safetensors",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generator",
+)
 
 
 def _say(msg: str) -> None:
@@ -118,19 +124,50 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
     if (run / "model.safetensors").is_file():  # finished, killed before the copy
         _copy_model(run, final, _final_seconds(run))
         return
-    cmd = [sys.executable, "-m", "bertkit", "pretrain", "--corpus", *args.corpus, "--vocab",
-           str(asset_path("vocab-uncased")), "--config", "mini", "--objective", args.objective,
-           "--max-minutes", str(args.minutes), "--schedule", "time", "--max-steps", "1000000",
-           "--seq-len", "128", "--batch-size", "32", "--lr", "5e-4", "--warmup-steps", "200",
-           "--save-every", str(args.save_every), "--eval-every", str(args.save_every * 4), "--output", str(run),
-           "--no-progress", *args.pretrain_args.split()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--corpus",
+        *args.corpus,
+        "--vocab",
+        str(asset_path("vocab-uncased")),
+        "--config",
+        "mini",
+        "--objective",
+        args.objective,
+        "--max-minutes",
+        str(args.minutes),
+        "--schedule",
+        "time",
+        "--max-steps",
+        "1000000",
+        "--seq-len",
+        "128",
+        "--batch-size",
+        "32",
+        "--lr",
+        "5e-4",
+        "--warmup-steps",
+        "200",
+        "--save-every",
+        str(args.save_every),
+        "--eval-every",
+        str(args.save_every * 4),
+        "--output",
+        str(run),
+        "--no-progress",
+        *args.pretrain_args.split(),
+    ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     if (run / "checkpoints").is_dir():
         cmd.append("--resume")
     _say(" ".join(cmd))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE.parent / "src"),
-                                                                   os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE.parent / "src"), os.environ.get("PYTHONPATH")]))
+    )
     proc = subprocess.Popen(cmd, cwd=HERE.parent, env=env)
     try:
         _watch(out, targets, proc)
@@ -234,15 +271,17 @@ def tfidf_logreg(task: str, args: argparse.Namespace, out: Path, c: float = 1.0)
     xt, _ = _features([e.text for e in test], vocab)
     df = np.asarray((x > 0).sum(0)).ravel()
     idf = np.log((1 + x.shape[0]) / (1 + df)) + 1
-    x, xt = (sparse.diags(1 / np.sqrt(m.multiply(m).sum(1).A.ravel() + 1e-12)) @ m
-             for m in (x @ sparse.diags(idf), xt @ sparse.diags(idf)))
+    x, xt = (
+        sparse.diags(1 / np.sqrt(m.multiply(m).sum(1).A.ravel() + 1e-12)) @ m
+        for m in (x @ sparse.diags(idf), xt @ sparse.diags(idf))
+    )
     labels = sorted({e.label for e in train})
     y = np.array([labels.index(e.label) for e in train])
     k, d = len(labels), x.shape[1]
     onehot = np.eye(k)[y]
 
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
-        W, b = w[: d * k].reshape(d, k), w[d * k:]
+        W, b = w[: d * k].reshape(d, k), w[d * k :]
         z = x @ W + b
         z -= z.max(1, keepdims=True)
         p = np.exp(z)
@@ -252,7 +291,7 @@ def tfidf_logreg(task: str, args: argparse.Namespace, out: Path, c: float = 1.0)
         return nll, np.concatenate([(x.T @ g + W / c).ravel(), g.sum(0)])
 
     w = optimize.minimize(loss, np.zeros(d * k + k), jac=True, method="L-BFGS-B", options={"maxiter": 500}).x
-    pred = np.asarray(xt @ w[: d * k].reshape(d, k) + w[d * k:]).argmax(1)
+    pred = np.asarray(xt @ w[: d * k].reshape(d, k) + w[d * k :]).argmax(1)
     acc = float(np.mean([labels[p] == e.label for p, e in zip(pred, test)]))
     return {"model": "tfidf-logreg", "task": task, "seed": 0, "accuracy": acc}
 
@@ -282,8 +321,12 @@ def table(rows: list[dict], order: list[str], out: Path, args: argparse.Namespac
         sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
         return f"{statistics.mean(xs):.1f} ± {sd:.1f} (n={len(xs)})"
 
-    lines = [f"objective {args.objective}, {args.minutes:g} training minutes; accuracy %, mean ± std over seeds",
-             "", "| model | polarity | BBC News |", "|---|---|---|"]
+    lines = [
+        f"objective {args.objective}, {args.minutes:g} training minutes; accuracy %, mean ± std over seeds",
+        "",
+        "| model | polarity | BBC News |",
+        "|---|---|---|",
+    ]
     lines += [f"| {name(m)} | {cell(m, 'polarity')} | {cell(m, 'bbcnews')} |" for m in order]
     text = "\n".join(lines) + "\n"
     (out / "table.md").write_text(text)
@@ -326,8 +369,17 @@ def main() -> int:
     for model in models:
         for task in TASKS:
             for seed in range(args.seeds):
-                rows.append(_cached(out / "results" / f"{model.name}-{task}-seed{seed}.json", finetune_one, model,
-                                    task, seed, out, args))
+                rows.append(
+                    _cached(
+                        out / "results" / f"{model.name}-{task}-seed{seed}.json",
+                        finetune_one,
+                        model,
+                        task,
+                        seed,
+                        out,
+                        args,
+                    )
+                )
     if "tfidf" not in skip:
         for task in TASKS:
             rows.append(_cached(out / "results" / f"tfidf-logreg-{task}.json", tfidf_logreg, task, args, out))

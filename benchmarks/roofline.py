@@ -56,8 +56,11 @@ def gemv_gbps(rows: int, cols: int, dtype: torch.dtype, repeats: int, form: str 
     (cols, rows) copy, or as ``(W @ x.T).T``: GB/s of weight read."""
     w, x = torch.randn(rows, cols).to(dtype), torch.randn(batch, cols).to(dtype)
     wt = w.t().contiguous()
-    fn = {"linear": lambda: torch.nn.functional.linear(x, w), "x @ W_t": lambda: x @ wt,
-          "(W @ x.T).T": lambda: (w @ x.T).T}[form]
+    fn = {
+        "linear": lambda: torch.nn.functional.linear(x, w),
+        "x @ W_t": lambda: x @ wt,
+        "(W @ x.T).T": lambda: (w @ x.T).T,
+    }[form]
     return w.numel() * w.element_size() / median_seconds(fn, repeats, 20) / 1e9
 
 
@@ -83,46 +86,68 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--mean-len", type=float, default=27.7,
-                    help="mean real tokens per sentence (polarity: 14,161 tokens / 512 sentences)")
+    ap.add_argument(
+        "--mean-len",
+        type=float,
+        default=27.7,
+        help="mean real tokens per sentence (polarity: 14,161 tokens / 512 sentences)",
+    )
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     flags = [f for f, on in cpu_flags().items() if on]
-    print(f"cpu flags: {' '.join(flags) or 'none'}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeats}", flush=True)
+    print(
+        f"cpu flags: {' '.join(flags) or 'none'}; torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"load average {os.getloadavg()[0]:.1f}; medians of {args.repeats}",
+        flush=True,
+    )
     rates: dict[str, float] = {}
     with torch.inference_mode():
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-            shapes = {"minilm": [(1024, 384, 1536), (1024, 1536, 384), (1024, 384, 384)],
-                      "large": [(2048, 2048, 2048)]}
+            shapes = {"minilm": [(1024, 384, 1536), (1024, 1536, 384), (1024, 384, 384)], "large": [(2048, 2048, 2048)]}
             for label, dims in shapes.items():
                 flops = sum(2 * m * k * n for m, k, n in dims)
                 seconds = sum(2 * m * k * n / (gemm_gflops(m, k, n, dtype, args.repeats) * 1e9) for m, k, n in dims)
                 rates[f"{name} {label}"] = flops / seconds / 1e9
-                print(f"matmul {name:4s} {label:6s} {rates[f'{name} {label}']:8.1f} GFLOP/s  "
-                      f"({', '.join(f'{m}x{k}x{n}' for m, k, n in dims)})", flush=True)
+                print(
+                    f"matmul {name:4s} {label:6s} {rates[f'{name} {label}']:8.1f} GFLOP/s  "
+                    f"({', '.join(f'{m}x{k}x{n}' for m, k, n in dims)})",
+                    flush=True,
+                )
         bw = {}
         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             for batch in (1, 8):
-                forms = {form: gemv_gbps(50257, 512, dtype, args.repeats, form, batch)
-                         for form in ("linear", "x @ W_t", "(W @ x.T).T")}
+                forms = {
+                    form: gemv_gbps(50257, 512, dtype, args.repeats, form, batch)
+                    for form in ("linear", "x @ W_t", "(W @ x.T).T")
+                }
                 if batch == 1:
                     bw[name] = max(forms.values())
-                print(f"batch-{batch} product with a 50257x512 {name} matrix W, GB/s of weight read: "
-                      + ", ".join(f"{form} {v:.1f}" for form, v in forms.items()), flush=True)
+                print(
+                    f"batch-{batch} product with a 50257x512 {name} matrix W, GB/s of weight read: "
+                    + ", ".join(f"{form} {v:.1f}" for form, v in forms.items()),
+                    flush=True,
+                )
         print(f"sum over 256 MB fp32: {sum_gbps(args.repeats):6.1f} GB/s", flush=True)
 
     per_token = minilm_flops_per_token(args.mean_len)
-    print(f"ceiling, MiniLM sentence embeddings ({per_token / 1e6:.1f} MFLOP per token at mean length "
-          f"{args.mean_len}): fp32 {rates['fp32 minilm'] * 1e9 / per_token:,.0f} tokens/s, "
-          f"bf16 {rates['bf16 minilm'] * 1e9 / per_token:,.0f} tokens/s", flush=True)
-    for label, (vocab, embd, layers) in {"gpt2 6x512, vocab 50257": (50257, 512, 6),
-                                         "gpt2-zh 4x256, vocab 21128": (21128, 256, 4)}.items():
+    print(
+        f"ceiling, MiniLM sentence embeddings ({per_token / 1e6:.1f} MFLOP per token at mean length "
+        f"{args.mean_len}): fp32 {rates['fp32 minilm'] * 1e9 / per_token:,.0f} tokens/s, "
+        f"bf16 {rates['bf16 minilm'] * 1e9 / per_token:,.0f} tokens/s",
+        flush=True,
+    )
+    for label, (vocab, embd, layers) in {
+        "gpt2 6x512, vocab 50257": (50257, 512, 6),
+        "gpt2-zh 4x256, vocab 21128": (21128, 256, 4),
+    }.items():
         for name, nbytes in (("fp32", 4), ("bf16", 2)):
             step = gpt2_bytes_per_step(vocab, embd, layers, nbytes)
-            print(f"ceiling, {label} batch-1 greedy decoding, {name} weights ({step / 1e6:.0f} MB per step): "
-                  f"{bw[name] * 1e9 / step:,.0f} tokens/s", flush=True)
+            print(
+                f"ceiling, {label} batch-1 greedy decoding, {name} weights ({step / 1e6:.0f} MB per step): "
+                f"{bw[name] * 1e9 / step:,.0f} tokens/s",
+                flush=True,
+            )
     return 0
 
 

@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU flags: {describe_cpu()}; load average before: {os.getloadavg()[0]:.2f}")
     sents = corpus_sentences()
     if len(sents) < args.vectors + args.queries:
-        raise SystemExit(f"the assets give {len(sents):,} distinct sentences, fewer than --vectors {args.vectors:,} "
-                         f"+ --queries {args.queries:,}")
+        raise SystemExit(
+            f"the assets give {len(sents):,} distinct sentences, fewer than --vectors {args.vectors:,} "
+            f"+ --queries {args.queries:,}"
+        )
     order = np.random.default_rng(0).permutation(len(sents))
     query_texts = [sents[i] for i in order[: args.queries]]
     corpus_text = "".join(sents[i] + "\n" for i in order[args.queries : args.queries + args.vectors])
@@ -91,9 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     emb = pipeline("sentence-embedding", model=model, dtype=args.dtype)
     queries = emb.forward_features(emb.encode_features(query_texts))
     vectors = np.ascontiguousarray(index.vectors, dtype=np.float32)
-    print(f"{len(sents):,} distinct sentences in the English text assets; {len(vectors):,} embedded with MiniLM "
-          f"({index.meta['dtype']}) " + (f"in {took:.0f} s" if built else f"earlier, loaded from {index_dir}")
-          + f"; {len(queries)} held-out sentences as queries")
+    print(
+        f"{len(sents):,} distinct sentences in the English text assets; {len(vectors):,} embedded with MiniLM "
+        f"({index.meta['dtype']}) "
+        + (f"in {took:.0f} s" if built else f"earlier, loaded from {index_dir}")
+        + f"; {len(queries)} held-out sentences as queries"
+    )
     vectors16 = vectors.astype(np.float16)
 
     exact_qps, exact_ids = qps(lambda q: top_k_exact(vectors, q, 10)[1], queries)
@@ -106,18 +111,23 @@ def main(argv: list[str] | None = None) -> int:
         return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact_ids)]))
 
     print(f"{len(vectors):,} vectors x {vectors.shape[1]} dims, {len(queries)} queries, top-10")
-    print(f"  exact float32 (chunked matmul)  {exact_qps:>9,.0f} QPS single-query, {batch_qps:,.0f} QPS batched; "
-          f"recall@10 1.000")
-    print(f"  exact float16 storage           {exact16_qps:>9,.0f} QPS single-query; "
-          f"recall@10 {recall(exact16_ids):.3f}")
+    print(
+        f"  exact float32 (chunked matmul)  {exact_qps:>9,.0f} QPS single-query, {batch_qps:,.0f} QPS batched; "
+        f"recall@10 1.000"
+    )
+    print(
+        f"  exact float16 storage           {exact16_qps:>9,.0f} QPS single-query; recall@10 {recall(exact16_ids):.3f}"
+    )
     for kind in ("faiss", "faiss-ivf"):
         t0 = time.perf_counter()
         ann = build_faiss(vectors, kind)
         build = time.perf_counter() - t0
         k_qps, ids = qps(lambda q, ix=ann: ix.search(np.ascontiguousarray(q, np.float32), 10)[1], queries)
         label = "faiss HNSW (M 32, efSearch 64)" if kind == "faiss" else f"faiss IVF-flat (nprobe {ann.nprobe})"
-        print(f"  {label:<31s} {k_qps:>9,.0f} QPS single-query; recall@10 {recall(ids):.3f}; "
-              f"build {build:.1f} s; {k_qps / exact_qps:.1f}x exact")
+        print(
+            f"  {label:<31s} {k_qps:>9,.0f} QPS single-query; recall@10 {recall(ids):.3f}; "
+            f"build {build:.1f} s; {k_qps / exact_qps:.1f}x exact"
+        )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -47,8 +47,10 @@ class _Conn:
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
         self.writer.write(head + body)
         status_and_headers = await self.reader.readuntil(b"\r\n\r\n")
         lines = status_and_headers.decode("latin-1").split("\r\n")
@@ -109,8 +111,14 @@ async def load(url: str, texts: list[str], clients: int, seconds: float, max_req
     t0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker(w) for w in range(clients)))
     wall = time.perf_counter() - t0
-    return {"wall": wall, "ok": done, "latencies": latencies, "errors": errors, "got": got,
-            "client_cpu": time.process_time() - cpu0}
+    return {
+        "wall": wall,
+        "ok": done,
+        "latencies": latencies,
+        "errors": errors,
+        "got": got,
+        "client_cpu": time.process_time() - cpu0,
+    }
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -145,16 +153,20 @@ def main(argv: list[str] | None = None) -> int:
     lengths = [len(x) for x in offline.tokenizer(texts, truncation=True, max_length=offline.max_length)["input_ids"]]
     print(f"CPU flags: {describe_cpu()}; load average before: {os.getloadavg()[0]:.2f}")
     common = ["--dtype", args.dtype, "--max-wait-ms", args.max_wait_ms]
-    configs = {"dynamic batching": ["--max-batch-size", "64", "--max-batch-tokens", "8192"],
-               "max-batch-size 1": ["--max-batch-size", "1"]}
+    configs = {
+        "dynamic batching": ["--max-batch-size", "64", "--max-batch-tokens", "8192"],
+        "max-batch-size 1": ["--max-batch-size", "1"],
+    }
     results: dict[str, list[dict]] = {k: [] for k in configs}
-    with server_process(folder, common + configs["dynamic batching"]) as dyn, \
-            server_process(folder, common + configs["max-batch-size 1"]) as one:
+    with (
+        server_process(folder, common + configs["dynamic batching"]) as dyn,
+        server_process(folder, common + configs["max-batch-size 1"]) as one,
+    ):
         servers = {"dynamic batching": dyn, "max-batch-size 1": one}
         for name, srv in servers.items():  # warm-up
             asyncio.run(load(srv.url, texts, 4, 1.0, 20))
         for r in range(args.rounds):
-            for name in (list(servers) if r % 2 == 0 else list(reversed(servers))):
+            for name in list(servers) if r % 2 == 0 else list(reversed(servers)):
                 c0 = process_cpu_seconds(servers[name].proc.pid)
                 res = asyncio.run(load(servers[name].url, texts, args.clients, args.seconds, 100000))
                 res["server_cpu"] = process_cpu_seconds(servers[name].proc.pid) - c0
@@ -188,22 +200,30 @@ def main(argv: list[str] | None = None) -> int:
         n_err = sum(errors.values())
         all_ok &= n_err == 0
         cores = (sum(x["server_cpu"] for x in runs) / wall, sum(x["client_cpu"] for x in runs) / wall)
-        print(f"  {name:<18s} {ok / wall:>8.1f} req/s  ~{tokens / wall:>8,.0f} real tokens/s  p50 {p50:.1f} ms  "
-              f"p99 {p99:.1f} ms  errors {n_err} {errors or ''}  exit code {codes[name]}  "
-              f"CPU cores: server {cores[0]:.2f}, clients {cores[1]:.2f}")
+        print(
+            f"  {name:<18s} {ok / wall:>8.1f} req/s  ~{tokens / wall:>8,.0f} real tokens/s  p50 {p50:.1f} ms  "
+            f"p99 {p99:.1f} ms  errors {n_err} {errors or ''}  exit code {codes[name]}  "
+            f"CPU cores: server {cores[0]:.2f}, clients {cores[1]:.2f}"
+        )
         if name in ref:
             n, diff, cos = ref[name]
             same = diff <= (1e-5 if offline.dtype == "fp32" else 2e-2) and cos >= 0.9999
             all_ok &= same
-            print(f"    {n} distinct texts vs offline pipeline ({offline.dtype}): max |diff| {diff:.1e}, "
-                  f"min cosine {cos:.6f} -> {'equal' if same else 'DIFFERENT'}")
+            print(
+                f"    {n} distinct texts vs offline pipeline ({offline.dtype}): max |diff| {diff:.1e}, "
+                f"min cosine {cos:.6f} -> {'equal' if same else 'DIFFERENT'}"
+            )
     offline_tps = offline_tokens_per_second(offline, texts, sum(lengths))
-    print(f"  offline pipeline   {offline_tps:>27,.0f} real tokens/s (the same {len(texts)} texts, length-sorted "
-          f"batches, median of 3); server with dynamic batching / offline: {tps['dynamic batching'] / offline_tps:.2f}")
+    print(
+        f"  offline pipeline   {offline_tps:>27,.0f} real tokens/s (the same {len(texts)} texts, length-sorted "
+        f"batches, median of 3); server with dynamic batching / offline: {tps['dynamic batching'] / offline_tps:.2f}"
+    )
     ratio = rps["dynamic batching"] / rps["max-batch-size 1"]
-    print(f"{args.clients} clients, {args.rounds} x {args.seconds:g} s per config, dtype {offline.dtype}, "
-          f"--max-wait-ms {args.max_wait_ms}; "
-          f"ratio dynamic / batch-size-1: {ratio:.2f}x (target >= 3x); load average after: {os.getloadavg()[0]:.2f}")
+    print(
+        f"{args.clients} clients, {args.rounds} x {args.seconds:g} s per config, dtype {offline.dtype}, "
+        f"--max-wait-ms {args.max_wait_ms}; "
+        f"ratio dynamic / batch-size-1: {ratio:.2f}x (target >= 3x); load average after: {os.getloadavg()[0]:.2f}"
+    )
     return 0 if all_ok else 1
 
 

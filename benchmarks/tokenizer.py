@@ -46,7 +46,7 @@ def run_once(tok, texts: list[str], batch_size: int, offsets: bool) -> tuple[flo
     n_tokens = 0
     t0 = time.perf_counter()
     for i in range(0, len(texts), batch_size):
-        enc = tok(texts[i:i + batch_size], return_offsets_mapping=offsets)
+        enc = tok(texts[i : i + batch_size], return_offsets_mapping=offsets)
         n_tokens += sum(map(len, enc["input_ids"]))
     return time.perf_counter() - t0, n_tokens
 
@@ -59,10 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import tokenizers
 
-    print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} tokenizers={tokenizers.__version__} "
-          f"RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')} repeats={args.repeats} "
-          f"batch_size={args.batch_size} loadavg={os.getloadavg()[0]:.1f} (shared machine: a busy core slows "
-          "the reference's 2-thread pool more than single-threaded bertkit)")
+    print(
+        f"cpus={os.cpu_count()} python={sys.version.split()[0]} tokenizers={tokenizers.__version__} "
+        f"RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')} repeats={args.repeats} "
+        f"batch_size={args.batch_size} loadavg={os.getloadavg()[0]:.1f} (shared machine: a busy core slows "
+        "the reference's 2-thread pool more than single-threaded bertkit)"
+    )
     for lang, (vocab, texts) in load_corpora(args.max_texts).items():
         path = asset_path(vocab)
         ours = BertTokenizer(path, do_lower_case=True, model_max_length=10**9)
@@ -71,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             mode = "offsets" if offsets else "ids"
             times: dict[str, list[float]] = {"bertkit": [], "reference": []}
             # a fresh tokenizer's first pass: the word cache starts empty
-            cold_dt, n_tok = run_once(BertTokenizer(path, do_lower_case=True, model_max_length=10**9),
-                                      texts, args.batch_size, offsets)
+            cold_dt, n_tok = run_once(
+                BertTokenizer(path, do_lower_case=True, model_max_length=10**9), texts, args.batch_size, offsets
+            )
             for r in range(args.repeats):
                 # alternate so that noise from the other tenants hits both sides alike
                 for name, tok in (("bertkit", ours), ("reference", ref)):
@@ -80,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
                     times[name].append(dt)
             med = {k: statistics.median(v) for k, v in times.items()}
             ours_tps, ref_tps = n_tok / med["bertkit"], n_tok / med["reference"]
-            print(f"{lang} {mode:7s} texts={len(texts)} tokens={n_tok}  bertkit {ours_tps:,.0f} tok/s  "
-                  f"BertTokenizerFast {ref_tps:,.0f} tok/s  ratio {ours_tps / ref_tps:.2f}x  "
-                  f"(bertkit cold first pass {n_tok / cold_dt:,.0f} tok/s)")
+            print(
+                f"{lang} {mode:7s} texts={len(texts)} tokens={n_tok}  bertkit {ours_tps:,.0f} tok/s  "
+                f"BertTokenizerFast {ref_tps:,.0f} tok/s  ratio {ours_tps / ref_tps:.2f}x  "
+                f"(bertkit cold first pass {n_tok / cold_dt:,.0f} tok/s)"
+            )
     return 0
 
 

@@ -21,8 +21,9 @@ from bertkit.assets import asset_path
 from bertkit.tokenization import BertTokenizer, WordPieceTrainer
 
 
-def split_corpus(out_dir: Path, held_out_frac: float = 0.1,
-                 max_chars: int | None = None) -> tuple[list[Path], list[str]]:
+def split_corpus(
+    out_dir: Path, held_out_frac: float = 0.1, max_chars: int | None = None
+) -> tuple[list[Path], list[str]]:
     """Train files (each asset minus its last 10% of lines) and held-out lines."""
     train_files, held = [], []
     for name in ("austen", "wiki"):
@@ -49,8 +50,12 @@ def train_reference(files: list[Path], vocab_size: int, min_frequency: int, out:
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None, handle_chinese_chars=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
-                                        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        show_progress=False,
+        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+    )
     t0 = time.perf_counter()
     tok.train([str(f) for f in files], trainer)
     dt = time.perf_counter() - t0
@@ -83,11 +88,14 @@ def compare(vocab_size: int, min_frequency: int, max_chars: int | None = None) -
         t_ref = train_reference(files, vocab_size, min_frequency, d / "ref.txt")
         t_our = train_ours(files, vocab_size, min_frequency, d / "ours.txt")
         return {
-            "time_ref": t_ref, "time_ours": t_our,
+            "time_ref": t_ref,
+            "time_ours": t_our,
             "size_ref": len((d / "ref.txt").read_text(encoding="utf-8").splitlines()),
             "size_ours": len((d / "ours.txt").read_text(encoding="utf-8").splitlines()),
-            "fert_ref": fertility(d / "ref.txt", held), "fert_ours": fertility(d / "ours.txt", held),
-            "held_lines": len(held), "train_bytes": sum(f.stat().st_size for f in files),
+            "fert_ref": fertility(d / "ref.txt", held),
+            "fert_ours": fertility(d / "ours.txt", held),
+            "held_lines": len(held),
+            "train_bytes": sum(f.stat().st_size for f in files),
         }
 
 
@@ -98,14 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     for vs in args.vocab_size:
         r = compare(vs, args.min_frequency)
-        print(f"train-vocab austen+wiki ({r['train_bytes'] / 1e6:.1f} MB) vocab_size={vs} "
-              f"min_frequency={args.min_frequency}: "
-              f"bertkit {r['time_ours']:.1f}s (vocab {r['size_ours']})  "
-              f"tokenizers WordPieceTrainer {r['time_ref']:.1f}s "
-              f"(vocab {r['size_ref']})")
-        print(f"fertility on held-out ({r['held_lines']} lines): bertkit {r['fert_ours']:.4f} tokens/word  "
-              f"tokenizers {r['fert_ref']:.4f} tokens/word  ratio {r['fert_ours'] / r['fert_ref']:.4f} "
-              f"({(r['fert_ours'] / r['fert_ref'] - 1) * 100:+.2f}%)")
+        print(
+            f"train-vocab austen+wiki ({r['train_bytes'] / 1e6:.1f} MB) vocab_size={vs} "
+            f"min_frequency={args.min_frequency}: "
+            f"bertkit {r['time_ours']:.1f}s (vocab {r['size_ours']})  "
+            f"tokenizers WordPieceTrainer {r['time_ref']:.1f}s "
+            f"(vocab {r['size_ref']})"
+        )
+        print(
+            f"fertility on held-out ({r['held_lines']} lines): bertkit {r['fert_ours']:.4f} tokens/word  "
+            f"tokenizers {r['fert_ref']:.4f} tokens/word  ratio {r['fert_ours'] / r['fert_ref']:.4f} "
+            f"({(r['fert_ours'] / r['fert_ref'] - 1) * 100:+.2f}%)"
+        )
     return 0
 
 

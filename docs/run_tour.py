@@ -108,8 +108,9 @@ def run_console(body: str, workdir: Path, env: dict[str, str]) -> str:
             argv = [sys.executable, "-m", "bertkit", *argv[1:]]
         elif argv[0] == "python":
             argv = [sys.executable, *argv[1:]]
-        r = subprocess.run(argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           check=False)
+        r = subprocess.run(
+            argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
+        )
         out.append(line + "\n" + r.stdout)
     return "".join(out)
 
@@ -128,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     link = workdir / ".assets"
     if not link.exists():
         link.symlink_to(Path(assets).resolve(), target_is_directory=True)
-    env = {**os.environ, "BERTKIT_ASSETS": assets,
-           "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "BERTKIT_ASSETS": assets,
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     os.environ["BERTKIT_ASSETS"] = assets
     sys.path.insert(0, str(ROOT / "src"))
     namespace: dict[str, object] = {"__name__": "__tour__"}
@@ -157,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if not output_matches(expected, actual):
                 failures += 1
-                print(f"--- {doc.name} block {n} ({lang}): output drifted\n--- expected:\n{expected}"
-                      f"--- got:\n{actual}", file=sys.stderr)
+                print(
+                    f"--- {doc.name} block {n} ({lang}): output drifted\n--- expected:\n{expected}--- got:\n{actual}",
+                    file=sys.stderr,
+                )
             replacements.append((s2, e2, keep_shape(expected, actual)))
     finally:
         os.chdir(cwd)

@@ -41,10 +41,13 @@ def step_vocab(args) -> Path | None:
     from bertkit.tokenization import BertTokenizer, WordPieceTrainer
 
     corpus = asset_path("austen")
-    banner(1, "a WordPiece vocabulary from raw text",
-           f"Counting the words of {corpus.name} ({corpus.stat().st_size / 1e6:.1f} MB, Jane Austen's six\n"
-           f"novels), then merging the most frequent adjacent pieces until the vocabulary holds\n"
-           f"{args.vocab_size:,} entries. Word-internal pieces start with '##'.")
+    banner(
+        1,
+        "a WordPiece vocabulary from raw text",
+        f"Counting the words of {corpus.name} ({corpus.stat().st_size / 1e6:.1f} MB, Jane Austen's six\n"
+        f"novels), then merging the most frequent adjacent pieces until the vocabulary holds\n"
+        f"{args.vocab_size:,} entries. Word-internal pieces start with '##'.",
+    )
     out = RUN / "vocab"
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -57,33 +60,68 @@ def step_vocab(args) -> Path | None:
         bert = BertTokenizer(vocab_file=str(asset_path("vocab-uncased")))
     except FileNotFoundError:
         bert = None
-    print(f"\n  {'word':<15s} {'our Austen vocabulary (' + str(len(ours)) + ')':<40s} "
-          f"{'bert-base-uncased (30,522)' if bert else ''}")
+    print(
+        f"\n  {'word':<15s} {'our Austen vocabulary (' + str(len(ours)) + ')':<40s} "
+        f"{'bert-base-uncased (30,522)' if bert else ''}"
+    )
     for w in TRICKY:
         a = " ".join(ours.tokenize(w))
         b = " ".join(bert.tokenize(w)) if bert else ""
         print(f"  {w:<15s} {a:<40s} {b}")
-    print("\n  Rare words fall apart into frequent pieces; numbers split into digit chunks; the\n"
-          "  hyphen is punctuation, so 'best-selling' is three words before WordPiece even starts.")
+    print(
+        "\n  Rare words fall apart into frequent pieces; numbers split into digit chunks; the\n"
+        "  hyphen is punctuation, so 'best-selling' is three words before WordPiece even starts."
+    )
     return out / "vocab.txt"
 
 
 def step_pretrain(args, vocab: Path | None) -> Path | None:
     from bertkit.assets import asset_path
 
-    banner(2, "pretrain a tiny BERT (masked language modelling)",
-           f"A 'tiny' BERT (2 layers, hidden 128) learns to predict masked words of the Austen corpus\n"
-           f"for about {args.pretrain_minutes:g} minutes, through `bertkit pretrain` (the shared Trainer).")
+    banner(
+        2,
+        "pretrain a tiny BERT (masked language modelling)",
+        f"A 'tiny' BERT (2 layers, hidden 128) learns to predict masked words of the Austen corpus\n"
+        f"for about {args.pretrain_minutes:g} minutes, through `bertkit pretrain` (the shared Trainer).",
+    )
     out = RUN / "pretrain"
     vocab = vocab or asset_path("vocab-uncased")
     # 32-token sequences: a from-scratch BERT leaves the "predict frequent words" plateau within
     # minutes at seq 32, and not within an hour at seq 128 (docs/pretraining.md).
-    cmd = [sys.executable, "-m", "bertkit", "pretrain", "--corpus", str(asset_path("austen")),
-           "--vocab", str(vocab), "--config", "tiny", "--no-nsp", "--seq-len", "32", "--batch-size", "64",
-           "--lr", "2e-3", "--warmup-ratio", "0.05", "--max-steps", str(args.pretrain_steps),
-           "--max-minutes", str(args.pretrain_minutes), "--eval-every", "0", "--save-every", "0",
-           "--cache-dir", str(RUN / "pretrain-data"), "--output", str(out),
-           "--overwrite"]  # the demo's own folder: a second demo replaces the first one's run
+    cmd = [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--corpus",
+        str(asset_path("austen")),
+        "--vocab",
+        str(vocab),
+        "--config",
+        "tiny",
+        "--no-nsp",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "64",
+        "--lr",
+        "2e-3",
+        "--warmup-ratio",
+        "0.05",
+        "--max-steps",
+        str(args.pretrain_steps),
+        "--max-minutes",
+        str(args.pretrain_minutes),
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--cache-dir",
+        str(RUN / "pretrain-data"),
+        "--output",
+        str(out),
+        "--overwrite",
+    ]  # the demo's own folder: a second demo replaces the first one's run
     print("  $ " + " ".join(Path(c).name if c == sys.executable else c for c in cmd), flush=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     rc = subprocess.call(cmd, env=env)
@@ -93,14 +131,18 @@ def step_pretrain(args, vocab: Path | None) -> Path | None:
 
     fill = pipeline("fill-mask", model=out)
     print("\n  What the tiny model guesses for [MASK] (top 5):")
-    for text in ["it is a truth universally acknowledged , that a single man in possession of a good "
-                 "fortune , must be in want of a [MASK] .",
-                 "she was the [MASK] of the family .",
-                 "mr . darcy [MASK] into the room ."]:
+    for text in [
+        "it is a truth universally acknowledged , that a single man in possession of a good "
+        "fortune , must be in want of a [MASK] .",
+        "she was the [MASK] of the family .",
+        "mr . darcy [MASK] into the room .",
+    ]:
         guesses = ", ".join(f"{r['token_str']} ({r['score']:.2f})" for r in fill(text, top_k=5))
         print(f"  {text}\n    -> {guesses}")
-    print("\n  A few minutes on a CPU teach a tiny model the most frequent words and some grammar;\n"
-          "  BERT itself trained for days on TPUs. Step 3 starts from such a real checkpoint.")
+    print(
+        "\n  A few minutes on a CPU teach a tiny model the most frequent words and some grammar;\n"
+        "  BERT itself trained for days on TPUs. Step 3 starts from such a real checkpoint."
+    )
     return out
 
 
@@ -108,19 +150,36 @@ def step_finetune(args) -> Path | None:
     from bertkit.assets import asset_path
     from bertkit.tasks import finetune
 
-    banner(3, "fine-tune the real MiniLM checkpoint on sentence polarity",
-           "all-MiniLM-L6-v2 (6 layers, 22.7M parameters) gets a fresh classification head and is\n"
-           "fine-tuned on 3,200 movie-review sentences (Pang & Lee), then scored on the held-out 800.\n"
-           "Batches group sentences of similar length, so almost no compute goes to padding.")
+    banner(
+        3,
+        "fine-tune the real MiniLM checkpoint on sentence polarity",
+        "all-MiniLM-L6-v2 (6 layers, 22.7M parameters) gets a fresh classification head and is\n"
+        "fine-tuned on 3,200 movie-review sentences (Pang & Lee), then scored on the held-out 800.\n"
+        "Batches group sentences of similar length, so almost no compute goes to padding.",
+    )
     out = RUN / "polarity"
-    res = finetune("text-classification", asset_path("minilm"), asset_path("polarity-train"), out,
-                   asset_path("polarity-test"), epochs=args.epochs, max_length=64, batch_size=32, lr=1e-4,
-                   max_train_samples=800 if args.quick else None, overwrite=True)
-    print(f"\n  accuracy on 800 held-out sentences: {res.metrics['accuracy']:.1%} "
-          f"(macro F1 {res.metrics['macro_f1']:.3f}, MCC {res.metrics['mcc']:.3f}), "
-          f"{res.train_seconds:.0f}s of training")
-    print(f"  saved to {out}: config.json (with id2label), model.safetensors, vocab.txt, eval_results.json,\n"
-          f"  metrics.jsonl and metrics.png; transformers' AutoModelForSequenceClassification loads it as is.")
+    res = finetune(
+        "text-classification",
+        asset_path("minilm"),
+        asset_path("polarity-train"),
+        out,
+        asset_path("polarity-test"),
+        epochs=args.epochs,
+        max_length=64,
+        batch_size=32,
+        lr=1e-4,
+        max_train_samples=800 if args.quick else None,
+        overwrite=True,
+    )
+    print(
+        f"\n  accuracy on 800 held-out sentences: {res.metrics['accuracy']:.1%} "
+        f"(macro F1 {res.metrics['macro_f1']:.3f}, MCC {res.metrics['mcc']:.3f}), "
+        f"{res.train_seconds:.0f}s of training"
+    )
+    print(
+        f"  saved to {out}: config.json (with id2label), model.safetensors, vocab.txt, eval_results.json,\n"
+        f"  metrics.jsonl and metrics.png; transformers' AutoModelForSequenceClassification loads it as is."
+    )
     return out
 
 
@@ -142,15 +201,24 @@ def step_classify(model_dir: Path) -> None:
 def step_explain(model_dir: Path) -> None:
     from bertkit.explain import explain
 
-    banner(5, "look inside the fine-tuned model",
-           "bertkit explain --model runs/demo/polarity \"...\" --output runs/demo/explain.html --verify\n"
-           "One self-contained page (open it offline in any browser), and every step of the model\n"
-           "rebuilt from the raw weights with plain tensor code and compared with the model's output.")
-    res = explain(model_dir, "not the best film of the year , but an honest and moving one .",
-                  output=RUN / "explain.html", verify_weights=True)
+    banner(
+        5,
+        "look inside the fine-tuned model",
+        'bertkit explain --model runs/demo/polarity "..." --output runs/demo/explain.html --verify\n'
+        "One self-contained page (open it offline in any browser), and every step of the model\n"
+        "rebuilt from the raw weights with plain tensor code and compared with the model's output.",
+    )
+    res = explain(
+        model_dir,
+        "not the best film of the year , but an honest and moving one .",
+        output=RUN / "explain.html",
+        verify_weights=True,
+    )
     worst = max(c.max_diff for c in res.checks)
-    print(f"  from-scratch check: {sum(c.ok for c in res.checks)} of {len(res.checks)} steps match "
-          f"(largest |difference| {worst:.1e})")
+    print(
+        f"  from-scratch check: {sum(c.ok for c in res.checks)} of {len(res.checks)} steps match "
+        f"(largest |difference| {worst:.1e})"
+    )
     if not res.ok:
         raise RuntimeError("the from-scratch check failed: " + ", ".join(c.name for c in res.checks if not c.ok))
     print(f"  report: {res.html.resolve()}")
@@ -193,11 +261,13 @@ def main() -> int:
         run_step("step 5", step_explain, model_dir)
     else:
         print("\n  [steps 4 and 5 skipped: they need the fine-tuned model of step 3]")
-    print(f"\nDone in {(time.perf_counter() - t0) / 60:.1f} minutes. Try next:\n"
-          f"  bertkit predict --model {RUN / 'polarity'} --input my_sentences.csv\n"
-          f"  bertkit fill-mask --model {RUN / 'pretrain'} \"she was the [MASK] of the family .\"\n"
-          f"  bertkit explain --model {RUN / 'pretrain'} \"she was the [MASK] of the family .\" "
-          f"--output {RUN / 'explain_mlm.html'}")
+    print(
+        f"\nDone in {(time.perf_counter() - t0) / 60:.1f} minutes. Try next:\n"
+        f"  bertkit predict --model {RUN / 'polarity'} --input my_sentences.csv\n"
+        f'  bertkit fill-mask --model {RUN / "pretrain"} "she was the [MASK] of the family ."\n'
+        f'  bertkit explain --model {RUN / "pretrain"} "she was the [MASK] of the family ." '
+        f"--output {RUN / 'explain_mlm.html'}"
+    )
     if FAILED:
         print(f"\nFAILED: {', '.join(FAILED)}", file=sys.stderr)
         return 1

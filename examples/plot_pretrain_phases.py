@@ -51,7 +51,7 @@ def main() -> None:
         if train:
             k = 50
             losses = [r["mlm_loss"] for r in train]
-            smooth = [sum(losses[max(0, i - k + 1):i + 1]) / (i + 1 - max(0, i - k + 1)) for i in range(len(losses))]
+            smooth = [sum(losses[max(0, i - k + 1) : i + 1]) / (i + 1 - max(0, i - k + 1)) for i in range(len(losses))]
             loss_ax.plot([offset + r["train_seconds"] / 60 for r in train], smooth, label=label)
         seconds = [r["train_seconds"] for r in rows if "train_seconds" in r]
         offset += max(seconds, default=0.0) / 60

@@ -1,6 +1,6 @@
 """Fill-mask top-5 and the held-out MLM accuracy curve of a model from `bertkit pretrain`.
 
-    .venv/bin/python examples/pretrain_fill_mask.py runs/mini-real
+.venv/bin/python examples/pretrain_fill_mask.py runs/mini-real
 """
 
 from __future__ import annotations
@@ -41,8 +41,10 @@ def main(folder: str) -> int:
     print("\nheld-out MLM accuracy (step, training minutes, accuracy, NSP accuracy, perplexity):")
     for r in rows:
         if "eval_mlm_accuracy" in r:
-            print(f"  {r['step']:5d}  {r.get('train_seconds', 0) / 60:6.1f} min  {r['eval_mlm_accuracy']:.4f}"
-                  f"  {r.get('eval_nsp_accuracy', float('nan')):.3f}  {r['eval_perplexity']:10.1f}")
+            print(
+                f"  {r['step']:5d}  {r.get('train_seconds', 0) / 60:6.1f} min  {r['eval_mlm_accuracy']:.4f}"
+                f"  {r.get('eval_nsp_accuracy', float('nan')):.3f}  {r['eval_perplexity']:10.1f}"
+            )
     return 0
 
 

@@ -19,8 +19,20 @@ def polarity_clf(tmp_path_factory):
     from bertkit.tasks import finetune
 
     out = tmp_path_factory.mktemp("polarity-clf") / "model"
-    finetune("text-classification", asset_path("minilm"), asset_path("polarity-train"), out, epochs=1,
-             batch_size=32, lr=1e-4, max_length=64, max_train_samples=1600, seed=0, progress=False, quiet=True)
+    finetune(
+        "text-classification",
+        asset_path("minilm"),
+        asset_path("polarity-train"),
+        out,
+        epochs=1,
+        batch_size=32,
+        lr=1e-4,
+        max_length=64,
+        max_train_samples=1600,
+        seed=0,
+        progress=False,
+        quiet=True,
+    )
     return out
 
 
@@ -35,9 +47,17 @@ def distilbert_clf(tmp_path_factory):
     from bertkit.tokenization import BertTokenizer
 
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    cfg = DistilBertConfig(vocab_size=len(tok.vocab), dim=64, n_layers=2, n_heads=4, hidden_dim=128,
-                           max_position_embeddings=128, initializer_range=0.2,
-                           id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1})
+    cfg = DistilBertConfig(
+        vocab_size=len(tok.vocab),
+        dim=64,
+        n_layers=2,
+        n_heads=4,
+        hidden_dim=128,
+        max_position_embeddings=128,
+        initializer_range=0.2,
+        id2label={0: "negative", 1: "positive"},
+        label2id={"negative": 0, "positive": 1},
+    )
     torch.manual_seed(0)
     model = DistilBertForSequenceClassification(cfg).eval()
     out = tmp_path_factory.mktemp("distilbert-clf") / "model"
@@ -56,10 +76,18 @@ def electra_clf(tmp_path_factory):
     from bertkit.tokenization import BertTokenizer
 
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    cfg = ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=128,
-                        initializer_range=0.2, id2label={0: "negative", 1: "positive"},
-                        label2id={"negative": 0, "positive": 1})
+    cfg = ElectraConfig(
+        vocab_size=len(tok.vocab),
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        initializer_range=0.2,
+        id2label={0: "negative", 1: "positive"},
+        label2id={"negative": 0, "positive": 1},
+    )
     torch.manual_seed(0)
     model = ElectraForSequenceClassification(cfg).eval()
     out = tmp_path_factory.mktemp("electra-clf") / "model"

@@ -11,8 +11,9 @@ import pytest
 
 from bertkit.cli import GLIBC_KEEP_BUFFERS, allocator_environment
 
-glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
-                           reason="the settings are glibc's")
+glibc = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="the settings are glibc's"
+)
 
 
 @glibc
@@ -29,12 +30,15 @@ def test_training_commands_get_the_settings_and_users_keep_theirs():
 @glibc
 def test_a_training_command_from_the_shell_runs_with_them():
     # The re-executed process reads its own environment: a tiny script run in its place shows it.
-    code = ("import os, sys; sys.argv = ['bertkit', 'finetune', '--help']; import bertkit.cli as c; "
-            "c.os.execve = lambda exe, argv, env: (print(env.get('MALLOC_TRIM_THRESHOLD_'), argv[1:4]), "
-            "sys.exit(0)); c.main()")
+    code = (
+        "import os, sys; sys.argv = ['bertkit', 'finetune', '--help']; import bertkit.cli as c; "
+        "c.os.execve = lambda exe, argv, env: (print(env.get('MALLOC_TRIM_THRESHOLD_'), argv[1:4]), "
+        "sys.exit(0)); c.main()"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "BERTKIT_ALLOCATOR"}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert r.returncode == 0 and r.stdout.split("\n")[0] == "4294967296 ['-m', 'bertkit', 'finetune']", r.stdout
-    r = subprocess.run([sys.executable, "-m", "bertkit", "finetune", "--help"], env=env, capture_output=True,
-                       text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "bertkit", "finetune", "--help"], env=env, capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0 and "--epochs" in r.stdout, r.stderr  # the real re-execution answers as before

@@ -66,8 +66,12 @@ def tiny_model(tmp_path_factory) -> Path:
     return d
 
 
-TRAIN_ROWS = [("a wonderful, moving film", "positive"), ("dull and far too long", "negative"),
-              ("the best thing this year", "positive"), ("I walked out halfway", "negative")] * 2
+TRAIN_ROWS = [
+    ("a wonderful, moving film", "positive"),
+    ("dull and far too long", "negative"),
+    ("the best thing this year", "positive"),
+    ("I walked out halfway", "negative"),
+] * 2
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +82,17 @@ def classifier(tmp_path_factory, tiny_model) -> Path:
     d = tmp_path_factory.mktemp("clf")
     train = d / "train.jsonl"
     train.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in TRAIN_ROWS), encoding="utf-8")
-    finetune("text-classification", tiny_model, train, d / "out", epochs=1, batch_size=4, max_length=32,
-             progress=False, quiet=True)
+    finetune(
+        "text-classification",
+        tiny_model,
+        train,
+        d / "out",
+        epochs=1,
+        batch_size=4,
+        max_length=32,
+        progress=False,
+        quiet=True,
+    )
     return d / "out"
 
 
@@ -111,22 +124,73 @@ def test_every_numeric_flag_has_a_typed_range():
                 action.type(str(action.type.lo - 1))
 
 
-@pytest.mark.parametrize("argv,flag,limit", [
-    (["fill-mask", "--model", "m", "x", "--top-k", "-1"], "--top-k", ">= 1"),
-    (["pretrain", "--output", "o", "--threads", "-2"], "--threads", ">= 0"),
-    (["finetune", "--task", "text-classification", "--model", "m", "--train", "t", "--output", "o",
-      "--device", "tpu9"], "--device", "cpu, cuda, cuda:N or mps"),
-    (["finetune", "--task", "text-classification", "--model", "m", "--train", "t", "--output", "o",
-      "--epochs", "0"], "--epochs", "> 0"),
-    (["finetune", "--task", "text-classification", "--model", "m", "--train", "t", "--output", "o",
-      "--max-train-samples", "0"], "--max-train-samples", ">= 1"),
-    (["prepare-data", "--corpus", "c", "--vocab", "v", "--output", "o", "--shard-tokens", "0"],
-     "--shard-tokens", ">= 1"),
-    (["pretrain", "--output", "o", "--eval-fraction", "1.5"], "--eval-fraction", "[0, 1)"),
-    (["pretrain", "--output", "o", "--mask-prob", "0"], "--mask-prob", "(0, 1]"),
-    (["train-vocab", "--corpus", "c", "--output", "o", "--vocab-size", "0"], "--vocab-size", ">= 1"),
-    (["predict", "--model", "m", "--input", "i", "--batch-size", "-3"], "--batch-size", ">= 1"),
-])
+@pytest.mark.parametrize(
+    "argv,flag,limit",
+    [
+        (["fill-mask", "--model", "m", "x", "--top-k", "-1"], "--top-k", ">= 1"),
+        (["pretrain", "--output", "o", "--threads", "-2"], "--threads", ">= 0"),
+        (
+            [
+                "finetune",
+                "--task",
+                "text-classification",
+                "--model",
+                "m",
+                "--train",
+                "t",
+                "--output",
+                "o",
+                "--device",
+                "tpu9",
+            ],
+            "--device",
+            "cpu, cuda, cuda:N or mps",
+        ),
+        (
+            [
+                "finetune",
+                "--task",
+                "text-classification",
+                "--model",
+                "m",
+                "--train",
+                "t",
+                "--output",
+                "o",
+                "--epochs",
+                "0",
+            ],
+            "--epochs",
+            "> 0",
+        ),
+        (
+            [
+                "finetune",
+                "--task",
+                "text-classification",
+                "--model",
+                "m",
+                "--train",
+                "t",
+                "--output",
+                "o",
+                "--max-train-samples",
+                "0",
+            ],
+            "--max-train-samples",
+            ">= 1",
+        ),
+        (
+            ["prepare-data", "--corpus", "c", "--vocab", "v", "--output", "o", "--shard-tokens", "0"],
+            "--shard-tokens",
+            ">= 1",
+        ),
+        (["pretrain", "--output", "o", "--eval-fraction", "1.5"], "--eval-fraction", "[0, 1)"),
+        (["pretrain", "--output", "o", "--mask-prob", "0"], "--mask-prob", "(0, 1]"),
+        (["train-vocab", "--corpus", "c", "--output", "o", "--vocab-size", "0"], "--vocab-size", ">= 1"),
+        (["predict", "--model", "m", "--input", "i", "--batch-size", "-3"], "--batch-size", ">= 1"),
+    ],
+)
 def test_out_of_range_flag(capsys, argv, flag, limit):
     rc, _, err = run(capsys, *argv)
     assert rc == 2
@@ -136,8 +200,20 @@ def test_out_of_range_flag(capsys, argv, flag, limit):
 def test_cuda_device_when_there_is_none(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    rc, _, err = run(capsys, "finetune", "--task", "text-classification", "--model", "m", "--train", "t",
-                     "--output", "o", "--device", "cuda:3")
+    rc, _, err = run(
+        capsys,
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        "m",
+        "--train",
+        "t",
+        "--output",
+        "o",
+        "--device",
+        "cuda:3",
+    )
     assert rc == 2 and "no CUDA GPU" in err and "available: cpu" in err
 
 
@@ -162,8 +238,11 @@ def test_pipeline_top_k_is_checked(tiny_model):
     from bertkit.pipelines import pipeline
     from bertkit.tokenization import BertTokenizer
 
-    fill = pipeline("fill-mask", model=BertForMaskedLM.from_pretrained(tiny_model),
-                    tokenizer=BertTokenizer.from_pretrained(tiny_model))
+    fill = pipeline(
+        "fill-mask",
+        model=BertForMaskedLM.from_pretrained(tiny_model),
+        tokenizer=BertTokenizer.from_pretrained(tiny_model),
+    )
     assert len(fill("the [MASK] is here", top_k=3)) == 3
     for bad in (0, -1):
         with pytest.raises(ValueError, match=rf"top_k must be an integer >= 1, got {bad}"):
@@ -187,9 +266,23 @@ def test_every_task_default_is_valid():
 def test_question_answering_with_default_flags(capsys, tmp_path, tiny_model):
     """`finetune --task question-answering` with no length flags trains (it used to stop at once)."""
     squad = Path(__file__).parent / "data" / "squad_small.json"
-    rc, _, err = run(capsys, "finetune", "--task", "question-answering", "--model", tiny_model,
-                       "--train", squad, "--output", tmp_path / "qa", "--epochs", "1", "--max-train-samples", "4",
-                       "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "finetune",
+        "--task",
+        "question-answering",
+        "--model",
+        tiny_model,
+        "--train",
+        squad,
+        "--output",
+        tmp_path / "qa",
+        "--epochs",
+        "1",
+        "--max-train-samples",
+        "4",
+        "--no-progress",
+    )
     assert rc == 0, err
     cfg = json.loads((tmp_path / "qa" / "config.json").read_text())
     assert cfg["bertkit_task_options"]["max_length"] == 384
@@ -211,8 +304,9 @@ def test_cli_is_a_directory(capsys, tmp_path):
     folder.mkdir()
     (tmp_path / "c.txt").write_text("some text here\n")
     before = tree_hash(tmp_path)
-    rc, _, err = run(capsys, "train-vocab", "--corpus", folder, "--vocab-size", "50", "--output",
-                     tmp_path / "v.txt", "--quiet")
+    rc, _, err = run(
+        capsys, "train-vocab", "--corpus", folder, "--vocab-size", "50", "--output", tmp_path / "v.txt", "--quiet"
+    )
     assert rc == 1 and str(folder) in err
     assert tree_hash(tmp_path) == before
 
@@ -222,8 +316,17 @@ def test_cli_not_a_directory(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("mine\n")
     before = tree_hash(tmp_path)
-    rc, _, err = run(capsys, "train-vocab", "--corpus", tmp_path / "c.txt", "--vocab-size", "50",
-                     "--output", blocker / "vocab.txt", "--quiet")
+    rc, _, err = run(
+        capsys,
+        "train-vocab",
+        "--corpus",
+        tmp_path / "c.txt",
+        "--vocab-size",
+        "50",
+        "--output",
+        blocker / "vocab.txt",
+        "--quiet",
+    )
     assert rc == 1 and str(blocker) in err and ("Not a directory" in err or "File exists" in err)
     assert "--debug" in err
     assert tree_hash(tmp_path) == before
@@ -304,8 +407,9 @@ def test_non_utf8_corpus_is_replaced_and_said_on_screen(capsys, tmp_path):
     corpus = tmp_path / "c.txt"
     data = b"The first sentence is here. Another one follows.\n\nCaf\xe9 is open. It is late.\n"
     corpus.write_bytes(data)
-    rc, _, err = run(capsys, "prepare-data", "--corpus", corpus, "--vocab", VOCAB, "--output", tmp_path / "shards",
-                     "--no-progress")
+    rc, _, err = run(
+        capsys, "prepare-data", "--corpus", corpus, "--vocab", VOCAB, "--output", tmp_path / "shards", "--no-progress"
+    )
     assert rc == 0
     assert "1 byte(s)" in err and f"{corpus}:3" in err and f"byte offset {data.index(0xE9)}" in err
     meta = json.loads((tmp_path / "shards" / "meta.json").read_text())
@@ -321,8 +425,9 @@ def test_non_utf8_vocab_and_vocab_trainer(capsys, tmp_path):
     corpus = tmp_path / "c.txt"
     data = b"ok line\nbad \xff here\n"
     corpus.write_bytes(data)
-    rc, _, err = run(capsys, "train-vocab", "--corpus", corpus, "--vocab-size", "40", "--output",
-                     tmp_path / "v.txt", "--quiet")
+    rc, _, err = run(
+        capsys, "train-vocab", "--corpus", corpus, "--vocab-size", "40", "--output", tmp_path / "v.txt", "--quiet"
+    )
     assert rc == 1 and f"{corpus}:2" in err and f"byte offset {data.index(0xFF)}" in err
     assert not (tmp_path / "v.txt").exists()
 
@@ -332,8 +437,12 @@ def test_non_utf8_vocab_and_vocab_trainer(capsys, tmp_path):
 
 def _squad(tmp_path: Path, qas: list, name: str = "s.json") -> Path:
     p = tmp_path / name
-    p.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [
-        {"context": "Paris is the capital of France.", "qas": qas}]}]}), encoding="utf-8")
+    p.write_text(
+        json.dumps(
+            {"data": [{"title": "t", "paragraphs": [{"context": "Paris is the capital of France.", "qas": qas}]}]}
+        ),
+        encoding="utf-8",
+    )
     return p
 
 
@@ -344,21 +453,37 @@ def test_squad_duplicate_ids_are_an_error(capsys, tmp_path, tiny_model):
     f = _squad(tmp_path, [qa, {**qa, "question": "Which city?"}])
     with pytest.raises(ValueError, match="duplicate question id 'q7'"):
         read_squad(f)
-    rc, _, err = run(capsys, "finetune", "--task", "question-answering", "--model", tiny_model, "--train", f,
-                     "--output", tmp_path / "out", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "finetune",
+        "--task",
+        "question-answering",
+        "--model",
+        tiny_model,
+        "--train",
+        f,
+        "--output",
+        tmp_path / "out",
+        "--no-progress",
+    )
     assert rc == 1 and "'q7'" in err and str(f) in err
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("qa,field", [
-    ({"id": "q1", "question": "What?"}, "missing field 'answers'"),
-    ({"id": "q1", "question": "What?", "answers": "Paris"}, "field 'answers' must be a list, got str"),
-    ({"id": "q1", "question": "What?", "answers": [{"text": "Paris"}]}, "missing field 'answer_start'"),
-    ({"id": "q1", "question": "What?", "answers": [{"text": "Paris", "answer_start": "first"}]},
-     "field 'answer_start' must be an integer"),
-    ({"id": "q1", "answers": []}, "missing field 'question'"),
-    ("not an object", "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "qa,field",
+    [
+        ({"id": "q1", "question": "What?"}, "missing field 'answers'"),
+        ({"id": "q1", "question": "What?", "answers": "Paris"}, "field 'answers' must be a list, got str"),
+        ({"id": "q1", "question": "What?", "answers": [{"text": "Paris"}]}, "missing field 'answer_start'"),
+        (
+            {"id": "q1", "question": "What?", "answers": [{"text": "Paris", "answer_start": "first"}]},
+            "field 'answer_start' must be an integer",
+        ),
+        ({"id": "q1", "answers": []}, "missing field 'question'"),
+        ("not an object", "expected a JSON object"),
+    ],
+)
 def test_squad_malformed_record_names_record_and_field(tmp_path, qa, field):
     from bertkit.tasks.data import read_squad
 
@@ -394,8 +519,19 @@ def test_vocab_larger_than_embedding_table(capsys, tmp_path, tiny_model):
     train = tmp_path / "t.jsonl"
     train.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in TRAIN_ROWS))
     before = tree_hash(tmp_path)
-    rc, _, err = run(capsys, "finetune", "--task", "text-classification", "--model", d, "--train", train,
-                     "--output", tmp_path / "out", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        d,
+        "--train",
+        train,
+        "--output",
+        tmp_path / "out",
+        "--no-progress",
+    )
     assert rc == 1 and "30,522" in err and "21,128" in err and str(d) in err
     assert tree_hash(tmp_path) == before
     rc, _, err = run(capsys, "fill-mask", "--model", d, "the [MASK] is here")
@@ -409,8 +545,21 @@ def test_freeze_everything_is_an_error(capsys, tmp_path, tiny_model):
     train = tmp_path / "t.jsonl"
     train.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in TRAIN_ROWS))
     before = tree_hash(tmp_path)
-    rc, _, err = run(capsys, "finetune", "--task", "text-classification", "--model", tiny_model, "--train", train,
-                     "--output", tmp_path / "out", "--freeze", "bert,classifier", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        tiny_model,
+        "--train",
+        train,
+        "--output",
+        tmp_path / "out",
+        "--freeze",
+        "bert,classifier",
+        "--no-progress",
+    )
     assert rc == 1 and "freezes every parameter" in err and "bert,classifier" in err
     assert tree_hash(tmp_path) == before
 
@@ -471,7 +620,20 @@ def test_environment_leaves_no_debug_set():
 def test_max_length_beyond_the_models_positions(capsys, tmp_path, tiny_model):
     train = tmp_path / "t.jsonl"
     train.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in TRAIN_ROWS))
-    rc, _, err = run(capsys, "finetune", "--task", "text-classification", "--model", tiny_model, "--train", train,
-                     "--output", tmp_path / "out", "--max-length", "600", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        tiny_model,
+        "--train",
+        train,
+        "--output",
+        tmp_path / "out",
+        "--max-length",
+        "600",
+        "--no-progress",
+    )
     assert rc == 1 and "max_length 600" in err and "(512)" in err
     assert not (tmp_path / "out").exists()

@@ -37,8 +37,11 @@ def real_state(minilm_dir):
 @pytest.fixture(scope="module")
 def ids(minilm_dir):
     tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
-    enc = tok(["It is a truth universally acknowledged.", "A single man in possession of a good fortune."],
-              padding=True, return_tensors="pt")
+    enc = tok(
+        ["It is a truth universally acknowledged.", "A single man in possession of a good fortune."],
+        padding=True,
+        return_tensors="pt",
+    )
     return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
@@ -110,8 +113,7 @@ def test_bin_with_code_is_refused(minilm_dir, tmp_path):
 
 def test_head_model_from_base_checkpoint_reports_new_head(minilm_dir, real_state, caplog):
     with caplog.at_level(logging.WARNING, logger="bertkit"):
-        model, info = BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=5,
-                                                                    output_loading_info=True)
+        model, info = BertForSequenceClassification.from_pretrained(minilm_dir, num_labels=5, output_loading_info=True)
     assert model.config.num_labels == 5 and model.classifier.weight.shape == (5, 384)
     _assert_same_weights(model, real_state, prefix="bert.")
     assert sorted(info["missing_keys"]) == ["classifier.bias", "classifier.weight"]
@@ -123,8 +125,9 @@ def test_head_model_from_base_checkpoint_reports_new_head(minilm_dir, real_state
 
 def test_base_model_from_pretraining_checkpoint(tmp_path, ids):
     torch.manual_seed(0)
-    hf = transformers.BertForPreTraining(transformers.BertConfig(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)).eval()
+    hf = transformers.BertForPreTraining(
+        transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+    ).eval()
     hf.save_pretrained(tmp_path)
     base, info = BertModel.from_pretrained(tmp_path, output_loading_info=True)
     assert info["missing_keys"] == []
@@ -144,9 +147,9 @@ def test_mismatched_head_shape(tmp_path):
     BertForSequenceClassification(cfg).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"classifier.weight has shape \(3, 128\).*\(5, 128\)"):
         BertForSequenceClassification.from_pretrained(tmp_path, num_labels=5)
-    model, info = BertForSequenceClassification.from_pretrained(tmp_path, num_labels=5,
-                                                                ignore_mismatched_sizes=True,
-                                                                output_loading_info=True)
+    model, info = BertForSequenceClassification.from_pretrained(
+        tmp_path, num_labels=5, ignore_mismatched_sizes=True, output_loading_info=True
+    )
     assert model.classifier.weight.shape == (5, 128)
     assert sorted(info["mismatched_keys"]) == ["classifier.bias", "classifier.weight"]
 

@@ -53,11 +53,19 @@ def shards(tmp_path_factory, sentences, vocab) -> Path:
     d = tmp_path_factory.mktemp("zh")
     text = d / "news.txt"
     # one sentence a line, a blank line every 8 sentences: documents for the held-out split / NSP
-    text.write_text("".join(s + "\n" + ("\n" if (i + 1) % 8 == 0 else "") for i, s in enumerate(sentences)),
-                    encoding="utf-8")
+    text.write_text(
+        "".join(s + "\n" + ("\n" if (i + 1) % 8 == 0 else "") for i, s in enumerate(sentences)), encoding="utf-8"
+    )
     out = d / "shards"
-    prepare_corpus([text], load_tokenizer(asset_path("vocab-chinese"), True), out, vocab, fmt="bert",
-                   progress=False, word_boundaries=True)
+    prepare_corpus(
+        [text],
+        load_tokenizer(asset_path("vocab-chinese"), True),
+        out,
+        vocab,
+        fmt="bert",
+        progress=False,
+        word_boundaries=True,
+    )
     return out
 
 
@@ -73,7 +81,7 @@ def _reference_words(text: str) -> tuple[list[int], list[int]]:
     jieba_word = np.empty(len(text), np.int64)
     pos = 0
     for k, w in enumerate(jieba.lcut(text)):
-        jieba_word[pos:pos + len(w)] = k
+        jieba_word[pos : pos + len(w)] = k
         pos += len(w)
     assert pos == len(text)
     words, prev_key, n = [], None, -1
@@ -121,7 +129,7 @@ def test_whole_word_masking_masks_jieba_words_together(shards, sentences, vocab)
     whole, chosen_total, maskable_total = 0, 0, 0
     for i, it in enumerate(items):
         _, words = _reference_words(it["text"])
-        chosen = (labels[i, 1:len(words) + 1] != -100).numpy()
+        chosen = (labels[i, 1 : len(words) + 1] != -100).numpy()
         maskable = it["input_ids"][1:-1] != vocab.index("[UNK]")  # [UNK] is never masked
         for w in range(max(words) + 1):
             picked = chosen[(np.asarray(words) == w) & maskable]
@@ -143,11 +151,12 @@ def test_whole_word_masking_masks_jieba_words_together(shards, sentences, vocab)
         assert abs(p - want) < 3 * (want * (1 - want) / n) ** 0.5 + 1e-3, (p, want)
     # without the stored boundaries, characters of one word are masked independently
     plain = MaskingCollator(vocab, mask_prob=0.15, whole_word_masking=True)(
-        [{k: v for k, v in it.items() if k not in ("text", "word_starts")} for it in items])["labels"]
+        [{k: v for k, v in it.items() if k not in ("text", "word_starts")} for it in items]
+    )["labels"]
     split = 0
     for i, it in enumerate(items[:200]):
         _, words = _reference_words(it["text"])
-        ch = (plain[i, 1:len(words) + 1] != -100).numpy()
+        ch = (plain[i, 1 : len(words) + 1] != -100).numpy()
         split += sum(ch[p] != ch[p - 1] for p in range(1, len(words)) if words[p] == words[p - 1])
     assert split > 0
 
@@ -161,13 +170,25 @@ def test_missing_jieba_names_the_extra(monkeypatch, tmp_path, vocab):
     f = tmp_path / "t.txt"
     f.write_text("今天天气很好。\n", encoding="utf-8")
     with pytest.raises(ImportError, match=r"bertkit\[zh\]"):
-        prepare_corpus([f], load_tokenizer(asset_path("vocab-chinese"), True), tmp_path / "o", vocab,
-                       progress=False, word_boundaries=True)
+        prepare_corpus(
+            [f],
+            load_tokenizer(asset_path("vocab-chinese"), True),
+            tmp_path / "o",
+            vocab,
+            progress=False,
+            word_boundaries=True,
+        )
     # English text needs no segmenter
     e = tmp_path / "e.txt"
     e.write_text("An English sentence only.\n", encoding="utf-8")
-    prepare_corpus([e], load_tokenizer(asset_path("vocab-chinese"), True), tmp_path / "o2", vocab,
-                   progress=False, word_boundaries=True)
+    prepare_corpus(
+        [e],
+        load_tokenizer(asset_path("vocab-chinese"), True),
+        tmp_path / "o2",
+        vocab,
+        progress=False,
+        word_boundaries=True,
+    )
     assert (tmp_path / "o2" / "shard-00000.words.bin").is_file()
 
 
@@ -176,9 +197,23 @@ def test_wwm_pretrained_model_loads_in_transformers(tmp_path, shards):
     from bertkit.training.pretraining import PretrainingArguments, pretrain
 
     out = tmp_path / "m"
-    pretrain(PretrainingArguments(output=str(out), data=str(shards), vocab=str(asset_path("vocab-chinese")),
-                                  config="tiny", whole_word_masking=True, seq_len=64, batch_size=8, max_steps=6,
-                                  lr=5e-4, eval_instances=16, progress=False, threads=1, seed=3))
+    pretrain(
+        PretrainingArguments(
+            output=str(out),
+            data=str(shards),
+            vocab=str(asset_path("vocab-chinese")),
+            config="tiny",
+            whole_word_masking=True,
+            seq_len=64,
+            batch_size=8,
+            max_steps=6,
+            lr=5e-4,
+            eval_instances=16,
+            progress=False,
+            threads=1,
+            seed=3,
+        )
+    )
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["step"] == 6 and "eval_mlm_accuracy" in rows[-1]
     tok = transformers.BertTokenizerFast(str(out / "vocab.txt"))
@@ -217,7 +252,7 @@ def test_msra_long_sentences_windows(msra_long):
         for f, wids in feats:
             ws = [w for w in wids if w is not None]
             assert len(f["input_ids"]) <= 32
-            hf = ref(s.tokens[ws[0]:ws[-1] + 1], is_split_into_words=True)
+            hf = ref(s.tokens[ws[0] : ws[-1] + 1], is_split_into_words=True)
             assert f["input_ids"] == hf["input_ids"]
             for w, lab in zip(wids, f["labels"]):
                 if w is not None:
@@ -226,8 +261,14 @@ def test_msra_long_sentences_windows(msra_long):
         assert labelled == set(range(len(s.tokens)))
     from bertkit.modeling import BertConfig, BertForTokenClassification
 
-    cfg = BertConfig(vocab_size=len(tok.get_vocab()), hidden_size=32, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=64, num_labels=len(task.labels))
+    cfg = BertConfig(
+        vocab_size=len(tok.get_vocab()),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=len(task.labels),
+    )
 
     torch.manual_seed(0)
     model = BertForTokenClassification(cfg).eval()
@@ -264,13 +305,16 @@ def test_entities_carry_character_offsets():
             i += 1
         assert [(e["entity"], e["start"], e["end"]) for e in ents] == spans
         for e in ents:
-            assert e["word"] == text[e["start"]:e["end"]]
+            assert e["word"] == text[e["start"] : e["end"]]
         n += len(ents)
     assert n > 150
-    text, ents = tagged_entities(["John", "lives", "in", "北", "京", "."], ["S-PER", "O", "O", "B-LOC", "E-LOC", "O"],
-                                 None, "BIOES")
+    text, ents = tagged_entities(
+        ["John", "lives", "in", "北", "京", "."], ["S-PER", "O", "O", "B-LOC", "E-LOC", "O"], None, "BIOES"
+    )
     assert text == "John lives in北京." and [(e["word"], e["start"], e["end"]) for e in ents] == [
-        ("John", 0, 4), ("北京", 13, 15)]
+        ("John", 0, 4),
+        ("北京", 13, 15),
+    ]
 
 
 @pytest.mark.slow
@@ -283,17 +327,45 @@ def test_predict_cli_on_a_chinese_ner_model(tmp_path):
     init = tmp_path / "init"
     torch.manual_seed(0)
     BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=21128)).save_pretrained(
-        str(init), tokenizer=load_tokenizer(asset_path("vocab-chinese"), True))
+        str(init), tokenizer=load_tokenizer(asset_path("vocab-chinese"), True)
+    )
     train = tmp_path / "train.txt"
     blocks = asset_path("msra-train").read_text(encoding="utf-8").strip().split("\n\n")[:120]
     train.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
     test = tmp_path / "test.txt"
-    test.write_text("\n\n".join(asset_path("msra-test").read_text(encoding="utf-8").strip().split("\n\n")[:10])
-                    + "\n", encoding="utf-8")
-    finetune("token-classification", init, train, tmp_path / "ner", epochs=1, batch_size=16, lr=1e-3,
-             max_length=64, progress=False, quiet=True)
-    r = subprocess.run([sys.executable, "-m", "bertkit", "predict", "--model", str(tmp_path / "ner"),
-                        "--input", str(test), "--no-progress"], cwd=ROOT, capture_output=True, text=True, check=False)
+    test.write_text(
+        "\n\n".join(asset_path("msra-test").read_text(encoding="utf-8").strip().split("\n\n")[:10]) + "\n",
+        encoding="utf-8",
+    )
+    finetune(
+        "token-classification",
+        init,
+        train,
+        tmp_path / "ner",
+        epochs=1,
+        batch_size=16,
+        lr=1e-3,
+        max_length=64,
+        progress=False,
+        quiet=True,
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "predict",
+            "--model",
+            str(tmp_path / "ner"),
+            "--input",
+            str(test),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     rows = [json.loads(l) for l in r.stdout.splitlines()]
     assert len(rows) == 10
@@ -301,4 +373,4 @@ def test_predict_cli_on_a_chinese_ner_model(tmp_path):
         assert row["text"] == "".join(row["tokens"])
         for e in row["entities"]:
             assert {"entity", "word", "start", "end", "score"} <= set(e)
-            assert row["text"][e["start"]:e["end"]] == e["word"]
+            assert row["text"][e["start"] : e["end"]] == e["word"]

@@ -55,8 +55,9 @@ def corpus_files(tmp_path_factory) -> list[Path]:
     austen = _excerpt(asset_path("austen"), d / "austen.txt", 600)
     wiki = _excerpt(asset_path("wiki"), d / "wiki.txt", 300)
     bbc = d / "bbc.jsonl"
-    bbc.write_text("".join(asset_path("bbcnews-train").read_text(encoding="utf-8").splitlines(True)[:40]),
-                   encoding="utf-8")
+    bbc.write_text(
+        "".join(asset_path("bbcnews-train").read_text(encoding="utf-8").splitlines(True)[:40]), encoding="utf-8"
+    )
     return [austen, wiki, bbc]
 
 
@@ -69,18 +70,22 @@ def shards(tmp_path_factory, corpus_files, tokenizer, vocab) -> ShardedCorpus:
 
 # ---------------------------------------------------------------------------------------- splitter
 
-@pytest.mark.parametrize("text,expected", [
-    ("It was late. Emma sat down.", ["It was late.", "Emma sat down."]),
-    ("Mr. Knightley came in. He smiled!", ["Mr. Knightley came in.", "He smiled!"]),
-    ("Prices rose 2.5 percent. Markets fell.", ["Prices rose 2.5 percent.", "Markets fell."]),
-    # A lower-case word does not start a sentence: the quote keeps its speech tag.
-    ('"Are you ill?" asked she. "No."', ['"Are you ill?" asked she.', '"No."']),
-    ("It was J. R. Smith who left. Then rain.", ["It was J. R. Smith who left.", "Then rain."]),
-    ("Wait... what happened", ["Wait... what happened"]),
-    ("See e.g. the U.S. report. It helps.", ["See e.g. the U.S. report.", "It helps."]),
-    ("no terminator at all", ["no terminator at all"]),
-    ("   ", []),
-])
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("It was late. Emma sat down.", ["It was late.", "Emma sat down."]),
+        ("Mr. Knightley came in. He smiled!", ["Mr. Knightley came in.", "He smiled!"]),
+        ("Prices rose 2.5 percent. Markets fell.", ["Prices rose 2.5 percent.", "Markets fell."]),
+        # A lower-case word does not start a sentence: the quote keeps its speech tag.
+        ('"Are you ill?" asked she. "No."', ['"Are you ill?" asked she.', '"No."']),
+        ("It was J. R. Smith who left. Then rain.", ["It was J. R. Smith who left.", "Then rain."]),
+        ("Wait... what happened", ["Wait... what happened"]),
+        ("See e.g. the U.S. report. It helps.", ["See e.g. the U.S. report.", "It helps."]),
+        ("no terminator at all", ["no terminator at all"]),
+        ("   ", []),
+    ],
+)
 def test_split_sentences(text, expected):
     assert split_sentences(text) == expected
 
@@ -95,6 +100,7 @@ def test_bert_layout_keeps_lines(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- shards
+
 
 def test_shards_match_reference_tokenizer(shards, corpus_files):
     from transformers import BertTokenizerFast
@@ -115,14 +121,24 @@ def test_shards_match_reference_tokenizer(shards, corpus_files):
             got = shards.tokens(int(bounds[si]), int(bounds[si + 1])).tolist()
             assert got == want
     assert shards.num_tokens == sum(int(s["num_tokens"]) for s in meta["shards"])
-    assert (shards.folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:5] == \
-        ["[PAD]", "[unused0]", "[unused1]", "[unused2]", "[unused3]"]
+    assert (shards.folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:5] == [
+        "[PAD]",
+        "[unused0]",
+        "[unused1]",
+        "[unused2]",
+        "[unused3]",
+    ]
 
 
 def test_jsonl_documents(tmp_path, tokenizer, vocab):
     f = tmp_path / "news.jsonl"
-    f.write_text(json.dumps({"text": "Shares rose. Banks gained.", "label": 1}) + "\n\n"
-                 + json.dumps({"text": "Rain fell."}) + "\n", encoding="utf-8")
+    f.write_text(
+        json.dumps({"text": "Shares rose. Banks gained.", "label": 1})
+        + "\n\n"
+        + json.dumps({"text": "Rain fell."})
+        + "\n",
+        encoding="utf-8",
+    )
     c = ShardedCorpus(prepare_corpus([f], tokenizer, tmp_path / "d", vocab, progress=False))
     assert c.num_documents == 2 and c.num_sentences == 3
     bad = tmp_path / "bad.jsonl"
@@ -132,6 +148,7 @@ def test_jsonl_documents(tmp_path, tokenizer, vocab):
 
 
 # ---------------------------------------------------------------------------------------- bad input
+
 
 @pytest.mark.parametrize("content", [b"", b"\n\n   \n", b"\xe2\x80\x8b\n"])
 def test_empty_corpus_names_file(tmp_path, tokenizer, vocab, content):
@@ -163,12 +180,32 @@ def test_cli_error_names_file(tmp_path, capsys):
 
     f = tmp_path / "blank.txt"
     f.write_text("\n\n", encoding="utf-8")
-    rc = main(["prepare-data", "--corpus", str(f), "--vocab", str(asset_path("vocab-uncased")),
-               "--output", str(tmp_path / "o"), "--no-progress"])
+    rc = main(
+        [
+            "prepare-data",
+            "--corpus",
+            str(f),
+            "--vocab",
+            str(asset_path("vocab-uncased")),
+            "--output",
+            str(tmp_path / "o"),
+            "--no-progress",
+        ]
+    )
     assert rc == 1
     assert "blank.txt" in capsys.readouterr().err
-    rc = main(["prepare-data", "--corpus", str(tmp_path / "missing.txt"), "--vocab",
-               str(asset_path("vocab-uncased")), "--output", str(tmp_path / "o"), "--no-progress"])
+    rc = main(
+        [
+            "prepare-data",
+            "--corpus",
+            str(tmp_path / "missing.txt"),
+            "--vocab",
+            str(asset_path("vocab-uncased")),
+            "--output",
+            str(tmp_path / "o"),
+            "--no-progress",
+        ]
+    )
     assert rc == 1
 
 
@@ -190,6 +227,7 @@ def test_invalid_utf8_replaced_and_counted_once(tmp_path, tokenizer, vocab):
 
 
 # ---------------------------------------------------------------------------------------- instances
+
 
 def test_truncate_longer_segment_first():
     rng = random.Random(0)
@@ -252,6 +290,6 @@ def test_dataset_items(shards, vocab):
     n_a = a1 - a0
     assert ids[0] == vocab.index("[CLS]") and ids[n_a + 1] == ids[-1] == vocab.index("[SEP]")
     assert len(ids) == (a1 - a0) + (b1 - b0) + 3 <= SEQ
-    assert (types[: n_a + 2] == 0).all() and (types[n_a + 2:] == 1).all()
+    assert (types[: n_a + 2] == 0).all() and (types[n_a + 2 :] == 1).all()
     assert item["next_sentence_label"] == label
     assert tuple(item["mask_seed"]) == (5, 0, 7)

@@ -45,28 +45,86 @@ def _torchrun() -> list[str]:
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("ddp")
     corpus = d / "text.txt"
-    corpus.write_text("\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:300]) + "\n\n"
-                      + "\n".join(asset_path("wiki").read_text(encoding="utf-8").splitlines()[:100]) + "\n")
+    corpus.write_text(
+        "\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:300])
+        + "\n\n"
+        + "\n".join(asset_path("wiki").read_text(encoding="utf-8").splitlines()[:100])
+        + "\n"
+    )
     env = dict(os.environ, OMP_NUM_THREADS="1", BERTKIT_CACHE=str(d / "cache"))
     # Prepare the shards once so that every run reads the very same data.
-    subprocess.run([sys.executable, "-m", "bertkit", "prepare-data", "--corpus", str(corpus), "--vocab",
-                    str(asset_path("vocab-uncased")), "--output", str(d / "data"), "--no-progress"],
-                   env=env, cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "prepare-data",
+            "--corpus",
+            str(corpus),
+            "--vocab",
+            str(asset_path("vocab-uncased")),
+            "--output",
+            str(d / "data"),
+            "--no-progress",
+        ],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     return d, env
 
 
 def _args(d: Path, out: str, batch: int) -> list[str]:
-    return ["--data", str(d / "data"), "--vocab", str(asset_path("vocab-uncased")), "--config", "tiny",
-            "--seq-len", "32", "--batch-size", str(batch), "--max-steps", "4", "--lr", "1e-3",
-            "--warmup-steps", "0", "--dropout", "0.0", "--precision", "fp32", "--seed", "3",
-            "--eval-instances", "16", "--threads", "1", "--no-progress", "--output", str(d / out)]
+    return [
+        "--data",
+        str(d / "data"),
+        "--vocab",
+        str(asset_path("vocab-uncased")),
+        "--config",
+        "tiny",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        str(batch),
+        "--max-steps",
+        "4",
+        "--lr",
+        "1e-3",
+        "--warmup-steps",
+        "0",
+        "--dropout",
+        "0.0",
+        "--precision",
+        "fp32",
+        "--seed",
+        "3",
+        "--eval-instances",
+        "16",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--output",
+        str(d / out),
+    ]
 
 
 def _pretrain(args: list[str], env: dict, ranks: int = 2) -> subprocess.CompletedProcess:
-    launcher = [*_torchrun(), "--nnodes=1", f"--nproc_per_node={ranks}", "--master_addr=127.0.0.1",
-                f"--master_port={_free_port()}", "-m"] if ranks > 1 else [sys.executable, "-m"]
-    return subprocess.run([*launcher, "bertkit", "pretrain", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    launcher = (
+        [
+            *_torchrun(),
+            "--nnodes=1",
+            f"--nproc_per_node={ranks}",
+            "--master_addr=127.0.0.1",
+            f"--master_port={_free_port()}",
+            "-m",
+        ]
+        if ranks > 1
+        else [sys.executable, "-m"]
+    )
+    return subprocess.run(
+        [*launcher, "bertkit", "pretrain", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def _metrics(folder: Path) -> list[dict]:
@@ -87,8 +145,10 @@ def test_torchrun_pretrain_matches_single_process(setup):
         torch.testing.assert_close(two[name], one[name], atol=2e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
     # Both ranks took part: rank 1's RNG state is gathered into each checkpoint by rank 0.
     for step in ("step-0000002", "step-0000004"):
-        assert {p.name for p in (d / "ddp" / "checkpoints" / step).glob("rng_rank*.pt")} == {"rng_rank0.pt",
-                                                                                         "rng_rank1.pt"}
+        assert {p.name for p in (d / "ddp" / "checkpoints" / step).glob("rng_rank*.pt")} == {
+            "rng_rank0.pt",
+            "rng_rank1.pt",
+        }
     # Only rank 0 logged (each step once) and printed the summary; the folder is the command's output.
     rows = _metrics(d / "ddp")
     assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4]
@@ -99,9 +159,11 @@ def test_torchrun_pretrain_matches_single_process(setup):
     # (NSP: equal-sized per-rank means; MLM: token-weighted, so only approximately the plain mean).
     single_rows = _metrics(d / "single")
     assert [r["nsp_loss"] for r in rows if "loss" in r] == pytest.approx(
-        [r["nsp_loss"] for r in single_rows if "loss" in r], rel=1e-4)
+        [r["nsp_loss"] for r in single_rows if "loss" in r], rel=1e-4
+    )
     assert [r["mlm_loss"] for r in rows if "loss" in r] == pytest.approx(
-        [r["mlm_loss"] for r in single_rows if "loss" in r], rel=2e-2)
+        [r["mlm_loss"] for r in single_rows if "loss" in r], rel=2e-2
+    )
 
 
 def test_torchrun_resume_matches_uninterrupted_run(setup):

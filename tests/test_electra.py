@@ -23,8 +23,15 @@ from bertkit.tokenization import BertTokenizer
 transformers = pytest.importorskip("transformers")
 
 TOL = 1e-5
-CLASSES = ["ElectraModel", "ElectraForPreTraining", "ElectraForMaskedLM", "ElectraForSequenceClassification",
-           "ElectraForTokenClassification", "ElectraForQuestionAnswering", "ElectraForMultipleChoice"]
+CLASSES = [
+    "ElectraModel",
+    "ElectraForPreTraining",
+    "ElectraForMaskedLM",
+    "ElectraForSequenceClassification",
+    "ElectraForTokenClassification",
+    "ElectraForQuestionAnswering",
+    "ElectraForMultipleChoice",
+]
 SIZES = {"projected": dict(embedding_size=32, hidden_size=64), "same": dict(embedding_size=64, hidden_size=64)}
 
 
@@ -47,8 +54,14 @@ def batch(tokenizer):
 
 
 def _kwargs(name: str, sizes: str) -> dict:
-    return dict(vocab_size=30522, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
-                num_labels=2 if "Question" in name else 3, **SIZES[sizes])
+    return dict(
+        vocab_size=30522,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        num_labels=2 if "Question" in name else 3,
+        **SIZES[sizes],
+    )
 
 
 def _inputs(name: str, batch) -> dict:
@@ -60,6 +73,7 @@ def _inputs(name: str, batch) -> dict:
 
 def _compare(name: str, a, b, batch) -> None:
     """Logits (or hidden states) of both models; per-token outputs on real tokens only."""
+
     def pick(out):
         if "start_logits" in out:
             return torch.stack([out["start_logits"], out["end_logits"]], -1)
@@ -82,8 +96,7 @@ def test_parity_both_directions_without_projection(name, batch, tmp_path):
     ref.save_pretrained(tmp_path / "hf")
     ours, info = getattr(E, name).from_pretrained(tmp_path / "hf", output_loading_info=True)
     assert not (info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"]), info
-    assert set(ours.state_dict()) == {k for k in ref.state_dict() if not k.endswith(("position_ids",
-                                                                                       "token_type_ids"))}
+    assert set(ours.state_dict()) == {k for k in ref.state_dict() if not k.endswith(("position_ids", "token_type_ids"))}
     assert ("embeddings_project.weight" in "".join(ours.state_dict())) == (sizes == "projected")
     with torch.no_grad():
         _compare(name, ref(**inputs), ours(**inputs), batch)
@@ -103,8 +116,10 @@ def test_losses_hidden_states_and_attentions_match(batch, tmp_path):
     gen = transformers.ElectraForMaskedLM(transformers.ElectraConfig(**kw)).eval()
     disc.save_pretrained(tmp_path / "d")
     gen.save_pretrained(tmp_path / "g")
-    ours_d, ours_g = E.ElectraForPreTraining.from_pretrained(tmp_path / "d"), E.ElectraForMaskedLM.from_pretrained(
-        tmp_path / "g")
+    ours_d, ours_g = (
+        E.ElectraForPreTraining.from_pretrained(tmp_path / "d"),
+        E.ElectraForMaskedLM.from_pretrained(tmp_path / "g"),
+    )
     ids, mask = batch["input_ids"], batch["attention_mask"]
     replaced = (torch.rand(ids.shape) < 0.3).long()
     mlm = torch.where((torch.rand(ids.shape) < 0.2) & mask.bool(), ids, torch.full_like(ids, -100))
@@ -135,8 +150,9 @@ def test_generator_head_is_tied_and_the_base_model_reads_a_heads_folder(batch, t
     # a base model loads from the head's folder (prefix stripped) and gives the same hidden states
     base = E.ElectraModel.from_pretrained(tmp_path).eval()
     with torch.no_grad():
-        assert torch.equal(base(**_inputs("", batch)).last_hidden_state,
-                           m.electra(**_inputs("", batch)).last_hidden_state)
+        assert torch.equal(
+            base(**_inputs("", batch)).last_hidden_state, m.electra(**_inputs("", batch)).last_hidden_state
+        )
     with pytest.raises(ValueError, match="'electra' model"):  # another family's class says which it is
         bertkit.BertModel.from_pretrained(tmp_path)
 

@@ -56,10 +56,18 @@ def _tags(scheme: str):
 
 
 def _corpus(scheme: str):
-    return st.integers(1, 6).flatmap(lambda n: st.tuples(
-        *[st.integers(0, 12).flatmap(lambda m: st.tuples(st.lists(_tags(scheme), min_size=m, max_size=m),
-                                                         st.lists(_tags(scheme), min_size=m, max_size=m)))
-          for _ in range(n)]))
+    return st.integers(1, 6).flatmap(
+        lambda n: st.tuples(
+            *[
+                st.integers(0, 12).flatmap(
+                    lambda m: st.tuples(
+                        st.lists(_tags(scheme), min_size=m, max_size=m), st.lists(_tags(scheme), min_size=m, max_size=m)
+                    )
+                )
+                for _ in range(n)
+            ]
+        )
+    )
 
 
 @pytest.mark.parametrize("scheme", ["BIO", "BIOES", "BMES"])

@@ -164,8 +164,21 @@ def test_output_never_replaces_an_input_even_with_overwrite(beir, tmp_path, caps
     qrels = tmp_path / "qrels.tsv"
     qrels.write_bytes((d / "qrels.tsv").read_bytes())
     before = qrels.read_bytes()
-    args = ["evaluate-embeddings", "--model", MINILM, "--queries", str(d / "queries.jsonl"), "--corpus",
-            str(d / "corpus.jsonl"), "--qrels", str(qrels), "--output", str(qrels), "--overwrite", "--no-progress"]
+    args = [
+        "evaluate-embeddings",
+        "--model",
+        MINILM,
+        "--queries",
+        str(d / "queries.jsonl"),
+        "--corpus",
+        str(d / "corpus.jsonl"),
+        "--qrels",
+        str(qrels),
+        "--output",
+        str(qrels),
+        "--overwrite",
+        "--no-progress",
+    ]
     assert main(args) == 1
     assert f"--output {qrels} is the input file --qrels" in capsys.readouterr().err
     assert qrels.read_bytes() == before

@@ -41,12 +41,43 @@ def pretrained(tmp_path_factory) -> Path:
     corpus = d / "austen.txt"
     corpus.write_text("\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:300]) + "\n")
     out = d / "out"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_CACHE": str(d / "cache"),
-           "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    cmd = [sys.executable, "-m", "bertkit", "pretrain", "--corpus", str(corpus), "--vocab",
-           str(asset_path("vocab-uncased")), "--config", "tiny", "--seq-len", "32", "--batch-size", "8",
-           "--max-steps", "6", "--warmup-steps", "1", "--save-every", "0", "--eval-every", "0",
-           "--threads", "1", "--seed", "3", "--output", str(out), "--no-progress"]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "BERTKIT_CACHE": str(d / "cache"),
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--corpus",
+        str(corpus),
+        "--vocab",
+        str(asset_path("vocab-uncased")),
+        "--config",
+        "tiny",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--max-steps",
+        "6",
+        "--warmup-steps",
+        "1",
+        "--save-every",
+        "0",
+        "--eval-every",
+        "0",
+        "--threads",
+        "1",
+        "--seed",
+        "3",
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
     r = subprocess.run(cmd, check=False, env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     return out
@@ -89,8 +120,12 @@ def test_json_attentions_equal_transformers_eager(minilm, tmp_path, capsys):
     assert [tuple(o) for o in data["offsets"]] == [tuple(o) for o in enc["offset_mapping"][0].tolist()]
     ref = transformers.BertModel.from_pretrained(minilm, attn_implementation="eager").eval()
     with torch.no_grad():
-        r = ref(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"], output_attentions=True,
-                output_hidden_states=True)
+        r = ref(
+            input_ids=enc["input_ids"],
+            token_type_ids=enc["token_type_ids"],
+            output_attentions=True,
+            output_hidden_states=True,
+        )
     ours = torch.tensor(data["attentions"], dtype=torch.float64)  # (L, h, N, N)
     theirs = torch.stack([a[0] for a in r.attentions]).double()
     assert ours.shape == theirs.shape == (6, 12, len(data["tokens"]), len(data["tokens"]))
@@ -149,16 +184,29 @@ def test_verify_catches_two_swapped_heads(minilm, capsys):
         w[:, a], w[:, b] = w[:, b].clone(), w[:, a].clone()
     checks = verify(minilm, TEXT, model=model, tokenizer=tok)
     failed = [c.name for c in checks if not c.ok]
-    assert failed == ["layer 1: neuron view queries = hidden_states[1] W_q^T + b_q, split into heads",
-                      "layer 1: neuron view keys = hidden_states[1] W_k^T + b_k, split into heads",
-                      "layer 1 head 1: softmax(Q K^T / sqrt(32)) = attentions[1][:, 1]",
-                      "layer 1 head 4: softmax(Q K^T / sqrt(32)) = attentions[1][:, 4]"]
+    assert failed == [
+        "layer 1: neuron view queries = hidden_states[1] W_q^T + b_q, split into heads",
+        "layer 1: neuron view keys = hidden_states[1] W_k^T + b_k, split into heads",
+        "layer 1 head 1: softmax(Q K^T / sqrt(32)) = attentions[1][:, 1]",
+        "layer 1 head 4: softmax(Q K^T / sqrt(32)) = attentions[1][:, 4]",
+    ]
 
 
 def test_verify_and_report_on_a_pretrain_output(pretrained, tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc, text, err = _run("--model", str(pretrained), "she was the [MASK] of the family .", "--pair",
-                         "mr . darcy walked in .", "--verify", "--json", str(out), "--top-k", "3", capsys=capsys)
+    rc, text, err = _run(
+        "--model",
+        str(pretrained),
+        "she was the [MASK] of the family .",
+        "--pair",
+        "mr . darcy walked in .",
+        "--verify",
+        "--json",
+        str(out),
+        "--top-k",
+        "3",
+        capsys=capsys,
+    )
     assert rc == 0, text + err
     assert "masked LM: decoder(transform(h)) = logits" in text
     assert "next sentence: seq_relationship(pooler_output) = logits" in text
@@ -172,8 +220,16 @@ def test_verify_and_report_on_a_pretrain_output(pretrained, tmp_path, capsys):
     assert len(scores) == 3 and scores == sorted(scores, reverse=True) and 0 < sum(scores) <= 1
     assert abs(pred["next_sentence"]["is_next"] + pred["next_sentence"]["is_random"] - 1) < 1e-6
     # --all-positions: a row for every token
-    rc, _, err = _run("--model", str(pretrained), "she was the [MASK] of the family .", "--all-positions",
-                      "--json", str(out), "--overwrite", capsys=capsys)
+    rc, _, err = _run(
+        "--model",
+        str(pretrained),
+        "she was the [MASK] of the family .",
+        "--all-positions",
+        "--json",
+        str(out),
+        "--overwrite",
+        capsys=capsys,
+    )
     assert rc == 0, err
     data = json.loads(out.read_text())
     assert [r["position"] for r in data["predictions"]["positions"]] == list(range(len(data["tokens"])))
@@ -181,8 +237,9 @@ def test_verify_and_report_on_a_pretrain_output(pretrained, tmp_path, capsys):
 
 def test_verify_and_report_on_a_finetuned_classifier(classifier, tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc, text, err = _run("--model", str(classifier), "a warm and funny film .", "--verify", "--json", str(out),
-                         capsys=capsys)
+    rc, text, err = _run(
+        "--model", str(classifier), "a warm and funny film .", "--verify", "--json", str(out), capsys=capsys
+    )
     assert rc == 0, text + err
     assert "classifier: linear(pooler_output) = logits" in text and "FAIL" not in text
     data = json.loads(out.read_text())
@@ -198,14 +255,21 @@ def test_token_classifier_tags_each_word(tmp_path, capsys):
     from bertkit.tokenization import BertTokenizer
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, id2label={0: "O", 1: "B-LOC", 2: "I-LOC"})
+    cfg = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        id2label={0: "O", 1: "B-LOC", 2: "I-LOC"},
+    )
     folder = tmp_path / "ner"
     tokenizer = BertTokenizer.from_pretrained(asset_path("minilm"))
     BertForTokenClassification(cfg).save_pretrained(folder, tokenizer=tokenizer)
     out = tmp_path / "r.json"
-    rc, text, err = _run("--model", str(folder), "flights from Reykjavik to Ouagadougou", "--verify", "--json",
-                         str(out), capsys=capsys)
+    rc, text, err = _run(
+        "--model", str(folder), "flights from Reykjavik to Ouagadougou", "--verify", "--json", str(out), capsys=capsys
+    )
     assert rc == 0, text + err
     assert "token classifier: linear(h) = logits" in text
     words = json.loads(out.read_text())["predictions"]["words"]
@@ -228,8 +292,9 @@ def test_nothing_to_write_is_an_error(minilm, capsys):
 
 
 def test_bad_layers_names_the_range(minilm, tmp_path, capsys):
-    rc, _, err = _run("--model", str(minilm), "a text", "--layers", "2-9", "--json", str(tmp_path / "r.json"),
-                      capsys=capsys)
+    rc, _, err = _run(
+        "--model", str(minilm), "a text", "--layers", "2-9", "--json", str(tmp_path / "r.json"), capsys=capsys
+    )
     assert rc == 1 and "0-5" in err and "2-9" in err
 
 
@@ -261,8 +326,9 @@ def test_headless_folder_explains_the_encoder_and_long_text_is_truncated(minilm,
 
 
 def test_png_figures(minilm, tmp_path, capsys):
-    rc, _, err = _run("--model", str(minilm), "Hello, BERT.", "--layers", "0,5", "--png", str(tmp_path / "png"),
-                        capsys=capsys)
+    rc, _, err = _run(
+        "--model", str(minilm), "Hello, BERT.", "--layers", "0,5", "--png", str(tmp_path / "png"), capsys=capsys
+    )
     assert rc == 0, err
     names = sorted(p.name for p in (tmp_path / "png").iterdir() if not p.name.startswith("."))
     assert names == ["attention_layer00.png", "attention_layer05.png", "embedding_parts.png", "hidden_states.png"]
@@ -280,8 +346,9 @@ def gpt2_folder(tmp_path_factory) -> Path:
     from bertkit.tokenization import BertTokenizer
 
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=len(tok.vocab),
-                                  tokenizer_class="BertTokenizer")
+    cfg = transformers.GPT2Config(
+        n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=len(tok.vocab), tokenizer_class="BertTokenizer"
+    )
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("gpt2") / "model"
     transformers.GPT2LMHeadModel(cfg).save_pretrained(out)
@@ -292,8 +359,9 @@ def gpt2_folder(tmp_path_factory) -> Path:
 def test_distilbert_folder_explained_as_transformers_computes_it(distilbert_clf, tmp_path, capsys):
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "r.json"
-    rc, _, err = _run("--model", str(distilbert_clf), TEXT, "--json", str(out), "--output", str(tmp_path / "r.html"),
-                      capsys=capsys)
+    rc, _, err = _run(
+        "--model", str(distilbert_clf), TEXT, "--json", str(out), "--output", str(tmp_path / "r.html"), capsys=capsys
+    )
     assert rc == 0, err
     data = json.loads(out.read_text())
     assert data["model_class"] == "DistilBertForSequenceClassification"
@@ -301,7 +369,8 @@ def test_distilbert_folder_explained_as_transformers_computes_it(distilbert_clf,
     enc = tok(TEXT, return_tensors="pt")
     assert data["input_ids"] == enc["input_ids"][0].tolist()
     ref = transformers.DistilBertForSequenceClassification.from_pretrained(
-        distilbert_clf, attn_implementation="eager").eval()
+        distilbert_clf, attn_implementation="eager"
+    ).eval()
     with torch.no_grad():
         r = ref(input_ids=enc["input_ids"], output_attentions=True, output_hidden_states=True)
     ours = torch.tensor(data["attentions"], dtype=torch.float64)
@@ -345,8 +414,18 @@ def test_electra_classifier_folder_explained_as_transformers_computes_it(electra
     and the classifier's probabilities equal transformers' ElectraForSequenceClassification."""
     transformers = pytest.importorskip("transformers")
     out = tmp_path / "r.json"
-    rc, _, err = _run("--model", str(electra_clf), TEXT, "--pair", PAIR, "--json", str(out), "--output",
-                      str(tmp_path / "r.html"), capsys=capsys)
+    rc, _, err = _run(
+        "--model",
+        str(electra_clf),
+        TEXT,
+        "--pair",
+        PAIR,
+        "--json",
+        str(out),
+        "--output",
+        str(tmp_path / "r.html"),
+        capsys=capsys,
+    )
     assert rc == 0, err
     data = json.loads(out.read_text())
     assert data["model_class"] == "ElectraForSequenceClassification"
@@ -362,9 +441,11 @@ def test_electra_classifier_folder_explained_as_transformers_computes_it(electra
     norms = torch.stack([h[0] for h in r.hidden_states]).double().norm(dim=-1)
     assert (torch.tensor(data["hidden_state_norms"]) - norms).abs().max() < 1e-4
     emb = ref.electra.embeddings
-    want = {"word": emb.word_embeddings(enc["input_ids"]),
-            "token_type": emb.token_type_embeddings(enc["token_type_ids"]),
-            "position": emb.position_embeddings.weight[: enc["input_ids"].shape[1]][None]}
+    want = {
+        "word": emb.word_embeddings(enc["input_ids"]),
+        "token_type": emb.token_type_embeddings(enc["token_type_ids"]),
+        "position": emb.position_embeddings.weight[: enc["input_ids"].shape[1]][None],
+    }
     for key, vec in want.items():  # 32 wide: the embedding size, not hidden_size
         assert vec.shape[-1] == 32
         assert (torch.tensor(data["embedding_parts"][key]) - vec[0].detach().norm(dim=-1)).abs().max() < 1e-5, key
@@ -387,16 +468,24 @@ def test_electra_discriminator_and_generator_predictions_equal_transformers(tmp_
     from bertkit.tokenization import BertTokenizer
 
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    cfg = transformers.ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64,
-                                     num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                                     max_position_embeddings=128, initializer_range=0.2)
+    cfg = transformers.ElectraConfig(
+        vocab_size=len(tok.vocab),
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        initializer_range=0.2,
+    )
     text = "The quick brown [MASK] jumps over the lazy dog."
     for name in ("ElectraForPreTraining", "ElectraForMaskedLM"):
         torch.manual_seed(0)
         getattr(transformers, name)(cfg).save_pretrained(tmp_path / name)
         tok.save_pretrained(tmp_path / name)
-        rc, printed, err = _run("--model", str(tmp_path / name), text, "--json", str(tmp_path / f"{name}.json"),
-                                capsys=capsys)
+        rc, printed, err = _run(
+            "--model", str(tmp_path / name), text, "--json", str(tmp_path / f"{name}.json"), capsys=capsys
+        )
         assert rc == 0, err
         data = json.loads((tmp_path / f"{name}.json").read_text())
         ref = getattr(transformers, name).from_pretrained(tmp_path / name).eval()

@@ -53,9 +53,14 @@ def _save_with_head(cls_name: str, folder: Path, tokenizer, **config) -> Path:
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory, tokenizer) -> Path:
-    return _save_with_head("BertForSequenceClassification", tmp_path_factory.mktemp("clf"), tokenizer,
-                           num_labels=3, id2label={0: "negative", 1: "neutral", 2: "positive"},
-                           label2id={"negative": 0, "neutral": 1, "positive": 2})
+    return _save_with_head(
+        "BertForSequenceClassification",
+        tmp_path_factory.mktemp("clf"),
+        tokenizer,
+        num_labels=3,
+        id2label={0: "negative", 1: "neutral", 2: "positive"},
+        label2id={"negative": 0, "neutral": 1, "positive": 2},
+    )
 
 
 def _ours(folder: Path, text: str, pair=None, **kw):
@@ -68,8 +73,15 @@ def _ours(folder: Path, text: str, pair=None, **kw):
 def _captum_ig(ref, forward, ids, types, target) -> torch.Tensor:
     lig = captum_attr.LayerIntegratedGradients(forward, ref.base_model.embeddings.word_embeddings)
     base = torch.tensor([baseline_ids(_hf_tok(), ids[0].tolist())])
-    attr = lig.attribute(ids, baselines=base, target=target, additional_forward_args=(types,), n_steps=50,
-                         method="gausslegendre", internal_batch_size=25)
+    attr = lig.attribute(
+        ids,
+        baselines=base,
+        target=target,
+        additional_forward_args=(types,),
+        n_steps=50,
+        method="gausslegendre",
+        internal_batch_size=25,
+    )
     return attr.sum(-1)[0].double()
 
 
@@ -115,8 +127,14 @@ def test_sequence_classifier_matches_captum(classifier):
 
 def test_token_classifier_and_qa_match_captum(tmp_path, tokenizer):
     text = "Ada Lovelace was born in London"
-    folder = _save_with_head("BertForTokenClassification", tmp_path / "ner", tokenizer, num_labels=3,
-                             id2label={0: "O", 1: "B-PER", 2: "B-LOC"}, label2id={"O": 0, "B-PER": 1, "B-LOC": 2})
+    folder = _save_with_head(
+        "BertForTokenClassification",
+        tmp_path / "ner",
+        tokenizer,
+        num_labels=3,
+        id2label={0: "O", 1: "B-PER", 2: "B-LOC"},
+        label2id={"O": 0, "B-PER": 1, "B-LOC": 2},
+    )
     ref = transformers.BertForTokenClassification.from_pretrained(folder).eval()
     ids, types = _enc(text)
     ours = _ours(folder, text)
@@ -150,8 +168,13 @@ def test_masked_lm_word_matches_captum(tmp_path, tokenizer):
     from bertkit.modeling import BertConfig, BertForMaskedLM
 
     torch.manual_seed(1)
-    cfg = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=128)
+    cfg = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+    )
     folder = tmp_path / "mlm"
     BertForMaskedLM(cfg).save_pretrained(folder, tokenizer=tokenizer)
     ref = transformers.BertForMaskedLM.from_pretrained(folder).eval()
@@ -211,9 +234,22 @@ def test_cli_writes_attributions_to_json_and_rejects_bad_input(classifier, tmp_p
     from bertkit.cli import main as cli_main
 
     out = tmp_path / "r.json"
-    rc = cli_main(["explain", "--model", str(classifier), TEXT, "--json", str(out), "--attributions",
-                   "integrated-gradients,attention-rollout", "--attributions", "gradient-x-input",
-                   "--target", "neutral"])
+    rc = cli_main(
+        [
+            "explain",
+            "--model",
+            str(classifier),
+            TEXT,
+            "--json",
+            str(out),
+            "--attributions",
+            "integrated-gradients,attention-rollout",
+            "--attributions",
+            "gradient-x-input",
+            "--target",
+            "neutral",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     att = json.loads(out.read_text())["attributions"]
     assert att["methods"] == ["integrated-gradients", "attention-rollout", "gradient-x-input"]
@@ -235,13 +271,16 @@ def test_cli_writes_attributions_to_json_and_rejects_bad_input(classifier, tmp_p
         return lines[0]
 
     assert "'happy' is not a label of this model; its labels are: negative, neutral, positive" in error(
-        "--model", str(classifier), TEXT, "--attributions", "integrated-gradients", "--target", "happy")
-    assert "needs a model with a task head" in error("--model", str(asset_path("minilm")), TEXT,
-                                                     "--attributions", "attention-rollout")
+        "--model", str(classifier), TEXT, "--attributions", "integrated-gradients", "--target", "happy"
+    )
+    assert "needs a model with a task head" in error(
+        "--model", str(asset_path("minilm")), TEXT, "--attributions", "attention-rollout"
+    )
     assert "choose from integrated-gradients" in error("--model", str(classifier), TEXT, "--attributions", "saliency")
     assert "give --attributions too" in error("--model", str(classifier), TEXT, "--target", "neutral")
-    assert "outside the model's layers 0-5" in error("--model", str(classifier), TEXT, "--layers", "7",
-                                                     "--attributions", "attention-rollout")
+    assert "outside the model's layers 0-5" in error(
+        "--model", str(classifier), TEXT, "--layers", "7", "--attributions", "attention-rollout"
+    )
     assert not (tmp_path / "bad.json").exists()
 
 

@@ -22,21 +22,30 @@ from bertkit.explain import collect, load_model
 from bertkit.explain.report import write_html
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="!!! /usr/bin/chromium is missing: the browser tests of the explain report DID NOT RUN "
-           "(`make test` installs Debian's chromium; run it as root) !!!")
+    "(`make test` installs Debian's chromium; run it as root) !!!",
+)
 
 
 @pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
-        ctx = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True, args=ARGS,
-                                                   viewport={"width": 1280, "height": 900})
+        ctx = p.chromium.launch_persistent_context(
+            profile, executable_path=str(CHROMIUM), headless=True, args=ARGS, viewport={"width": 1280, "height": 900}
+        )
         ctx.set_offline(True)
         yield ctx
         ctx.close()

@@ -24,10 +24,19 @@ captum_attr = pytest.importorskip("captum.attr")
 
 TEXT = "A warm, funny and wholly unexpected film about grief."
 REL_TOL = 1e-4
-SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-             max_position_embeddings=64, initializer_range=0.1)
-LABELS = dict(num_labels=3, id2label={0: "negative", 1: "neutral", 2: "positive"},
-              label2id={"negative": 0, "neutral": 1, "positive": 2})
+SMALL = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    initializer_range=0.1,
+)
+LABELS = dict(
+    num_labels=3,
+    id2label={0: "negative", 1: "neutral", 2: "positive"},
+    label2id={"negative": 0, "neutral": 1, "positive": 2},
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +60,16 @@ def _save(root: Path, cls_name: str, cfg, tok) -> Path:
 
 
 def _distil_cfg(tok, **kw):
-    return transformers.DistilBertConfig(vocab_size=len(tok.vocab), dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                         max_position_embeddings=64, initializer_range=0.1, **kw)
+    return transformers.DistilBertConfig(
+        vocab_size=len(tok.vocab),
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        hidden_dim=64,
+        max_position_embeddings=64,
+        initializer_range=0.1,
+        **kw,
+    )
 
 
 def _electra_cfg(tok, **kw):
@@ -60,8 +77,15 @@ def _electra_cfg(tok, **kw):
 
 
 def _gpt2_cfg(tok):
-    return transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, n_positions=64, vocab_size=len(tok.vocab),
-                                   tokenizer_class="BertTokenizer", initializer_range=0.1)
+    return transformers.GPT2Config(
+        n_layer=2,
+        n_embd=32,
+        n_head=4,
+        n_positions=64,
+        vocab_size=len(tok.vocab),
+        tokenizer_class="BertTokenizer",
+        initializer_range=0.1,
+    )
 
 
 def _ours(folder: Path, text: str, pair=None, **kw):
@@ -74,8 +98,15 @@ def _ours(folder: Path, text: str, pair=None, **kw):
 def _captum_ig(embedding, forward, ids, types, target, tok, causal=False) -> torch.Tensor:
     lig = captum_attr.LayerIntegratedGradients(forward, embedding)
     base = torch.tensor([baseline_ids(tok, ids[0].tolist(), causal=causal)])
-    attr = lig.attribute(ids, baselines=base, target=target, additional_forward_args=(types,), n_steps=50,
-                         method="gausslegendre", internal_batch_size=25)
+    attr = lig.attribute(
+        ids,
+        baselines=base,
+        target=target,
+        additional_forward_args=(types,),
+        n_steps=50,
+        method="gausslegendre",
+        internal_batch_size=25,
+    )
     return attr.sum(-1)[0].double()
 
 
@@ -107,8 +138,9 @@ def _check_ig(folder, cls_name, text, embedding_of, out_of, tok, hf_tok, pair=No
 def test_distilbert_classifier_and_masked_lm_match_captum(tmp_path, tok, hf_tok):
     emb = lambda ref: ref.distilbert.embeddings.word_embeddings  # noqa: E731
     folder = _save(tmp_path, "DistilBertForSequenceClassification", _distil_cfg(tok, **LABELS), tok)
-    ours, ref, ids = _check_ig(folder, "DistilBertForSequenceClassification", TEXT, emb,
-                               lambda out, t: out.logits, tok, hf_tok)
+    ours, ref, ids = _check_ig(
+        folder, "DistilBertForSequenceClassification", TEXT, emb, lambda out, t: out.logits, tok, hf_tok
+    )
     with torch.no_grad():
         assert ours.results[0].target.index == (int(ref(input_ids=ids).logits[0].argmax()),)
     from bertkit.explain import explain
@@ -116,28 +148,57 @@ def test_distilbert_classifier_and_masked_lm_match_captum(tmp_path, tok, hf_tok)
     # the report says what the head reads: DistilBERT has no pooler
     assert "pre_classifier" in explain(folder, TEXT).explanation.predictions["head"]
     mlm = _save(tmp_path, "DistilBertForMaskedLM", _distil_cfg(tok), tok)
-    ours, _, ids = _check_ig(mlm, "DistilBertForMaskedLM", "The capital of France is [MASK].", emb,
-                             lambda out, t: out.logits[:, t.position], tok, hf_tok)
+    ours, _, ids = _check_ig(
+        mlm,
+        "DistilBertForMaskedLM",
+        "The capital of France is [MASK].",
+        emb,
+        lambda out, t: out.logits[:, t.position],
+        tok,
+        hf_tok,
+    )
     assert [r.target.position for r in ours.results] == [ids[0].tolist().index(tok.mask_token_id)]
 
 
 def test_electra_classifier_tags_qa_and_discriminator_match_captum(tmp_path, tok, hf_tok):
     emb = lambda ref: ref.electra.embeddings.word_embeddings  # noqa: E731
     clf = _save(tmp_path, "ElectraForSequenceClassification", _electra_cfg(tok, **LABELS), tok)
-    ours, _, _ = _check_ig(clf, "ElectraForSequenceClassification", TEXT, emb, lambda out, t: out.logits, tok,
-                           hf_tok, pair="It is a comedy.")
+    ours, _, _ = _check_ig(
+        clf,
+        "ElectraForSequenceClassification",
+        TEXT,
+        emb,
+        lambda out, t: out.logits,
+        tok,
+        hf_tok,
+        pair="It is a comedy.",
+    )
     assert ours.kind == "sequence-classification"
     from bertkit.explain import explain
 
     assert "out_proj" in explain(clf, TEXT).explanation.predictions["head"]
     ner = _save(tmp_path, "ElectraForTokenClassification", _electra_cfg(tok, **LABELS), tok)
-    ours, _, _ = _check_ig(ner, "ElectraForTokenClassification", "Ada Lovelace was born in London", emb,
-                           lambda out, t: out.logits[:, t.position], tok, hf_tok)
+    ours, _, _ = _check_ig(
+        ner,
+        "ElectraForTokenClassification",
+        "Ada Lovelace was born in London",
+        emb,
+        lambda out, t: out.logits[:, t.position],
+        tok,
+        hf_tok,
+    )
     assert [r.target.position for r in ours.results] == [1, 2, 4, 5, 6, 7]
     qa = _save(tmp_path, "ElectraForQuestionAnswering", _electra_cfg(tok), tok)
-    ours, _, _ = _check_ig(qa, "ElectraForQuestionAnswering", "Where was Ada born?", emb,
-                           lambda out, t: (out.start_logits if t.label == "start" else out.end_logits), tok, hf_tok,
-                           pair="Ada Lovelace was born in London")
+    ours, _, _ = _check_ig(
+        qa,
+        "ElectraForQuestionAnswering",
+        "Where was Ada born?",
+        emb,
+        lambda out, t: out.start_logits if t.label == "start" else out.end_logits,
+        tok,
+        hf_tok,
+        pair="Ada Lovelace was born in London",
+    )
     assert [r.target.label for r in ours.results] == ["start", "end"]
     disc = _save(tmp_path, "ElectraForPreTraining", _electra_cfg(tok), tok)
     ours, ref, ids = _check_ig(disc, "ElectraForPreTraining", TEXT, emb, lambda out, t: out.logits, tok, hf_tok)
@@ -148,14 +209,29 @@ def test_electra_classifier_tags_qa_and_discriminator_match_captum(tmp_path, tok
     chosen = _ours(disc, TEXT, target="funny", methods=("gradient-x-input",)).results[0]
     assert chosen.target.position == ours.tokens.index("funny")
     gen = _save(tmp_path, "ElectraForMaskedLM", _electra_cfg(tok), tok)
-    _check_ig(gen, "ElectraForMaskedLM", "The capital of France is [MASK].", emb,
-              lambda out, t: out.logits[:, t.position], tok, hf_tok)
+    _check_ig(
+        gen,
+        "ElectraForMaskedLM",
+        "The capital of France is [MASK].",
+        emb,
+        lambda out, t: out.logits[:, t.position],
+        tok,
+        hf_tok,
+    )
 
 
 def test_gpt2_next_token_matches_captum_with_the_causal_baseline(tmp_path, tok, hf_tok):
     folder = _save(tmp_path, "GPT2LMHeadModel", _gpt2_cfg(tok), tok)
-    ours, ref, ids = _check_ig(folder, "GPT2LMHeadModel", TEXT, lambda r: r.transformer.wte,
-                               lambda out, t: out.logits[:, -1], tok, hf_tok, causal=True)
+    ours, ref, ids = _check_ig(
+        folder,
+        "GPT2LMHeadModel",
+        TEXT,
+        lambda r: r.transformer.wte,
+        lambda out, t: out.logits[:, -1],
+        tok,
+        hf_tok,
+        causal=True,
+    )
     (res,) = ours.results
     with torch.no_grad():
         predicted = int(ref(input_ids=ids).logits[0, -1].argmax())
@@ -193,8 +269,20 @@ def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
 
     gpt2 = _save(tmp_path, "GPT2LMHeadModel", _gpt2_cfg(tok), tok)
     out = tmp_path / "g.json"
-    rc = cli_main(["explain", "--model", str(gpt2), TEXT, "--json", str(out), "--attributions",
-                   "integrated-gradients,attention-rollout", "--output", str(tmp_path / "g.html")])
+    rc = cli_main(
+        [
+            "explain",
+            "--model",
+            str(gpt2),
+            TEXT,
+            "--json",
+            str(out),
+            "--attributions",
+            "integrated-gradients,attention-rollout",
+            "--output",
+            str(tmp_path / "g.html"),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     ref = transformers.GPT2LMHeadModel.from_pretrained(gpt2).eval()
@@ -211,8 +299,9 @@ def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
     qa = _save(tmp_path, "DistilBertForQuestionAnswering", _distil_cfg(tok), tok)
     q, c = "Where was Ada born?", "Ada Lovelace was born in London in 1815."
     out = tmp_path / "q.json"
-    rc = cli_main(["explain", "--model", str(qa), q, "--pair", c, "--json", str(out), "--output",
-                   str(tmp_path / "q.html")])
+    rc = cli_main(
+        ["explain", "--model", str(qa), q, "--pair", c, "--json", str(out), "--output", str(tmp_path / "q.html")]
+    )
     assert rc == 0, capsys.readouterr().err
     data = json.loads(out.read_text())
     ref = transformers.DistilBertForQuestionAnswering.from_pretrained(qa).eval()
@@ -226,14 +315,26 @@ def test_cli_on_gpt2_and_distilbert_qa_and_bad_input(tmp_path, tok, capsys):
     assert (span["start_token"], span["end_token"]) == best
     assert abs(span["start_logit"] - float(s[best[0]])) < 1e-5 and abs(span["end_logit"] - float(e[best[1]])) < 1e-5
     offs = enc["offset_mapping"][0]
-    assert span["answer"] == c[int(offs[best[0]][0]):int(offs[best[1]][1])]
+    assert span["answer"] == c[int(offs[best[0]][0]) : int(offs[best[1]][1])]
     shown = _rendered_predictions([tmp_path / "g.html", tmp_path / "q.html"])
     if shown is not None:  # the pages draw both heads' predictions with no page error
         assert "Top next tokens" in shown[0] and pred["top"][0]["token"] in shown[0]
         assert f'answer: "{span["answer"]}"' in shown[1] and "start at" in shown[1]
     capsys.readouterr()
-    rc = cli_main(["explain", "--model", str(gpt2), TEXT, "--json", str(tmp_path / "bad.json"), "--attributions",
-                   "integrated-gradients", "--target", "notaword"])
+    rc = cli_main(
+        [
+            "explain",
+            "--model",
+            str(gpt2),
+            TEXT,
+            "--json",
+            str(tmp_path / "bad.json"),
+            "--attributions",
+            "integrated-gradients",
+            "--target",
+            "notaword",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err and "'notaword' is not a word of the model's vocabulary" in err
 
@@ -260,9 +361,12 @@ def test_neuron_view_queries_and_keys_make_transformers_eager_attentions(tmp_pat
 
 
 HEAD_CHECKS = {
-    "DistilBertForMaskedLM": "masked LM: vocab_projector", "DistilBertForTokenClassification": "token classifier",
-    "DistilBertForQuestionAnswering": "question answering", "ElectraForPreTraining": "discriminator",
-    "ElectraForMaskedLM": "generator", "ElectraForTokenClassification": "token classifier",
+    "DistilBertForMaskedLM": "masked LM: vocab_projector",
+    "DistilBertForTokenClassification": "token classifier",
+    "DistilBertForQuestionAnswering": "question answering",
+    "ElectraForPreTraining": "discriminator",
+    "ElectraForMaskedLM": "generator",
+    "ElectraForTokenClassification": "token classifier",
     "ElectraForQuestionAnswering": "question answering",
 }
 
@@ -274,7 +378,8 @@ def test_verify_rebuilds_distilbert_and_electra_heads_from_raw_weights(tmp_path,
 
     for cls_name, head in HEAD_CHECKS.items():
         cfg = (_distil_cfg if cls_name.startswith("Distil") else _electra_cfg)(
-            tok, **(LABELS if "Token" in cls_name else {}))
+            tok, **(LABELS if "Token" in cls_name else {})
+        )
         folder = _save(tmp_path, cls_name, cfg, tok)
         checks = verify(folder, "Where was Ada born?", "Ada Lovelace was born in London.")
         assert checks and all(c.ok for c in checks), [c.line() for c in checks if not c.ok]

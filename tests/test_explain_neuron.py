@@ -24,8 +24,10 @@ def test_queries_and_keys_reproduce_transformers_eager_attentions(tmp_path, caps
     transformers = pytest.importorskip("transformers")
     minilm = asset_path("minilm")
     out = tmp_path / "r.json"
-    assert cli_main(["explain", "--model", str(minilm), TEXT, "--pair", PAIR, "--layers", "1,4,5",
-                     "--json", str(out)]) == 0, capsys.readouterr().err
+    assert (
+        cli_main(["explain", "--model", str(minilm), TEXT, "--pair", PAIR, "--layers", "1,4,5", "--json", str(out)])
+        == 0
+    ), capsys.readouterr().err
     data = json.loads(out.read_text())
     neuron = data["neuron"]
     assert neuron["layers"] == [1, 4, 5] and neuron["head_size"] == 32
@@ -58,8 +60,10 @@ def test_heads_filter_keeps_the_named_heads_and_rejects_out_of_range(tmp_path, c
     transformers = pytest.importorskip("transformers")
     minilm = asset_path("minilm")
     out = tmp_path / "r.json"
-    assert cli_main(["explain", "--model", str(minilm), TEXT, "--layers", "2", "--heads", "3,7-8",
-                     "--json", str(out)]) == 0, capsys.readouterr().err
+    assert (
+        cli_main(["explain", "--model", str(minilm), TEXT, "--layers", "2", "--heads", "3,7-8", "--json", str(out)])
+        == 0
+    ), capsys.readouterr().err
     data = json.loads(out.read_text())
     assert data["heads"] == [3, 7, 8] and data["layers"] == [2]
     tok = transformers.BertTokenizerFast.from_pretrained(minilm)

@@ -17,8 +17,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "docs" / "understanding-bert.ipynb"
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,23 +40,34 @@ def executed(tmp_path_factory):
     src = str(ROOT / "src")
     if src not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         os.environ["PYTHONPATH"] = src + os.pathsep + os.environ.get("PYTHONPATH", "")
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(work)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(work)}}
+    )
     client.execute()
     return nb, work
 
 
 def _html_outputs(nb) -> list[str]:
-    return [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-            if o.get("output_type") in ("display_data", "execute_result") and "text/html" in o.get("data", {})]
+    return [
+        o["data"]["text/html"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") in ("display_data", "execute_result") and "text/html" in o.get("data", {})
+    ]
 
 
 def test_notebook_runs_and_its_reports_render_offline(executed):
     nb, work = executed
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert not errors
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-                   if o["output_type"] == "stream" and o.get("name") == "stdout")
+    text = "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o["output_type"] == "stream" and o.get("name") == "stdout"
+    )
     assert "['a', 'previously', 'un', '##heard', 'track']" in text
     assert "layer 0: cosine of the two 'bank' vectors 1.000" in text
     assert "completeness residual" in text
@@ -66,12 +84,16 @@ def test_notebook_runs_and_its_reports_render_offline(executed):
         pytest.skip("!!! /usr/bin/chromium is missing: the notebook outputs were not rendered !!!")
     sync_api = pytest.importorskip("playwright.sync_api")
     page_path = work / "outputs.html"
-    page_path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
-                         + "".join(f"<div class='output'>{h}</div>" for h in outputs) + "</body></html>",
-                         encoding="utf-8")
+    page_path.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+        + "".join(f"<div class='output'>{h}</div>" for h in outputs)
+        + "</body></html>",
+        encoding="utf-8",
+    )
     with sync_api.sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
-        ctx = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True, args=ARGS,
-                                                   viewport={"width": 1280, "height": 900})
+        ctx = p.chromium.launch_persistent_context(
+            profile, executable_path=str(CHROMIUM), headless=True, args=ARGS, viewport={"width": 1280, "height": 900}
+        )
         ctx.set_offline(True)
         page = ctx.new_page()
         requests, page_errors = [], []
@@ -92,10 +114,13 @@ def test_notebook_runs_and_its_reports_render_offline(executed):
             colours = f.locator(sel).evaluate(
                 "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, s = new Set();"
                 " for (let i = 0; i < d.length; i += 4 * 7) s.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]);"
-                " return s.size; }")
+                " return s.size; }"
+            )
             assert colours > 20, (sel, colours)
-        shades = {attributions.locator(".attr-tok").nth(i).evaluate("e => getComputedStyle(e).backgroundColor")
-                  for i in range(attributions.locator(".attr-tok").count())}
+        shades = {
+            attributions.locator(".attr-tok").nth(i).evaluate("e => getComputedStyle(e).backgroundColor")
+            for i in range(attributions.locator(".attr-tok").count())
+        }
         assert len(shades) > 3
         # independent: changing the layer in one report leaves the same control of another alone
         before = neuron.locator("#hv").evaluate("c => c.toDataURL()")

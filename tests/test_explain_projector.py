@@ -72,15 +72,39 @@ def test_umap_like_keeps_neighbourhoods(news):
 def test_projector_page_offline_with_hover(news, tmp_path, capsys):
     path, _, topics = news
     html, js = tmp_path / "p.html", tmp_path / "p.json"
-    rc = cli_main(["explain", "--model", str(asset_path("minilm")), "--projector", str(path), "--label-column",
-                   "topic", "--vectors", "mean", "--output", str(html), "--json", str(js)])
+    rc = cli_main(
+        [
+            "explain",
+            "--model",
+            str(asset_path("minilm")),
+            "--projector",
+            str(path),
+            "--label-column",
+            "topic",
+            "--vectors",
+            "mean",
+            "--output",
+            str(html),
+            "--json",
+            str(js),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     data = json.loads(js.read_text())
     assert data["labels"] == list(topics) and set(data["layouts"]) == {"pca", "umap-like"}
     assert len(data["layouts"]["pca"]) == len(topics)
 
-    rc = cli_main(["explain", "--model", str(asset_path("minilm")), "--projector", str(path), "--output",
-                   str(tmp_path / "bad.html")])
+    rc = cli_main(
+        [
+            "explain",
+            "--model",
+            str(asset_path("minilm")),
+            "--projector",
+            str(path),
+            "--output",
+            str(tmp_path / "bad.html"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1 and "no column 'label'; available columns: 'text', 'topic'" in err and "Traceback" not in err
     assert not (tmp_path / "bad.html").exists()
@@ -89,9 +113,13 @@ def test_projector_page_offline_with_hover(news, tmp_path, capsys):
         pytest.skip("!!! /usr/bin/chromium is missing: the projector page was not rendered !!!")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
-        ctx = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
-                                                   args=["--no-sandbox", "--disable-gpu"],
-                                                   viewport={"width": 1280, "height": 1000})
+        ctx = p.chromium.launch_persistent_context(
+            profile,
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu"],
+            viewport={"width": 1280, "height": 1000},
+        )
         ctx.set_offline(True)
         page = ctx.new_page()
         requests, errors = [], []
@@ -103,11 +131,14 @@ def test_projector_page_offline_with_hover(news, tmp_path, capsys):
         assert "business" in page.inner_text("#legend")
         page.select_option("#layout", "umap-like")
         # hover the first text's point: the tooltip shows its label and text
-        pos = page.eval_on_selector("#plot", """c => {
+        pos = page.eval_on_selector(
+            "#plot",
+            """c => {
             const D = JSON.parse(document.getElementById('data').textContent);
             const P = D.layouts['umap-like'], xs = P.map(p => p[0]), ys = P.map(p => p[1]);
             const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
-            return [24 + (P[0][0] - x0) * 852 / (x1 - x0), 640 - 24 - (P[0][1] - y0) * 592 / (y1 - y0)]; }""")
+            return [24 + (P[0][0] - x0) * 852 / (x1 - x0), 640 - 24 - (P[0][1] - y0) * 592 / (y1 - y0)]; }""",
+        )
         box = page.locator("#plot").bounding_box()
         page.mouse.move(box["x"] + pos[0], box["y"] + pos[1])
         assert page.is_visible("#tip")

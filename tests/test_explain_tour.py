@@ -45,8 +45,14 @@ def test_output_comparison_catches_drift():
 @pytest.mark.slow
 def test_understanding_bert_runs_as_written(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-    r = subprocess.run([sys.executable, str(ROOT / "docs" / "run_tour.py"), "--workdir", str(tmp_path)],
-                       env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "run_tour.py"), "--workdir", str(tmp_path)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     assert "0 drifted" in r.stdout
     assert (tmp_path / "runs" / "tour" / "hello.html").stat().st_size > 10_000

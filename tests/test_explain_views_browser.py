@@ -18,20 +18,29 @@ import torch
 from bertkit.assets import asset_path
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
-    reason="!!! /usr/bin/chromium is missing: the browser tests of the explain views DID NOT RUN !!!")
+    reason="!!! /usr/bin/chromium is missing: the browser tests of the explain views DID NOT RUN !!!",
+)
 
 
 @pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
-        ctx = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True, args=ARGS,
-                                                   viewport={"width": 1280, "height": 900})
+        ctx = p.chromium.launch_persistent_context(
+            profile, executable_path=str(CHROMIUM), headless=True, args=ARGS, viewport={"width": 1280, "height": 900}
+        )
         ctx.set_offline(True)
         yield ctx
         ctx.close()
@@ -56,9 +65,12 @@ def classifier_dir(tmp_path_factory) -> Path:
     from bertkit.tokenization import BertTokenizer
 
     torch.manual_seed(0)
-    model = BertForSequenceClassification.from_pretrained(asset_path("minilm"), num_labels=2,
-                                                          id2label={0: "negative", 1: "positive"},
-                                                          label2id={"negative": 0, "positive": 1})
+    model = BertForSequenceClassification.from_pretrained(
+        asset_path("minilm"),
+        num_labels=2,
+        id2label={0: "negative", 1: "positive"},
+        label2id={"negative": 0, "positive": 1},
+    )
     with torch.no_grad():
         model.classifier.weight.normal_(0.0, 0.5)
     folder = tmp_path_factory.mktemp("clf") / "model"
@@ -71,8 +83,13 @@ def report(classifier_dir, tmp_path_factory):
     from bertkit.explain import explain
 
     d = tmp_path_factory.mktemp("report")
-    res = explain(classifier_dir, "An unheard-of, warm and funny film.", output=d / "r.html",
-                  attributions=["integrated-gradients", "gradient-x-input", "attention-rollout"], layers="1,4")
+    res = explain(
+        classifier_dir,
+        "An unheard-of, warm and funny film.",
+        output=d / "r.html",
+        attributions=["integrated-gradients", "gradient-x-input", "attention-rollout"],
+        layers="1,4",
+    )
     return res
 
 
@@ -83,8 +100,11 @@ def test_attributions_side_by_side_with_legend_and_words(browser, report):
     assert page.is_visible("#attributions")
     cols = page.locator(".attr-method")
     assert cols.count() == 3
-    assert [cols.nth(i).get_attribute("data-method") for i in range(3)] == ["integrated-gradients",
-                                                                           "gradient-x-input", "attention-rollout"]
+    assert [cols.nth(i).get_attribute("data-method") for i in range(3)] == [
+        "integrated-gradients",
+        "gradient-x-input",
+        "attention-rollout",
+    ]
     ig = cols.nth(0)
     assert "Integrated gradients" in ig.inner_text() and "completeness residual" in ig.inner_text()
     assert "[PAD]" in ig.inner_text() and ig.locator(".attr-legend").count() == 1
@@ -139,8 +159,13 @@ def test_512_tokens_load_under_3_s_with_decimated_model_view(browser, classifier
     from bertkit.explain import explain
 
     text = " ".join(asset_path("austen").read_text(encoding="utf-8").split()[:700])
-    res = explain(classifier_dir, text, output=tmp_path / "long.html", heads="0-5,11",
-                  attributions=["gradient-x-input", "attention-rollout"])
+    res = explain(
+        classifier_dir,
+        text,
+        output=tmp_path / "long.html",
+        heads="0-5,11",
+        attributions=["gradient-x-input", "attention-rollout"],
+    )
     ex = res.explanation
     assert ex.num_tokens == 512 and ex.attentions.shape == (6, 7, 512, 512)
     times = []

@@ -48,14 +48,20 @@ def zh_tokenizer():
 
 # ---------------------------------------------------------------------------------------- DistilBERT
 
+
 def test_distilbert_hidden_states_and_attentions_match(en_batch, tmp_path):
     torch.manual_seed(1)
-    ref = transformers.DistilBertModel(transformers.DistilBertConfig(n_layers=2, dim=64, n_heads=4,
-                                                                     hidden_dim=128)).eval()
+    ref = transformers.DistilBertModel(
+        transformers.DistilBertConfig(n_layers=2, dim=64, n_heads=4, hidden_dim=128)
+    ).eval()
     ref.save_pretrained(tmp_path)
     ours = D.DistilBertModel.from_pretrained(tmp_path)
-    kw = {"input_ids": en_batch["input_ids"], "attention_mask": en_batch["attention_mask"],
-          "output_hidden_states": True, "output_attentions": True}
+    kw = {
+        "input_ids": en_batch["input_ids"],
+        "attention_mask": en_batch["attention_mask"],
+        "output_hidden_states": True,
+        "output_attentions": True,
+    }
     with torch.no_grad():
         a, b = ref(**kw), ours(**kw)
     real = en_batch["attention_mask"].bool()
@@ -73,8 +79,16 @@ def gpt2_pair(tmp_path_factory):
     """A transformers GPT-2 (random init, the bert-base-chinese vocabulary) and bertkit's load of its save."""
     folder = tmp_path_factory.mktemp("gpt2")
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=21128, n_positions=96,
-                                  bos_token_id=101, eos_token_id=102, pad_token_id=0)
+    cfg = transformers.GPT2Config(
+        n_layer=2,
+        n_embd=64,
+        n_head=4,
+        vocab_size=21128,
+        n_positions=96,
+        bos_token_id=101,
+        eos_token_id=102,
+        pad_token_id=0,
+    )
     ref = transformers.GPT2LMHeadModel(cfg).eval()
     ref.save_pretrained(folder)
     return ref, GPT2LMHeadModel.from_pretrained(folder), folder
@@ -88,8 +102,8 @@ def zh_batch(zh_tokenizer):
     lengths = mask.sum(1)
     left_ids, left_mask = torch.zeros_like(ids), torch.zeros_like(mask)
     for i, n in enumerate(lengths.tolist()):
-        left_ids[i, ids.shape[1] - n:] = ids[i, :n]
-        left_mask[i, ids.shape[1] - n:] = 1
+        left_ids[i, ids.shape[1] - n :] = ids[i, :n]
+        left_mask[i, ids.shape[1] - n :] = 1
     return ids, mask, left_ids, left_mask
 
 
@@ -133,19 +147,22 @@ def test_gpt2_generate_penalties_and_no_cache_equal_transformers(gpt2_pair, zh_b
     ids = zh_batch[0][:1, :10]
     kw = {"max_new_tokens": 30, "repetition_penalty": 1.3, "no_repeat_ngram_size": 2}
     assert torch.equal(ours.generate(ids, **kw), ref.generate(ids, do_sample=False, **kw))
-    assert torch.equal(ours.generate(ids, max_length=30, use_cache=False),
-                       ref.generate(ids, max_length=30, do_sample=False))
+    assert torch.equal(
+        ours.generate(ids, max_length=30, use_cache=False), ref.generate(ids, max_length=30, do_sample=False)
+    )
 
 
 def test_gpt2_sampling_filters_and_num_return_sequences(gpt2_pair, zh_batch):
     _, ours, _ = gpt2_pair
     ids = zh_batch[0][:1, :8]
     torch.manual_seed(3)
-    a = ours.generate(ids, do_sample=True, top_k=5, top_p=0.9, temperature=0.8, max_new_tokens=12,
-                      num_return_sequences=3)
+    a = ours.generate(
+        ids, do_sample=True, top_k=5, top_p=0.9, temperature=0.8, max_new_tokens=12, num_return_sequences=3
+    )
     torch.manual_seed(3)
-    b = ours.generate(ids, do_sample=True, top_k=5, top_p=0.9, temperature=0.8, max_new_tokens=12,
-                      num_return_sequences=3)
+    b = ours.generate(
+        ids, do_sample=True, top_k=5, top_p=0.9, temperature=0.8, max_new_tokens=12, num_return_sequences=3
+    )
     assert a.shape == (3, 20) and torch.equal(a, b)
     assert torch.equal(a[:, :8], ids.expand(3, -1))
     # top_k=1 sampling is greedy search
@@ -161,7 +178,7 @@ def test_gpt2_stops_at_eos_and_pads(gpt2_pair, zh_batch):
     out = ours.generate(ids, max_new_tokens=10, eos_token_id=eos, pad_token_id=0)
     row = out[0, 8:].tolist()
     first = row.index(eos)
-    assert all(t == 0 for t in row[first + 1:])
+    assert all(t == 0 for t in row[first + 1 :])
 
 
 def test_generate_bad_input_names_the_value(gpt2_pair):
@@ -171,9 +188,12 @@ def test_generate_bad_input_names_the_value(gpt2_pair):
         ours.generate(ids, max_new_tokens=10)
     out = ours.generate(ids, max_new_tokens=10, truncation=True)
     assert out.shape == (1, 96) and torch.equal(out[0, :86], ids[0, -86:])
-    for kw, text in [({"top_p": 1.5}, "top_p must be in \\(0, 1\\], got 1.5"), ({"top_p": 0.0}, "got 0.0"),
-                     ({"temperature": 0.0}, "temperature must be > 0, got 0.0"),
-                     ({"temperature": -1}, "got -1")]:
+    for kw, text in [
+        ({"top_p": 1.5}, "top_p must be in \\(0, 1\\], got 1.5"),
+        ({"top_p": 0.0}, "got 0.0"),
+        ({"temperature": 0.0}, "temperature must be > 0, got 0.0"),
+        ({"temperature": -1}, "got -1"),
+    ]:
         with pytest.raises(ValueError, match=text):
             ours.generate(ids[:, :5], do_sample=True, max_new_tokens=3, **kw)
 
@@ -188,9 +208,12 @@ def test_auto_classes_dispatch(gpt2_pair, tmp_path):
     assert type(bertkit.AutoModel.from_pretrained(gpt2_dir)) is GPT2Model
     assert type(bertkit.AutoConfig.from_pretrained(gpt2_dir)).__name__ == "GPT2Config"
     transformers.DistilBertForSequenceClassification(
-        transformers.DistilBertConfig(n_layers=1, dim=32, n_heads=2, hidden_dim=64)).save_pretrained(tmp_path)
-    assert type(bertkit.AutoModelForSequenceClassification.from_pretrained(tmp_path)) is \
-        D.DistilBertForSequenceClassification
+        transformers.DistilBertConfig(n_layers=1, dim=32, n_heads=2, hidden_dim=64)
+    ).save_pretrained(tmp_path)
+    assert (
+        type(bertkit.AutoModelForSequenceClassification.from_pretrained(tmp_path))
+        is D.DistilBertForSequenceClassification
+    )
     with pytest.raises(ValueError, match="bidirectional encoder"):
         bertkit.AutoModelForCausalLM.from_pretrained(asset_path("minilm"))
     with pytest.raises(ValueError, match="'gpt2' model"):

@@ -46,18 +46,49 @@ class Contract:
 
 
 FAMILIES = {
-    "bert": Contract("bert", lambda **kw: transformers.BertConfig(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        max_position_embeddings=MAX_POSITIONS, **kw)),
-    "distilbert": Contract("distilbert", lambda **kw: transformers.DistilBertConfig(
-        dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=MAX_POSITIONS, **kw)),
-    "gpt2": Contract("gpt2", lambda **kw: transformers.GPT2Config(
-        n_embd=64, n_layer=2, n_head=4, n_positions=MAX_POSITIONS, bos_token_id=101, eos_token_id=102,
-        tokenizer_class="BertTokenizer", **kw)),
+    "bert": Contract(
+        "bert",
+        lambda **kw: transformers.BertConfig(
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=MAX_POSITIONS,
+            **kw,
+        ),
+    ),
+    "distilbert": Contract(
+        "distilbert",
+        lambda **kw: transformers.DistilBertConfig(
+            dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=MAX_POSITIONS, **kw
+        ),
+    ),
+    "gpt2": Contract(
+        "gpt2",
+        lambda **kw: transformers.GPT2Config(
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            n_positions=MAX_POSITIONS,
+            bos_token_id=101,
+            eos_token_id=102,
+            tokenizer_class="BertTokenizer",
+            **kw,
+        ),
+    ),
     # embedding_size < hidden_size: the embeddings_project layout (ELECTRA-Small's)
-    "electra": Contract("electra", lambda **kw: transformers.ElectraConfig(
-        embedding_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        max_position_embeddings=MAX_POSITIONS, **kw)),
+    "electra": Contract(
+        "electra",
+        lambda **kw: transformers.ElectraConfig(
+            embedding_size=32,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=MAX_POSITIONS,
+            **kw,
+        ),
+    ),
 }
 
 
@@ -104,8 +135,7 @@ def _config(model_type: str, task: str, vocab_size: int, **kw: Any) -> Any:
 
 
 def _inputs(model_type: str, task: str, batch: dict) -> dict[str, torch.Tensor]:
-    keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if registry.family(model_type).has_token_types
-                                              else [])
+    keys = ["input_ids", "attention_mask"] + (["token_type_ids"] if registry.family(model_type).has_token_types else [])
     inputs = {k: batch[k] for k in keys}
     if task == "multiple-choice":  # (B, C, N): the batch's sentences as two questions of two choices
         inputs = {k: v.reshape(2, 2, -1) for k, v in inputs.items()}
@@ -270,8 +300,10 @@ def test_pipelines_answer_as_transformers(model_type, tokenizer, tmp_path):
 
     fam = registry.family(model_type)
     texts = _polarity(3)
-    assert type(AutoConfig.from_pretrained(_folder(model_type, "base", tokenizer, tmp_path / "base"))) \
+    assert (
+        type(AutoConfig.from_pretrained(_folder(model_type, "base", tokenizer, tmp_path / "base")))
         is fam.config_class()
+    )
     assert type(AutoModel.from_pretrained(tmp_path / "base")) is fam.model_class("base")
     assert type(AutoTokenizer.from_pretrained(tmp_path / "base")) is BertTokenizer
     if fam.kind == registry.CAUSAL:
@@ -281,7 +313,7 @@ def test_pipelines_answer_as_transformers(model_type, tokenizer, tmp_path):
         for text in texts:
             got = gen(text[:60], max_new_tokens=8, do_sample=False)[0]["generated_text"]
             ids = tokenizer(text[:60], return_tensors="pt")["input_ids"]
-            want = hf.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)[0, ids.shape[1]:]
+            want = hf.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)[0, ids.shape[1] :]
             assert got == text[:60] + tokenizer.decode(want.tolist(), skip_special_tokens=True)
         return
     folder = _folder(model_type, "masked-lm", tokenizer, tmp_path / "mlm")
@@ -313,8 +345,18 @@ def test_finetune_and_load_the_family_head(model_type, tokenizer, tmp_path):
 
     fam = registry.family(model_type)
     base = _folder(model_type, "base", tokenizer, tmp_path / "base")
-    finetune("text-classification", base, asset_path("polarity-train"), tmp_path / "out", epochs=1, batch_size=16,
-             max_length=32, max_train_samples=16, progress=False, quiet=True)
+    finetune(
+        "text-classification",
+        base,
+        asset_path("polarity-train"),
+        tmp_path / "out",
+        epochs=1,
+        batch_size=16,
+        max_length=32,
+        max_train_samples=16,
+        progress=False,
+        quiet=True,
+    )
     task, net, _ = load_finetuned(tmp_path / "out")
     assert task.name == "text-classification" and type(net) is fam.model_class("sequence-classification")
 

@@ -31,10 +31,24 @@ def clm_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("clm")
     corpus = root / "news.txt"
     corpus.write_text("\n".join(_lines("news-zh", 400)) + "\n", encoding="utf-8")
-    recipe = CLMRecipe(corpus=[str(corpus)], vocab=str(asset_path("vocab-chinese")), output=str(root / "out"),
-                       n_layer=2, n_embd=32, n_head=2, seq_len=32, batch_size=8, max_steps=6, eval_every=3,
-                       save_every=3, eval_blocks=8, warmup_steps=2, progress=False, cache_dir=str(root / "prep"),
-                       precision="fp32")
+    recipe = CLMRecipe(
+        corpus=[str(corpus)],
+        vocab=str(asset_path("vocab-chinese")),
+        output=str(root / "out"),
+        n_layer=2,
+        n_embd=32,
+        n_head=2,
+        seq_len=32,
+        batch_size=8,
+        max_steps=6,
+        eval_every=3,
+        save_every=3,
+        eval_blocks=8,
+        warmup_steps=2,
+        progress=False,
+        cache_dir=str(root / "prep"),
+        precision="fp32",
+    )
     first = pretrain_clm(recipe)
     return recipe, first, root / "out"
 
@@ -94,8 +108,11 @@ def minilm_classifier():
 
 def test_student_with_all_layers_computes_the_teachers_hidden_states(minilm_classifier):
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    enc = tok(["a gorgeous, witty, seductive movie.", "the plot is a mess and the acting is worse."],
-              padding=True, return_tensors="pt")
+    enc = tok(
+        ["a gorgeous, witty, seductive movie.", "the plot is a mess and the acting is worse."],
+        padding=True,
+        return_tensors="pt",
+    )
     teacher = minilm_classifier
     student = student_from_teacher(teacher, teacher.config.num_hidden_layers).eval()
     with torch.no_grad():
@@ -109,8 +126,10 @@ def test_student_takes_every_other_teacher_layer(minilm_classifier):
     student = student_from_teacher(minilm_classifier, 3)
     assert student.config.n_layers == 3 and student.config.distilled_from_layers == [0, 2, 4]
     for i, j in enumerate([0, 2, 4]):
-        assert torch.equal(student.distilbert.transformer.layer[i].ffn.lin1.weight,
-                           minilm_classifier.bert.encoder.layer[j].intermediate.dense.weight)
+        assert torch.equal(
+            student.distilbert.transformer.layer[i].ffn.lin1.weight,
+            minilm_classifier.bert.encoder.layer[j].intermediate.dense.weight,
+        )
     assert torch.equal(student.classifier.weight, minilm_classifier.classifier.weight)
     with pytest.raises(ValueError, match=r"student_layers must be in \[1, 6\]"):
         student_from_teacher(minilm_classifier, 7)
@@ -141,18 +160,41 @@ def test_distill_recipe_end_to_end(tmp_path):
     torch.manual_seed(0)
     from bertkit.modeling import BertModel
 
-    BertModel(BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
-                         intermediate_size=64)).save_pretrained(base)
+    BertModel(
+        BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    ).save_pretrained(base)
     shutil.copy(asset_path("minilm") / "vocab.txt", base / "vocab.txt")
     train, test = tmp_path / "train.csv", tmp_path / "test.csv"  # a slice of the real polarity data
     train.write_text("\n".join(_lines("polarity-train", 97)) + "\n", encoding="utf-8")
     test.write_text("\n".join(_lines("polarity-test", 49)) + "\n", encoding="utf-8")
-    finetune("text-classification", base, train, tmp_path / "teacher", epochs=1, max_length=32,
-             max_train_samples=64, max_eval_samples=32, progress=False, quiet=True, batch_size=16)
+    finetune(
+        "text-classification",
+        base,
+        train,
+        tmp_path / "teacher",
+        epochs=1,
+        max_length=32,
+        max_train_samples=64,
+        max_eval_samples=32,
+        progress=False,
+        quiet=True,
+        batch_size=16,
+    )
     out = tmp_path / "student"
-    res = distill(DistillConfig(teacher=str(tmp_path / "teacher"), train=str(train), validation=str(test),
-                                output=str(out), student_layers=1, epochs=1, batch_size=32, alpha_cos=1.0,
-                                progress=False, max_length=32))
+    res = distill(
+        DistillConfig(
+            teacher=str(tmp_path / "teacher"),
+            train=str(train),
+            validation=str(test),
+            output=str(out),
+            student_layers=1,
+            epochs=1,
+            batch_size=32,
+            alpha_cos=1.0,
+            progress=False,
+            max_length=32,
+        )
+    )
     assert res["student_layers"] == 1 and res["teacher_layers"] == 2
     assert 0 <= res["student"]["accuracy"] <= 1 and 0 <= res["teacher"]["accuracy"] <= 1
     assert res["speed"]["teacher_seconds"] > 0 and res["speed"]["student_seconds"] > 0

@@ -33,8 +33,10 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 def tree_hash(folder: Path) -> dict[str, str]:
     import hashlib
 
-    return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(folder).rglob("*"))}
+    return {
+        str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).rglob("*"))
+    }
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -76,8 +78,9 @@ def tiny_gpt2(tmp_path_factory) -> Path:
     tok = BertTokenizer(VOCAB)
     torch.manual_seed(0)
     d = tmp_path_factory.mktemp("gpt2") / "model"
-    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(tok), n_positions=64)) \
-        .save_pretrained(d, tokenizer=tok)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(tok), n_positions=64)).save_pretrained(
+        d, tokenizer=tok
+    )
     return d
 
 
@@ -99,8 +102,20 @@ def test_explain_never_replaces_a_file_without_overwrite(capsys, tmp_path, tiny_
     assert tree_hash(tmp_path) == before
     # with --overwrite the files are replaced; a --png folder of its own is replaced, nothing else
     new_png = tmp_path / "new-figs"
-    rc, _, err = run(capsys, "explain", "--model", tiny_model, "a film", "--output", report, "--json", raw,
-                     "--png", new_png, "--overwrite")
+    rc, _, err = run(
+        capsys,
+        "explain",
+        "--model",
+        tiny_model,
+        "a film",
+        "--output",
+        report,
+        "--json",
+        raw,
+        "--png",
+        new_png,
+        "--overwrite",
+    )
     assert rc == 0, err
     assert report.read_text(encoding="utf-8").startswith("<!") and json.loads(raw.read_text(encoding="utf-8"))
     (new_png / "notes.txt").write_text("keep", encoding="utf-8")
@@ -112,15 +127,26 @@ def test_explain_never_replaces_a_file_without_overwrite(capsys, tmp_path, tiny_
 
 def test_explain_and_export_never_write_into_the_model_folder(capsys, tmp_path, tiny_model):
     before = tree_hash(tiny_model)
-    for argv in (["explain", "--model", tiny_model, "x", "--output", tiny_model / "report.html"],
-                 ["explain", "--model", tiny_model, "x", "--json", tiny_model / "sub" / "x.json"],
-                 ["explain", "--model", tiny_model, "x", "--png", tiny_model],
-                 ["export", "onnx", "--model", tiny_model, "--output", tiny_model / "model.onnx"],
-                 ["index", "--model", tiny_model, "--input", VOCAB, "--output", tiny_model / "idx"],
-                 ["finetune", "--task", "text-classification", "--model", tiny_model, "--train", VOCAB,
-                  "--output", tiny_model / "ft"],
-                 ["predict", "--model", tiny_model, "--input", VOCAB, "--output", tiny_model / "p.jsonl"],
-                 ["evaluate", "--model", tiny_model, "--data", VOCAB, "--output", tiny_model / "m.json"]):
+    for argv in (
+        ["explain", "--model", tiny_model, "x", "--output", tiny_model / "report.html"],
+        ["explain", "--model", tiny_model, "x", "--json", tiny_model / "sub" / "x.json"],
+        ["explain", "--model", tiny_model, "x", "--png", tiny_model],
+        ["export", "onnx", "--model", tiny_model, "--output", tiny_model / "model.onnx"],
+        ["index", "--model", tiny_model, "--input", VOCAB, "--output", tiny_model / "idx"],
+        [
+            "finetune",
+            "--task",
+            "text-classification",
+            "--model",
+            tiny_model,
+            "--train",
+            VOCAB,
+            "--output",
+            tiny_model / "ft",
+        ],
+        ["predict", "--model", tiny_model, "--input", VOCAB, "--output", tiny_model / "p.jsonl"],
+        ["evaluate", "--model", tiny_model, "--data", VOCAB, "--output", tiny_model / "m.json"],
+    ):
         rc, _, err = run(capsys, *argv)
         assert rc == 1 and "the input model folder" in one_error_line(err), argv
     assert tree_hash(tiny_model) == before
@@ -130,9 +156,11 @@ def test_no_output_file_replaces_an_input_file_even_with_overwrite(capsys, tmp_p
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"text": "a film", "label": "positive"}) + "\n", encoding="utf-8")
     before = tree_hash(tmp_path)
-    for argv in (["predict", "--model", tiny_model, "--input", data, "--output", data, "--overwrite"],
-                 ["evaluate", "--model", tiny_model, "--data", data, "--output", data, "--overwrite"],
-                 ["train-vocab", "--corpus", data, "--output", data, "--vocab-size", "50", "--overwrite"]):
+    for argv in (
+        ["predict", "--model", tiny_model, "--input", data, "--output", data, "--overwrite"],
+        ["evaluate", "--model", tiny_model, "--data", data, "--output", data, "--overwrite"],
+        ["train-vocab", "--corpus", data, "--output", data, "--vocab-size", "50", "--overwrite"],
+    ):
         rc, _, err = run(capsys, *argv)
         assert rc == 1 and f"is the input file {data}" in one_error_line(err), argv
     assert tree_hash(tmp_path) == before
@@ -163,8 +191,16 @@ def _corpus(tmp_path: Path, texts: list[str], name: str = "c.txt") -> Path:
     return p
 
 
-TEXTS = ["a wonderful, moving film", "dull and far too long", "the best thing this year", "I walked out halfway",
-         "great acting", "a weak plot", "see it twice", "never again"]
+TEXTS = [
+    "a wonderful, moving film",
+    "dull and far too long",
+    "the best thing this year",
+    "I walked out halfway",
+    "great acting",
+    "a weak plot",
+    "see it twice",
+    "never again",
+]
 
 
 def test_index_follows_the_folder_rule(capsys, tmp_path, tiny_model):
@@ -228,13 +264,16 @@ def test_index_txt_records_end_at_newline_only(tmp_path):
     assert read_corpus(p) == [("1", "first\rstill first"), ("2", "second"), ("4", "fourth\u2028x")]
 
 
-@pytest.mark.parametrize("name,data,expect", [
-    ("long.csv", b"id,text\n1," + b"x" * 200_000 + b"\n2,short\n", None),
-    ("deep.jsonl", b'{"text": "ok"}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n", ":2: JSON nested too deeply"),
-    ("latin1.txt", "fine\ncaf\u00e9\n".encode("latin-1"), ":2: invalid UTF-8: byte 0xe9"),
-    ("latin1.csv", "text\nfine\ncaf\u00e9\n".encode("latin-1"), ":3: invalid UTF-8: byte 0xe9"),
-    ("surrogate.jsonl", b'{"text": "fine"}\n{"text": "bad \\ud800 text"}\n', ":2: the text holds a lone surrogate"),
-])
+@pytest.mark.parametrize(
+    "name,data,expect",
+    [
+        ("long.csv", b"id,text\n1," + b"x" * 200_000 + b"\n2,short\n", None),
+        ("deep.jsonl", b'{"text": "ok"}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n", ":2: JSON nested too deeply"),
+        ("latin1.txt", "fine\ncaf\u00e9\n".encode("latin-1"), ":2: invalid UTF-8: byte 0xe9"),
+        ("latin1.csv", "text\nfine\ncaf\u00e9\n".encode("latin-1"), ":3: invalid UTF-8: byte 0xe9"),
+        ("surrogate.jsonl", b'{"text": "fine"}\n{"text": "bad \\ud800 text"}\n', ":2: the text holds a lone surrogate"),
+    ],
+)
 def test_index_reader_faults_name_file_and_line(capsys, tmp_path, tiny_model, name, data, expect):
     src = tmp_path / name
     src.write_bytes(data)
@@ -306,8 +345,17 @@ def _damage(folder: Path, how: str) -> Path:
     return f
 
 
-@pytest.mark.parametrize("how", ["row without text", "meta without model", "truncated vectors", "broken meta",
-                                 "vectors not numpy", "texts not utf-8"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "row without text",
+        "meta without model",
+        "truncated vectors",
+        "broken meta",
+        "vectors not numpy",
+        "texts not utf-8",
+    ],
+)
 def test_search_on_a_damaged_index_names_the_file(capsys, tmp_path, built_index, how):
     import shutil
 
@@ -334,8 +382,12 @@ def test_text_generation_argument_checks(tiny_gpt2):
     gen = pipeline("text-generation", model=tiny_gpt2)
     with pytest.raises(ValueError, match="no tokens"):
         gen("", add_special_tokens=False, max_new_tokens=2)
-    for kw, name in ((dict(max_new_tokens=2.5), "max_new_tokens"), (dict(max_new_tokens="3"), "max_new_tokens"),
-                     (dict(top_k=1.5, max_new_tokens=2), "top_k"), (dict(max_length=True), "max_length")):
+    for kw, name in (
+        (dict(max_new_tokens=2.5), "max_new_tokens"),
+        (dict(max_new_tokens="3"), "max_new_tokens"),
+        (dict(top_k=1.5, max_new_tokens=2), "top_k"),
+        (dict(max_length=True), "max_length"),
+    ):
         with pytest.raises(ValueError, match=f"{name} must be an integer"):
             gen("hello", **kw)
     # greedy search never reads the temperature: 0 is accepted and gives the greedy result
@@ -365,28 +417,63 @@ def _cli_without(tmp_path: Path, modules: str, *argv) -> subprocess.CompletedPro
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(_BLOCK, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), SRC]), "BERTKIT_TEST_BLOCK": modules,
-           "BERTKIT_DEBUG": "0"}
-    return subprocess.run([sys.executable, "-m", "bertkit", *map(str, argv)], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), SRC]),
+        "BERTKIT_TEST_BLOCK": modules,
+        "BERTKIT_DEBUG": "0",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "bertkit", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
 
 
-@pytest.mark.parametrize("modules,extra,argv", [
-    ("fastapi", "serve", ["serve", "--model", "{model}"]),
-    ("uvicorn", "serve", ["serve", "--model", "{model}"]),
-    ("faiss", "faiss", ["index", "--model", "{model}", "--input", "{corpus}", "--output", "{out}",
-                        "--backend", "faiss"]),
-    ("faiss", "faiss", ["search", "--index", "{index}", "x", "--backend", "faiss"]),
-    ("jieba", "zh", ["prepare-data", "--corpus", "{zh}", "--vocab", "{vocab}", "--output", "{out}",
-                     "--whole-word-masking", "--no-progress"]),
-    ("onnxscript", "onnx", ["export", "onnx", "--model", "{model}", "--output", "{out}.onnx"]),
-    ("onnx", "onnx", ["export", "onnx", "--model", "{model}", "--output", "{out}.onnx"]),
-])
+@pytest.mark.parametrize(
+    "modules,extra,argv",
+    [
+        ("fastapi", "serve", ["serve", "--model", "{model}"]),
+        ("uvicorn", "serve", ["serve", "--model", "{model}"]),
+        (
+            "faiss",
+            "faiss",
+            ["index", "--model", "{model}", "--input", "{corpus}", "--output", "{out}", "--backend", "faiss"],
+        ),
+        ("faiss", "faiss", ["search", "--index", "{index}", "x", "--backend", "faiss"]),
+        (
+            "jieba",
+            "zh",
+            [
+                "prepare-data",
+                "--corpus",
+                "{zh}",
+                "--vocab",
+                "{vocab}",
+                "--output",
+                "{out}",
+                "--whole-word-masking",
+                "--no-progress",
+            ],
+        ),
+        ("onnxscript", "onnx", ["export", "onnx", "--model", "{model}", "--output", "{out}.onnx"]),
+        ("onnx", "onnx", ["export", "onnx", "--model", "{model}", "--output", "{out}.onnx"]),
+    ],
+)
 def test_missing_extra_is_one_line_and_exit_2(tmp_path, tiny_model, built_index, modules, extra, argv):
     zh = tmp_path / "zh.txt"
     zh.write_text("今天天气很好。我们去公园。\n\n第二个文档。\n", encoding="utf-8")
-    values = {"model": tiny_model, "corpus": _corpus(tmp_path, TEXTS), "out": tmp_path / "out",
-              "index": built_index, "zh": zh, "vocab": asset_path("vocab-chinese")}
+    values = {
+        "model": tiny_model,
+        "corpus": _corpus(tmp_path, TEXTS),
+        "out": tmp_path / "out",
+        "index": built_index,
+        "zh": zh,
+        "vocab": asset_path("vocab-chinese"),
+    }
     r = _cli_without(tmp_path, modules, *[a.format(**values) for a in argv])
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and f"pip install 'bertkit[{extra}]'" in r.stderr
@@ -443,8 +530,15 @@ sys.exit(main(sys.argv[2:]))
 
 def _limited(tmp_path: Path, limit: int, *argv) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-c", _LIMITED, str(limit), *map(str, argv)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", _LIMITED, str(limit), *map(str, argv)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _temp_files(folder: Path) -> list[str]:
@@ -489,8 +583,17 @@ def test_index_never_removes_a_user_folder_named_like_its_work_folder(capsys, tm
     work = tmp_path / "idx.partial"
     work.mkdir()
     (work / "thesis.tex").write_text("mine", encoding="utf-8")
-    rc, _, err = run(capsys, "index", "--model", tiny_model, "--input", _corpus(tmp_path, TEXTS),
-                     "--output", tmp_path / "idx", "--overwrite")
+    rc, _, err = run(
+        capsys,
+        "index",
+        "--model",
+        tiny_model,
+        "--input",
+        _corpus(tmp_path, TEXTS),
+        "--output",
+        tmp_path / "idx",
+        "--overwrite",
+    )
     assert rc == 1 and "is not an unfinished `bertkit index`" in one_error_line(err)
     assert (work / "thesis.tex").read_text(encoding="utf-8") == "mine"
 
@@ -498,8 +601,9 @@ def test_index_never_removes_a_user_folder_named_like_its_work_folder(capsys, tm
 def test_export_onnx_refuses_an_opset_newer_than_onnx_knows(capsys, tmp_path, tiny_model):
     onnx = pytest.importorskip("onnx")
     newest = onnx.defs.onnx_opset_version()
-    rc, _, err = run(capsys, "export", "onnx", "--model", tiny_model, "--output", tmp_path / "m.onnx",
-                     "--opset", newest + 1)
+    rc, _, err = run(
+        capsys, "export", "onnx", "--model", tiny_model, "--output", tmp_path / "m.onnx", "--opset", newest + 1
+    )
     assert rc == 1 and f"up to {newest}" in one_error_line(err) and not (tmp_path / "m.onnx").exists()
 
 

@@ -45,8 +45,19 @@ def polarity_run(tmp_path_factory, minilm):
     train = _subset_csv(asset_path("polarity-train"), d / "train.csv", 96)
     val = _subset_csv(asset_path("polarity-test"), d / "val.csv", 48)
     out = d / "out"
-    res = finetune("text-classification", minilm, train, out, val, epochs=2, batch_size=16, lr=5e-5,
-                   max_length=48, progress=False, quiet=True)
+    res = finetune(
+        "text-classification",
+        minilm,
+        train,
+        out,
+        val,
+        epochs=2,
+        batch_size=16,
+        lr=5e-5,
+        max_length=48,
+        progress=False,
+        quiet=True,
+    )
     return res, out, val
 
 
@@ -92,8 +103,16 @@ def test_cli_errors(tmp_path, minilm, capsys):
     train.write_text("sentence\tlabel\ngood\tpos\nbad\tneg\n")
     val = tmp_path / "v.tsv"
     val.write_text("sentence\tlabel\nok\tpos\nmeh\tmixed\n")
-    base = ["finetune", "--task", "text-classification", "--model", str(minilm), "--output", str(tmp_path / "o"),
-            "--no-progress"]
+    base = [
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        str(minilm),
+        "--output",
+        str(tmp_path / "o"),
+        "--no-progress",
+    ]
     assert cli_main(base + ["--train", str(train)]) == 1
     assert "no column 'text'; available columns: 'sentence', 'label'" in capsys.readouterr().err
     assert cli_main(base + ["--train", str(train), "--validation", str(val), "--text-column", "sentence"]) == 1
@@ -111,8 +130,18 @@ def test_cli_errors(tmp_path, minilm, capsys):
 def test_freeze_keeps_frozen_weights(tmp_path, minilm):
     train = _subset_csv(asset_path("polarity-train"), tmp_path / "train.csv", 32)
     out = tmp_path / "frozen"
-    finetune("text-classification", minilm, train, out, epochs=1, batch_size=16, max_length=32,
-             freeze="embeddings,encoder.layer.0-4", progress=False, quiet=True)
+    finetune(
+        "text-classification",
+        minilm,
+        train,
+        out,
+        epochs=1,
+        batch_size=16,
+        max_length=32,
+        freeze="embeddings,encoder.layer.0-4",
+        progress=False,
+        quiet=True,
+    )
     from safetensors.torch import load_file
 
     before = load_file(str(minilm / "model.safetensors"))
@@ -133,8 +162,19 @@ def test_same_seed_same_model(tmp_path, minilm):
     heads = []
     for i, out in enumerate([tmp_path / "a", tmp_path / "b"]):
         torch.manual_seed(1000 + i)  # disturb the global generator between runs
-        finetune("text-classification", minilm, train, out, epochs=1, batch_size=16, max_length=24, seed=0,
-                 freeze="embeddings,encoder", progress=False, quiet=True)
+        finetune(
+            "text-classification",
+            minilm,
+            train,
+            out,
+            epochs=1,
+            batch_size=16,
+            max_length=24,
+            seed=0,
+            freeze="embeddings,encoder",
+            progress=False,
+            quiet=True,
+        )
         from safetensors.torch import load_file
 
         heads.append(load_file(str(out / "model.safetensors"))["classifier.weight"])
@@ -145,8 +185,19 @@ def test_token_classification_words_and_transformers(tmp_path, minilm):
     train = _subset_conll(asset_path("wnut16-train"), tmp_path / "train.conll", 64)
     val = _subset_conll(asset_path("wnut16-test"), tmp_path / "val.conll", 24)
     out = tmp_path / "ner"
-    res = finetune("token-classification", minilm, train, out, val, epochs=1, batch_size=16, lr=1e-4,
-                   max_length=64, progress=False, quiet=True)
+    res = finetune(
+        "token-classification",
+        minilm,
+        train,
+        out,
+        val,
+        epochs=1,
+        batch_size=16,
+        lr=1e-4,
+        max_length=64,
+        progress=False,
+        quiet=True,
+    )
     assert {"precision", "recall", "f1", "token_accuracy"} <= set(res.metrics)
     sents = read_conll(val)
     rows = predict(out, val, progress=False)
@@ -168,20 +219,41 @@ def test_token_classification_words_and_transformers(tmp_path, minilm):
 
 def test_multiple_choice_swag(tmp_path, minilm):
     rows = [
-        {"sent1": "She opens the fridge.", "sent2": "She", "ending0": "takes out the milk.",
-         "ending1": "flies to the moon.", "label": 0},
-        {"sent1": "He kicks the ball.", "sent2": "The ball", "ending0": "sings a song.",
-         "ending1": "rolls into the goal.", "label": 1},
-        {"sent1": "It starts to rain.", "sent2": "People", "ending0": "open their umbrellas.",
-         "ending1": "eat the clouds.", "label": 0},
-        {"sent1": "The kettle boils.", "sent2": "She", "ending0": "paints the kettle blue at night.",
-         "ending1": "pours the water into a cup.", "label": 1},
+        {
+            "sent1": "She opens the fridge.",
+            "sent2": "She",
+            "ending0": "takes out the milk.",
+            "ending1": "flies to the moon.",
+            "label": 0,
+        },
+        {
+            "sent1": "He kicks the ball.",
+            "sent2": "The ball",
+            "ending0": "sings a song.",
+            "ending1": "rolls into the goal.",
+            "label": 1,
+        },
+        {
+            "sent1": "It starts to rain.",
+            "sent2": "People",
+            "ending0": "open their umbrellas.",
+            "ending1": "eat the clouds.",
+            "label": 0,
+        },
+        {
+            "sent1": "The kettle boils.",
+            "sent2": "She",
+            "ending0": "paints the kettle blue at night.",
+            "ending1": "pours the water into a cup.",
+            "label": 1,
+        },
     ]
     f = tmp_path / "swag.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = tmp_path / "mc"
-    res = finetune("multiple-choice", minilm, f, out, f, epochs=1, batch_size=2, max_length=32, progress=False,
-                   quiet=True)
+    res = finetune(
+        "multiple-choice", minilm, f, out, f, epochs=1, batch_size=2, max_length=32, progress=False, quiet=True
+    )
     hf = transformers.AutoModelForMultipleChoice.from_pretrained(str(out)).eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(str(out))
     preds = predict(out, f, progress=False)
@@ -189,8 +261,12 @@ def test_multiple_choice_swag(tmp_path, minilm):
     hits = [int(np.argmax(p["scores"])) == r["label"] for r, p in zip(rows, preds)]
     assert res.metrics["accuracy"] == pytest.approx(sum(hits) / len(rows))
     for r, p in zip(rows, preds):
-        enc = hf_tok([r["sent1"]] * 2, [f"{r['sent2']} {r['ending' + str(k)]}" for k in range(2)], padding=True,
-                     return_tensors="pt")
+        enc = hf_tok(
+            [r["sent1"]] * 2,
+            [f"{r['sent2']} {r['ending' + str(k)]}" for k in range(2)],
+            padding=True,
+            return_tensors="pt",
+        )
         with torch.no_grad():
             lg = hf(**{k: v.unsqueeze(0) for k, v in enc.items()}).logits[0]
         np.testing.assert_allclose(p["scores"], lg.softmax(-1).numpy(), atol=1e-4)
@@ -236,7 +312,7 @@ def test_token_classification_long_sentence_windows(minilm):
             else:
                 assert lab == -100
         # each window is exactly what the reference tokenizer gives for those words
-        hf = hf_tok(words[ws[0]: ws[-1] + 1], is_split_into_words=True, truncation=True, max_length=32)
+        hf = hf_tok(words[ws[0] : ws[-1] + 1], is_split_into_words=True, truncation=True, max_length=32)
         assert f["input_ids"] == hf["input_ids"]
     assert first_words == set(range(len(words)))
     assert overlaps >= 0.8 * (len(enc.features) - 1)

@@ -37,8 +37,20 @@ def test_sentence_pairs(tmp_path):
     f = tmp_path / "pairs.csv"
     f.write_text("premise,hypothesis,label\n" + "".join(f'"{a}","{b}",{l}\n' for a, b, l, _ in PAIRS))
     out = tmp_path / "nli"
-    res = finetune("text-classification", asset_path("minilm"), f, out, f, text_column="premise",
-                   text_pair_column="hypothesis", epochs=1, batch_size=4, max_length=32, progress=False, quiet=True)
+    res = finetune(
+        "text-classification",
+        asset_path("minilm"),
+        f,
+        out,
+        f,
+        text_column="premise",
+        text_pair_column="hypothesis",
+        epochs=1,
+        batch_size=4,
+        max_length=32,
+        progress=False,
+        quiet=True,
+    )
     hf, logits = _hf_logits(out, PAIRS)
     rows = predict(out, f, progress=False)  # column options come back from the saved config
     assert [r["text_pair"] for r in rows] == [p[1] for p in PAIRS]
@@ -50,12 +62,33 @@ def test_sentence_pairs(tmp_path):
 
 def test_multi_label_jsonl(tmp_path):
     f = tmp_path / "ml.jsonl"
-    data = [{"text": a, "label": ["music"] if "guitar" in a else ["animals", "outdoors"] if "dogs" in a
-             else ["outdoors", "sport"] if "football" in a else ["food"]} for a, *_ in PAIRS]
+    data = [
+        {
+            "text": a,
+            "label": ["music"]
+            if "guitar" in a
+            else ["animals", "outdoors"]
+            if "dogs" in a
+            else ["outdoors", "sport"]
+            if "football" in a
+            else ["food"],
+        }
+        for a, *_ in PAIRS
+    ]
     f.write_text("\n".join(json.dumps(d) for d in data) + "\n")
     out = tmp_path / "ml"
-    res = finetune("text-classification", asset_path("minilm"), f, out, f, epochs=1, batch_size=4, max_length=32,
-                   progress=False, quiet=True)
+    res = finetune(
+        "text-classification",
+        asset_path("minilm"),
+        f,
+        out,
+        f,
+        epochs=1,
+        batch_size=4,
+        max_length=32,
+        progress=False,
+        quiet=True,
+    )
     assert {"micro_f1", "macro_f1", "subset_accuracy"} == set(res.metrics)
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["problem_type"] == "multi_label_classification"
@@ -74,9 +107,22 @@ def test_regression_pairs(tmp_path):
     f = tmp_path / "sts.tsv"
     f.write_text("s1\ts2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, _, s in PAIRS))
     out = tmp_path / "sts"
-    res = finetune("text-classification", asset_path("minilm"), f, out, f, text_column="s1", text_pair_column="s2",
-                   label_column="score", problem_type="regression", epochs=1, batch_size=4, max_length=32,
-                   progress=False, quiet=True)
+    res = finetune(
+        "text-classification",
+        asset_path("minilm"),
+        f,
+        out,
+        f,
+        text_column="s1",
+        text_pair_column="s2",
+        label_column="score",
+        problem_type="regression",
+        epochs=1,
+        batch_size=4,
+        max_length=32,
+        progress=False,
+        quiet=True,
+    )
     assert {"pearson", "spearman", "mse"} == set(res.metrics)
     hf, logits = _hf_logits(out, PAIRS)
     assert hf.config.problem_type == "regression" and hf.config.num_labels == 1

@@ -21,18 +21,46 @@ SEEDS = {
     "tsv": b"text\tlabel\nfine\tpositive\nnot fine\tnegative\n",
     "jsonl": b'{"text": "a good film", "label": "positive"}\n{"text": "bad", "label": ["x", "y"]}\n',
     "conll": b"-DOCSTART- O\n\nTom\tB-PER\nruns\tO\n\nParis\tB-LOC\n",
-    "squad": json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "Paris is big.", "qas": [
-        {"id": "1", "question": "What?", "answers": [{"text": "Paris", "answer_start": 0}]},
-        {"id": "2", "question": "Why?", "answers": [], "is_impossible": True}]}]}]}).encode(),
+    "squad": json.dumps(
+        {
+            "data": [
+                {
+                    "title": "t",
+                    "paragraphs": [
+                        {
+                            "context": "Paris is big.",
+                            "qas": [
+                                {"id": "1", "question": "What?", "answers": [{"text": "Paris", "answer_start": 0}]},
+                                {"id": "2", "question": "Why?", "answers": [], "is_impossible": True},
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    ).encode(),
     "swag": b'{"sent1": "He sat.", "sent2": "Then", "ending0": "a", "ending1": "b", "label": 1}\n'
-            b'{"context": "c", "endings": ["x", "y"], "label": 0}\n',
+    b'{"context": "c", "endings": ["x", "y"], "label": 0}\n',
     "corpus": b"One sentence. Two sentences here.\n\nA new document.\n",
     "vocab": b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\nfilm\n",
-    "meta": json.dumps({"format": "bertkit-shards-v1", "dtype": "uint16", "vocab_size": 8,
-                        "shards": [{"name": "shard-00000", "num_tokens": 3, "num_sentences": 1,
-                                    "num_documents": 1}]}).encode(),
-    "config": json.dumps({"model_type": "bert", "vocab_size": 8, "hidden_size": 8, "num_hidden_layers": 1,
-                          "num_attention_heads": 2, "intermediate_size": 16}).encode(),
+    "meta": json.dumps(
+        {
+            "format": "bertkit-shards-v1",
+            "dtype": "uint16",
+            "vocab_size": 8,
+            "shards": [{"name": "shard-00000", "num_tokens": 3, "num_sentences": 1, "num_documents": 1}],
+        }
+    ).encode(),
+    "config": json.dumps(
+        {
+            "model_type": "bert",
+            "vocab_size": 8,
+            "hidden_size": 8,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 16,
+        }
+    ).encode(),
 }
 
 
@@ -45,12 +73,30 @@ def mutated(draw, kind: str) -> bytes:
         if op == "insert":
             data[pos:pos] = draw(st.binary(min_size=1, max_size=8))
         elif op == "delete":
-            del data[pos:pos + draw(st.integers(1, 8))]
+            del data[pos : pos + draw(st.integers(1, 8))]
         elif op == "truncate":
             del data[pos:]
         else:
-            data[pos:pos + 1] = draw(st.sampled_from([b'"', b"\n", b"\t", b",", b"{", b"]", b"\xff", b"\xe9", b"0",
-                                                      b"-1", b"null", b"[]", b"\r", b"\xe2\x80\xa8"]))
+            data[pos : pos + 1] = draw(
+                st.sampled_from(
+                    [
+                        b'"',
+                        b"\n",
+                        b"\t",
+                        b",",
+                        b"{",
+                        b"]",
+                        b"\xff",
+                        b"\xe9",
+                        b"0",
+                        b"-1",
+                        b"null",
+                        b"[]",
+                        b"\r",
+                        b"\xe2\x80\xa8",
+                    ]
+                )
+            )
     return bytes(data)
 
 
@@ -88,9 +134,18 @@ def _read(kind: str, path: Path):
         BertConfig.from_pretrained(path.parent)
 
 
-SUFFIX = {"csv": "data.csv", "tsv": "data.tsv", "jsonl": "data.jsonl", "conll": "data.conll",
-          "squad": "squad.json", "swag": "swag.jsonl", "corpus": "corpus.txt", "vocab": "vocab.txt",
-          "meta": "meta.json", "config": "config.json"}
+SUFFIX = {
+    "csv": "data.csv",
+    "tsv": "data.tsv",
+    "jsonl": "data.jsonl",
+    "conll": "data.conll",
+    "squad": "squad.json",
+    "swag": "swag.jsonl",
+    "corpus": "corpus.txt",
+    "vocab": "vocab.txt",
+    "meta": "meta.json",
+    "config": "config.json",
+}
 
 
 @pytest.mark.parametrize("kind", sorted(SEEDS))
@@ -107,8 +162,12 @@ def test_random_bytes_never_escape_as_another_exception(tmp_path_factory, kind):
     folder = tmp_path_factory.mktemp(kind)
     path = folder / SUFFIX[kind]
 
-    @settings(max_examples=120, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=120,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
     @given(data=inputs(kind))
     def check(data: bytes) -> None:
         path.write_bytes(data)
@@ -152,8 +211,13 @@ def test_index_corpus_reader_fuzz(tmp_path_factory, name):
     path = folder / name
     SEEDS[name] = CORPUS_SEEDS[name]
     try:
-        @settings(max_examples=150, deadline=None, database=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+        @settings(
+            max_examples=150,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        )
         @given(data=inputs(name))
         def check(data: bytes) -> None:
             path.write_bytes(data)
@@ -180,8 +244,9 @@ def _tiny_index(folder: Path) -> Path:
     v = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float16)
     with open(folder / "vectors.npy", "wb") as f:
         np.save(f, v)
-    (folder / "texts.jsonl").write_text("".join(json.dumps({"id": str(i), "text": f"t{i}"}) + "\n"
-                                                for i in range(4)), encoding="utf-8")
+    (folder / "texts.jsonl").write_text(
+        "".join(json.dumps({"id": str(i), "text": f"t{i}"}) + "\n" for i in range(4)), encoding="utf-8"
+    )
     atomic_write_json(folder / "meta.json", {"model": "m", "count": 4, "dim": 8, "vector_dtype": "float16"})
     return folder
 
@@ -195,8 +260,13 @@ def test_search_index_files_fuzz(tmp_path_factory, name):
     path = folder / name
     SEEDS[name] = path.read_bytes()
     try:
-        @settings(max_examples=150, deadline=None, database=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+        @settings(
+            max_examples=150,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        )
         @given(data=inputs(name))
         def check(data: bytes) -> None:
             path.write_bytes(data)
@@ -214,8 +284,12 @@ def test_search_index_files_fuzz(tmp_path_factory, name):
 
 # ------------------------------------------------------------------------------ the server's bodies
 
-_HEADS = {"token-classification": "BertForTokenClassification", "question-answering": "BertForQuestionAnswering",
-          "text-classification": "BertForSequenceClassification", "fill-mask": "BertForMaskedLM"}
+_HEADS = {
+    "token-classification": "BertForTokenClassification",
+    "question-answering": "BertForQuestionAnswering",
+    "text-classification": "BertForSequenceClassification",
+    "fill-mask": "BertForMaskedLM",
+}
 
 
 @pytest.fixture(scope="module", params=sorted(_HEADS))
@@ -244,16 +318,31 @@ def tiny_server(request, tmp_path_factory):
         yield srv
 
 
-_TEXT = st.one_of(st.text(max_size=30), st.text(max_size=10).map(lambda s: s + "\ud800"),
-                  st.sampled_from(["[MASK]", "a [MASK] film", "Tom lives in Paris", "", " "]),
-                  st.integers(0, 400).map(lambda n: "word " * n))
-_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | _TEXT,
-                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.one_of(st.sampled_from(
-                         ["text", "text_pair", "question", "context", "inputs", "top_k"]), _TEXT), c, max_size=4),
-                     max_leaves=10)
-_INPUTS = st.one_of(_TEXT, st.lists(_TEXT, max_size=10), _JSON,
-                    st.fixed_dictionaries({"question": _TEXT, "context": _TEXT}),
-                    st.lists(st.fixed_dictionaries({"text": _TEXT}, optional={"text_pair": _JSON}), max_size=3))
+_TEXT = st.one_of(
+    st.text(max_size=30),
+    st.text(max_size=10).map(lambda s: s + "\ud800"),
+    st.sampled_from(["[MASK]", "a [MASK] film", "Tom lives in Paris", "", " "]),
+    st.integers(0, 400).map(lambda n: "word " * n),
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _TEXT,
+    lambda c: (
+        st.lists(c, max_size=4)
+        | st.dictionaries(
+            st.one_of(st.sampled_from(["text", "text_pair", "question", "context", "inputs", "top_k"]), _TEXT),
+            c,
+            max_size=4,
+        )
+    ),
+    max_leaves=10,
+)
+_INPUTS = st.one_of(
+    _TEXT,
+    st.lists(_TEXT, max_size=10),
+    _JSON,
+    st.fixed_dictionaries({"question": _TEXT, "context": _TEXT}),
+    st.lists(st.fixed_dictionaries({"text": _TEXT}, optional={"text_pair": _JSON}), max_size=3),
+)
 
 
 def _body(value) -> bytes:
@@ -276,8 +365,13 @@ def test_server_bodies_fuzz_never_5xx(tiny_server):
     httpx = pytest.importorskip("httpx")
 
     with httpx.Client(base_url=tiny_server.url, timeout=60) as client:
-        @settings(max_examples=150, deadline=None, database=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+        @settings(
+            max_examples=150,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        )
         @given(endpoint=st.sampled_from(["/embed", "/predict", "/tokenize", "/search"]), body=_BODIES)
         def check(endpoint: str, body: bytes) -> None:
             r = client.post(endpoint, content=body, headers={"content-type": "application/json"})
@@ -301,6 +395,7 @@ def test_server_deep_json_and_lone_surrogate_are_4xx(tiny_server):
         assert r.status_code == 400 and "body.inputs[1]" in r.json()["error"] and "surrogate" in r.text, r.text
     if httpx.get(tiny_server.url + "/info", timeout=30).json()["task"] == "question-answering":
         # a context of characters the tokenizer drops leaves nothing to answer from
-        r = httpx.post(tiny_server.url + "/predict", json={"inputs": {"question": "q", "context": "\x00\x01"}},
-                       timeout=60)
+        r = httpx.post(
+            tiny_server.url + "/predict", json={"inputs": {"question": "q", "context": "\x00\x01"}}, timeout=60
+        )
         assert r.status_code == 422 and "inputs.context has no tokens" in r.json()["error"], r.text

@@ -95,8 +95,13 @@ def test_variable_precedence(clean_env, tmp_path):
     for i, var in enumerate(ENV_VARS):
         clean_env.setenv(var, str(tmp_path / str(i)))
     dirs = hub_cache_dirs(tmp_path / "explicit")
-    assert dirs[:5] == [tmp_path / "explicit", tmp_path / "0", tmp_path / "1", tmp_path / "2" / "hub",
-                        tmp_path / "3" / "huggingface" / "hub"]
+    assert dirs[:5] == [
+        tmp_path / "explicit",
+        tmp_path / "0",
+        tmp_path / "1",
+        tmp_path / "2" / "hub",
+        tmp_path / "3" / "huggingface" / "hub",
+    ]
     # The first cache that holds the model wins, for the model and the tokenizer alike.
     first = _snapshot(_repo(tmp_path / "1"), "c" * 40, _minilm_files())
     later = _snapshot(_repo(tmp_path / "2" / "hub"), "d" * 40, _minilm_files())
@@ -140,9 +145,11 @@ def test_unknown_id_lists_every_place_searched(clean_env, tmp_path):
     with pytest.raises(FileNotFoundError) as err:
         BertTokenizer.from_pretrained("bert-base-uncased", cache_dir=tmp_path / "explicit")
     msg = str(err.value)
-    for place in (tmp_path / "explicit" / "models--bert-base-uncased",
-                  tmp_path / "explicit" / "models--google-bert--bert-base-uncased",
-                  tmp_path / "hf" / "hub" / "models--bert-base-uncased"):
+    for place in (
+        tmp_path / "explicit" / "models--bert-base-uncased",
+        tmp_path / "explicit" / "models--google-bert--bert-base-uncased",
+        tmp_path / "hf" / "hub" / "models--bert-base-uncased",
+    ):
         assert str(place) in msg
     assert "no download was attempted" in msg
     with pytest.raises(FileNotFoundError, match="does not exist"):

@@ -25,8 +25,15 @@ def test_cpu_flags_and_auto_choice(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16\n")
     flags = cpu_flags(str(info))
-    assert flags == {"amx_bf16": True, "amx_int8": False, "amx_tile": True, "avx512_bf16": True,
-                     "avx512_vnni": True, "avx512f": True, "avx2": True}
+    assert flags == {
+        "amx_bf16": True,
+        "amx_int8": False,
+        "amx_tile": True,
+        "avx512_bf16": True,
+        "avx512_vnni": True,
+        "avx512f": True,
+        "avx2": True,
+    }
     assert resolve_dtype("auto", flags) == "bf16"
     plain = cpu_flags(str(tmp_path / "missing"))
     assert not any(plain.values()) and resolve_dtype("auto", plain) == "fp32"
@@ -90,8 +97,9 @@ def test_int8_sentence_embeddings_gate():
     fp32 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
     q = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="int8")
     layer = q.model.encoder.layer[0]
-    assert isinstance(layer.intermediate.dense, Int8Linear) and isinstance(layer.attention.self._inference_qkv,
-                                                                           Int8Linear)
+    assert isinstance(layer.intermediate.dense, Int8Linear) and isinstance(
+        layer.attention.self._inference_qkv, Int8Linear
+    )
     assert not isinstance(layer.output.dense, Int8Linear)  # the down-projection stays in float
     assert isinstance(q.model.embeddings.word_embeddings, torch.nn.Embedding)  # never quantized
     cos = torch.nn.functional.cosine_similarity(fp32, q(texts, return_tensors=True), dim=-1)
@@ -139,8 +147,9 @@ def test_ner_pipeline_tags_every_word_of_a_long_text(tmp_path):
 
     torch.manual_seed(0)
     folder = tmp_path / "ner"
-    m = bm.BertForTokenClassification.from_pretrained(str(asset_path("minilm")), num_labels=2,
-                                                      id2label={0: "B-X", 1: "B-Y"}, label2id={"B-X": 0, "B-Y": 1})
+    m = bm.BertForTokenClassification.from_pretrained(
+        str(asset_path("minilm")), num_labels=2, id2label={0: "B-X", 1: "B-Y"}, label2id={"B-X": 0, "B-Y": 1}
+    )
     m.save_pretrained(str(folder), tokenizer=BertTokenizer.from_pretrained(str(asset_path("minilm"))))
     words = " ".join(r["text"] for r in _polarity("train", 60)).replace(",", "").replace(".", "").split()
     text = " ".join(w for w in words if w.isalpha())

@@ -34,8 +34,10 @@ def test_bert_base_split_matches_seed_003():
 
 def test_counts_agree_with_transformers_for_head_models():
     cfg = dict(vocab_size=30522, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512)
-    for name, cls in (("BertForPreTraining", BertForPreTraining),
-                      ("BertForSequenceClassification", BertForSequenceClassification)):
+    for name, cls in (
+        ("BertForPreTraining", BertForPreTraining),
+        ("BertForSequenceClassification", BertForSequenceClassification),
+    ):
         hf = getattr(transformers, name)(transformers.BertConfig(**cfg))
         mine = cls(BertConfig(**cfg))
         assert count_parameters(mine) == hf.num_parameters()
@@ -48,9 +50,11 @@ def test_freeze_and_unfreeze_with_ranges():
     model = BertForSequenceClassification(BertConfig.from_preset("mini", vocab_size=500))
     total = count_parameters(model)
     frozen = freeze(model, "embeddings", "encoder.layer.0-2")
-    expected = sum(p.numel() for n, p in model.named_parameters()
-                   if n.startswith(("bert.embeddings.", "bert.encoder.layer.0.", "bert.encoder.layer.1.",
-                                    "bert.encoder.layer.2.")))
+    expected = sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if n.startswith(("bert.embeddings.", "bert.encoder.layer.0.", "bert.encoder.layer.1.", "bert.encoder.layer.2."))
+    )
     assert frozen == expected
     assert count_parameters(model, trainable_only=True) == total - expected
     assert not model.bert.encoder.layer[2].output.dense.weight.requires_grad

@@ -28,16 +28,23 @@ def items(vocab):
     out = []
     for i in range(0, len(sents) - 1, 2):
         enc = ref(sents[i], sents[i + 1], truncation=True, max_length=96)
-        out.append({"input_ids": np.array(enc["input_ids"]), "token_type_ids": np.array(enc["token_type_ids"]),
-                    "mask_seed": (0, 0, i), "next_sentence_label": i % 2,
-                    "word_ids": enc.word_ids()})
+        out.append(
+            {
+                "input_ids": np.array(enc["input_ids"]),
+                "token_type_ids": np.array(enc["token_type_ids"]),
+                "mask_seed": (0, 0, i),
+                "next_sentence_label": i % 2,
+                "word_ids": enc.word_ids(),
+            }
+        )
     return out
 
 
 def _stats(collator, items, vocab):
     batch = collator([{k: v for k, v in it.items() if k != "word_ids"} for it in items])
-    ids = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(it["input_ids"]) for it in items], batch_first=True,
-                                          padding_value=0)
+    ids = torch.nn.utils.rnn.pad_sequence(
+        [torch.as_tensor(it["input_ids"]) for it in items], batch_first=True, padding_value=0
+    )
     n = ids.shape[1]
     return batch, ids, batch["labels"][:, :n], batch["input_ids"][:, :n]
 
@@ -54,7 +61,7 @@ def test_mask_statistics(items, vocab):
     assert abs(per_seq.mean().item() - 0.15) < 0.01
     # Never special tokens or padding; labels hold the original ids.
     assert not (chosen & ~maskable).any()
-    assert (batch["labels"][:, orig.shape[1]:] == -100).all()
+    assert (batch["labels"][:, orig.shape[1] :] == -100).all()
     assert torch.equal(labels[chosen], orig[chosen])
     # 80% [MASK], 10% random, 10% unchanged.
     is_mask = masked[chosen] == vocab.index("[MASK]")

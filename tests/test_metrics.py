@@ -91,9 +91,7 @@ def test_bioes_and_bmes_strict_spans():
     # unterminated B-ORG I-ORG and type-mismatched B-LOC E-ORG are not entities
     assert ents == [("PER", 0, 3), ("LOC", 4, 5)]
     bmes = ["B-NS", "M-NS", "E-NS", "S-NR", "O", "B-NT", "E-NT"]
-    assert [(e.type, e.start, e.end) for e in get_entities(bmes, "BMES")] == [
-        ("NS", 0, 3), ("NR", 3, 4), ("NT", 5, 7)
-    ]
+    assert [(e.type, e.start, e.end) for e in get_entities(bmes, "BMES")] == [("NS", 0, 3), ("NR", 3, 4), ("NT", 5, 7)]
     # gold 3 entities, predicted 2 of which 1 correct: P=1/2 R=1/3 F=0.4
     pred = ["B-NS", "M-NS", "E-NS", "S-NT", "O", "B-NT", "O"]  # B-NT unterminated
     s = entity_scores([bmes], [pred])

@@ -30,9 +30,15 @@ def test_head_labels_of_the_wrong_shape_are_named():
         mc(ids)
 
 
-@pytest.mark.parametrize("change", [dict(position_embedding_type="relative_key"),
-                                    dict(position_embedding_type="relative_key_query"),
-                                    dict(is_decoder=True), dict(add_cross_attention=True)])
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(position_embedding_type="relative_key"),
+        dict(position_embedding_type="relative_key_query"),
+        dict(is_decoder=True),
+        dict(add_cross_attention=True),
+    ],
+)
 def test_unsupported_features_raise_not_implemented(change):
     with pytest.raises(NotImplementedError):
         BertModel(BertConfig.from_preset("tiny", **change))
@@ -76,8 +82,9 @@ def _assert_packed_equals_full(model, ids: torch.Tensor, mask: torch.Tensor) -> 
 
 def test_packed_fast_path_equals_full_computation_on_real_tokens():
     torch.manual_seed(1)
-    model = BertForTokenClassification(BertConfig.from_preset("tiny", vocab_size=1000, hidden_dropout_prob=0.0,
-                                                              attention_probs_dropout_prob=0.0)).train()
+    model = BertForTokenClassification(
+        BertConfig.from_preset("tiny", vocab_size=1000, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    ).train()
     ids = torch.randint(1, 1000, (3, 9))
     mask = torch.ones(3, 9, dtype=torch.long)
     mask[0, 4:] = 0

@@ -122,18 +122,33 @@ def test_bert_base_parameter_count():
 
 
 # Google's BERT miniatures and the two original sizes: (layers L, hidden H); heads = H / 64, FFN = 4H.
-GOOGLE_SIZES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512),
-                "base": (12, 768), "large": (24, 1024)}
+GOOGLE_SIZES = {
+    "tiny": (2, 128),
+    "mini": (4, 256),
+    "small": (4, 512),
+    "medium": (8, 512),
+    "base": (12, 768),
+    "large": (24, 1024),
+}
 
 
 @pytest.mark.parametrize("name", list(GOOGLE_SIZES))
 def test_presets_match_google_miniatures(name):
     layers, hidden = GOOGLE_SIZES[name]
     cfg = BertConfig.from_preset(name)
-    ref_cfg = transformers.BertConfig(num_hidden_layers=layers, hidden_size=hidden,
-                                      num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
-    fields = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
-              "max_position_embeddings", "type_vocab_size", "hidden_act")
+    ref_cfg = transformers.BertConfig(
+        num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64, intermediate_size=4 * hidden
+    )
+    fields = (
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+        "vocab_size",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "hidden_act",
+    )
     assert {f: getattr(cfg, f) for f in fields} == {f: getattr(ref_cfg, f) for f in fields}
     # The same architecture: transformers' model of that size has exactly as many parameters.
     with torch.device("meta"):
@@ -157,8 +172,15 @@ HEADS = {
 
 
 def _hf_config(**kw):
-    base = dict(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                intermediate_size=128, max_position_embeddings=128, num_labels=3)
+    base = dict(
+        vocab_size=30522,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        num_labels=3,
+    )
     base.update(kw)
     return transformers.BertConfig(**base)
 
@@ -182,8 +204,10 @@ def _labels_for(name: str, batch: dict, num_labels: int = 3) -> dict:
         return {"labels": labels.masked_fill(batch["attention_mask"] == 0, -100)}
     if name == "BertForQuestionAnswering":
         lengths = batch["attention_mask"].sum(1)  # answers lie inside the real tokens
-        return {"start_positions": (torch.rand(B, generator=g) * lengths).long(),
-                "end_positions": torch.tensor([N + 5] + [3] * (B - 1))}  # one clamped / ignored position
+        return {
+            "start_positions": (torch.rand(B, generator=g) * lengths).long(),
+            "end_positions": torch.tensor([N + 5] + [3] * (B - 1)),
+        }  # one clamped / ignored position
     if name == "BertForMultipleChoice":
         return {"labels": torch.randint(0, 2, (B // 2,), generator=g)}
     return {}
@@ -234,12 +258,13 @@ def test_every_head_loads_transformers_checkpoint_with_equal_logits_and_loss(nam
         assert torch.equal(v, ref_sd[k]), k
 
 
-@pytest.mark.parametrize("problem_type,num_labels", [("regression", 1), ("multi_label_classification", 4),
-                                                       ("single_label_classification", 3)])
+@pytest.mark.parametrize(
+    "problem_type,num_labels",
+    [("regression", 1), ("multi_label_classification", 4), ("single_label_classification", 3)],
+)
 def test_sequence_classification_problem_types(problem_type, num_labels, batch, tmp_path):
     torch.manual_seed(1)
-    hf = transformers.BertForSequenceClassification(
-        _hf_config(num_labels=num_labels, problem_type=problem_type)).eval()
+    hf = transformers.BertForSequenceClassification(_hf_config(num_labels=num_labels, problem_type=problem_type)).eval()
     hf.save_pretrained(tmp_path)
     mine = BertForSequenceClassification.from_pretrained(tmp_path)
     B = batch["input_ids"].shape[0]

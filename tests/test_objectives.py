@@ -53,16 +53,34 @@ def _cache(tmp_path_factory):
 
 
 def _args(corpus: list[str], out: Path, **kw) -> PretrainingArguments:
-    base = dict(output=str(out), corpus=corpus, vocab=str(asset_path("vocab-uncased")), config="tiny", seq_len=32,
-                batch_size=8, max_steps=6, lr=5e-4, warmup_steps=2, save_every=3, eval_every=3,
-                eval_instances=24, seed=3, threads=1, progress=False, precision="fp32")
+    base = dict(
+        output=str(out),
+        corpus=corpus,
+        vocab=str(asset_path("vocab-uncased")),
+        config="tiny",
+        seq_len=32,
+        batch_size=8,
+        max_steps=6,
+        lr=5e-4,
+        warmup_steps=2,
+        save_every=3,
+        eval_every=3,
+        eval_instances=24,
+        seed=3,
+        threads=1,
+        progress=False,
+        precision="fp32",
+    )
     return PretrainingArguments(**{**base, **kw})
 
 
 def _encode(folder: Path) -> dict:
     tok = transformers.BertTokenizerFast(str(folder / "vocab.txt"))
-    return tok(["it is a truth universally [MASK] , that a single man", "the minister [MASK] a letter ."],
-               padding=True, return_tensors="pt")
+    return tok(
+        ["it is a truth universally [MASK] , that a single man", "the minister [MASK] a letter ."],
+        padding=True,
+        return_tensors="pt",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +112,10 @@ def test_electra_folders_load_in_transformers_with_equal_logits(electra_run):
     assert (gen_dir / "vocab.txt").is_file()
     enc = _encode(electra_run)
     real = enc["attention_mask"].bool()
-    disc, gen = ElectraForPreTraining.from_pretrained(electra_run).eval(), ElectraForMaskedLM.from_pretrained(
-        gen_dir).eval()
+    disc, gen = (
+        ElectraForPreTraining.from_pretrained(electra_run).eval(),
+        ElectraForMaskedLM.from_pretrained(gen_dir).eval(),
+    )
     ref_d = transformers.ElectraForPreTraining.from_pretrained(electra_run).eval()
     ref_g = transformers.ElectraForMaskedLM.from_pretrained(gen_dir).eval()
     with torch.no_grad():
@@ -155,16 +175,27 @@ def test_finetune_evaluate_predict_on_the_discriminator(electra_run, tmp_path, c
     data = tmp_path / "train.csv"
     data.write_text("\n".join(lines[:33]) + "\n", encoding="utf-8")
     out = tmp_path / "ft"
-    finetune("text-classification", electra_run, data, out, data, epochs=1, batch_size=16, max_length=32,
-             progress=False, quiet=True)
+    finetune(
+        "text-classification",
+        electra_run,
+        data,
+        out,
+        data,
+        epochs=1,
+        batch_size=16,
+        max_length=32,
+        progress=False,
+        quiet=True,
+    )
     net = transformers.AutoModelForSequenceClassification.from_pretrained(str(out))
     assert type(net).__name__ == "ElectraForSequenceClassification"
     assert type(ElectraForSequenceClassification.from_pretrained(out)).__name__ == type(net).__name__
     rows = predict(out, data, progress=False)
     assert len(rows) == 32 and {r["label"] for r in rows} <= {"negative", "positive"}
     # the scores are transformers' ElectraForSequenceClassification probabilities on the same folder
-    enc = transformers.AutoTokenizer.from_pretrained(str(out))([r["text"] for r in rows], padding=True,
-                                                                truncation=True, max_length=32, return_tensors="pt")
+    enc = transformers.AutoTokenizer.from_pretrained(str(out))(
+        [r["text"] for r in rows], padding=True, truncation=True, max_length=32, return_tensors="pt"
+    )
     with torch.no_grad():
         probs = net.eval()(**enc).logits.softmax(-1)
     got = torch.tensor([[r["scores"][net.config.id2label[i]] for i in range(2)] for r in rows])
@@ -191,9 +222,27 @@ def test_mlm_objective_outputs_a_masked_lm_transformers_loads(corpus, tmp_path):
 
 
 def _cli(corpus: list[str], out: Path, *extra: str) -> list[str]:
-    return ["pretrain", "--corpus", *corpus, "--vocab", str(asset_path("vocab-uncased")), "--config", "tiny",
-            "--seq-len", "32", "--batch-size", "8", "--max-steps", "2", "--threads", "1", "--no-progress",
-            "--output", str(out), *extra]
+    return [
+        "pretrain",
+        "--corpus",
+        *corpus,
+        "--vocab",
+        str(asset_path("vocab-uncased")),
+        "--config",
+        "tiny",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--max-steps",
+        "2",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--output",
+        str(out),
+        *extra,
+    ]
 
 
 def test_bad_input_one_line(corpus, tmp_path, capsys):
@@ -240,9 +289,27 @@ def test_electra_under_torchrun_two_processes(corpus, tmp_path):
         port = s.getsockname()[1]
     out = tmp_path / "ddp"
     env = dict(os.environ, OMP_NUM_THREADS="1", BERTKIT_CACHE=str(tmp_path / "cache"))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-           "-m", "bertkit", *_cli(corpus, out, "--objective", "electra", "--generator-size", "0.5",
-                                  "--precision", "fp32", "--eval-instances", "16")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--master_port={port}",
+        "-m",
+        "bertkit",
+        *_cli(
+            corpus,
+            out,
+            "--objective",
+            "electra",
+            "--generator-size",
+            "0.5",
+            "--precision",
+            "fp32",
+            "--eval-instances",
+            "16",
+        ),
+    ]
     r = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "2 process(es)" in r.stderr

@@ -39,15 +39,45 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory, corpus) -> Path:
     out = tmp_path_factory.mktemp("prepared") / "data"
-    assert cli_main(["prepare-data", "--corpus", str(corpus), "--vocab", str(VOCAB), "--output", str(out),
-                     "--no-progress"]) == 0
+    assert (
+        cli_main(
+            ["prepare-data", "--corpus", str(corpus), "--vocab", str(VOCAB), "--output", str(out), "--no-progress"]
+        )
+        == 0
+    )
     return out
 
 
 def _pretrain(data: Path, out: Path, *extra: str) -> list[str]:
-    return ["pretrain", "--data", str(data), "--vocab", str(VOCAB), "--config", "tiny", "--seq-len", "32",
-            "--batch-size", "4", "--max-steps", "4", "--save-every", "2", "--keep-last", "2", "--threads", "1",
-            "--eval-fraction", "0", "--precision", "fp32", "--no-progress", "--output", str(out), *extra]
+    return [
+        "pretrain",
+        "--data",
+        str(data),
+        "--vocab",
+        str(VOCAB),
+        "--config",
+        "tiny",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "4",
+        "--save-every",
+        "2",
+        "--keep-last",
+        "2",
+        "--threads",
+        "1",
+        "--eval-fraction",
+        "0",
+        "--precision",
+        "fp32",
+        "--no-progress",
+        "--output",
+        str(out),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +116,20 @@ def test_prepare_data_replaces_its_output_only_with_overwrite(capsys, tmp_path, 
     assert tree_hash(tmp_path) == before
     (out / "notes.txt").write_text("mine, not bertkit's\n")
     (out / "shard-00099.tokens.bin").unlink(missing_ok=True)
-    rc, _, err = run(capsys, "prepare-data", "--corpus", corpus, "--vocab", VOCAB, "--output", out, "--no-progress",
-                     "--format", "bert", "--overwrite")
+    rc, _, err = run(
+        capsys,
+        "prepare-data",
+        "--corpus",
+        corpus,
+        "--vocab",
+        VOCAB,
+        "--output",
+        out,
+        "--no-progress",
+        "--format",
+        "bert",
+        "--overwrite",
+    )
     assert rc == 0, err
     assert (out / "notes.txt").read_text() == "mine, not bertkit's\n"
     assert json.loads((out / "meta.json").read_text())["layout"] == "bert"
@@ -96,8 +138,9 @@ def test_prepare_data_replaces_its_output_only_with_overwrite(capsys, tmp_path, 
 def test_files_respect_the_umask(capsys, tmp_path, corpus):
     old = os.umask(0o027)
     try:
-        rc, _, err = run(capsys, "prepare-data", "--corpus", corpus, "--vocab", VOCAB, "--output", tmp_path / "d",
-                         "--no-progress")
+        rc, _, err = run(
+            capsys, "prepare-data", "--corpus", corpus, "--vocab", VOCAB, "--output", tmp_path / "d", "--no-progress"
+        )
     finally:
         os.umask(old)
     assert rc == 0, err
@@ -110,8 +153,16 @@ def test_saved_weights_respect_the_umask(tmp_path):
     """safetensors creates files 0600; a saved model must get the umask's mode like every other file."""
     from bertkit import BertConfig, BertModel
 
-    model = BertModel(BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=32, max_position_embeddings=16))
+    model = BertModel(
+        BertConfig(
+            vocab_size=64,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=16,
+        )
+    )
     old = os.umask(0o022)
     try:
         model.save_pretrained(tmp_path / "m")
@@ -145,12 +196,15 @@ def test_pretrain_refuses_a_folder_of_user_files(capsys, tmp_path, prepared):
     assert tree_hash(tmp_path) == before
 
 
-@pytest.mark.parametrize("extra,difference", [
-    (("--seq-len", "64"), "objective.seq_len: was 32, now 64"),
-    (("--no-nsp",), "objective.nsp: was true, now false"),
-    (("--config", "mini"), "model.hidden_size: was 128, now 256"),
-    (("--seed", "3"), "data.seed: was 42, now 3"),
-])
+@pytest.mark.parametrize(
+    "extra,difference",
+    [
+        (("--seq-len", "64"), "objective.seq_len: was 32, now 64"),
+        (("--no-nsp",), "objective.nsp: was true, now false"),
+        (("--config", "mini"), "model.hidden_size: was 128, now 256"),
+        (("--seed", "3"), "data.seed: was 42, now 3"),
+    ],
+)
 def test_resume_of_a_different_run_says_what_differs(capsys, tmp_path, prepared, run_a, extra, difference):
     out = _copy(run_a, tmp_path / "run")
     before = tree_hash(tmp_path)
@@ -214,10 +268,18 @@ sys.exit(main(sys.argv[2:]))
 
 
 def _limited(limit: int, *argv: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-c", _LIMITED, str(limit), *map(str, argv)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False)
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", _LIMITED, str(limit), *map(str, argv)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _temp_files(folder: Path) -> list[str]:
@@ -254,8 +316,23 @@ def _train_file(folder: Path) -> Path:
 
 def test_finetune_folder_rule(capsys, tmp_path, tiny_model):  # noqa: F811 - fixture
     train = _train_file(tmp_path)
-    argv = ["finetune", "--task", "text-classification", "--model", tiny_model, "--train", train, "--epochs", "1",
-            "--batch-size", "4", "--max-length", "32", "--no-progress", "--output"]
+    argv = [
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        tiny_model,
+        "--train",
+        train,
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "32",
+        "--no-progress",
+        "--output",
+    ]
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "config.json").write_text("{}\n")
@@ -280,8 +357,21 @@ def test_finetune_folder_rule(capsys, tmp_path, tiny_model):  # noqa: F811 - fix
 def test_failed_finetune_leaves_no_output_folder(capsys, tmp_path, tiny_model):  # noqa: F811 - fixture
     train = _train_file(tmp_path)
     out = tmp_path / "out"
-    rc, _, err = run(capsys, "finetune", "--task", "text-classification", "--model", tiny_model, "--train", train,
-                     "--output", out, "--freeze", "bert,classifier", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        tiny_model,
+        "--train",
+        train,
+        "--output",
+        out,
+        "--freeze",
+        "bert,classifier",
+        "--no-progress",
+    )
     assert rc == 1 and "freezes every parameter" in err and not out.exists()
 
 
@@ -303,8 +393,9 @@ def test_file_outputs_are_not_replaced_without_overwrite(capsys, tmp_path):
     rc, _, err = run(capsys, "train-vocab", "--corpus", corpus, "--vocab-size", "40", "--output", vocab, "--quiet")
     assert rc == 1 and str(vocab) in err and "--overwrite" in err
     assert tree_hash(tmp_path) == before
-    rc, _, err = run(capsys, "train-vocab", "--corpus", corpus, "--vocab-size", "40", "--output", vocab, "--quiet",
-                     "--overwrite")
+    rc, _, err = run(
+        capsys, "train-vocab", "--corpus", corpus, "--vocab-size", "40", "--output", vocab, "--quiet", "--overwrite"
+    )
     assert rc == 0, err
     assert "[PAD]" in vocab.read_text()
 

@@ -11,8 +11,7 @@ from bertkit.tokenization import BertTokenizer
 
 transformers = pytest.importorskip("transformers")
 
-TEXTS = ["Barack Obama visited the Eiffel Tower in Paris on Tuesday.",
-         "a gorgeous , witty , seductive movie ."]
+TEXTS = ["Barack Obama visited the Eiffel Tower in Paris on Tuesday.", "a gorgeous , witty , seductive movie ."]
 
 
 def _save_head(cls_name, folder, **kw):
@@ -28,8 +27,13 @@ def _save_head(cls_name, folder, **kw):
 
 @pytest.fixture(scope="module")
 def clf_dir(tmp_path_factory):
-    return _save_head("BertForSequenceClassification", tmp_path_factory.mktemp("clf"), num_labels=3,
-                      id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
+    return _save_head(
+        "BertForSequenceClassification",
+        tmp_path_factory.mktemp("clf"),
+        num_labels=3,
+        id2label={0: "neg", 1: "neu", 2: "pos"},
+        label2id={"neg": 0, "neu": 1, "pos": 2},
+    )
 
 
 def test_text_classification_matches_transformers(clf_dir):
@@ -53,9 +57,16 @@ def _electra_head(cls_name, folder, **kw):
     """A small ELECTRA (embedding_size < hidden_size) with a head, random weights drawn by transformers
     (spread out, so predictions are not near-ties), saved with the MiniLM WordPiece tokenizer."""
     tok = BertTokenizer.from_pretrained(str(asset_path("minilm")))
-    cfg = transformers.ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64,
-                                     num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                                     initializer_range=0.2, **kw)
+    cfg = transformers.ElectraConfig(
+        vocab_size=len(tok.vocab),
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        initializer_range=0.2,
+        **kw,
+    )
     torch.manual_seed(0)
     getattr(transformers, cls_name)(cfg).save_pretrained(str(folder))
     tok.save_pretrained(str(folder))
@@ -77,7 +88,7 @@ def test_ner_matches_transformers(family, tmp_path):
         assert a["score"] == pytest.approx(float(b["score"]), abs=1e-4)
     grouped = pipeline("ner", model=d, aggregation_strategy="simple")(TEXTS[0])
     for g in grouped:  # spans are real character offsets of the text
-        assert TEXTS[0][g["start"]:g["end"]] == g["word"] and g["entity_group"] in ("PER", "LOC")
+        assert TEXTS[0][g["start"] : g["end"]] == g["word"] and g["entity_group"] in ("PER", "LOC")
 
 
 @pytest.mark.parametrize("family", ["bert", "electra"])
@@ -86,8 +97,10 @@ def test_qa_matches_transformers_best_span(family, tmp_path):
         d = _save_head("BertForQuestionAnswering", tmp_path / "qa")
     else:
         d = _electra_head("ElectraForQuestionAnswering", tmp_path / "qa", num_labels=2)
-    ctx = ("The Bell Rock Lighthouse stands off the coast of Angus, Scotland. It was built between 1807 "
-           "and 1810 by Robert Stevenson.")
+    ctx = (
+        "The Bell Rock Lighthouse stands off the coast of Angus, Scotland. It was built between 1807 "
+        "and 1810 by Robert Stevenson."
+    )
     q = "Who built the lighthouse?"
     ours = pipeline("question-answering", model=d)(question=q, context=ctx)
     # transformers 5 has no QA pipeline: brute-force the best context span from its model instead
@@ -101,9 +114,9 @@ def test_qa_matches_transformers_best_span(family, tmp_path):
     ctx_pos = [i for i, s in enumerate(enc.sequence_ids(0)) if s == 1]
     best = max(((st[i] + en[j]).item(), i, j) for i in ctx_pos for j in ctx_pos if i <= j < i + 15)
     ref = {"start": offs[best[1]][0], "end": offs[best[2]][1]}
-    ref["answer"] = ctx[ref["start"]:ref["end"]]
+    ref["answer"] = ctx[ref["start"] : ref["end"]]
     assert (ours["start"], ours["end"], ours["answer"]) == (ref["start"], ref["end"], ref["answer"])
-    assert ctx[ours["start"]:ours["end"]] == ours["answer"]
+    assert ctx[ours["start"] : ours["end"]] == ours["answer"]
     top3 = pipeline("question-answering", model=d)(question=q, context=ctx, top_k=3)
     assert len(top3) == 3 and top3[0]["score"] >= top3[1]["score"] >= top3[2]["score"]
 
@@ -112,8 +125,9 @@ def test_fill_mask_matches_transformers(tmp_path, capsys):
     import bertkit.modeling as bm
 
     torch.manual_seed(0)
-    cfg = bm.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128)
+    cfg = bm.BertConfig(
+        vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128
+    )
     m = bm.BertForMaskedLM(cfg)
     m.save_pretrained(str(tmp_path / "mlm"), tokenizer=BertTokenizer.from_pretrained(str(asset_path("minilm"))))
     text = "paris is the [MASK] of france."

@@ -50,11 +50,42 @@ def env(tmp_path_factory) -> dict[str, str]:
 
 
 def _cmd(corpus: list[str], out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "pretrain", "--corpus", *corpus,
-            "--vocab", str(asset_path("vocab-uncased")), "--config", "tiny", "--seq-len", "32",
-            "--batch-size", "8", "--max-steps", "40", "--lr", "5e-4", "--warmup-steps", "5",
-            "--save-every", "20", "--eval-every", "0", "--eval-instances", "32", "--seed", "7",
-            "--threads", "1", "--output", str(out), "--no-progress", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--corpus",
+        *corpus,
+        "--vocab",
+        str(asset_path("vocab-uncased")),
+        "--config",
+        "tiny",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--max-steps",
+        "40",
+        "--lr",
+        "5e-4",
+        "--warmup-steps",
+        "5",
+        "--save-every",
+        "20",
+        "--eval-every",
+        "0",
+        "--eval-instances",
+        "32",
+        "--seed",
+        "7",
+        "--threads",
+        "1",
+        "--output",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")

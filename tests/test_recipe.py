@@ -45,10 +45,34 @@ def corpus(tmp_path_factory) -> str:
 
 
 def _cmd(corpus: str, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "pretrain", "--recipe", "cpu-hour", "--corpus", corpus,
-            "--vocab", str(asset_path("vocab-uncased")), "--config", "tiny", "--max-minutes", "0.5",
-            "--eval-instances", "16", "--threads", "1", "--seed", "1", "--log-every", "1", "--no-progress",
-            "--output", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "bertkit",
+        "pretrain",
+        "--recipe",
+        "cpu-hour",
+        "--corpus",
+        corpus,
+        "--vocab",
+        str(asset_path("vocab-uncased")),
+        "--config",
+        "tiny",
+        "--max-minutes",
+        "0.5",
+        "--eval-instances",
+        "16",
+        "--threads",
+        "1",
+        "--seed",
+        "1",
+        "--log-every",
+        "1",
+        "--no-progress",
+        "--output",
+        str(out),
+        *extra,
+    ]
 
 
 @pytest.mark.slow
@@ -101,7 +125,8 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
 
 
 def test_recipe_refuses_settings_it_chooses(tmp_path, corpus):
-    r = subprocess.run(_cmd(corpus, tmp_path / "o", "--seq-len", "64"), cwd=ROOT, capture_output=True, text=True,
-                       check=False)
+    r = subprocess.run(
+        _cmd(corpus, tmp_path / "o", "--seq-len", "64"), cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert r.returncode != 0 and "--seq-len" in r.stderr and "cpu-hour" in r.stderr
     assert not (tmp_path / "o").exists()

@@ -49,8 +49,10 @@ def test_index_resumes_after_kill_and_search_cli(tmp_path, capsys):
     corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
     out = tmp_path / "idx"
     work = tmp_path / "idx.partial"
-    code = (f"from bertkit.search import build_index; build_index({str(asset_path('minilm'))!r}, {str(corpus)!r}, "
-            f"{str(out)!r}, dtype='fp32', chunk_size=64, progress=False)")
+    code = (
+        f"from bertkit.search import build_index; build_index({str(asset_path('minilm'))!r}, {str(corpus)!r}, "
+        f"{str(out)!r}, dtype='fp32', chunk_size=64, progress=False)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code])
     deadline = time.monotonic() + 120
     while not (work / "000001.npy").exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -83,8 +85,9 @@ def test_faiss_backends_agree_with_exact(tmp_path):
     texts = _sentences(300)
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"id": f"s{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-    out = build_index(asset_path("minilm"), corpus, tmp_path / "idx", dtype="fp32", progress=False,
-                      vector_dtype="float32")
+    out = build_index(
+        asset_path("minilm"), corpus, tmp_path / "idx", dtype="fp32", progress=False, vector_dtype="float32"
+    )
     exact = load_index(out)
     q = np.asarray(exact.vectors[:50], np.float32)
     _, want = exact.search_ids(q, 10)

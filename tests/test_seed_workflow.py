@@ -19,7 +19,7 @@ import transformers
 from bertkit.assets import asset_path
 from bertkit.pipelines.text_generation import join_cjk
 
-PIPELINE_SNIPPET = '''
+PIPELINE_SNIPPET = """
 from bertkit import AutoTokenizer, AutoModelForCausalLM
 from bertkit import pipeline
 
@@ -45,9 +45,9 @@ output = generator(
 )
 
 print(output)
-'''
+"""
 
-SENTIMENT_SNIPPET = '''
+SENTIMENT_SNIPPET = """
 import torch
 import torch.nn.functional as F
 from bertkit import AutoTokenizer, AutoModelForSequenceClassification
@@ -72,14 +72,18 @@ with torch.no_grad():
     labels = [model.config.id2label[id] for id in labels.tolist()]
     print(labels)
 config = model.config
-'''
+"""
 
 
 def _run(snippet: str, folder) -> tuple[dict, str]:
     scope: dict = {}
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), pytest.warns(UserWarning, match="no CUDA device") \
-            if "device = 0" in snippet and not torch.cuda.is_available() else contextlib.nullcontext():
+    with (
+        contextlib.redirect_stdout(buf),
+        pytest.warns(UserWarning, match="no CUDA device")
+        if "device = 0" in snippet and not torch.cuda.is_available()
+        else contextlib.nullcontext(),
+    ):
         exec(compile(snippet.replace("CACHE_DIR", repr(str(folder))), "<seed snippet>", "exec"), scope)  # noqa: S102 - running the notes' code is the test
     return scope, buf.getvalue()
 
@@ -89,8 +93,9 @@ def chinese_gpt2(tmp_path_factory):
     """A GPT-2 with the uer model's layout: bert-base-chinese vocabulary, tokenizer_class BertTokenizer."""
     folder = tmp_path_factory.mktemp("gpt2-zh")
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=21128, n_positions=128,
-                                  tokenizer_class="BertTokenizer")
+    cfg = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=4, vocab_size=21128, n_positions=128, tokenizer_class="BertTokenizer"
+    )
     transformers.GPT2LMHeadModel(cfg).save_pretrained(folder)
     shutil.copy(asset_path("vocab-chinese"), folder / "vocab.txt")
     return folder
@@ -125,9 +130,14 @@ def distilbert_sst2(tmp_path_factory):
     """DistilBertForSequenceClassification with the sst-2 model's labels and the bert-base-uncased vocabulary."""
     folder = tmp_path_factory.mktemp("distilbert")
     torch.manual_seed(0)
-    cfg = transformers.DistilBertConfig(n_layers=2, dim=64, n_heads=4, hidden_dim=128,
-                                        id2label={0: "NEGATIVE", 1: "POSITIVE"},
-                                        label2id={"NEGATIVE": 0, "POSITIVE": 1})
+    cfg = transformers.DistilBertConfig(
+        n_layers=2,
+        dim=64,
+        n_heads=4,
+        hidden_dim=128,
+        id2label={0: "NEGATIVE", 1: "POSITIVE"},
+        label2id={"NEGATIVE": 0, "POSITIVE": 1},
+    )
     transformers.DistilBertForSequenceClassification(cfg).save_pretrained(folder)
     for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
         if (asset_path("minilm") / name).is_file():
@@ -144,7 +154,7 @@ def test_seed_sentiment_snippet_runs_unchanged(distilbert_sst2):
     assert scope["decoded"] == "[CLS] today is not that bad [SEP]"
     ref = transformers.DistilBertForSequenceClassification.from_pretrained(distilbert_sst2).eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(str(distilbert_sst2))
-    enc = hf_tok(['today is not that bad', 'today is so bad', 'so good'], padding=True, return_tensors="pt")
+    enc = hf_tok(["today is not that bad", "today is so bad", "so good"], padding=True, return_tensors="pt")
     with torch.no_grad():
         expected = ref(**enc).logits
     assert torch.allclose(scope["outputs"].logits, expected, atol=1e-5)

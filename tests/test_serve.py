@@ -32,8 +32,20 @@ def minilm_server(tmp_path_factory):
     corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     corpus.write_text("\n".join(_sentences(200, "train")) + "\n", encoding="utf-8")
     index = build_index(asset_path("minilm"), corpus, corpus.parent / "index", dtype="fp32", progress=False)
-    args = ["--dtype", "fp32", "--max-batch-size", "8", "--max-input-tokens", "64", "--max-wait-ms", "30",
-            "--index", str(index), "--api-key", KEY]
+    args = [
+        "--dtype",
+        "fp32",
+        "--max-batch-size",
+        "8",
+        "--max-input-tokens",
+        "64",
+        "--max-wait-ms",
+        "30",
+        "--index",
+        str(index),
+        "--api-key",
+        KEY,
+    ]
     with server_process(asset_path("minilm"), args) as srv:
         yield srv
         code = srv.stop()
@@ -84,19 +96,23 @@ def _metric(srv, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics:\n{text}")
 
 
-@pytest.mark.parametrize("body,status,field", [
-    (b"{not json", 400, "invalid JSON"),
-    (b'{"input": "x"}', 422, "'inputs'"),
-    (b'{"inputs": []}', 422, "empty list"),
-    (b'{"inputs": ["ok", 3]}', 422, "inputs[1]"),
-    (b'{"inputs": 5}', 422, "inputs"),
-    (b'{"inputs": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}', 413, "--max-batch-size 8"),
-    (('{"inputs": ["short", "' + "word " * 100 + '"]}').encode(), 413, "inputs[1] has"),
-    (b'{"inputs": "' + b"x" * 1_100_000 + b'"}', 413, "limit"),
-])
+@pytest.mark.parametrize(
+    "body,status,field",
+    [
+        (b"{not json", 400, "invalid JSON"),
+        (b'{"input": "x"}', 422, "'inputs'"),
+        (b'{"inputs": []}', 422, "empty list"),
+        (b'{"inputs": ["ok", 3]}', 422, "inputs[1]"),
+        (b'{"inputs": 5}', 422, "inputs"),
+        (b'{"inputs": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}', 413, "--max-batch-size 8"),
+        (('{"inputs": ["short", "' + "word " * 100 + '"]}').encode(), 413, "inputs[1] has"),
+        (b'{"inputs": "' + b"x" * 1_100_000 + b'"}', 413, "limit"),
+    ],
+)
 def test_bad_requests_get_4xx_json_naming_the_problem(minilm_server, body, status, field):
-    r = httpx.post(minilm_server.url + "/embed", content=body, headers={**AUTH, "content-type": "application/json"},
-                   timeout=60)
+    r = httpx.post(
+        minilm_server.url + "/embed", content=body, headers={**AUTH, "content-type": "application/json"}, timeout=60
+    )
     assert r.status_code == status, r.text
     assert field in r.json()["error"]
 
@@ -120,8 +136,9 @@ def test_auth_tokenize_info_metrics_and_missing_task(minilm_server):
 
 def test_search_endpoint_finds_the_sentence(minilm_server):
     corpus = _sentences(200, "train")
-    r = httpx.post(minilm_server.url + "/search", json={"inputs": [corpus[17], corpus[150]], "top_k": 3},
-                   headers=AUTH, timeout=60)
+    r = httpx.post(
+        minilm_server.url + "/search", json={"inputs": [corpus[17], corpus[150]], "top_k": 3}, headers=AUTH, timeout=60
+    )
     assert r.status_code == 200, r.text
     hits = r.json()["results"]
     assert [h[0]["text"] for h in hits] == [corpus[17], corpus[150]]
@@ -149,7 +166,7 @@ def test_classifier_folder_predict_embed_backpressure_and_drain(polarity_clf):
         assert bad.status_code == 422 and "inputs.text" in bad.json()["error"]
 
         # a flood over the 2-deep queue: some are refused with 503 + Retry-After, none fails otherwise
-        long_texts = [" ".join(_sentences(40)[i:i + 12])[:1500] for i in range(4)]
+        long_texts = [" ".join(_sentences(40)[i : i + 12])[:1500] for i in range(4)]
         codes: list[tuple[int, str | None]] = []
 
         def flood() -> None:
@@ -166,8 +183,11 @@ def test_classifier_folder_predict_embed_backpressure_and_drain(polarity_clf):
 
         # SIGTERM while a request is in flight: it still completes, then the server exits 0
         done: list[int] = []
-        t = threading.Thread(target=lambda: done.append(
-            httpx.post(srv.url + "/predict", json={"inputs": long_texts}, timeout=120).status_code))
+        t = threading.Thread(
+            target=lambda: done.append(
+                httpx.post(srv.url + "/predict", json={"inputs": long_texts}, timeout=120).status_code
+            )
+        )
         t.start()
         time.sleep(0.3)
         code = srv.stop()
@@ -186,8 +206,10 @@ def test_a_client_that_leaves_or_times_out_has_its_work_dropped():
         host, port = srv.url.rsplit("/", 1)[1].split(":")
         body = json.dumps({"inputs": "a request whose client hangs up"}).encode()
         with socket.create_connection((host, int(port)), timeout=10) as s:
-            s.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            s.sendall(
+                b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
             time.sleep(0.3)  # the request is in the batch window, waiting for company
         deadline = time.monotonic() + 20
         while _metric(srv, "bertkit_dropped_total") < 1 and time.monotonic() < deadline:
@@ -245,8 +267,10 @@ def test_classifier_folder_of_another_family_predicts_label_names_as_transformer
     folder = request.getfixturevalue(f"{family}_clf")
     texts = _sentences(3)
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    assert type(hf).__name__ == {"distilbert": "DistilBertForSequenceClassification",
-                                 "electra": "ElectraForSequenceClassification"}[family]
+    assert (
+        type(hf).__name__
+        == {"distilbert": "DistilBertForSequenceClassification", "electra": "ElectraForSequenceClassification"}[family]
+    )
     hf_tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     enc = hf_tok(texts, padding=True, truncation=True, max_length=64, return_tensors="pt")
     if family == "distilbert":
@@ -278,9 +302,15 @@ def test_electra_discriminator_folder_serves_embeddings_as_transformers(tmp_path
     from bertkit.tokenization import BertTokenizer
 
     tok = BertTokenizer.from_pretrained(asset_path("minilm"))
-    cfg = transformers.ElectraConfig(vocab_size=len(tok.vocab), embedding_size=32, hidden_size=64,
-                                     num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                                     max_position_embeddings=128)
+    cfg = transformers.ElectraConfig(
+        vocab_size=len(tok.vocab),
+        embedding_size=32,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     transformers.ElectraForPreTraining(cfg).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)

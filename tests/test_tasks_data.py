@@ -97,7 +97,7 @@ def test_read_squad_fixture_and_mismatch_warning(tmp_path):
     assert sum(e.is_impossible for e in ex) == 3
     for e in ex:
         for a in e.answers:
-            assert e.context[a["answer_start"]:a["answer_start"] + len(a["text"])] == a["text"]
+            assert e.context[a["answer_start"] : a["answer_start"] + len(a["text"])] == a["text"]
     data = json.load(open("tests/data/squad_small.json"))
     qas = data["data"][0]["paragraphs"][0]["qas"]
     qas[0]["answers"][0]["answer_start"] += 3
@@ -115,10 +115,20 @@ def test_read_squad_fixture_and_mismatch_warning(tmp_path):
 def test_read_swag(tmp_path):
     p = tmp_path / "swag.jsonl"
     rows = [
-        {"sent1": "She opens the fridge.", "sent2": "She", "ending0": "takes out milk.", "ending1": "flies away.",
-         "label": 0},
-        {"sent1": "He kicks the ball.", "sent2": "The ball", "ending0": "sings.", "ending1": "rolls into the goal.",
-         "label": 1},
+        {
+            "sent1": "She opens the fridge.",
+            "sent2": "She",
+            "ending0": "takes out milk.",
+            "ending1": "flies away.",
+            "label": 0,
+        },
+        {
+            "sent1": "He kicks the ball.",
+            "sent2": "The ball",
+            "ending0": "sings.",
+            "ending1": "rolls into the goal.",
+            "label": 1,
+        },
     ]
     p.write_text("\n".join(json.dumps(r) for r in rows))
     ex = read_swag(p)
@@ -150,16 +160,28 @@ def test_length_grouped_batches_cut_padding():
 
 def test_collate_dynamic_padding():
     feats = [
-        {"input_ids": [101, 5, 102], "token_type_ids": [0, 0, 0], "attention_mask": [1, 1, 1],
-         "labels": [-100, 3, -100]},
-        {"input_ids": [101, 5, 6, 7, 102], "token_type_ids": [0] * 5, "attention_mask": [1] * 5,
-         "labels": [-100, 1, 2, 2, -100]},
+        {
+            "input_ids": [101, 5, 102],
+            "token_type_ids": [0, 0, 0],
+            "attention_mask": [1, 1, 1],
+            "labels": [-100, 3, -100],
+        },
+        {
+            "input_ids": [101, 5, 6, 7, 102],
+            "token_type_ids": [0] * 5,
+            "attention_mask": [1] * 5,
+            "labels": [-100, 1, 2, 2, -100],
+        },
     ]
     b = collate_features(feats)
     assert b["input_ids"].shape == (2, 5)
     assert b["input_ids"][0].tolist() == [101, 5, 102, 0, 0]
     assert b["attention_mask"][0].tolist() == [1, 1, 1, 0, 0]
     assert b["labels"][0].tolist() == [-100, 3, -100, -100, -100]
-    c = collate_features([{"input_ids": [1, 2], "attention_mask": [1, 1], "labels": 1},
-                          {"input_ids": [1], "attention_mask": [1], "labels": 0}])
+    c = collate_features(
+        [
+            {"input_ids": [1, 2], "attention_mask": [1, 1], "labels": 1},
+            {"input_ids": [1], "attention_mask": [1], "labels": 0},
+        ]
+    )
     assert c["labels"].tolist() == [1, 0] and c["input_ids"].shape == (2, 2)

@@ -26,8 +26,15 @@ def test_windows_follow_transformers_and_hold_the_answers(tok):
     qf = prepare_qa_features(tok, ex, max_length=48, doc_stride=16)
     assert len(qf.features) > 2 * len(ex)  # long contexts really are split
     ref = transformers.BertTokenizerFast.from_pretrained(str(asset_path("minilm")))
-    enc = ref([e.question for e in ex], [e.context for e in ex], truncation="only_second", max_length=48,
-              stride=16, return_overflowing_tokens=True, return_offsets_mapping=True)
+    enc = ref(
+        [e.question for e in ex],
+        [e.context for e in ex],
+        truncation="only_second",
+        max_length=48,
+        stride=16,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
     assert [f["input_ids"] for f in qf.features] == enc["input_ids"]
     assert qf.example_index == enc["overflow_to_sample_mapping"]
     found = set()
@@ -38,7 +45,7 @@ def test_windows_follow_transformers_and_hold_the_answers(tok):
             continue
         a = ex[i].answers[0]
         # the labelled tokens cover exactly the answer's characters
-        assert ex[i].context[offs[s][0]:offs[e][1]] == a["text"]
+        assert ex[i].context[offs[s][0] : offs[e][1]] == a["text"]
         found.add(i)
     assert found == {i for i, e in enumerate(ex) if not e.is_impossible}
 
@@ -73,8 +80,22 @@ def test_decoding_maps_logits_to_char_offsets(tok):
 def test_qa_finetune_end_to_end(tmp_path, tok):
     ex = read_squad(SQUAD)
     out = tmp_path / "qa"
-    finetune("question-answering", asset_path("minilm"), SQUAD, out, SQUAD, epochs=2, batch_size=8, lr=2e-4,
-             warmup_ratio=0.0, max_length=64, doc_stride=24, max_answer_length=12, progress=False, quiet=True)
+    finetune(
+        "question-answering",
+        asset_path("minilm"),
+        SQUAD,
+        out,
+        SQUAD,
+        epochs=2,
+        batch_size=8,
+        lr=2e-4,
+        warmup_ratio=0.0,
+        max_length=64,
+        doc_stride=24,
+        max_answer_length=12,
+        progress=False,
+        quiet=True,
+    )
     results = json.loads((out / "eval_results.json").read_text())
     assert {"exact_match", "f1"} <= set(results) and 0 <= results["f1"] <= 100
     cfg = json.loads((out / "config.json").read_text())
@@ -85,7 +106,7 @@ def test_qa_finetune_end_to_end(tmp_path, tok):
     rows = predict(out, SQUAD, progress=False)
     for r, e in zip(rows, ex):
         if r["answer"]:
-            assert e.context[r["start"]:r["end"]] == r["answer"]
+            assert e.context[r["start"] : r["end"]] == r["answer"]
     # transformers' QA model on the same folder gives the same logits
     hf = transformers.AutoModelForQuestionAnswering.from_pretrained(str(out)).eval()
     from bertkit.modeling import BertForQuestionAnswering

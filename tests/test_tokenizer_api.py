@@ -21,9 +21,14 @@ from transformers import BertTokenizerFast  # noqa: E402
 
 from bertkit.tokenization import BatchEncoding, BertTokenizer  # noqa: E402
 
-SEED_TEXTS = ["albums sold 124443286539 copies", "technically perfect, melodically correct",
-              "featuring a previously unheard track", "best-selling music artist", "s1 d1 o1 and o2",
-              "asbofwheohwbeif"]
+SEED_TEXTS = [
+    "albums sold 124443286539 copies",
+    "technically perfect, melodically correct",
+    "featuring a previously unheard track",
+    "best-selling music artist",
+    "s1 d1 o1 and o2",
+    "asbofwheohwbeif",
+]
 
 
 def test_seed_examples_match_reference():
@@ -179,8 +184,12 @@ def test_pad_like_reference():
     torch = pytest.importorskip("torch")
     ref, tok = reference("vocab-uncased", True), ours("vocab-uncased", True)
     feats = [dict(ref(t)) for t in SEED_TEXTS]
-    for kw in [dict(), dict(padding="max_length", max_length=24), dict(pad_to_multiple_of=8),
-               dict(padding_side="left")]:
+    for kw in [
+        dict(),
+        dict(padding="max_length", max_length=24),
+        dict(pad_to_multiple_of=8),
+        dict(padding_side="left"),
+    ]:
         exp, got = ref.pad(feats, **kw), tok.pad(feats, **kw)
         assert dict(got) == dict(exp), kw
     exp, got = ref.pad(feats, return_tensors="pt"), tok.pad(feats, return_tensors="pt")
@@ -198,8 +207,9 @@ def test_from_pretrained_tokenizer_json_only(tmp_path):
     tok = BertTokenizer.from_pretrained(tmp_path)
     ref = BertTokenizerFast.from_pretrained(src)
     texts = list(corpus("wiki")[:20]) + ["Café 中文 unheard"]
-    assert tok(texts, return_offsets_mapping=True)["offset_mapping"] == \
-        [list(map(tuple, r)) for r in ref(texts, return_offsets_mapping=True)["offset_mapping"]]
+    assert tok(texts, return_offsets_mapping=True)["offset_mapping"] == [
+        list(map(tuple, r)) for r in ref(texts, return_offsets_mapping=True)["offset_mapping"]
+    ]
     assert tok(texts)["input_ids"] == ref(texts)["input_ids"]
 
 
@@ -217,8 +227,9 @@ def test_add_special_tokens_like_reference(tmp_path):
     assert got["offset_mapping"] == [list(map(tuple, r)) for r in exp["offset_mapping"]]
     assert got["special_tokens_mask"] == exp["special_tokens_mask"]
     for skip in (False, True):
-        assert tok.decode(got["input_ids"][0], skip_special_tokens=skip) == \
-            ref.decode(exp["input_ids"][0], skip_special_tokens=skip)
+        assert tok.decode(got["input_ids"][0], skip_special_tokens=skip) == ref.decode(
+            exp["input_ids"][0], skip_special_tokens=skip
+        )
     tok.save_pretrained(tmp_path)
     again = BertTokenizer.from_pretrained(tmp_path)
     assert again(texts)["input_ids"] == exp["input_ids"]

@@ -16,13 +16,65 @@ from test_tokenizer_parity import CONFIG_IDS, CONFIGS, ours, reference  # noqa: 
 # accents and combining marks, controls/format characters, Unicode spaces, CJK and Hangul,
 # punctuation, emoji, and the literal special tokens.
 _TRICKY = list("aAzZ09 .,!?'\"-_#[]\t\n\r") + [
-    "\u0301", "\u0308", "\u0323", "\u00e9", "\u00c9", "\u0130", "\u03a3", "\u00df", "\u1e9e", "\ufb01",
-    "\x00", "\x01", "\x0b", "\x0c", "\x1f", "\x7f", "\x85", "\u200b", "\u200d", "\ufeff", "\u00ad", "\ufffd",
-    "\u00a0", "\u2003", "\u2028", "\u3000", "\u1680", "\u4e2d", "\u6587", "\uf900", "\ud55c", "\u1100", "\u3001",
-    "\u3002", "\uff0c", "\u2014", "\u00bf", "\U0001f600", "\U0001f44d\U0001f3fd", "\ue000", "\U0002a700",
-    "[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]", "##", "un", "##able", "hello", "Hello",
+    "\u0301",
+    "\u0308",
+    "\u0323",
+    "\u00e9",
+    "\u00c9",
+    "\u0130",
+    "\u03a3",
+    "\u00df",
+    "\u1e9e",
+    "\ufb01",
+    "\x00",
+    "\x01",
+    "\x0b",
+    "\x0c",
+    "\x1f",
+    "\x7f",
+    "\x85",
+    "\u200b",
+    "\u200d",
+    "\ufeff",
+    "\u00ad",
+    "\ufffd",
+    "\u00a0",
+    "\u2003",
+    "\u2028",
+    "\u3000",
+    "\u1680",
+    "\u4e2d",
+    "\u6587",
+    "\uf900",
+    "\ud55c",
+    "\u1100",
+    "\u3001",
+    "\u3002",
+    "\uff0c",
+    "\u2014",
+    "\u00bf",
+    "\U0001f600",
+    "\U0001f44d\U0001f3fd",
+    "\ue000",
+    "\U0002a700",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "[UNK]",
+    "[PAD]",
+    "##",
+    "un",
+    "##able",
+    "hello",
+    "Hello",
     # CJK compatibility ideographs whose NFD leaves the BMP (U+FA6C -> U+242EE, ...)
-    "\ufa6c", "\ufacf", "\ufad0", "\ufad1", "\ufad5", "\ufad6", "\ufad7",
+    "\ufa6c",
+    "\ufacf",
+    "\ufad0",
+    "\ufad1",
+    "\ufad5",
+    "\ufad6",
+    "\ufad7",
 ]
 # The reference cannot take lone surrogates (not UTF-8), so parity runs without them;
 # test_fuzz_no_crash feeds them to bertkit alone.
@@ -65,8 +117,14 @@ def test_fuzz_pair_parity(text, pair):
 @given(text=texts, max_length=st.integers(min_value=3, max_value=24), stride=st.integers(min_value=0, max_value=4))
 def test_fuzz_windows(text, max_length, stride):
     ref, tok = reference("vocab-uncased", True), ours("vocab-uncased", True)
-    kw = dict(truncation=True, max_length=max_length, stride=min(stride, max_length - 3),
-              return_overflowing_tokens=True, return_offsets_mapping=True, padding="max_length")
+    kw = dict(
+        truncation=True,
+        max_length=max_length,
+        stride=min(stride, max_length - 3),
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding="max_length",
+    )
     if kw["stride"] >= max_length - 2:
         kw["stride"] = 0
     exp = ref(text, **kw)
@@ -81,8 +139,15 @@ def test_fuzz_windows(text, max_length, stride):
 def test_fuzz_no_crash(text, pair):
     """Any str, lone surrogates included, encodes and decodes; offsets stay inside the text."""
     tok = ours("vocab-chinese", True)
-    enc = tok(text, pair, return_offsets_mapping=True, truncation=True, max_length=16, stride=2,
-              return_overflowing_tokens=True)
+    enc = tok(
+        text,
+        pair,
+        return_offsets_mapping=True,
+        truncation=True,
+        max_length=16,
+        stride=2,
+        return_overflowing_tokens=True,
+    )
     for row, offs in zip(enc["input_ids"], enc["offset_mapping"]):
         assert len(row) == len(offs) <= 16
         assert all(0 <= a <= b <= max(len(text), len(pair)) for a, b in offs)

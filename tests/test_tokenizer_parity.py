@@ -37,15 +37,17 @@ def _vocab_dict(path: Path) -> dict[str, int]:
 
 @lru_cache(maxsize=None)
 def reference(asset: str, lower: bool) -> BertTokenizerFast:
-    return BertTokenizerFast(vocab=_vocab_dict(asset_path(asset)), do_lower_case=lower,
-                             tokenize_chinese_chars=True, strip_accents=None)
+    return BertTokenizerFast(
+        vocab=_vocab_dict(asset_path(asset)), do_lower_case=lower, tokenize_chinese_chars=True, strip_accents=None
+    )
 
 
 @lru_cache(maxsize=None)
 def ours(asset: str, lower: bool) -> BertTokenizer:
     # the reference has no length limit (model_max_length is "infinite" without a config)
-    return BertTokenizer(asset_path(asset), do_lower_case=lower, tokenize_chinese_chars=True, strip_accents=None,
-                         model_max_length=10**9)
+    return BertTokenizer(
+        asset_path(asset), do_lower_case=lower, tokenize_chinese_chars=True, strip_accents=None, model_max_length=10**9
+    )
 
 
 # ---------------------------------------------------------------- real corpora
@@ -83,24 +85,57 @@ def corpus(name: str) -> tuple[str, ...]:
 
 
 HANDWRITTEN = [
-    "", " ", "   \t\n  ", "\n", "\u3000\u00a0\u2028",
-    "Hello, world!", "unheard 124443286539", "Don't stop—it's 3.14 (approx.)...",
-    "café Café CAFÉ cafe\u0301 Ångström naïve façade résumé", "ΣΑΣ σας ς İstanbul ǅ ß ẞ ﬁ",
-    "a\u0301b\u0300\u0301c \u0301leading a.\u0301b", "e\u0308\u0323 \u1e9b\u0323",
-    "zero\u200bwidth\u200cjoin\u200d non\ufeffbreak \u2060x", "soft\u00adhyphen",
-    "ctrl\x00nul\x01\x02\x1f\x7f \x0bvt\x0cff \x85nel \ufffdrepl", "tab\there\r\nnewline",
-    "bidi \u202eevil\u202c \u200e\u200f", "private \ue000\uf8ff use", "\U0010fffd plane16",
+    "",
+    " ",
+    "   \t\n  ",
+    "\n",
+    "\u3000\u00a0\u2028",
+    "Hello, world!",
+    "unheard 124443286539",
+    "Don't stop—it's 3.14 (approx.)...",
+    "café Café CAFÉ cafe\u0301 Ångström naïve façade résumé",
+    "ΣΑΣ σας ς İstanbul ǅ ß ẞ ﬁ",
+    "a\u0301b\u0300\u0301c \u0301leading a.\u0301b",
+    "e\u0308\u0323 \u1e9b\u0323",
+    "zero\u200bwidth\u200cjoin\u200d non\ufeffbreak \u2060x",
+    "soft\u00adhyphen",
+    "ctrl\x00nul\x01\x02\x1f\x7f \x0bvt\x0cff \x85nel \ufffdrepl",
+    "tab\there\r\nnewline",
+    "bidi \u202eevil\u202c \u200e\u200f",
+    "private \ue000\uf8ff use",
+    "\U0010fffd plane16",
     "emoji 😀👍🏽 👨‍👩‍👧 🇫🇷 #hashtag @user http://t.co/x?a=1&b=2",
-    "한국어 텍스트 한글", "日本語のテキスト、カタカナ ｶﾀｶﾅ", "中文，标点。“引号”《书名》",
+    "한국어 텍스트 한글",
+    "日本語のテキスト、カタカナ ｶﾀｶﾅ",
+    "中文，标点。“引号”《书名》",
     "\uf900\ufa6a\U0002f800 compat ideographs \u2f00\u2e80 radicals",
-    "Привет, мир! Ёж", "مرحبا بالعالم", "שלום", "नमस्ते दुनिया", "ภาษาไทย", "Ελληνικά",
-    "x" * 99, "y" * 100, "z" * 101, "supercalifragilisticexpialidocious" * 4,
-    "é" * 101, "한" * 40,
-    "[CLS] [SEP] [PAD] [MASK] [UNK]", "x[MASK]y", "[mask] [Mask] [CLS[SEP]] [[CLS]]",
-    "Hello [CLS] world", "##ing ## # unaffable", "1,000,000.50 $ € £ ¥ 10% ½ ² ①",
+    "Привет, мир! Ёж",
+    "مرحبا بالعالم",
+    "שלום",
+    "नमस्ते दुनिया",
+    "ภาษาไทย",
+    "Ελληνικά",
+    "x" * 99,
+    "y" * 100,
+    "z" * 101,
+    "supercalifragilisticexpialidocious" * 4,
+    "é" * 101,
+    "한" * 40,
+    "[CLS] [SEP] [PAD] [MASK] [UNK]",
+    "x[MASK]y",
+    "[mask] [Mask] [CLS[SEP]] [[CLS]]",
+    "Hello [CLS] world",
+    "##ing ## # unaffable",
+    "1,000,000.50 $ € £ ¥ 10% ½ ² ①",
     "\u00bf\u00a1 \u2018quotes\u2019 \u201cdouble\u201d \u2026 \u2013 \u2014 \u00b7 \u2022",
-    "a\u0000b", "\u0000", "\ufffd", "\u200b", "\u0301", "\u0301\u0301a",
-    "𝐀𝐁𝐂 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 Ｆｕｌｌｗｉｄｔｈ", "\ud7a3\u1100\u1161\u11a8",
+    "a\u0000b",
+    "\u0000",
+    "\ufffd",
+    "\u200b",
+    "\u0301",
+    "\u0301\u0301a",
+    "𝐀𝐁𝐂 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 Ｆｕｌｌｗｉｄｔｈ",
+    "\ud7a3\u1100\u1161\u11a8",
 ]
 
 
@@ -110,15 +145,23 @@ def _assert_same(ref_tok, our_tok, texts, pairs=None, **kw):
     got = our_tok(list(texts), None if pairs is None else list(pairs), **kw)
     assert sorted(got.keys()) == sorted(expected.keys())
     for key in expected:
-        exp = [list(map(tuple, r)) if key == "offset_mapping" else r for r in expected[key]] \
-            if isinstance(expected[key][0], list) else expected[key]
+        exp = (
+            [list(map(tuple, r)) if key == "offset_mapping" else r for r in expected[key]]
+            if isinstance(expected[key][0], list)
+            else expected[key]
+        )
         if got[key] != exp:
             bad = next(i for i, (a, b) in enumerate(zip(got[key], exp)) if a != b)
-            src = texts[expected["overflow_to_sample_mapping"][bad]] if "overflow_to_sample_mapping" in expected \
+            src = (
+                texts[expected["overflow_to_sample_mapping"][bad]]
+                if "overflow_to_sample_mapping" in expected
                 else texts[bad]
-            raise AssertionError(f"{key} differs on row {bad} ({src[:120]!r}):\n ours {got[key][bad][:40]}\n"
-                                 f"  ref {exp[bad][:40]}\n ours tokens {got.tokens(bad)[:40]}\n"
-                                 f"  ref tokens {expected.tokens(bad)[:40]}")
+            )
+            raise AssertionError(
+                f"{key} differs on row {bad} ({src[:120]!r}):\n ours {got[key][bad][:40]}\n"
+                f"  ref {exp[bad][:40]}\n ours tokens {got.tokens(bad)[:40]}\n"
+                f"  ref tokens {expected.tokens(bad)[:40]}"
+            )
     for i in range(len(expected["input_ids"])):
         assert got.tokens(i) == expected.tokens(i)
         assert got.word_ids(i) == expected.word_ids(i), (i, texts[i % len(texts)][:100])
@@ -142,7 +185,8 @@ def test_handwritten_parity(asset, lower):
     for text in HANDWRITTEN:
         assert tok(text, return_offsets_mapping=True) == {
             k: (list(map(tuple, v)) if k == "offset_mapping" else v)
-            for k, v in ref(text, return_offsets_mapping=True).items()}, text
+            for k, v in ref(text, return_offsets_mapping=True).items()
+        }, text
         assert tok.tokenize(text) == ref.tokenize(text), text
 
 
@@ -151,11 +195,17 @@ def test_pairs_padding_truncation(asset, lower):
     ref, tok = reference(asset, lower), ours(asset, lower)
     texts = list(corpus("austen")[:40]) + list(corpus("news-zh")[:40])
     pairs = list(corpus("wiki")[:40]) + list(corpus("tweets")[:40])
-    for kw in [dict(), dict(padding=True), dict(padding="max_length", max_length=64, truncation=True),
-               dict(truncation="longest_first", max_length=40),
-               dict(truncation=True, max_length=32, padding="longest", pad_to_multiple_of=8),
-               dict(add_special_tokens=False, padding=True), dict(padding=True, padding_side="left"),
-               dict(max_length=24), dict(padding=True, max_length=24)]:
+    for kw in [
+        dict(),
+        dict(padding=True),
+        dict(padding="max_length", max_length=64, truncation=True),
+        dict(truncation="longest_first", max_length=40),
+        dict(truncation=True, max_length=32, padding="longest", pad_to_multiple_of=8),
+        dict(add_special_tokens=False, padding=True),
+        dict(padding=True, padding_side="left"),
+        dict(max_length=24),
+        dict(padding=True, max_length=24),
+    ]:
         _assert_same(ref, tok, texts, pairs, **kw)
         _assert_same(ref, tok, texts, None, **kw)
 
@@ -165,9 +215,11 @@ def test_overflow_windows(asset, lower):
     """Sliding windows (QA over long documents) with stride, and overflow_to_sample_mapping."""
     ref, tok = reference(asset, lower), ours(asset, lower)
     questions = [t[:60] for t in corpus("tweets")[:12]]
-    contexts = [" ".join(corpus("wiki")[i:i + 3]) for i in range(12)]
-    for kw in [dict(truncation="only_second", max_length=64, stride=16),
-               dict(truncation="only_second", max_length=100, stride=0, padding="max_length")]:
+    contexts = [" ".join(corpus("wiki")[i : i + 3]) for i in range(12)]
+    for kw in [
+        dict(truncation="only_second", max_length=64, stride=16),
+        dict(truncation="only_second", max_length=100, stride=0, padding="max_length"),
+    ]:
         got = _assert_same(ref, tok, questions, contexts, return_overflowing_tokens=True, **kw)
         assert len(got["input_ids"]) > len(questions)  # windows really overflowed
     for kw in [dict(truncation=True, max_length=32, stride=8), dict(truncation=True, max_length=50, stride=0)]:
@@ -210,10 +262,12 @@ def test_encode_and_convert_parity():
         assert tok.convert_tokens_to_ids(toks) == ref.convert_tokens_to_ids(toks)
         ids = ref.encode(text)
         assert tok.convert_ids_to_tokens(ids) == ref.convert_ids_to_tokens(ids)
-    assert tok.encode("a b", "c d e", truncation=True, max_length=6) == \
-        ref.encode("a b", "c d e", truncation=True, max_length=6)
-    assert tok.encode_batch_ids(list(corpus("wiki")[:50])) == \
-        [ref.encode(t, add_special_tokens=False) for t in corpus("wiki")[:50]]
+    assert tok.encode("a b", "c d e", truncation=True, max_length=6) == ref.encode(
+        "a b", "c d e", truncation=True, max_length=6
+    )
+    assert tok.encode_batch_ids(list(corpus("wiki")[:50])) == [
+        ref.encode(t, add_special_tokens=False) for t in corpus("wiki")[:50]
+    ]
 
 
 def test_special_token_properties():
@@ -235,8 +289,11 @@ def test_lazy_word_ids_without_offsets(asset, lower):
     ref, tok = reference(asset, lower), ours(asset, lower)
     texts = [t[:30] for t in list(corpus("tweets")[:20]) + list(corpus("news-zh")[:20]) + HANDWRITTEN[:20]]
     pairs = list(corpus("austen")[:60])
-    for kw in [dict(), dict(padding=True), dict(truncation="only_second", max_length=64, stride=5,
-                                                return_overflowing_tokens=True, padding="max_length")]:
+    for kw in [
+        dict(),
+        dict(padding=True),
+        dict(truncation="only_second", max_length=64, stride=5, return_overflowing_tokens=True, padding="max_length"),
+    ]:
         exp, got = ref(texts, pairs, **kw), tok(texts, pairs, **kw)
         assert got["input_ids"] == exp["input_ids"]
         for i in range(len(exp["input_ids"])):

@@ -24,17 +24,18 @@ from tokenizers import normalizers, pre_tokenizers  # noqa: E402
 from bertkit.tokenization.wordpiece import _SPLIT_RE, Normalizer, is_chinese_char  # noqa: E402
 
 ALL = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
-_WS = frozenset(" \t\n\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-                "\u2028\u2029\u202f\u205f\u3000")
+_WS = frozenset(
+    " \t\n\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def reference_sets() -> dict[str, list[int]]:
-    clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False,
-                                       lowercase=False)
-    strip = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=True,
-                                       lowercase=False)
-    lower = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False,
-                                       lowercase=True)
+    clean = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False
+    )
+    strip = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=True, lowercase=False)
+    lower = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=True)
     pre = pre_tokenizers.BertPreTokenizer()
     import unicodedata
 
@@ -71,8 +72,14 @@ def reference_sets() -> dict[str, list[int]]:
             known = nfd.normalize_str("a" + c + "\u0334") == "a\u0334" + c
         if not known:
             ccc_unknown.append(cp)
-    return {"REMOVED": removed, "MARKS": [ord(c) for c in marks], "PUNCT": punct, "NO_NFD": no_nfd,
-            "LOWER": lowercase, "CCC_UNKNOWN": ccc_unknown}
+    return {
+        "REMOVED": removed,
+        "MARKS": [ord(c) for c in marks],
+        "PUNCT": punct,
+        "NO_NFD": no_nfd,
+        "LOWER": lowercase,
+        "CCC_UNKNOWN": ccc_unknown,
+    }
 
 
 def _ranges(cps: list[int]) -> list[tuple[int, int]]:
@@ -89,16 +96,19 @@ def regenerate() -> None:
     import tokenizers as tk
 
     sets = reference_sets()
-    lines = ['"""Unicode character classes exactly as `tokenizers` (BertTokenizerFast) sees them.',
-             "",
-             f"Generated from tokenizers {tk.__version__} by tests/test_tokenizer_unicode.py --regenerate;",
-             "inclusive (first, last) code point ranges. REMOVED: dropped by the cleaning step (NUL, U+FFFD,",
-             "Cc/Cf/Co/Cs in the crate's tables; unassigned code points are *kept*). MARKS: dropped when",
-             "stripping accents (Mn). PUNCT: split off as punctuation. NO_NFD: characters that Python's",
-             "newer Unicode decomposes under NFD but the reference does not. LOWER: code point -> lowercase",
-             "where the reference (Rust's char::to_lowercase) differs from Python's str.lower(). CCC_UNKNOWN:",
-             "characters with a combining class in Python that the reference's NFD does not reorder.",
-             '"""', ""]
+    lines = [
+        '"""Unicode character classes exactly as `tokenizers` (BertTokenizerFast) sees them.',
+        "",
+        f"Generated from tokenizers {tk.__version__} by tests/test_tokenizer_unicode.py --regenerate;",
+        "inclusive (first, last) code point ranges. REMOVED: dropped by the cleaning step (NUL, U+FFFD,",
+        "Cc/Cf/Co/Cs in the crate's tables; unassigned code points are *kept*). MARKS: dropped when",
+        "stripping accents (Mn). PUNCT: split off as punctuation. NO_NFD: characters that Python's",
+        "newer Unicode decomposes under NFD but the reference does not. LOWER: code point -> lowercase",
+        "where the reference (Rust's char::to_lowercase) differs from Python's str.lower(). CCC_UNKNOWN:",
+        "characters with a combining class in Python that the reference's NFD does not reorder.",
+        '"""',
+        "",
+    ]
     for name, cps in sets.items():
         if isinstance(cps, dict):
             lines.append(f"{name} = {{")

@@ -42,8 +42,9 @@ def _data(n: int = 128, d: int = 8, seed: int = 0) -> list[dict[str, torch.Tenso
 
 
 def _cfg(tmp_path: Path, **kw) -> TrainingArguments:
-    base = dict(output=str(tmp_path / "out"), batch_size=16, lr=1e-2, precision="fp32",
-                progress=False, plot=False, seed=0)
+    base = dict(
+        output=str(tmp_path / "out"), batch_size=16, lr=1e-2, precision="fp32", progress=False, plot=False, seed=0
+    )
     base.update(kw)
     return TrainingArguments(**base)
 
@@ -60,18 +61,34 @@ def test_schedule_and_decay_groups():
     decay, no_decay = _param_groups(model, 0.01)
     names = {id(p): n for n, p in model.named_parameters()}
     assert sorted(names[id(p)] for p in decay["params"]) == ["dense.weight", "out.weight"]
-    assert sorted(names[id(p)] for p in no_decay["params"]) == \
-        ["LayerNorm.bias", "LayerNorm.weight", "dense.bias", "out.bias"]
+    assert sorted(names[id(p)] for p in no_decay["params"]) == [
+        "LayerNorm.bias",
+        "LayerNorm.weight",
+        "dense.bias",
+        "out.bias",
+    ]
     assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == 0.01
 
 
 def test_trains_logs_and_saves(tmp_path):
     torch.manual_seed(0)
     data = _data()
-    trainer = Trainer(Regressor(), _cfg(tmp_path, epochs=6, warmup_ratio=0.1, plot=True,
-                                        eval_each_epoch=True, best_metric="mse", greater_is_better=False),
-                      data, evaluate=lambda m: {"mse": float(m(torch.stack([d["x"] for d in data]),
-                                                             torch.stack([d["y"] for d in data]))["loss"])})
+    trainer = Trainer(
+        Regressor(),
+        _cfg(
+            tmp_path,
+            epochs=6,
+            warmup_ratio=0.1,
+            plot=True,
+            eval_each_epoch=True,
+            best_metric="mse",
+            greater_is_better=False,
+        ),
+        data,
+        evaluate=lambda m: {
+            "mse": float(m(torch.stack([d["x"] for d in data]), torch.stack([d["y"] for d in data]))["loss"])
+        },
+    )
     result = trainer.train()
     rows = _rows(tmp_path / "out")
     train_rows = [r for r in rows if "loss" in r]
@@ -94,8 +111,9 @@ def test_gradient_accumulation_matches_big_batch(tmp_path):
     for bs, accum in ((32, 1), (8, 4)):
         torch.manual_seed(1)
         m = Regressor()
-        Trainer(m, _cfg(tmp_path / f"{bs}", batch_size=bs, grad_accum_steps=accum, max_steps=4,
-                        save_final=False), data).train()
+        Trainer(
+            m, _cfg(tmp_path / f"{bs}", batch_size=bs, grad_accum_steps=accum, max_steps=4, save_final=False), data
+        ).train()
         models.append(m)
     for a, b in zip(models[0].parameters(), models[1].parameters()):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
@@ -103,8 +121,12 @@ def test_gradient_accumulation_matches_big_batch(tmp_path):
 
 def test_early_stopping_by_patience(tmp_path):
     scores = iter([0.5, 0.7, 0.6, 0.65, 0.69, 0.9, 0.95])
-    trainer = Trainer(Regressor(), _cfg(tmp_path, max_steps=100, eval_every=5, best_metric="acc",
-                                        patience=3), _data(), evaluate=lambda m: {"acc": next(scores)})
+    trainer = Trainer(
+        Regressor(),
+        _cfg(tmp_path, max_steps=100, eval_every=5, best_metric="acc", patience=3),
+        _data(),
+        evaluate=lambda m: {"acc": next(scores)},
+    )
     result = trainer.train()
     assert result.stopped_early and result.step == 25
     assert result.best_metric == 0.7 and result.best_step == 10
@@ -221,8 +243,7 @@ def test_time_schedule_decays_over_the_time_budget_and_resumes(tmp_path):
     the budget, not at max_steps; a resumed run continues the decay from the restored training time."""
     data = _data(n=4096)
     budget_min = 0.1  # 6 s
-    kw = dict(max_steps=100_000, max_minutes=budget_min, schedule="time", warmup_steps=5, lr=1e-2,
-              save_every=5)
+    kw = dict(max_steps=100_000, max_minutes=budget_min, schedule="time", warmup_steps=5, lr=1e-2, save_every=5)
     torch.manual_seed(0)
     first = Trainer(Regressor(), _cfg(tmp_path, **kw), data, loss_fn=_slow_loss)
     first.total_steps = 5  # interrupted early, as by a kill after the step-5 checkpoint

@@ -54,16 +54,67 @@ def data_files(tmp_path_factory) -> dict[str, Path]:
 
 
 def _distill(teacher: Path, train: Path, out: Path, *extra: str) -> list:
-    return ["distill", "--teacher", teacher, "--train", train, "--output", out, "--student-layers", "1",
-            "--epochs", "1", "--batch-size", "4", "--max-length", "32", "--no-progress", *extra]
+    return [
+        "distill",
+        "--teacher",
+        teacher,
+        "--train",
+        train,
+        "--output",
+        out,
+        "--student-layers",
+        "1",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "32",
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _clm(files: dict[str, Path], out: Path, *extra: str) -> list:
-    return ["pretrain-clm", "--corpus", files["corpus"], "--vocab", VOCAB, "--output", out, "--n-layer", "1",
-            "--n-embd", "16", "--n-head", "2", "--seq-len", "16", "--batch-size", "4", "--max-steps", "2",
-            "--save-every", "1", "--eval-every", "0", "--eval-blocks", "4", "--precision", "fp32", "--threads", "1",
-            "--seed", "42", "--lr", "0.001",
-            "--cache-dir", files["cache"], "--no-progress", *extra]
+    return [
+        "pretrain-clm",
+        "--corpus",
+        files["corpus"],
+        "--vocab",
+        VOCAB,
+        "--output",
+        out,
+        "--n-layer",
+        "1",
+        "--n-embd",
+        "16",
+        "--n-head",
+        "2",
+        "--seq-len",
+        "16",
+        "--batch-size",
+        "4",
+        "--max-steps",
+        "2",
+        "--save-every",
+        "1",
+        "--eval-every",
+        "0",
+        "--eval-blocks",
+        "4",
+        "--precision",
+        "fp32",
+        "--threads",
+        "1",
+        "--seed",
+        "42",
+        "--lr",
+        "0.001",
+        "--cache-dir",
+        files["cache"],
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +147,8 @@ def test_distill_refuses_a_folder_of_user_files(capsys, tmp_path, classifier, da
 
 
 def test_distill_output_is_marked_and_replaced_only_with_overwrite(
-        capsys, tmp_path, distill_run, classifier, data_files):  # noqa: F811 - fixture
+    capsys, tmp_path, distill_run, classifier, data_files
+):  # noqa: F811 - fixture
     assert json.loads((distill_run / MARKER).read_text())["command"] == "distill"
     out = tmp_path / "run"
     shutil.copytree(distill_run, out)
@@ -112,18 +164,42 @@ def test_distill_output_is_marked_and_replaced_only_with_overwrite(
 
 
 @pytest.mark.parametrize("command", ["distill", "finetune", "pretrain"])
-def test_a_command_never_writes_into_its_input_model(capsys, tmp_path, classifier, data_files,  # noqa: F811
-                                                     command):
+def test_a_command_never_writes_into_its_input_model(
+    capsys,
+    tmp_path,
+    classifier,
+    data_files,  # noqa: F811
+    command,
+):
     model = tmp_path / "model"
     shutil.copytree(classifier, model)
     before = tree_hash(model)
     train = data_files["train"]
     argv = {
         "distill": _distill(model, train, model, "--overwrite"),
-        "finetune": ["finetune", "--task", "text-classification", "--model", model, "--train", train,
-                     "--output", model, "--overwrite", "--no-progress"],
-        "pretrain": ["pretrain", "--model", model, "--corpus", data_files["corpus"], "--output", model / "sub" / "..",
-                     "--no-progress"],
+        "finetune": [
+            "finetune",
+            "--task",
+            "text-classification",
+            "--model",
+            model,
+            "--train",
+            train,
+            "--output",
+            model,
+            "--overwrite",
+            "--no-progress",
+        ],
+        "pretrain": [
+            "pretrain",
+            "--model",
+            model,
+            "--corpus",
+            data_files["corpus"],
+            "--output",
+            model / "sub" / "..",
+            "--no-progress",
+        ],
     }[command]
     rc, _, err = run(capsys, *argv)
     assert rc == 1 and "own input" in err and str(model) in err, err
@@ -158,15 +234,19 @@ def test_pretrain_clm_refuses_a_folder_of_user_files(capsys, tmp_path, data_file
     assert rc == 1 and tree_hash(mine) == before
 
 
-@pytest.mark.parametrize("change,difference", [
-    (("--lr", "0.01"), "settings.lr: was 0.001, now 0.01"),
-    (("--seed", "5"), "data.seed: was 42, now 5"),
-    (("--seq-len", "24"), "objective.seq_len: was 16, now 24"),
-    (("--n-embd", "32"), "settings.n_embd: was 16, now 32"),
-    (("--corpus", "OTHER"), "data.tokens: was"),
-])
-def test_pretrain_clm_resume_of_another_run_lists_what_differs(capsys, tmp_path, clm_run, data_files, change,
-                                                               difference):
+@pytest.mark.parametrize(
+    "change,difference",
+    [
+        (("--lr", "0.01"), "settings.lr: was 0.001, now 0.01"),
+        (("--seed", "5"), "data.seed: was 42, now 5"),
+        (("--seq-len", "24"), "objective.seq_len: was 16, now 24"),
+        (("--n-embd", "32"), "settings.n_embd: was 16, now 32"),
+        (("--corpus", "OTHER"), "data.tokens: was"),
+    ],
+)
+def test_pretrain_clm_resume_of_another_run_lists_what_differs(
+    capsys, tmp_path, clm_run, data_files, change, difference
+):
     out = tmp_path / "run"
     shutil.copytree(clm_run, out)
     before = tree_hash(out)
@@ -195,12 +275,14 @@ def test_pretrain_clm_resume_of_the_same_run_continues(capsys, tmp_path, clm_run
 # ------------------------------------------------------------------------------------ one set of settings
 
 
-COMMANDS = {"pretrain": "bertkit.training.mlm:PretrainingArguments",
-            "pretrain-clm": "bertkit.training.clm:CLMArguments",
-            "distill": "bertkit.training.distillation:DistillArguments",
-            "finetune": "bertkit.tasks.api:FinetuneArguments",
-            "train-embedder": "bertkit.training.embedder:EmbedderArguments",
-            "train-reranker": "bertkit.training.reranker:RerankerArguments"}
+COMMANDS = {
+    "pretrain": "bertkit.training.mlm:PretrainingArguments",
+    "pretrain-clm": "bertkit.training.clm:CLMArguments",
+    "distill": "bertkit.training.distillation:DistillArguments",
+    "finetune": "bertkit.tasks.api:FinetuneArguments",
+    "train-embedder": "bertkit.training.embedder:EmbedderArguments",
+    "train-reranker": "bertkit.training.reranker:RerankerArguments",
+}
 
 
 def _actions(command: str) -> dict[str, object]:
@@ -213,8 +295,9 @@ def test_every_shared_setting_has_one_flag_help_and_range_everywhere():
     import importlib
 
     shared = [f for f in dataclasses.fields(TrainingArguments) if f.metadata.get("cli", True)]
-    assert {"lr", "max_minutes", "grad_accum_steps", "precision", "epochs", "output", "resume"} <= \
-        {f.name for f in shared}
+    assert {"lr", "max_minutes", "grad_accum_steps", "precision", "epochs", "output", "resume"} <= {
+        f.name for f in shared
+    }
     for command, where in COMMANDS.items():
         module, name = where.split(":")
         cls = getattr(importlib.import_module(module), name)
@@ -256,18 +339,50 @@ def test_python_api_checks_the_ranges_of_the_flags(tmp_path):
 def test_generated_flags_round_trip_into_the_dataclass():
     from bertkit.training.distillation import DistillArguments
 
-    ns = build_parser(only="distill").parse_args(["distill", "--teacher", "t", "--train", "x", "--output", "o",
-                                                  "--grad-accum-steps", "3", "--no-progress", "--precision", "bf16"])
+    ns = build_parser(only="distill").parse_args(
+        [
+            "distill",
+            "--teacher",
+            "t",
+            "--train",
+            "x",
+            "--output",
+            "o",
+            "--grad-accum-steps",
+            "3",
+            "--no-progress",
+            "--precision",
+            "bf16",
+        ]
+    )
     args = A.from_namespace(DistillArguments, ns)
     assert (args.grad_accum_steps, args.progress, args.precision, args.lr) == (3, False, "bf16", 1e-4)
-    assert args == DistillArguments(teacher="t", train="x", output="o", grad_accum_steps=3, progress=False,
-                                    precision="bf16")
+    assert args == DistillArguments(
+        teacher="t", train="x", output="o", grad_accum_steps=3, progress=False, precision="bf16"
+    )
 
 
 def test_finetune_resume_continues_only_the_same_run(capsys, tmp_path, tiny_model, data_files):  # noqa: F811
-    argv = ["finetune", "--task", "text-classification", "--model", tiny_model, "--train", data_files["train"],
-            "--output", tmp_path / "out", "--batch-size", "4", "--max-length", "32", "--save-every", "1",
-            "--epochs", "1", "--no-progress"]
+    argv = [
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        tiny_model,
+        "--train",
+        data_files["train"],
+        "--output",
+        tmp_path / "out",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "32",
+        "--save-every",
+        "1",
+        "--epochs",
+        "1",
+        "--no-progress",
+    ]
     assert run(capsys, *argv)[0] == 0
     before = tree_hash(tmp_path / "out")
     rc, _, err = run(capsys, *argv, "--resume", "--lr", "1e-3")
@@ -292,7 +407,7 @@ def test_resume_compares_runs_recorded_by_an_older_bertkit_on_what_both_record(t
     with pytest.raises(ValueError, match="data.seed: was 1, now 2"):
         claim_output_dir(out, "pretrain", resume=True, can_resume=True, run={**new, "data": {"seed": 2}})
     # A recipe's folder and a single run's share no section: every difference is listed.
-    with pytest.raises(ValueError, match="recipe: was null, now \"cpu-hour\""):
+    with pytest.raises(ValueError, match='recipe: was null, now "cpu-hour"'):
         claim_output_dir(out, "pretrain", resume=True, can_resume=True, run={"recipe": "cpu-hour"})
 
 
@@ -300,7 +415,19 @@ def test_resume_never_takes_a_folder_of_user_files_for_an_unmarked_run(capsys, t
     """Only a folder holding checkpoints passes for a run of an older bertkit; a user's model folder does not."""
     mine = _user_folder(tmp_path / "mine")
     before = tree_hash(mine)
-    rc, _, err = run(capsys, "pretrain", "--corpus", data_files["corpus"], "--vocab", VOCAB, "--config", "tiny",
-                     "--output", mine, "--resume", "--no-progress")
+    rc, _, err = run(
+        capsys,
+        "pretrain",
+        "--corpus",
+        data_files["corpus"],
+        "--vocab",
+        VOCAB,
+        "--config",
+        "tiny",
+        "--output",
+        mine,
+        "--resume",
+        "--no-progress",
+    )
     assert rc == 1 and "is not the output of `bertkit pretrain`" in err
     assert tree_hash(mine) == before

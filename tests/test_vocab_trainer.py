@@ -62,13 +62,27 @@ def test_cli_train_vocab(small_corpus, tmp_path, capsys):
     from bertkit.cli import main
 
     out = tmp_path / "v.txt"
-    rc = main(["train-vocab", "--corpus", str(small_corpus), "--vocab-size", "500", "--output", str(out),
-               "--lowercase", "--min-frequency", "3", "--quiet"])
+    rc = main(
+        [
+            "train-vocab",
+            "--corpus",
+            str(small_corpus),
+            "--vocab-size",
+            "500",
+            "--output",
+            str(out),
+            "--lowercase",
+            "--min-frequency",
+            "3",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 500 and lines[0] == "[PAD]"
-    assert main(["train-vocab", "--corpus", str(tmp_path / "none.txt"), "--vocab-size", "50",
-                 "--output", str(out)]) == 1
+    assert (
+        main(["train-vocab", "--corpus", str(tmp_path / "none.txt"), "--vocab-size", "50", "--output", str(out)]) == 1
+    )
     assert "none.txt" in capsys.readouterr().err
 
 

@@ -59,8 +59,16 @@ def _fmt(x: float) -> str:
 class Range:
     """An integer or float range; call it on flag text (argparse) or ``.check(name, value)`` it (API)."""
 
-    def __init__(self, kind: type, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-                 hi_open: bool = False, name: str | None = None, note: str = "") -> None:
+    def __init__(
+        self,
+        kind: type,
+        lo: float | None = None,
+        hi: float | None = None,
+        lo_open: bool = False,
+        hi_open: bool = False,
+        name: str | None = None,
+        note: str = "",
+    ) -> None:
         self.kind, self.lo, self.hi, self.lo_open, self.hi_open, self.note = kind, lo, hi, lo_open, hi_open, note
         # argparse names the type in its fallback message; a readable name helps there too.
         self.__name__ = name or self.describe()
@@ -121,8 +129,9 @@ def int_range(lo: int | None = None, hi: int | None = None, note: str = "") -> R
     return Range(int, lo, hi, note=note)
 
 
-def float_range(lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False,
-                note: str = "") -> Range:
+def float_range(
+    lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False, note: str = ""
+) -> Range:
     """Finite numbers between ``lo`` and ``hi``; ``*_open`` excludes that end."""
     return Range(float, lo, hi, lo_open, hi_open, note=note)
 
@@ -188,8 +197,9 @@ def check_device(name: str, value: Any) -> Any:
     text = str(value).strip().lower()
     m = _DEVICE.match(text)
     if not m:
-        raise ValueError(f"{name} must be cpu, cuda, cuda:N or mps, got {value!r}; "
-                         f"available here: {', '.join(available_devices())}")
+        raise ValueError(
+            f"{name} must be cpu, cuda, cuda:N or mps, got {value!r}; available here: {', '.join(available_devices())}"
+        )
     kind, index = m.group(1), m.group(2)
     avail = available_devices()
     if kind == "cpu":
@@ -202,8 +212,10 @@ def check_device(name: str, value: Any) -> Any:
     if not gpus:
         raise ValueError(f"{name} {value!r}: no CUDA GPU is available here; available: {', '.join(avail)}")
     if index is not None and int(index) >= len(gpus):
-        raise ValueError(f"{name} {value!r}: this machine has {len(gpus)} CUDA GPU(s) "
-                         f"(cuda:0..cuda:{len(gpus) - 1}); available: {', '.join(avail)}")
+        raise ValueError(
+            f"{name} {value!r}: this machine has {len(gpus)} CUDA GPU(s) "
+            f"(cuda:0..cuda:{len(gpus) - 1}); available: {', '.join(avail)}"
+        )
     return text
 
 
@@ -224,11 +236,21 @@ device.__name__ = "device"
 _MISSING: Any = dataclasses.MISSING
 
 
-def setting(default: Any = _MISSING, *, help: str, type: Any = None, choices: Iterable[Any] | None = None,
-            metavar: str | None = None, nargs: str | None = None, flag: str | tuple[str, ...] | None = None,
-            cli: bool = True,
-            check: Callable[[str, Any], Any] | None = None, group: str | None = None,
-            same_on_resume: bool = True, default_factory: Any = _MISSING) -> Any:
+def setting(
+    default: Any = _MISSING,
+    *,
+    help: str,
+    type: Any = None,
+    choices: Iterable[Any] | None = None,
+    metavar: str | None = None,
+    nargs: str | None = None,
+    flag: str | tuple[str, ...] | None = None,
+    cli: bool = True,
+    check: Callable[[str, Any], Any] | None = None,
+    group: str | None = None,
+    same_on_resume: bool = True,
+    default_factory: Any = _MISSING,
+) -> Any:
     """A dataclass field with the metadata :func:`add_dataclass_arguments` and :func:`check_fields` read.
 
     ``help``: the flag's help (one text for the CLI and the docs). ``type``: a :class:`Range` (parses
@@ -240,9 +262,18 @@ def setting(default: Any = _MISSING, *, help: str, type: Any = None, choices: It
     ``same_on_resume=False``: the setting may change when a run is resumed (a longer budget, other
     logging); every other one must match the run resumed.
     """
-    metadata = {"help": help, "type": type, "choices": tuple(choices) if choices is not None else None,
-                "metavar": metavar, "nargs": nargs, "flag": flag, "cli": cli, "check": check, "group": group,
-                "same_on_resume": same_on_resume}
+    metadata = {
+        "help": help,
+        "type": type,
+        "choices": tuple(choices) if choices is not None else None,
+        "metavar": metavar,
+        "nargs": nargs,
+        "flag": flag,
+        "cli": cli,
+        "check": check,
+        "group": group,
+        "same_on_resume": same_on_resume,
+    }
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -305,8 +336,13 @@ def _group(parser: argparse.ArgumentParser, title: str | None) -> Any:
     return parser.add_argument_group(title)
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, exclude: Iterable[str] = (),
-                            only: Iterable[str] | None = None, defaults: Mapping[str, Any] | None = None) -> None:
+def add_dataclass_arguments(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    exclude: Iterable[str] = (),
+    only: Iterable[str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
     """Add a flag to ``parser`` for every field of the dataclass ``cls`` declared with :func:`setting`.
 
     The flag is ``--field-name`` (dest: the field name), with the field's help, range (``type``),
@@ -331,8 +367,12 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, exclude:
     defaults = dict(defaults or {})
     for f in dataclasses.fields(cls):
         md = f.metadata
-        if "help" not in md or not md.get("cli", True) or f.name in excluded or (wanted is not None
-                                                                                 and f.name not in wanted):
+        if (
+            "help" not in md
+            or not md.get("cli", True)
+            or f.name in excluded
+            or (wanted is not None and f.name not in wanted)
+        ):
             continue
         default = defaults.get(f.name, _default(f))
         target = _group(parser, md.get("group"))
@@ -342,11 +382,17 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, exclude:
         name = "--" + f.name.replace("_", "-")
         if _is_bool(f):
             if default is True:
-                target.add_argument(md.get("flag") or "--no-" + f.name.replace("_", "-"), dest=f.name,
-                                    action="store_false", help=help_)
+                target.add_argument(
+                    md.get("flag") or "--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false", help=help_
+                )
             else:
-                target.add_argument(md.get("flag") or name, dest=f.name, action="store_true",
-                                    default=None if default is _MISSING else default, help=help_)
+                target.add_argument(
+                    md.get("flag") or name,
+                    dest=f.name,
+                    action="store_true",
+                    default=None if default is _MISSING else default,
+                    help=help_,
+                )
             continue
         kw: dict[str, Any] = {"dest": f.name, "help": help_}
         for key in ("type", "choices", "metavar", "nargs"):
@@ -372,5 +418,13 @@ def resume_settings(obj: Any) -> dict[str, Any]:
     as JSON values (they are compared with the ones recorded in the output folder)."""
     import json
 
-    return json.loads(json.dumps({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)
-                                  if "help" in f.metadata and f.metadata.get("same_on_resume", True)}, default=str))
+    return json.loads(
+        json.dumps(
+            {
+                f.name: getattr(obj, f.name)
+                for f in dataclasses.fields(obj)
+                if "help" in f.metadata and f.metadata.get("same_on_resume", True)
+            },
+            default=str,
+        )
+    )

@@ -19,8 +19,9 @@ class MissingExtraError(ImportError):
     """A feature needs a module that one of bertkit's optional extras installs."""
 
     def __init__(self, module: str, extra: str, feature: str) -> None:
-        super().__init__(f"{feature} needs {module}, which is not installed: pip install 'bertkit[{extra}]'",
-                         name=module)
+        super().__init__(
+            f"{feature} needs {module}, which is not installed: pip install 'bertkit[{extra}]'", name=module
+        )
         self.module, self.extra, self.feature = module, extra, feature
 
     def __reduce__(self) -> tuple:

@@ -116,11 +116,20 @@ class OutputClaim:
                 pass
 
 
-def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool = False, resume: bool = False,
-                     run: dict[str, Any] | None = None, owned: Sequence[str] = (), can_resume: bool = False,
-                     create: bool = True, dry_run: bool = False,
-                     legacy: Callable[[Path], bool] | None = None,
-                     resume_needs: Sequence[str] = ("checkpoints",)) -> OutputClaim:
+def claim_output_dir(
+    path: str | os.PathLike,
+    command: str,
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    run: dict[str, Any] | None = None,
+    owned: Sequence[str] = (),
+    can_resume: bool = False,
+    create: bool = True,
+    dry_run: bool = False,
+    legacy: Callable[[Path], bool] | None = None,
+    resume_needs: Sequence[str] = ("checkpoints",),
+) -> OutputClaim:
     """Check that ``command`` may write into the folder ``path``; return the claim.
 
     Raises FileExistsError (naming the folder and what to do) for a non-empty folder that is not
@@ -159,8 +168,9 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
         marker = {"command": command, "run": run if resume else {}, "files": mine}
     if marker is None and resume and can_resume and mine and any(n in mine for n in resume_needs):
         # A run written before folders were marked: resumable, and marked from now on.
-        claim = OutputClaim(folder, command, run, created=False, resumed=True,
-                            foreign={n for n in entries if n not in mine})
+        claim = OutputClaim(
+            folder, command, run, created=False, resumed=True, foreign={n for n in entries if n not in mine}
+        )
         if not dry_run:
             claim.write_marker()
         return claim
@@ -168,22 +178,28 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
         if entries:
             raise FileExistsError(
                 f"--output {folder} is not empty ({_show(entries)}) and is not the output of `bertkit {command}`; "
-                f"bertkit writes only into a new or empty folder: choose another --output, or move those files away")
+                f"bertkit writes only into a new or empty folder: choose another --output, or move those files away"
+            )
         claim = OutputClaim(folder, command, run, created=False)
         if create:
             claim.write_marker()
         return claim
     if marker["command"] != command:
-        raise FileExistsError(f"--output {folder} holds the output of `bertkit {marker['command']}`, not of "
-                              f"`bertkit {command}`; choose another --output")
+        raise FileExistsError(
+            f"--output {folder} holds the output of `bertkit {marker['command']}`, not of "
+            f"`bertkit {command}`; choose another --output"
+        )
     ours = set(marker.get("files") or mine) & set(entries)
     foreign = {n for n in entries if n not in ours}
     if resume and can_resume:
         # An empty ``run`` is a check made before the run's identity is known (e.g. a dry run).
         diffs = _differences(marker.get("run") or {}, run) if run else []
         if diffs:
-            raise ValueError(f"--resume: {folder} holds a different run; " + "; ".join(diffs) +
-                             ". Resume with the same settings, or write the new run to another --output")
+            raise ValueError(
+                f"--resume: {folder} holds a different run; "
+                + "; ".join(diffs)
+                + ". Resume with the same settings, or write the new run to another --output"
+            )
         return OutputClaim(folder, command, run, created=False, foreign=foreign, resumed=True)
     if not overwrite:
         if not ours and not foreign:
@@ -191,8 +207,10 @@ def claim_output_dir(path: str | os.PathLike, command: str, *, overwrite: bool =
             if create:
                 claim.write_marker()
             return claim
-        raise FileExistsError(f"--output {folder} already holds the output of an earlier `bertkit {command}`; "
-                              f"pass {flag_hint}, or choose another --output")
+        raise FileExistsError(
+            f"--output {folder} already holds the output of an earlier `bertkit {command}`; "
+            f"pass {flag_hint}, or choose another --output"
+        )
     if dry_run:
         return OutputClaim(folder, command, run, created=False, foreign=foreign)
     for name in sorted(ours):
@@ -217,8 +235,9 @@ def check_output_file(path: str | os.PathLike, overwrite: bool = False, flag: st
     return p
 
 
-def check_not_input(output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None],
-                    flag: str = "--output") -> None:
+def check_not_input(
+    output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None], flag: str = "--output"
+) -> None:
     """Refuse an ``output`` that is one of the ``inputs`` (``{"--flag": path}``), lies inside an input
     folder, or holds one: writing there would replace or remove the very files the command reads (the
     teacher's weights under the student's, a checkpoint continued from). Refused before anything is
@@ -238,14 +257,20 @@ def check_not_input(output: str | os.PathLike, inputs: Mapping[str, str | os.Pat
         label = f"{name} {path}" if name.startswith("-") else str(path)
         kind = "model folder" if src.is_dir() else "file"
         if out_r == src:
-            raise ValueError(f"{flag} {out} is the input {kind} {label}: a command never writes over its own "
-                             f"input; choose another {flag}")
+            raise ValueError(
+                f"{flag} {out} is the input {kind} {label}: a command never writes over its own "
+                f"input; choose another {flag}"
+            )
         if src.is_dir() and src in out_r.parents:
-            raise ValueError(f"{flag} {out} is inside the input model folder {label}: a command never writes "
-                             f"into its own input; choose a path outside it")
+            raise ValueError(
+                f"{flag} {out} is inside the input model folder {label}: a command never writes "
+                f"into its own input; choose a path outside it"
+            )
         if out_r in src.parents:
-            raise ValueError(f"{flag} {out} holds the input {kind} {label}: a command never writes into its own "
-                             f"input; choose another {flag}")
+            raise ValueError(
+                f"{flag} {out} holds the input {kind} {label}: a command never writes into its own "
+                f"input; choose another {flag}"
+            )
 
 
 def refuse_inside_input(output: str | os.PathLike, *inputs: str | os.PathLike, flag: str = "--output") -> None:

@@ -54,15 +54,16 @@ def split_records(text: str, keepends: bool = False) -> list[str]:
     return out
 
 
-def _utf8_message(path: str | os.PathLike, data: bytes, err: UnicodeDecodeError, line: int = 1,
-                  offset: int = 0) -> str:
+def _utf8_message(path: str | os.PathLike, data: bytes, err: UnicodeDecodeError, line: int = 1, offset: int = 0) -> str:
     """``FILE:LINE: not valid UTF-8 ...`` for the first bad byte of ``data`` (a slice of the file)."""
     line += data.count(b"\n", 0, err.start)
     line_start = data.rfind(b"\n", 0, err.start) + 1
-    byte = data[err.start:err.start + 1].hex()
-    return (f"{path}:{line}: invalid UTF-8: byte 0x{byte} at byte offset {offset + err.start} of the file "
-            f"(byte {err.start - line_start + 1} of the line; {err.reason}); save the file as UTF-8, "
-            f"e.g. `iconv -f latin1 -t utf-8`")
+    byte = data[err.start : err.start + 1].hex()
+    return (
+        f"{path}:{line}: invalid UTF-8: byte 0x{byte} at byte offset {offset + err.start} of the file "
+        f"(byte {err.start - line_start + 1} of the line; {err.reason}); save the file as UTF-8, "
+        f"e.g. `iconv -f latin1 -t utf-8`"
+    )
 
 
 def decode_utf8(data: bytes, path: str | os.PathLike, line: int = 1, offset: int = 0) -> str:

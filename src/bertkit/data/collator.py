@@ -33,15 +33,23 @@ _SPECIAL_NAMES = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 class MaskingCollator:
     """Pad a list of items and apply dynamic MLM masking (see module docs)."""
 
-    def __init__(self, vocab: Sequence[str], mask_prob: float = 0.15, mask_token_prob: float = 0.8,
-                 random_token_prob: float = 0.1, whole_word_masking: bool = False,
-                 max_predictions: int | None = None, pad_to_multiple_of: int | None = 8,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        vocab: Sequence[str],
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.8,
+        random_token_prob: float = 0.1,
+        whole_word_masking: bool = False,
+        max_predictions: int | None = None,
+        pad_to_multiple_of: int | None = 8,
+        seed: int = 0,
+    ) -> None:
         if not 0.0 <= mask_prob <= 1.0:
             raise ValueError(f"mask_prob must be in [0, 1], got {mask_prob}")
         if mask_token_prob < 0 or random_token_prob < 0 or mask_token_prob + random_token_prob > 1:
-            raise ValueError(f"mask_token_prob ({mask_token_prob}) + random_token_prob "
-                             f"({random_token_prob}) must be within [0, 1]")
+            raise ValueError(
+                f"mask_token_prob ({mask_token_prob}) + random_token_prob ({random_token_prob}) must be within [0, 1]"
+            )
         index = {t: i for i, t in enumerate(vocab)}
         missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]") if t not in index]
         if missing:
@@ -65,8 +73,7 @@ class MaskingCollator:
         self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------
-    def choose(self, ids: np.ndarray, rng: np.random.Generator,
-               word_starts: np.ndarray | None = None) -> np.ndarray:
+    def choose(self, ids: np.ndarray, rng: np.random.Generator, word_starts: np.ndarray | None = None) -> np.ndarray:
         """Positions of ``ids`` to predict (sorted); ``word_starts`` overrides the ``##`` rule."""
         ids = np.asarray(ids)
         cand = np.nonzero(~self.special[ids])[0]
@@ -97,12 +104,13 @@ class MaskingCollator:
                 break
             if total + sizes[w] > num:
                 continue
-            chosen.append(cand[first[w]:first[w] + sizes[w]])
+            chosen.append(cand[first[w] : first[w] + sizes[w]])
             total += int(sizes[w])
         return np.sort(np.concatenate(chosen)) if chosen else cand[:0]
 
-    def mask(self, ids: np.ndarray, rng: np.random.Generator,
-             word_starts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def mask(
+        self, ids: np.ndarray, rng: np.random.Generator, word_starts: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(masked input ids, labels) for one sequence."""
         ids = np.asarray(ids, dtype=np.int64)
         pos = self.choose(ids, rng, word_starts)

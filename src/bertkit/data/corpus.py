@@ -61,10 +61,60 @@ __all__ = [
 FORMAT = "bertkit-shards-v1"
 
 _ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "etc", "e.g", "i.e", "cf", "al",
-    "no", "vol", "fig", "gen", "col", "lt", "capt", "sgt", "rev", "gov", "sen", "rep", "hon",
-    "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept",
-    "oct", "nov", "dec", "approx", "dept", "est", "u.s", "u.k", "p", "pp", "ch", "ed", "eds",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "mt",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "cf",
+    "al",
+    "no",
+    "vol",
+    "fig",
+    "gen",
+    "col",
+    "lt",
+    "capt",
+    "sgt",
+    "rev",
+    "gov",
+    "sen",
+    "rep",
+    "hon",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "approx",
+    "dept",
+    "est",
+    "u.s",
+    "u.k",
+    "p",
+    "pp",
+    "ch",
+    "ed",
+    "eds",
 }
 # Candidate boundary: terminator(s), optional closers, whitespace, then a plausible sentence start.
 _BOUNDARY = re.compile(r"""([.!?]+["'”’)\]]*)(\s+)(?=["'“‘(\[]?[A-Z0-9À-Þ])""")
@@ -97,9 +147,13 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def read_documents(path: str | os.PathLike, fmt: str = "prose", jsonl_field: str = "text",
-                   counter: ReplacementCounter | None = None,
-                   progress: Callable[[int], None] | None = None) -> Iterator[list[str]]:
+def read_documents(
+    path: str | os.PathLike,
+    fmt: str = "prose",
+    jsonl_field: str = "text",
+    counter: ReplacementCounter | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[list[str]]:
     """Yield documents (lists of sentences) of one file, streaming."""
     path = Path(path)
     counter = counter or ReplacementCounter()
@@ -177,8 +231,12 @@ class _ShardWriter:
     def close(self) -> dict[str, object]:
         for f in self.files():
             f.close()
-        return {"name": f"shard-{self.index:05d}", "num_tokens": self.n_tokens,
-                "num_sentences": self.n_sentences, "num_documents": self.n_documents}
+        return {
+            "name": f"shard-{self.index:05d}",
+            "num_tokens": self.n_tokens,
+            "num_sentences": self.n_sentences,
+            "num_documents": self.n_documents,
+        }
 
 
 def _encoder(tokenizer: object) -> Callable[[list[str]], list[list[int]]]:
@@ -223,21 +281,37 @@ def prepare_corpus(
     for f in files:
         if not f.is_file():
             raise FileNotFoundError(f"corpus file not found: {f}")
-    run = {"files": [str(f) for f in files], "format": fmt, "vocab": vocab_fingerprint(vocab_tokens),
-           "word_boundaries": word_boundaries}
-    claim = claim_output_dir(output, "prepare-data", overwrite=overwrite, run=run, owned=PREPARED_OUTPUTS,
-                             legacy=_is_prepared, dry_run=True)
+    run = {
+        "files": [str(f) for f in files],
+        "format": fmt,
+        "vocab": vocab_fingerprint(vocab_tokens),
+        "word_boundaries": word_boundaries,
+    }
+    claim = claim_output_dir(
+        output, "prepare-data", overwrite=overwrite, run=run, owned=PREPARED_OUTPUTS, legacy=_is_prepared, dry_run=True
+    )
     if claim.foreign:
         # Somebody's files sit in our earlier output: replace ours file by file, keep theirs.
-        claim = claim_output_dir(output, "prepare-data", overwrite=True, run=run, owned=PREPARED_OUTPUTS,
-                                 legacy=_is_prepared, create=False)
+        claim = claim_output_dir(
+            output, "prepare-data", overwrite=True, run=run, owned=PREPARED_OUTPUTS, legacy=_is_prepared, create=False
+        )
         writer = atomic_update_dir(output)
     else:
         # The whole folder is published (or swapped for our earlier one) in one rename when complete.
         writer = atomic_dir(output, replace=output.exists())
     with writer as tmp:
-        _write_shards(files, tokenizer, tmp, vocab_tokens, fmt, jsonl_field, shard_tokens, batch_sentences,
-                      progress, word_boundaries)
+        _write_shards(
+            files,
+            tokenizer,
+            tmp,
+            vocab_tokens,
+            fmt,
+            jsonl_field,
+            shard_tokens,
+            batch_sentences,
+            progress,
+            word_boundaries,
+        )
         atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir())), indent=1)
     return output
 
@@ -254,9 +328,18 @@ def _is_prepared(folder: Path) -> bool:
         return False
 
 
-def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens: Sequence[str], fmt: str,
-                  jsonl_field: str, shard_tokens: int, batch_sentences: int, progress: bool,
-                  word_boundaries: bool = False) -> None:
+def _write_shards(
+    files: list[Path],
+    tokenizer: object,
+    tmp: Path,
+    vocab_tokens: Sequence[str],
+    fmt: str,
+    jsonl_field: str,
+    shard_tokens: int,
+    batch_sentences: int,
+    progress: bool,
+    word_boundaries: bool = False,
+) -> None:
     if word_boundaries:
         from bertkit.data.words import word_start_encoder
 
@@ -266,6 +349,7 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
 
         def encode_words(texts: list[str]) -> tuple[list[list[int]], list[np.ndarray] | None]:
             return encode_ids(texts), None
+
     vocab_size = len(vocab_tokens)
     dtype = np.dtype(np.uint16 if vocab_size <= 65535 else np.uint32)
     total_bytes = sum(f.stat().st_size for f in files)
@@ -313,8 +397,10 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
                     flush()
             flush()
             if n_sent_file == 0:
-                raise ValueError(f"corpus file {path} is empty or has no complete sentence "
-                                 f"(nothing left after sentence splitting and tokenization)")
+                raise ValueError(
+                    f"corpus file {path} is empty or has no complete sentence "
+                    f"(nothing left after sentence splitting and tokenization)"
+                )
             if counter.count:
                 replaced[str(path)] = counter.count
                 first = first or counter.first
@@ -331,8 +417,11 @@ def _write_shards(files: list[Path], tokenizer: object, tmp: Path, vocab_tokens:
         # Kept (as U+FFFD) rather than fatal: a scraped corpus often holds a few stray bytes. But
         # the user must see it on screen, with where to look, not only in meta.json.
         where = f" (first at {first[0]}:{first[1]}, byte offset {first[2]})" if first else ""
-        message = (f"replaced {sum(replaced.values())} byte(s) that are not valid UTF-8 with U+FFFD{where}: "
-                   + ", ".join(f"{k}: {v}" for k, v in replaced.items()) + "; recorded as replaced_bytes in meta.json")
+        message = (
+            f"replaced {sum(replaced.values())} byte(s) that are not valid UTF-8 with U+FFFD{where}: "
+            + ", ".join(f"{k}: {v}" for k, v in replaced.items())
+            + "; recorded as replaced_bytes in meta.json"
+        )
         warnings.warn(message, stacklevel=2)
         print(f"warning: {message}", file=sys.stderr)
     meta = {
@@ -366,8 +455,9 @@ class ShardedCorpus:
         self.folder = Path(folder)
         meta_file = self.folder / "meta.json"
         if not meta_file.is_file():
-            raise FileNotFoundError(f"{self.folder} is not a prepared corpus (no meta.json); "
-                                    "run `bertkit prepare-data` first")
+            raise FileNotFoundError(
+                f"{self.folder} is not a prepared corpus (no meta.json); run `bertkit prepare-data` first"
+            )
         self.meta = read_json(meta_file)
         if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT:
             found = self.meta.get("format") if isinstance(self.meta, dict) else self.meta
@@ -377,8 +467,9 @@ class ShardedCorpus:
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             if str(meta_file) in str(e) or str(self.folder) in str(e):
                 raise
-            raise ValueError(f"{meta_file}: damaged or not written by this bertkit ({type(e).__name__}: {e}); "
-                             f"prepare the data again") from None
+            raise ValueError(
+                f"{meta_file}: damaged or not written by this bertkit ({type(e).__name__}: {e}); prepare the data again"
+            ) from None
 
     def _open_shards(self) -> None:
         dtype = np.dtype(self.meta["dtype"])
@@ -402,8 +493,9 @@ class ShardedCorpus:
                 wfile = Path(f"{stem}.words.bin")
                 if not wfile.is_file() or wfile.stat().st_size != n:
                     raise ValueError(f"{wfile}: missing or not one byte per token ({n} tokens)")
-                self._words.append(np.memmap(wfile, dtype=np.uint8, mode="r", shape=(n,)) if n
-                                   else np.zeros(0, np.uint8))
+                self._words.append(
+                    np.memmap(wfile, dtype=np.uint8, mode="r", shape=(n,)) if n else np.zeros(0, np.uint8)
+                )
             # Sentence start offsets (global) and document -> first sentence (global).
             sent_bounds.append(sents[:-1] + tok_base)
             doc_bounds.append(docs[:-1] + sent_base)
@@ -426,7 +518,7 @@ class ShardedCorpus:
     def document_sentences(self, doc: int) -> np.ndarray:
         """Sentence boundaries of document ``doc`` as token offsets (length = sentences + 1)."""
         s0, s1 = self.document_starts[doc], self.document_starts[doc + 1]
-        return self.sentence_starts[s0:s1 + 1]
+        return self.sentence_starts[s0 : s1 + 1]
 
     def tokens(self, start: int, end: int) -> np.ndarray:
         """Token ids in global positions [start, end) (must lie inside one document)."""
@@ -434,7 +526,7 @@ class ShardedCorpus:
             return np.zeros(0, np.int64)
         i = int(np.searchsorted(self._shard_starts, start, side="right")) - 1
         base = self._shard_starts[i]
-        return np.asarray(self._tokens[i][start - base:end - base], dtype=np.int64)
+        return np.asarray(self._tokens[i][start - base : end - base], dtype=np.int64)
 
     def word_starts(self, start: int, end: int) -> np.ndarray:
         """Word-start flags (bool) of global positions [start, end); the first is always True."""
@@ -444,7 +536,7 @@ class ShardedCorpus:
             return np.zeros(0, bool)
         i = int(np.searchsorted(self._shard_starts, start, side="right")) - 1
         base = self._shard_starts[i]
-        out = np.asarray(self._words[i][start - base:end - base], dtype=bool)
+        out = np.asarray(self._words[i][start - base : end - base], dtype=bool)
         out[0] = True  # a segment cut inside a word starts a (partial) word
         return out
 
@@ -454,8 +546,14 @@ class ShardedCorpus:
         return np.diff(starts)
 
 
-def prepared_cache_dir(files: Sequence[str | os.PathLike], vocab_tokens: Sequence[str], fmt: str,
-                       lower_case: bool, jsonl_field: str = "text", word_boundaries: bool = False) -> Path:
+def prepared_cache_dir(
+    files: Sequence[str | os.PathLike],
+    vocab_tokens: Sequence[str],
+    fmt: str,
+    lower_case: bool,
+    jsonl_field: str = "text",
+    word_boundaries: bool = False,
+) -> Path:
     """Cache folder for on-the-fly preparation, keyed by the files (path, size, mtime), vocab and options."""
     h = hashlib.sha256()
     for f in files:
@@ -468,9 +566,16 @@ def prepared_cache_dir(files: Sequence[str | os.PathLike], vocab_tokens: Sequenc
     return root / h.hexdigest()[:20]
 
 
-def ensure_prepared(files: Sequence[str | os.PathLike], vocab: str | os.PathLike, fmt: str = "prose",
-                    lower_case: bool = True, jsonl_field: str = "text", progress: bool = True,
-                    cache_dir: str | os.PathLike | None = None, word_boundaries: bool = False) -> Path:
+def ensure_prepared(
+    files: Sequence[str | os.PathLike],
+    vocab: str | os.PathLike,
+    fmt: str = "prose",
+    lower_case: bool = True,
+    jsonl_field: str = "text",
+    progress: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    word_boundaries: bool = False,
+) -> Path:
     """Prepare ``files`` into the cache unless already there (rank 0 prepares, others wait)."""
     from bertkit.tokenization import load_tokenizer, load_vocab
 
@@ -478,8 +583,11 @@ def ensure_prepared(files: Sequence[str | os.PathLike], vocab: str | os.PathLike
         if not Path(f).is_file():
             raise FileNotFoundError(f"corpus file not found: {f}")
     tokens = list(load_vocab(vocab))
-    out = Path(cache_dir) if cache_dir else prepared_cache_dir(files, tokens, fmt, lower_case, jsonl_field,
-                                                               word_boundaries)
+    out = (
+        Path(cache_dir)
+        if cache_dir
+        else prepared_cache_dir(files, tokens, fmt, lower_case, jsonl_field, word_boundaries)
+    )
     if (out / "meta.json").is_file():
         return out
     if int(os.environ.get("RANK", "0")) != 0:
@@ -490,6 +598,14 @@ def ensure_prepared(files: Sequence[str | os.PathLike], vocab: str | os.PathLike
             time.sleep(1.0)
         return out
     print(f"preparing {len(files)} corpus file(s) into {out}", file=sys.stderr)
-    prepare_corpus(files, load_tokenizer(vocab, lower_case), out, tokens, fmt=fmt,
-                   jsonl_field=jsonl_field, progress=progress, word_boundaries=word_boundaries)
+    prepare_corpus(
+        files,
+        load_tokenizer(vocab, lower_case),
+        out,
+        tokens,
+        fmt=fmt,
+        jsonl_field=jsonl_field,
+        progress=progress,
+        word_boundaries=word_boundaries,
+    )
     return out

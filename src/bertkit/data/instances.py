@@ -58,8 +58,9 @@ def _truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Rand
             seg[1] -= 1
 
 
-def create_nsp_instances(corpus: ShardedCorpus, documents: Sequence[int], seq_len: int,
-                         short_seq_prob: float = 0.1, seed: int = 12345) -> np.ndarray:
+def create_nsp_instances(
+    corpus: ShardedCorpus, documents: Sequence[int], seq_len: int, short_seq_prob: float = 0.1, seed: int = 12345
+) -> np.ndarray:
     """Sentence-pair instances with NSP labels for ``documents`` (see module docs)."""
     if seq_len < 8:
         raise ValueError(f"seq_len must be at least 8, got {seq_len}")
@@ -115,8 +116,7 @@ def create_nsp_instances(corpus: ShardedCorpus, documents: Sequence[int], seq_le
     return np.asarray(rows, dtype=np.int64).reshape(-1, 5)
 
 
-def create_single_segment_instances(corpus: ShardedCorpus, documents: Sequence[int],
-                                    seq_len: int) -> np.ndarray:
+def create_single_segment_instances(corpus: ShardedCorpus, documents: Sequence[int], seq_len: int) -> np.ndarray:
     """Full-length single segments (no NSP): sentences packed up to ``seq_len - 2`` tokens."""
     if seq_len < 4:
         raise ValueError(f"seq_len must be at least 4, got {seq_len}")
@@ -200,8 +200,15 @@ class PretrainingDataset:
     word boundaries) they carry the per-token word-start flags that whole-word masking uses.
     """
 
-    def __init__(self, corpus: ShardedCorpus, instances: np.ndarray, cls_id: int, sep_id: int,
-                 seed: int = 0, word_starts: bool = False) -> None:
+    def __init__(
+        self,
+        corpus: ShardedCorpus,
+        instances: np.ndarray,
+        cls_id: int,
+        sep_id: int,
+        seed: int = 0,
+        word_starts: bool = False,
+    ) -> None:
         if word_starts and not corpus.has_word_starts:
             raise ValueError(f"{corpus.folder} was prepared without word boundaries")
         self.word_starts = word_starts
@@ -228,8 +235,11 @@ class PretrainingDataset:
         ids = np.concatenate(parts).astype(np.int64)
         types = np.zeros(len(ids), np.int64)
         types[n_a:] = 1
-        item: dict[str, Any] = {"input_ids": ids, "token_type_ids": types,
-                                "mask_seed": (self.seed, self.epoch, int(index))}
+        item: dict[str, Any] = {
+            "input_ids": ids,
+            "token_type_ids": types,
+            "mask_seed": (self.seed, self.epoch, int(index)),
+        }
         if self.word_starts:
             one = np.ones(1, bool)
             ws = [one, self.corpus.word_starts(a0, a1), one]

@@ -21,11 +21,18 @@ __all__ = ["ELECTRA_MASK_TOKEN_PROB", "electra_collator", "replace_with_samples"
 ELECTRA_MASK_TOKEN_PROB = 0.85
 
 
-def electra_collator(vocab: Sequence[str], mask_prob: float = 0.15, whole_word_masking: bool = False,
-                     seed: int = 0) -> MaskingCollator:
+def electra_collator(
+    vocab: Sequence[str], mask_prob: float = 0.15, whole_word_masking: bool = False, seed: int = 0
+) -> MaskingCollator:
     """The generator's masking: ``mask_prob`` of the tokens chosen, 85% ``[MASK]``, 15% unchanged."""
-    return MaskingCollator(vocab, mask_prob=mask_prob, mask_token_prob=ELECTRA_MASK_TOKEN_PROB,
-                           random_token_prob=0.0, whole_word_masking=whole_word_masking, seed=seed)
+    return MaskingCollator(
+        vocab,
+        mask_prob=mask_prob,
+        mask_token_prob=ELECTRA_MASK_TOKEN_PROB,
+        random_token_prob=0.0,
+        whole_word_masking=whole_word_masking,
+        seed=seed,
+    )
 
 
 @torch.no_grad()

@@ -42,13 +42,14 @@ def segment_chinese(text: str) -> list[str]:
     return load_jieba().lcut(text)
 
 
-def _cjk_word_starts(text: str, ids: Sequence[int], offsets: Sequence[tuple[int, int]],
-                     continuation: np.ndarray) -> np.ndarray:
+def _cjk_word_starts(
+    text: str, ids: Sequence[int], offsets: Sequence[tuple[int, int]], continuation: np.ndarray
+) -> np.ndarray:
     words = segment_chinese(text)
     word_of = np.empty(len(text), np.int64)
     pos = 0
     for k, w in enumerate(words):
-        word_of[pos:pos + len(w)] = k
+        word_of[pos : pos + len(w)] = k
         pos += len(w)
     if pos != len(text):  # the segmenter dropped or added characters: trust WordPiece only
         return ~continuation[np.asarray(ids, np.int64)]
@@ -65,8 +66,9 @@ def _cjk_word_starts(text: str, ids: Sequence[int], offsets: Sequence[tuple[int,
     return starts
 
 
-def word_start_encoder(tokenizer: Any, vocab_tokens: Sequence[str]
-                       ) -> Callable[[list[str]], tuple[list[list[int]], list[np.ndarray]]]:
+def word_start_encoder(
+    tokenizer: Any, vocab_tokens: Sequence[str]
+) -> Callable[[list[str]], tuple[list[list[int]], list[np.ndarray]]]:
     """``texts -> (ids per text, word-start flags per text)`` without special tokens (module docs)."""
     continuation = np.fromiter((t.startswith("##") for t in vocab_tokens), bool, len(vocab_tokens))
     fast = getattr(tokenizer, "encode_batch_ids", None)

@@ -5,5 +5,15 @@ from .attributions import Attributions, attribute
 from .collect import Explanation, collect, load_model, parse_layers, verify
 from .from_scratch import Check
 
-__all__ = ["Attributions", "Check", "ExplainResult", "Explanation", "attribute", "collect", "explain", "load_model",
-           "parse_layers", "verify"]
+__all__ = [
+    "Attributions",
+    "Check",
+    "ExplainResult",
+    "Explanation",
+    "attribute",
+    "collect",
+    "explain",
+    "load_model",
+    "parse_layers",
+    "verify",
+]

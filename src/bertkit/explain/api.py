@@ -56,11 +56,22 @@ class ExplainResult:
         return self._need().to_json()
 
 
-def explain(model: str | os.PathLike | Any, text: str, pair: str | None = None, output: str | os.PathLike | None = None,
-            json_path: str | os.PathLike | None = None, png_dir: str | os.PathLike | None = None,
-            layers: str | None = None, top_k: int = 5, all_positions: bool = False,
-            verify_weights: bool = False, attributions: Sequence[str] | None = None,
-            target: str | None = None, tokenizer: Any = None, heads: str | None = None) -> ExplainResult:
+def explain(
+    model: str | os.PathLike | Any,
+    text: str,
+    pair: str | None = None,
+    output: str | os.PathLike | None = None,
+    json_path: str | os.PathLike | None = None,
+    png_dir: str | os.PathLike | None = None,
+    layers: str | None = None,
+    top_k: int = 5,
+    all_positions: bool = False,
+    verify_weights: bool = False,
+    attributions: Sequence[str] | None = None,
+    target: str | None = None,
+    tokenizer: Any = None,
+    heads: str | None = None,
+) -> ExplainResult:
     """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
     figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
     weights and compare (see ``from_scratch.py``). ``attributions`` names methods of
@@ -80,8 +91,9 @@ def explain(model: str | os.PathLike | Any, text: str, pair: str | None = None, 
     if isinstance(model, (str, os.PathLike)):
         net, tokenizer, folder = load_model(model)
     elif tokenizer is None:
-        raise ValueError("explain(model, ...) with a loaded model needs its tokenizer: explain(model, text, "
-                         "tokenizer=tok)")
+        raise ValueError(
+            "explain(model, ...) with a loaded model needs its tokenizer: explain(model, text, tokenizer=tok)"
+        )
     else:
         net, folder = model.eval(), None
         if verify_weights:
@@ -95,8 +107,17 @@ def explain(model: str | os.PathLike | Any, text: str, pair: str | None = None, 
     if output is not None or json_path is not None or png_dir is not None or not verify_weights:
         from .report import write_html, write_json, write_pngs
 
-        ex = collect(net, tokenizer, text, pair, layers=layers, top_k=top_k, all_positions=all_positions,
-                     model_path=str(model) if folder is not None else type(net).__name__, heads=heads)
+        ex = collect(
+            net,
+            tokenizer,
+            text,
+            pair,
+            layers=layers,
+            top_k=top_k,
+            all_positions=all_positions,
+            model_path=str(model) if folder is not None else type(net).__name__,
+            heads=heads,
+        )
         result.explanation = ex
         if attributions:
             from .attributions import add_to_explanation

@@ -43,8 +43,18 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["CONVENTIONS", "METHODS", "Attributions", "Target", "TokenAttribution", "attribute", "attribute_ids",
-           "conventions", "head_kind", "resolve_targets"]
+__all__ = [
+    "CONVENTIONS",
+    "METHODS",
+    "Attributions",
+    "Target",
+    "TokenAttribution",
+    "attribute",
+    "attribute_ids",
+    "conventions",
+    "head_kind",
+    "resolve_targets",
+]
 
 METHODS = ("integrated-gradients", "gradient-x-input", "attention-rollout")
 
@@ -70,8 +80,10 @@ CONVENTIONS = {
     },
 }
 
-_CAUSAL_BASELINE = ("the first token kept, every other token replaced by the end-of-text token (the pad token "
-                    "when the tokenizer has none): a causal LM has no [CLS]/[SEP] to keep")
+_CAUSAL_BASELINE = (
+    "the first token kept, every other token replaced by the end-of-text token (the pad token "
+    "when the tokenizer has none): a causal LM has no [CLS]/[SEP] to keep"
+)
 _EXPLAINED_TASKS = ("sequence-classification", "token-classification", "question-answering", "masked-lm")
 # Token classifiers get one target per word; past this many the rest are left out with a note.
 MAX_TOKEN_TARGETS = 64
@@ -133,9 +145,14 @@ class TokenAttribution:
     residual: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"method": self.method, "target": self.target.to_json(),
-                "scores": self.scores.astype(np.float64).tolist(), "f_x": self.f_x, "f_baseline": self.f_baseline,
-                "residual": self.residual}
+        return {
+            "method": self.method,
+            "target": self.target.to_json(),
+            "scores": self.scores.astype(np.float64).tolist(),
+            "f_x": self.f_x,
+            "f_baseline": self.f_baseline,
+            "residual": self.residual,
+        }
 
 
 @dataclass
@@ -154,11 +171,18 @@ class Attributions:
 
     def to_json(self) -> dict[str, Any]:
         methods = sorted({r.method for r in self.results}, key=METHODS.index)
-        return {"text": self.text, "pair": self.pair, "tokens": self.tokens, "input_ids": self.input_ids,
-                "word_ids": self.word_ids, "sequence_ids": self.sequence_ids,
-                "conventions": {m: conventions(m, self.kind) for m in methods}, "notes": self.notes,
-                "kind": self.kind,
-                "results": [r.to_json() for r in self.results]}
+        return {
+            "text": self.text,
+            "pair": self.pair,
+            "tokens": self.tokens,
+            "input_ids": self.input_ids,
+            "word_ids": self.word_ids,
+            "sequence_ids": self.sequence_ids,
+            "conventions": {m: conventions(m, self.kind) for m in methods},
+            "notes": self.notes,
+            "kind": self.kind,
+            "results": [r.to_json() for r in self.results],
+        }
 
     def scores(self, method: str) -> list[np.ndarray]:
         """The per-token scores of ``method``, one array per target."""
@@ -220,10 +244,14 @@ def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
         from bertkit.modeling import registry
 
         if registry.model_task_of(model) not in (None, "base"):
-            raise ValueError(f"--attributions does not explain {type(model).__name__}'s head; it explains "
-                             "classifiers, token classifiers, QA, masked and causal LMs and ELECTRA's discriminator")
-        raise ValueError(f"--attributions needs a model with a task head; {type(model).__name__} is an encoder "
-                         "only (no prediction to explain)")
+            raise ValueError(
+                f"--attributions does not explain {type(model).__name__}'s head; it explains "
+                "classifiers, token classifiers, QA, masked and causal LMs and ELECTRA's discriminator"
+            )
+        raise ValueError(
+            f"--attributions needs a model with a task head; {type(model).__name__} is an encoder "
+            "only (no prediction to explain)"
+        )
     if target is None:
         return
     if kind in ("sequence-classification", "token-classification"):
@@ -238,9 +266,15 @@ def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
             raise ValueError(f"--target {target!r} is not a word of the model's vocabulary")
 
 
-def resolve_targets(model: Any, tokenizer: Any, input_ids: Sequence[int], word_ids: Sequence[Any],
-                    output: torch.Tensor, target: str | None = None,
-                    positions: Sequence[int] | None = None) -> tuple[list[Target], list[str]]:
+def resolve_targets(
+    model: Any,
+    tokenizer: Any,
+    input_ids: Sequence[int],
+    word_ids: Sequence[Any],
+    output: torch.Tensor,
+    target: str | None = None,
+    positions: Sequence[int] | None = None,
+) -> tuple[list[Target], list[str]]:
     """The targets to explain, given the head's output (batch axis removed) at the real input; and notes."""
     check_target(model, tokenizer, target)
     kind = head_kind(model)
@@ -272,19 +306,25 @@ def resolve_targets(model: Any, tokenizer: Any, input_ids: Sequence[int], word_i
     if kind == "question-answering":
         start = int(output[0].argmax())
         end = start + int(output[1, start:].argmax())  # the answer cannot end before it starts
-        spans = {"start": Target(f"start at {tokens[start]} (token {start})", "start", start, (0, start)),
-                 "end": Target(f"end at {tokens[end]} (token {end})", "end", end, (1, end))}
+        spans = {
+            "start": Target(f"start at {tokens[start]} (token {start})", "start", start, (0, start)),
+            "end": Target(f"end at {tokens[end]} (token {end})", "end", end, (1, end)),
+        }
         return [spans[target]] if target is not None else [spans["start"], spans["end"]], notes
     if kind == "next-token":
         return [_next_token_target(tokenizer, tokens, output, target)], notes
     if kind == "replaced-token":
         return _replaced_token_targets(tokens, word_ids, output, target, positions), notes
     # masked LM: each [MASK]
-    masks = list(positions) if positions is not None else [
-        i for i, t in enumerate(input_ids) if t == tokenizer.mask_token_id]
+    masks = (
+        list(positions)
+        if positions is not None
+        else [i for i, t in enumerate(input_ids) if t == tokenizer.mask_token_id]
+    )
     if not masks:
-        raise ValueError("--attributions on a masked-LM model explains the word predicted at [MASK]; the text has "
-                         "no [MASK] token")
+        raise ValueError(
+            "--attributions on a masked-LM model explains the word predicted at [MASK]; the text has no [MASK] token"
+        )
     out = []
     for p in masks:
         w = tokenizer.convert_tokens_to_ids([target])[0] if target is not None else int(output[p].argmax())
@@ -301,14 +341,21 @@ def _next_token_target(tokenizer: Any, tokens: list[str], output: torch.Tensor, 
     return Target(f"next token {word} after {tokens[last]} (token {last})", word, last, (last, w))
 
 
-def _replaced_token_targets(tokens: list[str], word_ids: Sequence[Any], output: torch.Tensor, target: str | None,
-                            positions: Sequence[int] | None) -> list[Target]:
+def _replaced_token_targets(
+    tokens: list[str],
+    word_ids: Sequence[Any],
+    output: torch.Tensor,
+    target: str | None,
+    positions: Sequence[int] | None,
+) -> list[Target]:
     """A replaced-token detector's logit at the chosen tokens: ``positions``, the first occurrence of the
     token ``target``, or else the text token the model finds most likely replaced."""
     if positions is None and target is not None:
         if target not in tokens:
-            raise ValueError(f"--target {target!r}: a replaced-token detector explains one token of the text; "
-                             f"its tokens are: {' '.join(tokens)}")
+            raise ValueError(
+                f"--target {target!r}: a replaced-token detector explains one token of the text; "
+                f"its tokens are: {' '.join(tokens)}"
+            )
         positions = [tokens.index(target)]
     if positions is None:
         text = [i for i, w in enumerate(word_ids) if w is not None] or list(range(len(tokens)))
@@ -319,14 +366,21 @@ def _replaced_token_targets(tokens: list[str], word_ids: Sequence[Any], output: 
 # ------------------------------------------------------------------------------ the methods
 
 
-def _gradients(model: Any, kind: str, embeds: torch.Tensor, types: torch.Tensor, indices: list[tuple[int, ...]],
-               batch_size: int, progress: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+def _gradients(
+    model: Any,
+    kind: str,
+    embeds: torch.Tensor,
+    types: torch.Tensor,
+    indices: list[tuple[int, ...]],
+    batch_size: int,
+    progress: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of row r's target scalar with respect to row r of ``embeds`` (R, N, H); and the scalars (R,)."""
     grads, values = [], []
     for lo in range(0, embeds.shape[0], batch_size):
-        e = embeds[lo:lo + batch_size].detach().clone().requires_grad_(True)
+        e = embeds[lo : lo + batch_size].detach().clone().requires_grad_(True)
         out = _head_output(model, kind, e, types.expand(e.shape[0], -1))
-        f = _rows(out, indices[lo:lo + batch_size])
+        f = _rows(out, indices[lo : lo + batch_size])
         (g,) = torch.autograd.grad(f.sum(), e)  # rows are independent, so one backward gives every row's gradient
         grads.append(g.detach())
         values.append(f.detach())
@@ -343,16 +397,26 @@ def baseline_ids(tokenizer: Any, input_ids: Sequence[int], causal: bool = False)
         eos = getattr(tokenizer, "eos_token_id", None)
         fill = eos if eos is not None else tokenizer.pad_token_id
         if fill is None:
-            raise ValueError("integrated gradients on a causal LM need an end-of-text or pad token for the "
-                             "baseline; the tokenizer has neither")
+            raise ValueError(
+                "integrated gradients on a causal LM need an end-of-text or pad token for the "
+                "baseline; the tokenizer has neither"
+            )
         return [t if i == 0 else fill for i, t in enumerate(input_ids)]
     keep = {tokenizer.cls_token_id, tokenizer.sep_token_id}
     return [t if t in keep else tokenizer.pad_token_id for t in input_ids]
 
 
-def integrated_gradients(model: Any, kind: str, x: torch.Tensor, base: torch.Tensor, types: torch.Tensor,
-                         targets: list[Target], steps: int = 50, batch_size: int = 16,
-                         progress: Any = None) -> list[TokenAttribution]:
+def integrated_gradients(
+    model: Any,
+    kind: str,
+    x: torch.Tensor,
+    base: torch.Tensor,
+    types: torch.Tensor,
+    targets: list[Target],
+    steps: int = 50,
+    batch_size: int = 16,
+    progress: Any = None,
+) -> list[TokenAttribution]:
     """IG of each target along the straight path from ``base`` to ``x`` (both (N, H) word embeddings)."""
     nodes, weights = np.polynomial.legendre.leggauss(steps)
     alphas = torch.tensor(0.5 * (nodes + 1.0), dtype=x.dtype)  # [-1, 1] -> [0, 1]
@@ -365,22 +429,29 @@ def integrated_gradients(model: Any, kind: str, x: torch.Tensor, base: torch.Ten
         ends = _head_output(model, kind, torch.stack([x, base]), types.expand(2, -1))
     out = []
     for ti, t in enumerate(targets):
-        g = grads[ti * steps:(ti + 1) * steps].double()  # (S, N, H)
+        g = grads[ti * steps : (ti + 1) * steps].double()  # (S, N, H)
         avg = (w[:, None, None] * g).sum(0)
         scores = ((x - base).double() * avg).sum(-1)
         fx, fb = float(ends[(0, *t.index)]), float(ends[(1, *t.index)])
-        out.append(TokenAttribution("integrated-gradients", t, scores.float().numpy(), fx, fb,
-                                    float(scores.sum()) - (fx - fb)))
+        out.append(
+            TokenAttribution("integrated-gradients", t, scores.float().numpy(), fx, fb, float(scores.sum()) - (fx - fb))
+        )
     return out
 
 
-def gradient_x_input(model: Any, kind: str, x: torch.Tensor, types: torch.Tensor, targets: list[Target],
-                     batch_size: int = 16) -> list[TokenAttribution]:
+def gradient_x_input(
+    model: Any, kind: str, x: torch.Tensor, types: torch.Tensor, targets: list[Target], batch_size: int = 16
+) -> list[TokenAttribution]:
     """d f / d e(x) times e(x), summed over the hidden size, for each target."""
-    grads, values = _gradients(model, kind, x[None].repeat(len(targets), 1, 1), types, [t.index for t in targets],
-                               batch_size)
-    return [TokenAttribution("gradient-x-input", t, (grads[i].double() * x.double()).sum(-1).float().numpy(),
-                             float(values[i])) for i, t in enumerate(targets)]
+    grads, values = _gradients(
+        model, kind, x[None].repeat(len(targets), 1, 1), types, [t.index for t in targets], batch_size
+    )
+    return [
+        TokenAttribution(
+            "gradient-x-input", t, (grads[i].double() * x.double()).sum(-1).float().numpy(), float(values[i])
+        )
+        for i, t in enumerate(targets)
+    ]
 
 
 def rollout_matrix(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -398,17 +469,28 @@ def rollout_matrix(attentions: Sequence[torch.Tensor]) -> torch.Tensor:
 def attention_rollout(attentions: Sequence[torch.Tensor], targets: list[Target]) -> list[TokenAttribution]:
     """The rollout row of each target's token ([CLS] for a sequence-level label)."""
     r = rollout_matrix(attentions)
-    return [TokenAttribution("attention-rollout", t, r[t.position if t.position is not None else 0].float().numpy())
-            for t in targets]
+    return [
+        TokenAttribution("attention-rollout", t, r[t.position if t.position is not None else 0].float().numpy())
+        for t in targets
+    ]
 
 
 # ------------------------------------------------------------------------------ the entry points
 
 
-def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_type_ids: Sequence[int],
-                  word_ids: Sequence[int | None], methods: Sequence[str] = ("integrated-gradients",),
-                  target: str | None = None, positions: Sequence[int] | None = None, steps: int = 50,
-                  batch_size: int = 16, progress: bool = False) -> tuple[list[TokenAttribution], list[str]]:
+def attribute_ids(
+    model: Any,
+    tokenizer: Any,
+    input_ids: Sequence[int],
+    token_type_ids: Sequence[int],
+    word_ids: Sequence[int | None],
+    methods: Sequence[str] = ("integrated-gradients",),
+    target: str | None = None,
+    positions: Sequence[int] | None = None,
+    steps: int = 50,
+    batch_size: int = 16,
+    progress: bool = False,
+) -> tuple[list[TokenAttribution], list[str]]:
     """Every method in ``methods`` on one tokenized input; the results and any notes."""
     from tqdm.auto import tqdm
 
@@ -419,8 +501,12 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
     types = torch.tensor([list(token_type_ids)])
     x = word_embeddings(model, input_ids)
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([list(input_ids)]), token_type_ids=types if _uses_token_types(model)
-                    else None, output_attentions=True, return_dict=True)
+        out = model(
+            input_ids=torch.tensor([list(input_ids)]),
+            token_type_ids=types if _uses_token_types(model) else None,
+            output_attentions=True,
+            return_dict=True,
+        )
         head = _head_output(model, kind, x[None], types)[0]
     # Word ids restart in the second text; the token type tells the two texts apart.
     keys = [None if w is None else (t, w) for w, t in zip(word_ids, token_type_ids)]
@@ -429,8 +515,13 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
     for m in dict.fromkeys(methods):
         if m == "integrated-gradients":
             base = word_embeddings(model, baseline_ids(tokenizer, input_ids, causal=kind == "next-token"))
-            with tqdm(total=steps * len(targets), desc="integrated gradients", unit="step",
-                      disable=None if progress else True, leave=False) as bar:  # None: no bar off a terminal
+            with tqdm(
+                total=steps * len(targets),
+                desc="integrated gradients",
+                unit="step",
+                disable=None if progress else True,
+                leave=False,
+            ) as bar:  # None: no bar off a terminal
                 results += integrated_gradients(model, kind, x, base, types, targets, steps, batch_size, bar)
         elif m == "gradient-x-input":
             results += gradient_x_input(model, kind, x, types, targets, batch_size)
@@ -439,10 +530,18 @@ def attribute_ids(model: Any, tokenizer: Any, input_ids: Sequence[int], token_ty
     return results, notes
 
 
-def attribute(model: Any, tokenizer: Any, texts: str | Sequence[str], pairs: str | Sequence[str | None] | None = None,
-              methods: Sequence[str] = ("integrated-gradients",), target: str | None = None, steps: int = 50,
-              batch_size: int = 16, progress: bool = False,
-              positions: Sequence[int] | None = None) -> list[Attributions]:
+def attribute(
+    model: Any,
+    tokenizer: Any,
+    texts: str | Sequence[str],
+    pairs: str | Sequence[str | None] | None = None,
+    methods: Sequence[str] = ("integrated-gradients",),
+    target: str | None = None,
+    steps: int = 50,
+    batch_size: int = 16,
+    progress: bool = False,
+    positions: Sequence[int] | None = None,
+) -> list[Attributions]:
     """Attributions for each text of ``texts`` (with its ``pairs`` entry as the second text), one per text.
 
     ``positions`` chooses the tokens a token classifier's tags (a masked LM's words, a replaced-token
@@ -459,22 +558,64 @@ def attribute(model: Any, tokenizer: Any, texts: str | Sequence[str], pairs: str
             raise ValueError("a text to explain is empty")
         enc = tokenizer(text, pair, truncation=True, max_length=model.config.max_position_embeddings)
         types = enc.get("token_type_ids") or [0] * len(enc["input_ids"])
-        results, notes = attribute_ids(model, tokenizer, enc["input_ids"], types, enc.word_ids(),
-                                       methods, target, positions, steps=steps, batch_size=batch_size,
-                                       progress=progress)
-        out.append(Attributions(text, pair, tokenizer.convert_ids_to_tokens(enc["input_ids"]), list(enc["input_ids"]),
-                                list(enc.word_ids()), list(enc.sequence_ids()), results, notes, head_kind(model)))
+        results, notes = attribute_ids(
+            model,
+            tokenizer,
+            enc["input_ids"],
+            types,
+            enc.word_ids(),
+            methods,
+            target,
+            positions,
+            steps=steps,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        out.append(
+            Attributions(
+                text,
+                pair,
+                tokenizer.convert_ids_to_tokens(enc["input_ids"]),
+                list(enc["input_ids"]),
+                list(enc.word_ids()),
+                list(enc.sequence_ids()),
+                results,
+                notes,
+                head_kind(model),
+            )
+        )
     return out
 
 
-def add_to_explanation(model: Any, tokenizer: Any, ex: Any, methods: Sequence[str], target: str | None = None,
-                       steps: int = 50, batch_size: int = 16) -> dict[str, Any]:
+def add_to_explanation(
+    model: Any,
+    tokenizer: Any,
+    ex: Any,
+    methods: Sequence[str],
+    target: str | None = None,
+    steps: int = 50,
+    batch_size: int = 16,
+) -> dict[str, Any]:
     """Compute ``methods`` on an ``Explanation``'s input and store them (JSON-able) as ``ex.attributions``."""
-    results, notes = attribute_ids(model, tokenizer, ex.input_ids, ex.token_type_ids, ex.word_ids, methods, target,
-                                   steps=steps, batch_size=batch_size, progress=True)
+    results, notes = attribute_ids(
+        model,
+        tokenizer,
+        ex.input_ids,
+        ex.token_type_ids,
+        ex.word_ids,
+        methods,
+        target,
+        steps=steps,
+        batch_size=batch_size,
+        progress=True,
+    )
     ex.notes.extend(notes)
     used = list(dict.fromkeys(methods))
     kind = head_kind(model)
-    ex.attributions = {"methods": used, "kind": kind, "conventions": {m: conventions(m, kind) for m in used},
-                       "results": [r.to_json() for r in results]}
+    ex.attributions = {
+        "methods": used,
+        "kind": kind,
+        "conventions": {m: conventions(m, kind) for m in used},
+        "results": [r.to_json() for r in results],
+    }
     return ex.attributions

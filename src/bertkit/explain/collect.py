@@ -114,6 +114,7 @@ class Explanation:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able dict; floats keep their full float32 value."""
+
         def arr(a: np.ndarray | None) -> Any:
             return None if a is None else a.astype(np.float64).tolist()
 
@@ -141,8 +142,9 @@ class Explanation:
             "predictions": self.predictions,
             "heads": self.heads,
             "attributions": self.attributions,
-            "neuron": None if self.neuron is None else {k: arr(v) if isinstance(v, np.ndarray) else v
-                                                        for k, v in self.neuron.items()},
+            "neuron": None
+            if self.neuron is None
+            else {k: arr(v) if isinstance(v, np.ndarray) else v for k, v in self.neuron.items()},
         }
 
 
@@ -152,16 +154,21 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _encode(tokenizer: Any, text: str, pair: str | None, max_len: int) -> tuple[Any, list[str]]:
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("the text to explain is empty; give a sentence, e.g. bertkit explain --model DIR \"a text\"")
+        raise ValueError('the text to explain is empty; give a sentence, e.g. bertkit explain --model DIR "a text"')
     if pair is not None and not pair.strip():
         raise ValueError("--pair is empty; leave it out or give a second text")
     notes = []
-    full = (len(tokenizer.tokenize(text)) + (len(tokenizer.tokenize(pair)) if pair is not None else 0)
-            + tokenizer.num_special_tokens_to_add(pair=pair is not None))
+    full = (
+        len(tokenizer.tokenize(text))
+        + (len(tokenizer.tokenize(pair)) if pair is not None else 0)
+        + tokenizer.num_special_tokens_to_add(pair=pair is not None)
+    )
     enc = tokenizer(text, pair, truncation=True, max_length=max_len, return_offsets_mapping=True)
     if full > max_len:
-        notes.append(f"The input has {full} tokens; it was truncated to {max_len}, the model's "
-                     f"max_position_embeddings. Tokens past position {max_len - 1} are not shown.")
+        notes.append(
+            f"The input has {full} tokens; it was truncated to {max_len}, the model's "
+            f"max_position_embeddings. Tokens past position {max_len - 1} are not shown."
+        )
     return enc, notes
 
 
@@ -187,8 +194,9 @@ def _head_summaries(att: torch.Tensor, tokens: list[str]) -> dict[str, np.ndarra
     return {k: v.float().numpy() for k, v in out.items()}
 
 
-def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[str, str | None], top_k: int,
-                 all_positions: bool) -> dict | None:
+def _predictions(
+    model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[str, str | None], top_k: int, all_positions: bool
+) -> dict | None:
     from bertkit.modeling.registry import model_task_of
 
     task = model_task_of(model)
@@ -202,9 +210,16 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
         for pos in positions:
             probs = logits[pos].softmax(-1)
             vals, idx = probs.topk(min(top_k, probs.numel()))
-            rows.append({"position": pos, "token": tokenizer.convert_ids_to_tokens(ids[pos]),
-                         "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v)}
-                                 for v, i in zip(vals, idx)]})
+            rows.append(
+                {
+                    "position": pos,
+                    "token": tokenizer.convert_ids_to_tokens(ids[pos]),
+                    "top": [
+                        {"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v)}
+                        for v, i in zip(vals, idx)
+                    ],
+                }
+            )
         pred: dict[str, Any] = {"kind": "masked-lm", "positions": rows, "all_positions": all_positions}
         if "seq_relationship_logits" in out:
             nsp = out.seq_relationship_logits[0].float().softmax(-1)
@@ -213,8 +228,12 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
     if task == "pretraining" and "logits" in out and out.logits.dim() == 2:  # one logit per token: replaced or not
         probs = out.logits[0].float().sigmoid()
         tokens = tokenizer.convert_ids_to_tokens(ids)
-        return {"kind": "replaced-token", "tokens": [{"position": i, "token": t, "replaced": float(p)}
-                                                     for i, (t, p) in enumerate(zip(tokens, probs))]}
+        return {
+            "kind": "replaced-token",
+            "tokens": [
+                {"position": i, "token": t, "replaced": float(p)} for i, (t, p) in enumerate(zip(tokens, probs))
+            ],
+        }
     if type(model).__name__ == "BertForNextSentencePrediction":  # BERT's own head, not a registry task
         nsp = out.logits[0].float().softmax(-1)
         return {"kind": "next-sentence", "next_sentence": {"is_next": float(nsp[0]), "is_random": float(nsp[1])}}
@@ -230,8 +249,10 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
             kind, scores = "multi-label", logits.sigmoid()
         else:
             kind, scores = "single-label", logits.softmax(-1)
-        labels = [{"label": cfg.id2label.get(i, f"LABEL_{i}"), "score": float(s), "logit": float(lg)}
-                  for i, (s, lg) in enumerate(zip(scores, logits))]
+        labels = [
+            {"label": cfg.id2label.get(i, f"LABEL_{i}"), "score": float(s), "logit": float(lg)}
+            for i, (s, lg) in enumerate(zip(scores, logits))
+        ]
         return {"kind": "sequence-classification", "problem": kind, "labels": labels, "head": _classifier_head(model)}
     if task == "token-classification":
         probs = out.logits[0].float().softmax(-1)
@@ -244,8 +265,15 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
             j = [k for k, (w2, s2) in enumerate(zip(enc.word_ids(), enc.sequence_ids())) if w2 == w and s2 == s]
             start, end = enc["offset_mapping"][j[0]][0], enc["offset_mapping"][j[-1]][1]
             score, label = probs[i].max(-1)
-            words.append({"word": text_of[s][start:end], "sequence": s, "first_token": i,
-                          "tag": cfg.id2label.get(int(label), f"LABEL_{int(label)}"), "score": float(score)})
+            words.append(
+                {
+                    "word": text_of[s][start:end],
+                    "sequence": s,
+                    "first_token": i,
+                    "tag": cfg.id2label.get(int(label), f"LABEL_{int(label)}"),
+                    "score": float(score),
+                }
+            )
         return {"kind": "token-classification", "words": words}
     return None
 
@@ -254,9 +282,9 @@ def _predictions(model: Any, out: Any, tokenizer: Any, enc: Any, texts: tuple[st
 _CLASSIFIER_HEADS = {
     "bert": "a linear layer on pooler_output (tanh(dense(h_[CLS])))",
     "distilbert": "pre_classifier (dense) and ReLU on the first token's final vector, then a linear classifier "
-                  "(DistilBERT has no pooler)",
+    "(DistilBERT has no pooler)",
     "electra": "classifier.dense and GELU on the first token's final vector, then classifier.out_proj "
-               "(ELECTRA has no pooler)",
+    "(ELECTRA has no pooler)",
 }
 
 
@@ -269,13 +297,25 @@ def _next_token(logits: torch.Tensor, tokenizer: Any, ids: list[int], top_k: int
     """A causal LM's top next tokens after the last token of the input."""
     probs = logits.softmax(-1)
     vals, idx = probs.topk(min(top_k, probs.numel()))
-    return {"kind": "next-token", "position": len(ids) - 1, "after": tokenizer.convert_ids_to_tokens(ids[-1]),
-            "top": [{"token": tokenizer.convert_ids_to_tokens(int(i)), "id": int(i), "score": float(v),
-                     "logit": float(logits[i])} for v, i in zip(vals, idx)]}
+    return {
+        "kind": "next-token",
+        "position": len(ids) - 1,
+        "after": tokenizer.convert_ids_to_tokens(ids[-1]),
+        "top": [
+            {
+                "token": tokenizer.convert_ids_to_tokens(int(i)),
+                "id": int(i),
+                "score": float(v),
+                "logit": float(logits[i]),
+            }
+            for v, i in zip(vals, idx)
+        ],
+    }
 
 
-def _qa_span(start: torch.Tensor, end: torch.Tensor, enc: Any, texts: tuple[str, str | None],
-             max_answer_tokens: int = 30) -> dict[str, Any]:
+def _qa_span(
+    start: torch.Tensor, end: torch.Tensor, enc: Any, texts: tuple[str, str | None], max_answer_tokens: int = 30
+) -> dict[str, Any]:
     """Extractive QA's best span: the context tokens s <= e (at most ``max_answer_tokens``) with the
     largest start + end logit. The context is the second text when there is one (question, context)."""
     ctx_seq = 1 if texts[1] is not None else 0
@@ -284,22 +324,43 @@ def _qa_span(start: torch.Tensor, end: torch.Tensor, enc: Any, texts: tuple[str,
         return {"kind": "question-answering", "span": None}
     s_np, e_np = start.double().numpy(), end.double().numpy()
     # The context's tokens are consecutive, so the next max_answer_tokens of them are the spans from i.
-    best = max(((i, j) for a, i in enumerate(ctx) for j in ctx[a:a + max_answer_tokens]),
-               key=lambda p: s_np[p[0]] + e_np[p[1]])
+    best = max(
+        ((i, j) for a, i in enumerate(ctx) for j in ctx[a : a + max_answer_tokens]),
+        key=lambda p: s_np[p[0]] + e_np[p[1]],
+    )
     p_start, p_end = start.softmax(-1), end.softmax(-1)
     offs = enc["offset_mapping"]
     i, j = best
-    return {"kind": "question-answering", "context": "pair" if ctx_seq else "text", "max_answer_tokens":
-            max_answer_tokens, "span": {"answer": texts[ctx_seq][offs[i][0]:offs[j][1]], "start_token": i,
-                                        "end_token": j, "start_logit": float(start[i]), "end_logit": float(end[j]),
-                                        "start_score": float(p_start[i]), "end_score": float(p_end[j]),
-                                        "char_start": int(offs[i][0]), "char_end": int(offs[j][1])}}
+    return {
+        "kind": "question-answering",
+        "context": "pair" if ctx_seq else "text",
+        "max_answer_tokens": max_answer_tokens,
+        "span": {
+            "answer": texts[ctx_seq][offs[i][0] : offs[j][1]],
+            "start_token": i,
+            "end_token": j,
+            "start_logit": float(start[i]),
+            "end_logit": float(end[j]),
+            "start_score": float(p_start[i]),
+            "end_score": float(p_end[j]),
+            "char_start": int(offs[i][0]),
+            "char_end": int(offs[j][1]),
+        },
+    }
 
 
 @torch.no_grad()
-def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, layers: str | list[int] | None = None,
-            top_k: int = 5, all_positions: bool = False, model_path: str = "",
-            heads: str | list[int] | None = None) -> Explanation:
+def collect(
+    model: Any,
+    tokenizer: Any,
+    text: str,
+    pair: str | None = None,
+    layers: str | list[int] | None = None,
+    top_k: int = 5,
+    all_positions: bool = False,
+    model_path: str = "",
+    heads: str | list[int] | None = None,
+) -> Explanation:
     """Run ``model`` once on ``text`` (and ``pair``) and gather everything the report shows."""
     from bertkit._args import positive_int
 
@@ -315,8 +376,13 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
     model.eval()
     with torch.inference_mode():
         # Segment ids go in only where the family embeds them as segments (GPT-2 would add word vectors).
-        out = model(input_ids=ids, token_type_ids=types if fam.has_token_types else None, output_attentions=True,
-                    output_hidden_states=True, return_dict=True)
+        out = model(
+            input_ids=ids,
+            token_type_ids=types if fam.has_token_types else None,
+            output_attentions=True,
+            output_hidden_states=True,
+            return_dict=True,
+        )
         hs = [h[0].float() for h in out.hidden_states]  # L + 1 of (N, H)
         att = torch.stack([a[0].float() for a in out.attentions])  # (L, h, N, N)
         pooler = getattr(base, "pooler", None)
@@ -330,11 +396,15 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
     parts.setdefault("token_type", torch.zeros_like(parts["sum"]))
     parts["layernorm"] = hs[0]
     if tables["word"].embedding_dim != cfg.hidden_size:
-        notes.append(f"The embeddings are {tables['word'].embedding_dim} wide and projected to hidden_size "
-                     f"{cfg.hidden_size} (embeddings_project): 'after LayerNorm' is the projected vector.")
+        notes.append(
+            f"The embeddings are {tables['word'].embedding_dim} wide and projected to hidden_size "
+            f"{cfg.hidden_size} (embeddings_project): 'after LayerNorm' is the projected vector."
+        )
     if fam.kind != "encoder":
-        notes.append(f"{type(model).__name__} is a causal decoder: each token attends to itself and the tokens "
-                     "before it; the first hidden state is the embedding sum itself (no LayerNorm before layer 0).")
+        notes.append(
+            f"{type(model).__name__} is a causal decoder: each token attends to itself and the tokens "
+            "before it; the first hidden state is the embedding sum itself (no LayerNorm before layer 0)."
+        )
     tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"])
     H = torch.stack(hs)  # (L + 1, N, H)
     others = H[:, 1:].mean(1) if n > 1 else H[:, 0]
@@ -355,9 +425,19 @@ def collect(model: Any, tokenizer: Any, text: str, pair: str | None = None, laye
     return Explanation(
         model_path=model_path,
         model_class=type(model).__name__,
-        config={k: getattr(cfg, k, None) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                                             "intermediate_size", "vocab_size", "max_position_embeddings",
-                                             "hidden_act", "layer_norm_eps")},
+        config={
+            k: getattr(cfg, k, None)
+            for k in (
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "intermediate_size",
+                "vocab_size",
+                "max_position_embeddings",
+                "hidden_act",
+                "layer_norm_eps",
+            )
+        },
         text=text,
         pair=pair,
         tokens=tokens,
@@ -392,9 +472,13 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
     name = type(model).__name__
     fam = _family(model)
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([input_ids]),
-                    token_type_ids=torch.tensor([token_type_ids]) if fam.has_token_types else None,
-                    output_attentions=True, output_hidden_states=True, return_dict=True)
+        out = model(
+            input_ids=torch.tensor([input_ids]),
+            token_type_ids=torch.tensor([token_type_ids]) if fam.has_token_types else None,
+            output_attentions=True,
+            output_hidden_states=True,
+            return_dict=True,
+        )
         base = model.base_model
         res: dict[str, Any] = {
             "hidden_states": [h[0] for h in out.hidden_states],
@@ -427,8 +511,9 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
     return res
 
 
-def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, model: Any = None,
-           tokenizer: Any = None) -> list[Check]:
+def verify(
+    model_dir: str | os.PathLike, text: str, pair: str | None = None, model: Any = None, tokenizer: Any = None
+) -> list[Check]:
     """Rebuild ``model_dir``'s forward pass from its raw weight file and compare with the model.
 
     ``model`` defaults to the folder's model loaded with ``from_pretrained``; pass one to check a
@@ -444,15 +529,19 @@ def verify(model_dir: str | os.PathLike, text: str, pair: str | None = None, mod
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
     if model.config.model_type not in FAMILIES:
         # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
-        raise ValueError(f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
-                         f"{model.config.model_type!r} model (its report needs no --verify)")
+        raise ValueError(
+            f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
+            f"{model.config.model_type!r} model (its report needs no --verify)"
+        )
     if model.dtype != torch.float32:
         raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
     state = load_state_dict(find_weights_file(folder))
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError("the from-scratch check covers absolute position embeddings only, not "
-                         f"{config['position_embedding_type']!r}")
+        raise ValueError(
+            "the from-scratch check covers absolute position embeddings only, not "
+            f"{config['position_embedding_type']!r}"
+        )
     enc, _ = _encode(tokenizer, text, pair, model.config.max_position_embeddings)
     ids = list(enc["input_ids"])
     types = list(enc.get("token_type_ids") or [0] * len(ids))

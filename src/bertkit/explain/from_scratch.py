@@ -80,7 +80,7 @@ def activation(x: torch.Tensor, name: str) -> torch.Tensor:
     if name == "gelu":  # the exact GELU: x * Φ(x), with Φ the normal CDF
         return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
     if name in ("gelu_new", "gelu_fast", "gelu_pytorch_tanh"):  # the tanh approximation of GELU
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     if name == "relu":
         return torch.clamp(x, min=0.0)
     raise ValueError(f"the from-scratch check knows hidden_act gelu, gelu_new and relu, not {name!r}")
@@ -113,13 +113,28 @@ class Weights:
 
 # Where each family keeps the parts of one transformer layer (ELECTRA uses BERT's names).
 LAYER_NAMES = {
-    "bert": {"layer": "encoder.layer.{}.", "query": "attention.self.query", "key": "attention.self.key",
-             "value": "attention.self.value", "attention_out": "attention.output.dense",
-             "attention_norm": "attention.output.LayerNorm", "ffn_in": "intermediate.dense", "ffn_out": "output.dense",
-             "output_norm": "output.LayerNorm"},
-    "distilbert": {"layer": "transformer.layer.{}.", "query": "attention.q_lin", "key": "attention.k_lin",
-                   "value": "attention.v_lin", "attention_out": "attention.out_lin", "attention_norm": "sa_layer_norm",
-                   "ffn_in": "ffn.lin1", "ffn_out": "ffn.lin2", "output_norm": "output_layer_norm"},
+    "bert": {
+        "layer": "encoder.layer.{}.",
+        "query": "attention.self.query",
+        "key": "attention.self.key",
+        "value": "attention.self.value",
+        "attention_out": "attention.output.dense",
+        "attention_norm": "attention.output.LayerNorm",
+        "ffn_in": "intermediate.dense",
+        "ffn_out": "output.dense",
+        "output_norm": "output.LayerNorm",
+    },
+    "distilbert": {
+        "layer": "transformer.layer.{}.",
+        "query": "attention.q_lin",
+        "key": "attention.k_lin",
+        "value": "attention.v_lin",
+        "attention_out": "attention.out_lin",
+        "attention_norm": "sa_layer_norm",
+        "ffn_in": "ffn.lin1",
+        "ffn_out": "ffn.lin2",
+        "output_norm": "output_layer_norm",
+    },
 }
 FAMILIES = ("bert", "distilbert", "electra")
 
@@ -145,10 +160,17 @@ class Dims:
         if family not in FAMILIES:
             raise ValueError(f"the from-scratch check rebuilds {', '.join(FAMILIES)}, not {family!r}")
         if family == "distilbert":  # DistilBERT's own config names; its LayerNorms use eps 1e-12
-            return cls(family, config["dim"], config["n_heads"], config["n_layers"], 1e-12,
-                       config.get("activation", "gelu"))
-        return cls(family, config["hidden_size"], config["num_attention_heads"], config["num_hidden_layers"],
-                   config.get("layer_norm_eps", 1e-12), config.get("hidden_act", "gelu"))
+            return cls(
+                family, config["dim"], config["n_heads"], config["n_layers"], 1e-12, config.get("activation", "gelu")
+            )
+        return cls(
+            family,
+            config["hidden_size"],
+            config["num_attention_heads"],
+            config["num_hidden_layers"],
+            config.get("layer_norm_eps", 1e-12),
+            config.get("hidden_act", "gelu"),
+        )
 
 
 # ------------------------------------------------------------------------------ the forward pass, step by step
@@ -195,28 +217,43 @@ def rebuild_layer(W: Weights, dims: Dims, layer: int, outputs: Mapping[str, obje
     q, k, v = lin(x, "query"), lin(x, "key"), lin(x, "value")  # (N, H) each
     if outputs.get("queries") is not None:
         # The neuron view shows these per-head slices; they must be the checkpoint's projections.
-        check(f"layer {layer}: neuron view queries = hidden_states[{layer}] W_q^T + b_q, split into heads",
-              q.view(-1, h, d).transpose(0, 1), outputs["queries"][layer])
-        check(f"layer {layer}: neuron view keys = hidden_states[{layer}] W_k^T + b_k, split into heads",
-              k.view(-1, h, d).transpose(0, 1), outputs["keys"][layer])
+        check(
+            f"layer {layer}: neuron view queries = hidden_states[{layer}] W_q^T + b_q, split into heads",
+            q.view(-1, h, d).transpose(0, 1),
+            outputs["queries"][layer],
+        )
+        check(
+            f"layer {layer}: neuron view keys = hidden_states[{layer}] W_k^T + b_k, split into heads",
+            k.view(-1, h, d).transpose(0, 1),
+            outputs["keys"][layer],
+        )
         qk = outputs["queries"][layer].float() @ outputs["keys"][layer].float().transpose(-1, -2)
-        check(f"layer {layer}: neuron view softmax(q . k / sqrt({d})) = attentions[{layer}]",
-              softmax(qk / math.sqrt(d)), attentions[layer])
+        check(
+            f"layer {layer}: neuron view softmax(q . k / sqrt({d})) = attentions[{layer}]",
+            softmax(qk / math.sqrt(d)),
+            attentions[layer],
+        )
     heads_out = []
     for head in range(h):
         cols = slice(head * d, (head + 1) * d)  # head `head` owns d consecutive columns of Q, K, V
         scores = q[:, cols] @ k[:, cols].T / math.sqrt(d)  # (N, N): how well token i's query fits token j's key
         probs = softmax(scores)  # each row sums to 1: token i's attention over all tokens
-        check(f"layer {layer} head {head}: softmax(Q K^T / sqrt({d})) = attentions[{layer}][:, {head}]",
-              probs, attentions[layer][head])
+        check(
+            f"layer {layer} head {head}: softmax(Q K^T / sqrt({d})) = attentions[{layer}][:, {head}]",
+            probs,
+            attentions[layer][head],
+        )
         heads_out.append(probs @ v[:, cols])  # (N, d): a weighted average of the value vectors
     context = torch.cat(heads_out, dim=-1)  # (N, H): the heads side by side
     # Attention output: project, add the layer's input back (residual), LayerNorm.
     a = norm(lin(context, "attention_out") + x, "attention_norm")
     # Feed-forward: widen to the intermediate size, non-linearity, back to H, add & norm again.
     out = norm(lin(activation(lin(a, "ffn_in"), dims.act), "ffn_out") + a, "output_norm")
-    check(f"layer {layer}: attention output, add & norm, feed-forward, add & norm = hidden_states[{layer + 1}]",
-          out, outputs["hidden_states"][layer + 1])
+    check(
+        f"layer {layer}: attention output, add & norm, feed-forward, add & norm = hidden_states[{layer + 1}]",
+        out,
+        outputs["hidden_states"][layer + 1],
+    )
     return out
 
 
@@ -227,8 +264,9 @@ def _decoder(W: Weights, z: torch.Tensor, weight: str, bias: str) -> torch.Tenso
     return linear(z, dec, W(bias))
 
 
-def rebuild_bert_heads(W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapping[str, object],
-                       check: Comparer) -> None:
+def rebuild_bert_heads(
+    W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapping[str, object], check: Comparer
+) -> None:
     """4 and 5. BERT's pooler, masked-LM, next-sentence and classifier heads from the final vectors (N, H)."""
     # Pooler: only the [CLS] token's final vector, through one dense layer and tanh.
     pooled = None
@@ -241,53 +279,77 @@ def rebuild_bert_heads(W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapp
         z = layer_norm(z, W(t + "LayerNorm.weight"), W(t + "LayerNorm.bias"), dims.eps)
         # The decoder's bias is stored as cls.predictions.bias.
         bias = "cls.predictions.bias" if W.has("cls.predictions.bias") else "cls.predictions.decoder.bias"
-        check("masked LM: decoder(transform(h)) = logits", _decoder(W, z, "cls.predictions.decoder.weight", bias),
-              outputs["mlm_logits"])
+        check(
+            "masked LM: decoder(transform(h)) = logits",
+            _decoder(W, z, "cls.predictions.decoder.weight", bias),
+            outputs["mlm_logits"],
+        )
     if outputs.get("nsp_logits") is not None and pooled is not None:
         nsp = linear(pooled, W("cls.seq_relationship.weight"), W("cls.seq_relationship.bias"))
         check("next sentence: seq_relationship(pooler_output) = logits", nsp, outputs["nsp_logits"])
     logits = outputs.get("classifier_logits")
     if logits is not None and logits.dim() == 1 and pooled is not None:  # sequence classifier: the pooled [CLS]
-        check("classifier: linear(pooler_output) = logits", linear(pooled, W("classifier.weight"),
-                                                                   W("classifier.bias")), logits)
+        check(
+            "classifier: linear(pooler_output) = logits",
+            linear(pooled, W("classifier.weight"), W("classifier.bias")),
+            logits,
+        )
 
 
-def rebuild_distilbert_heads(W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapping[str, object],
-                             check: Comparer) -> None:
+def rebuild_distilbert_heads(
+    W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapping[str, object], check: Comparer
+) -> None:
     """5. DistilBERT's heads: no pooler; the masked LM and the first token's pre_classifier."""
     if outputs.get("mlm_logits") is not None:
         z = activation(linear(last, W("vocab_transform.weight"), W("vocab_transform.bias")), dims.act)
         z = layer_norm(z, W("vocab_layer_norm.weight"), W("vocab_layer_norm.bias"), 1e-12)
-        check("masked LM: vocab_projector(LayerNorm(act(vocab_transform(h)))) = logits",
-              _decoder(W, z, "vocab_projector.weight", "vocab_projector.bias"), outputs["mlm_logits"])
+        check(
+            "masked LM: vocab_projector(LayerNorm(act(vocab_transform(h)))) = logits",
+            _decoder(W, z, "vocab_projector.weight", "vocab_projector.bias"),
+            outputs["mlm_logits"],
+        )
     logits = outputs.get("classifier_logits")
     if logits is not None and logits.dim() == 1:
         pooled = torch.clamp(linear(last[0], W("pre_classifier.weight"), W("pre_classifier.bias")), min=0.0)
-        check("classifier: linear(relu(pre_classifier(h_[CLS]))) = logits",
-              linear(pooled, W("classifier.weight"), W("classifier.bias")), logits)
+        check(
+            "classifier: linear(relu(pre_classifier(h_[CLS]))) = logits",
+            linear(pooled, W("classifier.weight"), W("classifier.bias")),
+            logits,
+        )
 
 
-def rebuild_electra_heads(W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapping[str, object],
-                          check: Comparer) -> None:
+def rebuild_electra_heads(
+    W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapping[str, object], check: Comparer
+) -> None:
     """5. ELECTRA's heads: no pooler; the generator, the discriminator, the first token's classifier."""
     if outputs.get("mlm_logits") is not None:  # the generator: its activation is GELU whatever hidden_act says
-        z = activation(linear(last, W("generator_predictions.dense.weight"),
-                              W("generator_predictions.dense.bias")), "gelu")
-        z = layer_norm(z, W("generator_predictions.LayerNorm.weight"), W("generator_predictions.LayerNorm.bias"),
-                       dims.eps)
-        check("generator: lm_head(LayerNorm(gelu(dense(h)))) = logits",
-              _decoder(W, z, "generator_lm_head.weight", "generator_lm_head.bias"), outputs["mlm_logits"])
+        z = activation(
+            linear(last, W("generator_predictions.dense.weight"), W("generator_predictions.dense.bias")), "gelu"
+        )
+        z = layer_norm(
+            z, W("generator_predictions.LayerNorm.weight"), W("generator_predictions.LayerNorm.bias"), dims.eps
+        )
+        check(
+            "generator: lm_head(LayerNorm(gelu(dense(h)))) = logits",
+            _decoder(W, z, "generator_lm_head.weight", "generator_lm_head.bias"),
+            outputs["mlm_logits"],
+        )
     if outputs.get("replaced_logits") is not None:
         t = "discriminator_predictions."
         z = activation(linear(last, W(t + "dense.weight"), W(t + "dense.bias")), dims.act)
-        check("discriminator: dense_prediction(act(dense(h))) = replaced-token logits",
-              linear(z, W(t + "dense_prediction.weight"), W(t + "dense_prediction.bias"))[:, 0],
-              outputs["replaced_logits"])
+        check(
+            "discriminator: dense_prediction(act(dense(h))) = replaced-token logits",
+            linear(z, W(t + "dense_prediction.weight"), W(t + "dense_prediction.bias"))[:, 0],
+            outputs["replaced_logits"],
+        )
     logits = outputs.get("classifier_logits")
     if logits is not None and logits.dim() == 1:
         z = activation(linear(last[0], W("classifier.dense.weight"), W("classifier.dense.bias")), "gelu")
-        check("classifier: out_proj(gelu(dense(h_[CLS]))) = logits",
-              linear(z, W("classifier.out_proj.weight"), W("classifier.out_proj.bias")), logits)
+        check(
+            "classifier: out_proj(gelu(dense(h_[CLS]))) = logits",
+            linear(z, W("classifier.out_proj.weight"), W("classifier.out_proj.bias")),
+            logits,
+        )
 
 
 _HEADS = {"bert": rebuild_bert_heads, "distilbert": rebuild_distilbert_heads, "electra": rebuild_electra_heads}
@@ -323,9 +385,13 @@ def rebuild_and_compare(
     _HEADS[dims.family](W, dims, last, model_outputs, check)
     logits = model_outputs.get("classifier_logits")
     if logits is not None and logits.dim() == 2:  # token classifier: every token's final vector
-        check("token classifier: linear(h) = logits", linear(last, W("classifier.weight"), W("classifier.bias")),
-              logits)
+        check(
+            "token classifier: linear(h) = logits", linear(last, W("classifier.weight"), W("classifier.bias")), logits
+        )
     if model_outputs.get("qa_logits") is not None:  # QA: a start and an end logit per token
-        check("question answering: qa_outputs(h) = start and end logits",
-              linear(last, W("qa_outputs.weight"), W("qa_outputs.bias")), model_outputs["qa_logits"])
+        check(
+            "question answering: qa_outputs(h) = start and end logits",
+            linear(last, W("qa_outputs.weight"), W("qa_outputs.bias")),
+            model_outputs["qa_logits"],
+        )
     return check.checks

@@ -49,13 +49,18 @@ def queries_keys(base: Any, hidden_states: Sequence[torch.Tensor], layers: Seque
         d = query.out_features // h
         qs.append(query(x).view(-1, h, d).transpose(0, 1))  # (heads, N, d)
         ks.append(key(x).view(-1, h, d).transpose(0, 1))
-    return {"layers": list(layers), "head_size": d, "scale": 1.0 / math.sqrt(d) if d else 0.0,
-            "queries": torch.stack(qs).numpy() if qs else np.zeros((0,)),
-            "keys": torch.stack(ks).numpy() if ks else np.zeros((0,))}
+    return {
+        "layers": list(layers),
+        "head_size": d,
+        "scale": 1.0 / math.sqrt(d) if d else 0.0,
+        "queries": torch.stack(qs).numpy() if qs else np.zeros((0,)),
+        "keys": torch.stack(ks).numpy() if ks else np.zeros((0,)),
+    }
 
 
-def attention_from_qk(queries: np.ndarray | torch.Tensor, keys: np.ndarray | torch.Tensor,
-                      mask: np.ndarray | torch.Tensor | None = None) -> torch.Tensor:
+def attention_from_qk(
+    queries: np.ndarray | torch.Tensor, keys: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Tensor | None = None
+) -> torch.Tensor:
     """softmax(q kᵀ / sqrt(d) + mask) over the last axis, in float64; ``mask`` adds -inf (or 0) per key."""
     q = torch.as_tensor(queries, dtype=torch.float64)
     k = torch.as_tensor(keys, dtype=torch.float64)

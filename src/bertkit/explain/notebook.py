@@ -31,9 +31,11 @@ def inline_html(ex: Any, view: str | None = None, height: int = 720) -> str:
             raise ValueError("this report has no neuron view (the model's layers have no query/key projections)")
     page = render_html(ex, view=view)
     frame_id = f"bertkit-explain-{uuid.uuid4().hex[:12]}"
-    return (f'<iframe id="{frame_id}" class="bertkit-explain" title="bertkit explain" sandbox="allow-scripts" '
-            f'style="width: 100%; height: {int(height)}px; border: 1px solid #dde2e8; resize: vertical" '
-            f'srcdoc="{html.escape(page, quote=True)}"></iframe>')
+    return (
+        f'<iframe id="{frame_id}" class="bertkit-explain" title="bertkit explain" sandbox="allow-scripts" '
+        f'style="width: 100%; height: {int(height)}px; border: 1px solid #dde2e8; resize: vertical" '
+        f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
+    )
 
 
 class ReportView:

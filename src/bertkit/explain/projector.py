@@ -28,8 +28,16 @@ import torch
 
 from bertkit._io import atomic_write_json, atomic_write_text
 
-__all__ = ["VECTORS", "Projection", "pca_2d", "project", "run_cli", "umap_like", "write_projector_html",
-           "write_projector_json"]
+__all__ = [
+    "VECTORS",
+    "Projection",
+    "pca_2d",
+    "project",
+    "run_cli",
+    "umap_like",
+    "write_projector_html",
+    "write_projector_json",
+]
 
 VECTORS = ("cls", "pooler", "mean")
 _ASSETS = Path(__file__).with_name("assets")
@@ -48,9 +56,15 @@ class Projection:
     neighbours_same_label: float = float("nan")  # share of each point's 10 nearest (in the vectors) with its label
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "model": self.model, "vectors": self.vectors, "texts": self.texts,
-                "labels": self.labels, "neighbours_same_label": self.neighbours_same_label,
-                "layouts": {k: v.astype(np.float64).tolist() for k, v in self.layouts.items()}}
+        return {
+            "source": self.source,
+            "model": self.model,
+            "vectors": self.vectors,
+            "texts": self.texts,
+            "labels": self.labels,
+            "neighbours_same_label": self.neighbours_same_label,
+            "layouts": {k: v.astype(np.float64).tolist() for k, v in self.layouts.items()},
+        }
 
 
 def pca_2d(x: np.ndarray) -> np.ndarray:
@@ -67,7 +81,7 @@ def pca_2d(x: np.ndarray) -> np.ndarray:
 def _fuzzy_graph(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Edges (i, j) and weights of UMAP's symmetrised fuzzy k-nearest-neighbour graph."""
     n = x.shape[0]
-    sq = (x ** 2).sum(1)
+    sq = (x**2).sum(1)
     d = np.sqrt(np.maximum(sq[:, None] + sq[None] - 2 * x @ x.T, 0.0))
     np.fill_diagonal(d, np.inf)
     nbr = np.argsort(d, axis=1)[:, :k]
@@ -107,8 +121,8 @@ def umap_like(x: np.ndarray, k: int = 15, epochs: int = 300, seed: int = 0) -> n
         e = rng.random(len(w)) < per_epoch
         ei, ej = i[e], j[e]
         diff = y[ei] - y[ej]
-        d2 = (diff ** 2).sum(1, keepdims=True)
-        att = -2 * a * b * d2 ** (b - 1) / (1 + a * d2 ** b)
+        d2 = (diff**2).sum(1, keepdims=True)
+        att = -2 * a * b * d2 ** (b - 1) / (1 + a * d2**b)
         att[d2[:, 0] == 0] = 0
         g = np.clip(att * diff, -4, 4) * lr
         np.add.at(y, ei, g)
@@ -116,15 +130,16 @@ def umap_like(x: np.ndarray, k: int = 15, epochs: int = 300, seed: int = 0) -> n
         for _ in range(5):  # negative samples: push each sampled point from random others
             r = rng.integers(0, n, len(ei))
             diff = y[ei] - y[r]
-            d2 = (diff ** 2).sum(1, keepdims=True)
-            rep = 2 * b / ((0.001 + d2) * (1 + a * d2 ** b))
+            d2 = (diff**2).sum(1, keepdims=True)
+            rep = 2 * b / ((0.001 + d2) * (1 + a * d2**b))
             np.add.at(y, ei, np.clip(rep * diff, -4, 4) * lr)
     return y
 
 
 @torch.no_grad()
-def sentence_vectors(model: Any, tokenizer: Any, texts: list[str], how: str, batch_size: int = 32,
-                     max_length: int = 128) -> np.ndarray:
+def sentence_vectors(
+    model: Any, tokenizer: Any, texts: list[str], how: str, batch_size: int = 32, max_length: int = 128
+) -> np.ndarray:
     """(n, H) float32: each text's final [CLS] vector, pooler output, or mean of its real tokens."""
     from tqdm.auto import tqdm
 
@@ -133,12 +148,13 @@ def sentence_vectors(model: Any, tokenizer: Any, texts: list[str], how: str, bat
         raise ValueError(f"--vectors pooler: {type(model).__name__} has no pooler; use cls or mean")
     out = []
     # disable=None: a bar on a terminal, none in logs and captured output
-    for lo in tqdm(range(0, len(texts), batch_size), desc="sentence vectors", unit="batch", leave=False,
-                   disable=None):
-        enc = tokenizer(texts[lo:lo + batch_size], padding=True, truncation=True, max_length=max_length,
-                        return_tensors="pt")
-        h = base(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                 token_type_ids=enc["token_type_ids"]).last_hidden_state.float()
+    for lo in tqdm(range(0, len(texts), batch_size), desc="sentence vectors", unit="batch", leave=False, disable=None):
+        enc = tokenizer(
+            texts[lo : lo + batch_size], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
+        h = base(
+            input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], token_type_ids=enc["token_type_ids"]
+        ).last_hidden_state.float()
         if how == "cls":
             out.append(h[:, 0])
         elif how == "pooler":
@@ -149,8 +165,15 @@ def sentence_vectors(model: Any, tokenizer: Any, texts: list[str], how: str, bat
     return torch.cat(out).numpy()
 
 
-def project(model_path: str | os.PathLike, data: str | os.PathLike, label_column: str = "label",
-            text_column: str = "text", vectors: str = "cls", max_rows: int = 2000, seed: int = 0) -> Projection:
+def project(
+    model_path: str | os.PathLike,
+    data: str | os.PathLike,
+    label_column: str = "label",
+    text_column: str = "text",
+    vectors: str = "cls",
+    max_rows: int = 2000,
+    seed: int = 0,
+) -> Projection:
     """Read ``data``, embed each text with the model at ``model_path`` and lay the points out in 2-D."""
     from bertkit.tasks.data import read_table
 
@@ -167,8 +190,15 @@ def project(model_path: str | os.PathLike, data: str | os.PathLike, label_column
     texts = [r.text for r in rows]
     x = sentence_vectors(model, tokenizer, texts, vectors)
     labels = [str(r.label) for r in rows]
-    return Projection(str(data), str(model_path), vectors, texts, labels,
-                      {"pca": pca_2d(x), "umap-like": umap_like(x, seed=seed)}, neighbour_agreement(x, labels))
+    return Projection(
+        str(data),
+        str(model_path),
+        vectors,
+        texts,
+        labels,
+        {"pca": pca_2d(x), "umap-like": umap_like(x, seed=seed)},
+        neighbour_agreement(x, labels),
+    )
 
 
 def neighbour_agreement(x: np.ndarray, labels: list[str], k: int = 10) -> float:
@@ -184,8 +214,11 @@ def neighbour_agreement(x: np.ndarray, labels: list[str], k: int = 10) -> float:
 
 def write_projector_html(p: Projection, path: str | os.PathLike) -> Path:
     """The self-contained scatter-plot page (no request of any kind), written atomically."""
-    data = json.dumps({**p.to_json(), "layouts": {k: np.round(v, 4).tolist() for k, v in p.layouts.items()}},
-                      ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    data = json.dumps(
+        {**p.to_json(), "layouts": {k: np.round(v, 4).tolist() for k, v in p.layouts.items()}},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).replace("</", "<\\/")
     page = (_ASSETS / "projector.html").read_text(encoding="utf-8")
     js = (_ASSETS / "projector.js").read_text(encoding="utf-8")
     return atomic_write_text(path, page.replace("/*JS*/", js).replace("/*DATA*/", data))
@@ -202,11 +235,19 @@ def run_cli(args: Any) -> int:
         raise ValueError("--projector reads its texts from the file; leave out the text argument")
     if args.output is None and args.json_path is None:
         raise ValueError("nothing to write: give --output projector.html and/or --json FILE")
-    p = project(args.model, args.projector, label_column=args.label_column, text_column=args.text_column,
-                vectors=args.vectors, max_rows=args.max_rows)
+    p = project(
+        args.model,
+        args.projector,
+        label_column=args.label_column,
+        text_column=args.text_column,
+        vectors=args.vectors,
+        max_rows=args.max_rows,
+    )
     for path, write in ((args.output, write_projector_html), (args.json_path, write_projector_json)):
         if path is not None:
             print(f"wrote {write(p, path)}")
-    print(f"{len(p.texts)} texts, {len(set(p.labels))} labels, {p.vectors} vectors: PCA and UMAP-like layouts; "
-          f"{p.neighbours_same_label:.0%} of each text's 10 nearest neighbours share its label")
+    print(
+        f"{len(p.texts)} texts, {len(set(p.labels))} labels, {p.vectors} vectors: PCA and UMAP-like layouts; "
+        f"{p.neighbours_same_label:.0%} of each text's 10 nearest neighbours share its label"
+    )
     return 0

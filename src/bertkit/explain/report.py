@@ -41,9 +41,13 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
     q = np.clip(np.rint(ex.attentions * 255.0), 0, 255).astype(np.uint8)  # (layers, heads, N, N)
     vectors = ex.sentence_vectors
     names = list(vectors)
-    cos = {f"{a}|{b}": float(np.dot(vectors[a], vectors[b]) / (np.linalg.norm(vectors[a]) * np.linalg.norm(vectors[b])
-                                                              + 1e-30))
-           for i, a in enumerate(names) for b in names[i + 1:]}
+    cos = {
+        f"{a}|{b}": float(
+            np.dot(vectors[a], vectors[b]) / (np.linalg.norm(vectors[a]) * np.linalg.norm(vectors[b]) + 1e-30)
+        )
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    }
     payload = {
         "model": ex.model_path,
         "model_class": ex.model_class,
@@ -74,8 +78,11 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
     }
     if ex.neuron is not None and payload["neuron"] is not None and len(payload["neuron"]["layers"]) < len(ex.layers):
         shown = ", ".join(map(str, payload["neuron"]["layers"]))
-        payload["notes"] = [*ex.notes, f"To keep the page small its neuron view covers layer(s) {shown}; "
-                            "--layers picks others, and the JSON has the queries and keys of every kept layer."]
+        payload["notes"] = [
+            *ex.notes,
+            f"To keep the page small its neuron view covers layer(s) {shown}; "
+            "--layers picks others, and the JSON has the queries and keys of every kept layer.",
+        ]
     return payload
 
 
@@ -88,13 +95,22 @@ def _neuron_payload(neuron: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     per_layer = neuron["queries"][0].nbytes + neuron["keys"][0].nbytes
     keep = max(1, _NEURON_BYTES // max(1, per_layer))
-    neuron = {**neuron, "layers": neuron["layers"][:keep], "queries": neuron["queries"][:keep],
-              "keys": neuron["keys"][:keep]}
+    neuron = {
+        **neuron,
+        "layers": neuron["layers"][:keep],
+        "queries": neuron["queries"][:keep],
+        "keys": neuron["keys"][:keep],
+    }
+
     def b64(a: np.ndarray) -> str:
         return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
 
-    return {"layers": neuron["layers"], "head_size": neuron["head_size"],
-            "queries_f32": [b64(q) for q in neuron["queries"]], "keys_f32": [b64(k) for k in neuron["keys"]]}
+    return {
+        "layers": neuron["layers"],
+        "head_size": neuron["head_size"],
+        "queries_f32": [b64(q) for q in neuron["queries"]],
+        "keys_f32": [b64(k) for k in neuron["keys"]],
+    }
 
 
 def _attribution_payload(att: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -111,9 +127,12 @@ def render_html(ex: Explanation, view: str | None = None) -> str:
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     if len(data) > _BIG_PAGE:
         # A long input on every layer and head makes a page browsers open slowly; say how to make it smaller.
-        payload["notes"] = [*payload["notes"], f"This page carries {len(data) / 1e6:.0f} MB of data: --layers "
-                            "and --heads keep fewer layers and heads (the JSON keeps what they keep, at full "
-                            "precision)."]
+        payload["notes"] = [
+            *payload["notes"],
+            f"This page carries {len(data) / 1e6:.0f} MB of data: --layers "
+            "and --heads keep fewer layers and heads (the JSON keeps what they keep, at full "
+            "precision).",
+        ]
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # a token such as "</script>" must not end the data block
     page = (_ASSETS / "report.html").read_text(encoding="utf-8")
@@ -121,8 +140,7 @@ def render_html(ex: Explanation, view: str | None = None) -> str:
     # The views in their own files register themselves before report.js runs them.
     js = "\n".join((_ASSETS / name).read_text(encoding="utf-8") for name in _VIEW_SCRIPTS + ("report.js",))
     title = f"bertkit explain: {ex.text[:60]}".replace("&", "&amp;").replace("<", "&lt;")
-    return (page.replace("/*CSS*/", css).replace("/*JS*/", js).replace("__TITLE__", title)
-            .replace("/*DATA*/", data))
+    return page.replace("/*CSS*/", css).replace("/*JS*/", js).replace("__TITLE__", title).replace("/*DATA*/", data)
 
 
 def write_html(ex: Explanation, path: str | os.PathLike) -> Path:
@@ -180,8 +198,15 @@ def write_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
     fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * n), 3.6))
     x = np.arange(n)
     width = 0.16
-    for i, (key, label) in enumerate([("word", "word"), ("position", "position"), ("token_type", "token type"),
-                                      ("sum", "sum"), ("layernorm", "after LayerNorm")]):
+    for i, (key, label) in enumerate(
+        [
+            ("word", "word"),
+            ("position", "position"),
+            ("token_type", "token type"),
+            ("sum", "sum"),
+            ("layernorm", "after LayerNorm"),
+        ]
+    ):
         ax.bar(x + (i - 2) * width, parts[key], width, label=label)
     ax.set_ylabel("vector norm")
     ax.set_yscale("log")
@@ -224,12 +249,15 @@ def prediction_lines(ex: Explanation) -> list[str]:
     if pred["kind"] == "token-classification":
         lines.append(" ".join(f"{w['word']}/{w['tag']}" for w in pred["words"]))
     if pred["kind"] == "next-token":
-        lines.append(f"next token after {pred['after']}: "
-                     + ", ".join(f"{t['token']} {t['score']:.3f}" for t in pred["top"]))
+        lines.append(
+            f"next token after {pred['after']}: " + ", ".join(f"{t['token']} {t['score']:.3f}" for t in pred["top"])
+        )
     if pred["kind"] == "question-answering" and pred["span"] is not None:
         sp = pred["span"]
-        lines.append(f"answer: {sp['answer']!r} (tokens {sp['start_token']}-{sp['end_token']}, start "
-                     f"{sp['start_score']:.3f}, end {sp['end_score']:.3f})")
+        lines.append(
+            f"answer: {sp['answer']!r} (tokens {sp['start_token']}-{sp['end_token']}, start "
+            f"{sp['start_score']:.3f}, end {sp['end_score']:.3f})"
+        )
     if pred["kind"] == "replaced-token":
         lines.append("replaced: " + " ".join(f"{t['token']} {t['replaced']:.2f}" for t in pred["tokens"]))
     return lines + attribution_lines(ex)

@@ -35,8 +35,9 @@ def _feature_len(f: dict) -> int:
     return max(len(c) for c in ids) if len(ids) and isinstance(ids[0], (list, tuple)) else len(ids)
 
 
-def length_batches(lengths: Sequence[int], batch_size: int = 64,
-                   max_batch_tokens: int | None = None) -> list[list[int]]:
+def length_batches(
+    lengths: Sequence[int], batch_size: int = 64, max_batch_tokens: int | None = None
+) -> list[list[int]]:
     """Indices sorted longest first and cut into batches of at most ``batch_size`` rows and (when
     given) at most ``max_batch_tokens`` padded tokens, so each batch pads to nearly its own length."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -138,9 +139,16 @@ def word_windows(counts: Sequence[int], max_length: int, doc_stride: int = 128) 
         start = nxt
 
 
-def window_features(ids: Sequence[int], word_ids: Sequence[int | None], n_words: int, cls_id: int, sep_id: int,
-                    max_length: int, doc_stride: int = 128,
-                    token_types: bool = False) -> list[tuple[int, int, dict[str, list[int]]]]:
+def window_features(
+    ids: Sequence[int],
+    word_ids: Sequence[int | None],
+    n_words: int,
+    cls_id: int,
+    sep_id: int,
+    max_length: int,
+    doc_stride: int = 128,
+    token_types: bool = False,
+) -> list[tuple[int, int, dict[str, list[int]]]]:
     """One text's tokens (encoded without special tokens) as ``[CLS] window [SEP]`` features along
     :func:`word_windows`: ``(first token, end token, feature)`` per window. Words with no tokens
     start where the next word does; a text with no words gives one empty window."""

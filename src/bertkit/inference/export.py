@@ -80,7 +80,14 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
     shapes = {k: {0: batch, 1: seq} for k in ONNX_INPUTS}
     output = Path(output)
     with atomic_path(output) as tmp, torch.no_grad():
-        program = torch.onnx.export(wrapper, example, dynamo=True, input_names=list(ONNX_INPUTS),
-                                    output_names=list(outputs), dynamic_shapes=shapes, opset_version=opset)
+        program = torch.onnx.export(
+            wrapper,
+            example,
+            dynamo=True,
+            input_names=list(ONNX_INPUTS),
+            output_names=list(outputs),
+            dynamic_shapes=shapes,
+            opset_version=opset,
+        )
         program.save(str(tmp))
     return output

@@ -12,8 +12,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder")
     p.add_argument("--output", required=True, help="file to write (e.g. model.onnx); never inside --model")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    p.add_argument("--opset", type=A.int_range(7, note="ONNX opset versions start at 7 in torch's exporter"),
-                   default=None, help="ONNX opset (default: the exporter's)")
+    p.add_argument(
+        "--opset",
+        type=A.int_range(7, note="ONNX opset versions start at 7 in torch's exporter"),
+        default=None,
+        help="ONNX opset (default: the exporter's)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -95,8 +95,11 @@ def _calibrate(model: nn.Module, attention_inputs: dict[str, nn.Module], seed: i
         a = x.detach().float().abs().reshape(-1, x.shape[-1]).amax(0)
         stats[name] = torch.maximum(stats[name], a) if name in stats else a
 
-    hooks = [m.register_forward_pre_hook(lambda m, inp, n=n: record(n, inp[0]))
-             for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    hooks = [
+        m.register_forward_pre_hook(lambda m, inp, n=n: record(n, inp[0]))
+        for n, m in model.named_modules()
+        if isinstance(m, nn.Linear)
+    ]
     hooks += [m.register_forward_pre_hook(lambda m, inp, n=n: record(n, inp[0])) for n, m in attention_inputs.items()]
     try:
         vocab = int(getattr(model.config, "vocab_size", 1000))

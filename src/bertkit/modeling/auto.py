@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 
-
 def _tokenizer_names() -> dict[str, str]:
     """tokenizer_class in a saved folder -> bertkit tokenizer class (DistilBERT uses BERT's WordPiece)."""
     return {name: fam.tokenizer for fam in registry.families() if fam.tokenizer for name in fam.tokenizer_names}
@@ -62,8 +61,9 @@ def _model_type(data: dict[str, Any], where: Path) -> str:
         model_type = next((f.model_type for f in fams if f is not None), None)
     supported = ", ".join(registry.supported_model_types())
     if model_type is None:
-        raise ValueError(f"{where} has neither model_type nor a known architectures entry; "
-                         f"bertkit supports model_type {supported}")
+        raise ValueError(
+            f"{where} has neither model_type nor a known architectures entry; bertkit supports model_type {supported}"
+        )
     if model_type not in registry.supported_model_types():
         raise ValueError(f"{where}: model_type {model_type!r} is not supported; bertkit supports: {supported}")
     return model_type
@@ -73,8 +73,9 @@ class AutoConfig:
     """``AutoConfig.from_pretrained(path)`` -> BertConfig / DistilBertConfig / GPT2Config."""
 
     @staticmethod
-    def from_pretrained(path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                        **overrides: Any) -> Any:
+    def from_pretrained(
+        path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None, **overrides: Any
+    ) -> Any:
         """Read config.json and build the config class its model_type names."""
         path = Path(path_or_id)
         config_file = path if path.is_file() else _folder(path_or_id, cache_dir) / "config.json"
@@ -112,7 +113,7 @@ class AutoTokenizer:
                 raise ValueError(
                     f"{folder} is a {fam.model_type} model without a tokenizer_class; bertkit has no tokenizer "
                     "of its own for it (e.g. byte-level BPE). Models trained on a WordPiece vocabulary name "
-                    "\"tokenizer_class\": \"BertTokenizer\" in config.json"
+                    '"tokenizer_class": "BertTokenizer" in config.json'
                 )
             name = fam.tokenizer
         if name is None:
@@ -122,8 +123,10 @@ class AutoTokenizer:
                 raise FileNotFoundError(f"{folder} has no tokenizer_config.json, config.json or vocab.txt")
         names = _tokenizer_names()
         if name not in names and name not in names.values():
-            raise ValueError(f"{source}: tokenizer_class {name!r} is not supported; bertkit supports "
-                             f"{', '.join(sorted(names))} (WordPiece)")
+            raise ValueError(
+                f"{source}: tokenizer_class {name!r} is not supported; bertkit supports "
+                f"{', '.join(sorted(names))} (WordPiece)"
+            )
         return getattr(tokenization, names.get(name, name)).from_pretrained(str(folder), **kwargs)
 
 
@@ -137,8 +140,10 @@ class _AutoModel:
         fam = registry.family(model_type)
         if fam.class_name(cls._task) is None:
             able = [f.model_type for f in registry.families() if f.class_name(cls._task)]
-            raise ValueError(f"{cls.__name__} cannot load {where}: its model_type is {model_type!r}. "
-                             f"{fam.why_missing(cls._task)}. {cls.__name__} supports model_type {', '.join(able)}")
+            raise ValueError(
+                f"{cls.__name__} cannot load {where}: its model_type is {model_type!r}. "
+                f"{fam.why_missing(cls._task)}. {cls.__name__} supports model_type {', '.join(able)}"
+            )
         return fam.model_class(cls._task)
 
     @classmethod
@@ -162,8 +167,10 @@ class _AutoModel:
 
 
 def _auto(name: str, task: str) -> type:
-    doc = (f"``{name}.from_pretrained(path)``: the {task} class of the folder's family "
-           "(see :mod:`bertkit.modeling.registry`).")
+    doc = (
+        f"``{name}.from_pretrained(path)``: the {task} class of the folder's family "
+        "(see :mod:`bertkit.modeling.registry`)."
+    )
     return type(name, (_AutoModel,), {"_task": task, "__doc__": doc})
 
 
@@ -175,9 +182,19 @@ AutoModelForTokenClassification = _auto("AutoModelForTokenClassification", "toke
 AutoModelForQuestionAnswering = _auto("AutoModelForQuestionAnswering", "question-answering")
 AutoModelForMultipleChoice = _auto("AutoModelForMultipleChoice", "multiple-choice")
 AutoModelForCausalLM = _auto("AutoModelForCausalLM", "causal-lm")
-_BY_TASK = {auto._task: auto for auto in (
-    AutoModel, AutoModelForPreTraining, AutoModelForMaskedLM, AutoModelForSequenceClassification,
-    AutoModelForTokenClassification, AutoModelForQuestionAnswering, AutoModelForMultipleChoice, AutoModelForCausalLM)}
+_BY_TASK = {
+    auto._task: auto
+    for auto in (
+        AutoModel,
+        AutoModelForPreTraining,
+        AutoModelForMaskedLM,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+        AutoModelForQuestionAnswering,
+        AutoModelForMultipleChoice,
+        AutoModelForCausalLM,
+    )
+}
 
 
 def auto_class_for_task(task: str) -> type:

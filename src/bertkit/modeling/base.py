@@ -58,8 +58,11 @@ class PreTrainedModel(nn.Module):
         if not isinstance(config, self.config_class):
             raise TypeError(
                 f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}"
-                + (f" (model_type {config.model_type!r}: load it with the Auto classes or its own classes)"
-                   if hasattr(config, "model_type") else "")
+                + (
+                    f" (model_type {config.model_type!r}: load it with the Auto classes or its own classes)"
+                    if hasattr(config, "model_type")
+                    else ""
+                )
             )
         config.validate()
         self.config = config
@@ -171,8 +174,11 @@ class PreTrainedModel(nn.Module):
         n_old, dim = old.weight.shape
         if new_num_tokens == n_old:
             return old
-        new = nn.Embedding(new_num_tokens, dim, padding_idx=old.padding_idx if
-                           old.padding_idx is not None and old.padding_idx < new_num_tokens else None)
+        new = nn.Embedding(
+            new_num_tokens,
+            dim,
+            padding_idx=old.padding_idx if old.padding_idx is not None and old.padding_idx < new_num_tokens else None,
+        )
         new.to(device=old.weight.device, dtype=old.weight.dtype)
         self._init_module(new)
         keep = min(n_old, new_num_tokens)
@@ -181,8 +187,7 @@ class PreTrainedModel(nn.Module):
         decoder = self.get_output_embeddings()  # None for a bare encoder or decoder
         if decoder is not None:
             w = decoder.weight
-            new_decoder = nn.Linear(dim, new_num_tokens, bias=decoder.bias is not None, device=w.device,
-                                    dtype=w.dtype)
+            new_decoder = nn.Linear(dim, new_num_tokens, bias=decoder.bias is not None, device=w.device, dtype=w.dtype)
             if not self.config.tie_word_embeddings:
                 self._init_module(new_decoder)
                 new_decoder.weight[:keep] = w[:keep]
@@ -244,22 +249,31 @@ class PreTrainedModel(nn.Module):
         check_values = self.check_inputs and not torch.compiler.is_compiling()
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids or inputs_embeds")
-        for name, t in (("input_ids", input_ids), ("attention_mask", attention_mask),
-                        ("token_type_ids", token_type_ids), ("position_ids", position_ids),
-                        ("inputs_embeds", inputs_embeds)):
+        for name, t in (
+            ("input_ids", input_ids),
+            ("attention_mask", attention_mask),
+            ("token_type_ids", token_type_ids),
+            ("position_ids", position_ids),
+            ("inputs_embeds", inputs_embeds),
+        ):
             if t is not None and not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}; use the tokenizer's "
-                                f"return_tensors='pt' or torch.tensor({name})")
+                raise TypeError(
+                    f"{name} must be a torch.Tensor, got {type(t).__name__}; use the tokenizer's "
+                    f"return_tensors='pt' or torch.tensor({name})"
+                )
         shape = self._check_main_input(input_ids, inputs_embeds, check_values)
         B, N = shape
         limit, field = self.max_positions, self.positions_field
         if position_ids is None and past_length + N > limit:
-            raise ValueError(f"sequence length {past_length + N} exceeds {field}={limit}; "
-                             f"truncate the input to at most {limit} tokens")
+            raise ValueError(
+                f"sequence length {past_length + N} exceeds {field}={limit}; "
+                f"truncate the input to at most {limit} tokens"
+            )
         if token_type_ids is not None:
             if tuple(token_type_ids.shape) != shape:
                 raise ValueError(
-                    f"token_type_ids has shape {tuple(token_type_ids.shape)} but the input has shape {shape}")
+                    f"token_type_ids has shape {tuple(token_type_ids.shape)} but the input has shape {shape}"
+                )
             types = self.token_type_limit()
             if types is not None:
                 _check_ids("token_type_ids", token_type_ids, types[0], types[1], check_values)
@@ -271,8 +285,9 @@ class PreTrainedModel(nn.Module):
             self._check_attention_mask(attention_mask, shape, past_length)
         return B, N
 
-    def _check_main_input(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
-                          check_values: bool) -> tuple[int, int]:
+    def _check_main_input(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, check_values: bool
+    ) -> tuple[int, int]:
         cfg = self.config
         if input_ids is not None:
             if input_ids.dim() != 2:
@@ -285,13 +300,16 @@ class PreTrainedModel(nn.Module):
         else:
             width = self.input_embedding_size
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != width:
-                raise ValueError(f"inputs_embeds must have shape (batch, seq_len, {width}), "
-                                 f"got {tuple(inputs_embeds.shape)}")
+                raise ValueError(
+                    f"inputs_embeds must have shape (batch, seq_len, {width}), got {tuple(inputs_embeds.shape)}"
+                )
             given, shape = inputs_embeds, tuple(inputs_embeds.shape[:2])
         if shape[0] == 0 or shape[1] == 0:
             name = "input_ids" if input_ids is not None else "inputs_embeds"
-            raise ValueError(f"{name} has shape {tuple(given.shape)}: "
-                             f"an empty batch or empty sequences; every row needs at least one token")
+            raise ValueError(
+                f"{name} has shape {tuple(given.shape)}: "
+                f"an empty batch or empty sequences; every row needs at least one token"
+            )
         return shape
 
     def _check_attention_mask(self, mask: torch.Tensor, shape: tuple[int, int], past_length: int) -> None:
@@ -303,8 +321,10 @@ class PreTrainedModel(nn.Module):
         if not ok:
             expected = f"{flat} or {(B, N, N)}" if self.accepts_square_mask and not past_length else str(flat)
             what = " (cached tokens plus new ones)" if past_length else ""
-            raise ValueError(f"attention_mask has shape {tuple(mask.shape)} but the input has shape {shape} "
-                             f"(expected {expected}{what})")
+            raise ValueError(
+                f"attention_mask has shape {tuple(mask.shape)} but the input has shape {shape} "
+                f"(expected {expected}{what})"
+            )
 
     # ----------------------------------------------------------------- checkpoints
     @classmethod

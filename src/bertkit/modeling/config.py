@@ -125,8 +125,9 @@ class PretrainedConfig:
         return cls.from_dict(data)
 
     @classmethod
-    def from_pretrained(cls, path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                        **overrides: Any) -> PretrainedConfig:
+    def from_pretrained(
+        cls, path_or_id: str | os.PathLike, cache_dir: str | os.PathLike | None = None, **overrides: Any
+    ) -> PretrainedConfig:
         """Read config.json from a folder, a config.json path, or a model id in the local HF cache."""
         from bertkit.hub import resolve_model_path
 
@@ -259,7 +260,6 @@ class BertConfig(PretrainedConfig):
         return cls.from_dict(kwargs)
 
 
-
 def check_vocab_fits(tokenizer: Any, config: Any, where: str | None = None) -> None:
     """Raise a ValueError when ``tokenizer`` can produce ids past the model's embedding table.
 
@@ -276,4 +276,5 @@ def check_vocab_fits(tokenizer: Any, config: Any, where: str | None = None) -> N
         raise ValueError(
             f"{place}the vocabulary has {size:,} tokens but the model's embedding table has {rows:,} rows "
             f"(config vocab_size); ids {rows:,} and up would read past it. Use the vocab.txt the model was "
-            f"trained with, or resize the model's embeddings (resize_token_embeddings) before training it")
+            f"trained with, or resize the model's embeddings (resize_token_embeddings) before training it"
+        )

@@ -148,8 +148,9 @@ class MultiHeadSelfAttention(nn.Module):
         self.out_lin = nn.Linear(config.dim, config.dim)
         self.dropout = nn.Dropout(config.attention_dropout)
 
-    def forward(self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None,
-                output_attentions: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None, output_attentions: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self._inference_qkv is not None and not self.training:
             qkv = self._inference_qkv(x)  # (B, N, 3H) or (T, 3H) when packed
         else:
@@ -180,8 +181,9 @@ class TransformerBlock(nn.Module):
         self.ffn = FFN(config)
         self.output_layer_norm = nn.LayerNorm(config.dim, eps=1e-12)
 
-    def forward(self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None,
-                output_attentions: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None, output_attentions: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         a, probs = self.attention(x, mask, output_attentions)
         x = self.sa_layer_norm(a + x)
         return self.output_layer_norm(self.ffn(x) + x), probs
@@ -243,8 +245,9 @@ class DistilBertModel(DistilBertPreTrainedModel):
         self.validate_inputs(input_ids, attention_mask, token_type_ids, None, inputs_embeds)
         x = self.embeddings(input_ids, inputs_embeds)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
-        mask = AttentionMask.build(attention_mask, pack=pack, sync=not torch.compiler.is_compiling(),
-                                   hidden_size=cfg.dim)
+        mask = AttentionMask.build(
+            attention_mask, pack=pack, sync=not torch.compiler.is_compiling(), hidden_size=cfg.dim
+        )
         if mask.packed:
             x = mask.pack(x)
         all_hidden = [x] if output_hidden_states else None
@@ -273,12 +276,19 @@ class _DistilBertHeadModel(DistilBertPreTrainedModel):
         with no_init_weights():  # the whole model is initialised once, in post_init
             self.distilbert = DistilBertModel(config)
 
-    def _encode(self, input_ids, attention_mask, inputs_embeds, output_attentions,
-                output_hidden_states, token_type_ids=None) -> BaseModelOutput:
+    def _encode(
+        self, input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids=None
+    ) -> BaseModelOutput:
         # token_type_ids go down only to be shape-checked like every family's (DistilBERT ignores them)
-        return self.distilbert(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds,
-                               output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                               return_dict=True, token_type_ids=token_type_ids)
+        return self.distilbert(
+            input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            token_type_ids=token_type_ids,
+        )
 
     def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
         return_dict = self.config.return_dict if return_dict is None else return_dict
@@ -321,16 +331,20 @@ class DistilBertForMaskedLM(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> MaskedLMOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
-                           token_type_ids)
+        out = self._encode(
+            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
+        )
         h = self.vocab_layer_norm(self.activation(self.vocab_transform(out.last_hidden_state)))
         logits = self.vocab_projector(h)  # (B, N, V)
         loss = None
         if labels is not None:
-            loss = nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1),
-                                               ignore_index=IGNORE_INDEX)
-        return self._pack(MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                         attentions=out.attentions), return_dict)
+            loss = nn.functional.cross_entropy(
+                logits.view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
+            )
+        return self._pack(
+            MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
+            return_dict,
+        )
 
 
 class DistilBertForSequenceClassification(_DistilBertHeadModel):
@@ -357,13 +371,18 @@ class DistilBertForSequenceClassification(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
-                           token_type_ids)
+        out = self._encode(
+            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
+        )
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B, H)
         logits = self.classifier(pooled)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
-        return self._pack(SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                                   attentions=out.attentions), return_dict)
+        return self._pack(
+            SequenceClassifierOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
+            return_dict,
+        )
 
 
 class DistilBertForTokenClassification(_DistilBertHeadModel):
@@ -389,12 +408,15 @@ class DistilBertForTokenClassification(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> TokenClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
-                           token_type_ids)
+        out = self._encode(
+            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
+        )
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, N, num_labels)
         loss = token_classification_loss(logits, labels) if labels is not None else None
-        return self._pack(TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                                attentions=out.attentions), return_dict)
+        return self._pack(
+            TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
+            return_dict,
+        )
 
 
 class DistilBertForQuestionAnswering(_DistilBertHeadModel):
@@ -424,14 +446,21 @@ class DistilBertForQuestionAnswering(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states,
-                           token_type_ids)
+        out = self._encode(
+            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
+        )
         logits = self.qa_outputs(self.dropout(out.last_hidden_state))  # (B, N, 2)
         start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
-        return self._pack(QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
-                                                       hidden_states=out.hidden_states, attentions=out.attentions),
-                          return_dict)
-
+        return self._pack(
+            QuestionAnsweringModelOutput(
+                loss=loss,
+                start_logits=start_logits,
+                end_logits=end_logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
 
 
 class DistilBertForMultipleChoice(_DistilBertHeadModel):
@@ -460,12 +489,22 @@ class DistilBertForMultipleChoice(_DistilBertHeadModel):
     ) -> MultipleChoiceModelOutput | tuple:
         num_choices = num_choices_of(input_ids, inputs_embeds)
         flat = flatten_choices
-        out = self._encode(flat(input_ids), flat(attention_mask), flat(inputs_embeds), output_attentions,
-                           output_hidden_states, flat(token_type_ids))
+        out = self._encode(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(inputs_embeds),
+            output_attentions,
+            output_hidden_states,
+            flat(token_type_ids),
+        )
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B*C, H)
         logits = self.classifier(pooled).view(-1, num_choices)  # (B, C)
         if labels is not None:
             _check_class_labels("labels", labels, num_choices, "num_choices")
         loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        return self._pack(MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                                    attentions=out.attentions), return_dict)
+        return self._pack(
+            MultipleChoiceModelOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
+            return_dict,
+        )

@@ -111,8 +111,10 @@ class ElectraConfig(PretrainedConfig):
         """BERT's checks (head split, absolute positions, encoder only) and ELECTRA's summary."""
         BertConfig.validate(self)  # the same fields under the same names
         if self.summary_type != "first":
-            raise NotImplementedError(f"summary_type={self.summary_type!r} is not supported; bertkit's ELECTRA "
-                                      "multiple-choice head summarises with the first token ('first')")
+            raise NotImplementedError(
+                f"summary_type={self.summary_type!r} is not supported; bertkit's ELECTRA "
+                "multiple-choice head summarises with the first token ('first')"
+            )
 
 
 @dataclass(repr=True, eq=False)
@@ -153,8 +155,13 @@ class ElectraModel(BertModel, ElectraPreTrainedModel):
     def input_embedding_size(self) -> int:
         return int(self.config.embedding_size)
 
-    def _embed(self, input_ids: torch.Tensor | None, token_type_ids: torch.Tensor | None,
-               position_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+    def _embed(
+        self,
+        input_ids: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+    ) -> torch.Tensor:
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, E)
         project = getattr(self, "embeddings_project", None)
         return x if project is None else project(x)  # (B, N, H)
@@ -170,10 +177,19 @@ class ElectraModel(BertModel, ElectraPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutput | tuple:
-        out = super().forward(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                              output_attentions, output_hidden_states, return_dict=True)
-        out = BaseModelOutput(last_hidden_state=out.last_hidden_state, hidden_states=out.hidden_states,
-                              attentions=out.attentions)
+        out = super().forward(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+            return_dict=True,
+        )
+        out = BaseModelOutput(
+            last_hidden_state=out.last_hidden_state, hidden_states=out.hidden_states, attentions=out.attentions
+        )
         return out if (self.config.return_dict if return_dict is None else return_dict) else out.to_tuple()
 
 
@@ -185,12 +201,26 @@ class _ElectraHeadModel(ElectraPreTrainedModel):
         with no_init_weights():  # the whole model is initialised once, in post_init
             self.electra = ElectraModel(config)
 
-    def _encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                output_attentions, output_hidden_states) -> BaseModelOutput:
-        return self.electra(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                            position_ids=position_ids, inputs_embeds=inputs_embeds,
-                            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                            return_dict=True)
+    def _encode(
+        self,
+        input_ids,
+        attention_mask,
+        token_type_ids,
+        position_ids,
+        inputs_embeds,
+        output_attentions,
+        output_hidden_states,
+    ) -> BaseModelOutput:
+        return self.electra(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
 
     def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
         return_dict = self.config.return_dict if return_dict is None else return_dict
@@ -223,8 +253,9 @@ class ElectraGeneratorPredictions(nn.Module):
         return self.LayerNorm(self.activation(self.dense(hidden_states)))
 
 
-def replaced_token_loss(logits: torch.Tensor, labels: torch.Tensor,
-                        attention_mask: torch.Tensor | None) -> torch.Tensor:
+def replaced_token_loss(
+    logits: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None
+) -> torch.Tensor:
     """Mean BCE of the (B, N) replaced-token logits over real tokens (``attention_mask == 1``)."""
     if labels.shape != logits.shape:
         raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(logits.shape)}")
@@ -256,12 +287,23 @@ class ElectraForPreTraining(_ElectraHeadModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> ElectraForPreTrainingOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.discriminator_predictions(out.last_hidden_state)  # (B, N)
         loss = replaced_token_loss(logits, labels, attention_mask) if labels is not None else None
-        return self._pack(ElectraForPreTrainingOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                                      attentions=out.attentions), return_dict)
+        return self._pack(
+            ElectraForPreTrainingOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
+            return_dict,
+        )
 
 
 class ElectraForMaskedLM(_ElectraHeadModel):
@@ -299,14 +341,22 @@ class ElectraForMaskedLM(_ElectraHeadModel):
         return_dict: bool | None = None,
         sparse_mlm: bool = False,  # logits only where labels != -100: (num_masked, V)
     ) -> MaskedLMOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         h = out.last_hidden_state
         loss = None
         if labels is not None:
             if labels.shape != h.shape[:-1]:
-                raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape "
-                                 f"{tuple(h.shape[:-1])}")
+                raise ValueError(
+                    f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(h.shape[:-1])}"
+                )
             _check_class_labels("labels", labels, self.config.vocab_size, "vocab_size")
             if sparse_mlm:  # the head is per token: skip the (B*N, V) GEMM where nothing is predicted
                 selected = labels != IGNORE_INDEX
@@ -314,8 +364,10 @@ class ElectraForMaskedLM(_ElectraHeadModel):
         logits = self.generator_lm_head(self.generator_predictions(h))
         if labels is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX)
-        return self._pack(MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                         attentions=out.attentions), return_dict)
+        return self._pack(
+            MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
+            return_dict,
+        )
 
 
 class ElectraClassificationHead(nn.Module):
@@ -357,12 +409,23 @@ class ElectraForSequenceClassification(_ElectraHeadModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.classifier(out.last_hidden_state)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
-        return self._pack(SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                                   attentions=out.attentions), return_dict)
+        return self._pack(
+            SequenceClassifierOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
+            return_dict,
+        )
 
 
 class ElectraForTokenClassification(_ElectraHeadModel):
@@ -390,12 +453,21 @@ class ElectraForTokenClassification(_ElectraHeadModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> TokenClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, N, num_labels)
         loss = token_classification_loss(logits, labels) if labels is not None else None
-        return self._pack(TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                                attentions=out.attentions), return_dict)
+        return self._pack(
+            TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
+            return_dict,
+        )
 
 
 class ElectraForQuestionAnswering(_ElectraHeadModel):
@@ -426,13 +498,27 @@ class ElectraForQuestionAnswering(_ElectraHeadModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.qa_outputs(out.last_hidden_state)  # (B, N, 2)
         start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
-        return self._pack(QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
-                                                       hidden_states=out.hidden_states, attentions=out.attentions),
-                          return_dict)
+        return self._pack(
+            QuestionAnsweringModelOutput(
+                loss=loss,
+                start_logits=start_logits,
+                end_logits=end_logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
 
 
 class ElectraSequenceSummary(nn.Module):
@@ -475,11 +561,22 @@ class ElectraForMultipleChoice(_ElectraHeadModel):
     ) -> MultipleChoiceModelOutput | tuple:
         num_choices = num_choices_of(input_ids, inputs_embeds)
         flat = flatten_choices
-        out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
-                           flat(inputs_embeds), output_attentions, output_hidden_states)
+        out = self._encode(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            flat(inputs_embeds),
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.classifier(self.sequence_summary(out.last_hidden_state)).view(-1, num_choices)  # (B, C)
         if labels is not None:
             _check_class_labels("labels", labels, num_choices, "num_choices")
         loss = F.cross_entropy(logits, labels) if labels is not None else None
-        return self._pack(MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                                    attentions=out.attentions), return_dict)
+        return self._pack(
+            MultipleChoiceModelOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
+            return_dict,
+        )

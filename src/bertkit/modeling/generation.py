@@ -40,8 +40,9 @@ def _eos_list(eos: int | list[int] | None) -> list[int]:
     return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
 
 
-def apply_repetition_penalty(scores: torch.Tensor, input_ids: torch.Tensor, penalty: float,
-                             first_real: torch.Tensor | None) -> torch.Tensor:
+def apply_repetition_penalty(
+    scores: torch.Tensor, input_ids: torch.Tensor, penalty: float, first_real: torch.Tensor | None
+) -> torch.Tensor:
     """Divide positive (multiply negative) scores of every token already present; left padding is skipped."""
     vocab = scores.shape[-1]
     ids = input_ids
@@ -61,8 +62,8 @@ def apply_no_repeat_ngram(scores: torch.Tensor, input_ids: torch.Tensor, n: int)
         return scores
     rows = input_ids.tolist()
     for b, row in enumerate(rows):
-        prefix = tuple(row[length - n + 1:])
-        banned = [row[i + n - 1] for i in range(length - n + 1) if tuple(row[i:i + n - 1]) == prefix]
+        prefix = tuple(row[length - n + 1 :])
+        banned = [row[i + n - 1] for i in range(length - n + 1) if tuple(row[i : i + n - 1]) == prefix]
         if banned:
             scores[b, banned] = -float("inf")
     return scores
@@ -104,8 +105,15 @@ class GenerationMixin:
     family may override) and :meth:`new_cache`. Nothing here knows a family's config names.
     """
 
-    def _validate_generation_args(self, temperature: float, top_k: int, top_p: float, repetition_penalty: float,
-                                  num_return_sequences: int, no_repeat_ngram_size: int) -> None:
+    def _validate_generation_args(
+        self,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        repetition_penalty: float,
+        num_return_sequences: int,
+        no_repeat_ngram_size: int,
+    ) -> None:
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature} (use do_sample=False for greedy search)")
         if not 0 < top_p <= 1:
@@ -124,9 +132,12 @@ class GenerationMixin:
         """The context, vocabulary and special ids ``generate`` works within, read through the model's
         own interface (``max_positions``) and the config fields every family shares."""
         cfg = self.config
-        return GenerationLimits(max_positions=int(self.max_positions), vocab_size=int(cfg.vocab_size),
-                                eos_token_ids=_eos_list(getattr(cfg, "eos_token_id", None)),
-                                pad_token_id=getattr(cfg, "pad_token_id", None))
+        return GenerationLimits(
+            max_positions=int(self.max_positions),
+            vocab_size=int(cfg.vocab_size),
+            eos_token_ids=_eos_list(getattr(cfg, "eos_token_id", None)),
+            pad_token_id=getattr(cfg, "pad_token_id", None),
+        )
 
     def new_cache(self, capacity: int) -> Any:
         """An empty key/value cache for ``capacity`` tokens, as the model's ``past_key_values`` takes it."""
@@ -138,8 +149,9 @@ class GenerationMixin:
         return True
 
     # ----------------------------------------------------------------- generate
-    def _new_token_count(self, prompt_len: int, max_length: int | None, max_new_tokens: int | None,
-                         limit: int, truncation: bool) -> tuple[int, int]:
+    def _new_token_count(
+        self, prompt_len: int, max_length: int | None, max_new_tokens: int | None, limit: int, truncation: bool
+    ) -> tuple[int, int]:
         """(new tokens, prompt tokens to keep): the lengths checked against the context of ``limit``."""
         if max_new_tokens is not None:
             if max_new_tokens < 1:
@@ -167,8 +179,9 @@ class GenerationMixin:
         return new_tokens, prompt_len
 
     @staticmethod
-    def _next_tokens(scores: torch.Tensor, input_ids: torch.Tensor, first_real: torch.Tensor | None,
-                     opts: dict[str, Any]) -> torch.Tensor:
+    def _next_tokens(
+        scores: torch.Tensor, input_ids: torch.Tensor, first_real: torch.Tensor | None, opts: dict[str, Any]
+    ) -> torch.Tensor:
         """One step's (B,) tokens from (B, V) scores, processed in transformers' order."""
         if opts["repetition_penalty"] != 1.0:
             scores = apply_repetition_penalty(scores, input_ids, opts["repetition_penalty"], first_real)
@@ -218,33 +231,53 @@ class GenerationMixin:
             raise ValueError("generate() needs input_ids (the tokenized prompt)")
         if input_ids.dim() == 1:
             input_ids = input_ids.unsqueeze(0)
-        self._validate_generation_args(temperature, top_k, top_p, repetition_penalty, num_return_sequences,
-                                       no_repeat_ngram_size)
+        self._validate_generation_args(
+            temperature, top_k, top_p, repetition_penalty, num_return_sequences, no_repeat_ngram_size
+        )
         limits = self.generation_limits()
         eos = _eos_list(eos_token_id) if eos_token_id is not None else limits.eos_token_ids
         eos = [e for e in eos if 0 <= e < limits.vocab_size]  # an EOS outside the vocabulary can never be produced
         pad_token_id = limits.pad_token_id if pad_token_id is None else pad_token_id
         if pad_token_id is None and eos:
             pad_token_id = eos[0]
-        new_tokens, keep = self._new_token_count(input_ids.shape[1], max_length, max_new_tokens,
-                                                 limits.max_positions, truncation)
+        new_tokens, keep = self._new_token_count(
+            input_ids.shape[1], max_length, max_new_tokens, limits.max_positions, truncation
+        )
         input_ids = input_ids[:, -keep:]
         attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
         if num_return_sequences > 1:
             input_ids = input_ids.repeat_interleave(num_return_sequences, dim=0)
             if attention_mask is not None:
                 attention_mask = attention_mask.repeat_interleave(num_return_sequences, dim=0)
-        if attention_mask is None and pad_token_id is not None and pad_token_id not in eos \
-                and bool((input_ids == pad_token_id).any()):
+        if (
+            attention_mask is None
+            and pad_token_id is not None
+            and pad_token_id not in eos
+            and bool((input_ids == pad_token_id).any())
+        ):
             attention_mask = (input_ids != pad_token_id).long()  # as transformers: infer padding from pad ids
-        opts = {"do_sample": do_sample, "temperature": temperature, "top_k": top_k, "top_p": top_p,
-                "repetition_penalty": repetition_penalty, "no_repeat_ngram_size": no_repeat_ngram_size}
+        opts = {
+            "do_sample": do_sample,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "repetition_penalty": repetition_penalty,
+            "no_repeat_ngram_size": no_repeat_ngram_size,
+        }
         cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
         return self._decode(input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer)
 
-    def _decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, new_tokens: int, cache: Any,
-                eos: list[int], pad_token_id: int | None, opts: dict[str, Any],
-                streamer: TextStreamer | None) -> torch.Tensor:
+    def _decode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        new_tokens: int,
+        cache: Any,
+        eos: list[int],
+        pad_token_id: int | None,
+        opts: dict[str, Any],
+        streamer: TextStreamer | None,
+    ) -> torch.Tensor:
         """The decoding loop: one forward of the new token(s) per step, until ``new_tokens`` or every EOS."""
         padded = attention_mask is not None and not bool(attention_mask.all())
         mask = attention_mask.long() if padded else None
@@ -260,7 +293,7 @@ class GenerationMixin:
             out = self.base_model(
                 input_ids=step_ids if use_cache else input_ids,
                 attention_mask=mask,
-                position_ids=(positions[:, -step_ids.shape[1]:] if use_cache else positions) if padded else None,
+                position_ids=(positions[:, -step_ids.shape[1] :] if use_cache else positions) if padded else None,
                 past_key_values=cache,
                 use_cache=use_cache,
                 return_dict=True,

@@ -132,8 +132,8 @@ class KVCache:
                 new_k[:, :, : self.length] = buf_k[:, :, : self.length]
                 new_v[:, :, : self.length] = buf_v[:, :, : self.length]
             buf_k, buf_v = self.keys[layer], self.values[layer] = new_k, new_v
-        buf_k[:, :, self.length:end] = k
-        buf_v[:, :, self.length:end] = v
+        buf_k[:, :, self.length : end] = k
+        buf_v[:, :, self.length : end] = v
         return buf_k[:, :, :end], buf_v[:, :, :end]
 
     def advance(self, n: int) -> None:
@@ -150,7 +150,7 @@ class GPT2Attention(nn.Module):
         self.num_heads = config.n_head
         self.head_dim = H // config.n_head
         self.layer_idx = layer_idx
-        self.scale = self.head_dim ** -0.5 if config.scale_attn_weights else 1.0
+        self.scale = self.head_dim**-0.5 if config.scale_attn_weights else 1.0
         if config.scale_attn_by_inverse_layer_idx:
             self.scale /= layer_idx + 1
         self.c_attn = Conv1D(3 * H, H)
@@ -170,8 +170,9 @@ class GPT2Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)  # (B, h, L, d)
         # Without a mask, only a fresh causal block needs masking: one new token may see the whole cache.
-        y, probs = attention(q, k, v, mask, output_attentions, self.attn_dropout,
-                             is_causal=mask is None and N > 1, scale=self.scale)
+        y, probs = attention(
+            q, k, v, mask, output_attentions, self.attn_dropout, is_causal=mask is None and N > 1, scale=self.scale
+        )
         y = y.transpose(1, 2).reshape(B, N, -1)  # (B, N, H)
         return self.resid_dropout(self.c_proj(y)), probs
 
@@ -199,8 +200,9 @@ class GPT2Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.mlp = GPT2MLP(config)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None,
-                output_attentions: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None, output_attentions: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         a, probs = self.attn(self.ln_1(x), mask, cache, output_attentions)
         x = a + x
         return self.mlp(self.ln_2(x)) + x, probs
@@ -397,15 +399,26 @@ class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
         logits_to_keep: int = 0,  # > 0: logits of the last k positions only (generation needs one)
     ) -> CausalLMOutputWithPast | tuple:
         out = self.transformer(
-            input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
-            token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds,
-            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            input_ids,
+            past_key_values=past_key_values,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
             return_dict=True,
         )
         hidden = out.last_hidden_state
         logits = self.lm_head(hidden[:, -logits_to_keep:] if logits_to_keep else hidden)  # (B, N|k, V)
         loss = causal_lm_loss(logits, labels) if labels is not None else None
-        result = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=out.past_key_values,
-                                        hidden_states=out.hidden_states, attentions=out.attentions)
+        result = CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            past_key_values=out.past_key_values,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+        )
         return_dict = self.config.return_dict if return_dict is None else return_dict
         return result if return_dict else result.to_tuple()

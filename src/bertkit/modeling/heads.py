@@ -52,8 +52,10 @@ def num_choices_of(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor |
         raise ValueError("pass exactly one of input_ids or inputs_embeds")
     expected = 3 if input_ids is not None else 4
     if ref.dim() != expected:
-        raise ValueError("multiple-choice inputs must have shape "
-                         f"(batch, num_choices, seq_len{', hidden' if expected == 4 else ''}), got {tuple(ref.shape)}")
+        raise ValueError(
+            "multiple-choice inputs must have shape "
+            f"(batch, num_choices, seq_len{', hidden' if expected == 4 else ''}), got {tuple(ref.shape)}"
+        )
     return ref.shape[1]
 
 
@@ -71,8 +73,10 @@ def _check_class_labels(name: str, labels: torch.Tensor, num_classes: int, what:
     ids = labels[labels != IGNORE_INDEX]
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_classes):
         bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
-        raise ValueError(f"{name} contains {bad}, outside [0, {num_classes}) ({what}={num_classes}; "
-                         f"{IGNORE_INDEX} marks positions to ignore)")
+        raise ValueError(
+            f"{name} contains {bad}, outside [0, {num_classes}) ({what}={num_classes}; "
+            f"{IGNORE_INDEX} marks positions to ignore)"
+        )
 
 
 # ---------------------------------------------------------------------------------------- head modules
@@ -147,8 +151,9 @@ def masked_lm_logits_and_loss(
     if labels is None:
         return predictions(sequence_output), None
     if labels.shape != sequence_output.shape[:-1]:
-        raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape "
-                         f"{tuple(sequence_output.shape[:-1])}")
+        raise ValueError(
+            f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(sequence_output.shape[:-1])}"
+        )
     _check_class_labels("labels", labels, predictions.decoder.out_features, "vocab_size")
     if sparse:
         selected = labels != IGNORE_INDEX  # (B, N)
@@ -199,8 +204,9 @@ def span_logits_and_loss(
         n = start_logits.size(1)
         start = start_positions.view(-1).clamp(0, n)
         end = end_positions.view(-1).clamp(0, n)
-        loss = (F.cross_entropy(start_logits, start, ignore_index=n)
-                + F.cross_entropy(end_logits, end, ignore_index=n)) / 2
+        loss = (
+            F.cross_entropy(start_logits, start, ignore_index=n) + F.cross_entropy(end_logits, end, ignore_index=n)
+        ) / 2
     return start_logits, end_logits, loss
 
 
@@ -217,8 +223,16 @@ class _BertHeadModel(BertPreTrainedModel):
         with no_init_weights():  # the whole model is initialised once, in post_init
             self.bert = BertModel(config, add_pooling_layer=self._add_pooling_layer)
 
-    def _encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                output_attentions, output_hidden_states) -> BaseModelOutputWithPooling:
+    def _encode(
+        self,
+        input_ids,
+        attention_mask,
+        token_type_ids,
+        position_ids,
+        inputs_embeds,
+        output_attentions,
+        output_hidden_states,
+    ) -> BaseModelOutputWithPooling:
         return self.bert(
             input_ids,
             attention_mask=attention_mask,
@@ -284,8 +298,15 @@ class BertForPreTraining(_MaskedLMMixin, _BertHeadModel):
         return_dict: bool | None = None,
         sparse_mlm: bool = False,
     ) -> BertForPreTrainingOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         prediction_logits, mlm_loss = masked_lm_logits_and_loss(
             self.cls.predictions, out.last_hidden_state, labels, sparse_mlm
         )
@@ -329,8 +350,15 @@ class BertForMaskedLM(_MaskedLMMixin, _BertHeadModel):
         return_dict: bool | None = None,
         sparse_mlm: bool = False,
     ) -> MaskedLMOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits, loss = masked_lm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, sparse_mlm)
         return self._pack(
             MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
@@ -362,15 +390,23 @@ class BertForNextSentencePrediction(_BertHeadModel):
         next_sentence_label: torch.Tensor | None = None,  # old name of `labels`
     ) -> NextSentencePredictorOutput | tuple:
         labels = next_sentence_label if labels is None else labels
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self.cls(out.pooler_output)  # (B, 2)
         if labels is not None:
             _check_class_labels("labels", labels, 2, "next-sentence classes")
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
         return self._pack(
-            NextSentencePredictorOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                        attentions=out.attentions),
+            NextSentencePredictorOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
             return_dict,
         )
 
@@ -419,13 +455,21 @@ class BertForSequenceClassification(_BertWithClassifier):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self._classify(out.pooler_output)  # (B, num_labels)
         loss = self._loss(logits, labels) if labels is not None else None
         return self._pack(
-            SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                     attentions=out.attentions),
+            SequenceClassifierOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
             return_dict,
         )
 
@@ -451,13 +495,19 @@ class BertForTokenClassification(_BertWithClassifier):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> TokenClassifierOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self._classify(out.last_hidden_state)  # (B, N, num_labels)
         loss = token_classification_loss(logits, labels) if labels is not None else None
         return self._pack(
-            TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                  attentions=out.attentions),
+            TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
             return_dict,
         )
 
@@ -485,15 +535,23 @@ class BertForMultipleChoice(_BertWithClassifier):
     ) -> MultipleChoiceModelOutput | tuple:
         num_choices = num_choices_of(input_ids, inputs_embeds)
         flat = flatten_choices
-        out = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids),
-                           flat(inputs_embeds), output_attentions, output_hidden_states)
+        out = self._encode(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            flat(inputs_embeds),
+            output_attentions,
+            output_hidden_states,
+        )
         logits = self._classify(out.pooler_output).view(-1, num_choices)  # (B, C)
         if labels is not None:
             _check_class_labels("labels", labels, num_choices, "num_choices")
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         return self._pack(
-            MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=out.hidden_states,
-                                      attentions=out.attentions),
+            MultipleChoiceModelOutput(
+                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
+            ),
             return_dict,
         )
 
@@ -526,14 +584,26 @@ class BertForQuestionAnswering(_BertHeadModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                           output_attentions, output_hidden_states)
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
         if self.num_labels != 2:
             raise ValueError(f"question answering needs num_labels=2 (start, end); this model has {self.num_labels}")
         logits = self.qa_outputs(out.last_hidden_state)  # (B, N, 2)
         start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
         return self._pack(
-            QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
-                                         hidden_states=out.hidden_states, attentions=out.attentions),
+            QuestionAnsweringModelOutput(
+                loss=loss,
+                start_logits=start_logits,
+                end_logits=end_logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
             return_dict,
         )

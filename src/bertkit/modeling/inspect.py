@@ -39,7 +39,7 @@ def components(model: nn.Module) -> list[str]:
 
 
 def _group(component: str, prefix: str) -> str:
-    name = component[len(prefix):] if component.startswith(prefix) else component
+    name = component[len(prefix) :] if component.startswith(prefix) else component
     return "encoder" if name.startswith("encoder.") else name
 
 

@@ -10,10 +10,16 @@ __all__ = ["add_arguments", "run", "format_table"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="model folder, model id in the local HF cache, or a preset "
-                                      "(tiny, mini, small, medium, base, large)")
-    parser.add_argument("--class", dest="model_class", default=None,
-                        help="model class (default: config.json's architectures, else the family's bare model)")
+    parser.add_argument(
+        "model",
+        help="model folder, model id in the local HF cache, or a preset (tiny, mini, small, medium, base, large)",
+    )
+    parser.add_argument(
+        "--class",
+        dest="model_class",
+        default=None,
+        help="model class (default: config.json's architectures, else the family's bare model)",
+    )
     parser.add_argument("--no-tree", action="store_true", help="print only the parameter table")
     parser.add_argument("--json", action="store_true", help="print the table as JSON")
 

@@ -94,8 +94,9 @@ def attention(
         probs = scores.softmax(dim=-1)
         return torch.matmul(dropout(probs), v), probs
     p = dropout.p if dropout.training else 0.0
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=p,
-                                       is_causal=is_causal and attention_mask is None, scale=scale)
+    y = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attention_mask, dropout_p=p, is_causal=is_causal and attention_mask is None, scale=scale
+    )
     return y, None
 
 
@@ -117,8 +118,9 @@ def multi_head_attention(
     return y.transpose(1, 2).reshape(B, N, num_heads * d), probs  # (B, N, H)
 
 
-def _grouped_attention(qkv: torch.Tensor, num_heads: int, mask: AttentionMask,
-                       dropout: nn.Dropout) -> torch.Tensor:  # (T, 3H) packed -> (T, H)
+def _grouped_attention(
+    qkv: torch.Tensor, num_heads: int, mask: AttentionMask, dropout: nn.Dropout
+) -> torch.Tensor:  # (T, 3H) packed -> (T, H)
     """Attention of a packed batch, one length group at a time (see :class:`AttentionMask`)."""
     three_h = qkv.shape[-1]
     d = three_h // (3 * num_heads)

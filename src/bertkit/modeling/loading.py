@@ -26,11 +26,23 @@ __all__ = ["load_pretrained", "no_init_weights", "init_weights_enabled"]
 logger = logging.getLogger("bertkit")
 
 # Keyword arguments transformers users pass that mean nothing here (bertkit is local-only, SDPA/eager).
-_IGNORED_HF_KWARGS = frozenset({
-    "attn_implementation", "local_files_only", "trust_remote_code", "low_cpu_mem_usage", "use_safetensors",
-    "force_download", "resume_download", "proxies", "token", "use_auth_token", "mirror", "_fast_init",
-    "device_map",
-})
+_IGNORED_HF_KWARGS = frozenset(
+    {
+        "attn_implementation",
+        "local_files_only",
+        "trust_remote_code",
+        "low_cpu_mem_usage",
+        "use_safetensors",
+        "force_download",
+        "resume_download",
+        "proxies",
+        "token",
+        "use_auth_token",
+        "mirror",
+        "_fast_init",
+        "device_map",
+    }
+)
 
 
 _INFERENCE_DTYPES = ("auto", "fp32", "bf16", "int8")
@@ -63,8 +75,13 @@ def _head_of(key: str) -> str:
     return key.split(".")[0] if not key.startswith("bert.") else ".".join(key.split(".")[:2])
 
 
-def _load_report(model: nn.Module, source: Path, missing: list[str], unexpected: list[str],
-                 mismatched: list[tuple[str, tuple, tuple]]) -> str:
+def _load_report(
+    model: nn.Module,
+    source: Path,
+    missing: list[str],
+    unexpected: list[str],
+    mismatched: list[tuple[str, tuple, tuple]],
+) -> str:
     name = type(model).__name__
     lines: list[str] = []
     groups: dict[str, list[str]] = {}
@@ -72,8 +89,10 @@ def _load_report(model: nn.Module, source: Path, missing: list[str], unexpected:
         groups.setdefault(_head_of(k), []).append(k)
     for head, keys in groups.items():
         if head in ("cls", "classifier", "qa_outputs"):
-            why = (f"the checkpoint has no {model._head_description or 'head for ' + name}; "
-                   "train this model before using it")
+            why = (
+                f"the checkpoint has no {model._head_description or 'head for ' + name}; "
+                "train this model before using it"
+            )
         elif head.endswith("pooler"):
             why = "the checkpoint has no pooler weights; pooler_output (and heads on it) need training"
         else:
@@ -89,11 +108,20 @@ def _load_report(model: nn.Module, source: Path, missing: list[str], unexpected:
     return f"{name}.from_pretrained({source}):\n  " + "\n  ".join(lines)
 
 
-def load_pretrained(cls: type[nn.Module], pretrained_model_name_or_path: str | os.PathLike,
-                    *model_args: Any, config: Any = None, cache_dir: str | os.PathLike | None = None,
-                    revision: str | None = None, dtype: torch.dtype | str | None = None,
-                    torch_dtype: torch.dtype | str | None = None, device: str | torch.device | None = None,
-                    ignore_mismatched_sizes: bool = False, output_loading_info: bool = False, **kwargs: Any):
+def load_pretrained(
+    cls: type[nn.Module],
+    pretrained_model_name_or_path: str | os.PathLike,
+    *model_args: Any,
+    config: Any = None,
+    cache_dir: str | os.PathLike | None = None,
+    revision: str | None = None,
+    dtype: torch.dtype | str | None = None,
+    torch_dtype: torch.dtype | str | None = None,
+    device: str | torch.device | None = None,
+    ignore_mismatched_sizes: bool = False,
+    output_loading_info: bool = False,
+    **kwargs: Any,
+):
     """Implementation of ``PreTrainedModel.from_pretrained`` (see there), for every model family.
 
     The class passes in what is its own: ``config_class``, ``tied_weights(config)`` and ``init_missing``;
@@ -115,15 +143,21 @@ def load_pretrained(cls: type[nn.Module], pretrained_model_name_or_path: str | o
     elif overrides:
         config = config.copy(**overrides)
 
-    weights_file = find_weights_file(Path(pretrained_model_name_or_path)
-                                     if Path(pretrained_model_name_or_path).is_file() else folder)
+    weights_file = find_weights_file(
+        Path(pretrained_model_name_or_path) if Path(pretrained_model_name_or_path).is_file() else folder
+    )
 
     def build() -> nn.Module:
         with no_init_weights():
             return cls(config, *model_args, **model_kwargs)
 
-    model, res = load_into_new_model(build, weights_file, tied=cls.tied_weights(config),
-                                     init_missing=cls.init_missing, ignore_mismatched_sizes=ignore_mismatched_sizes)
+    model, res = load_into_new_model(
+        build,
+        weights_file,
+        tied=cls.tied_weights(config),
+        init_missing=cls.init_missing,
+        ignore_mismatched_sizes=ignore_mismatched_sizes,
+    )
     target_dtype = dtype if dtype is not None else torch_dtype
     # "auto" / "fp32" / "bf16" / "int8" name an inference precision (bertkit.inference), applied after loading
     inference_dtype = target_dtype if isinstance(target_dtype, str) and target_dtype in _INFERENCE_DTYPES else None

@@ -30,8 +30,16 @@ from .outputs import BaseModelOutputWithPooling
 from .packing import AttentionMask, length_groups
 
 # Re-exported: the shared blocks lived here before they had modules of their own.
-_SHARED = (AttentionMask, PreTrainedModel, _check_ids, attention, get_activation, length_groups, multi_head_attention,
-           project_qkv)
+_SHARED = (
+    AttentionMask,
+    PreTrainedModel,
+    _check_ids,
+    attention,
+    get_activation,
+    length_groups,
+    multi_head_attention,
+    project_qkv,
+)
 
 __all__ = [
     "AttentionMask",
@@ -66,8 +74,9 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         # Non-persistent: saved files stay clean, and old checkpoints that carry it load without noise.
-        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)),
-                             persistent=False)
+        self.register_buffer(
+            "position_ids", torch.arange(config.max_position_embeddings).expand((1, -1)), persistent=False
+        )
 
     def forward(
         self,
@@ -139,7 +148,9 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: AttentionMask | torch.Tensor | None = None,
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: AttentionMask | torch.Tensor | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         y, probs = self.self(hidden_states, attention_mask, output_attentions)
@@ -181,7 +192,9 @@ class BertLayer(nn.Module):
         self.output = BertOutput(config)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: AttentionMask | torch.Tensor | None = None,
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: AttentionMask | torch.Tensor | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attention_output, probs = self.attention(hidden_states, attention_mask, output_attentions)
@@ -238,7 +251,6 @@ class BertPreTrainedModel(PreTrainedModel):
     base_model_prefix = "bert"
 
 
-
 class BertModel(BertPreTrainedModel):
     """The bare encoder: embeddings, N transformer layers and (optionally) the pooler.
 
@@ -249,6 +261,7 @@ class BertModel(BertPreTrainedModel):
     """
 
     pack_padding: bool = True
+
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = BertEmbeddings(config)
@@ -256,8 +269,13 @@ class BertModel(BertPreTrainedModel):
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.post_init()
 
-    def _embed(self, input_ids: torch.Tensor | None, token_type_ids: torch.Tensor | None,
-               position_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+    def _embed(
+        self,
+        input_ids: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+    ) -> torch.Tensor:
         """The encoder's input (B, N, H); ELECTRA adds a projection from its narrower embeddings."""
         return self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
 

@@ -20,8 +20,9 @@ class _LengthGroup:
 
     __slots__ = ("src", "keep", "mask", "batch", "seq_len")
 
-    def __init__(self, src: torch.Tensor, keep: torch.Tensor | None, mask: torch.Tensor | None, batch: int,
-                 seq_len: int) -> None:
+    def __init__(
+        self, src: torch.Tensor, keep: torch.Tensor | None, mask: torch.Tensor | None, batch: int, seq_len: int
+    ) -> None:
         self.src, self.keep, self.mask, self.batch, self.seq_len = src, keep, mask, batch, seq_len
 
 
@@ -74,16 +75,23 @@ class AttentionMask:
 
     __slots__ = ("mask", "index", "batch", "seq_len", "groups", "order")
 
-    def __init__(self, mask: torch.Tensor | None, index: torch.Tensor | None = None, batch: int = 0,
-                 seq_len: int = 0, groups: list[_LengthGroup] | None = None,
-                 order: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        mask: torch.Tensor | None,
+        index: torch.Tensor | None = None,
+        batch: int = 0,
+        seq_len: int = 0,
+        groups: list[_LengthGroup] | None = None,
+        order: torch.Tensor | None = None,
+    ) -> None:
         self.mask, self.index, self.batch, self.seq_len = mask, index, batch, seq_len
         self.groups = groups or []
         self.order = order  # packed row t comes from row order[t] of the groups' outputs; None = as is
 
     @classmethod
-    def build(cls, attention_mask: torch.Tensor | None, pack: bool = False, sync: bool = True,
-              hidden_size: int = 384) -> "AttentionMask":
+    def build(
+        cls, attention_mask: torch.Tensor | None, pack: bool = False, sync: bool = True, hidden_size: int = 384
+    ) -> "AttentionMask":
         """From a ``(B, N)`` 0/1 or ``(B, N, N)`` mask.
 
         ``pack``: drop padding tokens (2-D masks only). ``sync=False`` skips the two steps that read
@@ -114,8 +122,15 @@ class AttentionMask:
             src = torch.where(valid, first[:, None] + k[None, :], first[:, None]).reshape(-1)
             full = bool(valid.all())
             keep = None if full else valid.reshape(-1).nonzero().squeeze(1)
-            groups.append(_LengthGroup(src.to(m.device), None if keep is None else keep.to(m.device),
-                                       None if full else valid[:, None, None, :].to(m.device), len(members), longest))
+            groups.append(
+                _LengthGroup(
+                    src.to(m.device),
+                    None if keep is None else keep.to(m.device),
+                    None if full else valid[:, None, None, :].to(m.device),
+                    len(members),
+                    longest,
+                )
+            )
             dst.append(src if keep is None else src[keep])
         dst_all = torch.cat(dst)  # packed row of each output row, in group order
         order = None

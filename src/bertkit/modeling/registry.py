@@ -49,8 +49,16 @@ __all__ = [
 ]
 
 ENCODER, CAUSAL = "encoder", "causal"
-MODEL_TASKS = ("base", "pretraining", "masked-lm", "sequence-classification", "token-classification",
-               "question-answering", "multiple-choice", "causal-lm")
+MODEL_TASKS = (
+    "base",
+    "pretraining",
+    "masked-lm",
+    "sequence-classification",
+    "token-classification",
+    "question-answering",
+    "multiple-choice",
+    "causal-lm",
+)
 _ENCODER_HEADS = ("sequence-classification", "token-classification", "question-answering", "multiple-choice")
 
 # model task -> the pipeline task that serves it (``bertkit serve``, ``pipeline(...)``)
@@ -115,12 +123,16 @@ class Family:
         if task in self.missing:
             return self.missing[task]
         if task == "causal-lm" and self.kind == ENCODER:
-            return (f"{self.model_type} is a bidirectional encoder trained with masked-LM; it has no causal "
-                    "language-model head and cannot generate text left to right. Use fill-mask, or a causal "
-                    f"family ({', '.join(t for t, f in _FAMILIES.items() if f.kind == CAUSAL)}) for text generation")
+            return (
+                f"{self.model_type} is a bidirectional encoder trained with masked-LM; it has no causal "
+                "language-model head and cannot generate text left to right. Use fill-mask, or a causal "
+                f"family ({', '.join(t for t, f in _FAMILIES.items() if f.kind == CAUSAL)}) for text generation"
+            )
         if self.kind == CAUSAL and task in (*_ENCODER_HEADS, "masked-lm"):
-            return (f"{self.model_type} is a causal (left-to-right) decoder; bertkit implements "
-                    f"{', '.join(self.class_name(t) for t in self.models)} for it")
+            return (
+                f"{self.model_type} is a causal (left-to-right) decoder; bertkit implements "
+                f"{', '.join(self.class_name(t) for t in self.models)} for it"
+            )
         return f"bertkit has no {task} class for {self.model_type}"
 
     def model_class(self, task: str) -> type:
@@ -143,11 +155,20 @@ class Family:
 _FAMILIES: dict[str, Family] = {}
 
 
-def register_family(model_type: str, *, module: str, config: str | type, models: dict[str, str | type],
-                    kind: str = ENCODER, has_token_types: bool = False, tokenizer: str | None = "BertTokenizer",
-                    tokenizer_names: tuple[str, ...] = (), architecture_prefix: str = "",
-                    missing: dict[str, str] | None = None,
-                    pipeline_tasks: dict[str, str | None] | None = None) -> Family:
+def register_family(
+    model_type: str,
+    *,
+    module: str,
+    config: str | type,
+    models: dict[str, str | type],
+    kind: str = ENCODER,
+    has_token_types: bool = False,
+    tokenizer: str | None = "BertTokenizer",
+    tokenizer_names: tuple[str, ...] = (),
+    architecture_prefix: str = "",
+    missing: dict[str, str] | None = None,
+    pipeline_tasks: dict[str, str | None] | None = None,
+) -> Family:
     """Register (or replace) a model family; see the module docstring. Returns it."""
     if kind not in (ENCODER, CAUSAL):
         raise ValueError(f"kind must be {ENCODER!r} or {CAUSAL!r}, got {kind!r}")
@@ -156,8 +177,19 @@ def register_family(model_type: str, *, module: str, config: str | type, models:
         raise ValueError(f"{model_type}: unknown model tasks {unknown}; the tasks are {', '.join(MODEL_TASKS)}")
     if "base" not in models:
         raise ValueError(f"{model_type}: a family needs a 'base' model class")
-    fam = Family(model_type, module, config, dict(models), kind, has_token_types, tokenizer, tuple(tokenizer_names),
-                 architecture_prefix, dict(missing or {}), dict(pipeline_tasks or {}))
+    fam = Family(
+        model_type,
+        module,
+        config,
+        dict(models),
+        kind,
+        has_token_types,
+        tokenizer,
+        tuple(tokenizer_names),
+        architecture_prefix,
+        dict(missing or {}),
+        dict(pipeline_tasks or {}),
+    )
     _FAMILIES[model_type] = fam
     return fam
 
@@ -177,8 +209,9 @@ def family(model_type: str) -> Family:
     try:
         return _FAMILIES[model_type]
     except KeyError:
-        raise ValueError(f"model_type {model_type!r} is not supported; bertkit supports: "
-                         f"{', '.join(_FAMILIES)}") from None
+        raise ValueError(
+            f"model_type {model_type!r} is not supported; bertkit supports: {', '.join(_FAMILIES)}"
+        ) from None
 
 
 def model_class(model_type: str, task: str) -> type:
@@ -220,38 +253,69 @@ def model_task_of(model: Any) -> str | None:
 # ---------------------------------------------------------------------------------------- the families
 
 register_family(
-    "bert", module="bertkit.modeling", config="BertConfig", kind=ENCODER, has_token_types=True,
-    models={"base": "BertModel", "pretraining": "BertForPreTraining", "masked-lm": "BertForMaskedLM",
-            "sequence-classification": "BertForSequenceClassification",
-            "token-classification": "BertForTokenClassification",
-            "question-answering": "BertForQuestionAnswering", "multiple-choice": "BertForMultipleChoice"},
-    tokenizer_names=("BertTokenizer", "BertTokenizerFast"), architecture_prefix="Bert",
+    "bert",
+    module="bertkit.modeling",
+    config="BertConfig",
+    kind=ENCODER,
+    has_token_types=True,
+    models={
+        "base": "BertModel",
+        "pretraining": "BertForPreTraining",
+        "masked-lm": "BertForMaskedLM",
+        "sequence-classification": "BertForSequenceClassification",
+        "token-classification": "BertForTokenClassification",
+        "question-answering": "BertForQuestionAnswering",
+        "multiple-choice": "BertForMultipleChoice",
+    },
+    tokenizer_names=("BertTokenizer", "BertTokenizerFast"),
+    architecture_prefix="Bert",
 )
 register_family(
-    "distilbert", module="bertkit.modeling.distilbert", config="DistilBertConfig", kind=ENCODER,
+    "distilbert",
+    module="bertkit.modeling.distilbert",
+    config="DistilBertConfig",
+    kind=ENCODER,
     # DistilBERT was distilled with masked-LM alone: its pretraining head is the masked-LM head.
-    models={"base": "DistilBertModel", "pretraining": "DistilBertForMaskedLM", "masked-lm": "DistilBertForMaskedLM",
-            "sequence-classification": "DistilBertForSequenceClassification",
-            "token-classification": "DistilBertForTokenClassification",
-            "question-answering": "DistilBertForQuestionAnswering",
-            "multiple-choice": "DistilBertForMultipleChoice"},
-    tokenizer_names=("DistilBertTokenizer", "DistilBertTokenizerFast"), architecture_prefix="DistilBert",
+    models={
+        "base": "DistilBertModel",
+        "pretraining": "DistilBertForMaskedLM",
+        "masked-lm": "DistilBertForMaskedLM",
+        "sequence-classification": "DistilBertForSequenceClassification",
+        "token-classification": "DistilBertForTokenClassification",
+        "question-answering": "DistilBertForQuestionAnswering",
+        "multiple-choice": "DistilBertForMultipleChoice",
+    },
+    tokenizer_names=("DistilBertTokenizer", "DistilBertTokenizerFast"),
+    architecture_prefix="DistilBert",
 )
 register_family(
-    "gpt2", module="bertkit.modeling.gpt2", config="GPT2Config", kind=CAUSAL, tokenizer=None,
+    "gpt2",
+    module="bertkit.modeling.gpt2",
+    config="GPT2Config",
+    kind=CAUSAL,
+    tokenizer=None,
     # The language-model head is GPT-2's pretraining head.
     models={"base": "GPT2Model", "pretraining": "GPT2LMHeadModel", "causal-lm": "GPT2LMHeadModel"},
     architecture_prefix="GPT2",
     missing={"masked-lm": "gpt2 is a causal (left-to-right) model, not a masked LM; use AutoModelForCausalLM"},
 )
 register_family(
-    "electra", module="bertkit.modeling.electra", config="ElectraConfig", kind=ENCODER, has_token_types=True,
+    "electra",
+    module="bertkit.modeling.electra",
+    config="ElectraConfig",
+    kind=ENCODER,
+    has_token_types=True,
     # The discriminator (pretraining head) tags replaced tokens; the generator is the masked LM.
-    models={"base": "ElectraModel", "pretraining": "ElectraForPreTraining", "masked-lm": "ElectraForMaskedLM",
-            "sequence-classification": "ElectraForSequenceClassification",
-            "token-classification": "ElectraForTokenClassification",
-            "question-answering": "ElectraForQuestionAnswering",
-            "multiple-choice": "ElectraForMultipleChoice"},
-    tokenizer_names=("ElectraTokenizer", "ElectraTokenizerFast"), architecture_prefix="Electra",
+    models={
+        "base": "ElectraModel",
+        "pretraining": "ElectraForPreTraining",
+        "masked-lm": "ElectraForMaskedLM",
+        "sequence-classification": "ElectraForSequenceClassification",
+        "token-classification": "ElectraForTokenClassification",
+        "question-answering": "ElectraForQuestionAnswering",
+        "multiple-choice": "ElectraForMultipleChoice",
+    },
+    tokenizer_names=("ElectraTokenizer", "ElectraTokenizerFast"),
+    architecture_prefix="Electra",
     pipeline_tasks={"pretraining": None},  # the discriminator fills no mask
 )

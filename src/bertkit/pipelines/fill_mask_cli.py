@@ -10,10 +10,13 @@ from bertkit import _args as A
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="folder of a masked-LM checkpoint (config, weights, vocab.txt)")
     p.add_argument("text", nargs="+", help="text(s) containing [MASK]")
-    p.add_argument("--top-k", type=A.positive_int, default=5,
-                   help="candidates per [MASK] (default: 5)")
-    p.add_argument("--dtype", default="fp32", choices=("auto", "fp32", "bf16", "int8"),
-                   help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)")
+    p.add_argument("--top-k", type=A.positive_int, default=5, help="candidates per [MASK] (default: 5)")
+    p.add_argument(
+        "--dtype",
+        default="fp32",
+        choices=("auto", "fp32", "bf16", "int8"),
+        help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,16 +32,17 @@ def _check_causal_lm(folder: Path) -> None:
     if not folder.exists():
         raise FileNotFoundError(f"--model {folder}: no such model folder")
     if not folder.is_dir():
-        raise NotADirectoryError(f"--model {folder} is a file; give the model folder (config.json, weights, "
-                                 "tokenizer)")
+        raise NotADirectoryError(f"--model {folder} is a file; give the model folder (config.json, weights, tokenizer)")
     cfg_file = folder / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"--model {folder}: not a model folder (no config.json)")
     cfg = read_json(cfg_file)
     kind = cfg.get("model_type") if isinstance(cfg, dict) else None
     if kind != "gpt2":
-        raise ValueError(f"--model {folder} is a {kind or 'unknown'} model, not a causal language model: "
-                         "`bertkit generate` needs a GPT-2 folder (for a masked LM use `bertkit fill-mask`)")
+        raise ValueError(
+            f"--model {folder} is a {kind or 'unknown'} model, not a causal language model: "
+            "`bertkit generate` needs a GPT-2 folder (for a masked LM use `bertkit fill-mask`)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,8 +58,17 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    generate_text(args.model, args.prompt, write=write, max_new_tokens=args.max_new_tokens, do_sample=args.do_sample,
-                  temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                  repetition_penalty=args.repetition_penalty, no_repeat_ngram_size=args.no_repeat_ngram_size,
-                  truncation=args.truncation)
+    generate_text(
+        args.model,
+        args.prompt,
+        write=write,
+        max_new_tokens=args.max_new_tokens,
+        do_sample=args.do_sample,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty,
+        no_repeat_ngram_size=args.no_repeat_ngram_size,
+        truncation=args.truncation,
+    )
     return 0

@@ -59,8 +59,16 @@ class Pipeline:
     # the registry's model task whose class a folder loads as (bertkit.modeling.registry)
     model_task = "base"
 
-    def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, dtype: str | None = None,
-                 batch_size: int = 32, max_batch_tokens: int | None = 16384, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 32,
+        max_batch_tokens: int | None = 16384,
+        **kwargs: Any,
+    ) -> None:
         from bertkit import modeling
         from bertkit.modeling.auto import AutoTokenizer, auto_class_for_task
 
@@ -102,10 +110,21 @@ class Pipeline:
 
         return inference_dtype(self.model)
 
-    def _run(self, features: Sequence[dict], outputs: Sequence[str] = ("logits",), postprocess: Any = None,
-             batch_size: int | None = None) -> list[dict[str, np.ndarray]]:
-        return run_batched(self.model, features, batch_size or self.batch_size, outputs=outputs,
-                           max_batch_tokens=self.max_batch_tokens, postprocess=postprocess)
+    def _run(
+        self,
+        features: Sequence[dict],
+        outputs: Sequence[str] = ("logits",),
+        postprocess: Any = None,
+        batch_size: int | None = None,
+    ) -> list[dict[str, np.ndarray]]:
+        return run_batched(
+            self.model,
+            features,
+            batch_size or self.batch_size,
+            outputs=outputs,
+            max_batch_tokens=self.max_batch_tokens,
+            postprocess=postprocess,
+        )
 
     def _features(self, enc: Any, n: int) -> list[dict]:
         keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc]
@@ -123,8 +142,9 @@ def _device_index(index: int) -> str:
         return f"cuda:{index}"
     import warnings
 
-    warnings.warn(f"device={index} asks for GPU {index}, but no CUDA device is available; running on the CPU",
-                  stacklevel=4)
+    warnings.warn(
+        f"device={index} asks for GPU {index}, but no CUDA device is available; running on the CPU", stacklevel=4
+    )
     return "cpu"
 
 
@@ -145,8 +165,13 @@ class FillMaskPipeline(Pipeline):
 
     model_task = "masked-lm"
 
-    def __call__(self, inputs: str | Sequence[str], top_k: int | None = None, targets: Sequence[str] | None = None,
-                 max_length: int = 512):
+    def __call__(
+        self,
+        inputs: str | Sequence[str],
+        top_k: int | None = None,
+        targets: Sequence[str] | None = None,
+        max_length: int = 512,
+    ):
         texts, batched = _batched(inputs)
         _check_texts(texts)
         top_k = A.positive_int.check("top_k", self.kwargs.get("top_k", 5) if top_k is None else top_k)
@@ -186,12 +211,14 @@ class FillMaskPipeline(Pipeline):
                 for score, i in zip(vals.tolist(), idx.tolist()):
                     filled = ids.clone()
                     filled[p] = i
-                    rows.append({
-                        "score": score,
-                        "token": i,
-                        "token_str": self.tokenizer.decode([i]),
-                        "sequence": self.tokenizer.decode(filled.tolist(), skip_special_tokens=True),
-                    })
+                    rows.append(
+                        {
+                            "score": score,
+                            "token": i,
+                            "token_str": self.tokenizer.decode([i]),
+                            "sequence": self.tokenizer.decode(filled.tolist(), skip_special_tokens=True),
+                        }
+                    )
                 per_mask.append(rows)
             results.append(per_mask[0] if len(per_mask) == 1 else per_mask)
         return results if batched else results[0]
@@ -206,8 +233,9 @@ class TextClassificationPipeline(Pipeline):
 
     model_task = "sequence-classification"
 
-    def __call__(self, inputs: Any, top_k: int | None = 1, max_length: int = 512, truncation: str | None = None,
-                 **_: Any):
+    def __call__(
+        self, inputs: Any, top_k: int | None = 1, max_length: int = 512, truncation: str | None = None, **_: Any
+    ):
         """``truncation`` ("error" by default, "cut" or "chunk": the token-weighted mean of overlapping
         windows' logits) decides what happens to a text over ``max_length`` tokens."""
         from .long_text import check_truncation, plan_windows, pool_windows, report_cut
@@ -229,8 +257,10 @@ class TextClassificationPipeline(Pipeline):
             for i, (t, p) in enumerate(zip(texts, pairs)):
                 n = len(self.tokenizer(t, p)["input_ids"])
                 if n > max_length and mode == "error":
-                    raise ValueError(f"inputs[{i}] has {n} tokens, over the model's limit of {max_length}; "
-                                     "pass truncation='cut' to drop the rest")
+                    raise ValueError(
+                        f"inputs[{i}] has {n} tokens, over the model's limit of {max_length}; "
+                        "pass truncation='cut' to drop the rest"
+                    )
                 dropped.append(max(0, n - max_length))
                 feats.append(self._features(self.tokenizer([t], [p], truncation=True, max_length=max_length), 1)[0])
             logits = np.stack([r["logits"] for r in self._run(feats)])
@@ -265,8 +295,9 @@ class TokenClassificationPipeline(Pipeline):
 
     model_task = "token-classification"
 
-    def __call__(self, inputs: Any, aggregation_strategy: str | None = None, max_length: int = 512,
-                 doc_stride: int = 128):
+    def __call__(
+        self, inputs: Any, aggregation_strategy: str | None = None, max_length: int = 512, doc_stride: int = 128
+    ):
         from bertkit.tasks.metrics import detect_scheme, get_entities
 
         strategy = (aggregation_strategy or self.kwargs.get("aggregation_strategy") or "none").lower()
@@ -283,8 +314,9 @@ class TokenClassificationPipeline(Pipeline):
         for i in range(len(texts)):
             ids, wids = list(enc["input_ids"][i]), enc.word_ids(i)
             n_words = max((w for w in wids if w is not None), default=-1) + 1
-            for t0, _, f in window_features(ids, wids, n_words, cls_id, sep_id, max_length, doc_stride,
-                                            "token_type_ids" in enc):
+            for t0, _, f in window_features(
+                ids, wids, n_words, cls_id, sep_id, max_length, doc_stride, "token_type_ids" in enc
+            ):
                 feats.append(f)
                 owners.append((i, t0))
             per_text.append((ids, wids, [tuple(int(v) for v in o) for o in enc["offset_mapping"][i]]))
@@ -302,8 +334,16 @@ class TokenClassificationPipeline(Pipeline):
                     k = int(probs[t].argmax())
                     if id2label[k] == "O":
                         continue
-                    rows.append({"entity": id2label[k], "score": float(probs[t][k]), "index": t + 1,
-                                 "word": self.tokenizer.convert_ids_to_tokens(tid), "start": s, "end": e})
+                    rows.append(
+                        {
+                            "entity": id2label[k],
+                            "score": float(probs[t][k]),
+                            "index": t + 1,
+                            "word": self.tokenizer.convert_ids_to_tokens(tid),
+                            "start": s,
+                            "end": e,
+                        }
+                    )
             else:
                 first = first_subtokens(wids, covered)
                 last = {w: t for t, w in enumerate(wids) if w is not None}  # later sub-tokens widen the span
@@ -314,9 +354,15 @@ class TokenClassificationPipeline(Pipeline):
                     words.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(probs[t][k])))
                 for ent in get_entities([w[2] for w in words], scheme):
                     s, e = words[ent.start][0], words[ent.end - 1][1]
-                    rows.append({"entity_group": ent.type,
-                                 "score": float(np.mean([w[3] for w in words[ent.start:ent.end]])),
-                                 "word": text[s:e], "start": s, "end": e})
+                    rows.append(
+                        {
+                            "entity_group": ent.type,
+                            "score": float(np.mean([w[3] for w in words[ent.start : ent.end]])),
+                            "word": text[s:e],
+                            "start": s,
+                            "end": e,
+                        }
+                    )
             out.append(rows)
         return out if batched else out[0]
 
@@ -329,9 +375,17 @@ class QuestionAnsweringPipeline(Pipeline):
 
     model_task = "question-answering"
 
-    def __call__(self, question: str | Sequence[str] | None = None, context: str | Sequence[str] | None = None,
-                 top_k: int = 1, doc_stride: int = 128, max_answer_len: int = 15, max_seq_len: int = 384,
-                 handle_impossible_answer: bool = False, **kwargs: Any):
+    def __call__(
+        self,
+        question: str | Sequence[str] | None = None,
+        context: str | Sequence[str] | None = None,
+        top_k: int = 1,
+        doc_stride: int = 128,
+        max_answer_len: int = 15,
+        max_seq_len: int = 384,
+        handle_impossible_answer: bool = False,
+        **kwargs: Any,
+    ):
         from bertkit.tasks.data import QAExample
         from bertkit.tasks.qa import decode_qa, prepare_qa_features
 
@@ -352,13 +406,21 @@ class QuestionAnsweringPipeline(Pipeline):
         doc_stride = min(doc_stride, max_seq_len // 2)
         feats = prepare_qa_features(self.tokenizer, examples, max_seq_len, doc_stride, with_labels=False)
         res = self._run(feats.features, outputs=("start_logits", "end_logits"))
-        _, nbest = decode_qa(examples, feats, [r["start_logits"] for r in res], [r["end_logits"] for r in res],
-                             n_best_size=max(20, top_k), max_answer_length=max_answer_len,
-                             version_2_with_negative=handle_impossible_answer)
+        _, nbest = decode_qa(
+            examples,
+            feats,
+            [r["start_logits"] for r in res],
+            [r["end_logits"] for r in res],
+            n_best_size=max(20, top_k),
+            max_answer_length=max_answer_len,
+            version_2_with_negative=handle_impossible_answer,
+        )
         results = []
         for ex in examples:
-            rows = [{"score": a.probability, "start": max(a.start, 0), "end": max(a.end, 0), "answer": a.text}
-                    for a in nbest[ex.id][:top_k]]
+            rows = [
+                {"score": a.probability, "start": max(a.start, 0), "end": max(a.end, 0), "answer": a.text}
+                for a in nbest[ex.id][:top_k]
+            ]
             results.append(rows[0] if top_k == 1 else rows)
         return results if batched else results[0]
 
@@ -379,8 +441,11 @@ def sentence_transformers_pooling(folder: str | Path) -> tuple[str | None, bool 
                 cfg = json.loads((folder / m.get("path", "") / "config.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            for key, name in (("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"),
-                              ("pooling_mode_max_tokens", "max")):
+            for key, name in (
+                ("pooling_mode_mean_tokens", "mean"),
+                ("pooling_mode_cls_token", "cls"),
+                ("pooling_mode_max_tokens", "max"),
+            ):
                 if cfg.get(key):
                     pooling = name
                     break
@@ -399,9 +464,18 @@ class FeatureExtractionPipeline(Pipeline):
 
     model_task = "base"
 
-    def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, sentence: bool = False,
-                 pooling: str | None = None, normalize: bool | None = None, max_length: int | None = None,
-                 truncation: str = "error", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        device: str | None = None,
+        sentence: bool = False,
+        pooling: str | None = None,
+        normalize: bool | None = None,
+        max_length: int | None = None,
+        truncation: str = "error",
+        **kwargs: Any,
+    ) -> None:
         from .long_text import check_truncation
 
         super().__init__(model, tokenizer, device, **kwargs)
@@ -436,8 +510,13 @@ class FeatureExtractionPipeline(Pipeline):
             return np.zeros((0, self.model.config.hidden_size), np.float32)
         return np.stack([r["embedding"] for r in res])
 
-    def embed(self, texts: Sequence[str], max_length: int | None = None, batch_size: int | None = None,
-              truncation: str | None = None) -> np.ndarray:
+    def embed(
+        self,
+        texts: Sequence[str],
+        max_length: int | None = None,
+        batch_size: int | None = None,
+        truncation: str | None = None,
+    ) -> np.ndarray:
         """Sentence vectors (len(texts), hidden); a text over ``max_length`` tokens is an error, cut, or
         (``truncation="chunk"``) the token-weighted mean of its overlapping windows' vectors."""
         from .long_text import plan_windows, pool_windows, report_cut
@@ -460,8 +539,14 @@ class FeatureExtractionPipeline(Pipeline):
             vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return vecs.astype(np.float32)
 
-    def __call__(self, inputs: str | Sequence[str], max_length: int | None = None, batch_size: int | None = None,
-                 return_tensors: bool = False, truncation: str | None = None):
+    def __call__(
+        self,
+        inputs: str | Sequence[str],
+        max_length: int | None = None,
+        batch_size: int | None = None,
+        return_tensors: bool = False,
+        truncation: str | None = None,
+    ):
         from .long_text import plan_windows, report_cut
 
         texts, batched = _batched(inputs)
@@ -479,8 +564,12 @@ class FeatureExtractionPipeline(Pipeline):
         self.last_dropped_tokens = plan.dropped
         report_cut(plan.dropped, max_length or self.max_length)
         res = self._run(plan.features, outputs=("last_hidden_state",), batch_size=batch_size)
-        outs = [torch.from_numpy(r["last_hidden_state"]).unsqueeze(0) if return_tensors
-                else [r["last_hidden_state"].tolist()] for r in res]
+        outs = [
+            torch.from_numpy(r["last_hidden_state"]).unsqueeze(0)
+            if return_tensors
+            else [r["last_hidden_state"].tolist()]
+            for r in res
+        ]
         return outs if batched else outs[0]
 
 
@@ -506,8 +595,14 @@ def register_pipeline(task: str, cls: type[Pipeline], **defaults: Any) -> None:
         TASK_DEFAULTS[task] = dict(defaults)
 
 
-def pipeline(task: str, model: Any = None, tokenizer: Any = None, device: str | None = None,
-             dtype: str | None = None, **kwargs: Any) -> Pipeline:
+def pipeline(
+    task: str,
+    model: Any = None,
+    tokenizer: Any = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    **kwargs: Any,
+) -> Pipeline:
     """Build the pipeline for ``task`` from a model folder (or a model object plus ``tokenizer``).
 
     Tasks: fill-mask, text-classification (alias sentiment-analysis), token-classification (alias

@@ -82,9 +82,13 @@ class TextGenerationPipeline(Pipeline):
         **generate_kwargs: Any,
     ) -> list[dict[str, str]] | list[list[dict[str, str]]]:
         """Generate for one prompt (a list of dicts) or several (a list of such lists)."""
-        _check_generation_numbers(max_length=max_length, max_new_tokens=max_new_tokens,
-                                  num_return_sequences=num_return_sequences, temperature=temperature,
-                                  **generate_kwargs)
+        _check_generation_numbers(
+            max_length=max_length,
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=num_return_sequences,
+            temperature=temperature,
+            **generate_kwargs,
+        )
         if not do_sample:
             # greedy search never reads the temperature: any value (0 included) means the same
             temperature = 1.0
@@ -99,21 +103,34 @@ class TextGenerationPipeline(Pipeline):
             kwargs = {} if add_special_tokens is None else {"add_special_tokens": add_special_tokens}
             ids = tok(prompt, return_tensors="pt", **kwargs)["input_ids"].to(self.device)
             if ids.shape[-1] == 0:
-                raise ValueError("the prompt has no tokens, so there is nothing to continue: give some text "
-                                 "(or keep add_special_tokens on, so the tokenizer's start token begins it)")
+                raise ValueError(
+                    "the prompt has no tokens, so there is nothing to continue: give some text "
+                    "(or keep add_special_tokens on, so the tokenizer's start token begins it)"
+                )
             new = max_new_tokens
             if new is None:
-                new = max_length - ids.shape[1] if max_length is not None else \
-                    max(1, min(_DEFAULT_MAX_NEW_TOKENS, limit - ids.shape[1]))
+                new = (
+                    max_length - ids.shape[1]
+                    if max_length is not None
+                    else max(1, min(_DEFAULT_MAX_NEW_TOKENS, limit - ids.shape[1]))
+                )
                 if new < 1:
-                    raise ValueError(f"the prompt has {ids.shape[1]} tokens and max_length={max_length} leaves no "
-                                     "room for new ones; raise max_length or pass max_new_tokens")
+                    raise ValueError(
+                        f"the prompt has {ids.shape[1]} tokens and max_length={max_length} leaves no "
+                        "room for new ones; raise max_length or pass max_new_tokens"
+                    )
             if truncation and ids.shape[1] + new > limit and new < limit:
-                ids = ids[:, -(limit - new):]  # keep the end of the prompt, where generation continues
+                ids = ids[:, -(limit - new) :]  # keep the end of the prompt, where generation continues
             out = self.model.generate(
-                ids, max_new_tokens=new, num_return_sequences=num_return_sequences,
-                do_sample=do_sample, temperature=temperature, truncation=truncation, streamer=streamer,
-                pad_token_id=generate_kwargs.pop("pad_token_id", tok.pad_token_id), **generate_kwargs,
+                ids,
+                max_new_tokens=new,
+                num_return_sequences=num_return_sequences,
+                do_sample=do_sample,
+                temperature=temperature,
+                truncation=truncation,
+                streamer=streamer,
+                pad_token_id=generate_kwargs.pop("pad_token_id", tok.pad_token_id),
+                **generate_kwargs,
             )
             prompt_len = ids.shape[1]
             rows = []
@@ -160,8 +177,9 @@ class TextStreamer:
         self.write("\n")
 
 
-def generate_text(model: Any, prompt: str, write: Any = None, tokenizer: Any = None, device: str | None = None,
-                  **generate_kwargs: Any) -> str:
+def generate_text(
+    model: Any, prompt: str, write: Any = None, tokenizer: Any = None, device: str | None = None, **generate_kwargs: Any
+) -> str:
     """Continue ``prompt`` with the causal LM in folder ``model``; stream pieces to ``write`` as they come.
 
     ``generate_kwargs`` are ``generate()``'s (max_new_tokens, do_sample, top_p, ...). Returns the full text.

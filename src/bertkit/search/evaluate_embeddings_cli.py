@@ -36,8 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--rerank-depth", type=A.positive_int, default=20)
     p.add_argument("--batch-size", type=A.positive_int, default=64)
-    p.add_argument("--truncation", choices=["error", "cut", "chunk"], default="error",
-                   help="a text over the model's limit: an error (default), cut, or pooled overlapping windows")
+    p.add_argument(
+        "--truncation",
+        choices=["error", "cut", "chunk"],
+        default="error",
+        help="a text over the model's limit: an error (default), cut, or pooled overlapping windows",
+    )
     p.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16", "int8"])
     p.add_argument("--output", default=None, help="write the metrics as JSON here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
@@ -103,11 +107,21 @@ def run(args: argparse.Namespace) -> int:
     if (args.queries or args.corpus or args.qrels) and not (args.queries and args.corpus and args.qrels):
         raise ValueError("retrieval needs all three of --queries, --corpus and --qrels")
     if args.output:
-        check_not_input(args.output, {"--model": args.model, "--sts": args.sts, "--queries": args.queries,
-                                      "--corpus": args.corpus, "--qrels": args.qrels, "--rerank": args.rerank})
+        check_not_input(
+            args.output,
+            {
+                "--model": args.model,
+                "--sts": args.sts,
+                "--queries": args.queries,
+                "--corpus": args.corpus,
+                "--qrels": args.qrels,
+                "--rerank": args.rerank,
+            },
+        )
         check_output_file(args.output, args.overwrite)
-    emb = pipeline("sentence-embedding", model=args.model, dtype=args.dtype, batch_size=args.batch_size,
-                   truncation=args.truncation)
+    emb = pipeline(
+        "sentence-embedding", model=args.model, dtype=args.dtype, batch_size=args.batch_size, truncation=args.truncation
+    )
     results: dict[str, Any] = {"model": str(args.model)}
     if args.sts:
         results["sts"] = evaluate_sts(emb, args.sts, args.progress)

@@ -25,8 +25,17 @@ from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write
 from bertkit._outputs import MARKER, claim_output_dir, refuse_inside_input
 from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
 
-__all__ = ["BACKENDS", "Index", "build_faiss", "build_index", "corpus_fingerprint", "embed_queries", "load_index",
-           "read_corpus", "top_k_exact"]
+__all__ = [
+    "BACKENDS",
+    "Index",
+    "build_faiss",
+    "build_index",
+    "corpus_fingerprint",
+    "embed_queries",
+    "load_index",
+    "read_corpus",
+    "top_k_exact",
+]
 
 BACKENDS = ("exact", "faiss", "faiss-ivf")
 _FAISS_FILES = {"faiss": "faiss-hnsw.index", "faiss-ivf": "faiss-ivf.index"}
@@ -38,8 +47,10 @@ def _text_field(path: Path, n: int, what: str, value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(f"{path}:{n}: {what} holds a lone surrogate (U+{ord(value[e.start]):04X}) at "
-                         f"character {e.start}, which is not text; fix the file") from None
+        raise ValueError(
+            f"{path}:{n}: {what} holds a lone surrogate (U+{ord(value[e.start]):04X}) at "
+            f"character {e.start}, which is not text; fix the file"
+        ) from None
     return value
 
 
@@ -60,8 +71,9 @@ def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[
             raise ValueError(msg)  # noqa: TRY004
         ident = obj.get(id_column, n)
         if not isinstance(ident, (str, int)) or isinstance(ident, bool):
-            raise ValueError(f"{path}:{n}: field {id_column!r} must be a string or an integer, "
-                             f"got {type(ident).__name__}")
+            raise ValueError(
+                f"{path}:{n}: field {id_column!r} must be a string or an integer, got {type(ident).__name__}"
+            )
         if obj[text_column].strip():
             yield n, _text_field(path, n, f"field {id_column!r}", str(ident)), obj[text_column]
 
@@ -76,8 +88,9 @@ def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[in
         try:
             fields = reader.fieldnames or []
             if text_column not in fields:
-                raise ValueError(f"{path}:1: no column {text_column!r} (columns: {', '.join(map(repr, fields))};"
-                                 " use --text-column)")
+                raise ValueError(
+                    f"{path}:1: no column {text_column!r} (columns: {', '.join(map(repr, fields))}; use --text-column)"
+                )
             for n, rec in enumerate(reader, 2):
                 value = rec.get(text_column) or ""
                 if value.strip():
@@ -201,8 +214,10 @@ class Index:
 
     def search(self, queries: np.ndarray, k: int = 10) -> list[list[dict[str, Any]]]:
         scores, idx = self.search_ids(queries, k)
-        return [[{"score": float(s), "id": self.ids[i], "text": self.texts[i]} for s, i in zip(srow, irow) if i >= 0]
-                for srow, irow in zip(scores, idx)]
+        return [
+            [{"score": float(s), "id": self.ids[i], "text": self.texts[i]} for s, i in zip(srow, irow) if i >= 0]
+            for srow, irow in zip(scores, idx)
+        ]
 
 
 def load_index(path: str | Path, backend: str = "exact") -> Index:
@@ -218,12 +233,13 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
         raise FileNotFoundError(f"{path}: not an index folder (no meta.json); build one with `bertkit index`")
     meta = read_json(meta_file)
     if not isinstance(meta, dict) or not isinstance(meta.get("model"), str):
-        raise ValueError(f"{meta_file}: damaged index metadata (no \"model\" path); rebuild the index")
+        raise ValueError(f'{meta_file}: damaged index metadata (no "model" path); rebuild the index')
     vectors = _load_vectors(path / "vectors.npy")
     ids, texts = _load_texts(path / "texts.jsonl")
     if len(ids) != vectors.shape[0]:
-        raise ValueError(f"{path}: {vectors.shape[0]} vectors in vectors.npy but {len(ids)} texts in texts.jsonl; "
-                         "rebuild the index")
+        raise ValueError(
+            f"{path}: {vectors.shape[0]} vectors in vectors.npy but {len(ids)} texts in texts.jsonl; rebuild the index"
+        )
     index = Index(path, meta, vectors, ids, texts, backend)
     if backend != "exact":
         faiss = _faiss()
@@ -262,8 +278,10 @@ def _load_vectors(file: Path) -> np.ndarray:
     except Exception as e:  # numpy's header parser lets tokenizer and syntax errors through too
         raise ValueError(f"{file}: damaged vectors ({type(e).__name__}: {e}); rebuild the index") from None
     if vectors.ndim != 2 or vectors.dtype.kind != "f" or vectors.shape[1] == 0:
-        raise ValueError(f"{file}: damaged vectors (shape {vectors.shape}, dtype {vectors.dtype}; "
-                         "expected (count, dim) floats); rebuild the index")
+        raise ValueError(
+            f"{file}: damaged vectors (shape {vectors.shape}, dtype {vectors.dtype}; "
+            "expected (count, dim) floats); rebuild the index"
+        )
     # float16 on disk halves the size; searching float32 in memory avoids a cast per query
     return np.array(vectors, dtype=np.float32)
 
@@ -277,7 +295,7 @@ def _load_texts(file: Path) -> tuple[list[str], list[str]]:
             continue
         row = parse_json(line, f"{file}:{n}")
         if not isinstance(row, dict) or not isinstance(row.get("text"), str) or "id" not in row:
-            raise ValueError(f"{file}:{n}: damaged row (needs \"id\" and a string \"text\"); rebuild the index")
+            raise ValueError(f'{file}:{n}: damaged row (needs "id" and a string "text"); rebuild the index')
         ids.append(str(row["id"]))
         texts.append(row["text"])
     return ids, texts
@@ -316,13 +334,14 @@ def _embedder(model: Path, dtype: str) -> Any:
     if not model.exists():
         raise FileNotFoundError(f"--model {model}: no such model folder")
     if model.is_file():
-        raise NotADirectoryError(f"--model {model} is a file; give the model folder (with config.json and "
-                                 "the weights)")
+        raise NotADirectoryError(f"--model {model} is a file; give the model folder (with config.json and the weights)")
     emb = pipeline("sentence-embedding", model=str(model), dtype=dtype, batch_size=64)
     kind = getattr(emb.model.config, "model_type", "bert")
     if type(emb.model).__name__.startswith("GPT2") or kind == "gpt2":
-        raise ValueError(f"--model {model} is a {kind} model (a text generator), not an encoder: it cannot embed "
-                         "sentences for search; use a sentence-embedding model such as all-MiniLM-L6-v2")
+        raise ValueError(
+            f"--model {model} is a {kind} model (a text generator), not an encoder: it cannot embed "
+            "sentences for search; use a sentence-embedding model such as all-MiniLM-L6-v2"
+        )
     return emb
 
 
@@ -330,11 +349,15 @@ def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
     """Start the work folder, or check that it holds the chunks of these same inputs (resume)."""
     key_file = work / "key"
     if work.exists():
-        ours = work.is_dir() and key_file.is_file() and all(
-            p.name == "key" or p.name.endswith((".npy", ".tmp")) for p in work.iterdir())
+        ours = (
+            work.is_dir()
+            and key_file.is_file()
+            and all(p.name == "key" or p.name.endswith((".npy", ".tmp")) for p in work.iterdir())
+        )
         if not ours:  # a folder of the user's that happens to have the name: never removed
-            raise FileExistsError(f"{work} exists and is not an unfinished `bertkit index`; move it away or "
-                                  "choose another --output")
+            raise FileExistsError(
+                f"{work} exists and is not an unfinished `bertkit index`; move it away or choose another --output"
+            )
     if work.exists() and not overwrite:
         try:
             old = parse_json(key_file.read_text(encoding="utf-8"), str(key_file)) if key_file.is_file() else None
@@ -342,18 +365,36 @@ def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
             old = None
         if old == key:
             return
-        diffs = [f"{k}: was {json.dumps(old.get(k))[:80]}, now {json.dumps(v)[:80]}"
-                 for k, v in key.items() if old.get(k) != v] if isinstance(old, dict) else ["no readable key file"]
-        raise FileExistsError(f"{work} holds an unfinished index of other inputs ({'; '.join(diffs)}); "
-                              "pass --overwrite to start afresh, or choose another --output")
+        diffs = (
+            [
+                f"{k}: was {json.dumps(old.get(k))[:80]}, now {json.dumps(v)[:80]}"
+                for k, v in key.items()
+                if old.get(k) != v
+            ]
+            if isinstance(old, dict)
+            else ["no readable key file"]
+        )
+        raise FileExistsError(
+            f"{work} holds an unfinished index of other inputs ({'; '.join(diffs)}); "
+            "pass --overwrite to start afresh, or choose another --output"
+        )
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     atomic_write_json(key_file, key)
 
 
-def build_index(model: str | Path, input: str | Path, output: str | Path, text_column: str = "text",
-                dtype: str = "auto", vector_dtype: str = "float16", chunk_size: int = 2048,
-                backend: str = "exact", progress: bool = True, overwrite: bool = False) -> Path:
+def build_index(
+    model: str | Path,
+    input: str | Path,
+    output: str | Path,
+    text_column: str = "text",
+    dtype: str = "auto",
+    vector_dtype: str = "float16",
+    chunk_size: int = 2048,
+    backend: str = "exact",
+    progress: bool = True,
+    overwrite: bool = False,
+) -> Path:
     """Embed every text of ``input`` with ``model`` and write an index folder at ``output``.
 
     ``output`` follows the folder rule (:mod:`bertkit._outputs`): a new or empty folder, or an
@@ -376,8 +417,15 @@ def build_index(model: str | Path, input: str | Path, output: str | Path, text_c
     claim = claim_output_dir(output, dry_run=True, **check)
     rows = read_corpus(input, text_column)
     emb = _embedder(model, dtype)  # a model that cannot embed fails before any folder is made
-    key = {"model": _model_identity(model), "rows": len(rows), "content_sha256": corpus_fingerprint(rows),
-           "text_column": text_column, "dtype": dtype, "vector_dtype": vector_dtype, "chunk_size": chunk_size}
+    key = {
+        "model": _model_identity(model),
+        "rows": len(rows),
+        "content_sha256": corpus_fingerprint(rows),
+        "text_column": text_column,
+        "dtype": dtype,
+        "vector_dtype": vector_dtype,
+        "chunk_size": chunk_size,
+    }
     work = output.with_name(output.name + ".partial")
     _partial_key(work, key, overwrite)
     texts = [t for _, t in rows]
@@ -394,9 +442,17 @@ def build_index(model: str | Path, input: str | Path, output: str | Path, text_c
     vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
     norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
     vectors = (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
-    meta = {"model": str(model.resolve()), "source": str(Path(input).resolve()), "text_column": text_column,
-            "count": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "vector_dtype": vector_dtype,
-            "dtype": emb.dtype, "pooling": emb.pooling, "normalized": True}
+    meta = {
+        "model": str(model.resolve()),
+        "source": str(Path(input).resolve()),
+        "text_column": text_column,
+        "count": int(vectors.shape[0]),
+        "dim": int(vectors.shape[1]),
+        "vector_dtype": vector_dtype,
+        "dtype": emb.dtype,
+        "pooling": emb.pooling,
+        "normalized": True,
+    }
     if claim.foreign:
         # the folder also holds the user's files: replace ours file by file, keep theirs
         claim = claim_output_dir(output, create=False, **check)
@@ -411,8 +467,9 @@ def build_index(model: str | Path, input: str | Path, output: str | Path, text_c
     return output
 
 
-def _write_index(folder: Path, vectors: np.ndarray, rows: Sequence[tuple[str, str]], meta: dict[str, Any],
-                 backend: str) -> None:
+def _write_index(
+    folder: Path, vectors: np.ndarray, rows: Sequence[tuple[str, str]], meta: dict[str, Any], backend: str
+) -> None:
     with open(folder / "vectors.npy", "wb") as f:
         np.save(f, vectors)
     with open(folder / "texts.jsonl", "w", encoding="utf-8") as f:

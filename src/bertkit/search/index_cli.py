@@ -13,16 +13,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="sentence-embedding model folder (e.g. MiniLM)")
     p.add_argument("--input", required=True, help="corpus: .txt (one text a line), .jsonl or .csv")
     p.add_argument("--text-column", default="text", help="field/column holding the text (.jsonl/.csv)")
-    p.add_argument("--output", required=True,
-                   help="new or empty index folder (a killed run resumes: re-run the same command)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier index in --output (only its files), or unfinished chunks of other inputs")
+    p.add_argument(
+        "--output", required=True, help="new or empty index folder (a killed run resumes: re-run the same command)"
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier index in --output (only its files), or unfinished chunks of other inputs",
+    )
     p.add_argument("--dtype", default="auto", choices=DTYPES, help="model precision while embedding")
     p.add_argument("--vector-dtype", default="float16", choices=("float16", "float32"), help="stored vectors")
     p.add_argument("--backend", default="exact", choices=BACKENDS, help="also build a faiss index now")
-    p.add_argument("--append", action="store_true",
-                   help="add to the existing index in --output the rows of --input whose id it lacks (only they are "
-                        "embedded)")
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="add to the existing index in --output the rows of --input whose id it lacks (only they are embedded)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +40,15 @@ def run(args: argparse.Namespace) -> int:
         n = append_corpus(args.output, args.input, args.model, args.text_column)
         print(f"{n} new row(s) added to {args.output}")
         return 0
-    out = build_index(args.model, args.input, args.output, text_column=args.text_column, dtype=args.dtype,
-                      vector_dtype=args.vector_dtype, backend=args.backend, overwrite=args.overwrite)
+    out = build_index(
+        args.model,
+        args.input,
+        args.output,
+        text_column=args.text_column,
+        dtype=args.dtype,
+        vector_dtype=args.vector_dtype,
+        backend=args.backend,
+        overwrite=args.overwrite,
+    )
     print(f"index written to {out}")
     return 0

@@ -25,8 +25,11 @@ def _publish(path: Path, meta: dict[str, Any], vectors: np.ndarray, ids: list[st
     # updated file by file so theirs stay (a stale faiss file is removed first: it would not match)
     from bertkit._outputs import MARKER
 
-    foreign = [p for p in path.iterdir() if p.name not in ("meta.json", "vectors.npy", "texts.jsonl", MARKER)
-               and not p.name.startswith("faiss-")]
+    foreign = [
+        p
+        for p in path.iterdir()
+        if p.name not in ("meta.json", "vectors.npy", "texts.jsonl", MARKER) and not p.name.startswith("faiss-")
+    ]
     if foreign:
         for stale in path.glob("faiss-*.index"):
             stale.unlink()

@@ -6,7 +6,6 @@ index), ``GET /health``, ``GET /info``, ``GET /metrics`` (Prometheus text) and t
 Bad requests get a 4xx with ``{"error": "..."}`` naming the field; a full queue gets 503 + Retry-After.
 """
 
-
 import asyncio
 import hmac
 import ipaddress
@@ -101,16 +100,32 @@ class ModelService:
         pooling, normalize, max_len = sentence_transformers_pooling(folder)
         if self.task == "sentence-embedding":
             self.pipe = None
-            self.embedder = pipeline("sentence-embedding", model=folder, dtype=config.dtype,
-                                     max_batch_tokens=config.max_batch_tokens, batch_size=config.max_batch_size)
+            self.embedder = pipeline(
+                "sentence-embedding",
+                model=folder,
+                dtype=config.dtype,
+                max_batch_tokens=config.max_batch_tokens,
+                batch_size=config.max_batch_size,
+            )
         else:
-            self.pipe = pipeline(self.task, model=folder, dtype=config.dtype, max_batch_tokens=config.max_batch_tokens,
-                                 batch_size=config.max_batch_size)
+            self.pipe = pipeline(
+                self.task,
+                model=folder,
+                dtype=config.dtype,
+                max_batch_tokens=config.max_batch_tokens,
+                batch_size=config.max_batch_size,
+            )
             # /embed on a fine-tuned folder: the same encoder weights, no second copy
             self.embedder = FeatureExtractionPipeline(
-                self.pipe.model.base_model, self.pipe.tokenizer, sentence=True, pooling=pooling,
-                normalize=normalize if normalize is not None else True, max_length=max_len,
-                max_batch_tokens=config.max_batch_tokens, batch_size=config.max_batch_size)
+                self.pipe.model.base_model,
+                self.pipe.tokenizer,
+                sentence=True,
+                pooling=pooling,
+                normalize=normalize if normalize is not None else True,
+                max_length=max_len,
+                max_batch_tokens=config.max_batch_tokens,
+                batch_size=config.max_batch_size,
+            )
         self.tokenizer = self.embedder.tokenizer
         self.dtype = self.embedder.dtype
         self.index = None
@@ -137,8 +152,9 @@ class ModelService:
         t, pipe = self.task, self.pipe
         if t == "text-classification":
             # admission already enforced --max-input-tokens (or --truncate asked for cutting)
-            return pipe(items, top_k=None, max_length=min(self.config.max_input_tokens, self.max_positions),
-                        truncation="cut")
+            return pipe(
+                items, top_k=None, max_length=min(self.config.max_input_tokens, self.max_positions), truncation="cut"
+            )
         if t == "token-classification":
             return pipe(items, aggregation_strategy="simple", max_length=min(512, self.max_positions))
         if t == "question-answering":
@@ -160,8 +176,10 @@ class ModelService:
             n = len(f["input_ids"])
             if n > keep and not self.config.truncate:  # never cut silently, not even at the model's own limit
                 over = f"--max-input-tokens {limit}" if n > limit else f"the model's limit of {keep}"
-                raise ApiError(413, f"{field}[{i}] has {n} tokens, over {over} "
-                                    "(start the server with --truncate to cut long texts)")
+                raise ApiError(
+                    413,
+                    f"{field}[{i}] has {n} tokens, over {over} (start the server with --truncate to cut long texts)",
+                )
             if n > keep:
                 sep = f["input_ids"][-1]
                 f = {k: v[:keep] for k, v in f.items()}
@@ -175,9 +193,12 @@ class ModelService:
         for i, ids in enumerate(self.tokenizer.encode_batch_ids(texts)):
             n = len(ids) + 2
             if n > self.config.max_input_tokens and not self.config.truncate:
-                raise ApiError(413, f"{field}[{i}] has {n} tokens, over --max-input-tokens "
-                                    f"{self.config.max_input_tokens} "
-                                    "(start the server with --truncate to cut long texts)")
+                raise ApiError(
+                    413,
+                    f"{field}[{i}] has {n} tokens, over --max-input-tokens "
+                    f"{self.config.max_input_tokens} "
+                    "(start the server with --truncate to cut long texts)",
+                )
             total += min(n, self.config.max_input_tokens)
         return total
 
@@ -186,17 +207,28 @@ class ModelService:
 
         cfg = self.config
         return {
-            "model": str(Path(cfg.model).resolve()), "task": self.task, "dtype": self.dtype,
-            "endpoints": ["/embed", "/tokenize"] + (["/predict"] if self.pipe is not None else [])
+            "model": str(Path(cfg.model).resolve()),
+            "task": self.task,
+            "dtype": self.dtype,
+            "endpoints": ["/embed", "/tokenize"]
+            + (["/predict"] if self.pipe is not None else [])
             + (["/search"] if self.index is not None else []),
             "hidden_size": self.embedder.model.config.hidden_size,
-            "pooling": self.embedder.pooling, "normalize": self.embedder.normalize,
-            "limits": {"max_batch_tokens": cfg.max_batch_tokens, "max_batch_size": cfg.max_batch_size,
-                       "max_wait_ms": cfg.max_wait_ms, "max_input_tokens": cfg.max_input_tokens,
-                       "truncate": cfg.truncate, "max_queue": cfg.max_queue, "request_timeout_s": cfg.request_timeout,
-                       "max_body_bytes": cfg.max_body_bytes},
-            "index": None if self.index is None else {"path": cfg.index, "size": len(self.index),
-                                                        "backend": self.index.backend},
+            "pooling": self.embedder.pooling,
+            "normalize": self.embedder.normalize,
+            "limits": {
+                "max_batch_tokens": cfg.max_batch_tokens,
+                "max_batch_size": cfg.max_batch_size,
+                "max_wait_ms": cfg.max_wait_ms,
+                "max_input_tokens": cfg.max_input_tokens,
+                "truncate": cfg.truncate,
+                "max_queue": cfg.max_queue,
+                "request_timeout_s": cfg.request_timeout,
+                "max_body_bytes": cfg.max_body_bytes,
+            },
+            "index": None
+            if self.index is None
+            else {"path": cfg.index, "size": len(self.index), "backend": self.index.backend},
             "cpu_flags": cpu_flags(),
         }
 
@@ -315,8 +347,14 @@ class _MetricsMiddleware:
 
 def _body_schema(inputs_schema: dict, extra: dict | None = None) -> dict:
     props = {"inputs": inputs_schema, **(extra or {})}
-    return {"requestBody": {"required": True, "content": {"application/json": {
-        "schema": {"type": "object", "required": ["inputs"], "properties": props}}}}}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"type": "object", "required": ["inputs"], "properties": props}}
+            },
+        }
+    }
 
 
 _TEXTS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
@@ -334,8 +372,9 @@ class _Server:
             return
         got = request.headers.get("authorization", "")
         if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), self.api_key.encode())):
-            raise ApiError(401, "missing or wrong API key (send 'Authorization: Bearer <key>')",
-                           {"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401, "missing or wrong API key (send 'Authorization: Bearer <key>')", {"WWW-Authenticate": "Bearer"}
+            )
 
     async def read_json(self, request: Any) -> Any:
         self.check_auth(request)
@@ -358,13 +397,15 @@ class _Server:
         try:
             job = self.batcher.submit(kind, items, tokens)
         except QueueFull:
-            raise ApiError(503, f"the server is busy ({config.max_queue} requests queued); retry shortly",
-                           {"Retry-After": "1"}) from None
+            raise ApiError(
+                503, f"the server is busy ({config.max_queue} requests queued); retry shortly", {"Retry-After": "1"}
+            ) from None
         # Woken by whichever comes first: the result, the client leaving, or the timeout; no polling.
         left = asyncio.ensure_future(_client_left(request))
         try:
-            done, _ = await asyncio.wait((job.future, left), timeout=config.request_timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                (job.future, left), timeout=config.request_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             left.cancel()
         if job.future in done:
@@ -413,9 +454,11 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         vecs = await srv.run_job(request, "embed", feats, tokens)
         return JSONResponse({"embeddings": vecs} if batched else {"embedding": vecs[0]})
 
-    @app.post("/predict", openapi_extra=_body_schema({"description": "text, {text, text_pair}, {question, context}, "
-                                                                     "or a list of them"}),
-              summary="The model's task (classification, token classification, QA, fill-mask)")
+    @app.post(
+        "/predict",
+        openapi_extra=_body_schema({"description": "text, {text, text_pair}, {question, context}, or a list of them"}),
+        summary="The model's task (classification, token classification, QA, fill-mask)",
+    )
     async def predict(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
         if service.pipe is None:
@@ -436,8 +479,11 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         rows = [{"input_ids": list(enc["input_ids"][i]), "tokens": enc.tokens(i)} for i in range(len(texts))]
         return JSONResponse({"tokens": rows} if batched else rows[0])
 
-    @app.post("/search", openapi_extra=_body_schema(_TEXTS, {"top_k": {"type": "integer", "minimum": 1}}),
-              summary="Nearest texts in the index")
+    @app.post(
+        "/search",
+        openapi_extra=_body_schema(_TEXTS, {"top_k": {"type": "integer", "minimum": 1}}),
+        summary="Nearest texts in the index",
+    )
     async def search(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
         if service.index is None:
@@ -482,8 +528,9 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
     service = service or ModelService(config)
     metrics = Metrics()
     runners = {"embed": service.run_embed, "predict": service.run_predict, "search": service.run_search}
-    batcher = Batcher(runners, metrics, config.max_batch_size, config.max_batch_tokens, config.max_wait_ms,
-                      config.max_queue)
+    batcher = Batcher(
+        runners, metrics, config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.max_queue
+    )
 
     @asynccontextmanager
     async def lifespan(app: Any):
@@ -491,8 +538,12 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
         # uvicorn has already waited for in-flight requests; finish whatever is still queued, then stop
         await asyncio.to_thread(batcher.close)
 
-    app = FastAPI(title="bertkit serve", version="1", lifespan=lifespan,
-                  description=f"Serving {config.model} ({service.task}, {service.dtype}).")
+    app = FastAPI(
+        title="bertkit serve",
+        version="1",
+        lifespan=lifespan,
+        description=f"Serving {config.model} ({service.task}, {service.dtype}).",
+    )
     app.state.service, app.state.batcher, app.state.metrics = service, batcher, metrics
     srv = _Server(config, service, batcher, metrics)
     _add_error_handlers(app)
@@ -527,20 +578,41 @@ def serve(config: ServeConfig) -> int:
         raise ImportError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'") from None
     api_key = config.api_key or os.environ.get(API_KEY_ENV)
     if not _is_loopback(config.host) and not api_key:
-        logger.warning("listening on %s without an API key: anyone who can reach this address can use the "
-                       "model (pass --api-key or set %s)", config.host, API_KEY_ENV)
+        logger.warning(
+            "listening on %s without an API key: anyone who can reach this address can use the "
+            "model (pass --api-key or set %s)",
+            config.host,
+            API_KEY_ENV,
+        )
     t0 = time.perf_counter()
     if config.workers > 1:
         os.environ[_CONFIG_ENV] = json.dumps(asdict(config))
-        uvicorn.run("bertkit.serving.app:_app_from_env", factory=True, host=config.host, port=config.port,
-                    workers=config.workers, log_level="info", timeout_graceful_shutdown=config.request_timeout)
+        uvicorn.run(
+            "bertkit.serving.app:_app_from_env",
+            factory=True,
+            host=config.host,
+            port=config.port,
+            workers=config.workers,
+            log_level="info",
+            timeout_graceful_shutdown=config.request_timeout,
+        )
         return 0
     app = create_app(config)
     svc = app.state.service
-    print(f"bertkit serve: {config.model} ({svc.task}, {svc.dtype}) loaded in {time.perf_counter() - t0:.1f} s; "
-          f"http://{config.host}:{config.port} (docs at /docs)", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                           timeout_graceful_shutdown=int(config.request_timeout)))
+    print(
+        f"bertkit serve: {config.model} ({svc.task}, {svc.dtype}) loaded in {time.perf_counter() - t0:.1f} s; "
+        f"http://{config.host}:{config.port} (docs at /docs)",
+        flush=True,
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            timeout_graceful_shutdown=int(config.request_timeout),
+        )
+    )
     # uvicorn drains on SIGTERM, then re-raises the signal once its own handler is gone; a no-op
     # handler underneath turns that into a normal return, so a drained shutdown exits 0.
     signal.signal(signal.SIGTERM, lambda *_: None)

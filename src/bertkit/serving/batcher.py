@@ -47,9 +47,15 @@ class Job:
 class Batcher:
     """Owns the inference thread. ``runners[kind](items) -> results`` (one result per item)."""
 
-    def __init__(self, runners: dict[str, Callable[[list[Any]], Sequence[Any]]], metrics: Metrics,
-                 max_batch_size: int = 64, max_batch_tokens: int = 8192, max_wait_ms: float = 5.0,
-                 max_queue: int = 1024) -> None:
+    def __init__(
+        self,
+        runners: dict[str, Callable[[list[Any]], Sequence[Any]]],
+        metrics: Metrics,
+        max_batch_size: int = 64,
+        max_batch_tokens: int = 8192,
+        max_wait_ms: float = 5.0,
+        max_queue: int = 1024,
+    ) -> None:
         self.runners = runners
         self.metrics = metrics
         self.max_batch_size = max_batch_size
@@ -112,8 +118,11 @@ class Batcher:
                 if job.dropped.is_set():
                     self.metrics.count_dropped(1)
                     continue
-                if (job.kind != first.kind or n_items + len(job.items) > self.max_batch_size
-                        or n_tokens + job.tokens > self.max_batch_tokens):
+                if (
+                    job.kind != first.kind
+                    or n_items + len(job.items) > self.max_batch_size
+                    or n_tokens + job.tokens > self.max_batch_tokens
+                ):
                     postponed.append(job)
                     if job.kind == first.kind:
                         break  # full: run what we have; the job leads the next batch

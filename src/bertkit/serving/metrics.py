@@ -48,12 +48,15 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, int], int] = defaultdict(int)
-        self.batch_size = Histogram("bertkit_batch_size", "Texts per model forward.",
-                                    (1, 2, 4, 8, 16, 32, 64, 128, 256))
-        self.batch_tokens = Histogram("bertkit_batch_tokens", "Real tokens per model forward.",
-                                      (64, 256, 1024, 2048, 4096, 8192, 16384))
-        self.queue_time = Histogram("bertkit_queue_seconds", "Time a request waited before its batch ran.",
-                                    _TIME_BUCKETS)
+        self.batch_size = Histogram(
+            "bertkit_batch_size", "Texts per model forward.", (1, 2, 4, 8, 16, 32, 64, 128, 256)
+        )
+        self.batch_tokens = Histogram(
+            "bertkit_batch_tokens", "Real tokens per model forward.", (64, 256, 1024, 2048, 4096, 8192, 16384)
+        )
+        self.queue_time = Histogram(
+            "bertkit_queue_seconds", "Time a request waited before its batch ran.", _TIME_BUCKETS
+        )
         self.inference_time = Histogram("bertkit_inference_seconds", "Model time per batch.", _TIME_BUCKETS)
         self.dropped = 0
 
@@ -76,14 +79,20 @@ class Metrics:
     def render(self, queue_depth: int) -> str:
         """The whole exposition, Prometheus text format 0.0.4."""
         with self._lock:
-            lines = ["# HELP bertkit_requests_total HTTP requests by endpoint and status code.",
-                     "# TYPE bertkit_requests_total counter"]
+            lines = [
+                "# HELP bertkit_requests_total HTTP requests by endpoint and status code.",
+                "# TYPE bertkit_requests_total counter",
+            ]
             for (endpoint, status), n in sorted(self.requests.items()):
                 lines.append(f'bertkit_requests_total{{endpoint="{endpoint}",status="{status}"}} {n}')
-            lines += ["# HELP bertkit_queue_depth Requests waiting for the model.", "# TYPE bertkit_queue_depth gauge",
-                      f"bertkit_queue_depth {queue_depth}",
-                     "# HELP bertkit_dropped_total Requests whose client left (or timed out) before their batch ran.",
-                     "# TYPE bertkit_dropped_total counter", f"bertkit_dropped_total {self.dropped}"]
+            lines += [
+                "# HELP bertkit_queue_depth Requests waiting for the model.",
+                "# TYPE bertkit_queue_depth gauge",
+                f"bertkit_queue_depth {queue_depth}",
+                "# HELP bertkit_dropped_total Requests whose client left (or timed out) before their batch ran.",
+                "# TYPE bertkit_dropped_total counter",
+                f"bertkit_dropped_total {self.dropped}",
+            ]
             for h in (self.batch_size, self.batch_tokens, self.queue_time, self.inference_time):
                 lines += h.render()
         return "\n".join(lines) + "\n"

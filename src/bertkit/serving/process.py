@@ -41,8 +41,13 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def server_process(model: str | os.PathLike, args: Sequence[str] = (), log: str | os.PathLike | None = None,
-                   start_timeout: float = 180.0, env: dict[str, str] | None = None) -> Iterator[ServerProcess]:
+def server_process(
+    model: str | os.PathLike,
+    args: Sequence[str] = (),
+    log: str | os.PathLike | None = None,
+    start_timeout: float = 180.0,
+    env: dict[str, str] | None = None,
+) -> Iterator[ServerProcess]:
     """Start ``bertkit serve --model MODEL --port <free> ARGS``; yield once GET /health answers; stop on exit."""
     port = free_port()
     log_path = Path(log) if log else Path(os.environ.get("TMPDIR", "/tmp")) / f"bertkit-serve-{port}.log"

@@ -45,8 +45,10 @@ def _check(value: Any) -> None:
         if isinstance(v, str):
             bad = _lone_surrogate(v)
             if bad is not None:
-                raise ValueError(f"{_path(where)} holds a lone surrogate (U+{ord(v[bad]):04X}) at character "
-                                 f"{bad}, which is not text; send valid Unicode")
+                raise ValueError(
+                    f"{_path(where)} holds a lone surrogate (U+{ord(v[bad]):04X}) at character "
+                    f"{bad}, which is not text; send valid Unicode"
+                )
         elif isinstance(v, dict):
             for k, x in v.items():
                 if _lone_surrogate(k) is not None:

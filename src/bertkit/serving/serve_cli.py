@@ -13,23 +13,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .app import API_KEY_ENV, TASKS
 
     p.add_argument("--model", required=True, help="model folder (config.json, weights, vocab.txt)")
-    p.add_argument("--task", default="auto", choices=("auto", *TASKS),
-                   help="what /predict does (auto: from config.json)")
+    p.add_argument(
+        "--task", default="auto", choices=("auto", *TASKS), help="what /predict does (auto: from config.json)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=A.int_range(0, 65535), default=8080)
     p.add_argument("--dtype", default="auto", choices=DTYPES, help="auto = bf16 where the CPU has AMX/AVX-512 BF16")
     p.add_argument("--max-batch-tokens", type=A.positive_int, default=8192, help="tokens per model forward")
-    p.add_argument("--max-batch-size", type=A.int_range(1, 4096), default=64,
-                   help="texts per forward, and per request")
-    p.add_argument("--max-wait-ms", type=A.float_range(0, 10000), default=5.0,
-                   help="how long a batch waits for more requests")
+    p.add_argument("--max-batch-size", type=A.int_range(1, 4096), default=64, help="texts per forward, and per request")
+    p.add_argument(
+        "--max-wait-ms", type=A.float_range(0, 10000), default=5.0, help="how long a batch waits for more requests"
+    )
     p.add_argument("--max-input-tokens", type=A.int_range(2, 100000), default=512, help="tokens per text")
     p.add_argument("--truncate", action="store_true", help="cut texts over --max-input-tokens instead of refusing them")
     p.add_argument("--workers", type=A.int_range(1, 64), default=1, help="server processes (each loads the model)")
     p.add_argument("--index", default=None, help="a `bertkit index` folder to answer POST /search")
     p.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' (or set {API_KEY_ENV})")
-    p.add_argument("--max-queue", type=A.int_range(1, 1_000_000), default=1024,
-                   help="waiting requests before 503 Retry-After")
+    p.add_argument(
+        "--max-queue", type=A.int_range(1, 1_000_000), default=1024, help="waiting requests before 503 Retry-After"
+    )
     p.add_argument("--request-timeout", type=A.float_range(0.1, 3600), default=60.0, help="seconds per request")
 
 
@@ -40,8 +42,10 @@ def _check_encoder(folder: Path) -> None:
     cfg = folder / "config.json"
     kind = read_json(cfg).get("model_type") if folder.is_dir() and cfg.is_file() else None
     if kind == "gpt2":
-        raise ValueError(f"--model {folder} is a gpt2 model (a text generator), not an encoder: `bertkit serve` "
-                         "serves BERT-family folders (embeddings, classification, QA, fill-mask)")
+        raise ValueError(
+            f"--model {folder} is a gpt2 model (a text generator), not an encoder: `bertkit serve` "
+            "serves BERT-family folders (embeddings, classification, QA, fill-mask)"
+        )
 
 
 def _check_address(host: str, port: int) -> None:
@@ -73,9 +77,22 @@ def run(args: argparse.Namespace) -> int:
     _check_address(args.host, args.port)
     from .app import ServeConfig, serve
 
-    return serve(ServeConfig(
-        model=args.model, task=args.task, host=args.host, port=args.port, dtype=args.dtype,
-        max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
-        max_input_tokens=args.max_input_tokens, truncate=args.truncate, workers=args.workers, index=args.index,
-        api_key=args.api_key, max_queue=args.max_queue, request_timeout=args.request_timeout,
-    ))
+    return serve(
+        ServeConfig(
+            model=args.model,
+            task=args.task,
+            host=args.host,
+            port=args.port,
+            dtype=args.dtype,
+            max_batch_tokens=args.max_batch_tokens,
+            max_batch_size=args.max_batch_size,
+            max_wait_ms=args.max_wait_ms,
+            max_input_tokens=args.max_input_tokens,
+            truncate=args.truncate,
+            workers=args.workers,
+            index=args.index,
+            api_key=args.api_key,
+            max_queue=args.max_queue,
+            request_timeout=args.request_timeout,
+        )
+    )

@@ -90,35 +90,50 @@ class FinetuneArguments(TrainingArguments):
     """Every setting of `bertkit finetune`: the shared training arguments plus the task's own."""
 
     task: str = setting(choices=sorted(TASKS), help="the downstream task")
-    model: str = setting(metavar="DIR", same_on_resume=False,
-                         help="pretrained checkpoint folder (config.json, weights, vocab.txt)")
-    train: str = setting(metavar="FILE", same_on_resume=False,
-                         help="training file (CSV/TSV/JSONL, CoNLL, SQuAD JSON or SWAG JSONL)")
-    validation: str | None = setting(None, metavar="FILE", same_on_resume=False,
-                                     help="validation file, evaluated after every epoch; OUTPUT keeps the best epoch")
+    model: str = setting(
+        metavar="DIR", same_on_resume=False, help="pretrained checkpoint folder (config.json, weights, vocab.txt)"
+    )
+    train: str = setting(
+        metavar="FILE", same_on_resume=False, help="training file (CSV/TSV/JSONL, CoNLL, SQuAD JSON or SWAG JSONL)"
+    )
+    validation: str | None = setting(
+        None,
+        metavar="FILE",
+        same_on_resume=False,
+        help="validation file, evaluated after every epoch; OUTPUT keeps the best epoch",
+    )
     output: str = redefault(TrainingArguments, "output")  # required
     text_column: str = setting("text", group=_D, help="text column of CSV/TSV/JSONL")
     text_pair_column: str | None = setting(None, group=_D, help="second text column, for sentence pairs")
     label_column: str = setting("label", group=_D, help="label column")
-    label_separator: str | None = setting(None, group=_D,
-                                          help="split string labels on this for multi-label, e.g. '|'")
-    max_length: int | None = setting(None, type=A.SEQ_LEN, group=_D,
-                                     help="max tokens per sequence/window (default: 384 for question-answering, "
-                                          "else 128)")
-    doc_stride: int = setting(128, type=A.positive_int, group=_D,
-                              help="QA: overlap between context windows; token classification: overlap between the "
-                                   "windows of a sentence longer than --max-length, at most half a window")
+    label_separator: str | None = setting(None, group=_D, help="split string labels on this for multi-label, e.g. '|'")
+    max_length: int | None = setting(
+        None,
+        type=A.SEQ_LEN,
+        group=_D,
+        help="max tokens per sequence/window (default: 384 for question-answering, else 128)",
+    )
+    doc_stride: int = setting(
+        128,
+        type=A.positive_int,
+        group=_D,
+        help="QA: overlap between context windows; token classification: overlap between the "
+        "windows of a sentence longer than --max-length, at most half a window",
+    )
     max_answer_length: int = setting(30, type=A.positive_int, group=_D, help="QA: longest answer in tokens")
     n_best_size: int = setting(20, type=A.positive_int, group=_D, help="QA: start/end candidates per window")
-    problem_type: str | None = setting(None, choices=PROBLEM_TYPES,
-                                       help="text-classification: default single-label, multi-label when labels "
-                                            "are lists")
-    label_scheme: str | None = setting(None, choices=("BIO", "BIOES", "BMES"),
-                                       help="token-classification tag scheme (default: detected from the tags)")
-    version_2_with_negative: bool | None = setting(None, help="QA: allow no-answer predictions (default: on when "
-                                                              "the training data has unanswerable questions)")
-    freeze: str | None = setting(None, help="comma-separated module patterns to freeze, e.g. "
-                                            "embeddings,encoder.layer.0-3")
+    problem_type: str | None = setting(
+        None, choices=PROBLEM_TYPES, help="text-classification: default single-label, multi-label when labels are lists"
+    )
+    label_scheme: str | None = setting(
+        None, choices=("BIO", "BIOES", "BMES"), help="token-classification tag scheme (default: detected from the tags)"
+    )
+    version_2_with_negative: bool | None = setting(
+        None, help="QA: allow no-answer predictions (default: on when the training data has unanswerable questions)"
+    )
+    freeze: str | None = setting(
+        None, help="comma-separated module patterns to freeze, e.g. embeddings,encoder.layer.0-3"
+    )
     group_by_length: bool = setting(True, help="random batches instead of length-grouped ones")
     eval_batch_size: int = setting(64, type=A.positive_int, same_on_resume=False, help="batch size of evaluation")
     max_train_samples: int | None = setting(None, type=A.positive_int, help="first N training examples only")
@@ -130,8 +145,9 @@ class FinetuneArguments(TrainingArguments):
     precision: str = redefault(TrainingArguments, "precision", "fp32")
     log_every: int = redefault(TrainingArguments, "log_every", 10)
     drop_last: bool = redefault(TrainingArguments, "drop_last", False)
-    patience: int | None = redefault(TrainingArguments, "patience", None, cli=True,
-                                     help="stop after this many epochs without improvement")
+    patience: int | None = redefault(
+        TrainingArguments, "patience", None, cli=True, help="stop after this many epochs without improvement"
+    )
 
     def __post_init__(self) -> None:
         for name in ("model", "train", "validation", "output"):  # paths may come as Path objects
@@ -148,13 +164,28 @@ class FinetuneArguments(TrainingArguments):
 
 
 # The data options of finetune that evaluate and predict take too (None there: as saved in the model).
-DATA_OPTIONS = ("text_column", "text_pair_column", "label_column", "label_separator", "max_length", "doc_stride",
-                "max_answer_length", "n_best_size")
+DATA_OPTIONS = (
+    "text_column",
+    "text_pair_column",
+    "label_column",
+    "label_separator",
+    "max_length",
+    "doc_stride",
+    "max_answer_length",
+    "n_best_size",
+)
 
 
-def finetune(task: str | FinetuneArguments, model: str | Path | None = None, train: str | Path | None = None,
-             output: str | Path | None = None, validation: str | Path | None = None, *, tokenizer: Any = None,
-             **settings: Any) -> FinetuneResult:
+def finetune(
+    task: str | FinetuneArguments,
+    model: str | Path | None = None,
+    train: str | Path | None = None,
+    output: str | Path | None = None,
+    validation: str | Path | None = None,
+    *,
+    tokenizer: Any = None,
+    **settings: Any,
+) -> FinetuneResult:
     """Fine-tune the checkpoint in ``model`` on ``train`` for ``task``; write OUTPUT and return the
     final validation metrics (the best epoch's, when a validation file is given).
 
@@ -167,8 +198,7 @@ def finetune(task: str | FinetuneArguments, model: str | Path | None = None, tra
     if isinstance(task, FinetuneArguments):
         args = dataclasses.replace(task, **settings) if settings else task
     else:
-        args = FinetuneArguments(task=task, model=model, train=train, output=output, validation=validation,
-                                 **settings)
+        args = FinetuneArguments(task=task, model=model, train=train, output=output, validation=validation, **settings)
     t: Task = get_task(args.task, args.task_options())
     output = Path(args.output)
     inputs = {"--model": args.model}
@@ -181,17 +211,22 @@ def finetune(task: str | FinetuneArguments, model: str | Path | None = None, tra
     val_enc = t.encode(tok, val_ex, with_labels=t.name != "question-answering") if val_ex is not None else None
     net, cls = _model_for(args, t, tok)
     feats = train_enc.features
-    lengths = [max(len(c) for c in f["input_ids"]) if isinstance(f["input_ids"][0], list) else len(f["input_ids"])
-               for f in feats]
-    sampler = LengthGroupedBatchSampler(lengths, args.batch_size, shuffle=True, seed=args.seed,
-                                        bucket_batches=50 if args.group_by_length else 1)
+    lengths = [
+        max(len(c) for c in f["input_ids"]) if isinstance(f["input_ids"][0], list) else len(f["input_ids"])
+        for f in feats
+    ]
+    sampler = LengthGroupedBatchSampler(
+        lengths, args.batch_size, shuffle=True, seed=args.seed, bucket_batches=50 if args.group_by_length else 1
+    )
     eval_fn = None
     if val_ex is not None:
+
         def eval_fn(m: torch.nn.Module) -> dict[str, float]:
             return t.evaluate(m, tok, val_ex, val_enc, batch_size=args.eval_batch_size, progress=args.progress)
 
-    identity = run_identity(args, model=_model_fingerprint(args.model),
-                            data=file_fingerprint(args.train, args.validation))
+    identity = run_identity(
+        args, model=_model_fingerprint(args.model), data=file_fingerprint(args.train, args.validation)
+    )
     claim = claim_training_output(args, "finetune", identity, FINETUNE_OUTPUTS, inputs)
 
     def work() -> FinetuneResult:
@@ -200,20 +235,32 @@ def finetune(task: str | FinetuneArguments, model: str | Path | None = None, tra
         if val_ex is not None:
             metrics = t.evaluate(net, tok, val_ex, val_enc, batch_size=args.eval_batch_size, progress=args.progress)
         mfile = output / "metrics.jsonl"
-        history = [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)] \
-            if mfile.exists() else []
-        atomic_write_json(output / "eval_results.json", {
-            "task": t.name, **metrics, "train_seconds": round(train_seconds, 2), "steps": res.step,
-            "best_step": res.best_step, "stopped_early": res.stopped_early,
-            "train_examples": len(train_ex), "eval_examples": len(val_ex) if val_ex is not None else 0,
-        })
-        return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early,
-                              history)
+        history = (
+            [row for row in read_jsonl(mfile) if any(k.startswith("eval_") for k in row)] if mfile.exists() else []
+        )
+        atomic_write_json(
+            output / "eval_results.json",
+            {
+                "task": t.name,
+                **metrics,
+                "train_seconds": round(train_seconds, 2),
+                "steps": res.step,
+                "best_step": res.best_step,
+                "stopped_early": res.stopped_early,
+                "train_examples": len(train_ex),
+                "eval_examples": len(val_ex) if val_ex is not None else 0,
+            },
+        )
+        return FinetuneResult(metrics, str(output), train_seconds, res.best_step, res.step, res.stopped_early, history)
 
     result = within_claim(claim, work)
     if result.metrics:
-        _say(f"[{t.name}] " + ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items()) +
-             f"  ({result.train_seconds:.0f}s training)", args.quiet)
+        _say(
+            f"[{t.name}] "
+            + ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())
+            + f"  ({result.train_seconds:.0f}s training)",
+            args.quiet,
+        )
     return result
 
 
@@ -222,13 +269,13 @@ def _read_examples(args: FinetuneArguments, t: Task) -> tuple[list, list | None]
     _say(f"[{t.name}] reading {args.train}", args.quiet)
     train_ex = t.read(args.train)
     if args.max_train_samples:
-        train_ex = train_ex[:args.max_train_samples]
+        train_ex = train_ex[: args.max_train_samples]
     t.setup_labels(train_ex)
     val_ex = None
     if args.validation is not None:
         val_ex = t.read(args.validation)
         if args.max_eval_samples:
-            val_ex = val_ex[:args.max_eval_samples]
+            val_ex = val_ex[: args.max_eval_samples]
         t.check(args.validation, val_ex)
     return train_ex, val_ex
 
@@ -245,9 +292,11 @@ def _model_for(args: FinetuneArguments, t: Task, tok: Any) -> tuple[Any, type]:
     check_vocab_fits(tok, net.config, args.model)
     max_length = t.options.max_length
     if max_length > net.config.max_position_embeddings:
-        raise ValueError(f"max_length {max_length} exceeds the model's max_position_embeddings "
-                         f"({net.config.max_position_embeddings}); use --max-length "
-                         f"{net.config.max_position_embeddings} or less")
+        raise ValueError(
+            f"max_length {max_length} exceeds the model's max_position_embeddings "
+            f"({net.config.max_position_embeddings}); use --max-length "
+            f"{net.config.max_position_embeddings} or less"
+        )
     net.config.finetuning_task = t.name
     net.config.bertkit_task_options = t.options.to_dict()
     if args.freeze:
@@ -256,10 +305,15 @@ def _model_for(args: FinetuneArguments, t: Task, tok: Any) -> tuple[Any, type]:
         freeze_fn(net, *[p.strip() for p in args.freeze.split(",") if p.strip()])
     n_train = sum(p.numel() for p in net.parameters() if p.requires_grad)
     if n_train == 0:
-        raise ValueError(f"freeze={args.freeze!r} freezes every parameter of {type(net).__name__}: nothing is left "
-                         f"to train; leave the classifier (and whatever should learn) out of it")
-    _say(f"[{t.name}] {type(net).__name__}: {sum(p.numel() for p in net.parameters()):,} parameters, {n_train:,} "
-         f"trainable", args.quiet)
+        raise ValueError(
+            f"freeze={args.freeze!r} freezes every parameter of {type(net).__name__}: nothing is left "
+            f"to train; leave the classifier (and whatever should learn) out of it"
+        )
+    _say(
+        f"[{t.name}] {type(net).__name__}: {sum(p.numel() for p in net.parameters()):,} parameters, {n_train:,} "
+        f"trainable",
+        args.quiet,
+    )
     return net, cls
 
 
@@ -270,17 +324,23 @@ def _model_fingerprint(model: str) -> str:
     return file_fingerprint(*[f for f in files if f.is_file()])
 
 
-def _train_and_save(args: FinetuneArguments, t: Task, net: Any, tok: Any, feats: list, sampler: Any, eval_fn: Any,
-                    cls: type) -> tuple[Any, float]:
+def _train_and_save(
+    args: FinetuneArguments, t: Task, net: Any, tok: Any, feats: list, sampler: Any, eval_fn: Any, cls: type
+) -> tuple[Any, float]:
     """The training part of :func:`finetune`: train, keep the best epoch's model in OUTPUT."""
     from bertkit.training import Trainer
 
     output = Path(args.output)
-    cfg = dataclasses.replace(args, eval_each_epoch=eval_fn is not None,
-                              best_metric=t.main_metric if eval_fn is not None else None,
-                              greater_is_better=t.greater_is_better, run_name=f"finetune {t.name}")
-    trainer = Trainer(net, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler,
-                      evaluate=eval_fn, tokenizer=tok)
+    cfg = dataclasses.replace(
+        args,
+        eval_each_epoch=eval_fn is not None,
+        best_metric=t.main_metric if eval_fn is not None else None,
+        greater_is_better=t.greater_is_better,
+        run_name=f"finetune {t.name}",
+    )
+    trainer = Trainer(
+        net, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler, evaluate=eval_fn, tokenizer=tok
+    )
     t0 = time.perf_counter()
     res = trainer.train()
     train_seconds = time.perf_counter() - t0
@@ -288,8 +348,10 @@ def _train_and_save(args: FinetuneArguments, t: Task, net: Any, tok: Any, feats:
     # OUTPUT is the best epoch's model, not the last one's
     best_dir = output / "best"
     if best_dir.is_dir() and res.best_step is not None and res.best_step != res.step:
-        _say(f"[{t.name}] keeping the best model (step {res.best_step}, {t.main_metric} {res.best_metric:.4f})",
-             args.quiet)
+        _say(
+            f"[{t.name}] keeping the best model (step {res.best_step}, {t.main_metric} {res.best_metric:.4f})",
+            args.quiet,
+        )
         best = cls.from_pretrained(str(best_dir))
         net.load_state_dict(best.state_dict())
         net.save_pretrained(str(output), tokenizer=tok)
@@ -298,8 +360,9 @@ def _train_and_save(args: FinetuneArguments, t: Task, net: Any, tok: Any, feats:
     return res, train_seconds
 
 
-def load_finetuned(model_dir: str | Path, device: str | None = None, dtype: str | None = None,
-                   **overrides: Any) -> tuple[Task, Any, Any]:
+def load_finetuned(
+    model_dir: str | Path, device: str | None = None, dtype: str | None = None, **overrides: Any
+) -> tuple[Task, Any, Any]:
     """(task, model, tokenizer) of a fine-tuned OUTPUT folder; ``dtype`` "auto"/"fp32"/"bf16"/"int8"
     prepares the model for inference at that precision (see :mod:`bertkit.inference`)."""
     from bertkit import _args as A
@@ -324,8 +387,14 @@ def load_finetuned(model_dir: str | Path, device: str | None = None, dtype: str 
     return task, net, tok
 
 
-def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, progress: bool = True,
-             dtype: str | None = None, **overrides: Any) -> dict[str, float]:
+def evaluate(
+    model_dir: str | Path,
+    data: str | Path,
+    batch_size: int = 64,
+    progress: bool = True,
+    dtype: str | None = None,
+    **overrides: Any,
+) -> dict[str, float]:
     """Metrics of a fine-tuned model on a labelled file (at inference precision ``dtype``)."""
     from bertkit import _args as A
 
@@ -336,9 +405,16 @@ def evaluate(model_dir: str | Path, data: str | Path, batch_size: int = 64, prog
     return task.evaluate(net, tok, examples, batch_size=batch_size, progress=progress)
 
 
-def predict(model_dir: str | Path, data: str | Path, output: str | Path | None = None, batch_size: int = 64,
-            progress: bool = True, overwrite: bool = False, dtype: str | None = None,
-            **overrides: Any) -> list[dict]:
+def predict(
+    model_dir: str | Path,
+    data: str | Path,
+    output: str | Path | None = None,
+    batch_size: int = 64,
+    progress: bool = True,
+    overwrite: bool = False,
+    dtype: str | None = None,
+    **overrides: Any,
+) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
     ``output`` when given (an existing file only with ``overwrite``)."""
     from bertkit import _args as A

@@ -100,7 +100,9 @@ def collate_features(features: Sequence[dict], pad_token_id: int = 0) -> dict[st
         values = [f[key] for f in features]
         pad = pad_token_id if key == "input_ids" else _PAD_VALUES.get(key)
         token_level = key in ("input_ids", "token_type_ids", "attention_mask") or (
-            key == "labels" and isinstance(first[key], list) and not nested
+            key == "labels"
+            and isinstance(first[key], list)
+            and not nested
             and len(first[key]) == len(first["input_ids"])
         )
         if token_level:
@@ -110,9 +112,12 @@ def collate_features(features: Sequence[dict], pad_token_id: int = 0) -> dict[st
                 rows = [v + [pad] * (seq_len - len(v)) for v in values]
             out[key] = torch.tensor(rows, dtype=torch.long)
         elif key in ("labels", "start_positions", "end_positions"):
-            dtype = torch.float if isinstance(values[0], float) or (
-                isinstance(values[0], list) and values[0] and isinstance(values[0][0], float)
-            ) else torch.long
+            dtype = (
+                torch.float
+                if isinstance(values[0], float)
+                or (isinstance(values[0], list) and values[0] and isinstance(values[0][0], float))
+                else torch.long
+            )
             out[key] = torch.tensor(values, dtype=dtype)
         # other keys (ids, offsets, example indices) stay with the caller, not in the batch
     return out

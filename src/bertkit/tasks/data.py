@@ -109,8 +109,10 @@ def _rows(path: Path, fmt: str) -> tuple[list[tuple[int, dict]], list[str]]:
             for obj in reader:
                 # csv counts physical lines, so quoted newlines keep numbers honest
                 if None in obj:
-                    raise ValueError(f"{path}:{reader.line_num}: {len(columns) + len(obj[None])} fields but the "
-                                     f"header has {len(columns)}; quote fields that hold the delimiter")
+                    raise ValueError(
+                        f"{path}:{reader.line_num}: {len(columns) + len(obj[None])} fields but the "
+                        f"header has {len(columns)}; quote fields that hold the delimiter"
+                    )
                 rows.append((reader.line_num, obj))
         except csv.Error as e:
             raise ValueError(f"{path}:{reader.line_num}: malformed {fmt.upper()} ({e})") from None
@@ -141,9 +143,7 @@ def read_table(
         wanted.append(label_column)
     for col in wanted:
         if col not in columns:
-            raise ValueError(
-                f"{path}: no column {col!r}; available columns: {', '.join(map(repr, columns))}"
-            )
+            raise ValueError(f"{path}: no column {col!r}; available columns: {', '.join(map(repr, columns))}")
     has_label = bool(label_column) and label_column in columns
     out = []
     for n, row in rows:
@@ -230,25 +230,20 @@ def read_conll(path: str | Path, require_tags: bool = True) -> list[TaggedSenten
             tokens.append(parts[0])
             tag = parts[-1]
             if tag != "O" and not (len(tag) > 2 and tag[1] == "-" and tag[0] in "BIMES"):
-                raise ValueError(
-                    f"{path}:{n}: tag {tag!r} is not O or B-/I-/E-/S-/M- followed by a type"
-                )
+                raise ValueError(f"{path}:{n}: tag {tag!r} is not O or B-/I-/E-/S-/M- followed by a type")
             tags.append(tag)
         elif len(parts) == 1 and parts[0] and not require_tags and labelled is not True:
             labelled = False
             tokens.append(parts[0])
         else:
-            raise ValueError(
-                f"{path}:{n}: malformed line {line!r}: expected a token and a tag separated by a tab"
-            )
+            raise ValueError(f"{path}:{n}: malformed line {line!r}: expected a token and a tag separated by a tab")
     flush()
     if not sentences:
         raise ValueError(f"{path}: no sentences found")
     return sentences
 
 
-def _squad_field(path: Path, where: str, obj: Any, key: str, kind: type | tuple[type, ...],
-                 default: Any = ...) -> Any:
+def _squad_field(path: Path, where: str, obj: Any, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
     """``obj[key]`` checked to be of ``kind``; else a ValueError naming the record and the field."""
     if not isinstance(obj, dict):
         raise ValueError(f"{path}: {where}: expected a JSON object, got {type(obj).__name__}")
@@ -260,8 +255,10 @@ def _squad_field(path: Path, where: str, obj: Any, key: str, kind: type | tuple[
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         names = " or ".join(k.__name__ for k in kinds)
-        raise ValueError(f"{path}: {where}: field {key!r} must be a {names}, got {type(value).__name__} "
-                         f"{json.dumps(value, ensure_ascii=False)[:60]}")
+        raise ValueError(
+            f"{path}: {where}: field {key!r} must be a {names}, got {type(value).__name__} "
+            f"{json.dumps(value, ensure_ascii=False)[:60]}"
+        )
     return value
 
 
@@ -294,13 +291,16 @@ def read_squad(path: str | Path, require_answers: bool = True) -> list[QAExample
                 qid = str(_squad_field(path, where_q, qa, "id", (str, int), len(out)))
                 where_q = f"{where_q} (id {qid!r})"
                 if qid in seen:
-                    raise ValueError(f"{path}: duplicate question id {qid!r} at {where_q}, first at {seen[qid]}; "
-                                     f"ids must be unique (answers are matched to predictions by id)")
+                    raise ValueError(
+                        f"{path}: duplicate question id {qid!r} at {where_q}, first at {seen[qid]}; "
+                        f"ids must be unique (answers are matched to predictions by id)"
+                    )
                 seen[qid] = where_q
                 question = _squad_field(path, where_q, qa, "question", str)
                 impossible = bool(_squad_field(path, where_q, qa, "is_impossible", (bool, int), False))
-                raw_answers = _squad_field(path, where_q, qa, "answers", list,
-                                           [] if impossible or not require_answers else ...)
+                raw_answers = _squad_field(
+                    path, where_q, qa, "answers", list, [] if impossible or not require_answers else ...
+                )
                 answers = []
                 for k, ans in enumerate(raw_answers):
                     where_k = f"{where_q}.answers[{k}]"
@@ -308,8 +308,9 @@ def read_squad(path: str | Path, require_answers: bool = True) -> list[QAExample
                     start = _squad_field(path, where_k, ans, "answer_start", (int, str))
                     if isinstance(start, str):
                         if not start.strip().isdigit():
-                            raise ValueError(f"{path}: {where_k}: field 'answer_start' must be an integer, "
-                                             f"got {start!r}")
+                            raise ValueError(
+                                f"{path}: {where_k}: field 'answer_start' must be an integer, got {start!r}"
+                            )
                         start = int(start)
                     if start < 0 or context[start : start + len(ans_text)] != ans_text:
                         bad.append(qid)
@@ -339,8 +340,9 @@ def read_swag(path: str | Path, require_label: bool = True) -> list[ChoiceExampl
         if "endings" in row:
             context = str(row.get("context", row.get("question", "")))
             if not isinstance(row["endings"], list):
-                raise ValueError(f"{path}:{n}: 'endings' must be a list of strings, "
-                                 f"got {type(row['endings']).__name__}")
+                raise ValueError(
+                    f"{path}:{n}: 'endings' must be a list of strings, got {type(row['endings']).__name__}"
+                )
             endings = [str(e) for e in row["endings"]]
         elif "ending0" in row:
             context = str(row.get("sent1", row.get("context", "")))
@@ -362,13 +364,18 @@ def read_swag(path: str | Path, require_label: bool = True) -> list[ChoiceExampl
             raise ValueError(f"{path}:{n}: missing 'label'")
         if label is not None:
             try:
-                if (isinstance(label, bool) or (isinstance(label, float) and not label.is_integer())
-                        or (isinstance(label, str) and not label.strip().isdigit())):
+                if (
+                    isinstance(label, bool)
+                    or (isinstance(label, float) and not label.is_integer())
+                    or (isinstance(label, str) and not label.strip().isdigit())
+                ):
                     raise TypeError
                 label = int(label)
             except (TypeError, ValueError):
-                raise ValueError(f"{path}:{n}: 'label' must be the index of the right ending (0 to "
-                                 f"{len(endings) - 1}), got {label!r}") from None
+                raise ValueError(
+                    f"{path}:{n}: 'label' must be the index of the right ending (0 to "
+                    f"{len(endings) - 1}), got {label!r}"
+                ) from None
             if not 0 <= label < len(endings):
                 raise ValueError(f"{path}:{n}: label {label} out of range for {len(endings)} endings")
         if out and len(endings) != len(out[0].endings):

@@ -16,14 +16,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default=None, help="also write the metrics to this JSON file")
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--dtype", default="fp32", choices=("auto", "fp32", "bf16", "int8"),
-                   help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)")
+    p.add_argument(
+        "--dtype",
+        default="fp32",
+        choices=("auto", "fp32", "bf16", "int8"),
+        help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)",
+    )
     add_data_options(p, defaults=False)
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    keys = ("text_column", "text_pair_column", "label_column", "label_separator", "max_length",
-            "doc_stride", "max_answer_length", "n_best_size")
+    keys = (
+        "text_column",
+        "text_pair_column",
+        "label_column",
+        "label_separator",
+        "max_length",
+        "doc_stride",
+        "max_answer_length",
+        "n_best_size",
+    )
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -35,9 +47,14 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         refuse_inside_input(args.output, args.model, args.data)
         check_output_file(args.output, args.overwrite)  # before the evaluation, not after it
-    metrics = evaluate(args.model, args.data, batch_size=args.batch_size, dtype=args.dtype,
-                       progress=not args.no_progress,
-                       **_overrides(args))
+    metrics = evaluate(
+        args.model,
+        args.data,
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        progress=not args.no_progress,
+        **_overrides(args),
+    )
     for k, v in metrics.items():
         print(f"{k}\t{v:.4f}")
     if args.output:

@@ -18,8 +18,9 @@ def add_data_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     """
     from .api import DATA_OPTIONS, FinetuneArguments
 
-    A.add_dataclass_arguments(p, FinetuneArguments, only=DATA_OPTIONS,
-                              defaults=None if defaults else dict.fromkeys(DATA_OPTIONS))
+    A.add_dataclass_arguments(
+        p, FinetuneArguments, only=DATA_OPTIONS, defaults=None if defaults else dict.fromkeys(DATA_OPTIONS)
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

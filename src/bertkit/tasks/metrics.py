@@ -190,8 +190,10 @@ def _split_tag(tag: str, allowed: str) -> tuple[str, str]:
         return "O", ""
     prefix, sep, etype = tag.partition("-")
     if not sep or len(prefix) != 1 or prefix not in allowed or not etype:
-        raise ValueError(f"tag {tag!r} is not valid in this scheme "
-                         f"(expected O or one of {', '.join(allowed.replace('O', ''))} + '-TYPE')")
+        raise ValueError(
+            f"tag {tag!r} is not valid in this scheme "
+            f"(expected O or one of {', '.join(allowed.replace('O', ''))} + '-TYPE')"
+        )
     return prefix, etype
 
 
@@ -268,9 +270,7 @@ def entity_scores(
         return {"precision": prec, "recall": rec, "f1": f1, "support": len(g)}
 
     types = sorted({e.type for _, e in gold | pred})
-    per_type = {
-        t: prf({x for x in gold if x[1].type == t}, {x for x in pred if x[1].type == t}) for t in types
-    }
+    per_type = {t: prf({x for x in gold if x[1].type == t}, {x for x in pred if x[1].type == t}) for t in types}
     total = prf(gold, pred)
     return {"precision": total["precision"], "recall": total["recall"], "f1": total["f1"], "per_type": per_type}
 

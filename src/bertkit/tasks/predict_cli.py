@@ -19,8 +19,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
     p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--dtype", default="fp32", choices=("auto", "fp32", "bf16", "int8"),
-                   help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)")
+    p.add_argument(
+        "--dtype",
+        default="fp32",
+        choices=("auto", "fp32", "bf16", "int8"),
+        help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)",
+    )
     add_data_options(p, defaults=False)
 
 
@@ -31,8 +35,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output is not None:
         refuse_inside_input(args.output, args.model, args.input)
-    rows = predict(args.model, args.input, output=args.output, batch_size=args.batch_size, dtype=args.dtype,
-                   progress=not args.no_progress, overwrite=args.overwrite, **_overrides(args))
+    rows = predict(
+        args.model,
+        args.input,
+        output=args.output,
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        progress=not args.no_progress,
+        overwrite=args.overwrite,
+        **_overrides(args),
+    )
     if args.output is None:
         for r in rows:
             sys.stdout.write(json.dumps(r, ensure_ascii=False) + "\n")

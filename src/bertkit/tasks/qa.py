@@ -160,7 +160,8 @@ def decode_qa(
         if version_2_with_negative:
             best_non_null = next((a for a in nbest if a.start >= 0), None)
             if best_non_null is None or (
-                    null_score is not None and null_score - best_non_null.score > null_score_diff_threshold):
+                null_score is not None and null_score - best_non_null.score > null_score_diff_threshold
+            ):
                 predictions[ex.id] = ""
             else:
                 predictions[ex.id] = best_non_null.text

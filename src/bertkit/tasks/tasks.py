@@ -143,12 +143,20 @@ class Task:
         return {}
 
     # --- scoring
-    def evaluate(self, model: torch.nn.Module, tokenizer: Any, examples: Sequence,
-                 encoded: Encoded | None = None, batch_size: int = 64, progress: bool = False) -> dict[str, float]:
+    def evaluate(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        examples: Sequence,
+        encoded: Encoded | None = None,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> dict[str, float]:
         raise NotImplementedError
 
-    def predict(self, model: torch.nn.Module, tokenizer: Any, examples: Sequence,
-                batch_size: int = 64, progress: bool = False) -> list[dict]:
+    def predict(
+        self, model: torch.nn.Module, tokenizer: Any, examples: Sequence, batch_size: int = 64, progress: bool = False
+    ) -> list[dict]:
         raise NotImplementedError
 
 
@@ -173,8 +181,14 @@ class TextClassificationTask(Task):
 
     def read(self, path, labelled=True):
         o = self.options
-        return read_table(path, o.text_column, o.text_pair_column, o.label_column if labelled else None,
-                          o.label_separator, require_label=labelled)
+        return read_table(
+            path,
+            o.text_column,
+            o.text_pair_column,
+            o.label_column if labelled else None,
+            o.label_separator,
+            require_label=labelled,
+        )
 
     def setup_labels(self, train_examples):
         labels = [e.label for e in train_examples]
@@ -253,8 +267,11 @@ class TextClassificationTask(Task):
         if self.problem_type == "regression":
             pred = logits[:, 0]
             y = np.asarray(y, dtype=float)
-            return {"pearson": M.pearsonr(pred, y), "spearman": M.spearmanr(pred, y),
-                    "mse": float(((pred - y) ** 2).mean())}
+            return {
+                "pearson": M.pearsonr(pred, y),
+                "spearman": M.spearmanr(pred, y),
+                "mse": float(((pred - y) ** 2).mean()),
+            }
         if self.problem_type == "multi_label_classification":
             probs = 1 / (1 + np.exp(-logits))
             return M.multilabel_scores(probs, np.asarray(y))
@@ -313,8 +330,9 @@ def sentence_text(tokens: Sequence[str]) -> tuple[str, list[int]]:
     return "".join(parts), starts
 
 
-def tagged_entities(tokens: Sequence[str], tags: Sequence[str], scores: Sequence[float] | None = None,
-                    scheme: str = "BIO") -> tuple[str, list[dict]]:
+def tagged_entities(
+    tokens: Sequence[str], tags: Sequence[str], scores: Sequence[float] | None = None, scheme: str = "BIO"
+) -> tuple[str, list[dict]]:
     """(sentence text, entities) where each entity is ``{"entity": TYPE, "word": its text, "start",
     "end"}`` (character offsets into the text, end exclusive), plus ``"score"`` (mean over its
     tokens) when ``scores`` is given and ``"token_start"``/``"token_end"`` (token indices)."""
@@ -324,7 +342,7 @@ def tagged_entities(tokens: Sequence[str], tags: Sequence[str], scores: Sequence
         a, b = starts[e.start], starts[e.end - 1] + len(tokens[e.end - 1])
         ent: dict[str, Any] = {"entity": e.type, "word": text[a:b], "start": a, "end": b}
         if scores is not None:
-            ent["score"] = float(np.mean(scores[e.start:e.end]))
+            ent["score"] = float(np.mean(scores[e.start : e.end]))
         ent.update(token_start=e.start, token_end=e.end)
         ents.append(ent)
     return text, ents
@@ -381,15 +399,24 @@ class TokenClassificationTask(Task):
         Sentences are tokenized once, without special tokens; WordPiece splits each word on its own,
         so a window is a slice of that encoding between [CLS] and [SEP].
         """
-        full = tokenizer([s.tokens for s in examples], is_split_into_words=True, add_special_tokens=False,
-                         verbose=False)
+        full = tokenizer(
+            [s.tokens for s in examples], is_split_into_words=True, add_special_tokens=False, verbose=False
+        )
         cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         l2i = self.label2id
         feats, aux = [], []
         for i, s in enumerate(examples):
             ids, wids = list(full["input_ids"][i]), full.word_ids(i)
-            for t0, t1, f in window_features(ids, wids, len(s.tokens), cls_id, sep_id, self.options.max_length,
-                                             self.options.doc_stride, "token_type_ids" in full):
+            for t0, t1, f in window_features(
+                ids,
+                wids,
+                len(s.tokens),
+                cls_id,
+                sep_id,
+                self.options.max_length,
+                self.options.doc_stride,
+                "token_type_ids" in full,
+            ):
                 win_wids = [None, *wids[t0:t1], None]
                 if with_labels and s.tags is not None:
                     labels, prev = [], None
@@ -444,8 +471,12 @@ class TokenClassificationTask(Task):
         s = M.entity_scores(gold, preds, self.options.label_scheme)
         flat_g = [t for g in gold for t in g]
         flat_p = [t for p in preds for t in p]
-        return {"precision": s["precision"], "recall": s["recall"], "f1": s["f1"],
-                "token_accuracy": float(np.mean([a == b for a, b in zip(flat_g, flat_p)]))}
+        return {
+            "precision": s["precision"],
+            "recall": s["recall"],
+            "f1": s["f1"],
+            "token_accuracy": float(np.mean([a == b for a, b in zip(flat_g, flat_p)])),
+        }
 
     def predict(self, model, tokenizer, examples, batch_size=64, progress=False):
         encoded = self.encode(tokenizer, examples, with_labels=False)
@@ -474,8 +505,10 @@ class QuestionAnsweringTask(Task):
     def __init__(self, options: TaskOptions | None = None) -> None:
         super().__init__(options)
         if self.options.doc_stride >= self.options.max_length:
-            raise ValueError(f"doc_stride ({self.options.doc_stride}) must be smaller than max_length "
-                             f"({self.options.max_length}): the windows of a context overlap by doc_stride tokens")
+            raise ValueError(
+                f"doc_stride ({self.options.doc_stride}) must be smaller than max_length "
+                f"({self.options.max_length}): the windows of a context overlap by doc_stride tokens"
+            )
 
     def read(self, path, labelled=True):
         return read_squad(path, require_answers=labelled)
@@ -493,8 +526,12 @@ class QuestionAnsweringTask(Task):
         res = run_model(model, encoded.features, batch_size, outputs=self.outputs, progress=progress, desc="evaluate")
         o = self.options
         return decode_qa(
-            examples, encoded.aux, [r["start_logits"] for r in res], [r["end_logits"] for r in res],
-            n_best_size=o.n_best_size, max_answer_length=o.max_answer_length,
+            examples,
+            encoded.aux,
+            [r["start_logits"] for r in res],
+            [r["end_logits"] for r in res],
+            n_best_size=o.n_best_size,
+            max_answer_length=o.max_answer_length,
             version_2_with_negative=bool(o.version_2_with_negative),
             null_score_diff_threshold=o.null_score_diff_threshold,
         )
@@ -511,11 +548,20 @@ class QuestionAnsweringTask(Task):
         out = []
         for e in examples:
             best = next((a for a in nbest[e.id] if a.text == preds[e.id]), nbest[e.id][0])
-            out.append({"id": e.id, "question": e.question, "answer": preds[e.id],
-                        "start": best.start if preds[e.id] else -1, "end": best.end if preds[e.id] else -1,
-                        "score": best.probability,
-                        "n_best": [{"text": a.text, "start": a.start, "end": a.end, "probability": a.probability}
-                                   for a in nbest[e.id][:5]]})
+            out.append(
+                {
+                    "id": e.id,
+                    "question": e.question,
+                    "answer": preds[e.id],
+                    "start": best.start if preds[e.id] else -1,
+                    "end": best.end if preds[e.id] else -1,
+                    "score": best.probability,
+                    "n_best": [
+                        {"text": a.text, "start": a.start, "end": a.end, "probability": a.probability}
+                        for a in nbest[e.id][:5]
+                    ],
+                }
+            )
         return out
 
 
@@ -537,8 +583,11 @@ class MultipleChoiceTask(Task):
         feats, k = [], 0
         for e in examples:
             n = len(e.endings)
-            f = {key: [list(enc[key][k + j]) for j in range(n)]
-                 for key in ("input_ids", "token_type_ids", "attention_mask") if key in enc}
+            f = {
+                key: [list(enc[key][k + j]) for j in range(n)]
+                for key in ("input_ids", "token_type_ids", "attention_mask")
+                if key in enc
+            }
             if with_labels and e.label is not None:
                 f["labels"] = int(e.label)
             feats.append(f)
@@ -560,8 +609,15 @@ class MultipleChoiceTask(Task):
         for e, lg in zip(examples, logits):
             p = softmax(np.asarray(lg))
             k = int(p.argmax())
-            out.append({"context": e.context, "label": k, "ending": e.endings[k], "score": float(p[k]),
-                        "scores": [float(x) for x in p]})
+            out.append(
+                {
+                    "context": e.context,
+                    "label": k,
+                    "ending": e.endings[k],
+                    "score": float(p[k]),
+                    "scores": [float(x) for x in p],
+                }
+            )
         return out
 
 
@@ -591,11 +647,12 @@ def task_from_config(config: Any, overrides: dict[str, Any] | None = None) -> Ta
         from bertkit.modeling.registry import task_of_class
 
         archs = getattr(config, "architectures", None) or []
-        name = next((_BY_MODEL_TASK.get(task_of_class(a)) for a in archs if task_of_class(a) in _BY_MODEL_TASK),
-                    None)
+        name = next((_BY_MODEL_TASK.get(task_of_class(a)) for a in archs if task_of_class(a) in _BY_MODEL_TASK), None)
     if name is None:
-        raise ValueError("cannot tell the task of this model: its config has no finetuning_task and "
-                         "no known architectures; pass --task")
+        raise ValueError(
+            "cannot tell the task of this model: its config has no finetuning_task and "
+            "no known architectures; pass --task"
+        )
     saved = getattr(config, "bertkit_task_options", None)
     opts = TaskOptions.from_dict({**(saved or {}), **{k: v for k, v in (overrides or {}).items() if v is not None}})
     task = get_task(name, opts)

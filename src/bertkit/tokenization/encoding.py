@@ -13,9 +13,14 @@ class BatchEncoding(dict):
     ``n_sequences``. Word ids are computed on demand, so plain encoding pays nothing for them.
     """
 
-    def __init__(self, data: dict[str, Any] | None = None, rows: list | None = None,
-                 details: Callable[[int], tuple[list, list, list]] | None = None,
-                 n_sequences: int | None = None, batched: bool = True) -> None:
+    def __init__(
+        self,
+        data: dict[str, Any] | None = None,
+        rows: list | None = None,
+        details: Callable[[int], tuple[list, list, list]] | None = None,
+        n_sequences: int | None = None,
+        batched: bool = True,
+    ) -> None:
         super().__init__(data or {})
         self._rows = rows
         self._details = details
@@ -46,8 +51,9 @@ class BatchEncoding(dict):
 
     def _row(self, i: int):
         if self._rows is None:
-            raise ValueError("word_ids()/sequence_ids()/tokens() are only available on an encoding "
-                             "returned by the tokenizer")
+            raise ValueError(
+                "word_ids()/sequence_ids()/tokens() are only available on an encoding returned by the tokenizer"
+            )
         if not self._batched and i != 0:
             raise IndexError(f"batch index {i} out of range for a single encoding")
         if i < 0:
@@ -100,13 +106,17 @@ def _as_tensor(value: Any, tensor_type: str, key: str) -> Any:
         try:
             return torch.tensor(value, dtype=torch.long)
         except ValueError as e:
-            raise ValueError(f"cannot make a tensor of {key!r}: rows have different lengths; "
-                             "pass padding=True (and truncation=True) to get a rectangular batch") from e
+            raise ValueError(
+                f"cannot make a tensor of {key!r}: rows have different lengths; "
+                "pass padding=True (and truncation=True) to get a rectangular batch"
+            ) from e
     if tensor_type == "np":
         import numpy as np
 
         if value and isinstance(value[0], list) and len({len(r) for r in value}) > 1:
-            raise ValueError(f"cannot make an array of {key!r}: rows have different lengths; "
-                             "pass padding=True (and truncation=True) to get a rectangular batch")
+            raise ValueError(
+                f"cannot make an array of {key!r}: rows have different lengths; "
+                "pass padding=True (and truncation=True) to get a rectangular batch"
+            )
         return np.asarray(value, dtype=np.int64)
     raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {tensor_type!r}")

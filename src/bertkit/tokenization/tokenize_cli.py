@@ -8,8 +8,9 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("text", nargs="+", help="text to tokenize (several arguments are joined by spaces)")
-    parser.add_argument("--vocab", required=True,
-                        help="vocab.txt, or a folder with vocab.txt (and tokenizer_config.json)")
+    parser.add_argument(
+        "--vocab", required=True, help="vocab.txt, or a folder with vocab.txt (and tokenizer_config.json)"
+    )
     parser.add_argument("--cased", action="store_true", help="keep case and accents (cased vocabulary)")
     parser.add_argument("--no-special", action="store_true", help="do not add [CLS] / [SEP]")
     parser.add_argument("--pair", default=None, help="optional second text (token_type_ids 1)")

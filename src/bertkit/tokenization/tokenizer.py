@@ -92,14 +92,26 @@ class BertTokenizer:
     padding_side = "right"
     truncation_side = "right"
 
-    def __init__(self, vocab_file: str | os.PathLike | None = None, do_lower_case: bool = True,
-                 do_basic_tokenize: bool = True, never_split: Iterable[str] | None = None,
-                 unk_token: str = "[UNK]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
-                 cls_token: str = "[CLS]", mask_token: str = "[MASK]",
-                 tokenize_chinese_chars: bool = True, strip_accents: bool | None = None,
-                 model_max_length: int = _DEFAULT_MAX_LENGTH, clean_up_tokenization_spaces: bool = False,
-                 vocab: dict[str, int] | None = None, max_input_chars_per_word: int = 100,
-                 additional_special_tokens: Iterable[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        vocab_file: str | os.PathLike | None = None,
+        do_lower_case: bool = True,
+        do_basic_tokenize: bool = True,
+        never_split: Iterable[str] | None = None,
+        unk_token: str = "[UNK]",
+        sep_token: str = "[SEP]",
+        pad_token: str = "[PAD]",
+        cls_token: str = "[CLS]",
+        mask_token: str = "[MASK]",
+        tokenize_chinese_chars: bool = True,
+        strip_accents: bool | None = None,
+        model_max_length: int = _DEFAULT_MAX_LENGTH,
+        clean_up_tokenization_spaces: bool = False,
+        vocab: dict[str, int] | None = None,
+        max_input_chars_per_word: int = 100,
+        additional_special_tokens: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if vocab is None:
             if vocab_file is None:
                 raise ValueError("BertTokenizer needs a vocab_file (or a vocab dict)")
@@ -119,12 +131,16 @@ class BertTokenizer:
         self.additional_special_tokens = [str(t) for t in (additional_special_tokens or [])]
         self.never_split = set(never_split or [])
         self.init_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
-        self._normalizer = Normalizer(lowercase=self.do_lower_case, strip_accents=strip_accents,
-                                      tokenize_chinese_chars=self.tokenize_chinese_chars)
+        self._normalizer = Normalizer(
+            lowercase=self.do_lower_case,
+            strip_accents=strip_accents,
+            tokenize_chinese_chars=self.tokenize_chinese_chars,
+        )
         self._base_vocab_size = len(self.vocab)
         # a copy: tokens added later are matched in the raw text, never as WordPiece pieces
-        self._wordpiece = WordPiece(dict(self.vocab), unk_token=self.unk_token,
-                                    max_input_chars_per_word=self.max_input_chars_per_word)
+        self._wordpiece = WordPiece(
+            dict(self.vocab), unk_token=self.unk_token, max_input_chars_per_word=self.max_input_chars_per_word
+        )
         self._warned_length = False
         self._build_special()
 
@@ -152,8 +168,9 @@ class BertTokenizer:
             kwargs.pop(k, None)  # accepted for transformers compatibility; bertkit never downloads
         if Path(pretrained_model_name_or_path).expanduser().is_file():
             return cls(vocab_file=Path(pretrained_model_name_or_path).expanduser(), **kwargs)
-        path = resolve_model_path(pretrained_model_name_or_path, cache_dir, revision,
-                                  files=(VOCAB_FILE, "tokenizer.json"))
+        path = resolve_model_path(
+            pretrained_model_name_or_path, cache_dir, revision, files=(VOCAB_FILE, "tokenizer.json")
+        )
         config: dict[str, Any] = {}
         for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
             f = path / name
@@ -167,8 +184,16 @@ class BertTokenizer:
                     if k == "additional_special_tokens":
                         v = [x["content"] if isinstance(x, dict) else x for x in v]
                     config[k] = v
-        for k in ("tokenizer_class", "added_tokens_decoder", "auto_map", "name_or_path", "backend",
-                  "vocab_file", "tokenizer_file", "special_tokens_map_file"):
+        for k in (
+            "tokenizer_class",
+            "added_tokens_decoder",
+            "auto_map",
+            "name_or_path",
+            "backend",
+            "vocab_file",
+            "tokenizer_file",
+            "special_tokens_map_file",
+        ):
             config.pop(k, None)
         if int(config.get("model_max_length", _DEFAULT_MAX_LENGTH)) > 1e20:
             config["model_max_length"] = _DEFAULT_MAX_LENGTH  # "no limit" sentinel in transformers configs
@@ -251,8 +276,9 @@ class BertTokenizer:
         """Size of the base vocabulary (``len(tokenizer)`` also counts added tokens)."""
         return self._base_vocab_size
 
-    def add_special_tokens(self, special_tokens_dict: dict[str, Any],
-                           replace_additional_special_tokens: bool = True) -> int:
+    def add_special_tokens(
+        self, special_tokens_dict: dict[str, Any], replace_additional_special_tokens: bool = True
+    ) -> int:
         """Set or add special tokens (e.g. ``{"additional_special_tokens": ["[E1]", "[/E1]"]}``);
         tokens not in the vocabulary get new ids. They are matched whole in the raw text.
         Returns how many tokens were added to the vocabulary."""
@@ -280,8 +306,9 @@ class BertTokenizer:
                 ensure(t)
                 setattr(self, key, t)
             else:
-                raise ValueError(f"unknown special token key {key!r}; use one of {_SPECIAL_KEYS} or "
-                                 "'additional_special_tokens'")
+                raise ValueError(
+                    f"unknown special token key {key!r}; use one of {_SPECIAL_KEYS} or 'additional_special_tokens'"
+                )
         self._build_special()
         return added
 
@@ -292,9 +319,11 @@ class BertTokenizer:
         return dict(self.vocab)
 
     def __repr__(self) -> str:
-        return (f"BertTokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
-                f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars}, "
-                f"model_max_length={self.model_max_length})")
+        return (
+            f"BertTokenizer(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
+            f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars}, "
+            f"model_max_length={self.model_max_length})"
+        )
 
     @property
     def is_fast(self) -> bool:
@@ -324,9 +353,15 @@ class BertTokenizer:
                 ids += wp.ids(norm.words(part))
         return ids
 
-    def _encode_details(self, text: str, word_base: int = 0, char_base: int = 0,
-                        words_out: list | None = None, offsets_out: list | None = None,
-                        ids_out: list | None = None) -> int:
+    def _encode_details(
+        self,
+        text: str,
+        word_base: int = 0,
+        char_base: int = 0,
+        words_out: list | None = None,
+        offsets_out: list | None = None,
+        ids_out: list | None = None,
+    ) -> int:
         """Append ids, offsets and word indices of ``text``; returns the next word index.
 
         Why it is shaped like this (measured on 20,000 Austen lines, one core): when normalisation
@@ -370,18 +405,22 @@ class BertTokenizer:
                         for i in reversed(multi):
                             s = starts[i]
                             rel = spans[words[i]]
-                            offs[i:i + 1] = [(s + a, s + b) for a, b in rel]
+                            offs[i : i + 1] = [(s + a, s + b) for a, b in rel]
                             if track:
-                                wids[i:i + 1] = repeat(w + i, len(rel))
+                                wids[i : i + 1] = repeat(w + i, len(rel))
                     offsets_out.extend(offs)
                     if track:
                         words_out.extend(wids)
                 else:
-                    for word, s, in zip(words, starts):
+                    for (
+                        word,
+                        s,
+                    ) in zip(words, starts):
                         wids = wp.word_ids(word)
                         ids_out.extend(wids)
-                        offsets_out.extend([(pos + align[s + a], pos + align[s + b - 1] + 1)
-                                            for a, b in wp.word_spans(word)])
+                        offsets_out.extend(
+                            [(pos + align[s + a], pos + align[s + b - 1] + 1) for a, b in wp.word_spans(word)]
+                        )
                         if words_out is not None:
                             words_out.extend(repeat(w, len(wids)))
                         w += 1
@@ -390,12 +429,14 @@ class BertTokenizer:
             pos += len(part)
         return w
 
-    def _encode_seq(self, text: str | Sequence[str], details: bool, split_words: bool = False,
-                    words: bool = True) -> _Seq:
+    def _encode_seq(
+        self, text: str | Sequence[str], details: bool, split_words: bool = False, words: bool = True
+    ) -> _Seq:
         if split_words:
             if isinstance(text, str) or not all(isinstance(t, str) for t in text):
-                raise TypeError("with is_split_into_words=True each input must be a list of str, got "
-                                f"{type(text).__name__}")
+                raise TypeError(
+                    f"with is_split_into_words=True each input must be a list of str, got {type(text).__name__}"
+                )
             ids: list[int] = []
             offsets: list = []
             words: list = []
@@ -446,8 +487,7 @@ class BertTokenizer:
             ids = ids.tolist()
         if isinstance(ids, int):
             return self._id_to_token(ids)
-        return [self._id_to_token(int(i)) for i in ids
-                if not (skip_special_tokens and int(i) in self._special_id_set)]
+        return [self._id_to_token(int(i)) for i in ids if not (skip_special_tokens and int(i) in self._special_id_set)]
 
     def _id_to_token(self, i: int) -> str:
         try:
@@ -466,19 +506,27 @@ class BertTokenizer:
         n0 = len(ids_0) + 2
         return [0] * n0 if ids_1 is None else [0] * n0 + [1] * (len(ids_1) + 1)
 
-    def get_special_tokens_mask(self, ids_0: list[int], ids_1: list[int] | None = None,
-                                already_has_special_tokens: bool = False) -> list[int]:
+    def get_special_tokens_mask(
+        self, ids_0: list[int], ids_1: list[int] | None = None, already_has_special_tokens: bool = False
+    ) -> list[int]:
         if already_has_special_tokens:
             return [1 if i in self._special_id_set else 0 for i in ids_0]
         m = [1] + [0] * len(ids_0) + [1]
         return m if ids_1 is None else m + [0] * len(ids_1) + [1]
 
-    def encode(self, text: str, text_pair: str | None = None, add_special_tokens: bool = True,
-               **kwargs: Any) -> list[int]:
+    def encode(
+        self, text: str, text_pair: str | None = None, add_special_tokens: bool = True, **kwargs: Any
+    ) -> list[int]:
         """Ids of a text (or pair), with [CLS]/[SEP] unless ``add_special_tokens=False``."""
         kwargs.pop("return_tensors", None)
-        enc = self(text, text_pair, add_special_tokens=add_special_tokens, return_attention_mask=False,
-                   return_token_type_ids=False, **kwargs)
+        enc = self(
+            text,
+            text_pair,
+            add_special_tokens=add_special_tokens,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+            **kwargs,
+        )
         return enc["input_ids"]
 
     def encode_plus(self, text: str, text_pair: str | None = None, **kwargs: Any) -> BatchEncoding:
@@ -489,8 +537,13 @@ class BertTokenizer:
             raise TypeError(f"batch_encode_plus needs a list, got {type(batch_text_or_text_pairs).__name__}")
         return self(list(batch_text_or_text_pairs), **kwargs)
 
-    def decode(self, token_ids: Any, skip_special_tokens: bool = False,
-               clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
+    def decode(
+        self,
+        token_ids: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs: Any,
+    ) -> str:
         """Text of ``token_ids``: ``##`` pieces joined, the way BertTokenizerFast decodes."""
         if hasattr(token_ids, "tolist"):
             token_ids = token_ids.tolist()
@@ -511,16 +564,28 @@ class BertTokenizer:
             text = clean_up_tokenization(text)
         return text
 
-    def batch_decode(self, sequences: Any, skip_special_tokens: bool = False,
-                     clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> list[str]:
+    def batch_decode(
+        self,
+        sequences: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         if hasattr(sequences, "tolist"):
             sequences = sequences.tolist()
         return [self.decode(s, skip_special_tokens, clean_up_tokenization_spaces) for s in sequences]
 
-    def pad(self, encoded_inputs: Any, padding: bool | str = True, max_length: int | None = None,
-            pad_to_multiple_of: int | None = None, padding_side: str | None = None,
-            return_attention_mask: bool | None = None, return_tensors: str | None = None,
-            verbose: bool = True) -> BatchEncoding:
+    def pad(
+        self,
+        encoded_inputs: Any,
+        padding: bool | str = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | None = None,
+        verbose: bool = True,
+    ) -> BatchEncoding:
         """Pad already-encoded inputs (a dict of lists, or a list of dicts as data collators pass)."""
         if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], dict):
             encoded_inputs = {k: [ex[k] for ex in encoded_inputs] for k in encoded_inputs[0]}
@@ -549,8 +614,13 @@ class BertTokenizer:
             return
         if self.pad_token_id is None:
             raise ValueError(f"padding needs a pad token, but {self.pad_token!r} is not in the vocabulary")
-        fill = {"input_ids": self.pad_token_id, "token_type_ids": self.pad_token_type_id, "attention_mask": 0,
-                "special_tokens_mask": 1, "offset_mapping": (0, 0)}
+        fill = {
+            "input_ids": self.pad_token_id,
+            "token_type_ids": self.pad_token_type_id,
+            "attention_mask": 0,
+            "special_tokens_mask": 1,
+            "offset_mapping": (0, 0),
+        }
         for key, value in fill.items():
             col = data.get(key)
             if col is None:
@@ -573,40 +643,89 @@ class BertTokenizer:
         return enc
 
     # ------------------------------------------------------------------ __call__
-    def __call__(self, text: Any = None, text_pair: Any = None, add_special_tokens: bool = True,
-                 padding: bool | str = False, truncation: bool | str | None = None,
-                 max_length: int | None = None, stride: int = 0, is_split_into_words: bool = False,
-                 pad_to_multiple_of: int | None = None, padding_side: str | None = None,
-                 return_tensors: str | None = None, return_token_type_ids: bool | None = None,
-                 return_attention_mask: bool | None = None, return_overflowing_tokens: bool = False,
-                 return_special_tokens_mask: bool = False, return_offsets_mapping: bool = False,
-                 return_length: bool = False, verbose: bool = True,
-                 **kwargs: Any) -> BatchEncoding:
+    def __call__(
+        self,
+        text: Any = None,
+        text_pair: Any = None,
+        add_special_tokens: bool = True,
+        padding: bool | str = False,
+        truncation: bool | str | None = None,
+        max_length: int | None = None,
+        stride: int = 0,
+        is_split_into_words: bool = False,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+        **kwargs: Any,
+    ) -> BatchEncoding:
         """Encode a text, a pair, or a batch of either (see transformers' ``__call__``)."""
         # Encoding allocates millions of small containers and no cycles; the cyclic GC would
         # otherwise rescan the growing output again and again (up to ~1.5x slower with offsets).
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._call(text, text_pair, add_special_tokens, padding, truncation, max_length, stride,
-                              is_split_into_words, pad_to_multiple_of, padding_side, return_tensors,
-                              return_token_type_ids, return_attention_mask, return_overflowing_tokens,
-                              return_special_tokens_mask, return_offsets_mapping, return_length, verbose, kwargs)
+            return self._call(
+                text,
+                text_pair,
+                add_special_tokens,
+                padding,
+                truncation,
+                max_length,
+                stride,
+                is_split_into_words,
+                pad_to_multiple_of,
+                padding_side,
+                return_tensors,
+                return_token_type_ids,
+                return_attention_mask,
+                return_overflowing_tokens,
+                return_special_tokens_mask,
+                return_offsets_mapping,
+                return_length,
+                verbose,
+                kwargs,
+            )
         finally:
             if gc_was_enabled:
                 gc.enable()
 
-    def _call(self, text, text_pair, add_special_tokens, padding, truncation, max_length, stride,
-              is_split_into_words, pad_to_multiple_of, padding_side, return_tensors, return_token_type_ids,
-              return_attention_mask, return_overflowing_tokens, return_special_tokens_mask,
-              return_offsets_mapping, return_length, verbose, kwargs) -> BatchEncoding:
+    def _call(
+        self,
+        text,
+        text_pair,
+        add_special_tokens,
+        padding,
+        truncation,
+        max_length,
+        stride,
+        is_split_into_words,
+        pad_to_multiple_of,
+        padding_side,
+        return_tensors,
+        return_token_type_ids,
+        return_attention_mask,
+        return_overflowing_tokens,
+        return_special_tokens_mask,
+        return_offsets_mapping,
+        return_length,
+        verbose,
+        kwargs,
+    ) -> BatchEncoding:
         """The steps of ``__call__``: inputs, strategies, encode, window, assemble, pad, tensorise."""
         if kwargs:
             raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(kwargs))}")
         batched, texts, pairs = _split_inputs(text, text_pair, is_split_into_words)
         n_special = (3 if pairs is not None else 2) if add_special_tokens else 0
-        pad_mode, trunc, max_length = self._strategies(padding, truncation, max_length, stride, n_special,
-                                                       pad_to_multiple_of, verbose)
+        pad_mode, trunc, max_length = self._strategies(
+            padding, truncation, max_length, stride, n_special, pad_to_multiple_of, verbose
+        )
         side = padding_side or self.padding_side
         if side not in ("right", "left"):
             raise ValueError(f"padding_side must be 'right' or 'left', got {side!r}")
@@ -616,10 +735,10 @@ class BertTokenizer:
         enc_seq = self._encode_seq
         seq_a = [enc_seq(t, details, is_split_into_words, False) for t in texts]
         seq_b = None if pairs is None else [enc_seq(t, details, is_split_into_words, False) for t in pairs]
-        rows = self._window_rows(seq_a, seq_b, trunc, max_length, n_special, stride, return_overflowing_tokens,
-                                 verbose)
-        input_ids, types, specials, offsets = self._assemble(seq_a, seq_b, rows, trunc, add_special_tokens,
-                                                             details, return_special_tokens_mask)
+        rows = self._window_rows(seq_a, seq_b, trunc, max_length, n_special, stride, return_overflowing_tokens, verbose)
+        input_ids, types, specials, offsets = self._assemble(
+            seq_a, seq_b, rows, trunc, add_special_tokens, details, return_special_tokens_mask
+        )
         lengths = [len(r) for r in input_ids]
 
         data: dict[str, Any] = {"input_ids": input_ids, "token_type_ids": types}
@@ -643,11 +762,25 @@ class BertTokenizer:
         def row_details(r: int) -> tuple[list, list, list]:
             return self._row_details(rows[r], seq_a, seq_b, texts, pairs, add_special_tokens, padded_lengths[r], side)
 
-        return self._finish(data, not batched and not return_overflowing_tokens, return_tensors, rows=rows,
-                            details=row_details, n_sequences=1 if pairs is None else 2)
+        return self._finish(
+            data,
+            not batched and not return_overflowing_tokens,
+            return_tensors,
+            rows=rows,
+            details=row_details,
+            n_sequences=1 if pairs is None else 2,
+        )
 
-    def _strategies(self, padding: Any, truncation: Any, max_length: int | None, stride: int, n_special: int,
-                    pad_to_multiple_of: int | None, verbose: bool) -> tuple[str | None, str | None, int | None]:
+    def _strategies(
+        self,
+        padding: Any,
+        truncation: Any,
+        max_length: int | None,
+        stride: int,
+        n_special: int,
+        pad_to_multiple_of: int | None,
+        verbose: bool,
+    ) -> tuple[str | None, str | None, int | None]:
         """(padding mode, truncation strategy, max_length) resolved the way transformers does."""
         pad_mode = _padding_mode(padding)
         if truncation is None and max_length is not None and pad_mode is None:
@@ -659,29 +792,47 @@ class BertTokenizer:
         elif truncation in ("longest_first", "only_first", "only_second"):
             trunc = truncation
         else:
-            raise ValueError("truncation must be True, False, 'longest_first', 'only_first', 'only_second' "
-                             f"or 'do_not_truncate', got {truncation!r}")
+            raise ValueError(
+                "truncation must be True, False, 'longest_first', 'only_first', 'only_second' "
+                f"or 'do_not_truncate', got {truncation!r}"
+            )
         if pad_mode == "longest" and trunc is None and max_length is not None and verbose:
-            warnings.warn("max_length is ignored when padding=True and there is no truncation; to pad to "
-                          "max_length use padding='max_length'", stacklevel=4)
+            warnings.warn(
+                "max_length is ignored when padding=True and there is no truncation; to pad to "
+                "max_length use padding='max_length'",
+                stacklevel=4,
+            )
         if max_length is None and (trunc is not None or pad_mode == "max_length"):
             max_length = self.model_max_length
         if max_length is not None and max_length < 0:
             raise ValueError(f"max_length must be >= 0, got {max_length}")
         if trunc is not None and max_length is not None and max_length < n_special:
-            raise ValueError(f"max_length={max_length} is smaller than the {n_special} special tokens this "
-                             "input needs")
-        if trunc is not None and pad_mode is not None and pad_to_multiple_of and max_length is not None \
-                and max_length % pad_to_multiple_of:
-            raise ValueError(f"truncation length ({max_length}) is not a multiple of pad_to_multiple_of "
-                             f"({pad_to_multiple_of})")
+            raise ValueError(f"max_length={max_length} is smaller than the {n_special} special tokens this input needs")
+        if (
+            trunc is not None
+            and pad_mode is not None
+            and pad_to_multiple_of
+            and max_length is not None
+            and max_length % pad_to_multiple_of
+        ):
+            raise ValueError(
+                f"truncation length ({max_length}) is not a multiple of pad_to_multiple_of ({pad_to_multiple_of})"
+            )
         if stride < 0:
             raise ValueError(f"stride must be >= 0, got {stride}")
         return pad_mode, trunc, max_length
 
-    def _window_rows(self, seq_a: list[_Seq], seq_b: list[_Seq] | None, trunc: str | None, max_length: int | None,
-                     n_special: int, stride: int, overflow: bool,
-                     verbose: bool) -> list[tuple[int, tuple[int, int], tuple[int, int] | None]]:
+    def _window_rows(
+        self,
+        seq_a: list[_Seq],
+        seq_b: list[_Seq] | None,
+        trunc: str | None,
+        max_length: int | None,
+        n_special: int,
+        stride: int,
+        overflow: bool,
+        verbose: bool,
+    ) -> list[tuple[int, tuple[int, int], tuple[int, int] | None]]:
         """Truncate into windows: rows of (sample, (a0, a1), (b0, b1) | None); only the first unless ``overflow``."""
         rows: list[tuple[int, tuple[int, int], tuple[int, int] | None]] = []
         for i, a in enumerate(seq_a):
@@ -689,14 +840,19 @@ class BertTokenizer:
             lb = None if seq_b is None else len(seq_b[i].ids)
             if trunc is None:
                 wins = [((0, la), None if lb is None else (0, lb))]
-                if (verbose and max_length is None and not self._warned_length
-                        and la + (lb or 0) + n_special > self.model_max_length):
+                if (
+                    verbose
+                    and max_length is None
+                    and not self._warned_length
+                    and la + (lb or 0) + n_special > self.model_max_length
+                ):
                     self._warned_length = True  # once per tokenizer, like transformers
                     warnings.warn(
                         f"Token indices sequence length is longer than the specified maximum sequence length "
                         f"for this model ({la + (lb or 0) + n_special} > {self.model_max_length}). Running this "
                         "sequence through the model will result in indexing errors; pass truncation=True.",
-                        stacklevel=5)
+                        stacklevel=5,
+                    )
             else:
                 wins = _windows(la, lb, max_length - n_special, trunc, stride)
             if not overflow:
@@ -704,8 +860,16 @@ class BertTokenizer:
             rows.extend((i, ra, rb) for ra, rb in wins)
         return rows
 
-    def _assemble(self, seq_a: list[_Seq], seq_b: list[_Seq] | None, rows: list, trunc: str | None,
-                  add_special_tokens: bool, details: bool, want_specials: bool) -> tuple[list, list, list, list]:
+    def _assemble(
+        self,
+        seq_a: list[_Seq],
+        seq_b: list[_Seq] | None,
+        rows: list,
+        trunc: str | None,
+        add_special_tokens: bool,
+        details: bool,
+        want_specials: bool,
+    ) -> tuple[list, list, list, list]:
         """input_ids, token_type_ids, special_tokens_mask and offsets of every row, special tokens added."""
         cls_id, sep_id = self.cls_token_id, self.sep_token_id
         input_ids, types, specials, offsets = [], [], [], []
@@ -762,8 +926,17 @@ class BertTokenizer:
                 offsets.append(off)
         return input_ids, types, specials, offsets
 
-    def _row_details(self, row: tuple, seq_a: list[_Seq], seq_b: list[_Seq] | None, texts: list, pairs: list | None,
-                     add_special_tokens: bool, padded_length: int, side: str) -> tuple[list, list, list]:
+    def _row_details(
+        self,
+        row: tuple,
+        seq_a: list[_Seq],
+        seq_b: list[_Seq] | None,
+        texts: list,
+        pairs: list | None,
+        add_special_tokens: bool,
+        padded_length: int,
+        side: str,
+    ) -> tuple[list, list, list]:
         """Tokens, word ids and sequence ids of one row, computed only when BatchEncoding asks for them."""
         i, (a0, a1), rb = row
         a = seq_a[i] if seq_a[i].words is not None else self._encode_seq(texts[i], True)
@@ -773,8 +946,8 @@ class BertTokenizer:
         seqs = [0] * len(toks)
         if rb is not None:
             b = seq_b[i] if seq_b[i].words is not None else self._encode_seq(pairs[i], True)
-            tb = [itt[x] for x in b.ids[rb[0]:rb[1]]]
-            wb = b.words[rb[0]:rb[1]]
+            tb = [itt[x] for x in b.ids[rb[0] : rb[1]]]
+            wb = b.words[rb[0] : rb[1]]
         if add_special_tokens:
             toks = [self.cls_token, *toks, self.sep_token]
             words = [None, *words, None]
@@ -886,14 +1059,18 @@ def _windows(la: int, lb: int | None, room: int, strategy: str, stride: int):
     elif strategy == "only_first":
         to_remove = total - room
         if la <= to_remove:
-            raise ValueError(f"cannot truncate the first text ({la} tokens) by {to_remove} tokens to fit "
-                             f"max_length; use truncation='longest_first' or a larger max_length")
+            raise ValueError(
+                f"cannot truncate the first text ({la} tokens) by {to_remove} tokens to fit "
+                f"max_length; use truncation='longest_first' or a larger max_length"
+            )
         wa, wb = split(la, la - to_remove), [(0, lb)]
     else:
         to_remove = total - room
         if lb <= to_remove:
-            raise ValueError(f"cannot truncate the second text ({lb} tokens) by {to_remove} tokens to fit "
-                             f"max_length; use truncation='longest_first' or a larger max_length")
+            raise ValueError(
+                f"cannot truncate the second text ({lb} tokens) by {to_remove} tokens to fit "
+                f"max_length; use truncation='longest_first' or a larger max_length"
+            )
         wa, wb = [(0, la)], split(lb, lb - to_remove)
     # the order in which tokenizers' Encoding.merge_with combines overflowing parts
     out = [(wa[0], wb[0])]
@@ -915,12 +1092,18 @@ def _from_tokenizer_json(path: Path) -> dict[str, Any]:
     vocab = model["vocab"]
     if sorted(vocab.values()) != list(range(len(vocab))):
         raise ValueError(f"{path}: WordPiece vocabulary ids are not 0..{len(vocab) - 1}")
-    out: dict[str, Any] = {"vocab": vocab, "unk_token": model.get("unk_token", "[UNK]"),
-                           "max_input_chars_per_word": model.get("max_input_chars_per_word", 100)}
+    out: dict[str, Any] = {
+        "vocab": vocab,
+        "unk_token": model.get("unk_token", "[UNK]"),
+        "max_input_chars_per_word": model.get("max_input_chars_per_word", 100),
+    }
     norm = spec.get("normalizer") or {}
     if norm.get("type") == "BertNormalizer":
-        out.update(do_lower_case=norm.get("lowercase", True), strip_accents=norm.get("strip_accents"),
-                   tokenize_chinese_chars=norm.get("handle_chinese_chars", True))
+        out.update(
+            do_lower_case=norm.get("lowercase", True),
+            strip_accents=norm.get("strip_accents"),
+            tokenize_chinese_chars=norm.get("handle_chinese_chars", True),
+        )
     return out
 
 
@@ -936,9 +1119,18 @@ def _is_batched(x: Any, split_words: bool) -> bool:
 
 def clean_up_tokenization(text: str) -> str:
     """transformers' ``clean_up_tokenization``: undo spaces before punctuation and contractions."""
-    return (text.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",")
-            .replace(" ' ", "'").replace(" n't", "n't").replace(" 'm", "'m").replace(" 's", "'s")
-            .replace(" 've", "'ve").replace(" 're", "'re"))
+    return (
+        text.replace(" .", ".")
+        .replace(" ?", "?")
+        .replace(" !", "!")
+        .replace(" ,", ",")
+        .replace(" ' ", "'")
+        .replace(" n't", "n't")
+        .replace(" 'm", "'m")
+        .replace(" 's", "'s")
+        .replace(" 've", "'ve")
+        .replace(" 're", "'re")
+    )
 
 
 def load_tokenizer(vocab: str | os.PathLike, lower_case: bool | None = None) -> BertTokenizer:

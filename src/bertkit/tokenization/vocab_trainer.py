@@ -48,10 +48,18 @@ class WordPieceTrainer:
     >>> trainer.save("vocab.txt")                                      # doctest: +SKIP
     """
 
-    def __init__(self, vocab_size: int = 30522, min_frequency: int = 2, lowercase: bool = True,
-                 strip_accents: bool | None = None, tokenize_chinese_chars: bool = True,
-                 special_tokens: Iterable[str] = DEFAULT_SPECIAL_TOKENS, limit_alphabet: int | None = None,
-                 continuing_subword_prefix: str = "##", show_progress: bool = True) -> None:
+    def __init__(
+        self,
+        vocab_size: int = 30522,
+        min_frequency: int = 2,
+        lowercase: bool = True,
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        special_tokens: Iterable[str] = DEFAULT_SPECIAL_TOKENS,
+        limit_alphabet: int | None = None,
+        continuing_subword_prefix: str = "##",
+        show_progress: bool = True,
+    ) -> None:
         self.special_tokens = list(dict.fromkeys(special_tokens))
         if vocab_size < len(self.special_tokens):
             raise ValueError(f"vocab_size={vocab_size} is smaller than the {len(self.special_tokens)} special tokens")
@@ -63,8 +71,9 @@ class WordPieceTrainer:
         self.limit_alphabet = limit_alphabet
         self.prefix = continuing_subword_prefix
         self.show_progress = show_progress
-        self.normalizer = Normalizer(lowercase=lowercase, strip_accents=strip_accents,
-                                     tokenize_chinese_chars=tokenize_chinese_chars)
+        self.normalizer = Normalizer(
+            lowercase=lowercase, strip_accents=strip_accents, tokenize_chinese_chars=tokenize_chinese_chars
+        )
         self.word_counts: Counter[str] = Counter()
         self.vocab: list[str] = []
 
@@ -216,9 +225,13 @@ class WordPieceTrainer:
 
         if not self.vocab:
             raise ValueError("call train() first")
-        return BertTokenizer(vocab={t: i for i, t in enumerate(self.vocab)}, do_lower_case=self.lowercase,
-                             strip_accents=self.normalizer.strip_accents,
-                             tokenize_chinese_chars=self.normalizer.tokenize_chinese_chars, **kwargs)
+        return BertTokenizer(
+            vocab={t: i for i, t in enumerate(self.vocab)},
+            do_lower_case=self.lowercase,
+            strip_accents=self.normalizer.strip_accents,
+            tokenize_chinese_chars=self.normalizer.tokenize_chinese_chars,
+            **kwargs,
+        )
 
 
 def _bar(**kw):
@@ -227,8 +240,9 @@ def _bar(**kw):
     return tqdm(**kw)
 
 
-def _count_pairs(words: list[list[int]], counts: list[int]) -> tuple[dict[tuple[int, int], int],
-                                                                     dict[tuple[int, int], set[int]]]:
+def _count_pairs(
+    words: list[list[int]], counts: list[int]
+) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], set[int]]]:
     """Each adjacent symbol pair's count over the words (weighted by word counts), and the words it occurs in."""
     pair_counts: dict[tuple[int, int], int] = {}
     where: dict[tuple[int, int], set[int]] = {}
@@ -240,8 +254,9 @@ def _count_pairs(words: list[list[int]], counts: list[int]) -> tuple[dict[tuple[
     return pair_counts, where
 
 
-def _merge_pair(words: list[list[int]], counts: list[int], where: dict[tuple[int, int], set[int]],
-                pair: tuple[int, int], new: int) -> dict[tuple[int, int], int]:
+def _merge_pair(
+    words: list[list[int]], counts: list[int], where: dict[tuple[int, int], set[int]], pair: tuple[int, int], new: int
+) -> dict[tuple[int, int], int]:
     """Replace ``pair`` by the symbol ``new`` in every word holding it; return the change of each pair's count.
 
     Only the words that hold the pair are visited (``where``), so a merge costs what it touches.

@@ -51,8 +51,10 @@ CJK_CHAR_RE = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK
 
 # Rust's char::is_whitespace (the Unicode White_Space property), minus the ones that are also
 # control characters: those are removed by the cleaning step before whitespace is mapped.
-_WHITESPACE = frozenset("\t\n\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-                        "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_WHITESPACE = frozenset(
+    "\t\n\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def is_chinese_char(cp: int) -> bool:
@@ -101,8 +103,9 @@ def _is_removed(ch: str) -> bool:
 
 
 def _class_body(ranges: Iterable[tuple[int, int]]) -> str:
-    return "".join(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
-                   for lo, hi in ranges)
+    return "".join(
+        re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in ranges
+    )
 
 
 def _build_split_re(limit: int = 0x10FFFF) -> re.Pattern:
@@ -134,8 +137,9 @@ _ASCII_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 class Normalizer:
     """BERT normalizer + pre-tokenizer: text -> words with their character offsets."""
 
-    def __init__(self, lowercase: bool = True, strip_accents: bool | None = None,
-                 tokenize_chinese_chars: bool = True) -> None:
+    def __init__(
+        self, lowercase: bool = True, strip_accents: bool | None = None, tokenize_chinese_chars: bool = True
+    ) -> None:
         self.lowercase = bool(lowercase)
         self.strip_accents = self.lowercase if strip_accents is None else bool(strip_accents)
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
@@ -335,9 +339,14 @@ class _Cache(dict):
 class WordPiece:
     """Greedy longest-match-first WordPiece over a vocabulary, with a bounded word cache."""
 
-    def __init__(self, vocab: dict[str, int], unk_token: str = "[UNK]",
-                 max_input_chars_per_word: int = 100, continuing_subword_prefix: str = "##",
-                 cache_size: int = 500_000) -> None:
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        unk_token: str = "[UNK]",
+        max_input_chars_per_word: int = 100,
+        continuing_subword_prefix: str = "##",
+        cache_size: int = 500_000,
+    ) -> None:
         self.vocab = vocab
         self.unk_token = unk_token
         self.unk_id = vocab.get(unk_token)

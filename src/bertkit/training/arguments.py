@@ -29,77 +29,159 @@ TRAINING_GROUP = "training"  # the --help section of the shared settings (a reci
 class TrainingArguments:
     """Everything the Trainer needs besides the model and the data (every field has a default)."""
 
-    output: str = setting("runs/out", metavar="DIR", group=TRAINING_GROUP, same_on_resume=False,
-                          help="output folder: new or empty, or this command's earlier output with "
-                               "--resume or --overwrite")
-    overwrite: bool = setting(False, group=TRAINING_GROUP, same_on_resume=False,
-                              help="replace this command's earlier output in --output (only the files it wrote)")
-    resume: bool = setting(False, group=TRAINING_GROUP, same_on_resume=False,
-                           help="continue the run in --output from its newest complete checkpoint (the same "
-                                "command, settings and data; what differs is listed)")
-    epochs: float = setting(1.0, type=A.positive_float, group=TRAINING_GROUP, same_on_resume=False,
-                            help="passes over the training data (--max-steps wins when given)")
-    max_steps: int | None = setting(None, type=A.positive_int, group=TRAINING_GROUP, same_on_resume=False,
-                                    help="optimizer steps; wins over --epochs and sets the lr schedule")
-    max_minutes: float | None = setting(None, type=A.positive_float, group=TRAINING_GROUP, same_on_resume=False,
-                                        help="also stop after this many minutes of training (evaluation and "
-                                             "checkpoints excluded; counted across --resume)")
-    schedule: str = setting("steps", choices=A.SCHEDULES, group=TRAINING_GROUP,
-                            help="steps: warmup, then the lr decays linearly to 0 at the last step; time: to 0 "
-                                 "at --max-minutes of training, so the whole time budget is used whatever the "
-                                 "speed (--max-steps then only caps the run)")
+    output: str = setting(
+        "runs/out",
+        metavar="DIR",
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="output folder: new or empty, or this command's earlier output with --resume or --overwrite",
+    )
+    overwrite: bool = setting(
+        False,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="replace this command's earlier output in --output (only the files it wrote)",
+    )
+    resume: bool = setting(
+        False,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="continue the run in --output from its newest complete checkpoint (the same "
+        "command, settings and data; what differs is listed)",
+    )
+    epochs: float = setting(
+        1.0,
+        type=A.positive_float,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="passes over the training data (--max-steps wins when given)",
+    )
+    max_steps: int | None = setting(
+        None,
+        type=A.positive_int,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="optimizer steps; wins over --epochs and sets the lr schedule",
+    )
+    max_minutes: float | None = setting(
+        None,
+        type=A.positive_float,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="also stop after this many minutes of training (evaluation and "
+        "checkpoints excluded; counted across --resume)",
+    )
+    schedule: str = setting(
+        "steps",
+        choices=A.SCHEDULES,
+        group=TRAINING_GROUP,
+        help="steps: warmup, then the lr decays linearly to 0 at the last step; time: to 0 "
+        "at --max-minutes of training, so the whole time budget is used whatever the "
+        "speed (--max-steps then only caps the run)",
+    )
     batch_size: int = setting(32, type=A.positive_int, group=TRAINING_GROUP, help="examples per process and micro-step")
-    grad_accum_steps: int = setting(1, type=A.positive_int, group=TRAINING_GROUP,
-                                    help="micro-batches per optimizer step (gradient accumulation)")
+    grad_accum_steps: int = setting(
+        1, type=A.positive_int, group=TRAINING_GROUP, help="micro-batches per optimizer step (gradient accumulation)"
+    )
     lr: float = setting(5e-5, type=A.positive_float, group=TRAINING_GROUP, help="peak learning rate (AdamW)")
-    warmup_steps: int = setting(0, type=A.nonnegative_int, group=TRAINING_GROUP,
-                                help="linear warmup steps (wins over --warmup-ratio)")
-    warmup_ratio: float = setting(0.0, type=A.fraction_0_1_right_open, group=TRAINING_GROUP,
-                                  help="linear warmup over this fraction of the steps, when --warmup-steps is 0")
-    weight_decay: float = setting(0.01, type=A.nonnegative_float, group=TRAINING_GROUP,
-                                  help="AdamW weight decay (none on biases and LayerNorm weights)")
-    max_grad_norm: float = setting(1.0, type=A.nonnegative_float, group=TRAINING_GROUP,
-                                   help="clip the gradient norm to this (0: no clipping)")
+    warmup_steps: int = setting(
+        0, type=A.nonnegative_int, group=TRAINING_GROUP, help="linear warmup steps (wins over --warmup-ratio)"
+    )
+    warmup_ratio: float = setting(
+        0.0,
+        type=A.fraction_0_1_right_open,
+        group=TRAINING_GROUP,
+        help="linear warmup over this fraction of the steps, when --warmup-steps is 0",
+    )
+    weight_decay: float = setting(
+        0.01,
+        type=A.nonnegative_float,
+        group=TRAINING_GROUP,
+        help="AdamW weight decay (none on biases and LayerNorm weights)",
+    )
+    max_grad_norm: float = setting(
+        1.0, type=A.nonnegative_float, group=TRAINING_GROUP, help="clip the gradient norm to this (0: no clipping)"
+    )
     adam_betas: tuple[float, float] = setting((0.9, 0.999), cli=False, help="AdamW betas")
     adam_eps: float = setting(1e-6, type=A.positive_float, cli=False, help="AdamW epsilon")
-    precision: str = setting("auto", choices=PRECISIONS, group=TRAINING_GROUP,
-                             help="auto: bf16 autocast where supported (fp16 with loss scaling on a CUDA GPU "
-                                  "without bf16), else fp32")
-    seed: int = setting(42, type=A.seed, group=TRAINING_GROUP,
-                        help="seeds new weights, the data order, masking and dropout")
-    log_every: int = setting(1, type=A.positive_int, group=TRAINING_GROUP, same_on_resume=False,
-                             help="log the training loss every N steps")
-    eval_every: int = setting(0, type=A.nonnegative_int, group=TRAINING_GROUP, same_on_resume=False,
-                              help="evaluate every N steps (0: only at the end)")
+    precision: str = setting(
+        "auto",
+        choices=PRECISIONS,
+        group=TRAINING_GROUP,
+        help="auto: bf16 autocast where supported (fp16 with loss scaling on a CUDA GPU without bf16), else fp32",
+    )
+    seed: int = setting(
+        42, type=A.seed, group=TRAINING_GROUP, help="seeds new weights, the data order, masking and dropout"
+    )
+    log_every: int = setting(
+        1, type=A.positive_int, group=TRAINING_GROUP, same_on_resume=False, help="log the training loss every N steps"
+    )
+    eval_every: int = setting(
+        0,
+        type=A.nonnegative_int,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="evaluate every N steps (0: only at the end)",
+    )
     eval_each_epoch: bool = setting(False, cli=False, same_on_resume=False, help="evaluate after every epoch")
-    save_every: int = setting(0, type=A.nonnegative_int, group=TRAINING_GROUP, same_on_resume=False,
-                              help="write a checkpoint every N steps, for --resume (0: no intermediate checkpoints)")
-    keep_last: int = setting(2, type=A.positive_int, group=TRAINING_GROUP, same_on_resume=False,
-                             help="checkpoints kept; older ones are removed")
-    best_metric: str | None = setting(None, cli=False, help="evaluation metric (without eval_) whose best "
-                                                            "model is kept in OUTPUT/best")
+    save_every: int = setting(
+        0,
+        type=A.nonnegative_int,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="write a checkpoint every N steps, for --resume (0: no intermediate checkpoints)",
+    )
+    keep_last: int = setting(
+        2,
+        type=A.positive_int,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="checkpoints kept; older ones are removed",
+    )
+    best_metric: str | None = setting(
+        None, cli=False, help="evaluation metric (without eval_) whose best model is kept in OUTPUT/best"
+    )
     greater_is_better: bool = setting(True, cli=False, help="a larger best_metric is better")
-    patience: int | None = setting(None, type=A.positive_int, cli=False, same_on_resume=False,
-                                   help="stop after this many evaluations without improvement")
+    patience: int | None = setting(
+        None,
+        type=A.positive_int,
+        cli=False,
+        same_on_resume=False,
+        help="stop after this many evaluations without improvement",
+    )
     shuffle: bool = setting(True, cli=False, help="shuffle the training data every epoch")
     drop_last: bool = setting(True, cli=False, help="drop the last incomplete batch of an epoch")
     save_final: bool = setting(True, cli=False, same_on_resume=False, help="save the model into OUTPUT at the end")
     plot: bool = setting(True, cli=False, same_on_resume=False, help="draw metrics.png at the end")
     progress: bool = setting(True, group=TRAINING_GROUP, same_on_resume=False, help="no progress bar")
-    device: str | None = setting(None, type=A.device, check=A.check_device, group=TRAINING_GROUP, same_on_resume=False,
-                                 help="cpu, cuda, cuda:N or mps (default: cuda when available)")
-    threads: int = setting(0, type=A.threads, check=A.check_threads, group=TRAINING_GROUP, same_on_resume=False,
-                           help="torch intra-op threads (0: torch's default)")
+    device: str | None = setting(
+        None,
+        type=A.device,
+        check=A.check_device,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="cpu, cuda, cuda:N or mps (default: cuda when available)",
+    )
+    threads: int = setting(
+        0,
+        type=A.threads,
+        check=A.check_threads,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="torch intra-op threads (0: torch's default)",
+    )
     run_name: str | None = setting(None, cli=False, same_on_resume=False, help="shown in the progress bar")
     ddp_find_unused_parameters: bool = setting(False, cli=False, help="DDP: for heads that skip parameters")
-    extra: dict[str, Any] = setting(default_factory=dict, cli=False, same_on_resume=False,
-                                    help="stored in checkpoints, for the caller")
+    extra: dict[str, Any] = setting(
+        default_factory=dict, cli=False, same_on_resume=False, help="stored in checkpoints, for the caller"
+    )
 
     def __post_init__(self) -> None:
         A.check_fields(self)
         if self.schedule == "time" and self.max_minutes is None:
-            raise ValueError("schedule 'time' decays the learning rate over max_minutes (--max-minutes); "
-                             "give max_minutes")
+            raise ValueError(
+                "schedule 'time' decays the learning rate over max_minutes (--max-minutes); give max_minutes"
+            )
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
 
     def resume_settings(self) -> dict[str, Any]:

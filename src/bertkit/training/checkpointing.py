@@ -61,8 +61,9 @@ def checkpoints_newest_first(output_dir: str | os.PathLike) -> list[Path]:
     root = _checkpoints_root(output_dir)
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if (m := _CKPT_RE.match(p.name)) and (p / STATE_FILE).is_file()]
+    found = [
+        (int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT_RE.match(p.name)) and (p / STATE_FILE).is_file()
+    ]
     return [p for _, p in sorted(found, reverse=True)]
 
 
@@ -126,8 +127,14 @@ def load_model_weights(model: nn.Module, directory: Path) -> None:
     load_checkpoint_state(model, state, directory)
 
 
-def write_checkpoint(output_dir: str | os.PathLike, step: int, write_model: Callable[[Path], None],
-                     state: dict[str, Any], rng_states: list[dict[str, Any]], keep_last: int) -> Path:
+def write_checkpoint(
+    output_dir: str | os.PathLike,
+    step: int,
+    write_model: Callable[[Path], None],
+    state: dict[str, Any],
+    rng_states: list[dict[str, Any]],
+    keep_last: int,
+) -> Path:
     """Publish ``checkpoints/step-N`` (model, trainer state, one RNG file per rank); prune old ones."""
     root = _checkpoints_root(output_dir)
     final = root / f"step-{step:07d}"
@@ -152,7 +159,7 @@ def prune_checkpoints(output_dir: str | os.PathLike, keep_last: int) -> None:
     """Keep the newest ``keep_last`` (at least one) ``step-N`` folders."""
     root = _checkpoints_root(output_dir)
     kept = sorted((int(m.group(1)), p) for p in root.iterdir() if (m := _CKPT_RE.match(p.name)))
-    for _, old in kept[:-max(1, keep_last)]:
+    for _, old in kept[: -max(1, keep_last)]:
         shutil.rmtree(old, ignore_errors=True)
 
 
@@ -175,8 +182,12 @@ def write_final(output_dir: str | os.PathLike, write_model: Callable[[Path], Non
 def remove_leftovers(output_dir: str | os.PathLike) -> None:
     """Temp folders of a run killed while publishing a checkpoint or the best model."""
     out = Path(output_dir)
-    patterns = [(_checkpoints_root(out), ".step-*.tmp"), (_checkpoints_root(out), ".step-*.old"),
-                (out, ".best.*.tmp"), (out, ".best.*.old")]
+    patterns = [
+        (_checkpoints_root(out), ".step-*.tmp"),
+        (_checkpoints_root(out), ".step-*.old"),
+        (out, ".best.*.tmp"),
+        (out, ".best.*.old"),
+    ]
     for folder, pattern in patterns:
         if folder.is_dir():
             for p in folder.glob(pattern):

@@ -24,8 +24,16 @@ from bertkit._args import redefault, setting
 from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
-__all__ = ["CLMArguments", "CLMDataset", "CLMRecipe", "build_clm_blocks", "clm_identity", "evaluate_clm",
-           "pack_sentences", "pretrain_clm"]
+__all__ = [
+    "CLMArguments",
+    "CLMDataset",
+    "CLMRecipe",
+    "build_clm_blocks",
+    "clm_identity",
+    "evaluate_clm",
+    "pack_sentences",
+    "pretrain_clm",
+]
 
 
 class CLMDataset:
@@ -59,8 +67,9 @@ def pack_sentences(sentences: Sequence[np.ndarray], seq_len: int, prefix: int | 
     return stream[: n * seq_len].reshape(n, seq_len)
 
 
-def build_clm_blocks(corpus: Any, vocab: dict[str, int], seq_len: int, eval_fraction: float,
-                     seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def build_clm_blocks(
+    corpus: Any, vocab: dict[str, int], seq_len: int, eval_fraction: float, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Training and held-out blocks from a ShardedCorpus (sentences split before packing)."""
     if "[CLS]" in vocab and "[SEP]" in vocab:
         prefix, suffix = vocab["[CLS]"], vocab["[SEP]"]
@@ -80,8 +89,9 @@ def build_clm_blocks(corpus: Any, vocab: dict[str, int], seq_len: int, eval_frac
 
 
 @torch.no_grad()
-def evaluate_clm(model: Any, dataset: CLMDataset, batch_size: int = 32, device: Any = None,
-                 amp_dtype: Any = None) -> dict[str, float]:
+def evaluate_clm(
+    model: Any, dataset: CLMDataset, batch_size: int = 32, device: Any = None, amp_dtype: Any = None
+) -> dict[str, float]:
     """Held-out next-token loss (mean over predicted tokens) and perplexity."""
     import contextlib
 
@@ -106,22 +116,33 @@ class CLMArguments(TrainingArguments):
     """Every setting of `bertkit pretrain-clm`: the shared training arguments plus the GPT-2 recipe's own."""
 
     output: str = redefault(TrainingArguments, "output")  # required
-    corpus: list[str] = setting(nargs="+", metavar="FILE", group="data", same_on_resume=False,
-                                help="raw .txt / .jsonl files")
+    corpus: list[str] = setting(
+        nargs="+", metavar="FILE", group="data", same_on_resume=False, help="raw .txt / .jsonl files"
+    )
     vocab: str = setting(group="data", same_on_resume=False, help="vocab.txt (a BERT WordPiece vocabulary)")
-    format: str = setting("bert", choices=("prose", "bert"), group="data",
-                          help="raw text layout: bert = one sentence a line, prose = split sentences")
+    format: str = setting(
+        "bert",
+        choices=("prose", "bert"),
+        group="data",
+        help="raw text layout: bert = one sentence a line, prose = split sentences",
+    )
     lower_case: bool = setting(True, group="data", help="keep the case of the text (a cased vocabulary)")
-    cache_dir: str | None = setting(None, group="data", same_on_resume=False,
-                                    help="where --corpus is prepared (default: the shared prepared-data cache)")
+    cache_dir: str | None = setting(
+        None,
+        group="data",
+        same_on_resume=False,
+        help="where --corpus is prepared (default: the shared prepared-data cache)",
+    )
     eval_fraction: float = setting(0.02, type=A.fraction_0_1_right_open, group="data", help="sentences held out")
-    eval_blocks: int = setting(256, type=A.positive_int, group="data", same_on_resume=False,
-                               help="held-out blocks per evaluation")
+    eval_blocks: int = setting(
+        256, type=A.positive_int, group="data", same_on_resume=False, help="held-out blocks per evaluation"
+    )
     n_layer: int = setting(4, type=A.positive_int, group="model", help="transformer layers")
     n_embd: int = setting(256, type=A.positive_int, group="model", help="hidden size")
     n_head: int = setting(4, type=A.positive_int, group="model", help="attention heads")
-    dropout: float = setting(0.0, type=A.fraction_0_1_right_open, group="model",
-                             help="residual, embedding and attention dropout")
+    dropout: float = setting(
+        0.0, type=A.fraction_0_1_right_open, group="model", help="residual, embedding and attention dropout"
+    )
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="block length = the model's n_positions")
     batch_size: int = redefault(TrainingArguments, "batch_size", 16)
     max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
@@ -144,17 +165,25 @@ def _clm_data(args: CLMArguments) -> dict[str, Any]:
 
     vocab = load_vocab(args.vocab)
     tokenizer = load_tokenizer(args.vocab, args.lower_case)
-    data_dir = ensure_prepared(args.corpus, args.vocab, args.format, args.lower_case,
-                               progress=args.progress, cache_dir=args.cache_dir)
+    data_dir = ensure_prepared(
+        args.corpus, args.vocab, args.format, args.lower_case, progress=args.progress, cache_dir=args.cache_dir
+    )
     corpus = ShardedCorpus(data_dir)
     if corpus.vocab_size != len(vocab):
-        raise ValueError(f"prepared data {data_dir} uses a {corpus.vocab_size}-token vocabulary, "
-                         f"{args.vocab} has {len(vocab)}")
+        raise ValueError(
+            f"prepared data {data_dir} uses a {corpus.vocab_size}-token vocabulary, {args.vocab} has {len(vocab)}"
+        )
     train_blocks, eval_blocks = build_clm_blocks(corpus, vocab, args.seq_len, args.eval_fraction, args.seed)
     if len(train_blocks) == 0:
         raise ValueError(f"the corpus holds fewer than seq_len={args.seq_len} tokens of training text")
-    return {"vocab": vocab, "tokenizer": tokenizer, "data_dir": data_dir, "corpus": corpus,
-            "train": CLMDataset(train_blocks), "eval": CLMDataset(eval_blocks[: args.eval_blocks])}
+    return {
+        "vocab": vocab,
+        "tokenizer": tokenizer,
+        "data_dir": data_dir,
+        "corpus": corpus,
+        "train": CLMDataset(train_blocks),
+        "eval": CLMDataset(eval_blocks[: args.eval_blocks]),
+    }
 
 
 def _clm_model(args: CLMArguments, vocab: dict[str, int]) -> Any:
@@ -163,11 +192,22 @@ def _clm_model(args: CLMArguments, vocab: dict[str, int]) -> Any:
     from bertkit.training.trainer import set_seed
 
     bert_vocab = "[CLS]" in vocab
-    special = ({"bos_token_id": vocab["[CLS]"], "eos_token_id": vocab["[SEP]"], "pad_token_id": vocab.get("[PAD]")}
-               if bert_vocab else {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|endoftext|>"]})
-    config = GPT2Config(vocab_size=len(vocab), n_positions=args.seq_len, n_embd=args.n_embd,
-                        n_layer=args.n_layer, n_head=args.n_head, resid_pdrop=args.dropout,
-                        embd_pdrop=args.dropout, attn_pdrop=args.dropout, **special)
+    special = (
+        {"bos_token_id": vocab["[CLS]"], "eos_token_id": vocab["[SEP]"], "pad_token_id": vocab.get("[PAD]")}
+        if bert_vocab
+        else {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|endoftext|>"]}
+    )
+    config = GPT2Config(
+        vocab_size=len(vocab),
+        n_positions=args.seq_len,
+        n_embd=args.n_embd,
+        n_layer=args.n_layer,
+        n_head=args.n_head,
+        resid_pdrop=args.dropout,
+        embd_pdrop=args.dropout,
+        attn_pdrop=args.dropout,
+        **special,
+    )
     if bert_vocab:
         config.tokenizer_class = "BertTokenizer"
     set_seed(args.seed)
@@ -181,9 +221,14 @@ def clm_identity(args: CLMArguments, data: dict[str, Any]) -> dict[str, Any]:
     corpus = data["corpus"]
     return run_identity(
         args,
-        data={"vocab": vocab_fingerprint(sorted(data["vocab"], key=data["vocab"].get)),
-              "tokens": int(corpus.num_tokens), "sentences": int(corpus.num_sentences),
-              "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
+        data={
+            "vocab": vocab_fingerprint(sorted(data["vocab"], key=data["vocab"].get)),
+            "tokens": int(corpus.num_tokens),
+            "sentences": int(corpus.num_sentences),
+            "documents": int(corpus.num_documents),
+            "eval_fraction": args.eval_fraction,
+            "seed": args.seed,
+        },
         objective={"causal_lm": True, "seq_len": args.seq_len},
     )
 
@@ -209,11 +254,20 @@ def pretrain_clm(args: CLMArguments) -> dict[str, Any]:
     def evaluate(m: Any) -> dict[str, float]:
         return evaluate_clm(m, eval_ds, device=trainer.device, amp_dtype=trainer.amp_dtype) if len(eval_ds) else {}
 
-    trainer = Trainer(model, dataclasses.replace(args, run_name="pretrain-clm"), train_ds, collate_fn=collate_clm,
-                      evaluate=evaluate, tokenizer=data["tokenizer"])
+    trainer = Trainer(
+        model,
+        dataclasses.replace(args, run_name="pretrain-clm"),
+        train_ds,
+        collate_fn=collate_clm,
+        evaluate=evaluate,
+        tokenizer=data["tokenizer"],
+    )
     if trainer.is_main:
-        print(f"pretrain-clm: {len(train_ds):,} training / {len(eval_ds):,} held-out blocks of {args.seq_len} "
-              f"tokens from {data['data_dir']}; {model.num_parameters():,} parameters; precision "
-              f"{trainer.precision}", file=sys.stderr)
+        print(
+            f"pretrain-clm: {len(train_ds):,} training / {len(eval_ds):,} held-out blocks of {args.seq_len} "
+            f"tokens from {data['data_dir']}; {model.num_parameters():,} parameters; precision "
+            f"{trainer.precision}",
+            file=sys.stderr,
+        )
     result = within_claim(claim, trainer.train)
     return {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}

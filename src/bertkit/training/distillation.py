@@ -33,8 +33,7 @@ from bertkit._args import redefault, setting
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
-__all__ = ["DistillArguments", "DistillConfig", "compare_speed", "distill", "distillation_loss",
-           "student_from_teacher"]
+__all__ = ["DistillArguments", "DistillConfig", "compare_speed", "distill", "distillation_loss", "student_from_teacher"]
 
 
 def _layer_map(teacher_layers: int, student_layers: int) -> list[int]:
@@ -55,15 +54,27 @@ def student_from_teacher(teacher: nn.Module, student_layers: int) -> nn.Module:
 
     tc = teacher.config
     if tc.model_type != "bert" or not hasattr(teacher, "classifier"):
-        raise ValueError(f"the teacher must be a BERT sequence classifier, got {type(teacher).__name__} "
-                         f"(model_type {tc.model_type!r})")
+        raise ValueError(
+            f"the teacher must be a BERT sequence classifier, got {type(teacher).__name__} "
+            f"(model_type {tc.model_type!r})"
+        )
     layers = _layer_map(tc.num_hidden_layers, student_layers)
     config = DistilBertConfig(
-        vocab_size=tc.vocab_size, max_position_embeddings=tc.max_position_embeddings, n_layers=student_layers,
-        n_heads=tc.num_attention_heads, dim=tc.hidden_size, hidden_dim=tc.intermediate_size,
-        activation=tc.hidden_act, dropout=tc.hidden_dropout_prob, attention_dropout=tc.attention_probs_dropout_prob,
-        initializer_range=tc.initializer_range, pad_token_id=tc.pad_token_id, num_labels=tc.num_labels,
-        id2label=dict(tc.id2label), label2id=dict(tc.label2id), problem_type=tc.problem_type,
+        vocab_size=tc.vocab_size,
+        max_position_embeddings=tc.max_position_embeddings,
+        n_layers=student_layers,
+        n_heads=tc.num_attention_heads,
+        dim=tc.hidden_size,
+        hidden_dim=tc.intermediate_size,
+        activation=tc.hidden_act,
+        dropout=tc.hidden_dropout_prob,
+        attention_dropout=tc.attention_probs_dropout_prob,
+        initializer_range=tc.initializer_range,
+        pad_token_id=tc.pad_token_id,
+        num_labels=tc.num_labels,
+        id2label=dict(tc.id2label),
+        label2id=dict(tc.label2id),
+        problem_type=tc.problem_type,
     )
     for key in ("finetuning_task", "bertkit_task_options"):
         if key in tc.extra:
@@ -74,10 +85,16 @@ def student_from_teacher(teacher: nn.Module, student_layers: int) -> nn.Module:
     se.word_embeddings.weight.copy_(te.word_embeddings.weight)
     se.position_embeddings.weight.copy_(te.position_embeddings.weight + te.token_type_embeddings.weight[0])
     se.LayerNorm.load_state_dict(te.LayerNorm.state_dict())
-    pairs = {"attention.q_lin": "attention.self.query", "attention.k_lin": "attention.self.key",
-             "attention.v_lin": "attention.self.value", "attention.out_lin": "attention.output.dense",
-             "sa_layer_norm": "attention.output.LayerNorm", "ffn.lin1": "intermediate.dense",
-             "ffn.lin2": "output.dense", "output_layer_norm": "output.LayerNorm"}
+    pairs = {
+        "attention.q_lin": "attention.self.query",
+        "attention.k_lin": "attention.self.key",
+        "attention.v_lin": "attention.self.value",
+        "attention.out_lin": "attention.output.dense",
+        "sa_layer_norm": "attention.output.LayerNorm",
+        "ffn.lin1": "intermediate.dense",
+        "ffn.lin2": "output.dense",
+        "output_layer_norm": "output.LayerNorm",
+    }
     for i, j in enumerate(layers):
         s_layer, t_layer = student.distilbert.transformer.layer[i], teacher.bert.encoder.layer[j]
         for s_name, t_name in pairs.items():
@@ -111,8 +128,11 @@ def distillation_loss(
         loss = loss + alpha_hard * hard
         logs["hard_loss"] = hard.detach()
     if alpha_cos > 0 and student_hidden is not None and teacher_hidden is not None:
-        real = (attention_mask.bool() if attention_mask is not None
-                else torch.ones(student_hidden.shape[:2], dtype=torch.bool))
+        real = (
+            attention_mask.bool()
+            if attention_mask is not None
+            else torch.ones(student_hidden.shape[:2], dtype=torch.bool)
+        )
         cos = 1 - F.cosine_similarity(student_hidden[real].float(), teacher_hidden[real].float(), dim=-1).mean()
         loss = loss + alpha_cos * cos
         logs["cos_loss"] = cos.detach()
@@ -123,26 +143,45 @@ def distillation_loss(
 class DistillArguments(TrainingArguments):
     """Every setting of `bertkit distill`: the shared training arguments plus the distillation's own."""
 
-    teacher: str = setting(metavar="DIR", group="data", same_on_resume=False,
-                           help="a fine-tuned BERT text classifier (a `bertkit finetune` output folder)")
+    teacher: str = setting(
+        metavar="DIR",
+        group="data",
+        same_on_resume=False,
+        help="a fine-tuned BERT text classifier (a `bertkit finetune` output folder)",
+    )
     train: str = setting(metavar="FILE", group="data", same_on_resume=False, help="training file")
-    validation: str | None = setting(None, metavar="FILE", group="data", same_on_resume=False,
-                                     help="validation file: the teacher's and the student's scores side by side")
+    validation: str | None = setting(
+        None,
+        metavar="FILE",
+        group="data",
+        same_on_resume=False,
+        help="validation file: the teacher's and the student's scores side by side",
+    )
     output: str = redefault(TrainingArguments, "output")  # required
-    student_layers: int = setting(3, type=A.positive_int, group="distillation",
-                                  help="layers of the student, taken from every other teacher layer")
-    alpha_ce: float = setting(0.5, type=A.nonnegative_float, group="distillation",
-                              help="weight of the soft-target loss")
-    alpha_hard: float = setting(0.5, type=A.nonnegative_float, group="distillation",
-                                help="weight of the gold-label loss")
-    alpha_cos: float = setting(0.0, type=A.nonnegative_float, group="distillation",
-                               help="weight of the hidden-state cosine loss (0: off)")
-    temperature: float = setting(2.0, type=A.positive_float, group="distillation",
-                                 help="softmax temperature of the soft targets")
-    max_length: int | None = setting(None, type=A.SEQ_LEN, group="data",
-                                     help="max tokens per example (default: the teacher's fine-tuning max_length)")
-    max_train_samples: int | None = setting(None, type=A.positive_int, group="data",
-                                            help="first N training examples only")
+    student_layers: int = setting(
+        3, type=A.positive_int, group="distillation", help="layers of the student, taken from every other teacher layer"
+    )
+    alpha_ce: float = setting(
+        0.5, type=A.nonnegative_float, group="distillation", help="weight of the soft-target loss"
+    )
+    alpha_hard: float = setting(
+        0.5, type=A.nonnegative_float, group="distillation", help="weight of the gold-label loss"
+    )
+    alpha_cos: float = setting(
+        0.0, type=A.nonnegative_float, group="distillation", help="weight of the hidden-state cosine loss (0: off)"
+    )
+    temperature: float = setting(
+        2.0, type=A.positive_float, group="distillation", help="softmax temperature of the soft targets"
+    )
+    max_length: int | None = setting(
+        None,
+        type=A.SEQ_LEN,
+        group="data",
+        help="max tokens per example (default: the teacher's fine-tuning max_length)",
+    )
+    max_train_samples: int | None = setting(
+        None, type=A.positive_int, group="data", help="first N training examples only"
+    )
     epochs: float = redefault(TrainingArguments, "epochs", 2.0)
     lr: float = redefault(TrainingArguments, "lr", 1e-4)
     warmup_ratio: float = redefault(TrainingArguments, "warmup_ratio", 0.1)
@@ -172,8 +211,10 @@ def _check_teacher(path: str) -> None:
     task = config.get("finetuning_task") if isinstance(config, dict) else None
     if task != "text-classification":
         what = f"fine-tuned for {task}" if task else "has no fine-tuned head (no finetuning_task in config.json)"
-        raise ValueError(f"--teacher {path} {what}; distill needs a BERT text classifier: fine-tune one first with "
-                         f"`bertkit finetune --task text-classification --model {path} ...`")
+        raise ValueError(
+            f"--teacher {path} {what}; distill needs a BERT text classifier: fine-tune one first with "
+            f"`bertkit finetune --task text-classification --model {path} ...`"
+        )
 
 
 def _distill_loss(teacher: nn.Module, args: DistillArguments) -> Any:
@@ -186,9 +227,16 @@ def _distill_loss(teacher: nn.Module, args: DistillArguments) -> Any:
             t_out = teacher(**inputs, output_hidden_states=want_hidden)
         s_out = model(**inputs, output_hidden_states=want_hidden)
         return distillation_loss(
-            s_out.logits, t_out.logits, batch.get("labels"), args.temperature, args.alpha_ce, args.alpha_hard,
-            args.alpha_cos, s_out.hidden_states[-1] if want_hidden else None,
-            t_out.hidden_states[-1] if want_hidden else None, batch.get("attention_mask"),
+            s_out.logits,
+            t_out.logits,
+            batch.get("labels"),
+            args.temperature,
+            args.alpha_ce,
+            args.alpha_hard,
+            args.alpha_cos,
+            s_out.hidden_states[-1] if want_hidden else None,
+            t_out.hidden_states[-1] if want_hidden else None,
+            batch.get("attention_mask"),
         )
 
     return loss_fn
@@ -223,33 +271,50 @@ def distill(args: DistillArguments) -> dict[str, Any]:
     train_enc = task.encode(tok, train_ex)
     val_enc = task.encode(tok, val_ex) if val_ex is not None else None
     teacher_files = [Path(args.teacher) / n for n in ("config.json", "model.safetensors", "pytorch_model.bin")]
-    identity = run_identity(args, teacher=file_fingerprint(*[f for f in teacher_files if f.is_file()]),
-                            data=file_fingerprint(args.train, args.validation))
+    identity = run_identity(
+        args,
+        teacher=file_fingerprint(*[f for f in teacher_files if f.is_file()]),
+        data=file_fingerprint(args.train, args.validation),
+    )
     claim = claim_training_output(args, "distill", identity, DISTILL_OUTPUTS, inputs)
 
     torch.manual_seed(args.seed)
     student = student_from_teacher(teacher, args.student_layers)
     teacher.eval().requires_grad_(False)
     feats = train_enc.features
-    sampler = LengthGroupedBatchSampler([len(f["input_ids"]) for f in feats], args.batch_size, shuffle=True,
-                                        seed=args.seed, bucket_batches=50)
+    sampler = LengthGroupedBatchSampler(
+        [len(f["input_ids"]) for f in feats], args.batch_size, shuffle=True, seed=args.seed, bucket_batches=50
+    )
     evaluate = None
     if val_ex is not None:
+
         def evaluate(m: nn.Module) -> dict[str, float]:
             return task.evaluate(m, tok, val_ex, val_enc, progress=False)
 
-    tcfg = dataclasses.replace(args, eval_each_epoch=evaluate is not None,
-                               run_name=f"distill {args.student_layers} layers")
-    trainer = Trainer(student, tcfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler,
-                      evaluate=evaluate, loss_fn=_distill_loss(teacher, args), tokenizer=tok)
+    tcfg = dataclasses.replace(
+        args, eval_each_epoch=evaluate is not None, run_name=f"distill {args.student_layers} layers"
+    )
+    trainer = Trainer(
+        student,
+        tcfg,
+        _Features(feats),
+        collate_fn=collate_features,
+        batch_sampler=sampler,
+        evaluate=evaluate,
+        loss_fn=_distill_loss(teacher, args),
+        tokenizer=tok,
+    )
     teacher.to(trainer.device)
 
     def work() -> dict[str, Any]:
         t0 = time.perf_counter()
         res = trainer.train()
-        out: dict[str, Any] = {"steps": res.step, "train_seconds": round(time.perf_counter() - t0, 1),
-                               "student_layers": args.student_layers,
-                               "teacher_layers": teacher.config.num_hidden_layers}
+        out: dict[str, Any] = {
+            "steps": res.step,
+            "train_seconds": round(time.perf_counter() - t0, 1),
+            "student_layers": args.student_layers,
+            "teacher_layers": teacher.config.num_hidden_layers,
+        }
         if val_ex is not None:
             out.update(_side_by_side(task, teacher, student, tok, val_ex, val_enc, trainer.device))
         from bertkit._io import atomic_write_json
@@ -260,24 +325,33 @@ def distill(args: DistillArguments) -> dict[str, Any]:
     return within_claim(claim, work)
 
 
-def _side_by_side(task: Any, teacher: nn.Module, student: nn.Module, tok: Any, val_ex: Any, val_enc: Any,
-                  device: Any) -> dict[str, Any]:
+def _side_by_side(
+    task: Any, teacher: nn.Module, student: nn.Module, tok: Any, val_ex: Any, val_enc: Any, device: Any
+) -> dict[str, Any]:
     """The teacher's and the student's validation scores, and their speed on the same batches."""
     from bertkit.tasks.batching import collate_features
 
-    out: dict[str, Any] = {"teacher": task.evaluate(teacher, tok, val_ex, val_enc, progress=False),
-                           "student": task.evaluate(student, tok, val_ex, val_enc, progress=False)}
+    out: dict[str, Any] = {
+        "teacher": task.evaluate(teacher, tok, val_ex, val_enc, progress=False),
+        "student": task.evaluate(student, tok, val_ex, val_enc, progress=False),
+    }
     # Inference speed of both on the same validation batches, in this process, interleaved.
     vf = val_enc.features[: 32 * 8]
-    batches = [{k: v.to(device) for k, v in collate_features(
-        [{k: f[k] for k in _INPUT_KEYS if k in f} for f in vf[i:i + 32]]).items()} for i in range(0, len(vf), 32)]
+    batches = [
+        {
+            k: v.to(device)
+            for k, v in collate_features([{k: f[k] for k in _INPUT_KEYS if k in f} for f in vf[i : i + 32]]).items()
+        }
+        for i in range(0, len(vf), 32)
+    ]
     out["speed"] = compare_speed(teacher, student, batches)
     return out
 
 
 @torch.inference_mode()
-def compare_speed(teacher: nn.Module, student: nn.Module, batches: list[dict[str, torch.Tensor]],
-                  repeats: int = 5) -> dict[str, float]:
+def compare_speed(
+    teacher: nn.Module, student: nn.Module, batches: list[dict[str, torch.Tensor]], repeats: int = 5
+) -> dict[str, float]:
     """Median seconds per pass over ``batches`` for both models, interleaved so load changes hit both alike."""
     import statistics
 

@@ -79,14 +79,24 @@ class EmbeddingTrainingArguments(TrainingArguments):
     """What `bertkit train-embedder` and `train-reranker` add to the shared training arguments: the
     model to start from, the data, and their own defaults (a short fine-tune of a pre-trained model)."""
 
-    model: str = setting(metavar="DIR", group="data", same_on_resume=False,
-                         help="model folder to start from (its weights are part of the run's identity)")
+    model: str = setting(
+        metavar="DIR",
+        group="data",
+        same_on_resume=False,
+        help="model folder to start from (its weights are part of the run's identity)",
+    )
     train: str = setting(metavar="FILE", group="data", same_on_resume=False, help="training file (JSONL/CSV/TSV)")
-    validation: str | None = setting(None, metavar="FILE", group="data", same_on_resume=False,
-                                     help="a file like --train, evaluated at every evaluation")
+    validation: str | None = setting(
+        None,
+        metavar="FILE",
+        group="data",
+        same_on_resume=False,
+        help="a file like --train, evaluated at every evaluation",
+    )
     output: str = redefault(TrainingArguments, "output")  # required
-    max_length: int | None = setting(None, type=A.SEQ_LEN, group="data",
-                                     help="tokens per text (default: the folder's max_seq_length, else 256)")
+    max_length: int | None = setting(
+        None, type=A.SEQ_LEN, group="data", help="tokens per text (default: the folder's max_seq_length, else 256)"
+    )
     lr: float = redefault(TrainingArguments, "lr", 2e-5)
     warmup_ratio: float = redefault(TrainingArguments, "warmup_ratio", 0.1)
     seed: int = redefault(TrainingArguments, "seed", 0)
@@ -99,9 +109,12 @@ class EmbeddingTrainingArguments(TrainingArguments):
     def identity(self, **sections: Any) -> dict[str, Any]:
         """The run's identity on --resume: settings, the start model's weights and the data's content."""
         weights = [Path(self.model) / n for n in ("config.json", "model.safetensors", "pytorch_model.bin")]
-        return run_identity(self, model=file_fingerprint(*[f for f in weights if f.is_file()]),
-                            data=file_fingerprint(*[p for p in self.inputs().values() if p and Path(p).is_file()
-                                                    and p != self.model]), **sections)
+        return run_identity(
+            self,
+            model=file_fingerprint(*[f for f in weights if f.is_file()]),
+            data=file_fingerprint(*[p for p in self.inputs().values() if p and Path(p).is_file() and p != self.model]),
+            **sections,
+        )
 
     def trainer_args(self, run_name: str, evaluate: bool) -> TrainingArguments:
         """These settings as the Trainer reads them (evaluating each epoch unless --eval-every)."""
@@ -112,29 +125,56 @@ class EmbeddingTrainingArguments(TrainingArguments):
 class EmbedderArguments(EmbeddingTrainingArguments):
     """Every setting of `bertkit train-embedder`."""
 
-    train: str = setting(metavar="FILE", group="data", same_on_resume=False,
-                         help="JSONL/CSV/TSV: anchor,positive[,negative] rows; for --loss cosent "
-                              "sentence1,sentence2,score")
-    loss: str = setting("mnrl", choices=("mnrl", "cached-mnrl", "cosent", "triplet"), group="embedding",
-                        help="training loss")
+    train: str = setting(
+        metavar="FILE",
+        group="data",
+        same_on_resume=False,
+        help="JSONL/CSV/TSV: anchor,positive[,negative] rows; for --loss cosent sentence1,sentence2,score",
+    )
+    loss: str = setting(
+        "mnrl", choices=("mnrl", "cached-mnrl", "cosent", "triplet"), group="embedding", help="training loss"
+    )
     symmetric: bool = setting(False, group="embedding", help="MNRL: also rank anchors for each positive")
     scale: float = setting(20.0, type=A.positive_float, group="embedding", help="MNRL/CoSENT: cosine scale")
-    mini_batch_size: int = setting(32, type=A.positive_int, group="embedding",
-                                   help="cached-mnrl: rows per forward (memory), the loss still sees the whole batch")
-    matryoshka_dims: list[int] | None = setting(None, type=parse_dims, check=_check_dims, group="embedding",
-                                                metavar="DIMS", help="Matryoshka over these sizes, e.g. 384,256,128,64")
+    mini_batch_size: int = setting(
+        32,
+        type=A.positive_int,
+        group="embedding",
+        help="cached-mnrl: rows per forward (memory), the loss still sees the whole batch",
+    )
+    matryoshka_dims: list[int] | None = setting(
+        None,
+        type=parse_dims,
+        check=_check_dims,
+        group="embedding",
+        metavar="DIMS",
+        help="Matryoshka over these sizes, e.g. 384,256,128,64",
+    )
     hard_negatives: int = setting(0, type=A.nonnegative_int, group="embedding", help="mine K negatives per row")
-    mine_from: str | None = setting(None, metavar="CORPUS", group="embedding", same_on_resume=False,
-                                    help="corpus to mine from (.txt/.jsonl/.csv, as `bertkit index`), or an index "
-                                         "folder built with --model")
-    mining_margin: float = setting(0.05, type=A.nonnegative_float, group="embedding",
-                                   help="skip candidates scoring within this of the positive (probable false "
-                                        "negatives)")
-    score_range: tuple[float, float] = setting((0.0, 1.0), type=parse_score_range, check=_check_score_range,
-                                               group="embedding", metavar="LOW,HIGH",
-                                               help="cosent: the range of the scores")
-    pooling: str | None = setting(None, choices=("mean", "cls", "max"), group="embedding",
-                                  help="default: the folder's pooling, else mean")
+    mine_from: str | None = setting(
+        None,
+        metavar="CORPUS",
+        group="embedding",
+        same_on_resume=False,
+        help="corpus to mine from (.txt/.jsonl/.csv, as `bertkit index`), or an index folder built with --model",
+    )
+    mining_margin: float = setting(
+        0.05,
+        type=A.nonnegative_float,
+        group="embedding",
+        help="skip candidates scoring within this of the positive (probable false negatives)",
+    )
+    score_range: tuple[float, float] = setting(
+        (0.0, 1.0),
+        type=parse_score_range,
+        check=_check_score_range,
+        group="embedding",
+        metavar="LOW,HIGH",
+        help="cosent: the range of the scores",
+    )
+    pooling: str | None = setting(
+        None, choices=("mean", "cls", "max"), group="embedding", help="default: the folder's pooling, else mean"
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,13 +229,20 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
     if (Path(args.mine_from) / "meta.json").is_file():  # a search index: its vectors, if the model matches
         index = load_index(args.mine_from)
         if Path(index.meta["model"]).resolve() != Path(args.model).resolve():
-            raise ValueError(f"--mine-from {args.mine_from} was built with {index.meta['model']}, not --model "
-                             f"{args.model}; mine from its corpus file instead")
+            raise ValueError(
+                f"--mine-from {args.mine_from} was built with {index.meta['model']}, not --model "
+                f"{args.model}; mine from its corpus file instead"
+            )
         corpus, vectors = index.texts, index.vectors
     else:
         corpus = [t for _, t in read_corpus(args.mine_from)]
     mined, dropped = mine_hard_negatives(
-        encoder, rows, corpus, args.hard_negatives, args.mining_margin, progress=args.progress,
+        encoder,
+        rows,
+        corpus,
+        args.hard_negatives,
+        args.mining_margin,
+        progress=args.progress,
         corpus_vectors=vectors,
     )
     print(

@@ -21,8 +21,16 @@ from bertkit._args import redefault, setting
 from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
-__all__ = ["PRETRAIN_OUTPUTS", "RECIPES", "PretrainingArguments", "build_pretraining", "evaluate_pretraining",
-           "mlm_identity", "mlm_nsp_loss", "train_mlm"]
+__all__ = [
+    "PRETRAIN_OUTPUTS",
+    "RECIPES",
+    "PretrainingArguments",
+    "build_pretraining",
+    "evaluate_pretraining",
+    "mlm_identity",
+    "mlm_nsp_loss",
+    "train_mlm",
+]
 
 
 RECIPES = ("cpu-hour",)  # whole schedules chosen from a time budget (bertkit.training.recipes)
@@ -33,51 +41,96 @@ class PretrainingArguments(TrainingArguments):
     """Every setting of `bertkit pretrain`: the shared training arguments plus the MLM recipe's own."""
 
     output: str = redefault(TrainingArguments, "output")  # required
-    corpus: list[str] | None = setting(None, nargs="+", metavar="FILE", group="data", same_on_resume=False,
-                                       help="raw .txt / .jsonl files, prepared on the fly into a cache")
-    data: str | None = setting(None, metavar="DIR", group="data", same_on_resume=False,
-                               help="a folder written by `bertkit prepare-data`")
-    format: str = setting("prose", choices=("prose", "bert"), group="data",
-                          help="raw text layout (see `bertkit prepare-data --help`)")
-    cache_dir: str | None = setting(None, group="data", same_on_resume=False,
-                                    help="where --corpus is prepared (default: ~/.cache/bertkit/prepared/HASH)")
+    corpus: list[str] | None = setting(
+        None,
+        nargs="+",
+        metavar="FILE",
+        group="data",
+        same_on_resume=False,
+        help="raw .txt / .jsonl files, prepared on the fly into a cache",
+    )
+    data: str | None = setting(
+        None, metavar="DIR", group="data", same_on_resume=False, help="a folder written by `bertkit prepare-data`"
+    )
+    format: str = setting(
+        "prose", choices=("prose", "bert"), group="data", help="raw text layout (see `bertkit prepare-data --help`)"
+    )
+    cache_dir: str | None = setting(
+        None,
+        group="data",
+        same_on_resume=False,
+        help="where --corpus is prepared (default: ~/.cache/bertkit/prepared/HASH)",
+    )
     lower_case: bool = setting(True, group="data", help="keep the case of the text (a cased vocabulary)")
-    eval_fraction: float = setting(0.02, type=A.fraction_0_1_right_open, group="data",
-                                   help="fraction of tokens held out (whole documents) for evaluation")
-    eval_instances: int = setting(512, type=A.nonnegative_int, group="data", same_on_resume=False,
-                                  help="held-out instances per evaluation")
-    short_seq_prob: float = setting(0.1, type=A.fraction_0_1, group="data",
-                                    help="NSP: fraction of instances cut shorter than --seq-len")
+    eval_fraction: float = setting(
+        0.02,
+        type=A.fraction_0_1_right_open,
+        group="data",
+        help="fraction of tokens held out (whole documents) for evaluation",
+    )
+    eval_instances: int = setting(
+        512, type=A.nonnegative_int, group="data", same_on_resume=False, help="held-out instances per evaluation"
+    )
+    short_seq_prob: float = setting(
+        0.1, type=A.fraction_0_1, group="data", help="NSP: fraction of instances cut shorter than --seq-len"
+    )
     no_nsp: bool = setting(False, group="data", help="MLM only, full-length single segments")
-    whole_word_masking: bool = setting(False, group="data",
-                                       help="mask all pieces of a word together; with --corpus, Chinese words come "
-                                            "from jieba (pip install 'bertkit[zh]'); --data must be prepared with "
-                                            "--whole-word-masking")
-    mask_prob: float = setting(0.15, type=A.fraction_0_1_left_open, group="data", flag=("--mask-prob", "--mask-rate"),
-                               help="fraction of tokens masked")
+    whole_word_masking: bool = setting(
+        False,
+        group="data",
+        help="mask all pieces of a word together; with --corpus, Chinese words come "
+        "from jieba (pip install 'bertkit[zh]'); --data must be prepared with "
+        "--whole-word-masking",
+    )
+    mask_prob: float = setting(
+        0.15,
+        type=A.fraction_0_1_left_open,
+        group="data",
+        flag=("--mask-prob", "--mask-rate"),
+        help="fraction of tokens masked",
+    )
     # Not in the resume settings: a run of the default objective keeps the identity it was started with;
     # mlm_identity records the objective (and generator size) of the others.
-    objective: str = setting("mlm+nsp", choices=("mlm+nsp", "mlm", "electra"), group="data", same_on_resume=False,
-                             help="mlm+nsp: BERT (BertForPreTraining); mlm: masked LM on contiguous full-length "
-                                  "sequences, no NSP (BertForMaskedLM); electra: a generator masked LM and a "
-                                  "discriminator of replaced tokens (ElectraForPreTraining in OUTPUT, the "
-                                  "generator in OUTPUT/generator)")
-    generator_size: float = setting(0.25, type=A.fraction_0_1_left_open, group="model", same_on_resume=False,
-                                    help="electra: the generator's hidden size (and heads) as a fraction of the "
-                                         "discriminator's")
+    objective: str = setting(
+        "mlm+nsp",
+        choices=("mlm+nsp", "mlm", "electra"),
+        group="data",
+        same_on_resume=False,
+        help="mlm+nsp: BERT (BertForPreTraining); mlm: masked LM on contiguous full-length "
+        "sequences, no NSP (BertForMaskedLM); electra: a generator masked LM and a "
+        "discriminator of replaced tokens (ElectraForPreTraining in OUTPUT, the "
+        "generator in OUTPUT/generator)",
+    )
+    generator_size: float = setting(
+        0.25,
+        type=A.fraction_0_1_left_open,
+        group="model",
+        same_on_resume=False,
+        help="electra: the generator's hidden size (and heads) as a fraction of the discriminator's",
+    )
     vocab: str | None = setting(None, group="model", same_on_resume=False, help="vocab.txt for a new model")
-    model: str | None = setting(None, metavar="DIR", group="model", same_on_resume=False,
-                                help="continue pretraining from a saved model folder")
-    config: str = setting("mini", choices=("tiny", "mini", "small", "medium", "base", "large"), group="model",
-                          help="size of a new model")
-    dropout: float | None = setting(None, type=A.fraction_0_1_right_open, group="model",
-                                    help="hidden and attention dropout (default: the config's, 0.1)")
+    model: str | None = setting(
+        None, metavar="DIR", group="model", same_on_resume=False, help="continue pretraining from a saved model folder"
+    )
+    config: str = setting(
+        "mini", choices=("tiny", "mini", "small", "medium", "base", "large"), group="model", help="size of a new model"
+    )
+    dropout: float | None = setting(
+        None,
+        type=A.fraction_0_1_right_open,
+        group="model",
+        help="hidden and attention dropout (default: the config's, 0.1)",
+    )
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="tokens per training instance")
-    recipe: str | None = setting(None, choices=RECIPES, group=TRAINING_GROUP,
-                                 help="cpu-hour: choose the phases (seq 32 MLM, then seq 128 MLM + NSP), batch "
-                                      "sizes, lrs, warmups and steps from --max-minutes (default 60) and run them "
-                                      "as one job that --resume continues in the phase where it stopped; OUTPUT is "
-                                      "the final model")
+    recipe: str | None = setting(
+        None,
+        choices=RECIPES,
+        group=TRAINING_GROUP,
+        help="cpu-hour: choose the phases (seq 32 MLM, then seq 128 MLM + NSP), batch "
+        "sizes, lrs, warmups and steps from --max-minutes (default 60) and run them "
+        "as one job that --resume continues in the phase where it stopped; OUTPUT is "
+        "the final model",
+    )
     max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
     lr: float = redefault(TrainingArguments, "lr", 1e-4)
 
@@ -129,8 +182,9 @@ def mlm_nsp_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]
     return mlm_loss * weight + 0.0 * nsp_logits.sum(), {"mlm_loss": mlm_loss}
 
 
-def evaluate_pretraining(model: Any, dataset: Any, collate: Any, batch_size: int = 64,
-                         device: Any = None, amp_dtype: Any = None) -> dict[str, float]:
+def evaluate_pretraining(
+    model: Any, dataset: Any, collate: Any, batch_size: int = 64, device: Any = None, amp_dtype: Any = None
+) -> dict[str, float]:
     """Held-out MLM accuracy, MLM loss, perplexity and (when labelled) NSP accuracy."""
     import contextlib
 
@@ -183,8 +237,11 @@ def _instances(args: Any, corpus: Any, data_dir: Path) -> tuple[Any, Any]:
     else:
         train_inst = create_nsp_instances(corpus, train_docs, args.seq_len, args.short_seq_prob, seed=args.seed)
         # Held-out B segments come from held-out documents only.
-        eval_inst = create_nsp_instances(corpus, eval_docs, args.seq_len, args.short_seq_prob,
-                                         seed=args.seed + 1) if len(eval_docs) else np.zeros((0, 5), np.int64)
+        eval_inst = (
+            create_nsp_instances(corpus, eval_docs, args.seq_len, args.short_seq_prob, seed=args.seed + 1)
+            if len(eval_docs)
+            else np.zeros((0, 5), np.int64)
+        )
     if len(train_inst) == 0:
         raise ValueError(f"no training instances could be built from {data_dir}")
     if len(eval_inst) > args.eval_instances:
@@ -224,60 +281,95 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
     check_vocab_fits(tokenizer, config, str(args.model or vocab_path))
     if args.vocab and config.vocab_size != len(vocab):
         # A vocabulary given beside a model is not the model's own: its ids would mean other words.
-        raise ValueError(f"vocabulary {vocab_path} has {len(vocab)} tokens but the model's vocab_size "
-                         f"is {config.vocab_size}; they must match")
+        raise ValueError(
+            f"vocabulary {vocab_path} has {len(vocab)} tokens but the model's vocab_size "
+            f"is {config.vocab_size}; they must match"
+        )
     if args.seq_len > config.max_position_embeddings:
-        raise ValueError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
-                         f"({config.max_position_embeddings})")
+        raise ValueError(
+            f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
+        )
 
     if args.data:
         data_dir = Path(args.data)
     else:
-        data_dir = ensure_prepared(args.corpus, vocab_path, args.format, args.lower_case,
-                                   progress=args.progress, cache_dir=args.cache_dir,
-                                   word_boundaries=args.whole_word_masking)
+        data_dir = ensure_prepared(
+            args.corpus,
+            vocab_path,
+            args.format,
+            args.lower_case,
+            progress=args.progress,
+            cache_dir=args.cache_dir,
+            word_boundaries=args.whole_word_masking,
+        )
     corpus = ShardedCorpus(data_dir)
     word_starts = bool(args.whole_word_masking and corpus.has_word_starts)
     if args.whole_word_masking and not word_starts:
         import warnings
 
-        warnings.warn(f"{data_dir} was prepared without word boundaries: whole words are WordPiece ## "
-                      "groups only, so Chinese characters are masked one by one (prepare it with "
-                      "`bertkit prepare-data --whole-word-masking`)", stacklevel=2)
+        warnings.warn(
+            f"{data_dir} was prepared without word boundaries: whole words are WordPiece ## "
+            "groups only, so Chinese characters are masked one by one (prepare it with "
+            "`bertkit prepare-data --whole-word-masking`)",
+            stacklevel=2,
+        )
     if corpus.vocab_size != len(vocab):
-        raise ValueError(f"prepared data {data_dir} was tokenized with a {corpus.vocab_size}-token "
-                         f"vocabulary but {vocab_path} has {len(vocab)} tokens")
+        raise ValueError(
+            f"prepared data {data_dir} was tokenized with a {corpus.vocab_size}-token "
+            f"vocabulary but {vocab_path} has {len(vocab)} tokens"
+        )
     saved = corpus.meta.get("vocab_fingerprint")
     if saved and saved != vocab_fingerprint(vocab):
         # Same size, different tokens: every id would mean another word, silently.
-        raise ValueError(f"prepared data {data_dir} was tokenized with a different vocabulary than {vocab_path} "
-                         f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
-                         f"with this vocabulary")
+        raise ValueError(
+            f"prepared data {data_dir} was tokenized with a different vocabulary than {vocab_path} "
+            f"(both have {len(vocab)} tokens, but not the same ones); prepare the data again "
+            f"with this vocabulary"
+        )
     train_inst, eval_inst = _instances(args, corpus, data_dir)
     cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
     train_ds = PretrainingDataset(corpus, train_inst, cls_id, sep_id, seed=args.seed, word_starts=word_starts)
     eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919, word_starts=word_starts)
-    collate = MaskingCollator(vocab, mask_prob=args.mask_prob, whole_word_masking=args.whole_word_masking,
-                              seed=args.seed)
+    collate = MaskingCollator(
+        vocab, mask_prob=args.mask_prob, whole_word_masking=args.whole_word_masking, seed=args.seed
+    )
     from bertkit.training.trainer import set_seed
 
     set_seed(args.seed)  # the initial weights depend on --seed only
     if make_model is not None:
         model = make_model(config, tokenizer)
     else:
-        model = BertForPreTraining.from_pretrained(args.model, config=config) if args.model \
-            else BertForPreTraining(config)
-    return {"model": model, "config": config, "tokenizer": tokenizer, "vocab": vocab,
-            "train_dataset": train_ds, "eval_dataset": eval_ds, "collate": collate,
-            "corpus": corpus, "data_dir": data_dir}
+        model = (
+            BertForPreTraining.from_pretrained(args.model, config=config) if args.model else BertForPreTraining(config)
+        )
+    return {
+        "model": model,
+        "config": config,
+        "tokenizer": tokenizer,
+        "vocab": vocab,
+        "train_dataset": train_ds,
+        "eval_dataset": eval_ds,
+        "collate": collate,
+        "corpus": corpus,
+        "data_dir": data_dir,
+    }
 
 
 # What `bertkit pretrain` writes into its --output (an ELECTRA run adds its generator's folder).
 PRETRAIN_OUTPUTS = (*TRAINER_OUTPUTS, "generator")
 
-_MODEL_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-               "hidden_act", "max_position_embeddings", "type_vocab_size", "hidden_dropout_prob",
-               "attention_probs_dropout_prob")
+_MODEL_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+)
 
 
 def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
@@ -285,8 +377,13 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
     from bertkit.data.corpus import vocab_fingerprint
 
     config, corpus = parts["config"], parts["corpus"]
-    objective = {"nsp": not args.no_nsp, "whole_word_masking": bool(args.whole_word_masking),
-                 "mask_prob": args.mask_prob, "seq_len": args.seq_len, "short_seq_prob": args.short_seq_prob}
+    objective = {
+        "nsp": not args.no_nsp,
+        "whole_word_masking": bool(args.whole_word_masking),
+        "mask_prob": args.mask_prob,
+        "seq_len": args.seq_len,
+        "short_seq_prob": args.short_seq_prob,
+    }
     name = getattr(args, "objective", "mlm+nsp")
     if name != "mlm+nsp":  # runs of the default objective keep the identity they were started with
         objective["objective"] = name
@@ -295,8 +392,13 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
     return run_identity(
         args,
         model={k: getattr(config, k, None) for k in _MODEL_KEYS},
-        data={"vocab": vocab_fingerprint(parts["vocab"]), "tokens": int(corpus.num_tokens),
-              "documents": int(corpus.num_documents), "eval_fraction": args.eval_fraction, "seed": args.seed},
+        data={
+            "vocab": vocab_fingerprint(parts["vocab"]),
+            "tokens": int(corpus.num_tokens),
+            "documents": int(corpus.num_documents),
+            "eval_fraction": args.eval_fraction,
+            "seed": args.seed,
+        },
         objective=objective,
     )
 
@@ -325,13 +427,23 @@ def train_mlm(args: PretrainingArguments) -> Any:
             return {}
         return parts["evaluate"](model, eval_ds, collate, device=trainer.device, amp_dtype=trainer.amp_dtype)
 
-    trainer = Trainer(parts["model"], dataclasses.replace(args, run_name="pretrain"), parts["train_dataset"],
-                      collate_fn=collate, evaluate=evaluate, loss_fn=parts["loss_fn"], tokenizer=parts["tokenizer"])
+    trainer = Trainer(
+        parts["model"],
+        dataclasses.replace(args, run_name="pretrain"),
+        parts["train_dataset"],
+        collate_fn=collate,
+        evaluate=evaluate,
+        loss_fn=parts["loss_fn"],
+        tokenizer=parts["tokenizer"],
+    )
     if trainer.is_main:
         n_params = sum(p.numel() for p in parts["model"].parameters())
-        print(f"pretrain: {len(parts['train_dataset']):,} training / {len(eval_ds):,} held-out instances "
-              f"from {parts['data_dir']}; {n_params:,} parameters; precision {trainer.precision}; "
-              f"{trainer.world_size} process(es)", file=sys.stderr)
+        print(
+            f"pretrain: {len(parts['train_dataset']):,} training / {len(eval_ds):,} held-out instances "
+            f"from {parts['data_dir']}; {n_params:,} parameters; precision {trainer.precision}; "
+            f"{trainer.world_size} process(es)",
+            file=sys.stderr,
+        )
     try:
         result = within_claim(claim, trainer.train)
     finally:

@@ -81,12 +81,16 @@ def _check_model_folder(args: Any) -> None:
         return
     found = _folder_model_type(args.model)
     if args.objective == "electra" and found != "electra":
-        raise ValueError(f"--objective electra continues an ELECTRA model (model_type electra, the discriminator "
-                         f"folder of an earlier electra run); --model {args.model} is a {found!r} model. Start a new "
-                         f"ELECTRA model with --vocab, or pretrain this one with --objective mlm")
+        raise ValueError(
+            f"--objective electra continues an ELECTRA model (model_type electra, the discriminator "
+            f"folder of an earlier electra run); --model {args.model} is a {found!r} model. Start a new "
+            f"ELECTRA model with --vocab, or pretrain this one with --objective mlm"
+        )
     if args.objective != "electra" and found != "bert":
-        raise ValueError(f"--objective {args.objective} trains a BERT model; --model {args.model} is a {found!r} "
-                         f"model" + (" (use --objective electra)" if found == "electra" else ""))
+        raise ValueError(
+            f"--objective {args.objective} trains a BERT model; --model {args.model} is a {found!r} "
+            f"model" + (" (use --objective electra)" if found == "electra" else "")
+        )
 
 
 # ---------------------------------------------------------------------------------------- mlm
@@ -100,8 +104,9 @@ def mlm_loss(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dic
     return out.loss * _token_weight(batch["labels"]), {"mlm_loss": out.loss}
 
 
-def evaluate_mlm(model: nn.Module, dataset: Any, collate: Any, batch_size: int = 64, device: Any = None,
-                 amp_dtype: Any = None) -> dict[str, float]:
+def evaluate_mlm(
+    model: nn.Module, dataset: Any, collate: Any, batch_size: int = 64, device: Any = None, amp_dtype: Any = None
+) -> dict[str, float]:
     """Held-out MLM accuracy, loss and perplexity of a masked LM (BERT's or ELECTRA's generator)."""
     device = device or next(model.parameters()).device
     correct = total = 0
@@ -138,10 +143,14 @@ def generator_config(discriminator: Any, size: float) -> Any:
 
     d = discriminator
     hidden, heads = generator_shape(d.hidden_size, d.num_attention_heads, size)
-    fields = {f.name: getattr(d, f.name) for f in dataclasses.fields(ElectraConfig)
-              if f.name not in ("extra", "architectures", "id2label", "label2id", "num_labels")}
-    fields.update(hidden_size=hidden, num_attention_heads=heads,
-                  intermediate_size=max(1, round(d.intermediate_size * size)))
+    fields = {
+        f.name: getattr(d, f.name)
+        for f in dataclasses.fields(ElectraConfig)
+        if f.name not in ("extra", "architectures", "id2label", "label2id", "num_labels")
+    }
+    fields.update(
+        hidden_size=hidden, num_attention_heads=heads, intermediate_size=max(1, round(d.intermediate_size * size))
+    )
     return ElectraConfig(**fields)
 
 
@@ -154,7 +163,8 @@ def generator_shape(hidden_size: int, num_heads: int, size: float) -> tuple[int,
         raise ValueError(
             f"--generator-size {size:g} gives the generator {hidden:g} hidden units in {heads:g} attention heads "
             f"(discriminator: {hidden_size} in {num_heads} heads); it needs a whole number of heads of "
-            f"{hidden_size // num_heads} units: use one of {', '.join(f'{f:g}' for f in fits)}")
+            f"{hidden_size // num_heads} units: use one of {', '.join(f'{f:g}' for f in fits)}"
+        )
     return round(hidden), round(heads)
 
 
@@ -175,8 +185,10 @@ class ElectraPretrainingModel(nn.Module):
     def __init__(self, discriminator: nn.Module, generator: nn.Module, tokenizer: Any = None) -> None:
         super().__init__()
         if discriminator.config.embedding_size != generator.config.embedding_size:
-            raise ValueError(f"the generator's embedding_size ({generator.config.embedding_size}) must equal the "
-                             f"discriminator's ({discriminator.config.embedding_size}) to share the embeddings")
+            raise ValueError(
+                f"the generator's embedding_size ({generator.config.embedding_size}) must equal the "
+                f"discriminator's ({discriminator.config.embedding_size}) to share the embeddings"
+            )
         self.discriminator = discriminator
         self.generator = generator
         generator.electra.embeddings = discriminator.electra.embeddings
@@ -197,14 +209,21 @@ class ElectraPretrainingModel(nn.Module):
     ) -> ElectraPretrainingOutput:
         from bertkit.data.replaced_tokens import replace_with_samples
 
-        gen = self.generator(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                             labels=labels, sparse_mlm=True)
+        gen = self.generator(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels, sparse_mlm=True
+        )
         replaced, disc_labels = replace_with_samples(gen.logits.detach(), input_ids, labels, sampler)
-        disc = self.discriminator(replaced, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                                  labels=disc_labels)
-        return ElectraPretrainingOutput(loss=gen.loss + DISCRIMINATOR_WEIGHT * disc.loss, mlm_loss=gen.loss,
-                                        disc_loss=disc.loss, mlm_logits=gen.logits, disc_logits=disc.logits,
-                                        disc_labels=disc_labels)
+        disc = self.discriminator(
+            replaced, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=disc_labels
+        )
+        return ElectraPretrainingOutput(
+            loss=gen.loss + DISCRIMINATOR_WEIGHT * disc.loss,
+            mlm_loss=gen.loss,
+            disc_loss=disc.loss,
+            mlm_logits=gen.logits,
+            disc_logits=disc.logits,
+            disc_labels=disc_labels,
+        )
 
     def save_pretrained(self, save_directory: str | Path, tokenizer: Any = None, **kwargs: Any) -> Path:
         """The discriminator into ``save_directory``, the generator into ``save_directory/generator``."""
@@ -234,12 +253,24 @@ def electra_loss(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor,
         disc_acc = ((out.disc_logits > 0).long() == out.disc_labels)[real].float().mean()
         replaced = out.disc_labels[real].float().mean()
     loss = out.mlm_loss * _token_weight(labels) + DISCRIMINATOR_WEIGHT * out.disc_loss
-    return loss, {"mlm_loss": out.mlm_loss, "disc_loss": out.disc_loss, "mlm_accuracy": gen_acc,
-                  "disc_accuracy": disc_acc, "replaced_fraction": replaced}
+    return loss, {
+        "mlm_loss": out.mlm_loss,
+        "disc_loss": out.disc_loss,
+        "mlm_accuracy": gen_acc,
+        "disc_accuracy": disc_acc,
+        "replaced_fraction": replaced,
+    }
 
 
-def evaluate_electra(model: ElectraPretrainingModel, dataset: Any, collate: Any, batch_size: int = 64,
-                     device: Any = None, amp_dtype: Any = None, seed: int = 0) -> dict[str, float]:
+def evaluate_electra(
+    model: ElectraPretrainingModel,
+    dataset: Any,
+    collate: Any,
+    batch_size: int = 64,
+    device: Any = None,
+    amp_dtype: Any = None,
+    seed: int = 0,
+) -> dict[str, float]:
     """Held-out generator MLM accuracy and loss; discriminator loss, accuracy over real tokens,
     accuracy on the replaced tokens and AUC (replaced vs original). The sampling has its own seeded
     stream, so evaluating never moves the training's random state."""
@@ -265,10 +296,14 @@ def evaluate_electra(model: ElectraPretrainingModel, dataset: Any, collate: Any,
         targets.append(y.cpu())
     s, y = (torch.cat(scores), torch.cat(targets)) if scores else (torch.zeros(0), torch.zeros(0, dtype=torch.long))
     n, replaced = max(len(y), 1), y == 1
-    metrics = {"mlm_accuracy": correct / max(total, 1), "mlm_loss": mlm_sum / max(total, 1),
-               "disc_loss": disc_sum / n, "disc_accuracy": float(((s > 0).long() == y).float().sum()) / n,
-               "disc_replaced_accuracy": float((s[replaced] > 0).float().mean()) if bool(replaced.any()) else 0.0,
-               "replaced_fraction": float(replaced.float().sum()) / n}
+    metrics = {
+        "mlm_accuracy": correct / max(total, 1),
+        "mlm_loss": mlm_sum / max(total, 1),
+        "disc_loss": disc_sum / n,
+        "disc_accuracy": float(((s > 0).long() == y).float().sum()) / n,
+        "disc_replaced_accuracy": float((s[replaced] > 0).float().mean()) if bool(replaced.any()) else 0.0,
+        "replaced_fraction": float(replaced.float().sum()) / n,
+    }
     auc = roc_auc(s.numpy(), y.numpy()) if len(y) else float("nan")
     if not math.isnan(auc):
         metrics["disc_auc"] = auc
@@ -286,11 +321,16 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
             disc.config.hidden_dropout_prob = disc.config.attention_probs_dropout_prob = args.dropout
         check_vocab_fits(tokenizer, disc.config, str(args.model))
         if args.seq_len > disc.config.max_position_embeddings:
-            raise ValueError(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
-                             f"({disc.config.max_position_embeddings})")
+            raise ValueError(
+                f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
+                f"({disc.config.max_position_embeddings})"
+            )
     else:
-        fields = {k: v for k, v in config.to_dict().items() if k in ElectraConfig.field_names()
-                  and k not in ("model_type", "architectures")}
+        fields = {
+            k: v
+            for k, v in config.to_dict().items()
+            if k in ElectraConfig.field_names() and k not in ("model_type", "architectures")
+        }
         disc = ElectraForPreTraining(ElectraConfig(**fields, embedding_size=config.hidden_size))
     gen_cfg = generator_config(disc.config, args.generator_size)
     saved = Path(args.model, "generator") if args.model else None

@@ -23,8 +23,18 @@ __all__ = ["claim_training_output", "run_identity", "within_claim"]
 R = TypeVar("R")
 
 # What the Trainer itself writes into its output (see bertkit.training.checkpointing).
-TRAINER_OUTPUTS = ("checkpoints", "best", "metrics.jsonl", "metrics.png", "config.json", "model.safetensors",
-                   "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")
+TRAINER_OUTPUTS = (
+    "checkpoints",
+    "best",
+    "metrics.jsonl",
+    "metrics.png",
+    "config.json",
+    "model.safetensors",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+)
 
 
 def run_identity(args: TrainingArguments, **sections: Any) -> dict[str, Any]:
@@ -32,18 +42,32 @@ def run_identity(args: TrainingArguments, **sections: Any) -> dict[str, Any]:
     return {"settings": args.resume_settings(), **sections}
 
 
-def claim_training_output(args: TrainingArguments, command: str, identity: Mapping[str, Any],
-                          owned: Sequence[str] = TRAINER_OUTPUTS,
-                          inputs: Mapping[str, str | os.PathLike | None] | None = None,
-                          dry_run: bool = False, resume_needs: Sequence[str] = ("checkpoints",)) -> OutputClaim | None:
+def claim_training_output(
+    args: TrainingArguments,
+    command: str,
+    identity: Mapping[str, Any],
+    owned: Sequence[str] = TRAINER_OUTPUTS,
+    inputs: Mapping[str, str | os.PathLike | None] | None = None,
+    dry_run: bool = False,
+    resume_needs: Sequence[str] = ("checkpoints",),
+) -> OutputClaim | None:
     """Claim ``args.output`` for ``command`` (rank 0 only: other ranks return None and wait at the
     Trainer's first barrier). ``inputs`` (``{"--teacher": path}``) may not be the output or inside it.
     ``dry_run`` checks without changing anything (to fail before minutes of data preparation)."""
     check_not_input(args.output, inputs or {})
     if int(os.environ.get("RANK", "0")) != 0:
         return None
-    return claim_output_dir(args.output, command, overwrite=args.overwrite, resume=args.resume, run=dict(identity),
-                            owned=owned, can_resume=True, dry_run=dry_run, resume_needs=resume_needs)
+    return claim_output_dir(
+        args.output,
+        command,
+        overwrite=args.overwrite,
+        resume=args.resume,
+        run=dict(identity),
+        owned=owned,
+        can_resume=True,
+        dry_run=dry_run,
+        resume_needs=resume_needs,
+    )
 
 
 def within_claim(claim: OutputClaim | None, work: Callable[[], R]) -> R:

@@ -22,8 +22,18 @@ from bertkit.training.mlm import (
 )
 from bertkit.training.recipes import run_recipe
 
-__all__ = ["PRETRAIN_OUTPUTS", "RECIPES", "PretrainingArguments", "build_pretraining", "evaluate_pretraining",
-           "mlm_identity", "mlm_nsp_loss", "pretrain", "run_recipe", "train_mlm"]
+__all__ = [
+    "PRETRAIN_OUTPUTS",
+    "RECIPES",
+    "PretrainingArguments",
+    "build_pretraining",
+    "evaluate_pretraining",
+    "mlm_identity",
+    "mlm_nsp_loss",
+    "pretrain",
+    "run_recipe",
+    "train_mlm",
+]
 
 
 def pretrain(args: PretrainingArguments) -> Any:

@@ -45,8 +45,20 @@ from bertkit.training.mlm import PRETRAIN_OUTPUTS, RECIPES, build_pretraining, m
 __all__ = ["RECIPES", "Phase", "cpu_hour_phases", "run_recipe"]
 
 # The settings each phase fixes; giving one of them with --recipe is an error (they would be ignored).
-_RECIPE_FIELDS = ("seq_len", "batch_size", "lr", "warmup_steps", "warmup_ratio", "max_steps", "no_nsp",
-                  "eval_every", "save_every", "model", "schedule", "objective")
+_RECIPE_FIELDS = (
+    "seq_len",
+    "batch_size",
+    "lr",
+    "warmup_steps",
+    "warmup_ratio",
+    "max_steps",
+    "no_nsp",
+    "eval_every",
+    "save_every",
+    "model",
+    "schedule",
+    "objective",
+)
 
 
 @dataclass
@@ -70,12 +82,15 @@ def cpu_hour_phases(minutes: float) -> list[Phase]:
     if minutes <= 0:
         raise ValueError(f"the time budget must be positive, got {minutes} minutes")
     first = 0.6 * minutes
-    return [Phase("phase1", first, seq_len=32, batch_size=64, lr=1e-3, warmup_steps=300, nsp=False),
-            Phase("phase2", minutes - first, seq_len=128, batch_size=32, lr=5e-4, warmup_steps=100, nsp=True)]
+    return [
+        Phase("phase1", first, seq_len=32, batch_size=64, lr=1e-3, warmup_steps=300, nsp=False),
+        Phase("phase2", minutes - first, seq_len=128, batch_size=32, lr=5e-4, warmup_steps=100, nsp=True),
+    ]
 
 
-def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_steps: int = 4,
-                      max_seconds: float = 20.0) -> float:
+def _steps_per_minute(
+    parts: dict[str, Any], batch_size: int, precision: str, n_steps: int = 4, max_seconds: float = 20.0
+) -> float:
     """Optimizer steps per minute of this phase's shape, timed on a throwaway copy of the model
     (median of ``n_steps`` steps, fewer but at least two when they take over ``max_seconds``)."""
     import torch
@@ -104,12 +119,24 @@ def _steps_per_minute(parts: dict[str, Any], batch_size: int, precision: str, n_
 
 def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minutes: float) -> Any:
     fields = {
-        "seq_len": phase.seq_len, "batch_size": phase.batch_size, "lr": phase.lr,
-        "warmup_steps": min(phase.warmup_steps, max(1, phase.max_steps // 10)), "warmup_ratio": 0.0,
+        "seq_len": phase.seq_len,
+        "batch_size": phase.batch_size,
+        "lr": phase.lr,
+        "warmup_steps": min(phase.warmup_steps, max(1, phase.max_steps // 10)),
+        "warmup_ratio": 0.0,
         # The time budget ends the phase; the step cap only guards against a badly wrong estimate.
-        "max_steps": 10 * phase.max_steps, "max_minutes": minutes, "schedule": "time", "no_nsp": not phase.nsp,
-        "eval_every": phase.eval_every, "save_every": phase.save_every, "output": str(output), "resume": True,
-        "overwrite": False, "recipe": None, "model": model, "vocab": None if model else args.vocab,
+        "max_steps": 10 * phase.max_steps,
+        "max_minutes": minutes,
+        "schedule": "time",
+        "no_nsp": not phase.nsp,
+        "eval_every": phase.eval_every,
+        "save_every": phase.save_every,
+        "output": str(output),
+        "resume": True,
+        "overwrite": False,
+        "recipe": None,
+        "model": model,
+        "vocab": None if model else args.vocab,
         "dropout": 0.0 if args.dropout is None else args.dropout,
     }
     return dataclasses.replace(args, **fields)
@@ -119,17 +146,27 @@ def _plan(args: Any) -> dict[str, Any]:
     """Choose the phases' step counts from the measured throughput (the first start only)."""
     phases = cpu_hour_phases(args.max_minutes)
     for ph in phases:
-        parts = build_pretraining(dataclasses.replace(args, seq_len=ph.seq_len, no_nsp=not ph.nsp, model=None,
-                                                      eval_fraction=args.eval_fraction))
+        parts = build_pretraining(
+            dataclasses.replace(
+                args, seq_len=ph.seq_len, no_nsp=not ph.nsp, model=None, eval_fraction=args.eval_fraction
+            )
+        )
         rate = _steps_per_minute(parts, ph.batch_size, args.precision)
         ph.max_steps = max(10, int(rate * ph.minutes))
         ph.eval_every = max(1, ph.max_steps // 12)
         ph.save_every = max(1, int(rate * min(5.0, ph.minutes / 4)))  # a kill loses at most ~5 minutes
-        print(f"recipe cpu-hour: {ph.name}: seq {ph.seq_len}, batch {ph.batch_size}, lr {ph.lr:g}, "
-              f"{'MLM + NSP' if ph.nsp else 'MLM'}, {ph.minutes:.1f} min at {rate:.0f} steps/min measured "
-              f"-> about {ph.max_steps} steps", file=sys.stderr)
-    return {"recipe": "cpu-hour", "max_minutes": args.max_minutes,
-            "phases": [dataclasses.asdict(p) for p in phases], "done": {}}
+        print(
+            f"recipe cpu-hour: {ph.name}: seq {ph.seq_len}, batch {ph.batch_size}, lr {ph.lr:g}, "
+            f"{'MLM + NSP' if ph.nsp else 'MLM'}, {ph.minutes:.1f} min at {rate:.0f} steps/min measured "
+            f"-> about {ph.max_steps} steps",
+            file=sys.stderr,
+        )
+    return {
+        "recipe": "cpu-hour",
+        "max_minutes": args.max_minutes,
+        "phases": [dataclasses.asdict(p) for p in phases],
+        "done": {},
+    }
 
 
 def run_recipe(args: Any) -> Any:
@@ -150,11 +187,24 @@ def run_recipe(args: Any) -> Any:
         torch.set_num_threads(args.threads)
     out = Path(args.output)
     state_file = out / "recipe.json"
-    run = {"recipe": args.recipe, "max_minutes": args.max_minutes, "vocab": str(args.vocab),
-           "config": args.config, "whole_word_masking": bool(args.whole_word_masking), "seed": args.seed}
-    claim = claim_output_dir(out, "pretrain", overwrite=getattr(args, "overwrite", False), resume=args.resume,
-                             run=run, owned=("recipe.json", "phase*", *PRETRAIN_OUTPUTS), can_resume=True,
-                             resume_needs=("recipe.json",))
+    run = {
+        "recipe": args.recipe,
+        "max_minutes": args.max_minutes,
+        "vocab": str(args.vocab),
+        "config": args.config,
+        "whole_word_masking": bool(args.whole_word_masking),
+        "seed": args.seed,
+    }
+    claim = claim_output_dir(
+        out,
+        "pretrain",
+        overwrite=getattr(args, "overwrite", False),
+        resume=args.resume,
+        run=run,
+        owned=("recipe.json", "phase*", *PRETRAIN_OUTPUTS),
+        can_resume=True,
+        resume_needs=("recipe.json",),
+    )
     if claim.resumed and state_file.is_file():
         state = json.loads(state_file.read_text(encoding="utf-8"))
     else:
@@ -176,8 +226,10 @@ def run_recipe(args: Any) -> Any:
             continue
         # The last phase gets whatever the earlier ones left of the budget.
         minutes = ph.minutes if i < len(phases) - 1 else max(0.1, float(state["max_minutes"]) - used)
-        print(f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
-              file=sys.stderr)
+        print(
+            f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
+            file=sys.stderr,
+        )
         result = train_mlm(_phase_args(args, ph, folder, model_dir, minutes))
         spent = _train_minutes(folder)
         state["done"][ph.name] = spent

@@ -38,16 +38,33 @@ RERANKER_OUTPUTS = (*TRAINER_OUTPUTS, "eval_results.json")
 class RerankerArguments(EmbeddingTrainingArguments):
     """Every setting of `bertkit train-reranker`."""
 
-    model: str = setting(metavar="DIR", group="data", same_on_resume=False,
-                         help="model folder to start from (an encoder or a cross-encoder)")
-    train: str = setting(metavar="FILE", group="data", same_on_resume=False,
-                         help="JSONL/CSV/TSV rows: query, passage, label (0/1) or score")
-    validation: str | None = setting(None, metavar="FILE", group="data", same_on_resume=False,
-                                     help="a file like --train; MRR@10 and nDCG@10 per evaluation")
+    model: str = setting(
+        metavar="DIR",
+        group="data",
+        same_on_resume=False,
+        help="model folder to start from (an encoder or a cross-encoder)",
+    )
+    train: str = setting(
+        metavar="FILE",
+        group="data",
+        same_on_resume=False,
+        help="JSONL/CSV/TSV rows: query, passage, label (0/1) or score",
+    )
+    validation: str | None = setting(
+        None,
+        metavar="FILE",
+        group="data",
+        same_on_resume=False,
+        help="a file like --train; MRR@10 and nDCG@10 per evaluation",
+    )
     max_length: int | None = setting(None, type=A.SEQ_LEN, group="data", help="tokens per pair (default 512)")
     loss: str = setting("bce", choices=("bce", "listwise"), group="reranker", help="training loss")
-    group_size: int = setting(4, type=A.int_range(2), group="reranker",
-                              help="listwise: passages per group, the positive and its hard negatives")
+    group_size: int = setting(
+        4,
+        type=A.int_range(2),
+        group="reranker",
+        help="listwise: passages per group, the positive and its hard negatives",
+    )
 
 
 def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:

@@ -145,8 +145,7 @@ class TrainResult:
 class RandomBatchSampler:
     """Seeded batches of indices: a fresh permutation per epoch (or in order without shuffle)."""
 
-    def __init__(self, n: int, batch_size: int, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = True) -> None:
+    def __init__(self, n: int, batch_size: int, seed: int = 0, shuffle: bool = True, drop_last: bool = True) -> None:
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self.shuffle, self.drop_last, self.epoch = shuffle, drop_last, 0
 
@@ -160,7 +159,7 @@ class RandomBatchSampler:
             order = np.arange(self.n)
         stop = (self.n // self.batch_size) * self.batch_size if self.drop_last else self.n
         for i in range(0, stop, self.batch_size):
-            yield order[i:i + self.batch_size].tolist()
+            yield order[i : i + self.batch_size].tolist()
 
     def __len__(self) -> int:
         return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
@@ -189,8 +188,7 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]
             no_decay.append(p)
         else:
             decay.append(p)
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
@@ -200,6 +198,7 @@ def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
         if total <= warmup:
             return 1.0
         return max(0.0, (total - step) / max(1, total - warmup))
+
     return f
 
 
@@ -314,12 +313,22 @@ class Trainer:
         self.raw_model = model
         if self.distributed:
             self.model = nn.parallel.DistributedDataParallel(
-                model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=config.ddp_find_unused_parameters)
+                model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                find_unused_parameters=config.ddp_find_unused_parameters,
+            )
 
-        self.batch_sampler = batch_sampler if batch_sampler is not None else RandomBatchSampler(
-            len(train_dataset), config.batch_size, seed=config.seed, shuffle=config.shuffle,
-            drop_last=config.drop_last)
+        self.batch_sampler = (
+            batch_sampler
+            if batch_sampler is not None
+            else RandomBatchSampler(
+                len(train_dataset),
+                config.batch_size,
+                seed=config.seed,
+                shuffle=config.shuffle,
+                drop_last=config.drop_last,
+            )
+        )
 
         prec = _resolve_precision(config.precision, self.device)
         self.precision = prec
@@ -431,8 +440,9 @@ class Trainer:
                 "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                 "config": dataclasses.asdict(self.config),
             }
-            final = ckpt_io.write_checkpoint(self.output_dir, self.step, self._write_model, state, rng_states,
-                                             self.config.keep_last)
+            final = ckpt_io.write_checkpoint(
+                self.output_dir, self.step, self._write_model, state, rng_states, self.config.keep_last
+            )
         self._barrier()
         return final
 
@@ -440,8 +450,10 @@ class Trainer:
         """Restore model, optimizer, scheduler, scaler, RNG and data position from ``ckpt``."""
         state, rng = ckpt_io.read_checkpoint(ckpt, self.rank)
         if state.get("world_size", 1) != self.world_size:
-            raise ValueError(f"checkpoint {ckpt} was written with {state.get('world_size')} processes, "
-                             f"this run has {self.world_size}; resume with the same world size")
+            raise ValueError(
+                f"checkpoint {ckpt} was written with {state.get('world_size')} processes, "
+                f"this run has {self.world_size}; resume with the same world size"
+            )
         ckpt_io.load_model_weights(self.raw_model, ckpt)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -466,9 +478,11 @@ class Trainer:
             # checkpoints (and a later resume would load them): refuse instead.
             theirs = [p.name for p in (metrics, self.output_dir / "checkpoints") if p.exists()]
             if latest_checkpoint(self.output_dir) is not None or metrics.exists():
-                raise FileExistsError(f"{self.output_dir} holds another run ({', '.join(theirs)}); pass "
-                                      f"resume=True (--resume) to continue it, overwrite=True (--overwrite) to "
-                                      f"replace it, or use another output folder")
+                raise FileExistsError(
+                    f"{self.output_dir} holds another run ({', '.join(theirs)}); pass "
+                    f"resume=True (--resume) to continue it, overwrite=True (--overwrite) to "
+                    f"replace it, or use another output folder"
+                )
         if self.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             ckpt_io.remove_leftovers(self.output_dir)
@@ -484,18 +498,25 @@ class Trainer:
                 except Exception as e:  # any damage (truncated file, bad pickle): try the older one
                     if isinstance(e, ValueError) and "world size" in str(e):
                         raise
-                    print(f"resume: checkpoint {candidate} is damaged ({type(e).__name__}: {str(e)[:200]}); "
-                          f"falling back to the previous one", file=sys.stderr)
+                    print(
+                        f"resume: checkpoint {candidate} is damaged ({type(e).__name__}: {str(e)[:200]}); "
+                        f"falling back to the previous one",
+                        file=sys.stderr,
+                    )
                     continue
                 ckpt = candidate
                 break
         if ckpt is None and candidates:
-            raise ValueError(f"resume: none of the {len(candidates)} checkpoint(s) in "
-                             f"{self.output_dir / 'checkpoints'} could be loaded (see above); nothing was changed")
+            raise ValueError(
+                f"resume: none of the {len(candidates)} checkpoint(s) in "
+                f"{self.output_dir / 'checkpoints'} could be loaded (see above); nothing was changed"
+            )
         if ckpt is None:
             if cfg.resume and self.is_main:
-                print(f"resume: no complete checkpoint in {self.output_dir / 'checkpoints'}; starting fresh",
-                      file=sys.stderr)
+                print(
+                    f"resume: no complete checkpoint in {self.output_dir / 'checkpoints'}; starting fresh",
+                    file=sys.stderr,
+                )
             if self.is_main and metrics.exists():
                 metrics.unlink()
             return
@@ -518,16 +539,22 @@ class Trainer:
                 metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
             model.train(was_training)
             self.last_metrics = metrics
-            self._log({"step": self.step, "epoch": self.epoch, "train_seconds": round(elapsed, 3),
-                       **{f"eval_{k}": v for k, v in metrics.items()}})
+            self._log(
+                {
+                    "step": self.step,
+                    "epoch": self.epoch,
+                    "train_seconds": round(elapsed, 3),
+                    **{f"eval_{k}": v for k, v in metrics.items()},
+                }
+            )
             name = self.config.best_metric
             if name is not None:
                 if name not in metrics:
-                    raise ValueError(f"best_metric {name!r} is not among the evaluation metrics "
-                                     f"{sorted(metrics)}")
+                    raise ValueError(f"best_metric {name!r} is not among the evaluation metrics {sorted(metrics)}")
                 value = metrics[name]
                 better = self.best_metric is None or (
-                    value > self.best_metric if self.config.greater_is_better else value < self.best_metric)
+                    value > self.best_metric if self.config.greater_is_better else value < self.best_metric
+                )
                 if better:
                     self.best_metric, self.best_step, self.bad_evals = value, self.step, 0
                     self._save_best()
@@ -545,8 +572,9 @@ class Trainer:
         return metrics
 
     def _save_best(self) -> None:
-        ckpt_io.write_best(self.output_dir, self._write_model,
-                           {"step": self.step, self.config.best_metric: self.best_metric})
+        ckpt_io.write_best(
+            self.output_dir, self._write_model, {"step": self.step, self.config.best_metric: self.best_metric}
+        )
 
     # ------------------------------------------------------------------ training
     def _epoch_batches(self) -> list[list[int]]:
@@ -557,12 +585,16 @@ class Trainer:
         """(batch, ends_epoch) for this rank, forever, starting at the saved data position."""
         while True:
             batches = self._epoch_batches()
-            n_use = (len(batches) // (self.world_size * self.config.grad_accum_steps)) * \
-                self.world_size * self.config.grad_accum_steps
+            n_use = (
+                (len(batches) // (self.world_size * self.config.grad_accum_steps))
+                * self.world_size
+                * self.config.grad_accum_steps
+            )
             if n_use == 0:
                 raise ValueError(
                     f"the training data gives {len(batches)} batches, fewer than one optimizer step "
-                    f"needs ({self.world_size} processes x {self.config.grad_accum_steps} accumulation)")
+                    f"needs ({self.world_size} processes x {self.config.grad_accum_steps} accumulation)"
+                )
             start = self.batches_done_in_epoch
             for i in range(start + self.rank, n_use, self.world_size):
                 items = [self.dataset[j] for j in batches[i]]
@@ -590,12 +622,23 @@ class Trainer:
 
             if cfg.schedule == "time":  # the budget is time, so the bar counts training seconds
                 budget = round(60.0 * cfg.max_minutes)  # type: ignore[operator]
-                bar = tqdm(total=budget, initial=min(budget, round(self.train_seconds)), unit="s",
-                           desc=cfg.run_name or "train", dynamic_ncols=True, file=sys.stderr,
-                           bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}{postfix}]")
+                bar = tqdm(
+                    total=budget,
+                    initial=min(budget, round(self.train_seconds)),
+                    unit="s",
+                    desc=cfg.run_name or "train",
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}{postfix}]",
+                )
             else:
-                bar = tqdm(total=self.total_steps, initial=self.step, desc=cfg.run_name or "train",
-                           dynamic_ncols=True, file=sys.stderr)
+                bar = tqdm(
+                    total=self.total_steps,
+                    initial=self.step,
+                    desc=cfg.run_name or "train",
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                )
         stream = self._micro_batches()
         self._window: dict[str, Any] = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
         t_start = time.perf_counter()
@@ -605,14 +648,12 @@ class Trainer:
             while self.step < self.total_steps and not self._stop:
                 if cfg.max_minutes is not None and self._out_of_time():
                     if self.is_main:
-                        print(f"stopping at step {self.step}: max_minutes={cfg.max_minutes} "
-                              f"reached", file=sys.stderr)
+                        print(f"stopping at step {self.step}: max_minutes={cfg.max_minutes} reached", file=sys.stderr)
                     break
                 lr, epoch_ended = self._step(stream)
                 self._maybe_log(lr, bar)
                 if bar is not None:
-                    bar.update(1 if cfg.schedule == "steps" else
-                               max(0, min(bar.total, round(self._elapsed())) - bar.n))
+                    bar.update(1 if cfg.schedule == "steps" else max(0, min(bar.total, round(self._elapsed())) - bar.n))
                 self._maybe_eval_or_save(epoch_ended)
             if self.evaluate_fn is not None and self._last_eval_step != self.step and not self._stop:
                 self.run_evaluation()  # always end with an evaluation of the final weights
@@ -630,8 +671,9 @@ class Trainer:
             except Exception as e:  # a plot must never cost the trained model
                 warnings.warn(f"could not draw metrics.png: {e}", stacklevel=2)
         self._barrier()
-        return TrainResult(self.step, self.epoch, self.best_metric, self.best_step, self._stop,
-                           self.last_metrics, str(self.output_dir))
+        return TrainResult(
+            self.step, self.epoch, self.best_metric, self.best_step, self._stop, self.last_metrics, str(self.output_dir)
+        )
 
     def _step(self, stream: Iterator[tuple[Any, bool]]) -> tuple[float, bool]:
         """One optimizer step over ``grad_accum_steps`` micro-batches; returns (lr used, epoch ended)."""
@@ -655,7 +697,8 @@ class Trainer:
                         f"loss is {loss.item()} at step {self.step + 1} (epoch {self.epoch}); "
                         f"stopping without saving. Last good checkpoint: "
                         f"{latest_checkpoint(self.output_dir) or 'none'}. Lower --lr, raise "
-                        f"warmup, or check the data.")
+                        f"warmup, or check the data."
+                    )
                 scaled = loss.float() / accum
                 if self.scaler is not None:
                     self.scaler.scale(scaled).backward()
@@ -702,8 +745,13 @@ class Trainer:
         row["train_seconds"] = round(self._elapsed(), 3)
         self._log(row)
         if bar is not None:
-            bar.set_postfix(step=self.step, loss=f"{row['loss']:.4f}", lr=f"{lr:.2e}",
-                            tok_s=f"{row['tokens_per_sec']:.0f}", refresh=False)
+            bar.set_postfix(
+                step=self.step,
+                loss=f"{row['loss']:.4f}",
+                lr=f"{lr:.2e}",
+                tok_s=f"{row['tokens_per_sec']:.0f}",
+                refresh=False,
+            )
         self._window = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
 
     def _maybe_eval_or_save(self, epoch_ended: bool) -> None:
