@@ -184,6 +184,25 @@ def claim_output_dir(
         if create:
             claim.write_marker()
         return claim
+    return _claim_marked(
+        folder, command, run, marker, entries, mine, overwrite, resume and can_resume, create, dry_run, flag_hint
+    )
+
+
+def _claim_marked(
+    folder: Path,
+    command: str,
+    run: dict[str, Any],
+    marker: dict[str, Any],
+    entries: list[str],
+    mine: list[str],
+    overwrite: bool,
+    resume: bool,
+    create: bool,
+    dry_run: bool,
+    flag_hint: str,
+) -> OutputClaim:
+    """:func:`claim_output_dir` for a folder that holds a marked output: resume it, replace it, or refuse."""
     if marker["command"] != command:
         raise FileExistsError(
             f"--output {folder} holds the output of `bertkit {marker['command']}`, not of "
@@ -191,7 +210,7 @@ def claim_output_dir(
         )
     ours = set(marker.get("files") or mine) & set(entries)
     foreign = {n for n in entries if n not in ours}
-    if resume and can_resume:
+    if resume:
         # An empty ``run`` is a check made before the run's identity is known (e.g. a dry run).
         diffs = _differences(marker.get("run") or {}, run) if run else []
         if diffs:

@@ -413,6 +413,22 @@ def _write_shards(
     finally:
         if bar is not None:
             bar.close()
+    _write_meta(tmp, vocab_tokens, dtype, fmt, word_boundaries, shards, sources, replaced, first)
+
+
+def _write_meta(
+    tmp: Path,
+    vocab_tokens: Sequence[str],
+    dtype: np.dtype,
+    fmt: str,
+    word_boundaries: bool,
+    shards: list[dict[str, object]],
+    sources: list[dict[str, object]],
+    replaced: dict[str, int],
+    first: tuple[str, int, int] | None,
+) -> None:
+    """Say what was replaced on screen, then write the prepared folder's meta.json and vocab.txt."""
+    vocab_size = len(vocab_tokens)
     if replaced:
         # Kept (as U+FFFD) rather than fatal: a scraped corpus often holds a few stray bytes. But
         # the user must see it on screen, with where to look, not only in meta.json.

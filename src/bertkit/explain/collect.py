@@ -349,6 +349,19 @@ def _qa_span(
     }
 
 
+# The configuration the report shows beside the model.
+_CONFIG_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "hidden_act",
+    "layer_norm_eps",
+)
+
+
 @torch.no_grad()
 def collect(
     model: Any,
@@ -425,19 +438,7 @@ def collect(
     return Explanation(
         model_path=model_path,
         model_class=type(model).__name__,
-        config={
-            k: getattr(cfg, k, None)
-            for k in (
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "intermediate_size",
-                "vocab_size",
-                "max_position_embeddings",
-                "hidden_act",
-                "layer_norm_eps",
-            )
-        },
+        config={k: getattr(cfg, k, None) for k in _CONFIG_FIELDS},
         text=text,
         pair=pair,
         tokens=tokens,

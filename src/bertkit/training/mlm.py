@@ -250,26 +250,9 @@ def _instances(args: Any, corpus: Any, data_dir: Path) -> tuple[Any, Any]:
     return train_inst, eval_inst
 
 
-def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
-    """Model, tokenizer, datasets and collator from :class:`PretrainingArguments` (or a Namespace).
-
-    Returns a dict with model, config, tokenizer, vocab, train_dataset, eval_dataset, collate,
-    corpus and data_dir. ``make_model(config, tokenizer)`` builds another model than
-    ``BertForPreTraining`` (:mod:`bertkit.training.objectives`).
-    """
-
-    from bertkit.data import MaskingCollator, PretrainingDataset, ShardedCorpus, ensure_prepared
-    from bertkit.data.corpus import vocab_fingerprint
-    from bertkit.modeling import BertConfig, BertForPreTraining, check_vocab_fits
-    from bertkit.tokenization import load_tokenizer, load_vocab
-
-    if not args.vocab and not args.model:
-        raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
-    if bool(args.corpus) == bool(args.data):
-        raise ValueError("give exactly one of --corpus FILE... or --data DIR")
-    vocab_path = Path(args.vocab) if args.vocab else Path(args.model) / "vocab.txt"
-    vocab = list(load_vocab(vocab_path))
-    tokenizer = load_tokenizer(vocab_path, args.lower_case)
+def _pretraining_config(args: Any, vocab: list[str], vocab_path: Path, tokenizer: Any) -> Any:
+    """The model configuration (a preset, or the continued model's), checked against the vocabulary and --seq-len."""
+    from bertkit.modeling import BertConfig, check_vocab_fits
 
     if args.model:
         config = BertConfig.from_pretrained(args.model)
@@ -290,6 +273,31 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
             f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
         )
 
+    return config
+
+
+def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
+    """Model, tokenizer, datasets and collator from :class:`PretrainingArguments` (or a Namespace).
+
+    Returns a dict with model, config, tokenizer, vocab, train_dataset, eval_dataset, collate,
+    corpus and data_dir. ``make_model(config, tokenizer)`` builds another model than
+    ``BertForPreTraining`` (:mod:`bertkit.training.objectives`).
+    """
+
+    from bertkit.data import MaskingCollator, PretrainingDataset, ShardedCorpus, ensure_prepared
+    from bertkit.data.corpus import vocab_fingerprint
+    from bertkit.modeling import BertForPreTraining
+    from bertkit.tokenization import load_tokenizer, load_vocab
+
+    if not args.vocab and not args.model:
+        raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
+    if bool(args.corpus) == bool(args.data):
+        raise ValueError("give exactly one of --corpus FILE... or --data DIR")
+    vocab_path = Path(args.vocab) if args.vocab else Path(args.model) / "vocab.txt"
+    vocab = list(load_vocab(vocab_path))
+    tokenizer = load_tokenizer(vocab_path, args.lower_case)
+
+    config = _pretraining_config(args, vocab, vocab_path, tokenizer)
     if args.data:
         data_dir = Path(args.data)
     else:

@@ -285,26 +285,7 @@ class Trainer:
         self.save_model_fn = save_model
         self.output_dir = Path(config.output)
 
-        # Distributed set-up (torchrun exports WORLD_SIZE / RANK / LOCAL_RANK).
-        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        if config.device:
-            self.device = torch.device(config.device)
-        elif torch.cuda.is_available():
-            self.device = torch.device("cuda", self.local_rank if self.world_size > 1 else 0)
-        else:
-            self.device = torch.device("cpu")
-        self.distributed = self.world_size > 1
-        if self.distributed:
-            import torch.distributed as dist
-
-            if not dist.is_initialized():
-                backend = "nccl" if self.device.type == "cuda" else "gloo"
-                if self.device.type == "cuda":
-                    torch.cuda.set_device(self.device)
-                dist.init_process_group(backend=backend)
-        self.is_main = self.rank == 0
+        self._setup_distributed(config)
 
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -364,6 +345,28 @@ class Trainer:
         self.best_step: int | None = None
         self.bad_evals = 0
         self.last_metrics: dict[str, float] = {}
+
+    def _setup_distributed(self, config: TrainingArguments) -> None:
+        """The device and, under torchrun (WORLD_SIZE / RANK / LOCAL_RANK), the process group."""
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if config.device:
+            self.device = torch.device(config.device)
+        elif torch.cuda.is_available():
+            self.device = torch.device("cuda", self.local_rank if self.world_size > 1 else 0)
+        else:
+            self.device = torch.device("cpu")
+        self.distributed = self.world_size > 1
+        if self.distributed:
+            import torch.distributed as dist
+
+            if not dist.is_initialized():
+                backend = "nccl" if self.device.type == "cuda" else "gloo"
+                if self.device.type == "cuda":
+                    torch.cuda.set_device(self.device)
+                dist.init_process_group(backend=backend)
+        self.is_main = self.rank == 0
 
     # ------------------------------------------------------------------ helpers
     def _num_batches(self) -> int:
