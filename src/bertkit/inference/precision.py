@@ -101,7 +101,12 @@ def prepack_linears(model: nn.Module) -> int:
             continue
         try:
             packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), 64)
-        except RuntimeError:  # a oneDNN build without this layout: the plain GEMM stays
+            # One trial row: a CPU whose oneDNN has no kernel for this dtype (bf16 without AVX-512
+            # or AMX) fails here, at preparation, and keeps the plain GEMM instead of failing later.
+            bias = None if lin.bias is None else lin.bias.detach()
+            with torch.no_grad():
+                torch.ops.mkldnn._linear_pointwise(w.new_zeros(1, w.shape[1]), packed, bias, "none", [], "")
+        except RuntimeError:  # a oneDNN build without this layout or kernel: the plain GEMM stays
             continue
         object.__setattr__(lin, "forward", _packed_forward(lin, packed))
         n += 1
