@@ -1,15 +1,21 @@
 """Pretraining judged downstream: pretrain for N minutes, then fine-tune on polarity and BBC News.
 
     python benchmarks/pretrain_downstream.py --out runs/downstream [--minutes 60] [--seeds 5]
-        [--objective electra] [--corpus FILE ...] [--at 20,40,60] [--pretrain-args "--mask-rate 0.2"]
+        [--objective mlm|electra|mlm+nsp] [--corpus NAME|FILE ...] [--in-domain] [--at 20,40,60]
+        [--pretrain-args "--mask-rate 0.2"]
         [--max-train N] [--max-test N] [--skip minilm,tfidf] [--threads 2]
 
 One resumable job in ``--out``: run it again after a kill and it continues where it stopped.
 
-1. ``pretrain/``: `bertkit pretrain` (``--config mini``, the bert-base-uncased vocabulary, the time
-   schedule over ``--minutes``), resumed with ``--resume`` when a run is there. While it trains, the
-   checkpoint closest to each minute of ``--at`` is copied to ``at-Mmin/`` (the last one is the
-   final model), so one run gives quality per CPU-minute.
+1. ``pretrain/``: `bertkit pretrain --recipe cpu-hour` (``--config mini``, the bert-base-uncased
+   vocabulary, ``--max-minutes`` = ``--minutes``, ``--eval-data`` = both test splits, so a corpus
+   holding test text is refused), resumed with ``--resume`` when a run is there. The corpus is
+   Austen, Wikipedia and BBC News' training split by default; ``--in-domain`` adds the polarity
+   asset's 1,500 full reviews and the polarity training split's texts (no labels). Corpus names
+   that come from task files are written to ``corpus/`` as JSONL without any text of a test split
+   (BBC News repeats some articles in both splits). While it trains, the checkpoint closest to
+   each minute of ``--at`` is copied to ``at-Mmin/`` (the last one is the final model), so one run
+   gives quality per CPU-minute.
 2. Fine-tuning with bertkit's finetune API on the seeded 80/20 splits of the assets (the settings of
    ``benchmarks/finetune_results.py``, every layer trained), ``--seeds`` seeds each, for each
    ``at-Mmin`` model, a random initialisation of the same config, and MiniLM. One JSON per run
@@ -95,13 +101,16 @@ def _watch(out: Path, targets: list[float], proc: subprocess.Popen) -> None:
     seen: set[str] = set()
     while True:
         done = proc.poll() is not None
-        for ckpt in sorted((out / "pretrain" / "checkpoints").glob("step-*")):
-            if ckpt.name in seen or ckpt.name.endswith(".tmp"):
+        offsets = _phase_offsets(out / "pretrain")
+        for ckpt in sorted((out / "pretrain").glob("phase*/checkpoints/step-*")):
+            key = f"{ckpt.parent.parent.name}/{ckpt.name}"
+            if key in seen or ckpt.name.endswith(".tmp") or ckpt.parent.parent.name not in offsets:
                 continue
             s = _train_seconds(ckpt)
             if s is None:
                 continue
-            seen.add(ckpt.name)
+            s += offsets[ckpt.parent.parent.name]
+            seen.add(key)
             for t in best:  # within a quarter of the target, so that a short run does not fake an early one
                 if abs(s - 60 * t) < min(best[t], 15 * t):
                     _copy_model(ckpt, out / f"at-{t:g}min", s)
@@ -114,6 +123,21 @@ def _watch(out: Path, targets: list[float], proc: subprocess.Popen) -> None:
 def _seconds_of(folder: Path) -> float:
     f = folder / "train_seconds.json"
     return json.loads(f.read_text())["train_seconds"] if f.is_file() else float("inf")
+
+
+def _phase_offsets(run: Path) -> dict[str, float]:
+    """Seconds of training before each phase of the recipe run in ``run`` (finished phases only)."""
+    state = run / "recipe.json"
+    if not state.is_file():
+        return {"phase1": 0.0}
+    st = json.loads(state.read_text())
+    offsets, used = {}, 0.0
+    for ph in st["phases"]:
+        offsets[ph["name"]] = used
+        if ph["name"] not in st["done"]:
+            break
+        used += 60.0 * float(st["done"][ph["name"]])
+    return offsets
 
 
 def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
@@ -129,8 +153,13 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
         "-m",
         "bertkit",
         "pretrain",
+        "--recipe",
+        "cpu-hour",
         "--corpus",
-        *args.corpus,
+        *corpus_files(args, out),
+        "--eval-data",
+        str(asset_path("polarity-test")),
+        str(asset_path("bbcnews-test")),
         "--vocab",
         str(asset_path("vocab-uncased")),
         "--config",
@@ -139,22 +168,6 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
         args.objective,
         "--max-minutes",
         str(args.minutes),
-        "--schedule",
-        "time",
-        "--max-steps",
-        "1000000",
-        "--seq-len",
-        "128",
-        "--batch-size",
-        "32",
-        "--lr",
-        "5e-4",
-        "--warmup-steps",
-        "200",
-        "--save-every",
-        str(args.save_every),
-        "--eval-every",
-        str(args.save_every * 4),
         "--output",
         str(run),
         "--no-progress",
@@ -162,7 +175,7 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
     ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    if (run / "checkpoints").is_dir():
+    if (run / "recipe.json").is_file():
         cmd.append("--resume")
     _say(" ".join(cmd))
     env = dict(
@@ -180,8 +193,41 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
 
 
 def _final_seconds(run: Path) -> float:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return max((r.get("train_seconds", 0.0) for r in rows), default=0.0)
+    st = json.loads((run / "recipe.json").read_text())
+    return 60.0 * sum(float(m) for m in st["done"].values())
+
+
+# Corpus names besides files: the assets, and the polarity texts turned into JSONL documents.
+GENERAL = ("austen", "wiki", "bbcnews-train")
+IN_DOMAIN = ("polarity-reviews", "polarity-train")
+
+
+def corpus_files(args: argparse.Namespace, out: Path) -> list[str]:
+    """``--corpus`` as files: a name of GENERAL or IN_DOMAIN is written out (as JSONL documents,
+    without any text of the test splits), anything else is a file given as is."""
+    from bertkit.data.overlap import eval_texts
+    from bertkit.tasks.data import read_table
+
+    test = eval_texts([str(asset_path("polarity-test")), str(asset_path("bbcnews-test"))])
+    files = []
+    for name in args.corpus:
+        if name in ("austen", "wiki"):
+            files.append(str(asset_path(name)))
+            continue
+        if name not in ("bbcnews-train", *IN_DOMAIN):
+            files.append(name)
+            continue
+        dst = out / "corpus" / f"{name}.jsonl"
+        if not dst.is_file():
+            texts = [e.text for e in read_table(asset_path(name), require_label=False)]
+            kept = [t for t in texts if test.find(t) is None]  # BBC News repeats some articles across splits
+            _say(f"corpus {name}: {len(kept)} documents ({len(texts) - len(kept)} dropped: also in a test split)")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps({"text": t}) + "\n" for t in kept), encoding="utf-8")
+            os.replace(tmp, dst)
+        files.append(str(dst))
+    return files
 
 
 # ---------------------------------------------------------------------------------------- 2. fine-tuning
@@ -338,11 +384,18 @@ def main() -> int:
     ap.add_argument("--out", default="runs/downstream")
     ap.add_argument("--minutes", type=float, default=60.0, help="pretraining minutes")
     ap.add_argument("--seeds", type=int, default=5, help="fine-tuning seeds per model and task")
-    ap.add_argument("--objective", default="electra", choices=["mlm+nsp", "mlm", "electra"])
-    ap.add_argument("--corpus", nargs="+", default=None, help="default: Austen, Wikipedia, BBC News train")
+    ap.add_argument("--curve-seeds", type=int, default=None, help="seeds for the earlier --at checkpoints")
+    ap.add_argument("--tasks", default=",".join(TASKS), help=f"comma list of: {', '.join(TASKS)}")
+    ap.add_argument("--objective", default="mlm", choices=["mlm+nsp", "mlm", "electra"])
+    ap.add_argument(
+        "--corpus",
+        nargs="+",
+        default=list(GENERAL),
+        help=f"files or names: {', '.join(GENERAL + IN_DOMAIN)} (default: {' '.join(GENERAL)})",
+    )
+    ap.add_argument("--in-domain", action="store_true", help=f"add {' and '.join(IN_DOMAIN)} to --corpus")
     ap.add_argument("--at", default=None, help="minutes whose checkpoints are fine-tuned (default: thirds)")
     ap.add_argument("--pretrain-args", default="", help="more `bertkit pretrain` flags, e.g. '--mask-rate 0.2'")
-    ap.add_argument("--save-every", type=int, default=100, help="pretraining checkpoint interval in steps")
     ap.add_argument("--max-train", type=int, default=None, help="fine-tune on the first N training examples")
     ap.add_argument("--max-test", type=int, default=None, help="score the first N test examples")
     ap.add_argument("--skip", default="", help="comma list of: random, minilm, tfidf")
@@ -352,7 +405,8 @@ def main() -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    args.corpus = args.corpus or [str(asset_path("austen")), str(asset_path("wiki")), str(asset_path("bbcnews-train"))]
+    if args.in_domain:
+        args.corpus = [*args.corpus, *IN_DOMAIN]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     targets = [float(t) for t in args.at.split(",")] if args.at else [args.minutes * k / 3 for k in (1, 2, 3)]
@@ -366,9 +420,11 @@ def main() -> int:
     if "minilm" not in skip:
         models.append(Path(asset_path("minilm")))
     rows = []
+    early = {f"at-{t:g}min" for t in targets[:-1]}
     for model in models:
-        for task in TASKS:
-            for seed in range(args.seeds):
+        seeds = args.curve_seeds if args.curve_seeds is not None and model.name in early else args.seeds
+        for task in args.tasks.split(","):
+            for seed in range(seeds):
                 rows.append(
                     _cached(
                         out / "results" / f"{model.name}-{task}-seed{seed}.json",
@@ -381,7 +437,7 @@ def main() -> int:
                     )
                 )
     if "tfidf" not in skip:
-        for task in TASKS:
+        for task in args.tasks.split(","):
             rows.append(_cached(out / "results" / f"tfidf-logreg-{task}.json", tfidf_logreg, task, args, out))
     print(table(rows, [m.name for m in models] + ([] if "tfidf" in skip else ["tfidf-logreg"]), out, args))
     return 0

@@ -1,6 +1,7 @@
 """`bertkit pretrain --recipe cpu-hour`: the schedule from the time budget, one resumable job.
 
-* The schedule: seq 32 MLM first, then seq 128 MLM + NSP, 60/40 of the budget.
+* The schedule: seq 32 first, then seq 128, 60/40 of the budget, in the recipe's objective (MLM
+  without NSP) unless --objective names another; mlm+nsp adds NSP in phase 2 only.
 * With a budget of seconds, a run killed (SIGKILL) once phase 2 has a checkpoint resumes with
   --resume in phase 2, from that checkpoint: phase 1 is not run again, and the finished OUTPUT is
   the final model (it loads in transformers).
@@ -20,16 +21,19 @@ from pathlib import Path
 import pytest
 
 from bertkit.assets import asset_path
-from bertkit.training.recipes import cpu_hour_phases
+from bertkit.training.recipes import RECIPE_OBJECTIVE, cpu_hour_phases
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cpu_hour_schedule():
     p1, p2 = cpu_hour_phases(60)
-    assert (p1.seq_len, p1.batch_size, p1.lr, p1.nsp) == (32, 64, 1e-3, False)
-    assert (p2.seq_len, p2.batch_size, p2.lr, p2.nsp) == (128, 32, 5e-4, True)
+    assert (p1.seq_len, p1.batch_size, p1.lr, p1.nsp, p1.objective) == (32, 64, 1e-3, False, RECIPE_OBJECTIVE)
+    assert (p2.seq_len, p2.batch_size, p2.lr, p2.nsp, p2.objective) == (128, 32, 5e-4, False, RECIPE_OBJECTIVE)
     assert p1.minutes + p2.minutes == pytest.approx(60) and 30 <= p1.minutes <= 40
+    a, b = cpu_hour_phases(60, "mlm+nsp")
+    assert (a.nsp, b.nsp) == (False, True)
+    assert {p.objective for p in cpu_hour_phases(60, "electra")} == {"electra"}
     with pytest.raises(ValueError, match="positive"):
         cpu_hour_phases(0)
 
@@ -80,7 +84,7 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     import torch
     import transformers
 
-    from bertkit.modeling import BertForPreTraining
+    from bertkit.modeling import BertForMaskedLM
 
     env = {**os.environ, "BERTKIT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "run"
@@ -99,7 +103,7 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     assert not (out / "model.safetensors").exists()
     phase1_metrics = (out / "phase1" / "metrics.jsonl").read_bytes()
     p1, p2 = state["phases"]
-    assert (p1["seq_len"], p1["nsp"], p2["seq_len"], p2["nsp"]) == (32, False, 128, True)
+    assert (p1["seq_len"], p2["seq_len"], p1["objective"], p2["objective"]) == (32, 128, "mlm", "mlm")
 
     again = subprocess.run(_cmd(corpus, out), env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert again.returncode != 0 and "--resume" in again.stderr  # a started run is never restarted silently
@@ -114,14 +118,37 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     assert sum(state["done"].values()) <= 0.5 + 0.3  # the budget holds (phase 2 stops on time)
     rows = [json.loads(l) for l in (out / "phase2" / "metrics.jsonl").read_text().splitlines()]
     evals = [x for x in rows if "eval_mlm_accuracy" in x]
-    assert evals and "eval_nsp_accuracy" in evals[-1]  # phase 2 is MLM + NSP at seq 128
+    assert evals and "eval_nsp_accuracy" not in evals[-1]  # phase 2 is MLM alone at seq 128
 
     tok = transformers.BertTokenizerFast(str(out / "vocab.txt"))
     enc = tok(["the [MASK] of the house"], return_tensors="pt")
     with torch.no_grad():
-        a = BertForPreTraining.from_pretrained(out).eval()(**enc).prediction_logits
-        b = transformers.BertForPreTraining.from_pretrained(out).eval()(**enc).prediction_logits
+        a = BertForMaskedLM.from_pretrained(out).eval()(**enc).logits
+        b = transformers.BertForMaskedLM.from_pretrained(out).eval()(**enc).logits
     torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_electra_recipe_leaves_discriminator_and_generator(tmp_path, corpus):
+    import torch
+    import transformers
+
+    env = {**os.environ, "BERTKIT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "run"
+    cmd = _cmd(corpus, out, "--objective", "electra")
+    cmd[cmd.index("--max-minutes") + 1] = "0.25"
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    state = json.loads((out / "recipe.json").read_text())
+    assert [p["objective"] for p in state["phases"]] == ["electra", "electra"]
+    rows = [json.loads(l) for l in (out / "phase2" / "metrics.jsonl").read_text().splitlines()]
+    assert any("eval_disc_auc" in x or "eval_discriminator_auc" in x for x in rows), rows[-1]
+    tok = transformers.BertTokenizerFast(str(out / "vocab.txt"))
+    enc = tok(["the [MASK] of the house"], return_tensors="pt")
+    with torch.no_grad():
+        d = transformers.ElectraForPreTraining.from_pretrained(out).eval()(**enc).logits
+        g = transformers.ElectraForMaskedLM.from_pretrained(out / "generator").eval()(**enc).logits
+    assert d.shape == enc["input_ids"].shape and g.shape[-1] == tok.vocab_size
 
 
 def test_recipe_refuses_settings_it_chooses(tmp_path, corpus):

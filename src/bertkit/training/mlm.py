@@ -49,6 +49,15 @@ class PretrainingArguments(TrainingArguments):
         same_on_resume=False,
         help="raw .txt / .jsonl files, prepared on the fly into a cache",
     )
+    eval_data: list[str] | None = setting(
+        None,
+        nargs="+",
+        metavar="FILE",
+        group="data",
+        same_on_resume=False,
+        help="task files (CSV/TSV/JSONL with a text column) the model will be evaluated on: a "
+        "--corpus line holding one of their texts is refused",
+    )
     data: str | None = setting(
         None, metavar="DIR", group="data", same_on_resume=False, help="a folder written by `bertkit prepare-data`"
     )
@@ -293,6 +302,10 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
         raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
     if bool(args.corpus) == bool(args.data):
         raise ValueError("give exactly one of --corpus FILE... or --data DIR")
+    if args.corpus and getattr(args, "eval_data", None):
+        from bertkit.data.overlap import check_corpus_overlap
+
+        check_corpus_overlap(args.corpus, args.eval_data)
     vocab_path = Path(args.vocab) if args.vocab else Path(args.model) / "vocab.txt"
     vocab = list(load_vocab(vocab_path))
     tokenizer = load_tokenizer(vocab_path, args.lower_case)

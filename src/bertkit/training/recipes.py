@@ -3,13 +3,17 @@
 ``cpu-hour`` (`bertkit pretrain --recipe cpu-hour --max-minutes 60`) is the two-phase schedule
 that gets a small BERT off the "unigram plateau" on a CPU:
 
-1. MLM only on 32-token sequences, batch 64, lr 1e-3. A post-LN BERT trained from scratch first
+1. The objective on 32-token sequences, batch 64, lr 1e-3. A post-LN BERT trained from scratch first
    predicts frequent tokens whatever the context, and only leaves that plateau once its attention
    has learned to find neighbouring positions; under the initial uniform attention a neighbour
    gets 1/N of the weight, so short sequences leave the plateau within minutes where 128-token
    ones did not within an hour.
-2. MLM + NSP on 128-token sequences, batch 32, lr 5e-4, as BERT's own second phase, so that
-   positions 32-127 and the NSP head are trained too.
+2. The objective on 128-token sequences, batch 32, lr 5e-4, as BERT's own second phase, so that
+   positions 32-127 are trained too.
+
+The objective is ``--objective`` when it names ``mlm`` or ``electra``, otherwise the recipe's own,
+:data:`RECIPE_OBJECTIVE` (the one the measured runs of ``docs/pretraining.md`` chose). With
+``mlm+nsp`` phase 1 is MLM alone on single segments and phase 2 adds NSP, as before NSP was dropped.
 
 Phase 1 gets 60% of the budget and phase 2 the rest (phase 2 climbs fast from phase 1's weights:
 32% held-out MLM accuracy after 8.6 minutes in the measured run). Each phase's learning rate
@@ -40,9 +44,12 @@ from typing import Any
 
 from bertkit._io import atomic_write_bytes, atomic_write_json
 from bertkit._outputs import claim_output_dir
-from bertkit.training.mlm import PRETRAIN_OUTPUTS, RECIPES, build_pretraining, mlm_nsp_loss, train_mlm
+from bertkit.training.mlm import PRETRAIN_OUTPUTS, RECIPES, train_mlm
 
-__all__ = ["RECIPES", "Phase", "cpu_hour_phases", "run_recipe"]
+__all__ = ["RECIPES", "RECIPE_OBJECTIVE", "Phase", "cpu_hour_phases", "run_recipe"]
+
+# The objective --recipe cpu-hour trains when --objective is left at the plain command's default.
+RECIPE_OBJECTIVE = "mlm"
 
 # The settings each phase fixes; giving one of them with --recipe is an error (they would be ignored).
 _RECIPE_FIELDS = (
@@ -57,7 +64,6 @@ _RECIPE_FIELDS = (
     "save_every",
     "model",
     "schedule",
-    "objective",
 )
 
 
@@ -72,25 +78,33 @@ class Phase:
     lr: float
     warmup_steps: int
     nsp: bool
+    objective: str = "mlm+nsp"
     max_steps: int = 0  # the steps the budget allows at the throughput measured before training
     eval_every: int = 0
     save_every: int = 0
 
 
-def cpu_hour_phases(minutes: float) -> list[Phase]:
-    """The cpu-hour schedule for a budget of ``minutes`` of training (step counts not yet set)."""
+def cpu_hour_phases(minutes: float, objective: str = RECIPE_OBJECTIVE) -> list[Phase]:
+    """The cpu-hour schedule of ``objective`` for a budget of ``minutes`` of training (step counts
+    not yet set)."""
     if minutes <= 0:
         raise ValueError(f"the time budget must be positive, got {minutes} minutes")
     first = 0.6 * minutes
+    nsp = objective == "mlm+nsp"
     return [
-        Phase("phase1", first, seq_len=32, batch_size=64, lr=1e-3, warmup_steps=300, nsp=False),
-        Phase("phase2", minutes - first, seq_len=128, batch_size=32, lr=5e-4, warmup_steps=100, nsp=True),
+        Phase("phase1", first, seq_len=32, batch_size=64, lr=1e-3, warmup_steps=300, nsp=False, objective=objective),
+        Phase("phase2", minutes - first, 128, 32, lr=5e-4, warmup_steps=100, nsp=nsp, objective=objective),
     ]
+
+
+def recipe_objective(args: Any) -> str:
+    """The objective a recipe trains: ``--objective`` when it is not the plain command's default."""
+    return args.objective if args.objective != "mlm+nsp" else RECIPE_OBJECTIVE
 
 
 def _steps_per_minute(
     parts: dict[str, Any], batch_size: int, precision: str, n_steps: int = 4, max_seconds: float = 20.0
-) -> float:
+) -> float:  # parts: build_objective's
     """Optimizer steps per minute of this phase's shape, timed on a throwaway copy of the model
     (median of ``n_steps`` steps, fewer but at least two when they take over ``max_seconds``)."""
     import torch
@@ -105,7 +119,7 @@ def _steps_per_minute(
         t0 = time.perf_counter()
         batch = collate([ds[i] for i in idx])
         with amp if amp is not None else torch.autocast("cpu", enabled=False):
-            loss, _ = mlm_nsp_loss(model, batch)
+            loss, _ = parts["loss_fn"](model, batch)
         loss.float().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -115,6 +129,10 @@ def _steps_per_minute(
                 break
     times.sort()
     return 60.0 / times[len(times) // 2]
+
+
+def _objective_name(ph: Phase) -> str:
+    return ("MLM + NSP" if ph.nsp else "MLM") if ph.objective in ("mlm", "mlm+nsp") else ph.objective.upper()
 
 
 def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minutes: float) -> Any:
@@ -129,6 +147,7 @@ def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minute
         "max_minutes": minutes,
         "schedule": "time",
         "no_nsp": not phase.nsp,
+        "objective": phase.objective,
         "eval_every": phase.eval_every,
         "save_every": phase.save_every,
         "output": str(output),
@@ -144,12 +163,12 @@ def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minute
 
 def _plan(args: Any) -> dict[str, Any]:
     """Choose the phases' step counts from the measured throughput (the first start only)."""
-    phases = cpu_hour_phases(args.max_minutes)
+    from bertkit.training.objectives import build_objective
+
+    phases = cpu_hour_phases(args.max_minutes, recipe_objective(args))
     for ph in phases:
-        parts = build_pretraining(
-            dataclasses.replace(
-                args, seq_len=ph.seq_len, no_nsp=not ph.nsp, model=None, eval_fraction=args.eval_fraction
-            )
+        parts = build_objective(
+            dataclasses.replace(args, seq_len=ph.seq_len, no_nsp=not ph.nsp, objective=ph.objective, model=None)
         )
         rate = _steps_per_minute(parts, ph.batch_size, args.precision)
         ph.max_steps = max(10, int(rate * ph.minutes))
@@ -157,7 +176,7 @@ def _plan(args: Any) -> dict[str, Any]:
         ph.save_every = max(1, int(rate * min(5.0, ph.minutes / 4)))  # a kill loses at most ~5 minutes
         print(
             f"recipe cpu-hour: {ph.name}: seq {ph.seq_len}, batch {ph.batch_size}, lr {ph.lr:g}, "
-            f"{'MLM + NSP' if ph.nsp else 'MLM'}, {ph.minutes:.1f} min at {rate:.0f} steps/min measured "
+            f"{_objective_name(ph)}, {ph.minutes:.1f} min at {rate:.0f} steps/min measured "
             f"-> about {ph.max_steps} steps",
             file=sys.stderr,
         )
@@ -194,6 +213,8 @@ def run_recipe(args: Any) -> Any:
         "config": args.config,
         "whole_word_masking": bool(args.whole_word_masking),
         "seed": args.seed,
+        "objective": recipe_objective(args),
+        "mask_prob": args.mask_prob,
     }
     claim = claim_output_dir(
         out,
@@ -236,11 +257,16 @@ def run_recipe(args: Any) -> Any:
         atomic_write_json(state_file, state)
         used += spent
         model_dir = str(folder)
-    # OUTPUT itself becomes the final model: the last phase's model files, each written atomically.
+    # OUTPUT itself becomes the final model: the last phase's model files (and an ELECTRA run's
+    # generator folder), each written atomically.
     for name in PRETRAIN_OUTPUTS:
         src = Path(model_dir) / name  # type: ignore[arg-type]
         if src.is_file() and not name.startswith("metrics"):
             atomic_write_bytes(out / name, src.read_bytes())
+        elif src.is_dir():
+            for f in sorted(src.iterdir()):
+                if f.is_file():
+                    atomic_write_bytes(out / name / f.name, f.read_bytes())
     claim.finish()
     return result
 
