@@ -1,8 +1,9 @@
 """The prepared inference path's fused feed-forward: the up-projection and its GELU in one oneDNN call.
 
 Every family is checked against transformers on the same weights (MiniLM's real checkpoint, random
-DistilBERT and ELECTRA saved by transformers) and real polarity sentences: fp32 stays within 1e-5 of
-the reference, bf16 keeps the cosine of fp32's outputs.
+DistilBERT, ELECTRA and GPT-2 saved by transformers) and real polarity sentences: fp32 stays within
+1e-5 of the reference, bf16 keeps the cosine of fp32's outputs, GPT-2's greedy tokens are the same,
+and its transposed Conv1D weights keep transformers' layout in state_dict() and saves.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from bertkit.assets import asset_path
 from bertkit.modeling import BertModel
 from bertkit.modeling.distilbert import DistilBertModel
 from bertkit.modeling.electra import ElectraModel
+from bertkit.modeling.gpt2 import Conv1D, GPT2LMHeadModel
 from bertkit.tokenization import BertTokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -174,3 +176,77 @@ def test_a_prepared_model_still_trains_as_it_is(batch):
     torch.testing.assert_close(out, want, atol=1e-5, rtol=0)
     out.sum().backward()
     assert model.encoder.layer[0].intermediate.dense.weight.grad.abs().sum() > 0
+
+
+# ---------------------------------------------------------------------------------------- GPT-2
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    """A random GPT-2 (MiniLM's vocabulary, tanh GELU) saved by transformers, and left-padded real text."""
+    folder = tmp_path_factory.mktemp("gpt2")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(
+        n_layer=2,
+        n_embd=64,
+        n_head=4,
+        vocab_size=30522,
+        n_positions=128,
+        initializer_range=0.1,
+        pad_token_id=0,
+        bos_token_id=101,
+        eos_token_id=102,
+    )
+    ref = transformers.GPT2LMHeadModel(cfg).eval()
+    ref.save_pretrained(folder)
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    enc = tok(_polarity(3), truncation=True, max_length=24)
+    width = max(len(ids) for ids in enc["input_ids"])
+    ids = torch.zeros(3, width, dtype=torch.long)
+    mask = torch.zeros(3, width, dtype=torch.long)
+    for i, row in enumerate(enc["input_ids"]):
+        ids[i, width - len(row) :] = torch.tensor(row)
+        mask[i, width - len(row) :] = 1
+    return ref, folder, {"input_ids": ids, "attention_mask": mask}
+
+
+def test_gpt2_prepared_runs_every_conv1d_on_onednn_and_generates_the_same_tokens(gpt2):
+    ref, folder, kw = gpt2
+    plain = GPT2LMHeadModel.from_pretrained(folder)
+    ours = GPT2LMHeadModel.from_pretrained(folder, dtype="fp32")
+    convs = [m for m in ours.modules() if isinstance(m, Conv1D)]
+    if fused_gelu_missing(torch.float32) is None:
+        assert len(convs) == 8 and all("forward" in m.__dict__ for m in convs)  # every projection prepared
+        assert fused_count(ours) == 2 and all(ours.transformer.h[i].mlp.c_fc._inference_gelu == "tanh" for i in (0, 1))
+    real = kw["attention_mask"].bool()
+    with torch.inference_mode():
+        got, want = ours(**kw).logits, ref(**kw).logits
+    torch.testing.assert_close(got[real], want[real], atol=1e-4, rtol=1e-5)  # logits of size ~10
+    expected = ref.generate(**kw, max_new_tokens=24, do_sample=False)
+    assert torch.equal(ours.generate(**kw, max_new_tokens=24), expected)
+    assert torch.equal(plain.generate(**kw, max_new_tokens=24), expected)
+
+
+def test_gpt2_prepared_bf16_logits_keep_the_fp32_direction(gpt2):
+    ref, folder, kw = gpt2
+    ours = GPT2LMHeadModel.from_pretrained(folder, dtype="bf16")
+    real = kw["attention_mask"].bool()
+    with torch.inference_mode():
+        got, want = ours(**kw).logits.float()[real], ref(**kw).logits[real]
+    assert float(torch.nn.functional.cosine_similarity(got, want).min()) >= TOKEN_COS
+
+
+def test_gpt2_prepared_state_dict_and_save_keep_transformers_layout(gpt2, tmp_path):
+    """Preparing replaces forwards only: the Conv1D parameters stay (in, out), so a prepared model's
+    state_dict() and save_pretrained() are transformers' checkpoint, tensor for tensor."""
+    ref, folder, kw = gpt2
+    ours = GPT2LMHeadModel.from_pretrained(folder, dtype="fp32")
+    sd, ref_sd = ours.state_dict(), ref.state_dict()
+    assert set(sd) == set(ref_sd)
+    for k, v in ref_sd.items():
+        assert torch.equal(sd[k], v), k
+    assert sd["transformer.h.0.attn.c_attn.weight"].shape == (64, 192)  # (in, out)
+    ours.save_pretrained(tmp_path)
+    back = transformers.GPT2LMHeadModel.from_pretrained(str(tmp_path)).eval()
+    with torch.inference_mode():
+        torch.testing.assert_close(back(**kw).logits, ref(**kw).logits, atol=0, rtol=0)

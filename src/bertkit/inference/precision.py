@@ -9,9 +9,10 @@
   (:mod:`bertkit.inference.int8`); embeddings and LayerNorm keep float32;
 - every BERT self-attention gets its query/key/value weights concatenated once, so inference runs one
   GEMM without re-building the (3H, H) matrix on every call (training ignores the cache);
-- every float Linear on the CPU runs oneDNN's linear on a weight reordered once into its blocked
-  layout (:func:`prepack_linears`): measured 2.4x faster than the default fp32 GEMM and up to 1.3x
-  for bf16 on MiniLM's shapes, and with AMX it is oneDNN that drives the tiles;
+- every float Linear on the CPU (GPT-2's transposed ``Conv1D`` included) runs oneDNN's linear on a
+  weight reordered once into its blocked layout (:func:`prepack_linears`): measured 2.4x faster than
+  the default fp32 GEMM and up to 1.3x for bf16 on MiniLM's shapes, and with AMX it is oneDNN that
+  drives the tiles;
 - a feed-forward up-projection followed by an erf or tanh GELU (the parent names the pair in
   ``fused_act_names``) computes bias and GELU as oneDNN's post-op of the same call, so the (B, N, I)
   activation is written once instead of read back for a separate GELU.
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from bertkit.modeling.gpt2 import Conv1D
 from bertkit.modeling.layers import NewGELU
 
 from .cpu import cpu_flags, has_fast_bf16
@@ -148,14 +150,17 @@ def _fused_forwards(linear: nn.Module, act: nn.Module, packed: torch.Tensor, bia
 
 
 def _projections(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
-    """Every float32/bf16 CPU projection of ``model`` with its weight: each ``nn.Linear`` and the fused
-    attention projections."""
+    """Every float32/bf16 CPU projection of ``model`` with its weight as (out, in): each ``nn.Linear``,
+    the fused attention projections, and GPT-2's ``Conv1D``, whose (in, out) weight is transposed into a
+    copy here, so the parameter, state_dict() and a saved checkpoint keep transformers' layout."""
     found: list[tuple[nn.Module, torch.Tensor]] = []
     for m in model.modules():
         qkv = getattr(m, "_inference_qkv", None)
         for lin in (m, qkv) if isinstance(qkv, nn.Linear) else (m,):
             if isinstance(lin, nn.Linear):
                 found.append((lin, lin.weight.detach()))
+            elif isinstance(lin, Conv1D):
+                found.append((lin, lin.weight.detach().t().contiguous()))
     return [(m, w) for m, w in found if w.device.type == "cpu" and w.dtype in (torch.float32, torch.bfloat16)]
 
 
@@ -169,15 +174,15 @@ def _fusable_activations(model: nn.Module) -> dict[int, tuple[nn.Module, str]]:
             continue
         linear, act = (getattr(m, n, None) for n in names)
         algorithm = _gelu_algorithm(act) if isinstance(act, nn.Module) else None
-        if algorithm is not None and isinstance(linear, nn.Linear):
+        if algorithm is not None and isinstance(linear, (nn.Linear, Conv1D)):
             pairs[id(linear)] = (act, algorithm)
     return pairs
 
 
 def prepack_linears(model: nn.Module) -> int:
-    """Run every float32/bf16 ``nn.Linear`` of ``model`` (and its fused attention projections) on a
-    weight reordered once for oneDNN; returns how many. A feed-forward projection followed by an erf or
-    tanh GELU computes both in one call (the bias and GELU as oneDNN's post-op).
+    """Run every float32/bf16 ``nn.Linear`` and GPT-2 ``Conv1D`` of ``model`` (and its fused attention
+    projections) on a weight reordered once for oneDNN; returns how many. A feed-forward projection
+    followed by an erf or tanh GELU computes both in one call (the bias and GELU as oneDNN's post-op).
     Parameters and state_dict() are unchanged: only the inference forward is replaced (training and
     autograd use the modules as they are). The reordered weight is a snapshot: call this after the
     weights are final. Without oneDNN, nothing changes.
