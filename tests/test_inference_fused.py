@@ -146,6 +146,19 @@ def test_the_fused_gelu_is_taken_where_onednn_has_it(dtype):
     torch.testing.assert_close(out.float(), want, atol=1e-5 if dtype == torch.float32 else 0.05, rtol=0.02)
 
 
+def test_preparing_again_in_bf16_replaces_the_fp32_snapshot(batch):
+    from bertkit.inference import prepare_for_inference
+
+    folder = asset_path("minilm")
+    ref = transformers.BertModel.from_pretrained(str(folder)).eval()
+    model = prepare_for_inference(BertModel.from_pretrained(folder, dtype="fp32"), "bf16")
+    real = batch["attention_mask"].bool()
+    a, b = _hidden(model, batch), _hidden(ref, batch)
+    assert float(torch.nn.functional.cosine_similarity(a[real], b[real]).min()) >= TOKEN_COS
+    if fused_gelu_missing(torch.bfloat16) is None:
+        assert fused_count(model) == 6
+
+
 def test_a_hook_on_the_projection_sees_it_before_the_gelu(batch):
     """Fusion never changes what a hook observes: with a hook, the projection and the GELU run apart."""
     model = BertModel.from_pretrained(asset_path("minilm"), dtype="fp32")

@@ -192,8 +192,12 @@ def prepack_linears(model: nn.Module) -> int:
     fusable = _fusable_activations(model)
     n = 0
     for lin, w in _projections(model):
-        bias = None if lin.bias is None else lin.bias.detach()
         act, algorithm = fusable.get(id(lin), (None, ""))
+        for m, attr in ((lin, "forward"), (lin, "_inference_gelu"), (act, "forward")):
+            # A second preparation (another dtype) starts from the module's own forward, never a stale snapshot.
+            if m is not None:
+                m.__dict__.pop(attr, None)
+        bias = None if lin.bias is None else lin.bias.detach()
         packed = _pack(w, bias, "gelu", algorithm) if act is not None else None
         if packed is not None:
             linear_forward, act_forward = _fused_forwards(lin, act, packed, bias, algorithm)
