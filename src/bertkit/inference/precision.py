@@ -9,20 +9,27 @@
   (:mod:`bertkit.inference.int8`); embeddings and LayerNorm keep float32;
 - every BERT self-attention gets its query/key/value weights concatenated once, so inference runs one
   GEMM without re-building the (3H, H) matrix on every call (training ignores the cache);
-- every float Linear on the CPU runs oneDNN's linear on a weight reordered once into its blocked
-  layout (:func:`prepack_linears`): measured 2.4x faster than the default fp32 GEMM and up to 1.3x
-  for bf16 on MiniLM's shapes, and with AMX it is oneDNN that drives the tiles.
+- every float Linear on the CPU (GPT-2's transposed ``Conv1D`` included) runs oneDNN's linear on a
+  weight reordered once into its blocked layout (:func:`prepack_linears`): measured 2.4x faster than
+  the default fp32 GEMM and up to 1.3x for bf16 on MiniLM's shapes, and with AMX it is oneDNN that
+  drives the tiles;
+- a feed-forward up-projection followed by an erf or tanh GELU (the parent names the pair in
+  ``fused_act_names``) computes bias and GELU as oneDNN's post-op of the same call, so the (B, N, I)
+  activation is written once instead of read back for a separate GELU.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import weakref
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from bertkit.modeling.gpt2 import Conv1D
+from bertkit.modeling.layers import NewGELU
 
 from .cpu import cpu_flags, has_fast_bf16
 
@@ -73,42 +80,135 @@ def _fuse_qkv(model: nn.Module) -> None:
         object.__setattr__(m, "_inference_qkv", fused)
 
 
-def _packed_forward(linear: nn.Linear, packed: torch.Tensor) -> Any:
-    bias = None if linear.bias is None else linear.bias.detach()
+def _pack(weight: torch.Tensor, bias: torch.Tensor | None, attr: str = "none", algorithm: str = "") -> Any:
+    """``weight`` (out, in) reordered once into oneDNN's blocked layout, or None where this oneDNN has no
+    kernel for it: one trial row fails here, at preparation (bf16 without AVX-512 or AMX, a build without
+    the layout or the post-op), and the caller keeps the plain GEMM instead of failing later."""
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, 64)
+        with torch.no_grad():
+            torch.ops.mkldnn._linear_pointwise(weight.new_zeros(1, weight.shape[1]), packed, bias, attr, [], algorithm)
+    except RuntimeError:
+        return None
+    return packed
+
+
+def _eager(module: nn.Module) -> Any:
+    """The module's own forward (its class's): what training, autograd and hooks always get."""
+    return type(module).forward.__get__(module)
+
+
+def _packed_forward(module: nn.Module, packed: torch.Tensor, bias: torch.Tensor | None) -> Any:
+    eager = _eager(module)
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        if linear.training or torch.is_grad_enabled():  # training, or a gradient asked for: the module as it is
-            return F.linear(x, linear.weight, linear.bias)
+        if module.training or torch.is_grad_enabled():  # training, or a gradient asked for: the module as it is
+            return eager(x)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
     return forward
 
 
+def _gelu_algorithm(act: nn.Module) -> str | None:
+    """oneDNN's name for ``act`` when it is exactly erf GELU (``"none"``) or tanh GELU (``"tanh"``), else None."""
+    if type(act) is nn.GELU:
+        return act.approximate
+    if type(act) is NewGELU:
+        return "tanh"
+    return None
+
+
+def _hooked(*modules: nn.Module) -> bool:
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def _fused_forwards(linear: nn.Module, act: nn.Module, packed: torch.Tensor, bias: Any, algorithm: str) -> Any:
+    """Forwards for a projection and the GELU its parent applies right after it: in inference the
+    projection returns the activated output in one oneDNN call and the activation passes exactly that
+    tensor through. Training, autograd, or a hook on either module (it must see what it always saw)
+    run them as they are."""
+    eager_linear, eager_act = _eager(linear), _eager(act)
+    fused_out: list[Any] = [None]  # a weak reference to the last activated output, so nothing is kept alive
+
+    def linear_forward(x: torch.Tensor) -> torch.Tensor:
+        if linear.training or torch.is_grad_enabled():
+            return eager_linear(x)
+        if _hooked(linear, act):
+            return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(x, packed, bias, "gelu", [], algorithm)
+        fused_out[0] = weakref.ref(y)
+        return y
+
+    def act_forward(x: torch.Tensor) -> torch.Tensor:
+        ref = fused_out[0]
+        if ref is not None and ref() is x:  # activated already: only the fused projection's own output
+            fused_out[0] = None
+            return x
+        return eager_act(x)
+
+    return linear_forward, act_forward
+
+
+def _projections(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
+    """Every float32/bf16 CPU projection of ``model`` with its weight as (out, in): each ``nn.Linear``,
+    the fused attention projections, and GPT-2's ``Conv1D``, whose (in, out) weight is transposed into a
+    copy here, so the parameter, state_dict() and a saved checkpoint keep transformers' layout."""
+    found: list[tuple[nn.Module, torch.Tensor]] = []
+    for m in model.modules():
+        qkv = getattr(m, "_inference_qkv", None)
+        for lin in (m, qkv) if isinstance(qkv, nn.Linear) else (m,):
+            if isinstance(lin, nn.Linear):
+                found.append((lin, lin.weight.detach()))
+            elif isinstance(lin, Conv1D):
+                found.append((lin, lin.weight.detach().t().contiguous()))
+    return [(m, w) for m, w in found if w.device.type == "cpu" and w.dtype in (torch.float32, torch.bfloat16)]
+
+
+def _fusable_activations(model: nn.Module) -> dict[int, tuple[nn.Module, str]]:
+    """id(projection) -> (activation, oneDNN GELU algorithm) for each parent that declares, in
+    ``fused_act_names``, a projection it always runs through a GELU right away."""
+    pairs: dict[int, tuple[nn.Module, str]] = {}
+    for m in model.modules():
+        names = getattr(type(m), "fused_act_names", None)
+        if names is None:
+            continue
+        linear, act = (getattr(m, n, None) for n in names)
+        algorithm = _gelu_algorithm(act) if isinstance(act, nn.Module) else None
+        if algorithm is not None and isinstance(linear, (nn.Linear, Conv1D)):
+            pairs[id(linear)] = (act, algorithm)
+    return pairs
+
+
 def prepack_linears(model: nn.Module) -> int:
-    """Run every float32/bf16 ``nn.Linear`` of ``model`` (and its fused attention projections) on a
-    weight reordered once for oneDNN; returns how many. Parameters and state_dict() are unchanged:
-    only the inference forward is replaced (training and autograd use the module as it is). The
-    reordered weight is a snapshot: call this after the weights are final. Without oneDNN, nothing changes.
+    """Run every float32/bf16 ``nn.Linear`` and GPT-2 ``Conv1D`` of ``model`` (and its fused attention
+    projections) on a weight reordered once for oneDNN; returns how many. A feed-forward projection
+    followed by an erf or tanh GELU computes both in one call (the bias and GELU as oneDNN's post-op).
+    Parameters and state_dict() are unchanged: only the inference forward is replaced (training and
+    autograd use the modules as they are). The reordered weight is a snapshot: call this after the
+    weights are final. Without oneDNN, nothing changes.
     """
     if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
         return 0
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    linears += [m._inference_qkv for m in model.modules() if isinstance(getattr(m, "_inference_qkv", None), nn.Linear)]
+    fusable = _fusable_activations(model)
     n = 0
-    for lin in linears:
-        w = lin.weight
-        if w.device.type != "cpu" or w.dtype not in (torch.float32, torch.bfloat16):
-            continue
-        try:
-            packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), 64)
-            # One trial row: a CPU whose oneDNN has no kernel for this dtype (bf16 without AVX-512
-            # or AMX) fails here, at preparation, and keeps the plain GEMM instead of failing later.
-            bias = None if lin.bias is None else lin.bias.detach()
-            with torch.no_grad():
-                torch.ops.mkldnn._linear_pointwise(w.new_zeros(1, w.shape[1]), packed, bias, "none", [], "")
-        except RuntimeError:  # a oneDNN build without this layout or kernel: the plain GEMM stays
-            continue
-        object.__setattr__(lin, "forward", _packed_forward(lin, packed))
+    for lin, w in _projections(model):
+        act, algorithm = fusable.get(id(lin), (None, ""))
+        for m, attr in ((lin, "forward"), (lin, "_inference_gelu"), (act, "forward")):
+            # A second preparation (another dtype) starts from the module's own forward, never a stale snapshot.
+            if m is not None:
+                m.__dict__.pop(attr, None)
+        bias = None if lin.bias is None else lin.bias.detach()
+        packed = _pack(w, bias, "gelu", algorithm) if act is not None else None
+        if packed is not None:
+            linear_forward, act_forward = _fused_forwards(lin, act, packed, bias, algorithm)
+            object.__setattr__(lin, "forward", linear_forward)
+            object.__setattr__(act, "forward", act_forward)
+            object.__setattr__(lin, "_inference_gelu", algorithm)  # what the fused call computes after the product
+        else:  # no activation to fuse, or no fused kernel here: the plain product alone
+            packed = _pack(w, bias)
+            if packed is None:
+                continue
+            object.__setattr__(lin, "forward", _packed_forward(lin, packed, bias))
         n += 1
     return n
 

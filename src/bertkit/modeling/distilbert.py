@@ -160,6 +160,8 @@ class MultiHeadSelfAttention(nn.Module):
 
 
 class FFN(nn.Module):
+    fused_act_names = ("lin1", "activation")  # prepare_for_inference fuses a GELU here into the projection
+
     def __init__(self, config: DistilBertConfig):
         super().__init__()
         self.lin1 = nn.Linear(config.dim, config.hidden_dim)

@@ -178,6 +178,8 @@ class GPT2Attention(nn.Module):
 
 
 class GPT2MLP(nn.Module):
+    fused_act_names = ("c_fc", "act")  # prepare_for_inference fuses a GELU here into the projection
+
     def __init__(self, config: GPT2Config):
         super().__init__()
         inner = config.n_inner or 4 * config.n_embd

@@ -160,6 +160,8 @@ class BertAttention(nn.Module):
 class BertIntermediate(nn.Module):
     """First feed-forward half: H -> I and the activation."""
 
+    fused_act_names = ("dense", "intermediate_act_fn")  # prepare_for_inference fuses a GELU here into the projection
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
