@@ -293,3 +293,18 @@ def test_dataset_items(shards, vocab):
     assert (types[: n_a + 2] == 0).all() and (types[n_a + 2 :] == 1).all()
     assert item["next_sentence_label"] == label
     assert tuple(item["mask_seed"]) == (5, 0, 7)
+
+
+def test_named_cache_dir_is_not_reused_for_another_corpus(tmp_path):
+    """The automatic cache folders are keyed by their inputs; a --cache-dir given by name is not,
+    so a second corpus must not silently train on the first one's shards."""
+    from bertkit.data import ensure_prepared
+
+    vocab_file = asset_path("vocab-uncased")
+    a = _excerpt(asset_path("austen"), tmp_path / "a.txt", 300)
+    b = _excerpt(asset_path("wiki"), tmp_path / "b.txt", 300)
+    cache = tmp_path / "prep"
+    assert ensure_prepared([a], vocab_file, progress=False, cache_dir=cache) == cache
+    assert ensure_prepared([a], vocab_file, progress=False, cache_dir=cache) == cache  # the same corpus: reused
+    with pytest.raises(ValueError, match=r"holds data prepared from .*a\.txt.*not from .*b\.txt"):
+        ensure_prepared([b], vocab_file, progress=False, cache_dir=cache)

@@ -582,6 +582,20 @@ def prepared_cache_dir(
     return root / h.hexdigest()[:20]
 
 
+def _check_cache_holds(out: Path, files: Sequence[str | os.PathLike], tokens: Sequence[str], fmt: str) -> None:
+    """A named cache folder is reused only for the corpus it was prepared from: the automatic
+    folders are keyed by their inputs, a given one is not, so its meta must name the same files."""
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+    had = [str(Path(s["file"]).resolve()) for s in meta.get("sources", [])]
+    want = [str(Path(f).resolve()) for f in files]
+    if had != want or meta.get("vocab_fingerprint") != vocab_fingerprint(tokens) or meta.get("layout") != fmt:
+        raise ValueError(
+            f"--cache-dir {out} holds data prepared from {', '.join(had) or 'other input'} "
+            f"(vocabulary {meta.get('vocab_fingerprint')}, format {meta.get('layout')}), not from "
+            f"{', '.join(want)} (vocabulary {vocab_fingerprint(tokens)}, format {fmt}); give another --cache-dir"
+        )
+
+
 def ensure_prepared(
     files: Sequence[str | os.PathLike],
     vocab: str | os.PathLike,
@@ -605,6 +619,8 @@ def ensure_prepared(
         else prepared_cache_dir(files, tokens, fmt, lower_case, jsonl_field, word_boundaries)
     )
     if (out / "meta.json").is_file():
+        if cache_dir:
+            _check_cache_holds(out, files, tokens, fmt)
         return out
     if int(os.environ.get("RANK", "0")) != 0:
         deadline = time.time() + 3600
