@@ -4,6 +4,7 @@ Endpoints (JSON, the ``{"inputs": ...}`` shape of the Hugging Face inference API
 ``POST /embed``, ``POST /predict`` (the folder's task), ``POST /tokenize``, ``POST /search`` (with an
 index), ``GET /health``, ``GET /info``, ``GET /metrics`` (Prometheus text) and the OpenAPI docs at ``/docs``.
 Bad requests get a 4xx with ``{"error": "..."}`` naming the field; a full queue gets 503 + Retry-After.
+A text over the token limit follows the request's ``truncation`` field or ``--truncate`` (see truncation.py).
 """
 
 import asyncio
