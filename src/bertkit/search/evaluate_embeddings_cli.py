@@ -69,8 +69,12 @@ def evaluate_sts(emb: Any, path: str, progress: bool = True) -> dict[str, float]
     from bertkit.training.embedding_data import read_embedding_rows
 
     rows = read_embedding_rows(path, scored=True, score_range=(-math.inf, math.inf))
-    e1 = embed_texts(emb, [r["sentence1"] for r in rows], progress, "sts: sentence1")
-    e2 = embed_texts(emb, [r["sentence2"] for r in rows], progress, "sts: sentence2")
+    # each distinct text once: a set of n documents rated pairwise has n texts in n(n-1)/2 rows
+    texts = list(dict.fromkeys([r["sentence1"] for r in rows] + [r["sentence2"] for r in rows]))
+    vecs = embed_texts(emb, texts, progress, "sts")
+    at = {t: i for i, t in enumerate(texts)}
+    e1 = vecs[[at[r["sentence1"]] for r in rows]]
+    e2 = vecs[[at[r["sentence2"]] for r in rows]]
     return {**sts_metrics(e1, e2, [r["score"] for r in rows]), "pairs": float(len(rows))}
 
 

@@ -14,7 +14,8 @@ import csv
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ import numpy as np
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
 from bertkit._outputs import MARKER, claim_output_dir, refuse_inside_input
 from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
+
+from .long_texts import check_lengths, cut_summary, embed_texts
 
 __all__ = [
     "BACKENDS",
@@ -104,6 +107,11 @@ def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[in
 def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "id") -> list[tuple[str, str]]:
     """(id, text) rows of a .txt (one text a line, id = line number), .jsonl or .csv file; blank texts
     are skipped. Records end at ``\\n`` only; the text must be UTF-8. Errors name the file and line."""
+    return [(ident, text) for _, ident, text in read_corpus_lines(path, text_column, id_column)]
+
+
+def read_corpus_lines(path: str | Path, text_column: str = "text", id_column: str = "id") -> list[tuple[int, str, str]]:
+    """:func:`read_corpus`'s rows with the line each starts on: (line, id, text)."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"--input {path} is a folder; give a corpus file (.txt, .jsonl or .csv)")
@@ -118,7 +126,7 @@ def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "i
         records = _read_csv(path, text_column, id_column)
     else:
         raise ValueError(f"{path}: unsupported corpus format {suffix!r}; use .txt, .jsonl or .csv")
-    rows = [(ident, _text_field(path, n, "the text", text)) for n, ident, text in records]
+    rows = [(n, ident, _text_field(path, n, "the text", text)) for n, ident, text in records]
     if not rows:
         raise ValueError(f"{path}: no texts found")
     return rows
@@ -394,13 +402,17 @@ def build_index(
     backend: str = "exact",
     progress: bool = True,
     overwrite: bool = False,
+    truncation: str = "error",
+    on_cut: Callable[[str], None] | None = None,
 ) -> Path:
     """Embed every text of ``input`` with ``model`` and write an index folder at ``output``.
 
     ``output`` follows the folder rule (:mod:`bertkit._outputs`): a new or empty folder, or an
     earlier index replaced only with ``overwrite``. Chunks of ``chunk_size`` vectors are saved as they
     finish in ``<output>.partial/``; a re-run over the same model and the same texts (by content)
-    skips them (resume after a kill); other inputs are refused unless ``overwrite``.
+    skips them (resume after a kill); other inputs are refused unless ``overwrite``. A text over the
+    model's limit is refused before any embedding unless ``truncation`` is "cut" (reported through
+    ``on_cut``, else a warning) or "chunk" (:mod:`bertkit.search.long_texts`).
     """
     from tqdm.auto import tqdm
 
@@ -415,8 +427,12 @@ def build_index(
     run = {"model": str(model.resolve()), "source": str(Path(input).resolve()), "backend": backend}
     check = dict(command="index", overwrite=overwrite, run=run, owned=_OWNED, legacy=_is_index)
     claim = claim_output_dir(output, dry_run=True, **check)
-    rows = read_corpus(input, text_column)
+    lines = read_corpus_lines(input, text_column)
+    rows = [(ident, text) for _, ident, text in lines]
     emb = _embedder(model, dtype)  # a model that cannot embed fails before any folder is made
+    dropped = check_lengths(
+        emb, [t for _, t in rows], lambda i: f"{input}:{lines[i][0]} (id {lines[i][1]!r})", truncation
+    )
     key = {
         "model": _model_identity(model),
         "rows": len(rows),
@@ -425,6 +441,7 @@ def build_index(
         "dtype": dtype,
         "vector_dtype": vector_dtype,
         "chunk_size": chunk_size,
+        "truncation": truncation,
     }
     work = output.with_name(output.name + ".partial")
     _partial_key(work, key, overwrite)
@@ -435,7 +452,7 @@ def build_index(
             file = work / f"{c:06d}.npy"
             part = texts[start : start + chunk_size]
             if not file.exists():
-                vecs = emb.forward_features(emb.encode_features(part)).astype(vector_dtype)
+                vecs = embed_texts(emb, part, truncation).astype(vector_dtype)
                 with atomic_path(file) as tmp, open(tmp, "wb") as f:
                     np.save(f, vecs)
             bar.update(len(part))
@@ -452,6 +469,9 @@ def build_index(
         "dtype": emb.dtype,
         "pooling": emb.pooling,
         "normalized": True,
+        "truncation": truncation,
+        "truncated_texts": sum(1 for d in dropped if d),
+        "truncated_tokens": sum(dropped),
     }
     if claim.foreign:
         # the folder also holds the user's files: replace ours file by file, keep theirs
@@ -464,7 +484,17 @@ def build_index(
         _write_index(tmp, vectors, rows, meta, backend)
     claim.finish()
     shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
+    _report_cut(dropped, emb.max_length, on_cut)
     return output
+
+
+def _report_cut(dropped: Sequence[int], limit: int, on_cut: Callable[[str], None] | None) -> None:
+    line = cut_summary(dropped, limit)
+    if line is not None:
+        if on_cut is None:
+            warnings.warn(line, stacklevel=3)
+        else:
+            on_cut(line)
 
 
 def _write_index(
@@ -480,8 +510,19 @@ def _write_index(
         faiss.write_index(build_faiss(vectors, backend), str(folder / _FAISS_FILES[backend]))
 
 
-def embed_queries(model: str | Path, queries: Sequence[str], dtype: str = "auto") -> np.ndarray:
-    """Normalised query vectors with the model an index was built with."""
+def embed_queries(
+    model: str | Path,
+    queries: Sequence[str],
+    dtype: str = "auto",
+    truncation: str = "error",
+    on_cut: Callable[[str], None] | None = None,
+) -> np.ndarray:
+    """Normalised query vectors with the model an index was built with; a query over the model's
+    limit is refused unless ``truncation`` is "cut" (reported through ``on_cut``) or "chunk"."""
     emb = _embedder(Path(model), dtype)
-    v = emb.forward_features(emb.encode_features(list(queries)))
+    queries = list(queries)
+    where = (lambda i: f"query {i + 1}") if len(queries) > 1 else (lambda i: "the query")
+    dropped = check_lengths(emb, queries, where, truncation)
+    v = embed_texts(emb, queries, truncation)
+    _report_cut(dropped, emb.max_length, on_cut)
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)

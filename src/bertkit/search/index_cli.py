@@ -25,10 +25,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vector-dtype", default="float16", choices=("float16", "float32"), help="stored vectors")
     p.add_argument("--backend", default="exact", choices=BACKENDS, help="also build a faiss index now")
     p.add_argument(
+        "--truncation",
+        default="error",
+        choices=("error", "cut", "chunk"),
+        help="a text over the model's limit: refuse it, naming file and line (error), keep its first tokens "
+        "and say how many were cut (cut), or pool overlapping windows (chunk)",
+    )
+    p.add_argument(
         "--append",
         action="store_true",
         help="add to the existing index in --output the rows of --input whose id it lacks (only they are embedded)",
     )
+
+
+def _say(line: str) -> None:
+    print(f"index: {line}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.append:
         from .index_update import append_corpus
 
-        n = append_corpus(args.output, args.input, args.model, args.text_column)
+        n = append_corpus(args.output, args.input, args.model, args.text_column, args.truncation, on_cut=_say)
         print(f"{n} new row(s) added to {args.output}")
         return 0
     out = build_index(
@@ -49,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         vector_dtype=args.vector_dtype,
         backend=args.backend,
         overwrite=args.overwrite,
+        truncation=args.truncation,
+        on_cut=_say,
     )
     print(f"index written to {out}")
     return 0

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
+
+from .long_texts import check_lengths, embed_texts
 
 __all__ = ["add_to_index", "append_corpus", "delete_from_index"]
 
@@ -45,12 +47,19 @@ def _publish(path: Path, meta: dict[str, Any], vectors: np.ndarray, ids: list[st
 
 
 def add_to_index(
-    path: str | Path, rows: Sequence[tuple[str, str]], model: str | Path | None = None, progress: bool = False
+    path: str | Path,
+    rows: Sequence[tuple[str, str]],
+    model: str | Path | None = None,
+    progress: bool = False,
+    truncation: str = "error",
+    on_cut: Callable[[str], None] | None = None,
+    where: Callable[[int], str] | None = None,
 ) -> int:
     """Embed ``rows`` (id, text) with the index's model and add them; an id already in the index is an
-    error. Returns the number added."""
+    error, and so is a text over the model's limit unless ``truncation`` is "cut" or "chunk" (see
+    :func:`bertkit.search.build_index`; ``where(i)`` names row ``i`` in the error). Returns the number added."""
     from bertkit.pipelines import pipeline
-    from bertkit.search.index import load_index
+    from bertkit.search.index import _report_cut, load_index
 
     index = load_index(path)
     built_with = Path(index.meta["model"]).resolve()
@@ -72,7 +81,9 @@ def add_to_index(
         dtype=dtype if dtype in ("fp32", "bf16", "int8") else "auto",
         batch_size=64,
     )
-    new = emb.forward_features(emb.encode_features([t for _, t in rows]))
+    texts = [t for _, t in rows]
+    dropped = check_lengths(emb, texts, where or (lambda i: f"row id {rows[i][0]!r}"), truncation)
+    new = embed_texts(emb, texts, truncation)
     new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
     _publish(
         Path(path),
@@ -81,6 +92,7 @@ def add_to_index(
         index.ids + [i for i, _ in rows],
         index.texts + [t for _, t in rows],
     )
+    _report_cut(dropped, emb.max_length, on_cut)
     return len(rows)
 
 
@@ -101,10 +113,24 @@ def delete_from_index(path: str | Path, ids: Sequence[str]) -> int:
 
 
 def append_corpus(
-    path: str | Path, corpus: str | Path, model: str | Path | None = None, text_column: str = "text"
+    path: str | Path,
+    corpus: str | Path,
+    model: str | Path | None = None,
+    text_column: str = "text",
+    truncation: str = "error",
+    on_cut: Callable[[str], None] | None = None,
 ) -> int:
     """``bertkit index --append``: add the rows of ``corpus`` whose id the index lacks."""
-    from bertkit.search.index import load_index, read_corpus
+    from bertkit.search.index import load_index, read_corpus_lines
 
     have = set(load_index(path).ids)
-    return add_to_index(path, [(i, t) for i, t in read_corpus(corpus, text_column) if i not in have], model)
+    new = [(n, i, t) for n, i, t in read_corpus_lines(corpus, text_column) if i not in have]
+    rows = [(i, t) for _, i, t in new]
+    return add_to_index(
+        path,
+        rows,
+        model,
+        truncation=truncation,
+        on_cut=on_cut,
+        where=lambda k: f"{corpus}:{new[k][0]} (id {rows[k][0]!r})",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from bertkit import _args as A
 from bertkit.inference import DTYPES
@@ -17,6 +18,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="exact", choices=BACKENDS)
     p.add_argument("--model", default=None, help="embedding model (default: the one the index was built with)")
     p.add_argument("--dtype", default="auto", choices=DTYPES)
+    p.add_argument(
+        "--truncation",
+        default="error",
+        choices=("error", "cut", "chunk"),
+        help="a query over the model's limit: refuse it (error), keep its first tokens and say how many "
+        "were cut (cut), or pool overlapping windows (chunk)",
+    )
     p.add_argument("--rerank", default=None, metavar="DIR", help="a cross-encoder folder: rerank the first hits")
     p.add_argument("--rerank-depth", type=A.positive_int, default=20, help="hits the cross-encoder reorders")
 
@@ -25,7 +33,13 @@ def run(args: argparse.Namespace) -> int:
     from .index import embed_queries, load_index
 
     index = load_index(args.index, backend=args.backend)
-    queries = embed_queries(args.model or index.meta["model"], args.query, dtype=args.dtype)
+    queries = embed_queries(
+        args.model or index.meta["model"],
+        args.query,
+        dtype=args.dtype,
+        truncation=args.truncation,
+        on_cut=lambda line: print(f"search: {line}", file=sys.stderr),
+    )
     depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
     ranker = None
     if args.rerank:

@@ -4,6 +4,7 @@ Endpoints (JSON, the ``{"inputs": ...}`` shape of the Hugging Face inference API
 ``POST /embed``, ``POST /predict`` (the folder's task), ``POST /tokenize``, ``POST /search`` (with an
 index), ``GET /health``, ``GET /info``, ``GET /metrics`` (Prometheus text) and the OpenAPI docs at ``/docs``.
 Bad requests get a 4xx with ``{"error": "..."}`` naming the field; a full queue gets 503 + Retry-After.
+A text over the token limit follows the request's ``truncation`` field or ``--truncate`` (see truncation.py).
 """
 
 import asyncio
@@ -21,6 +22,7 @@ from typing import Any
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
 from .requests import parse_body
+from .truncation import admit_classification, embed_texts, truncation_mode
 
 __all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
 
@@ -28,6 +30,9 @@ logger = logging.getLogger("bertkit.serve")
 
 API_KEY_ENV = "BERTKIT_API_KEY"
 _CONFIG_ENV = "BERTKIT_SERVE_CONFIG"
+
+# what a 413 for a long text suggests, on every endpoint
+_HOW_TO_CUT = "send truncation 'cut' or 'chunk', or start the server with --truncate"
 
 TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask", "sentence-embedding")
 
@@ -142,6 +147,16 @@ class ModelService:
     def run_embed(self, features: list[dict]) -> list[list[float]]:
         return self.embedder.forward_features(features).tolist()
 
+    def run_embed_raw(self, features: list[dict]) -> list[list[float]]:
+        """Unnormalised vectors: the windows of a long text are pooled before normalising (this thread
+        is the only user of the pipeline, so switching its normalisation off for a batch is safe)."""
+        emb = self.embedder
+        normalize, emb.normalize = emb.normalize, False
+        try:
+            return emb.forward_features(features).tolist()
+        finally:
+            emb.normalize = normalize
+
     def run_search(self, items: list[tuple[dict, int]]) -> list[list[dict]]:
         vecs = self.embedder.forward_features([f for f, _ in items])
         k = max(top_k for _, top_k in items)
@@ -151,10 +166,14 @@ class ModelService:
     def run_predict(self, items: list[Any]) -> list[Any]:
         t, pipe = self.task, self.pipe
         if t == "text-classification":
-            # admission already enforced --max-input-tokens (or --truncate asked for cutting)
-            return pipe(
-                items, top_k=None, max_length=min(self.config.max_input_tokens, self.max_positions), truncation="cut"
-            )
+            # each item is (input, truncation mode): admission refused what its mode does not allow
+            out: list[Any] = [None] * len(items)
+            for mode in {m for _, m in items}:
+                idx = [i for i, (_, m) in enumerate(items) if m == mode]
+                res = pipe([items[i][0] for i in idx], top_k=None, max_length=self.classify_limit(), truncation=mode)
+                for i, r in zip(idx, res):
+                    out[i] = r
+            return out
         if t == "token-classification":
             return pipe(items, aggregation_strategy="simple", max_length=min(512, self.max_positions))
         if t == "question-answering":
@@ -165,28 +184,33 @@ class ModelService:
         raise ApiError(404, f"this model ({self.task}) has no task head; use /embed")
 
     # ----------------------------------------------------------------- admission (event loop)
-    def embed_features(self, texts: list[str], field: str) -> tuple[list[dict], int]:
-        """Tokenize, enforce --max-input-tokens (or cut with --truncate) and the model's own limit."""
+    def token_limit(self) -> int:
+        """The most tokens one embedded text may have: --max-input-tokens or the model's own limit."""
+        return min(self.config.max_input_tokens, self.embedder.max_length, self.max_positions)
+
+    def classify_limit(self) -> int:
+        """The most tokens one classified text (or pair) may have."""
+        return min(self.config.max_input_tokens, self.max_positions)
+
+    def embed_features(self, texts: list[str], field: str, cut: bool = False) -> tuple[list[dict], int, list[int]]:
+        """Features, their token count and the tokens each text lost: over the limit is a 413 unless ``cut``."""
         enc = self.tokenizer(texts)
-        limit = self.config.max_input_tokens
-        keep = min(limit, self.embedder.max_length, self.max_positions)
-        feats, tokens = [], 0
+        limit, keep = self.config.max_input_tokens, self.token_limit()
+        feats, tokens, dropped = [], 0, []
         for i in range(len(texts)):
             f = {k: list(enc[k][i]) for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
             n = len(f["input_ids"])
-            if n > keep and not self.config.truncate:  # never cut silently, not even at the model's own limit
+            if n > keep and not cut:  # never cut silently, not even at the model's own limit
                 over = f"--max-input-tokens {limit}" if n > limit else f"the model's limit of {keep}"
-                raise ApiError(
-                    413,
-                    f"{field}[{i}] has {n} tokens, over {over} (start the server with --truncate to cut long texts)",
-                )
+                raise ApiError(413, f"{field}[{i}] has {n} tokens, over {over} ({_HOW_TO_CUT})")
             if n > keep:
                 sep = f["input_ids"][-1]
                 f = {k: v[:keep] for k, v in f.items()}
                 f["input_ids"][-1] = sep
+            dropped.append(max(0, n - keep))
             feats.append(f)
             tokens += len(f["input_ids"])
-        return feats, tokens
+        return feats, tokens, dropped
 
     def count_tokens(self, texts: list[str], field: str) -> int:
         total = 0
@@ -449,10 +473,15 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
 
     @app.post("/embed", openapi_extra=_body_schema(_TEXTS), summary="Sentence embeddings")
     async def embed(request: Request) -> JSONResponse:
-        items, batched = _inputs(await srv.read_json(request), config.max_batch_size)
-        feats, tokens = service.embed_features(_strings(items, batched), "inputs")
-        vecs = await srv.run_job(request, "embed", feats, tokens)
-        return JSONResponse({"embeddings": vecs} if batched else {"embedding": vecs[0]})
+        payload = await srv.read_json(request)
+        items, batched = _inputs(payload, config.max_batch_size)
+        mode = truncation_mode(payload, config.truncate)
+        res = await embed_texts(service, srv.run_job, srv.metrics, request, _strings(items, batched), mode, "inputs")
+        vecs = res.vectors.tolist()
+        body: dict[str, Any] = {"embeddings": vecs} if batched else {"embedding": vecs[0]}
+        if any(res.dropped):  # a cut is never silent: the tokens each input lost
+            body["truncated_tokens"] = res.dropped if batched else res.dropped[0]
+        return JSONResponse(body)
 
     @app.post(
         "/predict",
@@ -467,9 +496,19 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         items = _predict_items(service.task, items, batched, service.tokenizer.mask_token)
         if service.task == "question-answering":
             _check_contexts(service.tokenizer, items, batched)
-        tokens = service.count_tokens(_texts_of(service.task, items), "inputs")
+        dropped: list[int] = []
+        if service.task == "text-classification":
+            mode = truncation_mode(payload, config.truncate)
+            tokens, dropped = admit_classification(service, items, mode, batched)
+            srv.metrics.count_truncated(dropped)
+            items = [(x, mode) for x in items]
+        else:
+            tokens = service.count_tokens(_texts_of(service.task, items), "inputs")
         out = await srv.run_job(request, "predict", items, tokens)
-        return JSONResponse({"task": service.task, "predictions": out if batched else out[0]})
+        body: dict[str, Any] = {"task": service.task, "predictions": out if batched else out[0]}
+        if any(dropped):
+            body["truncated_tokens"] = dropped if batched else dropped[0]
+        return JSONResponse(body)
 
     @app.post("/tokenize", openapi_extra=_body_schema(_TEXTS), summary="WordPiece tokens and ids")
     async def tokenize(request: Request) -> JSONResponse:
@@ -492,7 +531,11 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         top_k = payload.get("top_k", 10)
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
             raise ApiError(422, f"field 'top_k' must be an integer in [1, 1000], got {top_k!r}")
-        feats, tokens = service.embed_features(_strings(items, batched), "inputs")
+        mode = truncation_mode(payload, config.truncate)
+        if mode == "chunk":
+            raise ApiError(422, "field 'truncation' must be 'error' or 'cut' for /search")
+        feats, tokens, dropped = service.embed_features(_strings(items, batched), "inputs", cut=mode == "cut")
+        srv.metrics.count_truncated(dropped)
         hits = await srv.run_job(request, "search", [(f, top_k) for f in feats], tokens)
         return JSONResponse({"results": hits} if batched else {"results": hits[0]})
 
@@ -527,7 +570,12 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
 
     service = service or ModelService(config)
     metrics = Metrics()
-    runners = {"embed": service.run_embed, "predict": service.run_predict, "search": service.run_search}
+    runners = {
+        "embed": service.run_embed,
+        "embed_raw": service.run_embed_raw,
+        "predict": service.run_predict,
+        "search": service.run_search,
+    }
     batcher = Batcher(
         runners, metrics, config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.max_queue
     )

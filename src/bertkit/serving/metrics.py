@@ -59,6 +59,8 @@ class Metrics:
         )
         self.inference_time = Histogram("bertkit_inference_seconds", "Model time per batch.", _TIME_BUCKETS)
         self.dropped = 0
+        self.truncated_inputs = 0
+        self.truncated_tokens = 0
 
     def count_request(self, endpoint: str, status: int) -> None:
         with self._lock:
@@ -67,6 +69,12 @@ class Metrics:
     def count_dropped(self, n: int) -> None:
         with self._lock:
             self.dropped += n
+
+    def count_truncated(self, dropped: Sequence[int]) -> None:
+        """Texts a request's truncation "cut" shortened, and the tokens they lost."""
+        with self._lock:
+            self.truncated_inputs += sum(1 for d in dropped if d)
+            self.truncated_tokens += sum(dropped)
 
     def observe_batch(self, size: int, tokens: int, seconds: float, queue_seconds: Sequence[float]) -> None:
         with self._lock:
@@ -92,6 +100,12 @@ class Metrics:
                 "# HELP bertkit_dropped_total Requests whose client left (or timed out) before their batch ran.",
                 "# TYPE bertkit_dropped_total counter",
                 f"bertkit_dropped_total {self.dropped}",
+                "# HELP bertkit_truncated_inputs_total Texts cut to the token limit (truncation cut).",
+                "# TYPE bertkit_truncated_inputs_total counter",
+                f"bertkit_truncated_inputs_total {self.truncated_inputs}",
+                "# HELP bertkit_truncated_tokens_total Tokens dropped by cutting texts to the token limit.",
+                "# TYPE bertkit_truncated_tokens_total counter",
+                f"bertkit_truncated_tokens_total {self.truncated_tokens}",
             ]
             for h in (self.batch_size, self.batch_tokens, self.queue_time, self.inference_time):
                 lines += h.render()

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from .truncation import embed_texts, truncation_mode
+
 __all__ = ["mount_embedding_api"]
 
 
@@ -90,17 +92,6 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
     served = Path(config.model).name
     ranker = _ranker(service)
 
-    def run_raw(features: list[dict]) -> list[list[float]]:
-        # the windows of a long text are pooled before normalising; the inference thread is the only
-        # user of the pipeline, so switching its normalisation off for this batch is safe
-        emb = service.embedder
-        normalize, emb.normalize = emb.normalize, False
-        try:
-            return emb.forward_features(features).tolist()
-        finally:
-            emb.normalize = normalize
-
-    batcher.runners["embed_raw"] = run_raw
     if ranker is not None:
         batcher.runners["rerank"] = lambda pairs: ranker.score_pairs(pairs).tolist()
 
@@ -127,15 +118,9 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
         fmt = payload.get("encoding_format", "float") or "float"
         if fmt not in ("float", "base64"):
             raise _error(422, f"field 'encoding_format' must be 'float' or 'base64', got {fmt!r}")
-        mode = payload.get("truncation") or ("cut" if config.truncate else "error")
-        if mode not in ("error", "cut", "chunk"):
-            raise _error(422, f"field 'truncation' must be 'error', 'cut' or 'chunk', got {mode!r}")
-        dropped: list[int] = []
-        if mode == "error":
-            feats, tokens = service.embed_features(texts, "input")  # 413 naming the count and the limit
-            vecs = np.asarray(await run_job(request, "embed", feats, tokens), np.float32)
-        else:
-            vecs, tokens, dropped = await _embed_long(request, texts, mode)
+        mode = truncation_mode(payload, config.truncate)
+        res = await embed_texts(service, run_job, batcher.metrics, request, texts, mode, "input")
+        vecs, tokens, dropped = res.vectors, res.tokens, res.dropped
         vecs = truncate_embeddings(vecs, dims)
         data = [
             {
@@ -152,22 +137,6 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
         if any(dropped):  # a cut is never silent: the tokens each input lost
             usage["truncated_tokens"] = dropped
         return JSONResponse({"object": "list", "data": data, "model": model, "usage": usage})
-
-    async def _embed_long(request: Request, texts: list[str], mode: str) -> tuple[np.ndarray, int, list[int]]:
-        """Vectors of texts that may exceed the limit: cut, or pooled over overlapping windows."""
-        from bertkit.pipelines.long_text import plan_windows, pool_windows
-
-        emb = service.embedder
-        limit = min(config.max_input_tokens, emb.max_length, service.max_positions)
-        plan = plan_windows(service.tokenizer, texts, limit, mode, "input")
-        tokens = sum(len(f["input_ids"]) for f in plan.features)
-        if len(plan.features) == len(texts):
-            return np.asarray(await run_job(request, "embed", plan.features, tokens), np.float32), tokens, plan.dropped
-        raw = np.asarray(await run_job(request, "embed_raw", plan.features, tokens), np.float32)
-        vecs = pool_windows(raw, plan, len(texts))
-        if emb.normalize:
-            vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-        return vecs, tokens, plan.dropped
 
     _mount_rerank(app, config, service, ranker, read_json, run_job)
 

@@ -189,6 +189,15 @@ class EmbedderArguments(EmbeddingTrainingArguments):
     def inputs(self) -> dict[str, str | None]:
         return {**super().inputs(), "--mine-from": self.mine_from}
 
+    def identity(self, **sections: Any) -> dict[str, Any]:
+        """As the base class, plus the content of a --mine-from index folder (a corpus file is already
+        in ``data``): negatives mined from another index would make another run."""
+        if self.hard_negatives and self.mine_from and Path(self.mine_from).is_dir():
+            folder = Path(self.mine_from)
+            files = [folder / n for n in ("meta.json", "texts.jsonl", "vectors.npy")]
+            sections = {"mine_from_index": file_fingerprint(*[f for f in files if f.is_file()]), **sections}
+        return super().identity(**sections)
+
 
 def _fingerprint(path: str | None) -> str | None:
     return file_fingerprint(path) if path is not None else None

@@ -1,0 +1,80 @@
+"""What the server does with a text over the token limit: the one place every endpoint asks.
+
+A request's ``truncation`` field ("error" | "cut" | "chunk") decides; without it the server's flag does
+(``--truncate``: cut, else error). ``error`` answers 413 stating the text's token count and the limit;
+``cut`` keeps the first tokens and reports how many each text lost (in the response and in the
+``bertkit_truncated_*`` counters of ``/metrics``); ``chunk`` pools overlapping windows (see
+:mod:`bertkit.pipelines.long_text`).
+"""
+
+from typing import Any
+
+import numpy as np
+
+from bertkit.pipelines.long_text import TRUNCATION
+
+__all__ = ["EmbedResult", "admit_classification", "embed_texts", "truncation_mode"]
+
+
+def truncation_mode(payload: Any, truncate_flag: bool) -> str:
+    """The request's ``truncation`` field, else the server's default; a 422 for anything else."""
+    from .app import ApiError
+
+    mode = payload.get("truncation") if isinstance(payload, dict) else None
+    if mode is None:
+        return "cut" if truncate_flag else "error"
+    if mode not in TRUNCATION:
+        raise ApiError(422, f"field 'truncation' must be 'error', 'cut' or 'chunk', got {mode!r}")
+    return mode
+
+
+class EmbedResult:
+    """Vectors of a request's texts, the tokens the model ran and the tokens each text lost to a cut."""
+
+    def __init__(self, vectors: np.ndarray, tokens: int, dropped: list[int]) -> None:
+        self.vectors, self.tokens, self.dropped = vectors, tokens, dropped
+
+
+async def embed_texts(
+    service: Any, run_job: Any, metrics: Any, request: Any, texts: list[str], mode: str, field: str
+) -> EmbedResult:
+    """Sentence vectors of ``texts`` under ``mode``, through the batcher (413 for a long text in "error")."""
+    from bertkit.pipelines.long_text import plan_windows, pool_windows
+
+    if mode != "chunk":
+        feats, tokens, dropped = service.embed_features(texts, field, cut=mode == "cut")
+        vecs = np.asarray(await run_job(request, "embed", feats, tokens), np.float32)
+    else:
+        emb = service.embedder
+        plan = plan_windows(service.tokenizer, texts, service.token_limit(), "chunk", field)
+        tokens, dropped = sum(len(f["input_ids"]) for f in plan.features), plan.dropped
+        if len(plan.features) == len(texts):
+            vecs = np.asarray(await run_job(request, "embed", plan.features, tokens), np.float32)
+        else:  # the windows of a long text are pooled before normalising
+            raw = np.asarray(await run_job(request, "embed_raw", plan.features, tokens), np.float32)
+            vecs = pool_windows(raw, plan, len(texts))
+            if emb.normalize:
+                vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    metrics.count_truncated(dropped)
+    return EmbedResult(vecs, tokens, dropped)
+
+
+def admit_classification(service: Any, items: list[Any], mode: str, batched: bool) -> tuple[int, list[int]]:
+    """Token count (for the batcher) and tokens each text (or pair) will lose, before a text-classification
+    job is queued: a 413 for a text over the limit in "error", a 422 for a pair in "chunk"."""
+    from .app import _HOW_TO_CUT, ApiError, _field
+
+    limit, flag = service.classify_limit(), service.config.max_input_tokens
+    tokens, dropped = 0, []
+    for i, x in enumerate(items):
+        text, pair = (x["text"], x.get("text_pair")) if isinstance(x, dict) else (x, None)
+        if pair is not None and mode == "chunk":
+            where = _field(batched, i)
+            raise ApiError(422, f"{where}: truncation 'chunk' is for single texts; a pair takes 'error' or 'cut'")
+        n = len(service.tokenizer(text, pair)["input_ids"])
+        if n > limit and mode == "error":
+            over = f"--max-input-tokens {flag}" if n > flag else f"the model's limit of {limit}"
+            raise ApiError(413, f"{_field(batched, i)} has {n} tokens, over {over} ({_HOW_TO_CUT})")
+        dropped.append(max(0, n - limit) if mode == "cut" else 0)
+        tokens += n if mode == "chunk" else min(n, limit)
+    return tokens, dropped

@@ -1,0 +1,125 @@
+"""One truncation rule for every endpoint of a real `bertkit serve` on a free 127.0.0.1 port: the
+request's ``truncation`` field ("error" | "cut" | "chunk"), else the server's ``--truncate`` flag.
+A cut is never silent: the response and ``/metrics`` report the dropped tokens, checked against
+counts made here with transformers' tokenizer on real MiniLM and real BBC articles."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.assets import asset_path
+from bertkit.pipelines import pipeline
+from bertkit.serving.process import server_process
+
+httpx = pytest.importorskip("httpx")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("fastapi")
+MINILM = asset_path("minilm")
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def hf_tok():
+    return transformers.AutoTokenizer.from_pretrained(str(MINILM))
+
+
+@pytest.fixture(scope="module")
+def article(hf_tok):
+    """A real article between MiniLM's 256-token embedding limit and its 512 positions, and its length."""
+    for line in open(asset_path("bbcnews-test"), encoding="utf-8"):
+        text = json.loads(line)["text"]
+        n = len(hf_tok(text)["input_ids"])
+        if 300 < n <= 512:
+            return text, n
+    raise AssertionError("no BBC test article of 300-512 tokens")
+
+
+def _counter(srv, name: str) -> float:
+    for line in httpx.get(srv.url + "/metrics", timeout=TIMEOUT).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def _counters(srv) -> tuple[float, float]:
+    return _counter(srv, "bertkit_truncated_inputs_total"), _counter(srv, "bertkit_truncated_tokens_total")
+
+
+def test_embed_takes_truncation_and_cut_tokens_are_counted(article):
+    text, n = article
+    both = [text, "A short sentence about the weather."]
+    emb = pipeline("sentence-embedding", model=MINILM, dtype="fp32")
+    with server_process(MINILM, ["--dtype", "fp32"]) as srv:
+        refused = httpx.post(srv.url + "/embed", json={"inputs": both}, timeout=TIMEOUT)
+        v1_refused = httpx.post(srv.url + "/v1/embeddings", json={"input": both, "model": "m"}, timeout=TIMEOUT)
+        bad = httpx.post(srv.url + "/embed", json={"inputs": both, "truncation": "middle"}, timeout=TIMEOUT)
+        before = _counters(srv)
+        cut = httpx.post(srv.url + "/embed", json={"inputs": both, "truncation": "cut"}, timeout=TIMEOUT).json()
+        after_embed = _counters(srv)
+        v1 = httpx.post(
+            srv.url + "/v1/embeddings", json={"input": both, "model": "m", "truncation": "cut"}, timeout=TIMEOUT
+        ).json()
+        after_v1 = _counters(srv)
+        one = httpx.post(srv.url + "/embed", json={"inputs": text, "truncation": "cut"}, timeout=TIMEOUT).json()
+        chunk = httpx.post(srv.url + "/embed", json={"inputs": both, "truncation": "chunk"}, timeout=TIMEOUT).json()
+        after_chunk = _counters(srv)
+        assert srv.stop() == 0
+    # "error" (the default without --truncate): the same 413 wording on /embed and /v1/embeddings
+    want = f"inputs[0] has {n} tokens, over the model's limit of 256"
+    assert refused.status_code == 413 and want in refused.json()["error"], refused.text
+    assert v1_refused.status_code == 413
+    assert f"input[0] has {n} tokens, over the model's limit of 256" in v1_refused.json()["error"]["message"]
+    assert bad.status_code == 422 and "field 'truncation'" in bad.json()["error"]
+    # "cut": the dropped count is the tokenizer's count minus the limit, in the body and in /metrics
+    dropped = n - 256
+    assert cut["truncated_tokens"] == [dropped, 0] and one["truncated_tokens"] == dropped
+    assert v1["usage"]["truncated_tokens"] == [dropped, 0]
+    assert after_embed[0] - before[0] == 1 and after_embed[1] - before[1] == dropped
+    assert after_v1[0] - after_embed[0] == 1 and after_v1[1] - after_embed[1] == dropped
+    # the single-text cut counts once more; chunking drops nothing, so it counts nothing
+    assert after_chunk[0] - after_v1[0] == 1 and after_chunk[1] - after_v1[1] == dropped
+    np.testing.assert_allclose(cut["embeddings"], emb(both, truncation="cut"), atol=1e-5)
+    np.testing.assert_allclose(one["embedding"], cut["embeddings"][0], atol=1e-6)
+    np.testing.assert_allclose(chunk["embeddings"], emb(both, truncation="chunk"), atol=1e-5)
+    assert "truncated_tokens" not in chunk
+
+
+def test_truncate_flag_sets_the_default_and_the_field_overrides_it(article):
+    text, n = article
+    with server_process(MINILM, ["--dtype", "fp32", "--truncate", "--max-input-tokens", "128"]) as srv:
+        default = httpx.post(srv.url + "/embed", json={"inputs": [text]}, timeout=TIMEOUT).json()
+        strict = httpx.post(srv.url + "/embed", json={"inputs": [text], "truncation": "error"}, timeout=TIMEOUT)
+        counted = _counters(srv)
+        assert srv.stop() == 0
+    assert default["truncated_tokens"] == [n - 128]
+    assert strict.status_code == 413 and f"inputs[0] has {n} tokens, over --max-input-tokens 128" in strict.text
+    assert counted == (1, n - 128)
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    """MiniLM with a seeded two-label head, saved by transformers: a text-classification folder."""
+    folder = tmp_path_factory.mktemp("clf") / "model"
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(MINILM), num_labels=2)
+    model.save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(str(MINILM)).save_pretrained(folder)
+    return folder
+
+
+def test_predict_follows_the_request_truncation(classifier, article, hf_tok):
+    text, n = article
+    with server_process(classifier, ["--dtype", "fp32", "--max-input-tokens", "128"]) as srv:
+        refused = httpx.post(srv.url + "/predict", json={"inputs": [text]}, timeout=TIMEOUT)
+        cut = httpx.post(srv.url + "/predict", json={"inputs": [text], "truncation": "cut"}, timeout=TIMEOUT).json()
+        counted = _counters(srv)
+        assert srv.stop() == 0
+    assert refused.status_code == 413 and f"inputs[0] has {n} tokens, over --max-input-tokens 128" in refused.text
+    assert cut["truncated_tokens"] == [n - 128] and counted == (1, n - 128)
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(classifier)).eval()
+    with torch.no_grad():
+        probs = hf(**hf_tok([text], truncation=True, max_length=128, return_tensors="pt")).logits.softmax(-1)[0]
+    got = {p["label"]: p["score"] for p in cut["predictions"][0]}
+    np.testing.assert_allclose([got[hf.config.id2label[i]] for i in range(2)], probs.numpy(), atol=1e-4)
