@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_cpu_hour_schedule():
     p1, p2 = cpu_hour_phases(60)
-    assert (p1.seq_len, p1.batch_size, p1.lr, p1.nsp, p1.objective) == (32, 64, 1e-3, False, RECIPE_OBJECTIVE)
+    assert (p1.seq_len, p1.batch_size, p1.lr, p1.nsp, p1.objective) == (32, 64, 1e-3, False, "mlm+nsp")
     assert (p2.seq_len, p2.batch_size, p2.lr, p2.nsp, p2.objective) == (128, 32, 5e-4, False, RECIPE_OBJECTIVE)
     assert p1.minutes + p2.minutes == pytest.approx(60) and 30 <= p1.minutes <= 40
     a, b = cpu_hour_phases(60, "mlm+nsp")
@@ -103,7 +103,7 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     assert not (out / "model.safetensors").exists()
     phase1_metrics = (out / "phase1" / "metrics.jsonl").read_bytes()
     p1, p2 = state["phases"]
-    assert (p1["seq_len"], p2["seq_len"], p1["objective"], p2["objective"]) == (32, 128, "mlm", "mlm")
+    assert (p1["seq_len"], p2["seq_len"], p1["nsp"], p2["objective"]) == (32, 128, False, "mlm")
 
     again = subprocess.run(_cmd(corpus, out), env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert again.returncode != 0 and "--resume" in again.stderr  # a started run is never restarted silently
