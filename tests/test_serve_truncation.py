@@ -123,3 +123,60 @@ def test_predict_follows_the_request_truncation(classifier, article, hf_tok):
         probs = hf(**hf_tok([text], truncation=True, max_length=128, return_tensors="pt")).logits.softmax(-1)[0]
     got = {p["label"]: p["score"] for p in cut["predictions"][0]}
     np.testing.assert_allclose([got[hf.config.id2label[i]] for i in range(2)], probs.numpy(), atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(tmp_path_factory):
+    """MiniLM with a seeded one-logit head, saved by transformers: the cross-encoder folder /rerank serves."""
+    folder = tmp_path_factory.mktemp("ce") / "model"
+    torch.manual_seed(1)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(MINILM), num_labels=1)
+    model.save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(str(MINILM)).save_pretrained(folder)
+    return folder
+
+
+def test_rerank_follows_the_one_truncation_rule(cross_encoder, article, hf_tok):
+    text, _ = article
+    query, texts = "Which figures did the report give?", [text, "A short sentence about the weather."]
+    n = len(hf_tok(query, text)["input_ids"])  # [CLS] query [SEP] text [SEP], counted by the reference
+    body = {"query": query, "texts": texts, "raw_scores": True}
+
+    def rerank(srv, **extra):
+        return httpx.post(srv.url + "/rerank", json={**body, **extra}, timeout=TIMEOUT)
+
+    with server_process(cross_encoder, ["--dtype", "fp32", "--max-input-tokens", "128"]) as srv:
+        refused = [rerank(srv), rerank(srv, truncate=False), rerank(srv, truncate=True, truncation="error")]
+        bad = rerank(srv, truncate="yes")
+        before = _counters(srv)
+        cut = rerank(srv, truncate=True).json()
+        after_cut = _counters(srv)
+        field_wins = rerank(srv, truncate=False, truncation="cut").json()
+        after_field = _counters(srv)
+        chunk = rerank(srv, truncation="chunk").json()
+        after_chunk = _counters(srv)
+        assert srv.stop() == 0
+    # "error" (TEI's default truncate=false, and the server's without --truncate): the text's index,
+    # its exact pair length and the limit
+    for r in refused:
+        assert r.status_code == 413 and f"texts[0] has {n} tokens with the query, over --max-input-tokens 128" in r.text
+    assert bad.status_code == 422 and "field 'truncate'" in bad.text
+    # "cut" drops tokens of the text only: transformers' only_second cut at the limit gives the same logits
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(cross_encoder)).eval()
+    enc = hf_tok([query] * 2, texts, truncation="only_second", max_length=128, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = hf(**enc).logits[:, 0].numpy()
+    for got in (cut, field_wins):
+        by_index = {r["index"]: r for r in got}
+        np.testing.assert_allclose([by_index[i]["score"] for i in (0, 1)], want, atol=1e-4)
+        assert [by_index[i]["truncated_tokens"] for i in (0, 1)] == [n - 128, 0]
+    assert after_cut[0] - before[0] == 1 and after_cut[1] - before[1] == n - 128
+    assert after_field[0] - after_cut[0] == 1 and after_field[1] - after_cut[1] == n - 128
+    # "chunk": the best window's logit, as the library pipeline scores it; its first window is the cut
+    # pair, so it is never below the cut score; nothing is dropped, nothing counted
+    rank = pipeline("text-ranking", model=cross_encoder, dtype="fp32")
+    lib = {r["index"]: r["score"] for r in rank(query, texts, truncation="chunk", max_length=128, return_text=False)}
+    got = {r["index"]: r["score"] for r in chunk}
+    np.testing.assert_allclose([got[0], got[1]], [lib[0], lib[1]], atol=1e-4)
+    assert got[0] >= want[0] - 1e-4 and "truncated_tokens" not in chunk[0]
+    assert after_chunk == after_field

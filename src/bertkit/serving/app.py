@@ -22,7 +22,7 @@ from typing import Any
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
 from .requests import parse_body
-from .truncation import admit_classification, embed_texts, truncation_mode
+from .truncation import admit_classification, embed_texts, run_by_mode, truncation_mode
 
 __all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
 
@@ -167,13 +167,8 @@ class ModelService:
         t, pipe = self.task, self.pipe
         if t == "text-classification":
             # each item is (input, truncation mode): admission refused what its mode does not allow
-            out: list[Any] = [None] * len(items)
-            for mode in {m for _, m in items}:
-                idx = [i for i, (_, m) in enumerate(items) if m == mode]
-                res = pipe([items[i][0] for i in idx], top_k=None, max_length=self.classify_limit(), truncation=mode)
-                for i, r in zip(idx, res):
-                    out[i] = r
-            return out
+            limit = self.classify_limit()
+            return run_by_mode(items, lambda xs, mode: pipe(xs, top_k=None, max_length=limit, truncation=mode))
         if t == "token-classification":
             return pipe(items, aggregation_strategy="simple", max_length=min(512, self.max_positions))
         if t == "question-answering":

@@ -13,7 +13,15 @@ import numpy as np
 
 from bertkit.pipelines.long_text import TRUNCATION
 
-__all__ = ["EmbedResult", "admit_classification", "embed_texts", "truncation_mode"]
+__all__ = [
+    "EmbedResult",
+    "admit_classification",
+    "admit_pairs",
+    "embed_texts",
+    "rerank_mode",
+    "run_by_mode",
+    "truncation_mode",
+]
 
 
 def truncation_mode(payload: Any, truncate_flag: bool) -> str:
@@ -26,6 +34,30 @@ def truncation_mode(payload: Any, truncate_flag: bool) -> str:
     if mode not in TRUNCATION:
         raise ApiError(422, f"field 'truncation' must be 'error', 'cut' or 'chunk', got {mode!r}")
     return mode
+
+
+def rerank_mode(payload: Any, truncate_flag: bool) -> str:
+    """``/rerank``'s mode: bertkit's ``truncation`` field, else text-embeddings-inference's ``truncate``
+    boolean (true: cut; false, its default: error), else the server's default."""
+    from .app import ApiError
+
+    given = payload.get("truncate") if isinstance(payload, dict) else None
+    if given is None or payload.get("truncation") is not None:
+        return truncation_mode(payload, truncate_flag)
+    if not isinstance(given, bool):
+        raise ApiError(422, f"field 'truncate' must be true or false, got {given!r}")
+    return "cut" if given else "error"
+
+
+def run_by_mode(items: list[tuple[Any, str]], run: Any) -> list[Any]:
+    """Results of ``(input, mode)`` items in order, one ``run(inputs, mode)`` call per mode in the batch
+    (requests with different modes share a batch)."""
+    out: list[Any] = [None] * len(items)
+    for mode in {m for _, m in items}:
+        idx = [i for i, (_, m) in enumerate(items) if m == mode]
+        for i, r in zip(idx, run([items[i][0] for i in idx], mode)):
+            out[i] = r
+    return out
 
 
 class EmbedResult:
@@ -76,5 +108,35 @@ def admit_classification(service: Any, items: list[Any], mode: str, batched: boo
             over = f"--max-input-tokens {flag}" if n > flag else f"the model's limit of {limit}"
             raise ApiError(413, f"{_field(batched, i)} has {n} tokens, over {over} ({_HOW_TO_CUT})")
         dropped.append(max(0, n - limit) if mode == "cut" else 0)
+        tokens += n if mode == "chunk" else min(n, limit)
+    return tokens, dropped
+
+
+def admit_pairs(service: Any, query: str, texts: list[str], mode: str) -> tuple[int, list[int]]:
+    """Token count (for the batcher) and tokens each ``(query, texts[i])`` pair will lose, before a rerank
+    job is queued. A pair's length is exact (the tokenizer's ``[CLS] query [SEP] text [SEP]``): over the
+    limit it is a 413 naming the text in "error"; "cut" drops tokens of the text only (never the query);
+    "chunk" scores windows of the text that share the query, cut to half the limit."""
+    from .app import ApiError
+
+    limit, flag = service.classify_limit(), service.config.max_input_tokens
+    tok = service.tokenizer
+    q = len(tok.encode_batch_ids([query])[0])
+    lengths = [len(ids) for ids in tok([query] * len(texts), texts, verbose=False)["input_ids"]]
+    tokens, dropped = 0, []
+    for i, n in enumerate(lengths):
+        over = f"--max-input-tokens {flag}" if n > flag else f"the model's limit of {limit}"
+        if n > limit and mode == "error":
+            raise ApiError(
+                413,
+                f"texts[{i}] has {n} tokens with the query, over {over} (send truncate true, or truncation "
+                "'cut' or 'chunk', or start the server with --truncate)",
+            )
+        if n > limit and mode == "cut" and q + tok.num_special_tokens_to_add(pair=True) >= limit:
+            raise ApiError(413, f"field 'query' has {q} tokens, which leaves no room for texts[{i}] within {over}")
+        if n <= limit:
+            dropped.append(0)
+        else:  # chunk keeps the whole text but only the first half-limit of the query
+            dropped.append(n - limit if mode == "cut" else max(0, q - limit // 2))
         tokens += n if mode == "chunk" else min(n, limit)
     return tokens, dropped
