@@ -218,20 +218,6 @@ class ModelService:
             tokens += len(f["input_ids"])
         return feats, tokens, dropped
 
-    def count_tokens(self, texts: list[str], field: str) -> int:
-        total = 0
-        for i, ids in enumerate(self.tokenizer.encode_batch_ids(texts)):
-            n = len(ids) + 2
-            if n > self.config.max_input_tokens and not self.config.truncate:
-                raise ApiError(
-                    413,
-                    f"{field}[{i}] has {n} tokens, over --max-input-tokens "
-                    f"{self.config.max_input_tokens} "
-                    "(start the server with --truncate to cut long texts)",
-                )
-            total += min(n, self.config.max_input_tokens)
-        return total
-
     def info(self) -> dict[str, Any]:
         from bertkit.inference import cpu_flags
 
@@ -323,12 +309,6 @@ def _check_contexts(tokenizer: Any, items: list[dict], batched: bool) -> None:
     for i, ids in enumerate(tokenizer.encode_batch_ids([x["context"] for x in items])):
         if not ids:
             raise ApiError(422, f"{_field(batched, i)}.context has no tokens (only characters the tokenizer drops)")
-
-
-def _texts_of(task: str, items: list[Any]) -> list[str]:
-    if task == "question-answering":
-        return [x["question"] + " " + x["context"] for x in items]
-    return [x["text"] + " " + (x.get("text_pair") or "") if isinstance(x, dict) else x for x in items]
 
 
 async def _client_left(request: Any) -> None:
