@@ -123,3 +123,156 @@ def test_predict_follows_the_request_truncation(classifier, article, hf_tok):
         probs = hf(**hf_tok([text], truncation=True, max_length=128, return_tensors="pt")).logits.softmax(-1)[0]
     got = {p["label"]: p["score"] for p in cut["predictions"][0]}
     np.testing.assert_allclose([got[hf.config.id2label[i]] for i in range(2)], probs.numpy(), atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(tmp_path_factory):
+    """MiniLM with a seeded one-logit head, saved by transformers: the cross-encoder folder /rerank serves."""
+    folder = tmp_path_factory.mktemp("ce") / "model"
+    torch.manual_seed(1)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(MINILM), num_labels=1)
+    model.save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(str(MINILM)).save_pretrained(folder)
+    return folder
+
+
+def test_rerank_follows_the_one_truncation_rule(cross_encoder, article, hf_tok):
+    text, _ = article
+    query, texts = "Which figures did the report give?", [text, "A short sentence about the weather."]
+    n = len(hf_tok(query, text)["input_ids"])  # [CLS] query [SEP] text [SEP], counted by the reference
+    body = {"query": query, "texts": texts, "raw_scores": True}
+
+    def rerank(srv, **extra):
+        return httpx.post(srv.url + "/rerank", json={**body, **extra}, timeout=TIMEOUT)
+
+    with server_process(cross_encoder, ["--dtype", "fp32", "--max-input-tokens", "128"]) as srv:
+        refused = [rerank(srv), rerank(srv, truncate=False), rerank(srv, truncate=True, truncation="error")]
+        bad = rerank(srv, truncate="yes")
+        before = _counters(srv)
+        cut = rerank(srv, truncate=True).json()
+        after_cut = _counters(srv)
+        field_wins = rerank(srv, truncate=False, truncation="cut").json()
+        after_field = _counters(srv)
+        chunk = rerank(srv, truncation="chunk").json()
+        after_chunk = _counters(srv)
+        assert srv.stop() == 0
+    # "error" (TEI's default truncate=false, and the server's without --truncate): the text's index,
+    # its exact pair length and the limit
+    for r in refused:
+        assert r.status_code == 413 and f"texts[0] has {n} tokens with the query, over --max-input-tokens 128" in r.text
+    assert bad.status_code == 422 and "field 'truncate'" in bad.text
+    # "cut" drops tokens of the text only: transformers' only_second cut at the limit gives the same logits
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(cross_encoder)).eval()
+    enc = hf_tok([query] * 2, texts, truncation="only_second", max_length=128, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = hf(**enc).logits[:, 0].numpy()
+    for got in (cut, field_wins):
+        by_index = {r["index"]: r for r in got}
+        np.testing.assert_allclose([by_index[i]["score"] for i in (0, 1)], want, atol=1e-4)
+        assert [by_index[i]["truncated_tokens"] for i in (0, 1)] == [n - 128, 0]
+    assert after_cut[0] - before[0] == 1 and after_cut[1] - before[1] == n - 128
+    assert after_field[0] - after_cut[0] == 1 and after_field[1] - after_cut[1] == n - 128
+    # "chunk": the best window's logit, as the library pipeline scores it; its first window is the cut
+    # pair, so it is never below the cut score; nothing is dropped, nothing counted
+    rank = pipeline("text-ranking", model=cross_encoder, dtype="fp32")
+    lib = {r["index"]: r["score"] for r in rank(query, texts, truncation="chunk", max_length=128, return_text=False)}
+    got = {r["index"]: r["score"] for r in chunk}
+    np.testing.assert_allclose([got[0], got[1]], [lib[0], lib[1]], atol=1e-4)
+    assert got[0] >= want[0] - 1e-4 and "truncated_tokens" not in chunk[0]
+    assert after_chunk == after_field
+
+
+def _save_head(tmp_path_factory, name: str, auto: str, **kwargs):
+    """MiniLM with a seeded ``auto`` head, saved by transformers with its tokenizer."""
+    folder = tmp_path_factory.mktemp(name) / "model"
+    torch.manual_seed(2)
+    getattr(transformers, auto).from_pretrained(str(MINILM), **kwargs).save_pretrained(folder)
+    transformers.AutoTokenizer.from_pretrained(str(MINILM)).save_pretrained(folder)
+    return folder
+
+
+def test_fill_mask_counts_exactly_and_refuses_or_cuts(tmp_path_factory, article, hf_tok):
+    folder = _save_head(tmp_path_factory, "mlm", "AutoModelForMaskedLM")
+    words = article[0].split()
+    early = " ".join(words[:6] + ["[MASK]"] + words[7:])  # the mask survives a cut at 128 tokens
+    late = " ".join(words[:-3] + ["[MASK]"] + words[-2:])  # the mask is past it
+    n = len(hf_tok(early)["input_ids"])
+    with server_process(folder, ["--dtype", "fp32", "--max-input-tokens", "128"]) as srv:
+        refused = httpx.post(srv.url + "/predict", json={"inputs": [early]}, timeout=TIMEOUT)
+        before = _counters(srv)
+        cut = httpx.post(srv.url + "/predict", json={"inputs": [early], "truncation": "cut"}, timeout=TIMEOUT)
+        counted = _counters(srv)
+        masked_off = httpx.post(srv.url + "/predict", json={"inputs": [late], "truncation": "cut"}, timeout=TIMEOUT)
+        chunk = httpx.post(srv.url + "/predict", json={"inputs": [early], "truncation": "chunk"}, timeout=TIMEOUT)
+        assert srv.stop() == 0
+    assert refused.status_code == 413 and f"inputs[0] has {n} tokens, over --max-input-tokens 128" in refused.text
+    assert cut.status_code == 200, cut.text
+    assert cut.json()["truncated_tokens"] == [n - 128]
+    assert counted[0] - before[0] == 1 and counted[1] - before[1] == n - 128
+    assert masked_off.status_code == 422 and "no [MASK] in its first 128 tokens" in masked_off.text
+    assert chunk.status_code == 422 and "'error' or 'cut' for fill-mask" in chunk.text
+    # the cut text's top tokens and probabilities are transformers' on the same cut
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(str(folder)).eval()
+    enc = hf_tok([early], truncation=True, max_length=128, return_tensors="pt")
+    with torch.no_grad():
+        probs = hf(**enc).logits[0, enc["input_ids"][0].tolist().index(hf_tok.mask_token_id)].softmax(-1)
+    top = probs.topk(5)
+    got = cut.json()["predictions"][0]
+    assert [r["token"] for r in got] == top.indices.tolist()
+    np.testing.assert_allclose([r["score"] for r in got], top.values.numpy(), atol=1e-4)
+
+
+def test_token_classification_windows_a_long_text_and_says_so(tmp_path_factory, article, hf_tok):
+    text, n = article
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    folder = _save_head(
+        tmp_path_factory,
+        "ner",
+        "AutoModelForTokenClassification",
+        num_labels=5,
+        id2label=dict(enumerate(labels)),
+        label2id={k: i for i, k in enumerate(labels)},
+    )
+    with server_process(folder, ["--dtype", "fp32", "--max-input-tokens", "128"]) as srv:
+        long = httpx.post(srv.url + "/predict", json={"inputs": text}, timeout=TIMEOUT)
+        short = httpx.post(srv.url + "/predict", json={"inputs": ["A short one.", text]}, timeout=TIMEOUT)
+        strict = httpx.post(srv.url + "/predict", json={"inputs": text, "truncation": "error"}, timeout=TIMEOUT)
+        cut = httpx.post(srv.url + "/predict", json={"inputs": text, "truncation": "cut"}, timeout=TIMEOUT)
+        assert srv.stop() == 0
+    assert long.status_code == 200, long.text
+    body = long.json()
+    assert body["windowed"] is True and "truncated_tokens" not in body
+    assert short.json()["windowed"] == [False, True]
+    # the library pipeline on the same text, with the same 128-token windows
+    ner = pipeline("token-classification", model=folder, dtype="fp32")
+    want = ner(text, aggregation_strategy="simple", max_length=128)
+    got = body["predictions"]
+    assert [(e["entity_group"], e["start"], e["end"]) for e in got] == [
+        (e["entity_group"], e["start"], e["end"]) for e in want
+    ]
+    np.testing.assert_allclose([e["score"] for e in got], [e["score"] for e in want], atol=1e-4)
+    # entities come from beyond the first window: past the character where the reference tokenizer's
+    # first 126 text tokens end
+    first_end = hf_tok(text, return_offsets_mapping=True)["offset_mapping"][126][1]
+    assert n > 128 and max(e["start"] for e in got) > first_end
+    assert strict.status_code == 413 and f"inputs has {n} tokens, over one window of 128" in strict.text
+    assert cut.status_code == 422 and "windows long texts" in cut.text
+
+
+def test_question_answering_windows_a_long_context_and_says_so(tmp_path_factory, article):
+    text, _ = article
+    folder = _save_head(tmp_path_factory, "qa", "AutoModelForQuestionAnswering")
+    item = {"question": "What did the report say?", "context": text}
+    long_question = {"question": " ".join(text.split()[:80]), "context": text}
+    with server_process(folder, ["--dtype", "fp32", "--max-input-tokens", "128"]) as srv:
+        r = httpx.post(srv.url + "/predict", json={"inputs": [item, {**item, "context": "Short."}]}, timeout=TIMEOUT)
+        crowded = httpx.post(srv.url + "/predict", json={"inputs": long_question}, timeout=TIMEOUT)
+        assert srv.stop() == 0
+    assert r.status_code == 200, r.text
+    assert r.json()["windowed"] == [True, False]
+    qa = pipeline("question-answering", model=folder, dtype="fp32")
+    want = qa(question=item["question"], context=text, max_seq_len=128)
+    got = r.json()["predictions"][0]
+    assert (got["start"], got["end"], got["answer"]) == (want["start"], want["end"], want["answer"])
+    np.testing.assert_allclose(got["score"], want["score"], atol=1e-4)
+    assert crowded.status_code == 413 and "inputs.question has" in crowded.text and "windows of 128" in crowded.text

@@ -49,10 +49,16 @@ class TextRankingPipeline(Pipeline):
         self.max_length = int(max_length)
 
     def score_pairs(
-        self, pairs: Sequence[tuple[str, str]], max_length: int | None = None, truncation: str = "cut"
+        self,
+        pairs: Sequence[tuple[str, str]],
+        max_length: int | None = None,
+        truncation: str = "cut",
+        keep_query: bool = False,
     ) -> np.ndarray:
         """The logit of every (query, passage) pair, in input order. A pair over ``max_length`` tokens
-        is an error, cut (``"cut"``), or scored by its passage's best overlapping window (``"chunk"``)."""
+        is an error, cut (``"cut"``: from the longer text first, as sentence-transformers does, or from
+        the passage only with ``keep_query``), or scored by its passage's best overlapping window
+        (``"chunk"``)."""
         from .long_text import check_truncation, pool_windows
 
         check_truncation(truncation)
@@ -64,7 +70,8 @@ class TextRankingPipeline(Pipeline):
             enc = tok([q], [p], verbose=False)
             n = len(enc["input_ids"][0])
             if n <= limit or truncation == "cut":
-                feats.append(self._features(tok([q], [p], truncation=True, max_length=limit), 1)[0])
+                cut = "only_second" if keep_query else True
+                feats.append(self._features(tok([q], [p], truncation=cut, max_length=limit), 1)[0])
                 owner.append(i)
                 continue
             if truncation == "error":

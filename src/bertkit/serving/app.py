@@ -22,7 +22,14 @@ from typing import Any
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
 from .requests import parse_body
-from .truncation import admit_classification, embed_texts, truncation_mode
+from .truncation import (
+    admit_classification,
+    admit_fill_mask,
+    admit_windowed,
+    embed_texts,
+    run_by_mode,
+    truncation_mode,
+)
 
 __all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_task", "serve"]
 
@@ -167,20 +174,15 @@ class ModelService:
         t, pipe = self.task, self.pipe
         if t == "text-classification":
             # each item is (input, truncation mode): admission refused what its mode does not allow
-            out: list[Any] = [None] * len(items)
-            for mode in {m for _, m in items}:
-                idx = [i for i, (_, m) in enumerate(items) if m == mode]
-                res = pipe([items[i][0] for i in idx], top_k=None, max_length=self.classify_limit(), truncation=mode)
-                for i, r in zip(idx, res):
-                    out[i] = r
-            return out
+            limit = self.classify_limit()
+            return run_by_mode(items, lambda xs, mode: pipe(xs, top_k=None, max_length=limit, truncation=mode))
         if t == "token-classification":
-            return pipe(items, aggregation_strategy="simple", max_length=min(512, self.max_positions))
+            return pipe(items, aggregation_strategy="simple", max_length=self.window_limit())
         if t == "question-answering":
-            out = pipe(question=[x["question"] for x in items], context=[x["context"] for x in items])
-            return out
-        if t == "fill-mask":
-            return pipe(items, max_length=min(self.config.max_input_tokens, self.max_positions))
+            qs, cs = [x["question"] for x in items], [x["context"] for x in items]
+            return pipe(question=qs, context=cs, max_seq_len=self.window_limit())
+        if t == "fill-mask":  # admission refused a long text unless its request cuts it
+            return pipe(items, max_length=self.classify_limit())
         raise ApiError(404, f"this model ({self.task}) has no task head; use /embed")
 
     # ----------------------------------------------------------------- admission (event loop)
@@ -191,6 +193,10 @@ class ModelService:
     def classify_limit(self) -> int:
         """The most tokens one classified text (or pair) may have."""
         return min(self.config.max_input_tokens, self.max_positions)
+
+    def window_limit(self) -> int:
+        """Tokens per window of a token-classification or QA input (384 for QA, as transformers')."""
+        return min(self.classify_limit(), 384) if self.task == "question-answering" else self.classify_limit()
 
     def embed_features(self, texts: list[str], field: str, cut: bool = False) -> tuple[list[dict], int, list[int]]:
         """Features, their token count and the tokens each text lost: over the limit is a 413 unless ``cut``."""
@@ -211,20 +217,6 @@ class ModelService:
             feats.append(f)
             tokens += len(f["input_ids"])
         return feats, tokens, dropped
-
-    def count_tokens(self, texts: list[str], field: str) -> int:
-        total = 0
-        for i, ids in enumerate(self.tokenizer.encode_batch_ids(texts)):
-            n = len(ids) + 2
-            if n > self.config.max_input_tokens and not self.config.truncate:
-                raise ApiError(
-                    413,
-                    f"{field}[{i}] has {n} tokens, over --max-input-tokens "
-                    f"{self.config.max_input_tokens} "
-                    "(start the server with --truncate to cut long texts)",
-                )
-            total += min(n, self.config.max_input_tokens)
-        return total
 
     def info(self) -> dict[str, Any]:
         from bertkit.inference import cpu_flags
@@ -317,12 +309,6 @@ def _check_contexts(tokenizer: Any, items: list[dict], batched: bool) -> None:
     for i, ids in enumerate(tokenizer.encode_batch_ids([x["context"] for x in items])):
         if not ids:
             raise ApiError(422, f"{_field(batched, i)}.context has no tokens (only characters the tokenizer drops)")
-
-
-def _texts_of(task: str, items: list[Any]) -> list[str]:
-    if task == "question-answering":
-        return [x["question"] + " " + x["context"] for x in items]
-    return [x["text"] + " " + (x.get("text_pair") or "") if isinstance(x, dict) else x for x in items]
 
 
 async def _client_left(request: Any) -> None:
@@ -497,17 +483,22 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         if service.task == "question-answering":
             _check_contexts(service.tokenizer, items, batched)
         dropped: list[int] = []
-        if service.task == "text-classification":
+        windowed: list[bool] = []
+        if service.task in ("token-classification", "question-answering"):
+            tokens, windowed = admit_windowed(service, payload, items, batched)
+        elif service.task == "fill-mask":
+            tokens, dropped = admit_fill_mask(service, items, truncation_mode(payload, config.truncate), batched)
+        else:
             mode = truncation_mode(payload, config.truncate)
             tokens, dropped = admit_classification(service, items, mode, batched)
-            srv.metrics.count_truncated(dropped)
             items = [(x, mode) for x in items]
-        else:
-            tokens = service.count_tokens(_texts_of(service.task, items), "inputs")
+        srv.metrics.count_truncated(dropped)
         out = await srv.run_job(request, "predict", items, tokens)
         body: dict[str, Any] = {"task": service.task, "predictions": out if batched else out[0]}
         if any(dropped):
             body["truncated_tokens"] = dropped if batched else dropped[0]
+        if any(windowed):  # nothing was cut: the long inputs ran as overlapping windows
+            body["windowed"] = windowed if batched else windowed[0]
         return JSONResponse(body)
 
     @app.post("/tokenize", openapi_extra=_body_schema(_TEXTS), summary="WordPiece tokens and ids")

@@ -10,7 +10,10 @@
 * ``POST /rerank``, as text-embeddings-inference defines it: ``{"query", "texts", "top_n",
   "raw_scores", "return_text"}`` -> ``[{"index", "score"[, "text"]}]`` best first. The score is the
   cross-encoder's logit with ``raw_scores``, else its sigmoid. Served from a cross-encoder folder (a
-  one-logit sequence classifier); any other model answers 424.
+  one-logit sequence classifier); any other model answers 424. A (query, text) pair over the limit
+  follows bertkit's ``truncation`` field, else TEI's ``truncate`` (true: cut the text, never the
+  query; false, its default: 413), else ``--truncate``; "chunk" scores the text's best window. A cut
+  adds ``truncated_tokens`` to every item and counts in ``/metrics``.
 
 Both go through the server's batcher, token limits and API key like ``/embed``. (No ``from __future__
 import annotations`` here: FastAPI reads the handlers' ``Request`` annotation as a real class.)
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .truncation import embed_texts, truncation_mode
+from .truncation import admit_pairs, embed_texts, rerank_mode, run_by_mode, truncation_mode
 
 __all__ = ["mount_embedding_api"]
 
@@ -92,8 +95,11 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
     served = Path(config.model).name
     ranker = _ranker(service)
 
-    if ranker is not None:
-        batcher.runners["rerank"] = lambda pairs: ranker.score_pairs(pairs).tolist()
+    if ranker is not None:  # items are ((query, text), truncation mode); admission refused the rest
+        limit = service.classify_limit()
+        batcher.runners["rerank"] = lambda items: run_by_mode(
+            items, lambda pairs, mode: ranker.score_pairs(pairs, limit, mode, keep_query=True).tolist()
+        )
 
     @app.post("/v1/embeddings", summary="Embeddings, OpenAI-compatible")
     async def embeddings(request: Request) -> JSONResponse:
@@ -138,10 +144,10 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
             usage["truncated_tokens"] = dropped
         return JSONResponse({"object": "list", "data": data, "model": model, "usage": usage})
 
-    _mount_rerank(app, config, service, ranker, read_json, run_job)
+    _mount_rerank(app, config, service, ranker, read_json, run_job, batcher.metrics)
 
 
-def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: Any, run_job: Any) -> None:
+def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: Any, run_job: Any, metrics: Any) -> None:
     """``POST /rerank`` as text-embeddings-inference defines it, served from a cross-encoder folder."""
     from fastapi import Request
     from fastapi.responses import JSONResponse
@@ -166,12 +172,17 @@ def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: A
         if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n < 1):
             raise _error(422, f"field 'top_n' must be a positive integer, got {top_n!r}")
         query = payload["query"]
-        tokens = service.count_tokens([query + " " + t for t in texts], "texts")
-        scores = np.asarray(await run_job(request, "rerank", [(query, t) for t in texts], tokens), np.float32)
+        mode = rerank_mode(payload, config.truncate)
+        tokens, dropped = admit_pairs(service, query, texts, mode)
+        metrics.count_truncated(dropped)
+        items = [((query, t), mode) for t in texts]
+        scores = np.asarray(await run_job(request, "rerank", items, tokens), np.float32)
         if not payload.get("raw_scores", False):
             scores = 1.0 / (1.0 + np.exp(-scores))
         order = np.argsort(-scores, kind="stable")[: top_n or len(texts)]
         text = bool(payload.get("return_text", False))
-        return JSONResponse(
-            [{"index": int(i), "score": float(scores[i]), **({"text": texts[i]} if text else {})} for i in order]
-        )
+        rows = [{"index": int(i), "score": float(scores[i]), **({"text": texts[i]} if text else {})} for i in order]
+        if any(dropped):  # a cut is never silent; TEI's answer is a list, so each item says its own
+            for r in rows:
+                r["truncated_tokens"] = dropped[r["index"]]
+        return JSONResponse(rows)

@@ -24,11 +24,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-wait-ms", type=A.float_range(0, 10000), default=5.0, help="how long a batch waits for more requests"
     )
-    p.add_argument("--max-input-tokens", type=A.int_range(2, 100000), default=512, help="tokens per text")
+    p.add_argument(
+        "--max-input-tokens",
+        type=A.int_range(2, 100000),
+        default=512,
+        help="tokens per text, or per window where a token-classification or QA text is windowed",
+    )
     p.add_argument(
         "--truncate",
         action="store_true",
-        help="cut texts over the token limit instead of refusing them, for requests without a 'truncation' field",
+        help="cut texts over the token limit instead of refusing them, for requests without a 'truncation' "
+        "field (or, on /rerank, 'truncate')",
     )
     p.add_argument("--workers", type=A.int_range(1, 64), default=1, help="server processes (each loads the model)")
     p.add_argument("--index", default=None, help="a `bertkit index` folder to answer POST /search")

@@ -4,7 +4,9 @@ A request's ``truncation`` field ("error" | "cut" | "chunk") decides; without it
 (``--truncate``: cut, else error). ``error`` answers 413 stating the text's token count and the limit;
 ``cut`` keeps the first tokens and reports how many each text lost (in the response and in the
 ``bertkit_truncated_*`` counters of ``/metrics``); ``chunk`` pools overlapping windows (see
-:mod:`bertkit.pipelines.long_text`).
+:mod:`bertkit.pipelines.long_text`). Token counts are exact: the served tokenizer's, special tokens
+included. Token classification and question answering tag or search every token of a long text through
+overlapping windows, so for them "chunk" is the default and "cut" is refused.
 """
 
 from typing import Any
@@ -13,7 +15,17 @@ import numpy as np
 
 from bertkit.pipelines.long_text import TRUNCATION
 
-__all__ = ["EmbedResult", "admit_classification", "embed_texts", "truncation_mode"]
+__all__ = [
+    "EmbedResult",
+    "admit_classification",
+    "admit_fill_mask",
+    "admit_pairs",
+    "admit_windowed",
+    "embed_texts",
+    "rerank_mode",
+    "run_by_mode",
+    "truncation_mode",
+]
 
 
 def truncation_mode(payload: Any, truncate_flag: bool) -> str:
@@ -26,6 +38,30 @@ def truncation_mode(payload: Any, truncate_flag: bool) -> str:
     if mode not in TRUNCATION:
         raise ApiError(422, f"field 'truncation' must be 'error', 'cut' or 'chunk', got {mode!r}")
     return mode
+
+
+def rerank_mode(payload: Any, truncate_flag: bool) -> str:
+    """``/rerank``'s mode: bertkit's ``truncation`` field, else text-embeddings-inference's ``truncate``
+    boolean (true: cut; false, its default: error), else the server's default."""
+    from .app import ApiError
+
+    given = payload.get("truncate") if isinstance(payload, dict) else None
+    if given is None or payload.get("truncation") is not None:
+        return truncation_mode(payload, truncate_flag)
+    if not isinstance(given, bool):
+        raise ApiError(422, f"field 'truncate' must be true or false, got {given!r}")
+    return "cut" if given else "error"
+
+
+def run_by_mode(items: list[tuple[Any, str]], run: Any) -> list[Any]:
+    """Results of ``(input, mode)`` items in order, one ``run(inputs, mode)`` call per mode in the batch
+    (requests with different modes share a batch)."""
+    out: list[Any] = [None] * len(items)
+    for mode in {m for _, m in items}:
+        idx = [i for i, (_, m) in enumerate(items) if m == mode]
+        for i, r in zip(idx, run([items[i][0] for i in idx], mode)):
+            out[i] = r
+    return out
 
 
 class EmbedResult:
@@ -78,3 +114,96 @@ def admit_classification(service: Any, items: list[Any], mode: str, batched: boo
         dropped.append(max(0, n - limit) if mode == "cut" else 0)
         tokens += n if mode == "chunk" else min(n, limit)
     return tokens, dropped
+
+
+def admit_pairs(service: Any, query: str, texts: list[str], mode: str) -> tuple[int, list[int]]:
+    """Token count (for the batcher) and tokens each ``(query, texts[i])`` pair will lose, before a rerank
+    job is queued. A pair's length is exact (the tokenizer's ``[CLS] query [SEP] text [SEP]``): over the
+    limit it is a 413 naming the text in "error"; "cut" drops tokens of the text only (never the query);
+    "chunk" scores windows of the text that share the query, cut to half the limit."""
+    from .app import ApiError
+
+    limit, flag = service.classify_limit(), service.config.max_input_tokens
+    tok = service.tokenizer
+    q = len(tok.encode_batch_ids([query])[0])
+    lengths = [len(ids) for ids in tok([query] * len(texts), texts, verbose=False)["input_ids"]]
+    tokens, dropped = 0, []
+    for i, n in enumerate(lengths):
+        over = f"--max-input-tokens {flag}" if n > flag else f"the model's limit of {limit}"
+        if n > limit and mode == "error":
+            raise ApiError(
+                413,
+                f"texts[{i}] has {n} tokens with the query, over {over} (send truncate true, or truncation "
+                "'cut' or 'chunk', or start the server with --truncate)",
+            )
+        if n > limit and mode == "cut" and q + tok.num_special_tokens_to_add(pair=True) >= limit:
+            raise ApiError(413, f"field 'query' has {q} tokens, which leaves no room for texts[{i}] within {over}")
+        if n <= limit:
+            dropped.append(0)
+        else:  # chunk keeps the whole text but only the first half-limit of the query
+            dropped.append(n - limit if mode == "cut" else max(0, q - limit // 2))
+        tokens += n if mode == "chunk" else min(n, limit)
+    return tokens, dropped
+
+
+def admit_fill_mask(service: Any, texts: list[str], mode: str, batched: bool) -> tuple[int, list[int]]:
+    """Token count and tokens each fill-mask text will lose: a 413 over the limit in "error"; "cut" keeps
+    the first tokens and needs a [MASK] among them; "chunk" is a 422 (a mask is filled from its context)."""
+    from .app import ApiError, _field
+
+    tok = service.tokenizer
+    if mode == "chunk":
+        raise ApiError(422, "field 'truncation' must be 'error' or 'cut' for fill-mask")
+    limit, flag = service.classify_limit(), service.config.max_input_tokens
+    tokens, dropped = 0, []
+    for i, ids in enumerate(tok(texts, verbose=False)["input_ids"]):
+        n = len(ids)
+        if n > limit and mode == "error":
+            over = f"--max-input-tokens {flag}" if n > flag else f"the model's limit of {limit}"
+            raise ApiError(
+                413,
+                f"{_field(batched, i)} has {n} tokens, over {over} "
+                "(send truncation 'cut', or start the server with --truncate)",
+            )
+        if n > limit and tok.mask_token_id not in ids[: limit - 1]:
+            raise ApiError(
+                422, f"{_field(batched, i)}: no {tok.mask_token} in its first {limit} tokens, all that a cut keeps"
+            )
+        dropped.append(max(0, n - limit))
+        tokens += min(n, limit)
+    return tokens, dropped
+
+
+def admit_windowed(service: Any, payload: Any, items: list[Any], batched: bool) -> tuple[int, list[bool]]:
+    """Token count and, per input, whether it spans several windows, for token classification and
+    question answering, which window long texts themselves. The request's ``truncation`` is "chunk"
+    (the default) or "error" (a 413 for an input over one window); "cut" would lose what windows keep."""
+    from .app import ApiError, _field
+
+    given = payload.get("truncation") if isinstance(payload, dict) else None
+    mode = "chunk" if given is None else truncation_mode(payload, False)
+    if mode == "cut":
+        raise ApiError(422, f"field 'truncation' must be 'chunk' or 'error' for {service.task}: it windows long texts")
+    tok, window = service.tokenizer, service.window_limit()
+    qa = service.task == "question-answering"
+    if qa:
+        enc = tok([x["question"] for x in items], [x["context"] for x in items], verbose=False)
+    else:
+        enc = tok(items, verbose=False)
+    lengths = [len(ids) for ids in enc["input_ids"]]
+    stride = min(128, window // 2)  # the QA pipeline's context overlap between windows
+    for i, n in enumerate(lengths):
+        if n > window and mode == "error":
+            raise ApiError(
+                413,
+                f"{_field(batched, i)} has {n} tokens, over one window of {window} (send no truncation, "
+                "or 'chunk', to run it as overlapping windows)",
+            )
+        q = len(tok.encode_batch_ids([items[i]["question"].lstrip()])[0]) if qa and n > window else 0
+        if q and q + tok.num_special_tokens_to_add(pair=True) + stride >= window:
+            raise ApiError(
+                413,
+                f"{_field(batched, i)}.question has {q} tokens, too long to share windows of {window} tokens "
+                f"with a context that overlaps by {stride}",
+            )
+    return sum(lengths), [n > window for n in lengths]
