@@ -80,6 +80,7 @@ def test_raw_response_shape_and_embed_alone_and_batched(server, offline):
 def test_rerank_on_an_embedding_model_is_refused(server):
     r = httpx.post(server.url + "/rerank", json={"query": "q", "texts": ["a", "b"]}, timeout=60)
     assert r.status_code == 424 and "not a cross-encoder" in r.json()["error"]
+    assert "/rerank" not in httpx.get(server.url + "/info", timeout=60).json()["endpoints"]
     r = httpx.post(server.url + "/v1/embeddings", json={"input": [1, 2], "model": "m"}, timeout=60)
     assert r.status_code == 422 and "input[0]" in r.json()["error"]["message"]
 
@@ -122,7 +123,11 @@ def test_rerank_endpoint_matches_the_text_ranking_pipeline(tmp_path):
         top = httpx.post(
             srv.url + "/rerank", json={"query": query, "texts": texts, "top_n": 3, "return_text": True}, timeout=60
         ).json()
+        info = httpx.get(srv.url + "/info", timeout=60).json()
+        metrics = httpx.get(srv.url + "/metrics", timeout=60).text
         assert srv.stop() == 0
+    assert "/rerank" in info["endpoints"] and "/v1/embeddings" in info["endpoints"]
+    assert 'endpoint="/rerank",status="200"} 2' in metrics
     assert [r["index"] for r in raw] == [w["index"] for w in want]
     np.testing.assert_allclose([r["score"] for r in raw], [w["score"] for w in want], atol=1e-4)
     assert [r["index"] for r in top] == [w["index"] for w in want[:3]]

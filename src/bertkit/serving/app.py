@@ -218,6 +218,14 @@ class ModelService:
             tokens += len(f["input_ids"])
         return feats, tokens, dropped
 
+    def _is_cross_encoder(self) -> bool:
+        from bertkit.pipelines.text_ranking import check_cross_encoder
+
+        try:
+            return self.pipe is not None and check_cross_encoder(self.pipe.model) is None
+        except ValueError:
+            return False
+
     def info(self) -> dict[str, Any]:
         from bertkit.inference import cpu_flags
 
@@ -226,8 +234,9 @@ class ModelService:
             "model": str(Path(cfg.model).resolve()),
             "task": self.task,
             "dtype": self.dtype,
-            "endpoints": ["/embed", "/tokenize"]
+            "endpoints": ["/embed", "/v1/embeddings", "/tokenize"]
             + (["/predict"] if self.pipe is not None else [])
+            + (["/rerank"] if self._is_cross_encoder() else [])
             + (["/search"] if self.index is not None else []),
             "hidden_size": self.embedder.model.config.hidden_size,
             "pooling": self.embedder.pooling,
@@ -328,7 +337,17 @@ def _is_loopback(host: str) -> bool:
 
 # ---------------------------------------------------------------------------------------- the app
 
-_ENDPOINTS = ("/embed", "/predict", "/tokenize", "/search", "/health", "/info", "/metrics")
+_ENDPOINTS = (
+    "/embed",
+    "/predict",
+    "/tokenize",
+    "/search",
+    "/v1/embeddings",
+    "/rerank",
+    "/health",
+    "/info",
+    "/metrics",
+)
 
 
 class _MetricsMiddleware:
