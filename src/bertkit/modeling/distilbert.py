@@ -15,14 +15,13 @@ Shapes: B batch, N sequence length, H = dim, I = hidden_dim.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from .base import PreTrainedModel
-from .config import PretrainedConfig
+from .config import SharedConfigFields
 from .layers import get_activation, multi_head_attention, project_qkv
 from .loading import no_init_weights
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
@@ -52,7 +51,7 @@ __all__ = [
 
 
 @dataclass
-class DistilBertConfig(PretrainedConfig):
+class DistilBertConfig(SharedConfigFields):
     """DistilBERT hyper-parameters with transformers' names and defaults (distilbert-base-uncased)."""
 
     vocab_size: int = 30522
@@ -69,17 +68,7 @@ class DistilBertConfig(PretrainedConfig):
     qa_dropout: float = 0.1
     seq_classif_dropout: float = 0.2
     pad_token_id: int = 0
-    tie_word_embeddings: bool = True
-    problem_type: str | None = None
-    id2label: dict[int, str] | None = None
-    label2id: dict[str, int] | None = None
-    num_labels: int | None = None
-    output_attentions: bool = False
-    output_hidden_states: bool = False
-    return_dict: bool = True
-    architectures: list[str] | None = None
     model_type: str = "distilbert"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     attribute_map = {  # noqa: RUF012 - class-level name table, as transformers' attribute_map
         "hidden_size": "dim",
@@ -87,9 +76,6 @@ class DistilBertConfig(PretrainedConfig):
         "num_hidden_layers": "n_layers",
         "intermediate_size": "hidden_dim",
     }
-
-    def __post_init__(self) -> None:
-        self._init_labels()
 
     def validate(self) -> None:
         """Raise for sizes that cannot build a model."""

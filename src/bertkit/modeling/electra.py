@@ -17,14 +17,13 @@ Shapes: B batch, N sequence length, E embedding size, H hidden size, V vocabular
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BertConfig, PretrainedConfig
+from .config import BertConfig, SharedConfigFields
 from .loading import no_init_weights
 from .model import BertEmbeddings, BertEncoder, BertModel, BertPreTrainedModel, get_activation
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput
@@ -55,7 +54,7 @@ __all__ = [
 
 
 @dataclass
-class ElectraConfig(PretrainedConfig):
+class ElectraConfig(SharedConfigFields):
     """ELECTRA hyper-parameters with transformers' names and defaults (electra-small discriminator)."""
 
     vocab_size: int = 30522
@@ -78,30 +77,13 @@ class ElectraConfig(PretrainedConfig):
     pad_token_id: int = 0
     position_embedding_type: str = "absolute"
     classifier_dropout: float | None = None
-    problem_type: str | None = None
-    id2label: dict[int, str] | None = None
-    label2id: dict[str, int] | None = None
-    num_labels: int | None = None
     is_decoder: bool = False
     add_cross_attention: bool = False
-    tie_word_embeddings: bool = True
-    output_attentions: bool = False
-    output_hidden_states: bool = False
-    return_dict: bool = True
-    architectures: list[str] | None = None
     model_type: str = "electra"
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self._init_labels()
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def use_return_dict(self) -> bool:
-        return self.return_dict
+    # BERT's derived sizes, as BERT's fields: under the same names
+    head_dim = BertConfig.head_dim
+    use_return_dict = BertConfig.use_return_dict
 
     def validate(self) -> None:
         """BERT's checks (head split, absolute positions, encoder only) and ELECTRA's summary."""
