@@ -36,6 +36,7 @@ from .task_heads import (
     SequenceClassificationHead,
     TokenClassificationHead,
     check_span_config,
+    head_output,
 )
 
 __all__ = [
@@ -326,7 +327,7 @@ class DistilBertForMaskedLM(_DistilBertArguments, LabelledHead, _DistilBertHeadM
             loss = nn.functional.cross_entropy(
                 logits.view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
             )
-        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions)
+        return head_output(MaskedLMOutput, out, loss=loss, logits=logits)
 
 
 class DistilBertForSequenceClassification(_DistilBertArguments, SequenceClassificationHead, _DistilBertHeadModel):

@@ -26,16 +26,18 @@ from torch import nn
 from .config import BertConfig, SharedConfigFields
 from .loading import no_init_weights
 from .model import BertEmbeddings, BertEncoder, BertModel, BertPreTrainedModel, get_activation
-from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput
+from .outputs import BaseModelOutput, ModelOutput
 from .task_heads import (
     EncoderHeadMixin,
     EncoderInputs,
     LabelledHead,
+    MaskedLMHead,
     MultipleChoiceHead,
     QuestionAnsweringHead,
     SequenceClassificationHead,
     TokenClassificationHead,
     check_span_config,
+    head_output,
     masked_lm_logits_and_loss,
 )
 
@@ -234,12 +236,10 @@ class ElectraForPreTraining(LabelledHead, _ElectraHeadModel):
     ) -> ElectraForPreTrainingOutput:
         logits = self.discriminator_predictions(out.last_hidden_state)  # (B, N)
         loss = replaced_token_loss(logits, labels, inputs.attention_mask) if labels is not None else None
-        return ElectraForPreTrainingOutput(
-            loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-        )
+        return head_output(ElectraForPreTrainingOutput, out, loss=loss, logits=logits)
 
 
-class ElectraForMaskedLM(_ElectraHeadModel):
+class ElectraForMaskedLM(MaskedLMHead, _ElectraHeadModel):
     """The generator: a masked LM whose ``generator_lm_head`` is tied to the word embeddings."""
 
     _head_description = "masked-LM (generator) head"
@@ -261,27 +261,11 @@ class ElectraForMaskedLM(_ElectraHeadModel):
     def set_output_embeddings(self, new: nn.Linear) -> None:
         self.generator_lm_head = new
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) token ids, -100 where not masked
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        sparse_mlm: bool = False,  # logits only where labels != -100: (num_masked, V)
-    ) -> MaskedLMOutput | tuple:
-        inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        out = self._encode(inputs, output_attentions, output_hidden_states)
-        logits, loss = masked_lm_logits_and_loss(
-            self._generate, out.last_hidden_state, labels, sparse_mlm, vocab_size=self.config.vocab_size
-        )
-        return self._pack(
-            MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
+    def _masked_lm(
+        self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return masked_lm_logits_and_loss(
+            self._generate, sequence_output, labels, sparse, vocab_size=self.config.vocab_size
         )
 
     def _generate(self, hidden_states: torch.Tensor) -> torch.Tensor:  # (..., H) -> (..., V)

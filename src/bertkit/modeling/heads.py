@@ -18,17 +18,18 @@ from .model import BertModel, BertPreTrainedModel, get_activation
 from .outputs import (
     BaseModelOutputWithPooling,
     BertForPreTrainingOutput,
-    MaskedLMOutput,
     NextSentencePredictorOutput,
 )
 from .task_heads import (
     EncoderHeadMixin,
     EncoderInputs,
+    MaskedLMHead,
     MultipleChoiceHead,
     QuestionAnsweringHead,
     SequenceClassificationHead,
     TokenClassificationHead,
     check_class_labels,
+    head_output,
     masked_lm_logits_and_loss,
 )
 
@@ -184,19 +185,17 @@ class BertForPreTraining(_MaskedLMMixin, _BertHeadModel):
         loss = None
         if labels is not None and next_sentence_label is not None:
             loss = mlm_loss + F.cross_entropy(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
-        return self._pack(
-            BertForPreTrainingOutput(
-                loss=loss,
-                prediction_logits=prediction_logits,
-                seq_relationship_logits=nsp_logits,
-                hidden_states=out.hidden_states,
-                attentions=out.attentions,
-            ),
-            return_dict,
+        output = head_output(
+            BertForPreTrainingOutput,
+            out,
+            loss=loss,
+            prediction_logits=prediction_logits,
+            seq_relationship_logits=nsp_logits,
         )
+        return self._pack(output, return_dict)
 
 
-class BertForMaskedLM(_MaskedLMMixin, _BertHeadModel):
+class BertForMaskedLM(MaskedLMHead, _MaskedLMMixin, _BertHeadModel):
     """BERT with the masked-LM head (fill-mask)."""
 
     _add_pooling_layer = False
@@ -206,27 +205,6 @@ class BertForMaskedLM(_MaskedLMMixin, _BertHeadModel):
         super().__init__(config)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) token ids, -100 where not masked
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        sparse_mlm: bool = False,
-    ) -> MaskedLMOutput | tuple:
-        inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        out = self._encode(inputs, output_attentions, output_hidden_states)
-        logits, loss = self._masked_lm(out.last_hidden_state, labels, sparse_mlm)
-        return self._pack(
-            MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
-        )
 
 
 class BertForNextSentencePrediction(_BertHeadModel):
@@ -259,12 +237,7 @@ class BertForNextSentencePrediction(_BertHeadModel):
         if labels is not None:
             check_class_labels("labels", labels, 2, "next-sentence classes")
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
-        return self._pack(
-            NextSentencePredictorOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+        return self._pack(head_output(NextSentencePredictorOutput, out, loss=loss, logits=logits), return_dict)
 
 
 # ---------------------------------------------------------------------------------------- fine-tuning heads

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .outputs import (
+    MaskedLMOutput,
     ModelOutput,
     MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
@@ -30,6 +31,7 @@ __all__ = [
     "EncoderHeadMixin",
     "EncoderInputs",
     "LabelledHead",
+    "MaskedLMHead",
     "MultipleChoiceHead",
     "QuestionAnsweringHead",
     "SequenceClassificationHead",
@@ -37,6 +39,7 @@ __all__ = [
     "check_class_labels",
     "check_span_config",
     "flatten_choices",
+    "head_output",
     "masked_lm_logits_and_loss",
     "num_choices_of",
     "sequence_classification_loss",
@@ -177,6 +180,11 @@ class EncoderInputs(NamedTuple):
     inputs_embeds: torch.Tensor | None  # (B, N, H)
 
 
+def head_output(output_class: type[ModelOutput], out: ModelOutput, **fields: Any) -> ModelOutput:
+    """A head's ``output_class`` with its ``fields`` and the encoder's hidden states and attentions."""
+    return output_class(**fields, hidden_states=out.hidden_states, attentions=out.attentions)
+
+
 class EncoderHeadMixin:
     """A head model's encoder call (the encoder is ``self.base_model``) and output packing."""
 
@@ -238,9 +246,7 @@ class SequenceClassificationHead(LabelledHead):
     def _task_output(self, out: ModelOutput, labels: torch.Tensor | None, inputs: EncoderInputs) -> ModelOutput:
         logits = self._logits(out)  # (B, num_labels)
         loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
-        return SequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-        )
+        return head_output(SequenceClassifierOutput, out, loss=loss, logits=logits)
 
 
 class TokenClassificationHead(LabelledHead):
@@ -250,9 +256,7 @@ class TokenClassificationHead(LabelledHead):
     def _task_output(self, out: ModelOutput, labels: torch.Tensor | None, inputs: EncoderInputs) -> ModelOutput:
         logits = self._logits(out)  # (B, N, num_labels)
         loss = token_classification_loss(logits, labels) if labels is not None else None
-        return TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-        )
+        return head_output(TokenClassifierOutput, out, loss=loss, logits=logits)
 
 
 class MultipleChoiceHead(LabelledHead):
@@ -269,9 +273,31 @@ class MultipleChoiceHead(LabelledHead):
         if labels is not None:
             check_class_labels("labels", labels, num_choices, "num_choices")
         loss = F.cross_entropy(logits, labels) if labels is not None else None
-        return MultipleChoiceModelOutput(
-            loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-        )
+        return head_output(MultipleChoiceModelOutput, out, loss=loss, logits=logits)
+
+
+class MaskedLMHead:
+    """Masked LM (fill-mask): the model supplies ``_masked_lm(sequence_output, labels, sparse)``, its
+    logits and loss (see :func:`masked_lm_logits_and_loss`). ``labels``: (B, N) token ids, -100 where not
+    masked; ``sparse_mlm``: logits only where labels != -100, (num_masked, V)."""
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,  # (B, N) token ids, -100 where not masked
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        sparse_mlm: bool = False,
+    ) -> MaskedLMOutput | tuple:
+        inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        out = self._encode(inputs, output_attentions, output_hidden_states)
+        logits, loss = self._masked_lm(out.last_hidden_state, labels, sparse_mlm)
+        return self._pack(head_output(MaskedLMOutput, out, loss=loss, logits=logits), return_dict)
 
 
 class QuestionAnsweringHead:
@@ -293,14 +319,6 @@ class QuestionAnsweringHead:
     ) -> QuestionAnsweringModelOutput | tuple:
         inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         out = self._encode(inputs, output_attentions, output_hidden_states)
-        start_logits, end_logits, loss = span_logits_and_loss(self._logits(out), start_positions, end_positions)
-        return self._pack(
-            QuestionAnsweringModelOutput(
-                loss=loss,
-                start_logits=start_logits,
-                end_logits=end_logits,
-                hidden_states=out.hidden_states,
-                attentions=out.attentions,
-            ),
-            return_dict,
-        )
+        start, end, loss = span_logits_and_loss(self._logits(out), start_positions, end_positions)
+        output = head_output(QuestionAnsweringModelOutput, out, loss=loss, start_logits=start, end_logits=end)
+        return self._pack(output, return_dict)
