@@ -37,6 +37,7 @@ from .task_heads import (
     SequenceClassificationHead,
     TokenClassificationHead,
     check_span_config,
+    classifier_dropout,
     head_output,
     masked_lm_logits_and_loss,
 )
@@ -277,10 +278,9 @@ class ElectraClassificationHead(nn.Module):
 
     def __init__(self, config: ElectraConfig):
         super().__init__()
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = get_activation("gelu")
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:  # (B, N, H) -> (B, num_labels)
@@ -311,8 +311,7 @@ class ElectraForTokenClassification(TokenClassificationHead, _ElectraHeadModel):
     def __init__(self, config: ElectraConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

@@ -27,10 +27,9 @@ from .generation import GenerationMixin
 from .layers import attention, get_activation
 from .loading import no_init_weights
 from .outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from .task_heads import IGNORE_INDEX
 
 __all__ = ["Conv1D", "GPT2Config", "GPT2LMHeadModel", "GPT2Model", "GPT2PreTrainedModel", "KVCache"]
-
-IGNORE_INDEX = -100
 
 
 @dataclass

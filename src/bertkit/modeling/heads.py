@@ -21,6 +21,7 @@ from .outputs import (
     NextSentencePredictorOutput,
 )
 from .task_heads import (
+    IGNORE_INDEX,
     EncoderHeadMixin,
     EncoderInputs,
     MaskedLMHead,
@@ -29,8 +30,14 @@ from .task_heads import (
     SequenceClassificationHead,
     TokenClassificationHead,
     check_class_labels,
+    classifier_dropout,
+    flatten_choices,
     head_output,
     masked_lm_logits_and_loss,
+    num_choices_of,
+    sequence_classification_loss,
+    span_logits_and_loss,
+    token_classification_loss,
 )
 
 __all__ = [
@@ -48,6 +55,17 @@ __all__ = [
     "BertForMultipleChoice",
 ]
 
+
+# Re-exported: the shared head helpers lived here before they had a module of their own (task_heads.py).
+_SHARED = (
+    IGNORE_INDEX,
+    flatten_choices,
+    num_choices_of,
+    sequence_classification_loss,
+    span_logits_and_loss,
+    token_classification_loss,
+)
+_check_class_labels = check_class_labels
 
 # ---------------------------------------------------------------------------------------- head modules
 
@@ -251,8 +269,7 @@ class _BertWithClassifier(_BertHeadModel):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, self._num_outputs(config))
         self.post_init()
 

@@ -38,6 +38,7 @@ __all__ = [
     "TokenClassificationHead",
     "check_class_labels",
     "check_span_config",
+    "classifier_dropout",
     "flatten_choices",
     "head_output",
     "masked_lm_logits_and_loss",
@@ -85,6 +86,11 @@ def check_class_labels(name: str, labels: torch.Tensor, num_classes: int, what: 
             f"{name} contains {bad}, outside [0, {num_classes}) ({what}={num_classes}; "
             f"{IGNORE_INDEX} marks positions to ignore)"
         )
+
+
+def classifier_dropout(config: Any) -> float:
+    """The dropout before a classifier: ``classifier_dropout``, or ``hidden_dropout_prob`` when unset."""
+    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
 
 
 def check_span_config(config: Any) -> None:
