@@ -284,7 +284,7 @@ class _DistilBertArguments:
             input_ids,
             attention_mask,
             token_type_ids,
-            None,
+            None,  # position_ids: DistilBERT has none
             inputs_embeds,
             labels,
             output_attentions,
@@ -395,7 +395,7 @@ class DistilBertForQuestionAnswering(QuestionAnsweringHead, _DistilBertHeadModel
             input_ids,
             attention_mask,
             token_type_ids,
-            None,
+            None,  # position_ids: DistilBERT has none
             inputs_embeds,
             start_positions,
             end_positions,
