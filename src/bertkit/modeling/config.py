@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-__all__ = ["PRESETS", "BertConfig", "PretrainedConfig", "check_vocab_fits"]
+__all__ = ["PRESETS", "BertConfig", "PretrainedConfig", "SharedConfigFields", "check_vocab_fits"]
 
 # Google's BERT miniatures (Turc et al. 2019) plus the two original sizes: (layers, hidden).
 # Heads = hidden / 64 and intermediate = 4 * hidden, as in every released miniature.
@@ -176,8 +176,31 @@ class PretrainedConfig:
         return f"{type(self).__name__} {self.to_json_string()}"
 
 
+@dataclass(kw_only=True)
+class SharedConfigFields(PretrainedConfig):
+    """The fields every family's config has, with transformers' names and defaults: the task's labels,
+    weight tying, what a forward returns, and the ``architectures`` and unknown fields of a config.json.
+
+    Keyword-only, so that each family's own fields keep their positional order.
+    """
+
+    problem_type: str | None = None
+    id2label: dict[int, str] | None = None
+    label2id: dict[str, int] | None = None
+    num_labels: int | None = None
+    tie_word_embeddings: bool = True
+    output_attentions: bool = False
+    output_hidden_states: bool = False
+    return_dict: bool = True
+    architectures: list[str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._init_labels()
+
+
 @dataclass
-class BertConfig(PretrainedConfig):
+class BertConfig(SharedConfigFields):
     """BERT hyper-parameters. Defaults are bert-base-uncased, as in transformers.
 
     Unknown fields found in a config.json are kept in ``extra`` (and readable as attributes) so that
@@ -199,22 +222,9 @@ class BertConfig(PretrainedConfig):
     pad_token_id: int = 0
     position_embedding_type: str = "absolute"
     classifier_dropout: float | None = None
-    problem_type: str | None = None
-    id2label: dict[int, str] | None = None
-    label2id: dict[str, int] | None = None
-    num_labels: int | None = None
     is_decoder: bool = False
     add_cross_attention: bool = False
-    tie_word_embeddings: bool = True
-    output_attentions: bool = False
-    output_hidden_states: bool = False
-    return_dict: bool = True
-    architectures: list[str] | None = None
     model_type: str = "bert"
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._init_labels()
 
     # ------------------------------------------------------------------ derived sizes
     @property

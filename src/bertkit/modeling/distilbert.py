@@ -7,41 +7,37 @@ keys: ``distilbert.embeddings.word_embeddings/position_embeddings/LayerNorm``,
 ``vocab_projector`` (tied to the word embeddings), ``pre_classifier``, ``classifier``, ``qa_outputs``.
 
 Everything that is the same as BERT comes from BERT: the attention math and SDPA, padding packing,
-the initialisation, checkpoint I/O (``from_pretrained``/``save_pretrained``), the losses and the
-output classes. Shapes: B batch, N sequence length, H = dim, I = hidden_dim.
+the initialisation, checkpoint I/O (``from_pretrained``/``save_pretrained``) and the output classes.
+What every family's task heads share (the forward of each task, its loss and its output) comes from
+``task_heads.py``: each head here says what it computes from the encoder's output (``_logits``).
+Shapes: B batch, N sequence length, H = dim, I = hidden_dim.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from .base import PreTrainedModel
-from .config import PretrainedConfig
-from .heads import (
-    IGNORE_INDEX,
-    _check_class_labels,
-    flatten_choices,
-    num_choices_of,
-    sequence_classification_loss,
-    span_logits_and_loss,
-    token_classification_loss,
-)
+from .config import SharedConfigFields
 from .layers import get_activation, multi_head_attention, project_qkv
 from .loading import no_init_weights
-from .outputs import (
-    BaseModelOutput,
-    MaskedLMOutput,
-    ModelOutput,
-    MultipleChoiceModelOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
-)
+from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
 from .packing import AttentionMask
+from .task_heads import (
+    IGNORE_INDEX,
+    EncoderHeadMixin,
+    EncoderInputs,
+    LabelledHead,
+    MultipleChoiceHead,
+    QuestionAnsweringHead,
+    SequenceClassificationHead,
+    TokenClassificationHead,
+    check_span_config,
+    head_output,
+)
 
 __all__ = [
     "DistilBertConfig",
@@ -56,7 +52,7 @@ __all__ = [
 
 
 @dataclass
-class DistilBertConfig(PretrainedConfig):
+class DistilBertConfig(SharedConfigFields):
     """DistilBERT hyper-parameters with transformers' names and defaults (distilbert-base-uncased)."""
 
     vocab_size: int = 30522
@@ -73,17 +69,7 @@ class DistilBertConfig(PretrainedConfig):
     qa_dropout: float = 0.1
     seq_classif_dropout: float = 0.2
     pad_token_id: int = 0
-    tie_word_embeddings: bool = True
-    problem_type: str | None = None
-    id2label: dict[int, str] | None = None
-    label2id: dict[str, int] | None = None
-    num_labels: int | None = None
-    output_attentions: bool = False
-    output_hidden_states: bool = False
-    return_dict: bool = True
-    architectures: list[str] | None = None
     model_type: str = "distilbert"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     attribute_map = {  # noqa: RUF012 - class-level name table, as transformers' attribute_map
         "hidden_size": "dim",
@@ -91,9 +77,6 @@ class DistilBertConfig(PretrainedConfig):
         "num_hidden_layers": "n_layers",
         "intermediate_size": "hidden_dim",
     }
-
-    def __post_init__(self) -> None:
-        self._init_labels()
 
     def validate(self) -> None:
         """Raise for sizes that cannot build a model."""
@@ -270,7 +253,7 @@ class DistilBertModel(DistilBertPreTrainedModel):
         return out if return_dict else out.to_tuple()
 
 
-class _DistilBertHeadModel(DistilBertPreTrainedModel):
+class _DistilBertHeadModel(EncoderHeadMixin, DistilBertPreTrainedModel):
     """A DistilBertModel under ``self.distilbert`` plus a head."""
 
     def __init__(self, config: DistilBertConfig):
@@ -278,27 +261,41 @@ class _DistilBertHeadModel(DistilBertPreTrainedModel):
         with no_init_weights():  # the whole model is initialised once, in post_init
             self.distilbert = DistilBertModel(config)
 
-    def _encode(
-        self, input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids=None
-    ) -> BaseModelOutput:
-        # token_type_ids go down only to be shape-checked like every family's (DistilBERT ignores them)
-        return self.distilbert(
+
+class _DistilBertArguments:
+    """DistilBERT's forward arguments for a head trained on ``labels``, put in the shared (BERT) order.
+
+    DistilBERT has no position_ids; token_type_ids come last and go down only to be shape-checked like
+    every family's (DistilBERT ignores them).
+    """
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,  # the task's targets (see the class)
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+    ) -> ModelOutput | tuple:
+        return super().forward(
             input_ids,
-            attention_mask=attention_mask,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-            token_type_ids=token_type_ids,
+            attention_mask,
+            token_type_ids,
+            None,  # position_ids: DistilBERT has none
+            inputs_embeds,
+            labels,
+            output_attentions,
+            output_hidden_states,
+            return_dict,
         )
 
-    def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        return output if return_dict else output.to_tuple()
 
-
-class DistilBertForMaskedLM(_DistilBertHeadModel):
-    """DistilBERT with its masked-LM head (``vocab_projector`` tied to the word embeddings)."""
+class DistilBertForMaskedLM(_DistilBertArguments, LabelledHead, _DistilBertHeadModel):
+    """DistilBERT with its masked-LM head (``vocab_projector`` tied to the word embeddings); ``labels``:
+    (B, N) token ids, -100 where not masked."""
 
     _head_description = "masked-LM head"
 
@@ -322,20 +319,7 @@ class DistilBertForMaskedLM(_DistilBertHeadModel):
     def set_output_embeddings(self, new: nn.Linear) -> None:
         self.vocab_projector = new
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) token ids, -100 where not masked
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
-    ) -> MaskedLMOutput | tuple:
-        out = self._encode(
-            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
-        )
+    def _task_output(self, out: BaseModelOutput, labels: torch.Tensor | None, inputs: EncoderInputs) -> MaskedLMOutput:
         h = self.vocab_layer_norm(self.activation(self.vocab_transform(out.last_hidden_state)))
         logits = self.vocab_projector(h)  # (B, N, V)
         loss = None
@@ -343,13 +327,10 @@ class DistilBertForMaskedLM(_DistilBertHeadModel):
             loss = nn.functional.cross_entropy(
                 logits.view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
             )
-        return self._pack(
-            MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
-        )
+        return head_output(MaskedLMOutput, out, loss=loss, logits=logits)
 
 
-class DistilBertForSequenceClassification(_DistilBertHeadModel):
+class DistilBertForSequenceClassification(_DistilBertArguments, SequenceClassificationHead, _DistilBertHeadModel):
     """Sentence classification from the first token: pre_classifier, ReLU, dropout, classifier."""
 
     _head_description = "sequence-classification head"
@@ -362,32 +343,12 @@ class DistilBertForSequenceClassification(_DistilBertHeadModel):
         self.dropout = nn.Dropout(config.seq_classif_dropout)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B,) class ids, (B,) floats (regression) or (B, L) multi-label
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
-    ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(
-            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
-        )
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, num_labels)
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B, H)
-        logits = self.classifier(pooled)  # (B, num_labels)
-        loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
-        return self._pack(
-            SequenceClassifierOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+        return self.classifier(pooled)
 
 
-class DistilBertForTokenClassification(_DistilBertHeadModel):
+class DistilBertForTokenClassification(_DistilBertArguments, TokenClassificationHead, _DistilBertHeadModel):
     """Per-token classification (NER) on the last hidden states."""
 
     _head_description = "token-classification head"
@@ -399,37 +360,18 @@ class DistilBertForTokenClassification(_DistilBertHeadModel):
         self.classifier = nn.Linear(config.dim, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) tag ids, -100 = ignored
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
-    ) -> TokenClassifierOutput | tuple:
-        out = self._encode(
-            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
-        )
-        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, N, num_labels)
-        loss = token_classification_loss(logits, labels) if labels is not None else None
-        return self._pack(
-            TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
-        )
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, N, num_labels)
+        return self.classifier(self.dropout(out.last_hidden_state))
 
 
-class DistilBertForQuestionAnswering(_DistilBertHeadModel):
+class DistilBertForQuestionAnswering(QuestionAnsweringHead, _DistilBertHeadModel):
     """Extractive QA: start and end logits per token from ``qa_outputs``."""
 
     _head_description = "question-answering (span) head"
 
     def __init__(self, config: DistilBertConfig):
         super().__init__(config)
-        if config.num_labels != 2:
-            raise ValueError(f"question answering needs num_labels=2 (start, end); the config has {config.num_labels}")
+        check_span_config(config)
         self.qa_outputs = nn.Linear(config.dim, config.num_labels)
         self.dropout = nn.Dropout(config.qa_dropout)
         # Span logits are normalised over every position, padding included, so padding is computed.
@@ -448,24 +390,25 @@ class DistilBertForQuestionAnswering(_DistilBertHeadModel):
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
     ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(
-            input_ids, attention_mask, inputs_embeds, output_attentions, output_hidden_states, token_type_ids
-        )
-        logits = self.qa_outputs(self.dropout(out.last_hidden_state))  # (B, N, 2)
-        start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
-        return self._pack(
-            QuestionAnsweringModelOutput(
-                loss=loss,
-                start_logits=start_logits,
-                end_logits=end_logits,
-                hidden_states=out.hidden_states,
-                attentions=out.attentions,
-            ),
+        # DistilBERT's argument order, put in the shared one (as _DistilBertArguments does)
+        return super().forward(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            None,  # position_ids: DistilBERT has none
+            inputs_embeds,
+            start_positions,
+            end_positions,
+            output_attentions,
+            output_hidden_states,
             return_dict,
         )
 
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, N, 2)
+        return self.qa_outputs(self.dropout(out.last_hidden_state))
 
-class DistilBertForMultipleChoice(_DistilBertHeadModel):
+
+class DistilBertForMultipleChoice(_DistilBertArguments, MultipleChoiceHead, _DistilBertHeadModel):
     """Scores each of C choices (B, C, N) from its first token, as the sequence classifier does; softmax
     over the choices."""
 
@@ -478,35 +421,6 @@ class DistilBertForMultipleChoice(_DistilBertHeadModel):
         self.dropout = nn.Dropout(config.seq_classif_dropout)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,  # (B, C, N)
-        attention_mask: torch.Tensor | None = None,  # (B, C, N)
-        inputs_embeds: torch.Tensor | None = None,  # (B, C, N, H)
-        labels: torch.Tensor | None = None,  # (B,) index of the right choice
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
-    ) -> MultipleChoiceModelOutput | tuple:
-        num_choices = num_choices_of(input_ids, inputs_embeds)
-        flat = flatten_choices
-        out = self._encode(
-            flat(input_ids),
-            flat(attention_mask),
-            flat(inputs_embeds),
-            output_attentions,
-            output_hidden_states,
-            flat(token_type_ids),
-        )
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B*C, 1)
         pooled = self.dropout(torch.relu(self.pre_classifier(out.last_hidden_state[:, 0])))  # (B*C, H)
-        logits = self.classifier(pooled).view(-1, num_choices)  # (B, C)
-        if labels is not None:
-            _check_class_labels("labels", labels, num_choices, "num_choices")
-        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        return self._pack(
-            MultipleChoiceModelOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+        return self.classifier(pooled)

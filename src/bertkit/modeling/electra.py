@@ -9,39 +9,37 @@ keys: ``electra.embeddings.word_embeddings/position_embeddings/token_type_embedd
 ``sequence_summary.summary`` + ``classifier`` (multiple choice).
 
 Everything that is the same as BERT comes from BERT: the embeddings, the encoder layers, attention
-and SDPA, padding packing, the initialisation, checkpoint I/O, the losses and the output classes.
+and SDPA, padding packing, the initialisation and checkpoint I/O. What every family's task heads share
+(the forward of each task, its loss and its output) comes from ``task_heads.py``: each head here
+says what it computes from the encoder's output (``_logits``).
 Shapes: B batch, N sequence length, E embedding size, H hidden size, V vocabulary.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BertConfig, PretrainedConfig
-from .heads import (
-    IGNORE_INDEX,
-    _check_class_labels,
-    flatten_choices,
-    num_choices_of,
-    sequence_classification_loss,
-    span_logits_and_loss,
-    token_classification_loss,
-)
+from .config import BertConfig, SharedConfigFields
 from .loading import no_init_weights
 from .model import BertEmbeddings, BertEncoder, BertModel, BertPreTrainedModel, get_activation
-from .outputs import (
-    BaseModelOutput,
-    MaskedLMOutput,
-    ModelOutput,
-    MultipleChoiceModelOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
+from .outputs import BaseModelOutput, ModelOutput
+from .task_heads import (
+    EncoderHeadMixin,
+    EncoderInputs,
+    LabelledHead,
+    MaskedLMHead,
+    MultipleChoiceHead,
+    QuestionAnsweringHead,
+    SequenceClassificationHead,
+    TokenClassificationHead,
+    check_span_config,
+    classifier_dropout,
+    head_output,
+    masked_lm_logits_and_loss,
 )
 
 __all__ = [
@@ -59,7 +57,7 @@ __all__ = [
 
 
 @dataclass
-class ElectraConfig(PretrainedConfig):
+class ElectraConfig(SharedConfigFields):
     """ELECTRA hyper-parameters with transformers' names and defaults (electra-small discriminator)."""
 
     vocab_size: int = 30522
@@ -82,30 +80,13 @@ class ElectraConfig(PretrainedConfig):
     pad_token_id: int = 0
     position_embedding_type: str = "absolute"
     classifier_dropout: float | None = None
-    problem_type: str | None = None
-    id2label: dict[int, str] | None = None
-    label2id: dict[str, int] | None = None
-    num_labels: int | None = None
     is_decoder: bool = False
     add_cross_attention: bool = False
-    tie_word_embeddings: bool = True
-    output_attentions: bool = False
-    output_hidden_states: bool = False
-    return_dict: bool = True
-    architectures: list[str] | None = None
     model_type: str = "electra"
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self._init_labels()
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def use_return_dict(self) -> bool:
-        return self.return_dict
+    # BERT's derived sizes, as BERT's fields: under the same names
+    head_dim = BertConfig.head_dim
+    use_return_dict = BertConfig.use_return_dict
 
     def validate(self) -> None:
         """BERT's checks (head split, absolute positions, encoder only) and ELECTRA's summary."""
@@ -193,38 +174,13 @@ class ElectraModel(BertModel, ElectraPreTrainedModel):
         return out if (self.config.return_dict if return_dict is None else return_dict) else out.to_tuple()
 
 
-class _ElectraHeadModel(ElectraPreTrainedModel):
+class _ElectraHeadModel(EncoderHeadMixin, ElectraPreTrainedModel):
     """An ElectraModel under ``self.electra`` plus a head."""
 
     def __init__(self, config: ElectraConfig):
         super().__init__(config)
         with no_init_weights():  # the whole model is initialised once, in post_init
             self.electra = ElectraModel(config)
-
-    def _encode(
-        self,
-        input_ids,
-        attention_mask,
-        token_type_ids,
-        position_ids,
-        inputs_embeds,
-        output_attentions,
-        output_hidden_states,
-    ) -> BaseModelOutput:
-        return self.electra(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-
-    def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        return output if return_dict else output.to_tuple()
 
 
 class ElectraDiscriminatorPredictions(nn.Module):
@@ -265,8 +221,9 @@ def replaced_token_loss(
     return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
 
-class ElectraForPreTraining(_ElectraHeadModel):
-    """The discriminator: for every token, is it the original (< 0) or a replacement (> 0)?"""
+class ElectraForPreTraining(LabelledHead, _ElectraHeadModel):
+    """The discriminator: for every token, is it the original (< 0) or a replacement (> 0)?
+    ``labels``: (B, N), 1 = replaced, 0 = original."""
 
     _head_description = "replaced-token-detection (discriminator) head"
 
@@ -275,38 +232,15 @@ class ElectraForPreTraining(_ElectraHeadModel):
         self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N): 1 = replaced, 0 = original
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> ElectraForPreTrainingOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
+    def _task_output(
+        self, out: BaseModelOutput, labels: torch.Tensor | None, inputs: EncoderInputs
+    ) -> ElectraForPreTrainingOutput:
         logits = self.discriminator_predictions(out.last_hidden_state)  # (B, N)
-        loss = replaced_token_loss(logits, labels, attention_mask) if labels is not None else None
-        return self._pack(
-            ElectraForPreTrainingOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+        loss = replaced_token_loss(logits, labels, inputs.attention_mask) if labels is not None else None
+        return head_output(ElectraForPreTrainingOutput, out, loss=loss, logits=logits)
 
 
-class ElectraForMaskedLM(_ElectraHeadModel):
+class ElectraForMaskedLM(MaskedLMHead, _ElectraHeadModel):
     """The generator: a masked LM whose ``generator_lm_head`` is tied to the word embeddings."""
 
     _head_description = "masked-LM (generator) head"
@@ -328,46 +262,15 @@ class ElectraForMaskedLM(_ElectraHeadModel):
     def set_output_embeddings(self, new: nn.Linear) -> None:
         self.generator_lm_head = new
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) token ids, -100 where not masked
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        sparse_mlm: bool = False,  # logits only where labels != -100: (num_masked, V)
-    ) -> MaskedLMOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
+    def _masked_lm(
+        self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return masked_lm_logits_and_loss(
+            self._generate, sequence_output, labels, sparse, vocab_size=self.config.vocab_size
         )
-        h = out.last_hidden_state
-        loss = None
-        if labels is not None:
-            if labels.shape != h.shape[:-1]:
-                raise ValueError(
-                    f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(h.shape[:-1])}"
-                )
-            _check_class_labels("labels", labels, self.config.vocab_size, "vocab_size")
-            if sparse_mlm:  # the head is per token: skip the (B*N, V) GEMM where nothing is predicted
-                selected = labels != IGNORE_INDEX
-                h, labels = h[selected], labels[selected]
-        logits = self.generator_lm_head(self.generator_predictions(h))
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX)
-        return self._pack(
-            MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
-        )
+
+    def _generate(self, hidden_states: torch.Tensor) -> torch.Tensor:  # (..., H) -> (..., V)
+        return self.generator_lm_head(self.generator_predictions(hidden_states))
 
 
 class ElectraClassificationHead(nn.Module):
@@ -375,10 +278,9 @@ class ElectraClassificationHead(nn.Module):
 
     def __init__(self, config: ElectraConfig):
         super().__init__()
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = get_activation("gelu")
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:  # (B, N, H) -> (B, num_labels)
@@ -386,7 +288,7 @@ class ElectraClassificationHead(nn.Module):
         return self.out_proj(self.dropout(x))
 
 
-class ElectraForSequenceClassification(_ElectraHeadModel):
+class ElectraForSequenceClassification(SequenceClassificationHead, _ElectraHeadModel):
     """Sentence(-pair) classification or regression from the first token (``classifier.dense/out_proj``)."""
 
     _head_description = "sequence-classification head"
@@ -397,38 +299,11 @@ class ElectraForSequenceClassification(_ElectraHeadModel):
         self.classifier = ElectraClassificationHead(config)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B,) class ids, (B,) / (B, n) floats, or (B, n) multi-hot
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
-        logits = self.classifier(out.last_hidden_state)  # (B, num_labels)
-        loss = sequence_classification_loss(self.config, logits, labels) if labels is not None else None
-        return self._pack(
-            SequenceClassifierOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, num_labels)
+        return self.classifier(out.last_hidden_state)
 
 
-class ElectraForTokenClassification(_ElectraHeadModel):
+class ElectraForTokenClassification(TokenClassificationHead, _ElectraHeadModel):
     """Per-token classification (NER) on the last hidden states."""
 
     _head_description = "token-classification head"
@@ -436,89 +311,30 @@ class ElectraForTokenClassification(_ElectraHeadModel):
     def __init__(self, config: ElectraConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) tag ids, -100 = ignored
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> TokenClassifierOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
-        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, N, num_labels)
-        loss = token_classification_loss(logits, labels) if labels is not None else None
-        return self._pack(
-            TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
-        )
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, N, num_labels)
+        return self.classifier(self.dropout(out.last_hidden_state))
 
 
-class ElectraForQuestionAnswering(_ElectraHeadModel):
+class ElectraForQuestionAnswering(QuestionAnsweringHead, _ElectraHeadModel):
     """Extractive QA: start and end logits per token from ``qa_outputs``."""
 
     _head_description = "question-answering (span) head"
 
     def __init__(self, config: ElectraConfig):
         super().__init__(config)
-        if config.num_labels != 2:
-            raise ValueError(f"question answering needs num_labels=2 (start, end); the config has {config.num_labels}")
+        check_span_config(config)
         self.num_labels = config.num_labels
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         # Span logits are normalised over every position, padding included, so padding is computed.
         self.electra.pack_padding = False
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        start_positions: torch.Tensor | None = None,  # (B,)
-        end_positions: torch.Tensor | None = None,  # (B,)
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
-        logits = self.qa_outputs(out.last_hidden_state)  # (B, N, 2)
-        start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
-        return self._pack(
-            QuestionAnsweringModelOutput(
-                loss=loss,
-                start_logits=start_logits,
-                end_logits=end_logits,
-                hidden_states=out.hidden_states,
-                attentions=out.attentions,
-            ),
-            return_dict,
-        )
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, N, 2)
+        return self.qa_outputs(out.last_hidden_state)
 
 
 class ElectraSequenceSummary(nn.Module):
@@ -536,7 +352,7 @@ class ElectraSequenceSummary(nn.Module):
         return self.last_dropout(self.activation(self.summary(hidden_states[:, 0])))
 
 
-class ElectraForMultipleChoice(_ElectraHeadModel):
+class ElectraForMultipleChoice(MultipleChoiceHead, _ElectraHeadModel):
     """Scores each of C choices (B, C, N) from its summary vector; softmax over the choices."""
 
     _head_description = "multiple-choice head"
@@ -547,36 +363,5 @@ class ElectraForMultipleChoice(_ElectraHeadModel):
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,  # (B, C, N)
-        attention_mask: torch.Tensor | None = None,  # (B, C, N)
-        token_type_ids: torch.Tensor | None = None,  # (B, C, N)
-        position_ids: torch.Tensor | None = None,  # (B, C, N)
-        inputs_embeds: torch.Tensor | None = None,  # (B, C, N, E)
-        labels: torch.Tensor | None = None,  # (B,) index of the right choice
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> MultipleChoiceModelOutput | tuple:
-        num_choices = num_choices_of(input_ids, inputs_embeds)
-        flat = flatten_choices
-        out = self._encode(
-            flat(input_ids),
-            flat(attention_mask),
-            flat(token_type_ids),
-            flat(position_ids),
-            flat(inputs_embeds),
-            output_attentions,
-            output_hidden_states,
-        )
-        logits = self.classifier(self.sequence_summary(out.last_hidden_state)).view(-1, num_choices)  # (B, C)
-        if labels is not None:
-            _check_class_labels("labels", labels, num_choices, "num_choices")
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
-        return self._pack(
-            MultipleChoiceModelOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B*C, 1)
+        return self.classifier(self.sequence_summary(out.last_hidden_state))

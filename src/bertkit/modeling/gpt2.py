@@ -15,27 +15,25 @@ d = H / h head size, V vocabulary.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .base import PreTrainedModel
-from .config import PretrainedConfig
+from .config import SharedConfigFields
 from .generation import GenerationMixin
 from .layers import attention, get_activation
 from .loading import no_init_weights
 from .outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from .task_heads import IGNORE_INDEX
 
 __all__ = ["Conv1D", "GPT2Config", "GPT2LMHeadModel", "GPT2Model", "GPT2PreTrainedModel", "KVCache"]
 
-IGNORE_INDEX = -100
-
 
 @dataclass
-class GPT2Config(PretrainedConfig):
+class GPT2Config(SharedConfigFields):
     """GPT-2 hyper-parameters with transformers' field names and defaults (the 124M ``gpt2``)."""
 
     vocab_size: int = 50257
@@ -56,17 +54,7 @@ class GPT2Config(PretrainedConfig):
     bos_token_id: int | None = 50256
     eos_token_id: int | list[int] | None = 50256
     pad_token_id: int | None = None
-    tie_word_embeddings: bool = True
-    problem_type: str | None = None
-    id2label: dict[int, str] | None = None
-    label2id: dict[str, int] | None = None
-    num_labels: int | None = None
-    output_attentions: bool = False
-    output_hidden_states: bool = False
-    return_dict: bool = True
-    architectures: list[str] | None = None
     model_type: str = "gpt2"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     attribute_map = {  # noqa: RUF012 - class-level name table, as transformers' attribute_map
         "hidden_size": "n_embd",
@@ -74,9 +62,6 @@ class GPT2Config(PretrainedConfig):
         "num_attention_heads": "n_head",
         "num_hidden_layers": "n_layer",
     }
-
-    def __post_init__(self) -> None:
-        self._init_labels()
 
     def validate(self) -> None:
         """Raise for sizes that cannot build a model."""

@@ -1,9 +1,9 @@
 """Task heads on top of BertModel, with transformers' module paths (``bert.*``, ``cls.*``, ``classifier``).
 
 The shared pieces live once: the MLM prediction head (transform + tied decoder) serves pretraining
-and masked LM, ``_BertHeadModel`` owns the encoder call and the output packing, and
-``_BertWithClassifier`` is the dropout + linear classifier behind sequence, token and
-multiple-choice classification.
+and masked LM, and ``_BertWithClassifier`` is the dropout + linear classifier behind sequence, token
+and multiple-choice classification. What every family's heads share (the encoder call, the
+fine-tuning tasks' forward, their losses and outputs) is in ``task_heads.py``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,26 @@ from .model import BertModel, BertPreTrainedModel, get_activation
 from .outputs import (
     BaseModelOutputWithPooling,
     BertForPreTrainingOutput,
-    MaskedLMOutput,
-    ModelOutput,
-    MultipleChoiceModelOutput,
     NextSentencePredictorOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
+)
+from .task_heads import (
+    IGNORE_INDEX,
+    EncoderHeadMixin,
+    EncoderInputs,
+    MaskedLMHead,
+    MultipleChoiceHead,
+    QuestionAnsweringHead,
+    SequenceClassificationHead,
+    TokenClassificationHead,
+    check_class_labels,
+    classifier_dropout,
+    flatten_choices,
+    head_output,
+    masked_lm_logits_and_loss,
+    num_choices_of,
+    sequence_classification_loss,
+    span_logits_and_loss,
+    token_classification_loss,
 )
 
 __all__ = [
@@ -42,42 +55,17 @@ __all__ = [
     "BertForMultipleChoice",
 ]
 
-IGNORE_INDEX = -100
 
-
-def num_choices_of(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> int:
-    """C of multiple-choice inputs: ids (B, C, N) or embeddings (B, C, N, H); other shapes are an error."""
-    ref = input_ids if input_ids is not None else inputs_embeds
-    if ref is None:
-        raise ValueError("pass exactly one of input_ids or inputs_embeds")
-    expected = 3 if input_ids is not None else 4
-    if ref.dim() != expected:
-        raise ValueError(
-            "multiple-choice inputs must have shape "
-            f"(batch, num_choices, seq_len{', hidden' if expected == 4 else ''}), got {tuple(ref.shape)}"
-        )
-    return ref.shape[1]
-
-
-def flatten_choices(t: torch.Tensor | None) -> torch.Tensor | None:
-    """(B, C, N, ...) -> (B*C, N, ...), so that each choice is encoded as one sequence."""
-    return None if t is None else t.reshape(-1, *t.shape[2:])
-
-
-def _check_class_labels(name: str, labels: torch.Tensor, num_classes: int, what: str) -> None:
-    """Class ids must lie in [0, num_classes) (or be IGNORE_INDEX); torch's own message names neither."""
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of class ids, got {type(labels).__name__}")
-    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer class ids, got dtype {labels.dtype}")
-    ids = labels[labels != IGNORE_INDEX]
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_classes):
-        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
-        raise ValueError(
-            f"{name} contains {bad}, outside [0, {num_classes}) ({what}={num_classes}; "
-            f"{IGNORE_INDEX} marks positions to ignore)"
-        )
-
+# Re-exported: the shared head helpers lived here before they had a module of their own (task_heads.py).
+_SHARED = (
+    IGNORE_INDEX,
+    flatten_choices,
+    num_choices_of,
+    sequence_classification_loss,
+    span_logits_and_loss,
+    token_classification_loss,
+)
+_check_class_labels = check_class_labels
 
 # ---------------------------------------------------------------------------------------- head modules
 
@@ -137,84 +125,11 @@ class BertPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
-def masked_lm_logits_and_loss(
-    predictions: BertLMPredictionHead,
-    sequence_output: torch.Tensor,  # (B, N, H)
-    labels: torch.Tensor | None,  # (B, N), -100 = not predicted
-    sparse: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """MLM logits and mean cross-entropy. ``sparse`` runs the head only where labels != -100.
-
-    Sparse gives logits of shape (num_masked, V) and the same loss as dense: the head is per-token,
-    and the dense loss ignores every other position anyway. It skips most of the (B*N, V) decoder GEMM.
-    """
-    if labels is None:
-        return predictions(sequence_output), None
-    if labels.shape != sequence_output.shape[:-1]:
-        raise ValueError(
-            f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(sequence_output.shape[:-1])}"
-        )
-    _check_class_labels("labels", labels, predictions.decoder.out_features, "vocab_size")
-    if sparse:
-        selected = labels != IGNORE_INDEX  # (B, N)
-        logits = predictions(sequence_output[selected])  # (M, V)
-        return logits, F.cross_entropy(logits, labels[selected])
-    logits = predictions(sequence_output)  # (B, N, V)
-    return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))
-
-
-def sequence_classification_loss(config, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """MSE, cross-entropy or BCE by ``config.problem_type`` (inferred from num_labels and labels' dtype)."""
-    num_labels = config.num_labels
-    if config.problem_type is None:
-        if num_labels == 1:
-            config.problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            config.problem_type = "single_label_classification"
-        else:
-            config.problem_type = "multi_label_classification"
-    if config.problem_type == "regression":
-        if num_labels == 1:
-            return F.mse_loss(logits.squeeze(), labels.squeeze().to(logits.dtype))
-        return F.mse_loss(logits, labels.to(logits.dtype))
-    if config.problem_type == "single_label_classification":
-        _check_class_labels("labels", labels, num_labels, "num_labels")
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    if labels.shape != logits.shape:
-        raise ValueError(f"multi-label labels must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
-    return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-
-
-def token_classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy over every (B, N) position; -100 labels are ignored."""
-    if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(logits.shape[:-1])}")
-    _check_class_labels("labels", labels, logits.shape[-1], "num_labels")
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))
-
-
-def span_logits_and_loss(
-    logits: torch.Tensor, start_positions: torch.Tensor | None, end_positions: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(B, N, 2) QA logits -> start, end logits (B, N) and the mean of both span cross-entropies."""
-    start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
-    loss = None
-    if start_positions is not None and end_positions is not None:
-        # Positions outside the sequence (answer truncated away) are clamped to N and ignored.
-        n = start_logits.size(1)
-        start = start_positions.view(-1).clamp(0, n)
-        end = end_positions.view(-1).clamp(0, n)
-        loss = (
-            F.cross_entropy(start_logits, start, ignore_index=n) + F.cross_entropy(end_logits, end, ignore_index=n)
-        ) / 2
-    return start_logits, end_logits, loss
-
-
 # ---------------------------------------------------------------------------------------- shared plumbing
 
 
-class _BertHeadModel(BertPreTrainedModel):
-    """A BertModel under ``self.bert`` plus a head; runs the encoder and packs outputs."""
+class _BertHeadModel(EncoderHeadMixin, BertPreTrainedModel):
+    """A BertModel under ``self.bert`` plus a head."""
 
     _add_pooling_layer = True
 
@@ -222,31 +137,6 @@ class _BertHeadModel(BertPreTrainedModel):
         super().__init__(config)
         with no_init_weights():  # the whole model is initialised once, in post_init
             self.bert = BertModel(config, add_pooling_layer=self._add_pooling_layer)
-
-    def _encode(
-        self,
-        input_ids,
-        attention_mask,
-        token_type_ids,
-        position_ids,
-        inputs_embeds,
-        output_attentions,
-        output_hidden_states,
-    ) -> BaseModelOutputWithPooling:
-        return self.bert(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-
-    def _pack(self, output: ModelOutput, return_dict: bool | None) -> ModelOutput | tuple:
-        return_dict = self.config.return_dict if return_dict is None else return_dict
-        return output if return_dict else output.to_tuple()
 
 
 class _MaskedLMMixin:
@@ -269,6 +159,14 @@ class _MaskedLMMixin:
     def set_output_embeddings(self, new: nn.Linear) -> None:
         self.cls.predictions.decoder = new
         self.cls.predictions.bias = new.bias  # tie_weights keeps decoder.bias the same parameter
+
+    def _masked_lm(
+        self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        predictions = self.cls.predictions
+        return masked_lm_logits_and_loss(
+            predictions, sequence_output, labels, sparse, vocab_size=predictions.decoder.out_features
+        )
 
 
 # ---------------------------------------------------------------------------------------- pretraining heads
@@ -298,35 +196,24 @@ class BertForPreTraining(_MaskedLMMixin, _BertHeadModel):
         return_dict: bool | None = None,
         sparse_mlm: bool = False,
     ) -> BertForPreTrainingOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
-        prediction_logits, mlm_loss = masked_lm_logits_and_loss(
-            self.cls.predictions, out.last_hidden_state, labels, sparse_mlm
-        )
+        inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        out = self._encode(inputs, output_attentions, output_hidden_states)
+        prediction_logits, mlm_loss = self._masked_lm(out.last_hidden_state, labels, sparse_mlm)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         loss = None
         if labels is not None and next_sentence_label is not None:
             loss = mlm_loss + F.cross_entropy(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
-        return self._pack(
-            BertForPreTrainingOutput(
-                loss=loss,
-                prediction_logits=prediction_logits,
-                seq_relationship_logits=nsp_logits,
-                hidden_states=out.hidden_states,
-                attentions=out.attentions,
-            ),
-            return_dict,
+        output = head_output(
+            BertForPreTrainingOutput,
+            out,
+            loss=loss,
+            prediction_logits=prediction_logits,
+            seq_relationship_logits=nsp_logits,
         )
+        return self._pack(output, return_dict)
 
 
-class BertForMaskedLM(_MaskedLMMixin, _BertHeadModel):
+class BertForMaskedLM(MaskedLMHead, _MaskedLMMixin, _BertHeadModel):
     """BERT with the masked-LM head (fill-mask)."""
 
     _add_pooling_layer = False
@@ -336,34 +223,6 @@ class BertForMaskedLM(_MaskedLMMixin, _BertHeadModel):
         super().__init__(config)
         self.cls = BertOnlyMLMHead(config)
         self.post_init()
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) token ids, -100 where not masked
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        sparse_mlm: bool = False,
-    ) -> MaskedLMOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
-        logits, loss = masked_lm_logits_and_loss(self.cls.predictions, out.last_hidden_state, labels, sparse_mlm)
-        return self._pack(
-            MaskedLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
-        )
 
 
 class BertForNextSentencePrediction(_BertHeadModel):
@@ -390,38 +249,27 @@ class BertForNextSentencePrediction(_BertHeadModel):
         next_sentence_label: torch.Tensor | None = None,  # old name of `labels`
     ) -> NextSentencePredictorOutput | tuple:
         labels = next_sentence_label if labels is None else labels
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
+        inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        out = self._encode(inputs, output_attentions, output_hidden_states)
         logits = self.cls(out.pooler_output)  # (B, 2)
         if labels is not None:
-            _check_class_labels("labels", labels, 2, "next-sentence classes")
+            check_class_labels("labels", labels, 2, "next-sentence classes")
         loss = F.cross_entropy(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
-        return self._pack(
-            NextSentencePredictorOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+        return self._pack(head_output(NextSentencePredictorOutput, out, loss=loss, logits=logits), return_dict)
 
 
 # ---------------------------------------------------------------------------------------- fine-tuning heads
+# The forward, loss and output of each task are every family's (task_heads.py); a BERT head says what
+# it computes from the encoder's output (``_logits``).
 
 
 class _BertWithClassifier(_BertHeadModel):
-    """bert + dropout + ``classifier`` Linear(H, n). Subclasses choose n, the features and the loss."""
+    """bert + dropout + ``classifier`` Linear(H, n). Subclasses choose n and the features."""
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(p)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, self._num_outputs(config))
         self.post_init()
 
@@ -433,7 +281,7 @@ class _BertWithClassifier(_BertHeadModel):
         return self.classifier(self.dropout(features))
 
 
-class BertForSequenceClassification(_BertWithClassifier):
+class BertForSequenceClassification(SequenceClassificationHead, _BertWithClassifier):
     """Sentence(-pair) classification or regression on the pooled [CLS] vector.
 
     ``config.problem_type`` picks the loss: regression (MSE), single_label_classification (cross-entropy)
@@ -443,76 +291,21 @@ class BertForSequenceClassification(_BertWithClassifier):
 
     _head_description = "sequence-classification head"
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B,) class ids, (B,) / (B, n) floats, or (B, n) multi-hot
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> SequenceClassifierOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
-        logits = self._classify(out.pooler_output)  # (B, num_labels)
-        loss = self._loss(logits, labels) if labels is not None else None
-        return self._pack(
-            SequenceClassifierOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
-
-    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return sequence_classification_loss(self.config, logits, labels)
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:  # (B, num_labels)
+        return self._classify(out.pooler_output)
 
 
-class BertForTokenClassification(_BertWithClassifier):
+class BertForTokenClassification(TokenClassificationHead, _BertWithClassifier):
     """Per-token classification (NER, POS) on the last hidden states."""
 
     _add_pooling_layer = False
     _head_description = "token-classification head"
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,  # (B, N) tag ids, -100 = ignored
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> TokenClassifierOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
-        logits = self._classify(out.last_hidden_state)  # (B, N, num_labels)
-        loss = token_classification_loss(logits, labels) if labels is not None else None
-        return self._pack(
-            TokenClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions),
-            return_dict,
-        )
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:  # (B, N, num_labels)
+        return self._classify(out.last_hidden_state)
 
 
-class BertForMultipleChoice(_BertWithClassifier):
+class BertForMultipleChoice(MultipleChoiceHead, _BertWithClassifier):
     """Scores each of C choices (B, C, N) with the pooled vector; softmax over choices."""
 
     _head_description = "multiple-choice head"
@@ -521,42 +314,11 @@ class BertForMultipleChoice(_BertWithClassifier):
     def _num_outputs(config: BertConfig) -> int:
         return 1
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,  # (B, C, N)
-        attention_mask: torch.Tensor | None = None,  # (B, C, N)
-        token_type_ids: torch.Tensor | None = None,  # (B, C, N)
-        position_ids: torch.Tensor | None = None,  # (B, C, N)
-        inputs_embeds: torch.Tensor | None = None,  # (B, C, N, H)
-        labels: torch.Tensor | None = None,  # (B,) index of the right choice
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> MultipleChoiceModelOutput | tuple:
-        num_choices = num_choices_of(input_ids, inputs_embeds)
-        flat = flatten_choices
-        out = self._encode(
-            flat(input_ids),
-            flat(attention_mask),
-            flat(token_type_ids),
-            flat(position_ids),
-            flat(inputs_embeds),
-            output_attentions,
-            output_hidden_states,
-        )
-        logits = self._classify(out.pooler_output).view(-1, num_choices)  # (B, C)
-        if labels is not None:
-            _check_class_labels("labels", labels, num_choices, "num_choices")
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
-        return self._pack(
-            MultipleChoiceModelOutput(
-                loss=loss, logits=logits, hidden_states=out.hidden_states, attentions=out.attentions
-            ),
-            return_dict,
-        )
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:  # (B*C, 1)
+        return self._classify(out.pooler_output)
 
 
-class BertForQuestionAnswering(_BertHeadModel):
+class BertForQuestionAnswering(QuestionAnsweringHead, _BertHeadModel):
     """Extractive QA: start and end logits per token from ``qa_outputs``."""
 
     _add_pooling_layer = False
@@ -571,39 +333,7 @@ class BertForQuestionAnswering(_BertHeadModel):
         self.bert.pack_padding = False
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        start_positions: torch.Tensor | None = None,  # (B,)
-        end_positions: torch.Tensor | None = None,  # (B,)
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-    ) -> QuestionAnsweringModelOutput | tuple:
-        out = self._encode(
-            input_ids,
-            attention_mask,
-            token_type_ids,
-            position_ids,
-            inputs_embeds,
-            output_attentions,
-            output_hidden_states,
-        )
+    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:  # (B, N, 2)
         if self.num_labels != 2:
             raise ValueError(f"question answering needs num_labels=2 (start, end); this model has {self.num_labels}")
-        logits = self.qa_outputs(out.last_hidden_state)  # (B, N, 2)
-        start_logits, end_logits, loss = span_logits_and_loss(logits, start_positions, end_positions)
-        return self._pack(
-            QuestionAnsweringModelOutput(
-                loss=loss,
-                start_logits=start_logits,
-                end_logits=end_logits,
-                hidden_states=out.hidden_states,
-                attentions=out.attentions,
-            ),
-            return_dict,
-        )
+        return self.qa_outputs(out.last_hidden_state)
