@@ -49,6 +49,7 @@ def test_prepared_fp32_stays_exact_vs_transformers():
     ref = transformers.BertModel.from_pretrained(folder, attn_implementation="sdpa").eval()
     ours = BertModel.from_pretrained(folder, dtype="fp32")  # prepared: cached fused QKV
     assert ours.encoder.layer[0].attention.self._inference_qkv is not None
+    assert not ours.encoder.layer[0].attention.self._inference_qkv.training  # else the packed kernel is skipped
     assert not any("inference_qkv" in k for k in ours.state_dict())  # checkpoint keys unchanged
     tok = transformers.AutoTokenizer.from_pretrained(folder)
     enc = tok(texts, padding=True, return_tensors="pt")

@@ -76,6 +76,7 @@ def _fuse_qkv(model: nn.Module) -> None:
             fused.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
             fused.bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
         fused.requires_grad_(False)
+        fused.eval()  # not a submodule, so model.eval() never reaches it; a training Linear skips the packed kernel
         # Not registered as a submodule: state_dict() keys and checkpoints stay unchanged.
         object.__setattr__(m, "_inference_qkv", fused)
 
