@@ -114,13 +114,50 @@ def test_int8_linear_equals_its_dequantized_product():
     torch.manual_seed(0)
     lin = torch.nn.Linear(64, 48)
     q = Int8Linear(lin)
-    for rows in (1, 16, 17, 40):
-        x = torch.randn(rows, 64) * torch.linspace(0.1, 5, 64)
-        sx = x.abs().amax(1, keepdim=True) / 127
-        sw = lin.weight.abs().amax(1) / 127
-        want = (torch.round(x / sx) * sx) @ (torch.round(lin.weight / sw[:, None]) * sw[:, None]).T + lin.bias
-        torch.testing.assert_close(q(x), want.detach(), atol=1e-4, rtol=1e-4)
-        assert (q(x) - lin(x)).abs().max() < 0.05 * lin(x).abs().max()  # and close to the float product
+    for kernel in dict.fromkeys(
+        (q.kernel, "int_mm")
+    ):  # oneDNN's u8 x s8 kernel where this torch has it, and the fallback
+        q.kernel = kernel
+        for rows in (1, 16, 17, 40):
+            x = torch.randn(rows, 64) * torch.linspace(0.1, 5, 64)
+            sx = x.abs().amax(1, keepdim=True) / 127
+            sw = lin.weight.abs().amax(1) / 127
+            want = (torch.round(x / sx) * sx) @ (torch.round(lin.weight / sw[:, None]) * sw[:, None]).T + lin.bias
+            torch.testing.assert_close(q(x), want.detach(), atol=1e-4, rtol=1e-4)
+            assert (q(x) - lin(x)).abs().max() < 0.05 * lin(x).abs().max()  # and close to the float product
+
+
+def test_int8_runs_onednn_u8s8_and_equals_int_mm_on_real_activations():
+    """Where torch has oneDNN's u8 x s8 linear, every Int8Linear of a prepared MiniLM runs it, and on the
+    activations real sentences give each projection its output equals the torch._int_mm path's: the
+    integer sums are identical, only the order of the float rescaling differs (stated tolerance:
+    1e-5 of the largest output)."""
+    from bertkit.inference.int8 import Int8Linear, onednn_int8_available
+
+    if not onednn_int8_available():
+        pytest.skip("this torch has no working torch.ops.onednn.qlinear_pointwise: Int8Linear keeps torch._int_mm")
+    q = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="int8")
+    layers = q.model.encoder.layer
+    mods = [layers[i].attention.self._inference_qkv for i in (0, 5)]
+    mods += [m for i in (0, 5) for m in layers[i].modules() if isinstance(m, Int8Linear)]
+    seen: dict[int, torch.Tensor] = {}
+
+    def keep_first_input(m: torch.nn.Module, inp: tuple) -> None:
+        seen.setdefault(id(m), inp[0].clone())
+
+    hooks = [m.register_forward_pre_hook(keep_first_input) for m in mods]
+    q([r["text"] for r in _polarity("test", 16)])
+    for h in hooks:
+        h.remove()
+    assert len(seen) == len(mods) >= 6
+    for m in mods:
+        assert m.kernel == "onednn", m
+        x = seen[id(m)]
+        got = m(x)
+        m.kernel = "int_mm"
+        want = m(x)
+        m.kernel = "onednn"
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ from torch import nn
 
 from .cpu import has_fast_bf16
 
-__all__ = ["Int8Linear", "SMOOTHING_ALPHA", "quantize_int8"]
+__all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
 
 SMOOTHING_ALPHA = 0.5
 _INT_MM_MIN_ROWS = 17  # torch._int_mm on CPU wants more than 16 rows; shorter inputs are padded with zeros
@@ -73,6 +73,11 @@ def _onednn_product(q: torch.Tensor, scale: torch.Tensor) -> Callable[[torch.Ten
         return None
     want = ((row.double() - 128) @ q.double().t()) * scale.double()
     return product if torch.allclose(got.double(), want, rtol=1e-5, atol=1e-6) else None
+
+
+def onednn_int8_available() -> bool:
+    """True when :class:`Int8Linear` runs oneDNN's u8 x s8 kernel here (it exists and passes the trial)."""
+    return _onednn_product(torch.ones(4, 8, dtype=torch.int8), torch.ones(4)) is not None
 
 
 class Int8Linear(nn.Module):
