@@ -163,6 +163,32 @@ def test_int8_runs_onednn_u8s8_and_equals_int_mm_on_real_activations():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
 
 
+def test_int8_up_projection_applies_its_gelu_unless_hooked():
+    """The int8 up-projection applies its GELU in place and the GELU module passes that tensor through;
+    with a hook on the projection they run apart: the hook sees the pre-activation output (GELU's
+    minimum is -0.17) and the hidden states are the same as without the hook (1e-5)."""
+    from bertkit.inference.int8 import Int8Linear
+    from bertkit.tokenization import BertTokenizer
+
+    model = BertModel.from_pretrained(asset_path("minilm"), dtype="int8")
+    enc = BertTokenizer.from_pretrained(asset_path("minilm"))(
+        [r["text"] for r in _polarity("test", 8)], padding=True, return_tensors="pt"
+    )
+    inter = model.encoder.layer[2].intermediate
+    assert isinstance(inter.dense, Int8Linear)
+    with torch.inference_mode():
+        fused = model(**enc).last_hidden_state
+        seen = {}
+        handle = inter.dense.register_forward_hook(lambda m, inp, out: seen.update(x=inp[0], y=out.clone()))
+        try:
+            hooked = model(**enc).last_hidden_state
+        finally:
+            handle.remove()
+        assert float(seen["y"].min()) < -0.5  # not activated
+        torch.testing.assert_close(inter(seen["x"]), torch.nn.functional.gelu(seen["y"]), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(hooked, fused, atol=1e-5, rtol=0)
+
+
 @pytest.mark.slow
 def test_int8_classifier_gate(polarity_clf):
     """int8 keeps polarity test accuracy within 0.5 points of fp32 (4 of 800 sentences)."""

@@ -35,12 +35,14 @@ pipeline about 0.8x of bf16's. The per-token quantization is four passes over th
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from .cpu import has_fast_bf16
+from .precision import _eager, _fusable_activations, _hooked
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
 
@@ -114,6 +116,7 @@ class Int8Linear(nn.Module):
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().clone())
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self._onednn = _onednn_product(q, scale)
+        self._activate: Callable[[torch.Tensor], torch.Tensor] | None = None  # set by _fuse_activation
         self.kernel = "int_mm" if self._onednn is None else "onednn"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -130,7 +133,8 @@ class Int8Linear(nn.Module):
             y = torch._int_mm(xq, self.weight_t)[:rows].float() * sx * self.weight_scale
             if self.bias is not None:
                 y = y + self.bias
-        return y.reshape(*shape[:-1], self.out_features)
+        y = y.reshape(*shape[:-1], self.out_features)
+        return y if self._activate is None else self._activate(y)
 
     def extra_repr(self) -> str:
         sizes = f"in_features={self.in_features}, out_features={self.out_features}"
@@ -147,6 +151,31 @@ class _FloatLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x.to(self.dtype)).float()
+
+
+def _fuse_activation(linear: Int8Linear, act: nn.Module, algorithm: str) -> None:
+    """``linear`` applies the GELU its parent runs right after it (erf or tanh, ``algorithm``) in place
+    on its own fresh output, and ``act`` passes exactly that tensor through: one pass over the (T, 4H)
+    activations and one allocation fewer. A hook on either module runs them apart, as it always saw."""
+    eager_act = _eager(act)
+    fused_out: list[weakref.ref | None] = [None]  # a weak reference, so no output is kept alive
+
+    def activate(y: torch.Tensor) -> torch.Tensor:
+        if _hooked(linear, act):
+            return y
+        torch.ops.aten.gelu_(y, approximate=algorithm)
+        fused_out[0] = weakref.ref(y)
+        return y
+
+    def act_forward(x: torch.Tensor) -> torch.Tensor:
+        ref = fused_out[0]
+        if ref is not None and ref() is x:  # activated already: only the fused projection's own output
+            fused_out[0] = None
+            return x
+        return eager_act(x)
+
+    linear._activate = activate
+    object.__setattr__(act, "forward", act_forward)
 
 
 def _kept_in_float(name: str) -> bool:
@@ -194,6 +223,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     attention = {n: m for n, m in model.named_modules() if getattr(m, "_inference_qkv", None) is not None}
     stats = _calibrate(model, attention)
     keep = torch.bfloat16 if has_fast_bf16() else torch.float32
+    fusable = _fusable_activations(model)  # id(up-projection) -> (its GELU, erf or tanh)
     for name, att in attention.items():
         fused = att._inference_qkv
         object.__setattr__(att, "_inference_qkv", Int8Linear(fused, _smoothing(stats[name], fused.weight)))
@@ -208,5 +238,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
             new: nn.Module = _FloatLinear(m, keep) if keep != torch.float32 else m
         else:
             new = Int8Linear(m, _smoothing(stats[name], m.weight))
+            if id(m) in fusable:
+                _fuse_activation(new, *fusable[id(m)])
         setattr(parent, attr, new)
     return model
