@@ -15,10 +15,11 @@ states that drops the sentence-embedding cosine against fp32 to about 0.92. Two 
   data is needed.
 
 Every Linear of the encoder layers is int8 (the fused query/key/value projection, the attention
-output, both feed-forward projections); heads, the pooler and ELECTRA's embedding projection stay in
-float (bf16 where the CPU multiplies it natively, else fp32). Measured on MiniLM against fp32 over
-512 real sentences: min cosine 0.9958, mean 0.9986 (0.9988 / 0.9994 with the down-projections kept
-in bf16, which made int8 slower than bf16 as a whole); polarity accuracy within 0.2 points.
+output, both feed-forward projections; the up-projection applies its GELU in place); heads, the
+pooler and ELECTRA's embedding projection stay in float (bf16 where the CPU multiplies it natively,
+else fp32). Measured on MiniLM against fp32 over 512 real sentences: min cosine 0.9958, mean 0.9986
+(0.9988 / 0.9994 with the down-projections kept in bf16, about 4% slower end to end); polarity
+accuracy within 0.2 points.
 
 **Which kernel runs.** Where torch has oneDNN's quantized linear (``torch.ops.onednn``) and it passes
 a one-row trial against the exact product, the product is oneDNN's **u8 x s8** kernel: activations
@@ -26,11 +27,14 @@ are shifted to uint8 with zero point 128 (the sign bit flipped), which is the fo
 ``vpdpbusd`` and AMX-INT8 multiply natively, on the weight reordered once. The kernel takes one
 activation scale per call, so it runs with scale 1 and the per-token scales multiply its float32
 output afterwards, with the bias, in one pass. ``torch._int_mm`` (s8 x s8) is the fallback: on a
-VNNI CPU without AMX it measured up to 7x slower than the u8 x s8 kernel for the same product (VNNI has no
-signed x signed instruction). On such a CPU (AVX-512 VNNI + BF16, one thread) a MiniLM encoder
-Linear takes 0.75-0.95x the time of the reordered bf16 one, and the int8 sentence-embedding
-pipeline about 0.8x of bf16's. The per-token quantization is four passes over the activations
-(smoothing, max and min, division, rounding), as costly as the int8 product itself at these sizes.
+VNNI CPU without AMX it measured up to 7x slower than the u8 x s8 kernel for the same product (VNNI
+has no signed x signed instruction). On such a CPU (AVX-512 VNNI + BF16, one thread, ~1,200 tokens)
+the u8 x s8 product alone takes half the time of the reordered bf16 one, but the per-token
+quantization (smoothing, max and min, division, rounding: memory-bound passes over fp32
+activations) eats much of that: a whole projection takes 0.65-0.95x bf16's time and the 1536-wide
+down-projection 1.1-1.5x alone (in the fp32 model a bf16 one also converts its input and output);
+the int8 sentence-embedding pipeline takes 0.84-0.95x of bf16's time (``benchmarks/int8_linear.py``
+for the projections).
 """
 
 from __future__ import annotations
