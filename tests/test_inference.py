@@ -49,6 +49,7 @@ def test_prepared_fp32_stays_exact_vs_transformers():
     ref = transformers.BertModel.from_pretrained(folder, attn_implementation="sdpa").eval()
     ours = BertModel.from_pretrained(folder, dtype="fp32")  # prepared: cached fused QKV
     assert ours.encoder.layer[0].attention.self._inference_qkv is not None
+    assert not ours.encoder.layer[0].attention.self._inference_qkv.training  # else the packed kernel is skipped
     assert not any("inference_qkv" in k for k in ours.state_dict())  # checkpoint keys unchanged
     tok = transformers.AutoTokenizer.from_pretrained(folder)
     enc = tok(texts, padding=True, return_tensors="pt")
@@ -88,8 +89,10 @@ def test_bf16_sentence_embeddings_gate():
 def test_int8_sentence_embeddings_gate():
     """int8 vs fp32 sentence embeddings on 256 real sentences: min cosine >= 0.99 (mean >= 0.998).
 
-    The int8 products are exact integer sums on every CPU; what differs between CPUs is only the bf16
-    or fp32 kernel of the layers kept in float, far below these margins (measured min 0.9988).
+    Every encoder Linear is int8, the feed-forward down-projection included. The int8 products are
+    exact integer sums on every CPU; what differs between CPUs is only the float rescaling and the
+    bf16 or fp32 kernel of the layers kept in float, far below these margins (measured min 0.9958,
+    mean 0.9986).
     """
     from bertkit.inference.int8 import Int8Linear
 
@@ -100,7 +103,8 @@ def test_int8_sentence_embeddings_gate():
     assert isinstance(layer.intermediate.dense, Int8Linear) and isinstance(
         layer.attention.self._inference_qkv, Int8Linear
     )
-    assert not isinstance(layer.output.dense, Int8Linear)  # the down-projection stays in float
+    assert isinstance(layer.output.dense, Int8Linear) and isinstance(layer.attention.output.dense, Int8Linear)
+    assert not isinstance(q.model.pooler.dense, Int8Linear)  # outside the encoder layers: float
     assert isinstance(q.model.embeddings.word_embeddings, torch.nn.Embedding)  # never quantized
     cos = torch.nn.functional.cosine_similarity(fp32, q(texts, return_tensors=True), dim=-1)
     assert float(cos.min()) >= 0.99 and float(cos.mean()) >= 0.998, (float(cos.min()), float(cos.mean()))
@@ -113,13 +117,76 @@ def test_int8_linear_equals_its_dequantized_product():
     torch.manual_seed(0)
     lin = torch.nn.Linear(64, 48)
     q = Int8Linear(lin)
-    for rows in (1, 16, 17, 40):
-        x = torch.randn(rows, 64) * torch.linspace(0.1, 5, 64)
-        sx = x.abs().amax(1, keepdim=True) / 127
-        sw = lin.weight.abs().amax(1) / 127
-        want = (torch.round(x / sx) * sx) @ (torch.round(lin.weight / sw[:, None]) * sw[:, None]).T + lin.bias
-        torch.testing.assert_close(q(x), want.detach(), atol=1e-4, rtol=1e-4)
-        assert (q(x) - lin(x)).abs().max() < 0.05 * lin(x).abs().max()  # and close to the float product
+    for kernel in dict.fromkeys(
+        (q.kernel, "int_mm")
+    ):  # oneDNN's u8 x s8 kernel where this torch has it, and the fallback
+        q.kernel = kernel
+        for rows in (1, 16, 17, 40):
+            x = torch.randn(rows, 64) * torch.linspace(0.1, 5, 64)
+            sx = x.abs().amax(1, keepdim=True) / 127
+            sw = lin.weight.abs().amax(1) / 127
+            want = (torch.round(x / sx) * sx) @ (torch.round(lin.weight / sw[:, None]) * sw[:, None]).T + lin.bias
+            torch.testing.assert_close(q(x), want.detach(), atol=1e-4, rtol=1e-4)
+            assert (q(x) - lin(x)).abs().max() < 0.05 * lin(x).abs().max()  # and close to the float product
+
+
+def test_int8_runs_onednn_u8s8_and_equals_int_mm_on_real_activations():
+    """Where torch has oneDNN's u8 x s8 linear, every Int8Linear of a prepared MiniLM runs it, and on the
+    activations real sentences give each projection its output equals the torch._int_mm path's: the
+    integer sums are identical, only the order of the float rescaling differs (stated tolerance:
+    1e-5 of the largest output)."""
+    from bertkit.inference.int8 import Int8Linear, onednn_int8_available
+
+    if not onednn_int8_available():
+        pytest.skip("this torch has no working torch.ops.onednn.qlinear_pointwise: Int8Linear keeps torch._int_mm")
+    q = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="int8")
+    layers = q.model.encoder.layer
+    mods = [layers[i].attention.self._inference_qkv for i in (0, 5)]
+    mods += [m for i in (0, 5) for m in layers[i].modules() if isinstance(m, Int8Linear)]
+    seen: dict[int, torch.Tensor] = {}
+
+    def keep_first_input(m: torch.nn.Module, inp: tuple) -> None:
+        seen.setdefault(id(m), inp[0].clone())
+
+    hooks = [m.register_forward_pre_hook(keep_first_input) for m in mods]
+    q([r["text"] for r in _polarity("test", 16)])
+    for h in hooks:
+        h.remove()
+    assert len(seen) == len(mods) >= 6
+    for m in mods:
+        assert m.kernel == "onednn", m
+        x = seen[id(m)]
+        got = m(x)
+        m.kernel = "int_mm"
+        want = m(x)
+        m.kernel = "onednn"
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+
+
+def test_int8_up_projection_applies_its_gelu_unless_hooked():
+    """The int8 up-projection applies its GELU in place and the GELU module passes that tensor through;
+    with a hook on the projection they run apart: the hook sees the pre-activation output (GELU's
+    minimum is -0.17) and the hidden states are the same as without the hook (1e-5)."""
+    from bertkit.inference.int8 import Int8Linear
+    from bertkit.tokenization import BertTokenizer
+
+    model = BertModel.from_pretrained(asset_path("minilm"), dtype="int8")
+    enc = BertTokenizer.from_pretrained(asset_path("minilm"))(
+        [r["text"] for r in _polarity("test", 8)], padding=True, return_tensors="pt"
+    )
+    inter = model.encoder.layer[2].intermediate
+    assert isinstance(inter.dense, Int8Linear)
+    with torch.inference_mode():
+        fused = model(**enc).last_hidden_state
+        seen = {}
+        handle = inter.dense.register_forward_hook(lambda m, inp, out: seen.update(x=inp[0], y=out.clone()))
+        try:
+            hooked = model(**enc).last_hidden_state
+        finally:
+            handle.remove()
+        assert float(seen["y"].min()) < -0.5  # not activated
+        torch.testing.assert_close(inter(seen["x"]), torch.nn.functional.gelu(seen["y"]), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(hooked, fused, atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow

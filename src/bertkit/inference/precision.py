@@ -5,8 +5,8 @@
 - ``"auto"`` picks bf16 where the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else fp32;
 - ``"bf16"`` casts every parameter to bfloat16 (outputs are cast back to float32 by the callers);
 - ``"int8"`` runs the encoder's Linear layers as int8 products with one scale per token and per
-  output channel, smoothed, the feed-forward down-projections kept in bf16 or fp32
-  (:mod:`bertkit.inference.int8`); embeddings and LayerNorm keep float32;
+  output channel, smoothed (:mod:`bertkit.inference.int8`); heads and the pooler stay in bf16 or
+  fp32, embeddings and LayerNorm keep float32;
 - every BERT self-attention gets its query/key/value weights concatenated once, so inference runs one
   GEMM without re-building the (3H, H) matrix on every call (training ignores the cache);
 - every float Linear on the CPU (GPT-2's transposed ``Conv1D`` included) runs oneDNN's linear on a
@@ -76,6 +76,7 @@ def _fuse_qkv(model: nn.Module) -> None:
             fused.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
             fused.bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
         fused.requires_grad_(False)
+        fused.eval()  # not a submodule, so model.eval() never reaches it; a training Linear skips the packed kernel
         # Not registered as a submodule: state_dict() keys and checkpoints stay unchanged.
         object.__setattr__(m, "_inference_qkv", fused)
 
