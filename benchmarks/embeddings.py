@@ -234,6 +234,36 @@ def reranker_rows(train: list[dict[str, str]], embedder: str, args: argparse.Nam
     return out
 
 
+def _mean_sd(rows: list[dict], key: str) -> str:
+    xs = [r[key] for r in rows]
+    return f"{np.mean(xs):.4f} ± {np.std(xs, ddof=1) if len(xs) > 1 else 0.0:.4f}"
+
+
+def mnrl_pair(train: list[dict], test: list[dict], args: argparse.Namespace) -> tuple[dict, dict, tuple[float, float]]:
+    """MNRL for one epoch with bertkit and with sentence-transformers at ``args.seed``: both sides'
+    retrieval metrics and train wall seconds."""
+    from sentence_transformers import SentenceTransformer
+
+    from bertkit.cli import main as bertkit
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
+        cmd = ["train-embedder", "--model", str(asset_path("minilm")), "--train", str(tmp / "train.jsonl")]
+        cmd += ["--output", str(tmp / "ours"), "--batch-size", str(args.batch_size)]
+        cmd += ["--max-length", str(args.max_length), "--lr", str(args.lr), "--seed", str(args.seed)]
+        cmd += ["--epochs", "1", "--no-progress"]
+        t0 = time.perf_counter()
+        if bertkit(cmd) != 0:
+            raise SystemExit("train-embedder failed")
+        ours_s = time.perf_counter() - t0
+        theirs_s = st_train(train, args, tmp / "theirs")
+        st_model = SentenceTransformer(str(tmp / "theirs"), device="cpu")
+        ours = evaluate(bertkit_encoder(str(tmp / "ours"), args.max_length), test)
+        theirs = evaluate(lambda t: st_model.encode(t, batch_size=64), test)
+    return ours, theirs, (ours_s, theirs_s)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--train-size", type=int, default=640)
@@ -241,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=1, help="train the MNRL pair with N seeds and print mean ± std")
     p.add_argument("--memory", action="store_true", help="only the GradCache memory comparison")
     p.add_argument("--beyond", action="store_true", help="only the hard-negative + reranker pipeline")
     p.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
@@ -260,7 +291,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from sentence_transformers import SentenceTransformer
 
-    from bertkit.cli import main as bertkit
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     train, test = pairs("train")[: args.train_size], pairs("test")
@@ -292,42 +322,34 @@ def main(argv: list[str] | None = None) -> int:
         evaluate(bertkit_encoder(base, args.max_length), test),
         evaluate(lambda t: st_base.encode(t, batch_size=64), test),
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
-        t0 = time.perf_counter()
-        rc = bertkit(
-            [
-                "train-embedder",
-                "--model",
-                base,
-                "--train",
-                str(tmp / "train.jsonl"),
-                "--output",
-                str(tmp / "ours"),
-                "--batch-size",
-                str(args.batch_size),
-                "--max-length",
-                str(args.max_length),
-                "--lr",
-                str(args.lr),
-                "--seed",
-                str(args.seed),
-                "--epochs",
-                "1",
-                "--no-progress",
-            ]
+    ours, theirs, walls = [], [], []
+    for k in range(args.seeds):
+        seed_args = argparse.Namespace(**{**vars(args), "seed": args.seed + k})
+        o, t, w = mnrl_pair(train, test, seed_args)
+        ours.append(o)
+        theirs.append(t)
+        walls.append(w)
+        if args.seeds > 1:
+            line(
+                f"  seed {seed_args.seed}",
+                o,
+                t,
+                f" | train wall time bertkit {w[0]:.0f} s, sentence-transformers {w[1]:.0f} s",
+            )
+    if args.seeds > 1:
+        print(
+            f"{'after MNRL, ' + str(args.seeds) + ' seeds':<28} bertkit MRR@10 {_mean_sd(ours, 'mrr@10')} R@1 "
+            f"{_mean_sd(ours, 'recall@1')} | sentence-transformers MRR@10 {_mean_sd(theirs, 'mrr@10')} R@1 "
+            f"{_mean_sd(theirs, 'recall@1')} | train wall time bertkit {np.median([w[0] for w in walls]):.0f} s, "
+            f"sentence-transformers {np.median([w[1] for w in walls]):.0f} s (medians)",
+            flush=True,
         )
-        ours_s = time.perf_counter() - t0
-        if rc != 0:
-            return rc
-        theirs_s = st_train(train, args, tmp / "theirs")
-        st_model = SentenceTransformer(str(tmp / "theirs"), device="cpu")
+    else:
         line(
             "after MNRL (1 epoch)",
-            evaluate(bertkit_encoder(str(tmp / "ours"), args.max_length), test),
-            evaluate(lambda t: st_model.encode(t, batch_size=64), test),
-            f" | train wall time bertkit {ours_s:.0f} s, sentence-transformers {theirs_s:.0f} s",
+            ours[0],
+            theirs[0],
+            f" | train wall time bertkit {walls[0][0]:.0f} s, sentence-transformers {walls[0][1]:.0f} s",
         )
     return 0
 
