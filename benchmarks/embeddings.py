@@ -291,7 +291,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from sentence_transformers import SentenceTransformer
 
-
     torch.set_num_threads(max(1, torch.get_num_threads()))
     train, test = pairs("train")[: args.train_size], pairs("test")
     print(
