@@ -248,7 +248,7 @@ def finetune_one(model: Path, task: str, seed: int, out: Path, args: argparse.Na
     from bertkit.tasks import finetune
 
     kind, _, _, metric, kw = RUNS[task]
-    kw = {k: v for k, v in kw.items() if k != "freeze"}
+    kw = {**{k: v for k, v in kw.items() if k != "freeze"}, **args.overrides.get(task, {})}
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
     train, test = _subset(task, "train", args.max_train, data), _subset(task, "test", args.max_test, data)
@@ -379,6 +379,21 @@ def table(rows: list[dict], order: list[str], out: Path, args: argparse.Namespac
     return text
 
 
+def _overrides(items: list[str]) -> dict[str, dict]:
+    """``TASK.KEY=VALUE`` items as {task: {key: value}} (values read as JSON where they parse)."""
+    out: dict[str, dict] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        task, _, name = key.partition(".")
+        if task not in TASKS or not name or not value:
+            raise SystemExit(f"--set {item!r}: expected TASK.KEY=VALUE with TASK one of {', '.join(TASKS)}")
+        try:
+            out.setdefault(task, {})[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out.setdefault(task, {})[name] = value
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/downstream")
@@ -386,6 +401,14 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=5, help="fine-tuning seeds per model and task")
     ap.add_argument("--curve-seeds", type=int, default=None, help="seeds for the earlier --at checkpoints")
     ap.add_argument("--tasks", default=",".join(TASKS), help=f"comma list of: {', '.join(TASKS)}")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="TASK.KEY=VALUE",
+        help="a fine-tuning setting other than benchmarks/finetune_results.py's, e.g. polarity.lr=3e-4; "
+        "runs with settings of their own keep their results apart (results-<settings>/)",
+    )
     ap.add_argument("--objective", default="mlm", choices=["mlm+nsp", "mlm", "electra"])
     ap.add_argument(
         "--corpus",
@@ -399,6 +422,7 @@ def main() -> int:
     ap.add_argument("--max-train", type=int, default=None, help="fine-tune on the first N training examples")
     ap.add_argument("--max-test", type=int, default=None, help="score the first N test examples")
     ap.add_argument("--skip", default="", help="comma list of: random, minilm, tfidf")
+    ap.add_argument("--only", default="", help="comma list of model names to fine-tune (default: all)")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
     if args.threads:
@@ -412,6 +436,8 @@ def main() -> int:
     targets = [float(t) for t in args.at.split(",")] if args.at else [args.minutes * k / 3 for k in (1, 2, 3)]
     targets = sorted(set(min(t, args.minutes) for t in targets))
     skip = set(filter(None, args.skip.split(",")))
+    args.overrides = _overrides(args.set)
+    results = out / ("results-" + "-".join(sorted(s.replace("=", "") for s in args.set)) if args.set else "results")
 
     pretrain(args, out, targets)
     models = [out / f"at-{t:g}min" for t in targets if (out / f"at-{t:g}min" / "config.json").is_file()]
@@ -419,6 +445,8 @@ def main() -> int:
         models.append(random_init(out, models[-1]))
     if "minilm" not in skip:
         models.append(Path(asset_path("minilm")))
+    if args.only:
+        models = [m for m in models if m.name in args.only.split(",")]
     rows = []
     early = {f"at-{t:g}min" for t in targets[:-1]}
     for model in models:
@@ -427,7 +455,7 @@ def main() -> int:
             for seed in range(seeds):
                 rows.append(
                     _cached(
-                        out / "results" / f"{model.name}-{task}-seed{seed}.json",
+                        results / f"{model.name}-{task}-seed{seed}.json",
                         finetune_one,
                         model,
                         task,
@@ -439,6 +467,8 @@ def main() -> int:
     if "tfidf" not in skip:
         for task in args.tasks.split(","):
             rows.append(_cached(out / "results" / f"tfidf-logreg-{task}.json", tfidf_logreg, task, args, out))
+    if args.set:
+        print("fine-tuning settings changed: " + ", ".join(args.set))
     print(table(rows, [m.name for m in models] + ([] if "tfidf" in skip else ["tfidf-logreg"]), out, args))
     return 0
 
