@@ -135,7 +135,7 @@ def test_electra_recipe_leaves_discriminator_and_generator(tmp_path, corpus):
 
     env = {**os.environ, "BERTKIT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "run"
-    cmd = _cmd(corpus, out, "--objective", "electra")
+    cmd = _cmd(corpus, out, "--objective", "electra", "--generator-size", "0.5")  # tiny: 2 heads of 64
     cmd[cmd.index("--max-minutes") + 1] = "0.25"
     r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
