@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from .cpu import has_fast_bf16
-from .precision import _eager, _fusable_activations, _hooked
+from .precision import _eager, _fusable_activations, _hooked, _passthrough_act
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
 
@@ -171,15 +171,8 @@ def _fuse_activation(linear: Int8Linear, act: nn.Module, algorithm: str) -> None
         fused_out[0] = weakref.ref(y)
         return y
 
-    def act_forward(x: torch.Tensor) -> torch.Tensor:
-        ref = fused_out[0]
-        if ref is not None and ref() is x:  # activated already: only the fused projection's own output
-            fused_out[0] = None
-            return x
-        return eager_act(x)
-
     linear._activate = activate
-    object.__setattr__(act, "forward", act_forward)
+    object.__setattr__(act, "forward", _passthrough_act(eager_act, fused_out))
 
 
 def _kept_in_float(name: str) -> bool:

@@ -140,6 +140,13 @@ def _fused_forwards(linear: nn.Module, act: nn.Module, packed: torch.Tensor, bia
         fused_out[0] = weakref.ref(y)
         return y
 
+    return linear_forward, _passthrough_act(eager_act, fused_out)
+
+
+def _passthrough_act(eager_act: Any, fused_out: list[Any]) -> Any:
+    """The activation's forward once its projection applies it: the projection's own output (held
+    weakly in ``fused_out[0]``) passes through as it is, anything else runs ``eager_act``."""
+
     def act_forward(x: torch.Tensor) -> torch.Tensor:
         ref = fused_out[0]
         if ref is not None and ref() is x:  # activated already: only the fused projection's own output
@@ -147,7 +154,7 @@ def _fused_forwards(linear: nn.Module, act: nn.Module, packed: torch.Tensor, bia
             return x
         return eager_act(x)
 
-    return linear_forward, act_forward
+    return act_forward
 
 
 def _projections(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
