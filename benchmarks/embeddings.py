@@ -177,7 +177,8 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     t0 = time.perf_counter()
     ce_rows = reranker_rows(pairs("train")[: args.rerank_train_size], str(tmp / "hard"), args)
     (tmp / "rerank.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ce_rows), encoding="utf-8")
-    ce_cmd = ["train-reranker", "--model", base, "--train", str(tmp / "rerank.jsonl"), "--output", str(tmp / "ce")]
+    start = base if args.rerank_from == "base" else str(tmp / "hard")
+    ce_cmd = ["train-reranker", "--model", start, "--train", str(tmp / "rerank.jsonl"), "--output", str(tmp / "ce")]
     ce_cmd += ["--loss", "listwise", "--group-size", str(args.rerank_group), "--batch-size", "8"]
     ce_cmd += ["--max-length", str(args.max_length), "--lr", str(args.rerank_lr), "--seed", str(args.seed)]
     ce_cmd += ["--epochs", "1", "--no-progress"]
@@ -189,27 +190,30 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     texts_c = {i: r["positive"] for i, r in zip(ids, test)}
     base_err = 1.0 - args.base_mrr
     for mode in args.rerank_truncation.split(","):
-        r = rerank_retrieval_metrics(
-            str(tmp / "ce"),
-            q,
-            ids,
-            texts_q,
-            c,
-            ids,
-            texts_c,
-            {i: {i: 1.0} for i in ids},
-            depth=20,
-            progress=False,
-            max_length=args.max_length,
-            truncation=mode,
-        )
-        print(
-            f"{'+ reranker over the top 20':<28} bertkit MRR@10 {r['mrr@10']:.4f} R@1 {r['recall@1']:.4f} nDCG@10 "
-            f"{r['ndcg@10']:.4f} | pairs scored at {args.max_length} tokens ({mode}); reranker train {ce_s:.0f} s "
-            f"(mining included); training in all {emb_s + ce_s:.0f} s; base MiniLM's error removed: "
-            f"{1 - (1 - r['mrr@10']) / base_err:.0%}",
-            flush=True,
-        )
+        for fusion in args.rerank_fusion.split(","):
+            r = rerank_retrieval_metrics(
+                str(tmp / "ce"),
+                q,
+                ids,
+                texts_q,
+                c,
+                ids,
+                texts_c,
+                {i: {i: 1.0} for i in ids},
+                depth=20,
+                progress=False,
+                max_length=args.max_length,
+                truncation=mode,
+                fusion=fusion,
+            )
+            name = "+ reranker over the top 20" if fusion == "none" else f"+ reranker, {fusion} fusion"
+            print(
+                f"{name:<28} bertkit MRR@10 {r['mrr@10']:.4f} R@1 {r['recall@1']:.4f} nDCG@10 "
+                f"{r['ndcg@10']:.4f} | pairs scored at {args.max_length} tokens ({mode}); reranker from "
+                f"{args.rerank_from}, train {ce_s:.0f} s (mining included); training in all {emb_s + ce_s:.0f} s; "
+                f"base MiniLM's error removed: {1 - (1 - r['mrr@10']) / base_err:.0%}",
+                flush=True,
+            )
 
 
 def reranker_rows(train: list[dict[str, str]], embedder: str, args: argparse.Namespace) -> list[dict]:
@@ -278,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerank-train-size", type=int, default=1000, help="--beyond: training queries of the reranker")
     p.add_argument("--rerank-group", type=int, default=4, help="--beyond: the positive and its hard negatives")
     p.add_argument("--rerank-lr", type=float, default=5e-5)
+    p.add_argument("--rerank-from", choices=("base", "embedder"), default="base", help="--beyond: the reranker's start")
+    p.add_argument("--rerank-fusion", default="none,rrf,zscore", help="--beyond: comma list of none, rrf, zscore")
     p.add_argument("--rerank-truncation", default="cut", help="--beyond: comma list of cut, chunk")
     p.add_argument(
         "--base-mrr", type=float, default=0.8884, help="--beyond: base MiniLM's MRR@10, for the error removed"

@@ -214,3 +214,56 @@ def test_bad_rows_get_one_line_and_leave_no_folder(tmp_path, capsys):
     assert main(["train-reranker", "--model", MINILM, "--train", str(bad), "--output", str(out), "--no-progress"]) == 1
     assert f"{bad}:2: label 3 is outside [0, 1]" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_fused_scores_equal_scipy_ranks_and_zscores():
+    """Reciprocal-rank and z-score fusion against scipy's own ranks and standard scores."""
+    from scipy.stats import rankdata, zscore
+
+    from bertkit.search.rerank import RRF_K, fuse_scores
+
+    rng = np.random.default_rng(0)
+    retrieval, rerank = rng.uniform(0.2, 0.9, 20), rng.normal(0, 4, 20)
+    want_rrf = 1 / (RRF_K + rankdata(-retrieval, method="ordinal")) + 1 / (RRF_K + rankdata(-rerank, method="ordinal"))
+    np.testing.assert_allclose(fuse_scores(retrieval, rerank, "rrf"), want_rrf, rtol=1e-12)
+    np.testing.assert_allclose(fuse_scores(retrieval, rerank, "zscore"), zscore(retrieval) + zscore(rerank), rtol=1e-9)
+    assert fuse_scores(retrieval, rerank, "none") == pytest.approx(list(rerank))
+    with pytest.raises(ValueError, match="fusion 'borda' is not one of none, rrf, zscore"):
+        fuse_scores(retrieval, rerank, "borda")
+
+
+def test_evaluate_embeddings_with_fused_rerank(reranker, pairs, tmp_path, capsys):
+    """--fusion zscore: MRR@10 equals the one computed by hand from both pipelines' scores."""
+    from scipy.stats import zscore
+
+    from bertkit import pipeline
+
+    qs = {f"q{i}": q for i, (q, _) in enumerate(pairs[:20])}
+    docs = {f"d{i}": p for i, (_, p) in enumerate(pairs)}
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in qs.items()))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
+    args = ["evaluate-embeddings", "--model", MINILM, "--queries", str(tmp_path / "q.jsonl")]
+    args += ["--corpus", str(tmp_path / "c.jsonl"), "--qrels", str(tmp_path / "qrels.tsv"), "--no-progress"]
+    assert main([*args, "--fusion", "zscore"]) == 1  # fusion without a cross-encoder to fuse
+    assert "--fusion zscore fuses a cross-encoder's scores: give --rerank DIR" in capsys.readouterr().err
+    out = tmp_path / "r.json"
+    fused = ["--rerank", str(reranker / "bce"), "--rerank-depth", "6", "--fusion", "zscore", "--output", str(out)]
+    assert main([*args, *fused]) == 0
+    got = json.loads(out.read_text())["retrieval"]["mrr@10"]
+    emb = pipeline("sentence-embedding", model=MINILM)
+    rank = pipeline("text-ranking", model=reranker / "bce")
+    cids = list(docs)
+    c = np.asarray(emb([docs[k] for k in cids]))
+    total = 0.0
+    for i, (qid, q) in enumerate(qs.items()):
+        cos = c @ np.asarray(emb(q))
+        order = list(np.argsort(-cos, kind="stable"))
+        logits = [0.0] * 6
+        for r in rank(q, [docs[cids[j]] for j in order[:6]]):
+            logits[r["index"]] = r["score"]
+        both = zscore(cos[order[:6]]) + zscore(np.asarray(logits))
+        head = [order[k] for k in np.argsort(-both, kind="stable")]
+        ids = [cids[j] for j in head + order[6:10]]
+        total += next((1 / (r + 1) for r, d in enumerate(ids) if d == f"d{i}"), 0.0)
+    assert got == pytest.approx(total / len(qs), abs=1e-6)

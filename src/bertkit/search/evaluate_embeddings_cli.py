@@ -23,6 +23,8 @@ from bertkit import _args as A
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .rerank import FUSIONS
+
     p.add_argument("--model", required=True, help="sentence-embedding model folder")
     p.add_argument("--sts", default=None, help="CSV/TSV/JSONL of sentence1, sentence2, score")
     p.add_argument("--queries", default=None, help="BEIR queries JSONL (_id, text)")
@@ -35,6 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a cross-encoder folder: rerank each query's top --rerank-depth hits",
     )
     p.add_argument("--rerank-depth", type=A.positive_int, default=20)
+    p.add_argument(
+        "--fusion",
+        default="none",
+        choices=FUSIONS,
+        help="with --rerank: rank by the cross-encoder alone, or fuse it with the retriever (see bertkit search)",
+    )
     p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument(
         "--truncation",
@@ -86,6 +94,7 @@ def evaluate_retrieval(
     rerank: str | None = None,
     depth: int = 20,
     progress: bool = True,
+    fusion: str = "none",
 ) -> dict[str, float]:
     from bertkit.search.evaluation import read_beir, read_qrels, retrieval_metrics
 
@@ -98,7 +107,7 @@ def evaluate_retrieval(
         return retrieval_metrics(q, qids, c, cids, qrels)
     from bertkit.search.rerank import rerank_retrieval_metrics
 
-    return rerank_retrieval_metrics(rerank, q, qids, queries, c, cids, corpus, qrels, depth, progress)
+    return rerank_retrieval_metrics(rerank, q, qids, queries, c, cids, corpus, qrels, depth, progress, fusion=fusion)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give --sts FILE, or --queries, --corpus and --qrels")
     if (args.queries or args.corpus or args.qrels) and not (args.queries and args.corpus and args.qrels):
         raise ValueError("retrieval needs all three of --queries, --corpus and --qrels")
+    if args.fusion != "none" and not args.rerank:
+        raise ValueError(f"--fusion {args.fusion} fuses a cross-encoder's scores: give --rerank DIR")
     if args.output:
         check_not_input(
             args.output,
@@ -131,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         results["sts"] = evaluate_sts(emb, args.sts, args.progress)
     if args.queries:
         results["retrieval"] = evaluate_retrieval(
-            emb, args.queries, args.corpus, args.qrels, args.rerank, args.rerank_depth, args.progress
+            emb, args.queries, args.corpus, args.qrels, args.rerank, args.rerank_depth, args.progress, args.fusion
         )
     for task in ("sts", "retrieval"):
         for name, value in results.get(task, {}).items():

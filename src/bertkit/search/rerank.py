@@ -8,7 +8,33 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["rerank_hits", "rerank_retrieval_metrics"]
+__all__ = ["FUSIONS", "fuse_scores", "rerank_hits", "rerank_retrieval_metrics"]
+
+
+FUSIONS = ("none", "rrf", "zscore")
+RRF_K = 60  # the constant of reciprocal-rank fusion as it is usually run: rank 1 and 2 weigh nearly alike
+
+
+def fuse_scores(retrieval: Sequence[float], rerank: Sequence[float], fusion: str) -> list[float]:
+    """One score per candidate from the retriever's and the cross-encoder's, both higher = better.
+
+    ``none``: the cross-encoder's alone. ``rrf``: reciprocal-rank fusion, ``1/(k + rank)`` summed over
+    both rankings, which needs no common scale. ``zscore``: each list standardised over the candidates,
+    then summed, so neither model's scale (cosine in [-1, 1], logits unbounded) decides alone.
+    """
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion {fusion!r} is not one of {', '.join(FUSIONS)}")
+    if fusion == "none":
+        return [float(x) for x in rerank]
+    if fusion == "rrf":
+        out = [0.0] * len(rerank)
+        for scores in (retrieval, rerank):
+            for rank, i in enumerate(sorted(range(len(scores)), key=lambda i: -scores[i])):
+                out[i] += 1.0 / (RRF_K + rank + 1)
+        return out
+    a, b = np.asarray(retrieval, dtype=np.float64), np.asarray(rerank, dtype=np.float64)
+    z = [(x - x.mean()) / (x.std() if x.std() > 0 else 1.0) for x in (a, b)]
+    return (z[0] + z[1]).tolist()
 
 
 def rerank_hits(
@@ -18,15 +44,23 @@ def rerank_hits(
     depth: int,
     max_length: int | None = None,
     truncation: str = "chunk",
+    fusion: str = "none",
 ) -> list[dict[str, Any]]:
-    """``hits`` (each with ``text``) with the first ``depth`` reordered by the cross-encoder, whose logit
-    becomes their ``score`` (the retrieval score is kept as ``retrieval_score``); the rest follow as they were.
+    """``hits`` (each with ``text`` and ``score``) with the first ``depth`` reordered by the cross-encoder;
+    the new order's score becomes their ``score`` (the retrieval score is kept as ``retrieval_score``, the
+    cross-encoder's logit as ``rerank_score``); the rest follow as they were. ``fusion`` (see
+    :func:`fuse_scores`) ranks by both models rather than the cross-encoder alone.
     A pair longer than ``max_length`` (default: the ranker's) is scored by its best window (``chunk``),
     or by its first (``cut``, the view a reranker trained at that length had of its passages)."""
     head, tail = hits[:depth], hits[depth:]
     ranked = ranker(query, [h["text"] for h in head], return_text=False, truncation=truncation, max_length=max_length)
+    logits = [0.0] * len(head)
+    for r in ranked:
+        logits[r["index"]] = float(r["score"])
+    fused = fuse_scores([float(h["score"]) for h in head], logits, fusion)
+    order = sorted(range(len(head)), key=lambda i: -fused[i])
     return [
-        {**head[r["index"]], "retrieval_score": head[r["index"]]["score"], "score": r["score"]} for r in ranked
+        {**head[i], "retrieval_score": head[i]["score"], "rerank_score": logits[i], "score": fused[i]} for i in order
     ] + tail
 
 
@@ -43,10 +77,11 @@ def rerank_retrieval_metrics(
     progress: bool = True,
     max_length: int | None = None,
     truncation: str = "chunk",
+    fusion: str = "none",
 ) -> dict[str, float]:
     """The retrieval metrics of :func:`bertkit.search.evaluation.retrieval_metrics` after the
     cross-encoder in ``rerank_model`` reorders each query's first ``depth`` hits (``max_length``
-    and ``truncation`` as in :func:`rerank_hits`)."""
+    and ``truncation`` as in :func:`rerank_hits`, ``fusion`` as in :func:`fuse_scores`)."""
     from tqdm.auto import tqdm
 
     from bertkit.pipelines import pipeline
@@ -59,9 +94,9 @@ def rerank_retrieval_metrics(
     sums: dict[str, float] = {}
     qn, cn = _normalized(q), _normalized(c)
     for i in tqdm(rows, desc="rerank", unit="query", disable=not progress, file=sys.stderr):
-        _, idx = top_k_exact(cn, qn[i : i + 1], full)
-        hits = [{"id": cids[j], "text": corpus[cids[j]], "score": 0.0} for j in idx[0]]
-        ranked = rerank_hits(ranker, queries[qids[i]], hits, depth, max_length, truncation)
+        scores, idx = top_k_exact(cn, qn[i : i + 1], full)
+        hits = [{"id": cids[j], "text": corpus[cids[j]], "score": float(v)} for j, v in zip(idx[0], scores[0])]
+        ranked = rerank_hits(ranker, queries[qids[i]], hits, depth, max_length, truncation, fusion)
         relevant = {cid for cid, s in qrels[qids[i]].items() if s > 0}
         for name, v in _query_metrics([h["id"] for h in ranked], relevant).items():
             sums[name] = sums.get(name, 0.0) + v

@@ -11,6 +11,7 @@ from bertkit.inference import DTYPES
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from .index import BACKENDS
+    from .rerank import FUSIONS
 
     p.add_argument("--index", required=True, help="folder made by `bertkit index`")
     p.add_argument("query", nargs="+", help="query text(s)")
@@ -27,10 +28,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--rerank", default=None, metavar="DIR", help="a cross-encoder folder: rerank the first hits")
     p.add_argument("--rerank-depth", type=A.positive_int, default=20, help="hits the cross-encoder reorders")
+    p.add_argument(
+        "--fusion",
+        default="none",
+        choices=FUSIONS,
+        help="rank the reranked hits by the cross-encoder alone (none), or by it and the retriever together: "
+        "reciprocal ranks (rrf) or standardised scores (zscore) summed",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from .index import embed_queries, load_index
+
+    if args.fusion != "none" and not args.rerank:
+        raise ValueError(f"--fusion {args.fusion} fuses a cross-encoder's scores: give --rerank DIR")
 
     index = load_index(args.index, backend=args.backend)
     queries = embed_queries(
@@ -50,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         ranker = pipeline("text-ranking", model=args.rerank, dtype=args.dtype)
     for q, hits in zip(args.query, index.search(queries, depth)):
         if ranker is not None:
-            hits = rerank_hits(ranker, q, hits, args.rerank_depth)[: args.top_k]
+            hits = rerank_hits(ranker, q, hits, args.rerank_depth, fusion=args.fusion)[: args.top_k]
         print(f"query: {q}")
         for h in hits:
             print(f"  {h['score']:.4f}  [{h['id']}] {h['text']}")
