@@ -276,3 +276,44 @@ def test_question_answering_windows_a_long_context_and_says_so(tmp_path_factory,
     assert (got["start"], got["end"], got["answer"]) == (want["start"], want["end"], want["answer"])
     np.testing.assert_allclose(got["score"], want["score"], atol=1e-4)
     assert crowded.status_code == 413 and "inputs.question has" in crowded.text and "windows of 128" in crowded.text
+
+
+def test_truncation_direction_left_keeps_the_last_tokens(cross_encoder, article):
+    """text-embeddings-inference's ``truncation_direction``: "Left" cuts drop a text's first tokens. The
+    references cut the same way: sentence-transformers with a left-truncating tokenizer (/embed), and
+    transformers' logits on pairs cut ``only_second`` from the left (/rerank)."""
+    st = pytest.importorskip("sentence_transformers")
+    text, n = article
+    left_tok = transformers.AutoTokenizer.from_pretrained(str(MINILM), truncation_side="left")
+    query, texts = "Which figures did the report give?", [text, "A short sentence about the weather."]
+    with server_process(MINILM, ["--dtype", "fp32"]) as srv:
+        emb = {
+            side: httpx.post(
+                srv.url + "/embed",
+                json={"inputs": text, "truncation": "cut", "truncation_direction": side},
+                timeout=TIMEOUT,
+            )
+            for side in ("Left", "right", "Middle")
+        }
+        assert srv.stop() == 0
+    with server_process(cross_encoder, ["--dtype", "fp32", "--max-input-tokens", "128"]) as srv:
+        body = {"query": query, "texts": texts, "raw_scores": True, "truncate": True, "truncation_direction": "Left"}
+        ranked = httpx.post(srv.url + "/rerank", json=body, timeout=TIMEOUT).json()
+        assert srv.stop() == 0
+    assert emb["Middle"].status_code == 422 and "field 'truncation_direction'" in emb["Middle"].text
+    model = st.SentenceTransformer(str(MINILM), device="cpu")
+    model.tokenizer.truncation_side = "left"
+    want_left = model.encode(text, normalize_embeddings=True)
+    model.tokenizer.truncation_side = "right"
+    want_right = model.encode(text, normalize_embeddings=True)
+    got_left, got_right = (np.asarray(emb[s].json()["embedding"]) for s in ("Left", "right"))
+    assert emb["Left"].json()["truncated_tokens"] == n - 256
+    np.testing.assert_allclose(got_left, want_left, atol=1e-4)
+    np.testing.assert_allclose(got_right, want_right, atol=1e-4)
+    assert float(got_left @ got_right) < 0.99  # the two ends of the article are different text
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(str(cross_encoder)).eval()
+    enc = left_tok([query] * 2, texts, truncation="only_second", max_length=128, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = hf(**enc).logits[:, 0].numpy()
+    by_index = {r["index"]: r["score"] for r in ranked}
+    np.testing.assert_allclose([by_index[0], by_index[1]], want, atol=1e-4)

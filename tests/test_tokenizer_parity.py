@@ -300,3 +300,27 @@ def test_lazy_word_ids_without_offsets(asset, lower):
             assert got.word_ids(i) == exp.word_ids(i)
             assert got.tokens(i) == exp.tokens(i)
             assert got.sequence_ids(i) == exp.sequence_ids(i)
+
+
+@pytest.mark.parametrize("truncation,max_length", [(True, 12), ("only_second", 24), ("longest_first", 20)])
+def test_left_truncation_keeps_the_same_tokens_as_transformers(truncation, max_length):
+    """``truncation_side = "left"`` keeps each text's last tokens, on MiniLM's tokenizer and real reviews."""
+    import csv
+
+    folder = asset_path("minilm")
+    ref = transformers.AutoTokenizer.from_pretrained(str(folder), truncation_side="left")
+    ours = BertTokenizer.from_pretrained(folder)
+    ours.truncation_side = "left"
+    with open(asset_path("polarity-test"), newline="", encoding="utf-8") as f:
+        texts = [r["text"] for r in csv.DictReader(f)][:40]
+    queries = [" ".join(t.split()[:4]) for t in texts]  # short first texts: room left for only_second
+    args = (texts,) if truncation is True else (queries, texts)
+    want = ref(*args, truncation=truncation, max_length=max_length)
+    got = ours(*args, truncation=truncation, max_length=max_length)
+    assert got["input_ids"] == want["input_ids"] and got["token_type_ids"] == want["token_type_ids"]
+    assert any(len(ref(t)["input_ids"]) > max_length for t in texts)  # some texts were cut
+    with pytest.raises(ValueError, match="truncation_side='left' keeps one window"):
+        ours(texts, truncation=True, max_length=12, return_overflowing_tokens=True)
+    ours.truncation_side = "middle"
+    with pytest.raises(ValueError, match="truncation_side must be 'right' or 'left', got 'middle'"):
+        ours(texts[0])

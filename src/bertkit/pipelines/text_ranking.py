@@ -54,18 +54,26 @@ class TextRankingPipeline(Pipeline):
         max_length: int | None = None,
         truncation: str = "cut",
         keep_query: bool = False,
+        truncation_side: str = "right",
     ) -> np.ndarray:
         """The logit of every (query, passage) pair, in input order. A pair over ``max_length`` tokens
         is an error, cut (``"cut"``: from the longer text first, as sentence-transformers does, or from
-        the passage only with ``keep_query``), or scored by its passage's best overlapping window
-        (``"chunk"``)."""
+        the passage only with ``keep_query``; ``truncation_side="left"`` drops a text's first tokens
+        rather than its last), or scored by its passage's best overlapping window (``"chunk"``)."""
+        import copy
+
         from .long_text import check_truncation, pool_windows
 
         check_truncation(truncation)
+        if truncation_side not in ("right", "left"):
+            raise ValueError(f"truncation_side must be 'right' or 'left', got {truncation_side!r}")
         limit = max_length or self.max_length
         pairs = list(pairs)
         feats, owner = [], []
         tok = self.tokenizer
+        if truncation_side != getattr(tok, "truncation_side", "right"):
+            tok = copy.copy(tok)  # a shallow copy cuts the other way; the shared tokenizer is left alone
+            tok.truncation_side = truncation_side
         for i, (q, p) in enumerate(pairs):
             enc = tok([q], [p], verbose=False)
             n = len(enc["input_ids"][0])

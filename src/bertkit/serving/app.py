@@ -28,6 +28,7 @@ from .truncation import (
     admit_windowed,
     embed_texts,
     run_by_mode,
+    truncation_direction,
     truncation_mode,
 )
 
@@ -198,8 +199,11 @@ class ModelService:
         """Tokens per window of a token-classification or QA input (384 for QA, as transformers')."""
         return min(self.classify_limit(), 384) if self.task == "question-answering" else self.classify_limit()
 
-    def embed_features(self, texts: list[str], field: str, cut: bool = False) -> tuple[list[dict], int, list[int]]:
-        """Features, their token count and the tokens each text lost: over the limit is a 413 unless ``cut``."""
+    def embed_features(
+        self, texts: list[str], field: str, cut: bool = False, side: str = "right"
+    ) -> tuple[list[dict], int, list[int]]:
+        """Features, their token count and the tokens each text lost: over the limit is a 413 unless ``cut``,
+        which keeps the first tokens (``side="left"``: the last), between the text's [CLS] and [SEP]."""
         enc = self.tokenizer(texts)
         limit, keep = self.config.max_input_tokens, self.token_limit()
         feats, tokens, dropped = [], 0, []
@@ -209,7 +213,9 @@ class ModelService:
             if n > keep and not cut:  # never cut silently, not even at the model's own limit
                 over = f"--max-input-tokens {limit}" if n > limit else f"the model's limit of {keep}"
                 raise ApiError(413, f"{field}[{i}] has {n} tokens, over {over} ({_HOW_TO_CUT})")
-            if n > keep:
+            if n > keep and side == "left":
+                f = {k: v[:1] + v[n - keep + 1 :] for k, v in f.items()}
+            elif n > keep:
                 sep = f["input_ids"][-1]
                 f = {k: v[:keep] for k, v in f.items()}
                 f["input_ids"][-1] = sep
@@ -480,8 +486,9 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
     async def embed(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
         items, batched = _inputs(payload, config.max_batch_size)
-        mode = truncation_mode(payload, config.truncate)
-        res = await embed_texts(service, srv.run_job, srv.metrics, request, _strings(items, batched), mode, "inputs")
+        mode, side = truncation_mode(payload, config.truncate), truncation_direction(payload)
+        texts = _strings(items, batched)
+        res = await embed_texts(service, srv.run_job, srv.metrics, request, texts, mode, "inputs", side)
         vecs = res.vectors.tolist()
         body: dict[str, Any] = {"embeddings": vecs} if batched else {"embedding": vecs[0]}
         if any(res.dropped):  # a cut is never silent: the tokens each input lost

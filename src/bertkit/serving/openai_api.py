@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .truncation import admit_pairs, embed_texts, rerank_mode, run_by_mode, truncation_mode
+from .truncation import admit_pairs, embed_texts, rerank_mode, run_by_mode, truncation_direction, truncation_mode
 
 __all__ = ["mount_embedding_api"]
 
@@ -95,10 +95,13 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
     served = Path(config.model).name
     ranker = _ranker(service)
 
-    if ranker is not None:  # items are ((query, text), truncation mode); admission refused the rest
+    if ranker is not None:  # items are ((query, text), (truncation mode, side)); admission refused the rest
         limit = service.classify_limit()
         batcher.runners["rerank"] = lambda items: run_by_mode(
-            items, lambda pairs, mode: ranker.score_pairs(pairs, limit, mode, keep_query=True).tolist()
+            items,
+            lambda pairs, how: ranker.score_pairs(
+                pairs, limit, how[0], keep_query=True, truncation_side=how[1]
+            ).tolist(),
         )
 
     @app.post("/v1/embeddings", summary="Embeddings, OpenAI-compatible")
@@ -173,9 +176,10 @@ def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: A
             raise _error(422, f"field 'top_n' must be a positive integer, got {top_n!r}")
         query = payload["query"]
         mode = rerank_mode(payload, config.truncate)
+        side = truncation_direction(payload)
         tokens, dropped = admit_pairs(service, query, texts, mode)
         metrics.count_truncated(dropped)
-        items = [((query, t), mode) for t in texts]
+        items = [((query, t), (mode, side)) for t in texts]
         scores = np.asarray(await run_job(request, "rerank", items, tokens), np.float32)
         if not payload.get("raw_scores", False):
             scores = 1.0 / (1.0 + np.exp(-scores))

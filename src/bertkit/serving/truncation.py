@@ -24,6 +24,7 @@ __all__ = [
     "embed_texts",
     "rerank_mode",
     "run_by_mode",
+    "truncation_direction",
     "truncation_mode",
 ]
 
@@ -38,6 +39,19 @@ def truncation_mode(payload: Any, truncate_flag: bool) -> str:
     if mode not in TRUNCATION:
         raise ApiError(422, f"field 'truncation' must be 'error', 'cut' or 'chunk', got {mode!r}")
     return mode
+
+
+def truncation_direction(payload: Any) -> str:
+    """Which end a cut drops, from text-embeddings-inference's ``truncation_direction`` field ("Right",
+    its default, drops a text's last tokens; "Left" its first), in either case; a 422 for anything else."""
+    from .app import ApiError
+
+    given = payload.get("truncation_direction") if isinstance(payload, dict) else None
+    if given is None:
+        return "right"
+    if not isinstance(given, str) or given.lower() not in ("left", "right"):
+        raise ApiError(422, f"field 'truncation_direction' must be 'Left' or 'Right', got {given!r}")
+    return given.lower()
 
 
 def rerank_mode(payload: Any, truncate_flag: bool) -> str:
@@ -72,13 +86,21 @@ class EmbedResult:
 
 
 async def embed_texts(
-    service: Any, run_job: Any, metrics: Any, request: Any, texts: list[str], mode: str, field: str
+    service: Any,
+    run_job: Any,
+    metrics: Any,
+    request: Any,
+    texts: list[str],
+    mode: str,
+    field: str,
+    side: str = "right",
 ) -> EmbedResult:
-    """Sentence vectors of ``texts`` under ``mode``, through the batcher (413 for a long text in "error")."""
+    """Sentence vectors of ``texts`` under ``mode``, through the batcher (413 for a long text in "error");
+    a cut drops the last tokens, or the first with ``side="left"``."""
     from bertkit.pipelines.long_text import plan_windows, pool_windows
 
     if mode != "chunk":
-        feats, tokens, dropped = service.embed_features(texts, field, cut=mode == "cut")
+        feats, tokens, dropped = service.embed_features(texts, field, cut=mode == "cut", side=side)
         vecs = np.asarray(await run_job(request, "embed", feats, tokens), np.float32)
     else:
         emb = service.embedder

@@ -729,6 +729,8 @@ class BertTokenizer:
         side = padding_side or self.padding_side
         if side not in ("right", "left"):
             raise ValueError(f"padding_side must be 'right' or 'left', got {side!r}")
+        if self.truncation_side not in ("right", "left"):
+            raise ValueError(f"truncation_side must be 'right' or 'left', got {self.truncation_side!r}")
         details = return_offsets_mapping or is_split_into_words
 
         # encode each text once; windows are slices of these
@@ -855,6 +857,8 @@ class BertTokenizer:
                     )
             else:
                 wins = _windows(la, lb, max_length - n_special, trunc, stride)
+                if self.truncation_side == "left":
+                    wins = _from_the_left(wins, la, lb, overflow)
             if not overflow:
                 wins = wins[:1]
             rows.extend((i, ra, rb) for ra, rb in wins)
@@ -1015,6 +1019,17 @@ def _pad_target(lengths: list[int], mode: str | None, max_length: int | None, mu
     if target is not None and multiple:
         target = -(-target // multiple) * multiple
     return target
+
+
+def _from_the_left(wins: list, la: int, lb: int | None, overflow: bool) -> list:
+    """The kept window of a right cut, mirrored: the same number of tokens of each text, taken from its
+    end (``truncation_side="left"``, which keeps the last tokens, as transformers does)."""
+    if overflow and len(wins) > 1:
+        raise ValueError(
+            "truncation_side='left' keeps one window; with return_overflowing_tokens use truncation_side='right'"
+        )
+    (a0, a1), b = wins[0]
+    return [((la - (a1 - a0), la), None if b is None else (lb - (b[1] - b[0]), lb))]
 
 
 def _windows(la: int, lb: int | None, room: int, strategy: str, stride: int):
