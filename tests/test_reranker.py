@@ -160,51 +160,50 @@ def test_listwise_trained_a_different_head(reranker, pairs):
     assert not np.allclose(a, b, atol=1e-4)
 
 
-def test_evaluate_embeddings_with_rerank(reranker, pairs, tmp_path):
-    """MRR@10 after reranking the first 5 hits equals the one computed by hand from the pipelines."""
-    from bertkit import pipeline
-
+def _beir_files(pairs, tmp_path) -> tuple[dict, dict, list[str]]:
+    """20 queries (first sentences) over 40 passages in BEIR's layout; the evaluate-embeddings flags."""
     qs = {f"q{i}": q for i, (q, _) in enumerate(pairs[:20])}
     docs = {f"d{i}": p for i, (_, p) in enumerate(pairs)}
     (tmp_path / "q.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in qs.items()))
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
     (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
-    out = tmp_path / "r.json"
-    assert (
-        main(
-            [
-                "evaluate-embeddings",
-                "--model",
-                MINILM,
-                "--queries",
-                str(tmp_path / "q.jsonl"),
-                "--corpus",
-                str(tmp_path / "c.jsonl"),
-                "--qrels",
-                str(tmp_path / "qrels.tsv"),
-                "--rerank",
-                str(reranker / "bce"),
-                "--rerank-depth",
-                "5",
-                "--output",
-                str(out),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
-    got = json.loads(out.read_text())["retrieval"]["mrr@10"]
+    args = ["evaluate-embeddings", "--model", MINILM, "--queries", str(tmp_path / "q.jsonl")]
+    return qs, docs, [*args, "--corpus", str(tmp_path / "c.jsonl"), "--qrels", str(tmp_path / "qrels.tsv")]
+
+
+def _mrr_by_hand(qs: dict, docs: dict, reranker_dir, depth: int, fusion: str = "none") -> float:
+    """MRR@10 from the two pipelines: cosine order, the first ``depth`` reordered by the cross-encoder's
+    logits, or by the sum of both lists' scipy z-scores (``fusion="zscore"``)."""
+    from scipy.stats import zscore
+
+    from bertkit import pipeline
+
     emb = pipeline("sentence-embedding", model=MINILM)
-    rank = pipeline("text-ranking", model=reranker / "bce")
+    rank = pipeline("text-ranking", model=reranker_dir)
     cids = list(docs)
     c = np.asarray(emb([docs[k] for k in cids]))
     total = 0.0
-    for i, (qid, q) in enumerate(qs.items()):
-        order = list(np.argsort(-(c @ np.asarray(emb(q))), kind="stable"))
-        head = [order[r["index"]] for r in rank(q, [docs[cids[j]] for j in order[:5]])]
-        ids = [cids[j] for j in head + order[5:10]]
+    for i, q in enumerate(qs.values()):
+        cos = c @ np.asarray(emb(q))
+        order = list(np.argsort(-cos, kind="stable"))
+        logits = np.zeros(depth)
+        for r in rank(q, [docs[cids[j]] for j in order[:depth]]):
+            logits[r["index"]] = r["score"]
+        key = logits if fusion == "none" else zscore(cos[order[:depth]]) + zscore(logits)
+        head = [order[k] for k in np.argsort(-key, kind="stable")]
+        ids = [cids[j] for j in head + order[depth:10]]
         total += next((1 / (r + 1) for r, d in enumerate(ids) if d == f"d{i}"), 0.0)
-    assert got == pytest.approx(total / len(qs), abs=1e-9)
+    return total / len(qs)
+
+
+def test_evaluate_embeddings_with_rerank(reranker, pairs, tmp_path):
+    """MRR@10 after reranking the first 5 hits equals the one computed by hand from the pipelines."""
+    qs, docs, args = _beir_files(pairs, tmp_path)
+    out = tmp_path / "r.json"
+    rerank = ["--rerank", str(reranker / "bce"), "--rerank-depth", "5", "--output", str(out), "--no-progress"]
+    assert main([*args, *rerank]) == 0
+    got = json.loads(out.read_text())["retrieval"]["mrr@10"]
+    assert got == pytest.approx(_mrr_by_hand(qs, docs, reranker / "bce", 5), abs=1e-6)
 
 
 def test_bad_rows_get_one_line_and_leave_no_folder(tmp_path, capsys):
@@ -234,36 +233,12 @@ def test_fused_scores_equal_scipy_ranks_and_zscores():
 
 def test_evaluate_embeddings_with_fused_rerank(reranker, pairs, tmp_path, capsys):
     """--fusion zscore: MRR@10 equals the one computed by hand from both pipelines' scores."""
-    from scipy.stats import zscore
-
-    from bertkit import pipeline
-
-    qs = {f"q{i}": q for i, (q, _) in enumerate(pairs[:20])}
-    docs = {f"d{i}": p for i, (_, p) in enumerate(pairs)}
-    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in qs.items()))
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
-    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
-    args = ["evaluate-embeddings", "--model", MINILM, "--queries", str(tmp_path / "q.jsonl")]
-    args += ["--corpus", str(tmp_path / "c.jsonl"), "--qrels", str(tmp_path / "qrels.tsv"), "--no-progress"]
+    qs, docs, args = _beir_files(pairs, tmp_path)
+    args.append("--no-progress")
     assert main([*args, "--fusion", "zscore"]) == 1  # fusion without a cross-encoder to fuse
     assert "--fusion zscore fuses a cross-encoder's scores: give --rerank DIR" in capsys.readouterr().err
     out = tmp_path / "r.json"
     fused = ["--rerank", str(reranker / "bce"), "--rerank-depth", "6", "--fusion", "zscore", "--output", str(out)]
     assert main([*args, *fused]) == 0
     got = json.loads(out.read_text())["retrieval"]["mrr@10"]
-    emb = pipeline("sentence-embedding", model=MINILM)
-    rank = pipeline("text-ranking", model=reranker / "bce")
-    cids = list(docs)
-    c = np.asarray(emb([docs[k] for k in cids]))
-    total = 0.0
-    for i, (qid, q) in enumerate(qs.items()):
-        cos = c @ np.asarray(emb(q))
-        order = list(np.argsort(-cos, kind="stable"))
-        logits = [0.0] * 6
-        for r in rank(q, [docs[cids[j]] for j in order[:6]]):
-            logits[r["index"]] = r["score"]
-        both = zscore(cos[order[:6]]) + zscore(np.asarray(logits))
-        head = [order[k] for k in np.argsort(-both, kind="stable")]
-        ids = [cids[j] for j in head + order[6:10]]
-        total += next((1 / (r + 1) for r, d in enumerate(ids) if d == f"d{i}"), 0.0)
-    assert got == pytest.approx(total / len(qs), abs=1e-6)
+    assert got == pytest.approx(_mrr_by_hand(qs, docs, reranker / "bce", 6, "zscore"), abs=1e-6)
