@@ -67,6 +67,20 @@ def test_embedding_error_cut_and_chunk(articles, hf):
     np.testing.assert_allclose(emb(short, truncation="chunk"), emb(short), atol=1e-6)
 
 
+def test_embedding_cut_follows_the_tokenizers_truncation_side(articles):
+    """``tokenizer.truncation_side = "left"`` keeps a long text's last tokens, as sentence-transformers
+    does with the same setting on its tokenizer."""
+    st = pytest.importorskip("sentence_transformers")
+    emb = pipeline("sentence-embedding", model=MINILM)
+    right = np.asarray(emb(articles, truncation="cut"))
+    emb.tokenizer.truncation_side = "left"
+    left = np.asarray(emb(articles, truncation="cut"))
+    ref = st.SentenceTransformer(str(MINILM), device="cpu")
+    ref.tokenizer.truncation_side = "left"
+    np.testing.assert_allclose(left, ref.encode(articles), atol=2e-5)
+    assert not np.allclose(left[0], right[0], atol=1e-3)  # the other end of the article
+
+
 def test_classification_chunk_pools_window_logits(articles, hf, tmp_path):
     from bertkit.modeling import BertForSequenceClassification
 

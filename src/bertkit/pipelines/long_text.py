@@ -68,8 +68,9 @@ def plan_windows(tokenizer: Any, texts: Sequence[str], max_length: int, mode: st
                     f"{where} has {n} tokens, over the model's limit of {max_length}; pass "
                     "truncation='cut' to drop the rest or truncation='chunk' to pool overlapping windows"
                 )
-            if mode == "cut":
-                pieces, dropped = [ids[:room]], len(ids) - room
+            if mode == "cut":  # the tokenizer's truncation_side says which end goes, as in transformers
+                left = getattr(tokenizer, "truncation_side", "right") == "left"
+                pieces, dropped = [ids[len(ids) - room :] if left else ids[:room]], len(ids) - room
             else:
                 pieces = [ids[s : s + room] for s in _window_starts(len(ids), room)]
         for piece in pieces:
