@@ -53,8 +53,9 @@ def bertkit_encoder(folder: str, max_length: int):
     return lambda texts: np.asarray(emb.embed(texts))
 
 
-def st_train(train: list[dict[str, str]], args: argparse.Namespace, out: Path) -> float:
-    """sentence-transformers' MNRL, the Trainer's batches/optimizer/schedule; returns wall seconds."""
+def st_train(train: list[dict], args: argparse.Namespace, out: Path) -> float:
+    """sentence-transformers' MNRL, the Trainer's batches/optimizer/schedule; returns wall seconds. Rows
+    with ``negatives`` (as ``train-embedder`` caches its mined ones) train on (anchor, positive, negative)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
@@ -71,8 +72,10 @@ def st_train(train: list[dict[str, str]], args: argparse.Namespace, out: Path) -
     total = len(batches)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear_schedule(int(0.1 * total), total))
     model.train()
+    k_neg = len(train[0].get("negatives") or [])
     for b in batches:
         feats = [model.preprocess([train[i][k] for i in b]) for k in ("anchor", "positive")]
+        feats += [model.preprocess([train[i]["negatives"][j] for i in b]) for j in range(k_neg)]
         value = loss(feats, torch.zeros(len(b)))
         value.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -167,11 +170,26 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     emb_s = time.perf_counter() - t0
     enc = bertkit_encoder(str(tmp / "hard"), args.max_length)
     m = evaluate(enc, test)
+    theirs = ""
+    if args.st_counterpart:  # sentence-transformers' MNRL on the very rows bertkit mined, same settings
+        from sentence_transformers import SentenceTransformer
+
+        mined = [json.loads(x) for x in (tmp / "hard" / "mined-negatives.jsonl").read_text("utf-8").splitlines()]
+        st_s = st_train(mined, args, tmp / "st-hard")
+        st_model = SentenceTransformer(str(tmp / "st-hard"), device="cpu")
+        st_model.max_seq_length = args.max_length
+        t = evaluate(lambda x: st_model.encode(x, batch_size=64), test)
+        theirs = (
+            f" | sentence-transformers (same mined rows) MRR@10 {t['mrr@10']:.4f} R@1 {t['recall@1']:.4f} "
+            f"nDCG@10 {t['ndcg@10']:.4f} | train {st_s:.0f} s (mining not included)"
+        )
     print(
         f"{'+ mined hard negatives':<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 "
-        f"{m['ndcg@10']:.4f} | train {emb_s:.0f} s (mining included)",
+        f"{m['ndcg@10']:.4f} | train {emb_s:.0f} s (mining included){theirs}",
         flush=True,
     )
+    if args.no_rerank:
+        return
     # The reranker learns on what it will face: the trained embedder's own hard negatives for every
     # training query, a group of the positive and rerank_group - 1 of them per query (listwise).
     t0 = time.perf_counter()
@@ -284,6 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerank-lr", type=float, default=5e-5)
     p.add_argument("--rerank-from", choices=("base", "embedder"), default="base", help="--beyond: the reranker's start")
     p.add_argument("--rerank-fusion", default="none,rrf,zscore", help="--beyond: comma list of none, rrf, zscore")
+    p.add_argument(
+        "--st-counterpart",
+        action="store_true",
+        help="--beyond: train sentence-transformers' MNRL on the rows bertkit mined and print it beside",
+    )
+    p.add_argument("--no-rerank", action="store_true", help="--beyond: stop after the hard negatives")
     p.add_argument("--rerank-truncation", default="cut", help="--beyond: comma list of cut, chunk")
     p.add_argument(
         "--base-mrr", type=float, default=0.8884, help="--beyond: base MiniLM's MRR@10, for the error removed"
