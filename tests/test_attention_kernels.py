@@ -39,8 +39,11 @@ def test_gemm_attention_equals_fp32_sdpa_under_a_padding_mask():
 
 def test_packed_groups_pad_to_whole_row_tiles():
     mask = (torch.arange(30)[None, :] < torch.tensor([30, 29, 3, 11])[:, None]).long()
-    built = AttentionMask.build(mask, pack=True)
+    with torch.no_grad():
+        built = AttentionMask.build(mask, pack=True)
     assert built.groups and all(g.seq_len % ROW_MULTIPLE == 0 for g in built.groups)
+    trained = AttentionMask.build(mask, pack=True)  # with a gradient: the groups' own longest
+    assert {g.seq_len for g in trained.groups} <= {30, 29, 11, 3}
     # every real token is kept exactly once, whatever the rounding added
     kept = sum(g.batch * g.seq_len if g.keep is None else len(g.keep) for g in built.groups)
     assert kept == int(mask.sum())

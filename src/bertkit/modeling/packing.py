@@ -31,9 +31,11 @@ class _LengthGroup:
 # a call's fixed cost equals roughly 1,500 such units; wider models do more work per unit.
 _GROUP_OVERHEAD = 1500 * 384
 
-# A group's padded length is rounded up to a multiple of this: the small batched products of
-# attention run markedly faster on row counts that fill whole 8-row register tiles, and the extra
-# slots are masked keys and dropped queries, so the result is unchanged.
+# Without a gradient, a group's padded length is rounded up to a multiple of this: the small batched
+# products of inference attention run markedly faster on row counts that fill whole 8-row register
+# tiles, and the extra slots are masked keys and dropped queries, so the result is unchanged. Training
+# keeps the exact lengths: its reduced-precision kernels sum in an order that depends on the shape,
+# and a run should not change its trajectory with the speed trick.
 ROW_MULTIPLE = 8
 
 
@@ -118,7 +120,9 @@ class AttentionMask:
             starts.append(starts[-1] + n)
         groups, dst = [], []
         for members in length_groups(lengths, hidden_size):
-            longest = -(-max(lengths[b] for b in members) // ROW_MULTIPLE) * ROW_MULTIPLE
+            longest = max(lengths[b] for b in members)
+            if not torch.is_grad_enabled():
+                longest = -(-longest // ROW_MULTIPLE) * ROW_MULTIPLE
             k = torch.arange(longest)
             n = torch.tensor([lengths[b] for b in members])
             valid = k[None, :] < n[:, None]  # (B_g, N_g)
