@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from bertkit.assets import asset_path
 from bertkit.modeling import BertModel, layers
-from bertkit.modeling.packing import ROW_MULTIPLE, AttentionMask
+from bertkit.modeling.packing import ROW_MULTIPLE, AttentionMask, inference_rows
 from bertkit.tokenization import BertTokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -39,11 +39,18 @@ def test_gemm_attention_equals_fp32_sdpa_under_a_padding_mask():
 
 def test_packed_groups_pad_to_whole_row_tiles():
     mask = (torch.arange(30)[None, :] < torch.tensor([30, 29, 3, 11])[:, None]).long()
+    model = torch.nn.Linear(1, 1).eval()
     with torch.no_grad():
-        built = AttentionMask.build(mask, pack=True)
+        built = AttentionMask.build(mask, pack=True, row_multiple=inference_rows(model))
     assert built.groups and all(g.seq_len % ROW_MULTIPLE == 0 for g in built.groups)
-    trained = AttentionMask.build(mask, pack=True)  # with a gradient: the groups' own longest
-    assert {g.seq_len for g in trained.groups} <= {30, 29, 11, 3}
+    # training mode, or a gradient: each group's own longest, so dropout draws the same masks in a
+    # no-grad forward and its replay with a gradient, and a training run does not depend on the trick
+    for train, grad in ((True, False), (False, True)):
+        with torch.set_grad_enabled(grad):
+            rows = inference_rows(model.train(train))
+        assert rows == 1
+        exact = AttentionMask.build(mask, pack=True, row_multiple=rows)
+        assert {g.seq_len for g in exact.groups} <= {30, 29, 11, 3}
     # every real token is kept exactly once, whatever the rounding added
     kept = sum(g.batch * g.seq_len if g.keep is None else len(g.keep) for g in built.groups)
     assert kept == int(mask.sum())

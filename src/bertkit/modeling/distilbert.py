@@ -25,7 +25,7 @@ from .config import SharedConfigFields
 from .layers import get_activation, multi_head_attention, project_qkv
 from .loading import no_init_weights
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
-from .packing import AttentionMask
+from .packing import AttentionMask, inference_rows
 from .task_heads import (
     IGNORE_INDEX,
     EncoderHeadMixin,
@@ -231,7 +231,11 @@ class DistilBertModel(DistilBertPreTrainedModel):
         x = self.embeddings(input_ids, inputs_embeds)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
         mask = AttentionMask.build(
-            attention_mask, pack=pack, sync=not torch.compiler.is_compiling(), hidden_size=cfg.dim
+            attention_mask,
+            pack=pack,
+            sync=not torch.compiler.is_compiling(),
+            hidden_size=cfg.dim,
+            row_multiple=inference_rows(self),
         )
         if mask.packed:
             x = mask.pack(x)

@@ -27,7 +27,7 @@ from .base import PreTrainedModel, _check_ids
 from .config import BertConfig
 from .layers import attention, get_activation, multi_head_attention, project_qkv
 from .outputs import BaseModelOutputWithPooling
-from .packing import AttentionMask, length_groups
+from .packing import AttentionMask, inference_rows, length_groups
 
 # Re-exported: the shared blocks lived here before they had modules of their own.
 _SHARED = (
@@ -303,7 +303,9 @@ class BertModel(BertPreTrainedModel):
 
         x = self._embed(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
-        mask = AttentionMask.build(attention_mask, pack=pack, sync=not compiling, hidden_size=cfg.hidden_size)
+        mask = AttentionMask.build(
+            attention_mask, pack, not compiling, cfg.hidden_size, row_multiple=inference_rows(self)
+        )
         if mask.packed:  # per-token work on real tokens only (padding outputs are zeros, not computed)
             last, hidden_states, attentions = self.encoder(mask.pack(x), mask, False, False)
             last = mask.unpack(last)

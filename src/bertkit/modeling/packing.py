@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["AttentionMask", "length_groups"]
+__all__ = ["ROW_MULTIPLE", "AttentionMask", "inference_rows", "length_groups"]
 
 
 class _LengthGroup:
@@ -31,12 +31,18 @@ class _LengthGroup:
 # a call's fixed cost equals roughly 1,500 such units; wider models do more work per unit.
 _GROUP_OVERHEAD = 1500 * 384
 
-# Without a gradient, a group's padded length is rounded up to a multiple of this: the small batched
-# products of inference attention run markedly faster on row counts that fill whole 8-row register
-# tiles, and the extra slots are masked keys and dropped queries, so the result is unchanged. Training
-# keeps the exact lengths: its reduced-precision kernels sum in an order that depends on the shape,
-# and a run should not change its trajectory with the speed trick.
+# In inference (eval mode, no gradient) a group's padded length is rounded up to a multiple of this:
+# the small batched products of attention run markedly faster on row counts that fill whole 8-row
+# register tiles, and the extra slots are masked keys and dropped queries, so the result is
+# unchanged. Training keeps the exact lengths: its reduced-precision kernels sum in an order that
+# depends on the shape, dropout draws its masks by shape (a gradient-cached loss replays them in a
+# second forward with a gradient), and a run should not change its trajectory with a speed trick.
 ROW_MULTIPLE = 8
+
+
+def inference_rows(module: torch.nn.Module) -> int:
+    """The row multiple of ``module``'s length groups now: :data:`ROW_MULTIPLE` in inference, else 1."""
+    return ROW_MULTIPLE if not (module.training or torch.is_grad_enabled()) else 1
 
 
 def length_groups(lengths: list[int], hidden_size: int = 384) -> list[list[int]]:
@@ -97,12 +103,19 @@ class AttentionMask:
 
     @classmethod
     def build(
-        cls, attention_mask: torch.Tensor | None, pack: bool = False, sync: bool = True, hidden_size: int = 384
+        cls,
+        attention_mask: torch.Tensor | None,
+        pack: bool = False,
+        sync: bool = True,
+        hidden_size: int = 384,
+        row_multiple: int = 1,
     ) -> "AttentionMask":
         """From a ``(B, N)`` 0/1 or ``(B, N, N)`` mask.
 
         ``pack``: drop padding tokens (2-D masks only). ``sync=False`` skips the two steps that read
         the mask on the host (the all-ones shortcut and packing), for ``torch.compile``.
+        ``row_multiple``: each group's padded length is rounded up to a multiple of it (see
+        :func:`inference_rows`).
         """
         if attention_mask is None:
             return cls(None)
@@ -120,9 +133,7 @@ class AttentionMask:
             starts.append(starts[-1] + n)
         groups, dst = [], []
         for members in length_groups(lengths, hidden_size):
-            longest = max(lengths[b] for b in members)
-            if not torch.is_grad_enabled():
-                longest = -(-longest // ROW_MULTIPLE) * ROW_MULTIPLE
+            longest = -(-max(lengths[b] for b in members) // row_multiple) * row_multiple
             k = torch.arange(longest)
             n = torch.tensor([lengths[b] for b in members])
             valid = k[None, :] < n[:, None]  # (B_g, N_g)
