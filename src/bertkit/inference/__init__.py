@@ -9,6 +9,7 @@
 from .batching import (
     MODEL_INPUTS,
     first_subtokens,
+    inference_workers,
     length_batches,
     merge_windows,
     run_batched,
@@ -33,6 +34,7 @@ __all__ = [
     "first_subtokens",
     "has_fast_bf16",
     "inference_dtype",
+    "inference_workers",
     "length_batches",
     "merge_windows",
     "prepare_for_inference",

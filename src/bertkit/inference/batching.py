@@ -3,7 +3,10 @@ post-processing helpers every head needs (softmax, and merging overlapping windo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -12,6 +15,7 @@ import torch
 __all__ = [
     "MODEL_INPUTS",
     "first_subtokens",
+    "inference_workers",
     "length_batches",
     "merge_windows",
     "run_batched",
@@ -64,6 +68,57 @@ def _get(out: Any, name: str) -> torch.Tensor:
     return out[name] if isinstance(out, dict) else getattr(out, name)
 
 
+# Below this many batches per worker, the threads of one product beat whole batches per thread:
+# the last batches would leave a worker idle while the other finishes alone on one core.
+_BATCHES_PER_WORKER = 2
+
+_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, threads): a forked child starts its own
+_pools_lock = threading.Lock()
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _worker_pool(n: int) -> ThreadPoolExecutor:
+    """``n`` threads that each run torch on one core, started once and kept for the process."""
+    with _pools_lock:
+        pool = _pools.get((os.getpid(), n))
+        if pool is None:
+            main_threads = torch.get_num_threads()
+            pool = ThreadPoolExecutor(n, thread_name_prefix="bertkit-infer")
+            # Each worker sets its own OpenMP team to one thread; that call also moves torch's default
+            # for threads started later, so the caller's count is put back once every worker has run it.
+            barrier = threading.Barrier(n)
+            for f in [pool.submit(lambda: (_one_thread(), barrier.wait())) for _ in range(n)]:
+                f.result()
+            torch.set_num_threads(main_threads)
+            _pools[(os.getpid(), n)] = pool
+        return pool
+
+
+def inference_workers(model: Any, n_batches: int, device: torch.device) -> int:
+    """How many threads should forward whole batches at once: ``torch.get_num_threads()`` when the
+    batches are many and each is best run on one core, else 1 (one batch at a time, each product
+    using every thread).
+
+    Small products scale poorly across cores (the non-matrix work runs between synchronisations), so
+    on a CPU whole batches in parallel, one per core, go faster. It stays 1 where running at once is
+    not safe or not the same: a training-mode module, a hook (it sees calls in order),
+    a compiled model (its compiler is not thread-safe), or a device other than the CPU.
+    """
+    threads = torch.get_num_threads()
+    if threads < 2 or n_batches < _BATCHES_PER_WORKER * threads or device.type != "cpu":
+        return 1
+    if not isinstance(model, torch.nn.Module) or model.training:
+        return 1
+    if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
+        return 1
+    if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):
+        return 1
+    return threads
+
+
 def run_batched(
     model: torch.nn.Module | Callable[..., Any],
     features: Sequence[dict],
@@ -73,13 +128,15 @@ def run_batched(
     desc: str = "predict",
     max_batch_tokens: int | None = None,
     postprocess: Callable[[Any, dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
+    workers: int | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """Forward ``features`` (dicts of input_ids / token_type_ids / attention_mask lists) in length-sorted
     batches and return, per feature and in input order, each requested output as a float32 numpy array,
     token-level outputs cut back to the feature's own length.
 
     ``postprocess(out, batch)`` may replace the named outputs with its own per-row tensors (for
-    example pooled sentence vectors), computed inside the batch.
+    example pooled sentence vectors), computed inside the batch. ``workers``: threads forwarding
+    whole batches at once, each on one core; None decides by :func:`inference_workers`.
     """
     from tqdm.auto import tqdm
 
@@ -92,24 +149,34 @@ def run_batched(
     lengths = [_feature_len(f) for f in features]
     results: list[dict[str, np.ndarray] | None] = [None] * len(features)
     batches = length_batches(lengths, batch_size, max_batch_tokens)
-    try:
+
+    def forward(b: list[int]) -> tuple[list[int], dict[str, np.ndarray], torch.Tensor]:
         with torch.inference_mode():
-            for b in tqdm(batches, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
-                batch = {k: v.to(device) for k, v in _collate([features[i] for i in b]).items()}
-                out = model(**batch)
-                if postprocess is not None:
-                    got = {k: v.float().cpu().numpy() for k, v in postprocess(out, batch).items()}
-                else:
-                    got = {name: _get(out, name).float().cpu().numpy() for name in outputs}
-                seq_len = batch["input_ids"].shape[-1]
-                for row, i in enumerate(b):
-                    res = {}
-                    for name, arr in got.items():
-                        a = arr[row]
-                        if a.ndim >= 1 and a.shape[0] == seq_len and batch["input_ids"].ndim == 2:
-                            a = a[: lengths[i]]
-                        res[name] = a
-                    results[i] = res
+            batch = {k: v.to(device) for k, v in _collate([features[i] for i in b]).items()}
+            out = model(**batch)
+            if postprocess is not None:
+                got = {k: v.float().cpu().numpy() for k, v in postprocess(out, batch).items()}
+            else:
+                got = {name: _get(out, name).float().cpu().numpy() for name in outputs}
+        return b, got, batch["input_ids"]
+
+    try:
+        n = workers if workers is not None else inference_workers(model, len(batches), device)
+        done: Iterator[tuple[list[int], dict[str, np.ndarray], torch.Tensor]]
+        # Longest batches first on either path, so the workers' last batches are the shortest.
+        done = map(forward, batches) if n <= 1 else _worker_pool(n).map(forward, batches)
+        for b, got, input_ids in tqdm(
+            done, total=len(batches), desc=desc, disable=not progress, leave=False, dynamic_ncols=True
+        ):
+            seq_len = input_ids.shape[-1]
+            for row, i in enumerate(b):
+                res = {}
+                for name, arr in got.items():
+                    a = arr[row]
+                    if a.ndim >= 1 and a.shape[0] == seq_len and input_ids.ndim == 2:
+                        a = a[: lengths[i]]
+                    res[name] = a
+                results[i] = res
     finally:
         if module is not None:
             module.train(was_training)

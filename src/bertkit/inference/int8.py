@@ -39,14 +39,13 @@ for the projections).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from .cpu import has_fast_bf16
-from .precision import _eager, _fusable_activations, _hooked, _passthrough_act
+from .precision import FusedOutput, _eager, _fusable_activations, _hooked, _passthrough_act
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
 
@@ -162,14 +161,12 @@ def _fuse_activation(linear: Int8Linear, act: nn.Module, algorithm: str) -> None
     on its own fresh output, and ``act`` passes exactly that tensor through: one pass over the (T, 4H)
     activations and one allocation fewer. A hook on either module runs them apart, as it always saw."""
     eager_act = _eager(act)
-    fused_out: list[weakref.ref | None] = [None]  # a weak reference, so no output is kept alive
+    fused_out = FusedOutput()
 
     def activate(y: torch.Tensor) -> torch.Tensor:
         if _hooked(linear, act):
             return y
-        torch.ops.aten.gelu_(y, approximate=algorithm)
-        fused_out[0] = weakref.ref(y)
-        return y
+        return fused_out.mark(torch.ops.aten.gelu_(y, approximate=algorithm))
 
     linear._activate = activate
     object.__setattr__(act, "forward", _passthrough_act(eager_act, fused_out))

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import weakref
 from typing import Any
@@ -129,30 +130,43 @@ def _fused_forwards(linear: nn.Module, act: nn.Module, packed: torch.Tensor, bia
     tensor through. Training, autograd, or a hook on either module (it must see what it always saw)
     run them as they are."""
     eager_linear, eager_act = _eager(linear), _eager(act)
-    fused_out: list[Any] = [None]  # a weak reference to the last activated output, so nothing is kept alive
+    fused_out = FusedOutput()
 
     def linear_forward(x: torch.Tensor) -> torch.Tensor:
         if linear.training or torch.is_grad_enabled():
             return eager_linear(x)
         if _hooked(linear, act):
             return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-        y = torch.ops.mkldnn._linear_pointwise(x, packed, bias, "gelu", [], algorithm)
-        fused_out[0] = weakref.ref(y)
-        return y
+        return fused_out.mark(torch.ops.mkldnn._linear_pointwise(x, packed, bias, "gelu", [], algorithm))
 
     return linear_forward, _passthrough_act(eager_act, fused_out)
 
 
-def _passthrough_act(eager_act: Any, fused_out: list[Any]) -> Any:
-    """The activation's forward once its projection applies it: the projection's own output (held
-    weakly in ``fused_out[0]``) passes through as it is, anything else runs ``eager_act``."""
+class FusedOutput(threading.local):
+    """The output a fused projection last activated, per thread and held weakly (so nothing is kept
+    alive): forwards may run in several threads at once (:func:`bertkit.inference.run_batched`), and
+    one thread's activated output must never pass for another's."""
+
+    def __init__(self) -> None:
+        self.ref: weakref.ref | None = None
+
+    def mark(self, y: torch.Tensor) -> torch.Tensor:
+        """Record ``y`` as activated already; returns it."""
+        self.ref = weakref.ref(y)
+        return y
+
+    def take(self, x: torch.Tensor) -> bool:
+        """Whether ``x`` is exactly this thread's last activated output (then forgotten)."""
+        ref, self.ref = self.ref, None
+        return ref is not None and ref() is x
+
+
+def _passthrough_act(eager_act: Any, fused_out: FusedOutput) -> Any:
+    """The activation's forward once its projection applies it: the projection's own output (marked
+    in ``fused_out``) passes through as it is, anything else runs ``eager_act``."""
 
     def act_forward(x: torch.Tensor) -> torch.Tensor:
-        ref = fused_out[0]
-        if ref is not None and ref() is x:  # activated already: only the fused projection's own output
-            fused_out[0] = None
-            return x
-        return eager_act(x)
+        return x if fused_out.take(x) else eager_act(x)
 
     return act_forward
 

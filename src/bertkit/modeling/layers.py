@@ -161,11 +161,17 @@ def _batched_gemm_attention(
     x: torch.Tensor,  # (B, N, 3, h, d): q, k and v of each token
     mask: torch.Tensor | None,  # bool (B, 1, 1, N), True = attend; None = all
 ) -> torch.Tensor:  # (B * N, h * d)
-    """Softmax attention as ``bmm(softmax(scale * bmm(q, k^T)), v)`` over the B*h heads at once."""
+    """Softmax attention as ``bmm(softmax(scale * bmm(q, k^T)), v)`` over the B*h heads at once.
+
+    The scores are bf16 out of the product and take the mask and the softmax in float32: the CPU's
+    float32 softmax runs about twice as fast as its bf16 one, and adding a (B, 1, 1, N) bias replaces
+    a masked fill over every score."""
     B, N, _, h, d = x.shape
     q, k, v = x.permute(2, 0, 3, 1, 4).reshape(3, B * h, N, d).unbind(0)  # each (B*h, N, d)
-    scores = torch.baddbmm(q.new_empty(B * h, N, N), q, k.transpose(1, 2), beta=0, alpha=d**-0.5)
+    scores = torch.baddbmm(q.new_empty(B * h, N, N), q, k.transpose(1, 2), beta=0, alpha=d**-0.5).float()
     if mask is not None:
-        scores.view(B, h, N, N).masked_fill_(~mask, float("-inf"))
-    y = torch.bmm(scores.softmax(-1), v)  # (B*h, N, d)
+        bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~mask, float("-inf"))
+        scores.view(B, h, N, N).add_(bias)
+    probs = torch.softmax(scores, -1, out=scores).to(v.dtype)
+    y = torch.bmm(probs, v)  # (B*h, N, d)
     return y.view(B, h, N, d).transpose(1, 2).reshape(B * N, h * d)
