@@ -79,3 +79,22 @@ def test_bf16_encoder_with_gemm_attention_keeps_sdpa_closeness_to_transformers(m
     monkeypatch.setattr(layers, "_GEMM_ATTENTION_MAX_LEN", 0)  # every group through SDPA
     sdpa = min_token_cos()
     assert gemm > 0.99 and gemm > sdpa - 0.002, (gemm, sdpa)
+
+
+def test_a_text_alone_gets_in_bf16_what_it_gets_in_a_batch(monkeypatch):
+    """A single unpadded text attends with the kernels a packed batch uses (once per layer), so the
+    server's lone request and the library's batch agree within bf16's rounding, and stay near fp32."""
+    from bertkit.pipelines import pipeline
+
+    with open(asset_path("polarity-test"), newline="", encoding="utf-8") as f:
+        texts = [r["text"] for r in csv.DictReader(f)][:64]
+    bf16 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="bf16")
+    batched = bf16(texts, return_tensors=True)
+    calls = []
+    gemm = layers._batched_gemm_attention
+    monkeypatch.setattr(layers, "_batched_gemm_attention", lambda x, m: calls.append(m) or gemm(x, m))
+    alone = torch.stack([bf16(t, return_tensors=True) for t in texts])
+    assert len(calls) == 6 * len(texts) and all(m is None for m in calls)  # unpadded: no mask at all
+    assert float(F.cosine_similarity(alone, batched).min()) >= 0.9999
+    fp32 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
+    assert float(F.cosine_similarity(alone, fp32).min()) >= 0.999
