@@ -594,6 +594,22 @@ def test_model_inputs_name_the_argument():
         mc(input_ids=torch.ones(1, 2, 4, dtype=torch.long), labels=torch.tensor([2]))
 
 
+def test_distilbert_masked_lm_labels_are_checked_as_berts_are():
+    from bertkit.modeling.distilbert import DistilBertConfig, DistilBertForMaskedLM
+
+    mlm = DistilBertForMaskedLM(DistilBertConfig(vocab_size=64, n_layers=1, dim=32, n_heads=2, hidden_dim=64)).eval()
+    ids = torch.ones(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"labels contains 64, outside \[0, 64\) \(vocab_size=64"):
+        mlm(input_ids=ids, labels=torch.tensor([[-100, 64, -100, 1]] * 2))
+    with pytest.raises(ValueError, match=r"labels has shape \(2, 3\) but the input has shape \(2, 4\)"):
+        mlm(input_ids=ids, labels=torch.full((2, 3), -100))
+    with pytest.raises(TypeError, match="labels must hold integer class ids"):
+        mlm(input_ids=ids, labels=torch.zeros(2, 4))
+    out = mlm(input_ids=ids, labels=torch.tensor([[-100, 5, -100, 1]] * 2))
+    want = torch.nn.functional.cross_entropy(out.logits[:, [1, 3]].reshape(-1, 64), torch.tensor([5, 1, 5, 1]))
+    torch.testing.assert_close(out.loss, want)  # the mean over the labelled positions only
+
+
 # ------------------------------------------------------------------------------- tokenizer parity
 
 

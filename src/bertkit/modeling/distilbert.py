@@ -27,7 +27,6 @@ from .loading import no_init_weights
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
 from .packing import AttentionMask, inference_rows
 from .task_heads import (
-    IGNORE_INDEX,
     EncoderHeadMixin,
     EncoderInputs,
     LabelledHead,
@@ -37,6 +36,7 @@ from .task_heads import (
     TokenClassificationHead,
     check_span_config,
     head_output,
+    masked_lm_logits_and_loss,
 )
 
 __all__ = [
@@ -324,14 +324,14 @@ class DistilBertForMaskedLM(_DistilBertArguments, LabelledHead, _DistilBertHeadM
         self.vocab_projector = new
 
     def _task_output(self, out: BaseModelOutput, labels: torch.Tensor | None, inputs: EncoderInputs) -> MaskedLMOutput:
-        h = self.vocab_layer_norm(self.activation(self.vocab_transform(out.last_hidden_state)))
-        logits = self.vocab_projector(h)  # (B, N, V)
-        loss = None
-        if labels is not None:
-            loss = nn.functional.cross_entropy(
-                logits.view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX
-            )
+        # the shared MLM loss checks the labels' shape and ids against the vocabulary, as BERT's does
+        logits, loss = masked_lm_logits_and_loss(
+            self._predict, out.last_hidden_state, labels, False, vocab_size=self.vocab_projector.out_features
+        )
         return head_output(MaskedLMOutput, out, loss=loss, logits=logits)
+
+    def _predict(self, hidden_states: torch.Tensor) -> torch.Tensor:  # (..., dim) -> (..., V)
+        return self.vocab_projector(self.vocab_layer_norm(self.activation(self.vocab_transform(hidden_states))))
 
 
 class DistilBertForSequenceClassification(_DistilBertArguments, SequenceClassificationHead, _DistilBertHeadModel):
