@@ -88,3 +88,11 @@ def test_inspect_cli_on_bert_base_shape(capsys):
     out = capsys.readouterr().out
     assert "109,482,240" in out and "21.77%" in out and "77.69%" in out and "0.54%" in out
     assert main(["inspect", "/no/such/model"]) == 1
+
+
+def test_inspect_on_a_weights_file_names_it_and_asks_for_the_folder(capsys):
+    weights = asset_path("minilm") / "model.safetensors"  # real bytes: not UTF-8 past the header
+    assert main(["inspect", str(weights)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "codec" not in err
+    assert f"{weights}: not a JSON config" in err and "give the model folder" in err

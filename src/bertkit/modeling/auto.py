@@ -42,6 +42,11 @@ def _read_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
+    except UnicodeDecodeError as e:  # a weights file or another binary given where a config is read
+        raise ValueError(
+            f"{path}: not a JSON config (byte {e.start} is not UTF-8 text); give the model folder, which holds "
+            "config.json beside the weights"
+        ) from None
     if not isinstance(data, dict):
         raise TypeError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
