@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertkit.assets import asset_path
-from bertkit.inference import cpu_flags, describe_cpu, resolve_dtype, run_batched
+from bertkit.inference import cpu_flags, describe_cpu, has_fast_bf16, resolve_dtype, run_batched
 from bertkit.modeling import BertModel
 from bertkit.pipelines import pipeline
 
@@ -156,11 +156,15 @@ def test_int8_runs_onednn_u8s8_and_equals_int_mm_on_real_activations():
     for m in mods:
         assert m.kernel == "onednn", m
         x = seen[id(m)]
+        # the products in float32: a bf16 q/k/v output would round the two near-equal sums apart
+        out_dtype, m.out_dtype = m.out_dtype, None
         got = m(x)
         m.kernel = "int_mm"
         want = m(x)
-        m.kernel = "onednn"
+        m.kernel, m.out_dtype = "onednn", out_dtype
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+    qkv = layers[0].attention.self._inference_qkv
+    assert qkv(seen[id(qkv)]).dtype == (torch.bfloat16 if has_fast_bf16() else torch.float32)
 
 
 def test_int8_up_projection_applies_its_gelu_unless_hooked():

@@ -15,7 +15,9 @@ states that drops the sentence-embedding cosine against fp32 to about 0.92. Two 
   data is needed.
 
 Every Linear of the encoder layers is int8 (the fused query/key/value projection, the attention
-output, both feed-forward projections; the up-projection applies its GELU in place); heads, the
+output, both feed-forward projections; the up-projection applies its GELU in place). Where the CPU
+multiplies bf16 natively, q, k and v leave their projection in bf16 and attend with the bf16 kernels
+(MiniLM, 512 sentences: 3.5% faster on one thread, 10% on two, min cosine 0.9909 -> 0.9924); heads, the
 pooler and ELECTRA's embedding projection stay in float (bf16 where the CPU multiplies it natively,
 else fp32). Measured on MiniLM against fp32 over 512 real sentences: min cosine 0.9958, mean 0.9986
 (0.9988 / 0.9994 with the down-projections kept in bf16, about 4% slower end to end); polarity
@@ -120,6 +122,7 @@ class Int8Linear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self._onednn = _onednn_product(q, scale)
         self._activate: Callable[[torch.Tensor], torch.Tensor] | None = None  # set by _fuse_activation
+        self.out_dtype: torch.dtype | None = None  # set by quantize_int8: bf16 q/k/v for the bf16 attention
         self.kernel = "int_mm" if self._onednn is None else "onednn"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -137,6 +140,8 @@ class Int8Linear(nn.Module):
             if self.bias is not None:
                 y = y + self.bias
         y = y.reshape(*shape[:-1], self.out_features)
+        if self.out_dtype is not None:
+            y = y.to(self.out_dtype)
         return y if self._activate is None else self._activate(y)
 
     def extra_repr(self) -> str:
@@ -220,7 +225,12 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     fusable = _fusable_activations(model)  # id(up-projection) -> (its GELU, erf or tanh)
     for name, att in attention.items():
         fused = att._inference_qkv
-        object.__setattr__(att, "_inference_qkv", Int8Linear(fused, _smoothing(stats[name], fused.weight)))
+        qkv = Int8Linear(fused, _smoothing(stats[name], fused.weight))
+        # Where the CPU multiplies bf16 natively, q, k and v leave in bf16, so attention takes the bf16
+        # kernels (about half the time of float32 SDPA on short groups); the output projection reads them
+        # back as float32 when it quantizes its input.
+        qkv.out_dtype = torch.bfloat16 if keep == torch.bfloat16 else None
+        object.__setattr__(att, "_inference_qkv", qkv)
     for name, m in list(model.named_modules()):
         if not isinstance(m, nn.Linear) or name not in stats:
             continue
