@@ -46,14 +46,21 @@ def test_workers_give_what_one_batch_at_a_time_gives(features, dtype, two_thread
     two = run_batched(model, features, 8, outputs=("last_hidden_state",), workers=2)
     for f, a, b in zip(features, one, two):
         assert a["last_hidden_state"].shape == b["last_hidden_state"].shape == (len(f["input_ids"]), 384)
-        # The same kernels on one core either way; a tolerance for a oneDNN that blocks by thread count.
-        np.testing.assert_allclose(b["last_hidden_state"], a["last_hidden_state"], atol=1e-5, rtol=1e-5)
+        x, y = b["last_hidden_state"], a["last_hidden_state"]
+        if dtype == "fp32":
+            np.testing.assert_allclose(x, y, atol=1e-5, rtol=1e-5)
+        else:
+            # bf16 outputs: a oneDNN that splits a product by thread count (AMX) may round one bf16
+            # step apart; a batch put back in the wrong place would be far from every row it meets
+            cos = (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))
+            assert float(cos.min()) >= 0.9999, float(cos.min())
 
 
 def test_the_pipeline_takes_the_workers_and_matches_transformers(two_threads):
     transformers = pytest.importorskip("transformers")
     texts = _texts(128)
     pipe = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32", batch_size=16)
+    assert inference_workers(pipe.model, len(texts) // 16, torch.device("cpu")) == 2  # 8 batches, two workers
     got = pipe(texts, return_tensors=True)
     tok = transformers.AutoTokenizer.from_pretrained(str(asset_path("minilm")))
     ref_model = transformers.BertModel.from_pretrained(str(asset_path("minilm"))).eval()
