@@ -191,6 +191,39 @@ def test_a_prepared_model_still_trains_as_it_is(batch):
     assert model.encoder.layer[0].intermediate.dense.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "int8"])
+def test_a_deep_copy_of_a_prepared_model_runs_its_own_modules(dtype, batch):
+    """copy.deepcopy of a prepared model (a teacher, an EMA or a fork to fine-tune) gives a model whose
+    inference, training and hooks are its own: its outputs equal the original's, its own weights get
+    the gradients when it trains (the original's none), and a hook on its projection sees the
+    pre-activation output. Forwards bound to the original's modules would give the copy none of that."""
+    import copy
+
+    model = BertModel.from_pretrained(asset_path("minilm"), dtype=dtype)
+    clone = copy.deepcopy(model)
+    torch.testing.assert_close(_hidden(clone, batch), _hidden(model, batch), atol=1e-6, rtol=0)
+
+    inter = clone.encoder.layer[2].intermediate
+    seen = {}
+    handle = inter.dense.register_forward_hook(lambda m, inp, out: seen.update(y=out.clone()))
+    try:
+        _hidden(clone, batch)
+    finally:
+        handle.remove()
+    assert float(seen["y"].min()) < -0.5  # GELU's minimum is -0.17: the hook saw the projection alone
+
+    if dtype == "fp32":
+        kw = {k: batch[k] for k in ("input_ids", "attention_mask")}
+        clone.train()
+        clone.requires_grad_(True)
+        clone(**kw).last_hidden_state.sum().backward()
+        assert clone.encoder.layer[0].intermediate.dense.weight.grad.abs().sum() > 0
+        assert clone.encoder.layer[0].attention.self.query.weight.grad.abs().sum() > 0
+        assert all(p.grad is None for p in model.parameters())
+        # and the original still serves its own, unchanged, prepared path
+        torch.testing.assert_close(_hidden(model, batch), _hidden(copy.deepcopy(model), batch), atol=1e-6, rtol=0)
+
+
 # ---------------------------------------------------------------------------------------- GPT-2
 
 

@@ -41,13 +41,15 @@ for the projections).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from .cpu import has_fast_bf16
-from .precision import FusedOutput, _eager, _fusable_activations, _hooked, _passthrough_act
+from .precision import FusedOutput, PassthroughAct, _fusable_activations, _hooked
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
 
@@ -165,16 +167,31 @@ def _fuse_activation(linear: Int8Linear, act: nn.Module, algorithm: str) -> None
     """``linear`` applies the GELU its parent runs right after it (erf or tanh, ``algorithm``) in place
     on its own fresh output, and ``act`` passes exactly that tensor through: one pass over the (T, 4H)
     activations and one allocation fewer. A hook on either module runs them apart, as it always saw."""
-    eager_act = _eager(act)
     fused_out = FusedOutput()
+    linear._activate = _InPlaceGelu(linear, act, algorithm, fused_out)
+    object.__setattr__(act, "forward", PassthroughAct(act, fused_out))
 
-    def activate(y: torch.Tensor) -> torch.Tensor:
-        if _hooked(linear, act):
+
+class _InPlaceGelu:
+    """What :class:`Int8Linear` applies to its output when its GELU is fused: the GELU in place, marked
+    for the activation module to pass through, unless either module has a hook. An object so that a
+    deep copy binds to the copied modules and their own slot."""
+
+    def __init__(self, linear: Int8Linear, act: nn.Module, algorithm: str, fused_out: FusedOutput) -> None:
+        self.linear, self.act, self.algorithm, self.fused_out = linear, act, algorithm, fused_out
+
+    def __call__(self, y: torch.Tensor) -> torch.Tensor:
+        if _hooked(self.linear, self.act):
             return y
-        return fused_out.mark(torch.ops.aten.gelu_(y, approximate=algorithm))
+        return self.fused_out.mark(torch.ops.aten.gelu_(y, approximate=self.algorithm))
 
-    linear._activate = activate
-    object.__setattr__(act, "forward", _passthrough_act(eager_act, fused_out))
+    def __deepcopy__(self, memo: dict[int, Any]) -> _InPlaceGelu:
+        return _InPlaceGelu(
+            copy.deepcopy(self.linear, memo),
+            copy.deepcopy(self.act, memo),
+            self.algorithm,
+            copy.deepcopy(self.fused_out, memo),
+        )
 
 
 def _kept_in_float(name: str) -> bool:

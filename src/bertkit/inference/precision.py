@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -95,22 +96,6 @@ def _pack(weight: torch.Tensor, bias: torch.Tensor | None, attr: str = "none", a
     return packed
 
 
-def _eager(module: nn.Module) -> Any:
-    """The module's own forward (its class's): what training, autograd and hooks always get."""
-    return type(module).forward.__get__(module)
-
-
-def _packed_forward(module: nn.Module, packed: torch.Tensor, bias: torch.Tensor | None) -> Any:
-    eager = _eager(module)
-
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        if module.training or torch.is_grad_enabled():  # training, or a gradient asked for: the module as it is
-            return eager(x)
-        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-
-    return forward
-
-
 def _gelu_algorithm(act: nn.Module) -> str | None:
     """oneDNN's name for ``act`` when it is exactly erf GELU (``"none"``) or tanh GELU (``"tanh"``), else None."""
     if type(act) is nn.GELU:
@@ -124,22 +109,48 @@ def _hooked(*modules: nn.Module) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
 
-def _fused_forwards(linear: nn.Module, act: nn.Module, packed: torch.Tensor, bias: Any, algorithm: str) -> Any:
-    """Forwards for a projection and the GELU its parent applies right after it: in inference the
-    projection returns the activated output in one oneDNN call and the activation passes exactly that
-    tensor through. Training, autograd, or a hook on either module (it must see what it always saw)
-    run them as they are."""
-    eager_linear, eager_act = _eager(linear), _eager(act)
-    fused_out = FusedOutput()
+class _PackedLinear:
+    """A projection's inference forward on its weight reordered once for oneDNN (set as the module's
+    instance ``forward``). Training, autograd, or a hook run the module's own forward; with ``act``
+    (the GELU its parent applies right after it) the product returns the activated output in one
+    oneDNN call, marked in ``fused_out`` for the activation to pass through. A hook on either module
+    runs the two apart, so it sees what it always saw.
 
-    def linear_forward(x: torch.Tensor) -> torch.Tensor:
-        if linear.training or torch.is_grad_enabled():
-            return eager_linear(x)
-        if _hooked(linear, act):
-            return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-        return fused_out.mark(torch.ops.mkldnn._linear_pointwise(x, packed, bias, "gelu", [], algorithm))
+    An object rather than a closure so that ``copy.deepcopy`` of a prepared model binds the copy's
+    forwards to the copy's own modules: it trains, hooks and serves itself, not the original. The
+    reordered weight is shared: it is a snapshot of weights the copy starts with.
+    """
 
-    return linear_forward, _passthrough_act(eager_act, fused_out)
+    def __init__(
+        self,
+        linear: nn.Module,
+        packed: torch.Tensor,
+        bias: torch.Tensor | None,
+        act: nn.Module | None = None,
+        algorithm: str = "",
+        fused_out: FusedOutput | None = None,
+    ) -> None:
+        self.linear, self.packed, self.bias = linear, packed, bias
+        self.act, self.algorithm, self.fused_out = act, algorithm, fused_out
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        lin = self.linear
+        if lin.training or torch.is_grad_enabled():  # training, or a gradient asked for: the module as it is
+            return type(lin).forward(lin, x)
+        if self.act is None or self.fused_out is None or _hooked(lin, self.act):
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "gelu", [], self.algorithm)
+        return self.fused_out.mark(y)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _PackedLinear:
+        return _PackedLinear(
+            copy.deepcopy(self.linear, memo),
+            self.packed,
+            copy.deepcopy(self.bias, memo),  # the memo keeps it a view of the copied parameter
+            copy.deepcopy(self.act, memo),
+            self.algorithm,
+            copy.deepcopy(self.fused_out, memo),  # one new slot, shared by the copied pair
+        )
 
 
 class FusedOutput(threading.local):
@@ -160,15 +171,23 @@ class FusedOutput(threading.local):
         ref, self.ref = self.ref, None
         return ref is not None and ref() is x
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> FusedOutput:
+        return FusedOutput()
 
-def _passthrough_act(eager_act: Any, fused_out: FusedOutput) -> Any:
-    """The activation's forward once its projection applies it: the projection's own output (marked
-    in ``fused_out``) passes through as it is, anything else runs ``eager_act``."""
 
-    def act_forward(x: torch.Tensor) -> torch.Tensor:
-        return x if fused_out.take(x) else eager_act(x)
+class PassthroughAct:
+    """An activation's instance ``forward`` once its projection applies it: the projection's own output
+    (marked in ``fused_out``) passes through as it is, anything else runs the module's own forward.
+    A deep copy binds to the copied module and the copied pair's slot."""
 
-    return act_forward
+    def __init__(self, act: nn.Module, fused_out: FusedOutput) -> None:
+        self.act, self.fused_out = act, fused_out
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.fused_out.take(x) else type(self.act).forward(self.act, x)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PassthroughAct:
+        return PassthroughAct(copy.deepcopy(self.act, memo), copy.deepcopy(self.fused_out, memo))
 
 
 def _projections(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
@@ -222,15 +241,15 @@ def prepack_linears(model: nn.Module) -> int:
         bias = None if lin.bias is None else lin.bias.detach()
         packed = _pack(w, bias, "gelu", algorithm) if act is not None else None
         if packed is not None:
-            linear_forward, act_forward = _fused_forwards(lin, act, packed, bias, algorithm)
-            object.__setattr__(lin, "forward", linear_forward)
-            object.__setattr__(act, "forward", act_forward)
+            fused_out = FusedOutput()
+            object.__setattr__(lin, "forward", _PackedLinear(lin, packed, bias, act, algorithm, fused_out))
+            object.__setattr__(act, "forward", PassthroughAct(act, fused_out))
             object.__setattr__(lin, "_inference_gelu", algorithm)  # what the fused call computes after the product
         else:  # no activation to fuse, or no fused kernel here: the plain product alone
             packed = _pack(w, bias)
             if packed is None:
                 continue
-            object.__setattr__(lin, "forward", _packed_forward(lin, packed, bias))
+            object.__setattr__(lin, "forward", _PackedLinear(lin, packed, bias))
         n += 1
     return n
 
