@@ -191,6 +191,40 @@ def test_mining_is_chunked_and_skips_false_negatives(data):
         assert a[i] @ n[i] >= max(ok) - 2e-3
 
 
+def test_a_row_whose_positive_ranks_low_still_gets_a_negative_from_below_it():
+    """Where more than k + 10 corpus texts score above a row's positive (here, rewordings of its
+    anchor: probable false negatives, all skipped), the miner searches further down and takes the best
+    text below the margin instead of dropping the row: the hard rows are the ones training needs."""
+    from bertkit.modeling.sentence import load_sentence_encoder
+    from bertkit.training.embedding_data import mine_hard_negatives
+
+    enc = load_sentence_encoder(MINILM, max_seq_length=48)
+    row = {
+        "anchor": "The central bank raised interest rates by half a point on Tuesday.",
+        "positive": "Borrowing costs climb as policymakers act against stubborn inflation.",
+        "negatives": [],
+    }
+    days = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    near = [f"The central bank raised interest rates by {s} on {d}." for d in days for s in ("a quarter point", "1%")]
+    far = [
+        "The striker scored twice in the second half.",
+        "Add two cups of flour and stir until smooth.",
+        "Shares of the carmaker fell after weak quarterly sales.",
+        "The museum reopens next spring after renovation.",
+    ]
+    a, p = enc.encode([row["anchor"], row["positive"]]).numpy()
+    c = enc.encode(near + far).numpy()
+    limit = float(a @ p) - 0.05
+    assert sum(float(a @ v) > limit for v in c) >= 1 + 10  # the old search depth (k + 10) held nothing usable
+    mined, dropped = mine_hard_negatives(enc, [row], near + far, 1, progress=False)
+    assert dropped == 0 and len(mined) == 1
+    negative = mined[0]["negatives"][0]
+    assert negative in far
+    scores = {t: float(a @ v) for t, v in zip(near + far, c)}
+    assert scores[negative] <= limit + 1e-3  # float16 vectors in the miner
+    assert scores[negative] >= max(v for v in scores.values() if v <= limit) - 2e-3  # the best one below
+
+
 def test_bad_input_gets_one_line(data, tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"anchor": "a", "positive": "b"}\n\n{"anchor": "c", "postive": "d"}\n')

@@ -139,6 +139,9 @@ def _embed_corpus(encoder: Any, texts: Sequence[str], batch_size: int, progress:
     return out
 
 
+MINING_DEPTH = 200  # candidates searched past k: a row is dropped only when all are near its positive
+
+
 def mine_hard_negatives(
     encoder: Any,
     rows: list[dict[str, Any]],
@@ -151,9 +154,10 @@ def mine_hard_negatives(
     progress: bool = True,
     corpus_vectors: np.ndarray | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Each row with ``k`` mined negatives added (after its own); rows without ``k`` usable candidates
-    are dropped. Returns (rows, dropped). ``corpus_vectors`` (e.g. a search index's, made with the
-    same model) saves embedding the corpus."""
+    """Each row with ``k`` mined negatives added (after its own): the best-scoring corpus texts that score
+    at least ``margin`` below the row's positive, searched among the ``k + MINING_DEPTH`` nearest; rows
+    without ``k`` such candidates are dropped. Returns (rows, dropped). ``corpus_vectors`` (e.g. a search
+    index's, made with the same model) saves embedding the corpus."""
     from bertkit.search.index import top_k_exact
 
     if corpus_vectors is None:
@@ -164,7 +168,9 @@ def mine_hard_negatives(
     anchors = _embed_corpus(encoder, [r["anchor"] for r in rows], batch_size, progress, "mine: anchors")
     positives = _embed_corpus(encoder, [r["positive"] for r in rows], batch_size, progress, "mine: positives")
     pos_score = (anchors.astype(np.float32) * positives.astype(np.float32)).sum(1)
-    depth = min(len(corpus), k + 10)  # room for the positive, duplicates and false negatives
+    # Room for the positive, duplicates and false negatives: where the model ranks a row's positive low,
+    # every candidate above it is a probable false negative, and the row's negatives come from below.
+    depth = min(len(corpus), k + MINING_DEPTH)
     out, dropped = [], 0
     for s in range(0, len(rows), query_block):
         scores, idx = top_k_exact(vectors, anchors[s : s + query_block].astype(np.float32), depth, chunk=corpus_chunk)
