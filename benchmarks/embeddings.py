@@ -76,14 +76,18 @@ def st_train(train: list[dict], args: argparse.Namespace, out: Path) -> float:
     for b in batches:
         feats = [model.preprocess([train[i][k] for i in b]) for k in ("anchor", "positive")]
         feats += [model.preprocess([train[i]["negatives"][j] for i in b]) for j in range(k_neg)]
-        value = loss(feats, torch.zeros(len(b)))
-        value.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
+        _step(model, loss(feats, torch.zeros(len(b))), opt, sched)
     model.save(str(out))
     return time.perf_counter() - t0
+
+
+def _step(model: torch.nn.Module, value: torch.Tensor, opt, sched) -> None:
+    """One optimiser step as bertkit's Trainer takes it: backward, clip at 1.0, step, schedule."""
+    value.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad()
 
 
 def memory_child(mode: str, max_length: int) -> None:
@@ -308,11 +312,7 @@ def st_reranker_train(groups: list[dict], start: str, args: argparse.Namespace, 
             cols += [[groups[i]["passages"][k] for i in b] for k in range(len(groups[b[0]]["passages"]))]
             with autocast:  # the loss's own scoring and cross-entropy, without its in-batch negatives
                 value = loss.calculate_loss([loss.call_model_with_columns(cols[0], col) for col in cols[1:]], len(b))
-            value.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad()
+            _step(model, value, opt, sched)
     model.save(str(out))
     return time.perf_counter() - t0
 
