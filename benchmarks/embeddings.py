@@ -193,10 +193,11 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     )
     if args.no_rerank:
         return
-    # The reranker learns on what it will face: the trained embedder's own hard negatives for every
-    # training query, a group of the positive and rerank_group - 1 of them per query (listwise).
+    # Listwise groups: each training query's positive and rerank_group - 1 hard negatives, mined by base
+    # MiniLM or by the trained embedder (whose negatives are harder, and which the reranker then reranks).
     t0 = time.perf_counter()
-    ce_rows = reranker_rows(pairs("train")[: args.rerank_train_size], str(tmp / "hard"), args)
+    miner = base if args.rerank_mine_with == "base" else str(tmp / "hard")
+    ce_rows = reranker_rows(pairs("train")[: args.rerank_train_size], miner, args)
     (tmp / "rerank.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ce_rows), encoding="utf-8")
     mine_s = time.perf_counter() - t0
     start = base if args.rerank_from == "base" else str(tmp / "hard")
@@ -231,7 +232,8 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
             )
         print(
             f"{name:<28} bertkit MRR@10 {r['mrr@10']:.4f} R@1 {r['recall@1']:.4f} nDCG@10 "
-            f"{r['ndcg@10']:.4f} | reranker from {args.rerank_from}, {args.rerank_epochs:g} epochs at lr "
+            f"{r['ndcg@10']:.4f} | reranker from {args.rerank_from}, negatives mined by {args.rerank_mine_with}, "
+            f"{args.rerank_epochs:g} epochs at lr "
             f"{args.rerank_lr:g}, pairs at {args.max_length} tokens (cut); train {ce_s - mine_s:.0f} s + "
             f"mining {mine_s:.0f} s; training in all {emb_s + ce_s:.0f} s; base MiniLM's error removed: "
             f"{1 - (1 - r['mrr@10']) / base_err:.0%}{theirs}",
@@ -386,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerank-epochs", type=float, default=1.0, help="--beyond: the reranker's passes over its groups")
     p.add_argument("--rerank-precision", choices=("fp32", "bf16"), default="fp32", help="--beyond: reranker training")
     p.add_argument("--rerank-from", choices=("base", "embedder"), default="base", help="--beyond: the reranker's start")
+    p.add_argument(
+        "--rerank-mine-with",
+        choices=("base", "embedder"),
+        default="embedder",
+        help="--beyond: the model that mines the reranker's negatives",
+    )
     p.add_argument("--rerank-fusion", default="none,rrf,zscore", help="--beyond: comma list of none, rrf, zscore")
     p.add_argument(
         "--st-counterpart",
