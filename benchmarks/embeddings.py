@@ -384,14 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rerank-train-size", type=int, default=1000, help="--beyond: training queries of the reranker")
     p.add_argument("--rerank-group", type=int, default=4, help="--beyond: the positive and its hard negatives")
-    p.add_argument("--rerank-lr", type=float, default=5e-5)
-    p.add_argument("--rerank-epochs", type=float, default=1.0, help="--beyond: the reranker's passes over its groups")
-    p.add_argument("--rerank-precision", choices=("fp32", "bf16"), default="fp32", help="--beyond: reranker training")
+    p.add_argument("--rerank-lr", type=float, default=3e-4)
+    p.add_argument("--rerank-epochs", type=float, default=2.0, help="--beyond: the reranker's passes over its groups")
+    p.add_argument("--rerank-precision", choices=("fp32", "bf16"), default="bf16", help="--beyond: reranker training")
     p.add_argument("--rerank-from", choices=("base", "embedder"), default="base", help="--beyond: the reranker's start")
     p.add_argument(
         "--rerank-mine-with",
         choices=("base", "embedder"),
-        default="embedder",
+        default="base",
         help="--beyond: the model that mines the reranker's negatives",
     )
     p.add_argument("--rerank-fusion", default="none,rrf,zscore", help="--beyond: comma list of none, rrf, zscore")
