@@ -41,15 +41,13 @@ for the projections).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
 
 from .cpu import has_fast_bf16
-from .precision import FusedOutput, PassthroughAct, _fusable_activations, _hooked
+from .precision import BoundForward, FusedOutput, PassthroughAct, _fusable_activations, _hooked
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
 
@@ -172,10 +170,9 @@ def _fuse_activation(linear: Int8Linear, act: nn.Module, algorithm: str) -> None
     object.__setattr__(act, "forward", PassthroughAct(act, fused_out))
 
 
-class _InPlaceGelu:
+class _InPlaceGelu(BoundForward):
     """What :class:`Int8Linear` applies to its output when its GELU is fused: the GELU in place, marked
-    for the activation module to pass through, unless either module has a hook. An object so that a
-    deep copy binds to the copied modules and their own slot."""
+    for the activation module to pass through, unless either module has a hook."""
 
     def __init__(self, linear: Int8Linear, act: nn.Module, algorithm: str, fused_out: FusedOutput) -> None:
         self.linear, self.act, self.algorithm, self.fused_out = linear, act, algorithm, fused_out
@@ -184,14 +181,6 @@ class _InPlaceGelu:
         if _hooked(self.linear, self.act):
             return y
         return self.fused_out.mark(torch.ops.aten.gelu_(y, approximate=self.algorithm))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _InPlaceGelu:
-        return _InPlaceGelu(
-            copy.deepcopy(self.linear, memo),
-            copy.deepcopy(self.act, memo),
-            self.algorithm,
-            copy.deepcopy(self.fused_out, memo),
-        )
 
 
 def _kept_in_float(name: str) -> bool:

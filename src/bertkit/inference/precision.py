@@ -109,17 +109,32 @@ def _hooked(*modules: nn.Module) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
 
-class _PackedLinear:
+class BoundForward:
+    """A forward set on a module instance that refers to modules (its own, a paired activation) and
+    to state made for them. An object rather than a closure so that ``copy.deepcopy`` of a prepared
+    model binds the copy's forwards to the copy's own modules and slots: the copy trains, hooks and
+    serves itself, not the original. Attributes named in ``_shared`` (reordered weights: snapshots of
+    weights the copy starts with) are kept as they are."""
+
+    _shared: tuple[str, ...] = ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BoundForward:
+        new = object.__new__(type(self))
+        for name, value in vars(self).items():
+            setattr(new, name, value if name in self._shared else copy.deepcopy(value, memo))
+        return new
+
+
+class _PackedLinear(BoundForward):
     """A projection's inference forward on its weight reordered once for oneDNN (set as the module's
     instance ``forward``). Training, autograd, or a hook run the module's own forward; with ``act``
     (the GELU its parent applies right after it) the product returns the activated output in one
     oneDNN call, marked in ``fused_out`` for the activation to pass through. A hook on either module
-    runs the two apart, so it sees what it always saw.
-
-    An object rather than a closure so that ``copy.deepcopy`` of a prepared model binds the copy's
-    forwards to the copy's own modules: it trains, hooks and serves itself, not the original. The
-    reordered weight is shared: it is a snapshot of weights the copy starts with.
+    runs the two apart, so it sees what it always saw. A deep copy shares the reordered weight; the
+    bias, deep-copied with the model's memo, stays a view of the copied parameter.
     """
+
+    _shared = ("packed",)
 
     def __init__(
         self,
@@ -137,20 +152,10 @@ class _PackedLinear:
         lin = self.linear
         if lin.training or torch.is_grad_enabled():  # training, or a gradient asked for: the module as it is
             return type(lin).forward(lin, x)
-        if self.act is None or self.fused_out is None or _hooked(lin, self.act):
+        if self.act is None or _hooked(lin, self.act):
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "gelu", [], self.algorithm)
-        return self.fused_out.mark(y)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _PackedLinear:
-        return _PackedLinear(
-            copy.deepcopy(self.linear, memo),
-            self.packed,
-            copy.deepcopy(self.bias, memo),  # the memo keeps it a view of the copied parameter
-            copy.deepcopy(self.act, memo),
-            self.algorithm,
-            copy.deepcopy(self.fused_out, memo),  # one new slot, shared by the copied pair
-        )
+        return self.fused_out.mark(y)  # type: ignore[union-attr]  # set whenever act is
 
 
 class FusedOutput(threading.local):
@@ -172,22 +177,18 @@ class FusedOutput(threading.local):
         return ref is not None and ref() is x
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FusedOutput:
-        return FusedOutput()
+        return FusedOutput()  # one new slot, which the memo gives both forwards of the copied pair
 
 
-class PassthroughAct:
+class PassthroughAct(BoundForward):
     """An activation's instance ``forward`` once its projection applies it: the projection's own output
-    (marked in ``fused_out``) passes through as it is, anything else runs the module's own forward.
-    A deep copy binds to the copied module and the copied pair's slot."""
+    (marked in ``fused_out``) passes through as it is, anything else runs the module's own forward."""
 
     def __init__(self, act: nn.Module, fused_out: FusedOutput) -> None:
         self.act, self.fused_out = act, fused_out
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.fused_out.take(x) else type(self.act).forward(self.act, x)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> PassthroughAct:
-        return PassthroughAct(copy.deepcopy(self.act, memo), copy.deepcopy(self.fused_out, memo))
 
 
 def _projections(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
