@@ -123,7 +123,7 @@ def _pretrain(args: list[str], env: dict, ranks: int = 2) -> subprocess.Complete
         else [sys.executable, "-m"]
     )
     return subprocess.run(
-        [*launcher, "bertkit", "pretrain", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+        [*launcher, "bertkit", "pretrain", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
     )
 
 
@@ -194,3 +194,98 @@ def test_torchrun_time_limit_stops_all_ranks_at_the_same_step(setup):
     assert "max_minutes=0.05 reached" in run.stderr
     steps = [r["step"] for r in _metrics(d / "ddp-time") if "loss" in r]
     assert 0 < steps[-1] < 100000 and json.loads(run.stdout.strip().splitlines()[-1])["step"] == steps[-1]
+
+
+_TIME_SCHEDULE_SCRIPT = """
+import sys, time
+import torch
+from torch import nn
+from bertkit.training import Trainer, TrainingArguments
+
+out = sys.argv[1]
+torch.manual_seed(0)
+model = nn.Linear(16, 1)
+data = [(torch.randn(16), torch.randn(1)) for _ in range(512)]
+
+
+def loss_fn(m, batch):
+    x, y = batch
+    return ((m(x) - y) ** 2).mean(), {}
+
+
+cfg = TrainingArguments(
+    output=out, batch_size=8, lr=1e-2, max_steps=10**6, max_minutes=0.04, schedule="time",
+    warmup_steps=0, save_every=0, save_final=False, plot=False, progress=False, precision="fp32",
+    threads=1, log_every=1000,
+)
+collate = lambda items: tuple(torch.stack(t) for t in zip(*items))
+trainer = Trainer(model, cfg, data, collate_fn=collate, loss_fn=loss_fn)
+if trainer.rank == 1:
+    time.sleep(0.6)  # this rank's clock starts later than rank 0's
+result = trainer.train()
+torch.save({"step": result.step, "weights": model.state_dict()}, f"{out}/rank{trainer.rank}.pt")
+"""
+
+
+def test_torchrun_time_schedule_gives_every_rank_the_same_learning_rate(tmp_path):
+    """With the learning rate decayed by training time, ranks whose clocks differ still take the
+    same steps: one clock for all, so the replicas' weights stay equal to the last bit."""
+    script = tmp_path / "train.py"
+    script.write_text(_TIME_SCHEDULE_SCRIPT)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    run = subprocess.run(
+        [*_torchrun(), "--nproc_per_node", "2", "--master_port", str(_free_port()), str(script), str(tmp_path)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    assert r0["step"] == r1["step"] > 10
+    for name, w in r0["weights"].items():
+        assert torch.equal(w, r1["weights"][name]), f"{name} differs between the ranks"
+
+
+def test_torchrun_runs_the_cpu_hour_recipe(setup):
+    """`--recipe cpu-hour` under torchrun: rank 0 plans, both ranks train both phases in one
+    process group, and OUTPUT ends as the final model, which transformers loads."""
+    import transformers
+
+    d, env = setup
+    out = d / "ddp-recipe"
+    args = [
+        "--recipe",
+        "cpu-hour",
+        "--data",
+        str(d / "data"),
+        "--vocab",
+        str(asset_path("vocab-uncased")),
+        "--config",
+        "tiny",
+        "--max-minutes",
+        "0.2",
+        "--eval-instances",
+        "16",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--output",
+        str(out),
+    ]
+    run = _pretrain(args, env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stderr.count("recipe cpu-hour: phase1 (") == 1  # planned and announced once
+    assert run.stderr.count("2 process(es)") == 2  # each phase's Trainer ran on both ranks
+    state = json.loads((out / "recipe.json").read_text())
+    assert list(state["done"]) == ["phase1", "phase2"]
+    for phase in ("phase1", "phase2"):
+        rows = [r for r in _metrics(out / phase) if "loss" in r]
+        assert rows and rows[-1]["step"] > 0
+    model = transformers.BertForMaskedLM.from_pretrained(out)
+    assert model.config.num_hidden_layers > 0
+    assert (out / "model.safetensors").read_bytes() == (out / "phase2" / "model.safetensors").read_bytes()
+
+    again = _pretrain(args, env)  # a finished run is never restarted silently, on any rank
+    assert again.returncode != 0 and "--resume" in again.stderr

@@ -433,6 +433,8 @@ def train_mlm(args: PretrainingArguments) -> Any:
     """
     import dataclasses
 
+    import torch
+
     from bertkit.training.objectives import build_objective
     from bertkit.training.trainer import Trainer
 
@@ -442,6 +444,8 @@ def train_mlm(args: PretrainingArguments) -> Any:
     claim = claim_training_output(args, "pretrain", mlm_identity(args, parts), PRETRAIN_OUTPUTS, check_inputs)
     eval_ds, collate = parts["eval_dataset"], parts["collate"]
     trainer: Trainer | None = None
+    # A caller that set up the process group itself (a recipe's later phases) keeps it.
+    group_was_up = torch.distributed.is_available() and torch.distributed.is_initialized()
 
     def evaluate(model: Any) -> dict[str, float]:
         if len(eval_ds) == 0:
@@ -468,10 +472,8 @@ def train_mlm(args: PretrainingArguments) -> Any:
     try:
         result = within_claim(claim, trainer.train)
     finally:
-        if trainer.distributed:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
+        if trainer.distributed and not group_was_up:
+            torch.distributed.destroy_process_group()
     if trainer.is_main:
         summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
         print(json.dumps(summary))

@@ -28,6 +28,11 @@ done), ``phase1/`` and ``phase2/`` (each phase's `bertkit pretrain` folder: chec
 plots) and, once the last phase is done, the final model itself, so that ``OUTPUT`` loads as a
 model. A killed run continues with ``--resume`` in the phase where it stopped, from that phase's
 newest checkpoint; ``--overwrite`` starts it again (removing only what the recipe wrote).
+
+Under ``torchrun --nproc_per_node N -m bertkit pretrain --recipe cpu-hour ...`` rank 0 claims
+OUTPUT and plans, and all N processes train every phase in one process group (DDP). Each process
+trains the phase's batch, so the global batch is N times the phase's; on a CPU, N processes of one
+thread each can see more tokens per minute than one process of N threads.
 """
 
 from __future__ import annotations
@@ -193,13 +198,14 @@ def _plan(args: Any) -> dict[str, Any]:
 
 
 def run_recipe(args: Any) -> Any:
-    """Run ``args.recipe`` into ``args.output`` (see module docs); returns the last phase's TrainResult."""
+    """Run ``args.recipe`` into ``args.output`` (see module docs); returns the last phase's TrainResult.
+
+    Under torchrun rank 0 claims the folder and plans the phases, and every rank trains them.
+    """
     import torch
 
     if args.recipe not in RECIPES:
         raise ValueError(f"unknown recipe {args.recipe!r}; known: {', '.join(RECIPES)}")
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise NotImplementedError("--recipe plans and runs in one process; run it without torchrun")
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
     given = [f"--{f.replace('_', '-')}" for f in _RECIPE_FIELDS if getattr(args, f) != defaults[f]]
     if given:
@@ -208,6 +214,90 @@ def run_recipe(args: Any) -> Any:
         args = dataclasses.replace(args, max_minutes=60.0)
     if args.threads:
         torch.set_num_threads(args.threads)
+    rank = int(os.environ.get("RANK", "0"))
+    claim, state = _claim_and_plan(args) if rank == 0 else (None, None)
+    # The plan is measured before the process group starts, as rank 0's plain steps: a loss that
+    # reduces across ranks would wait for the others. They wait in the group's start meanwhile, and
+    # torchrun stops them if rank 0 fails.
+    started_group = _start_process_group()
+    try:
+        return _run_phases(args, claim, _from_rank0(state))
+    finally:
+        if started_group:
+            torch.distributed.destroy_process_group()
+
+
+def _start_process_group() -> bool:
+    """Under torchrun, start the process group all phases share; True when this call started it."""
+    import torch
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return False
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    return True
+
+
+def _from_rank0(value: Any) -> Any:
+    """``value`` as rank 0 has it (the value itself outside torchrun)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _run_phases(args: Any, claim: Any, state: dict[str, Any]) -> Any:
+    """Train the phases ``state`` plans and not yet done; rank 0 records them and publishes OUTPUT."""
+    rank = int(os.environ.get("RANK", "0"))
+    out = Path(args.output)
+    phases = [Phase(**p) for p in state["phases"]]
+    model_dir: str | None = None
+    result = None
+    used = 0.0  # training minutes of the finished phases
+    for i, ph in enumerate(phases):
+        folder = out / ph.name
+        if ph.name in state["done"]:
+            used += float(state["done"][ph.name])
+            model_dir = str(folder)
+            continue
+        # The last phase gets whatever the earlier ones left of the budget.
+        minutes = ph.minutes if i < len(phases) - 1 else max(0.1, float(state["max_minutes"]) - used)
+        if rank == 0:
+            print(
+                f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
+                file=sys.stderr,
+            )
+        result = train_mlm(_phase_args(args, ph, folder, model_dir, minutes))
+        # Every rank reads the same value: rank 0 wrote the metrics before the Trainer's last barrier.
+        spent = _train_minutes(folder)
+        state["done"][ph.name] = spent
+        if rank == 0:
+            atomic_write_json(out / "recipe.json", state)
+        used += spent
+        model_dir = str(folder)
+    if rank != 0:
+        return result
+    # OUTPUT itself becomes the final model: the last phase's model files (and an ELECTRA run's
+    # generator folder), each written atomically.
+    for name in PRETRAIN_OUTPUTS:
+        src = Path(model_dir) / name  # type: ignore[arg-type]
+        if src.is_file() and not name.startswith("metrics"):
+            atomic_write_bytes(out / name, src.read_bytes())
+        elif src.is_dir():
+            for f in sorted(src.iterdir()):
+                if f.is_file():
+                    atomic_write_bytes(out / name / f.name, f.read_bytes())
+    claim.finish()  # type: ignore[union-attr]
+    return result
+
+
+def _claim_and_plan(args: Any) -> tuple[Any, dict[str, Any]]:
+    """Claim OUTPUT for the recipe; the plan of a resumed run, or a new one (written at once)."""
     out = Path(args.output)
     state_file = out / "recipe.json"
     run = {
@@ -231,48 +321,14 @@ def run_recipe(args: Any) -> Any:
         resume_needs=("recipe.json",),
     )
     if claim.resumed and state_file.is_file():
-        state = json.loads(state_file.read_text(encoding="utf-8"))
-    else:
-        try:
-            state = _plan(args)
-        except BaseException:
-            claim.abandon()  # no empty output folder left behind
-            raise
-        atomic_write_json(state_file, state)
-    phases = [Phase(**p) for p in state["phases"]]
-    model_dir: str | None = None
-    result = None
-    used = 0.0  # training minutes of the finished phases
-    for i, ph in enumerate(phases):
-        folder = out / ph.name
-        if ph.name in state["done"]:
-            used += float(state["done"][ph.name])
-            model_dir = str(folder)
-            continue
-        # The last phase gets whatever the earlier ones left of the budget.
-        minutes = ph.minutes if i < len(phases) - 1 else max(0.1, float(state["max_minutes"]) - used)
-        print(
-            f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
-            file=sys.stderr,
-        )
-        result = train_mlm(_phase_args(args, ph, folder, model_dir, minutes))
-        spent = _train_minutes(folder)
-        state["done"][ph.name] = spent
-        atomic_write_json(state_file, state)
-        used += spent
-        model_dir = str(folder)
-    # OUTPUT itself becomes the final model: the last phase's model files (and an ELECTRA run's
-    # generator folder), each written atomically.
-    for name in PRETRAIN_OUTPUTS:
-        src = Path(model_dir) / name  # type: ignore[arg-type]
-        if src.is_file() and not name.startswith("metrics"):
-            atomic_write_bytes(out / name, src.read_bytes())
-        elif src.is_dir():
-            for f in sorted(src.iterdir()):
-                if f.is_file():
-                    atomic_write_bytes(out / name / f.name, f.read_bytes())
-    claim.finish()
-    return result
+        return claim, json.loads(state_file.read_text(encoding="utf-8"))
+    try:
+        state = _plan(args)
+    except BaseException:
+        claim.abandon()  # no empty output folder left behind
+        raise
+    atomic_write_json(state_file, state)
+    return claim, state
 
 
 def _train_minutes(folder: Path) -> float:

@@ -329,12 +329,15 @@ class Trainer:
             budget = 60.0 * config.max_minutes  # type: ignore[operator]
             by_steps = _linear_schedule(warmup, 1 << 62)  # the warmup part only
             # min(): warmup by steps, then the linear decay by training time; no state beyond the
-            # elapsed time, which resume restores.
-            lr_lambda = lambda step: min(by_steps(step), max(0.0, 1.0 - self._elapsed() / budget))  # noqa: E731
+            # elapsed time, which resume restores. The time is the clock read at the top of the
+            # step, which under DDP is one value for all ranks: each rank's own clock would give
+            # each its own learning rate, and the replicas' weights would drift apart.
+            lr_lambda = lambda step: min(by_steps(step), max(0.0, 1.0 - self._clock / budget))  # noqa: E731
         else:
             lr_lambda = _linear_schedule(warmup, self.total_steps)
         self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
         self._elapsed: Callable[[], float] = lambda: self.train_seconds
+        self._clock = 0.0  # training seconds at the top of the current step, the same on every rank
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda)
 
         # Progress state, all restored on resume.
@@ -386,15 +389,18 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def _out_of_time(self) -> bool:
-        """max_minutes reached; under DDP decided by all ranks together (else one would hang)."""
-        out = self._elapsed() > 60.0 * self.config.max_minutes
-        if not self.distributed:
-            return out
-        import torch.distributed as dist
+        """max_minutes reached. Reads the clock for the step into ``_clock``: under DDP the
+        largest of the ranks' clocks, so that all ranks stop at the same step (else one would hang)
+        and a time-based learning rate is the same on every rank."""
+        now = self._elapsed()
+        if self.distributed:
+            import torch.distributed as dist
 
-        flag = torch.tensor([float(out)], device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+            t = torch.tensor([now], dtype=torch.float64, device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            now = float(t.item())
+        self._clock = now
+        return now > 60.0 * self.config.max_minutes
 
     def _barrier(self) -> None:
         if self.distributed:
@@ -469,6 +475,7 @@ class Trainer:
         self.best_step = state["best_step"]
         self.bad_evals = state["bad_evals"]
         self.train_seconds = float(state.get("train_seconds", 0.0))
+        self._clock = self.train_seconds
         if rng is not None:
             ckpt_io.set_rng_state(rng)
 
