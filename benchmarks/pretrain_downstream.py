@@ -3,7 +3,7 @@
     python benchmarks/pretrain_downstream.py --out runs/downstream [--minutes 60] [--seeds 5]
         [--objective mlm|electra|mlm+nsp] [--corpus NAME|FILE ...] [--in-domain] [--at 20,40,60]
         [--pretrain-args "--mask-rate 0.2"]
-        [--max-train N] [--max-test N] [--skip minilm,tfidf] [--threads 2]
+        [--max-train N] [--max-test N] [--skip minilm,tfidf] [--threads 2] [--nproc 2 --threads 1]
 
 One resumable job in ``--out``: run it again after a kill and it continues where it stopped.
 
@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -148,9 +149,22 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
     if (run / "model.safetensors").is_file():  # finished, killed before the copy
         _copy_model(run, final, _final_seconds(run))
         return
+    launcher = [sys.executable, "-m"]
+    if args.nproc > 1:  # N processes in one DDP group (torchrun, next to this Python)
+        port = socket.socket()
+        port.bind(("127.0.0.1", 0))
+        launcher = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc_per_node={args.nproc}",
+            "--master_addr=127.0.0.1",
+            f"--master_port={port.getsockname()[1]}",
+            "-m",
+        ]
+        port.close()
     cmd = [
-        sys.executable,
-        "-m",
+        *launcher,
         "bertkit",
         "pretrain",
         "--recipe",
@@ -424,11 +438,14 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma list of: random, minilm, tfidf")
     ap.add_argument("--only", default="", help="comma list of model names to fine-tune (default: all)")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument(
+        "--nproc", type=int, default=1, help="pretrain in N processes under torchrun (--threads is per process)"
+    )
     args = ap.parse_args()
     if args.threads:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads * args.nproc)  # fine-tuning uses all the pretraining's cores
     if args.in_domain:
         args.corpus = [*args.corpus, *IN_DOMAIN]
     out = Path(args.out)
