@@ -3,7 +3,7 @@
     python benchmarks/pretrain_downstream.py --out runs/downstream [--minutes 60] [--seeds 5]
         [--objective mlm|electra|mlm+nsp] [--corpus NAME|FILE ...] [--in-domain] [--at 20,40,60]
         [--pretrain-args "--mask-rate 0.2"]
-        [--max-train N] [--max-test N] [--skip minilm,tfidf] [--threads 2] [--nproc 2 --threads 1]
+        [--max-train N] [--max-test N] [--dev N] [--skip minilm,tfidf] [--threads 2] [--nproc 2 --threads 1]
 
 One resumable job in ``--out``: run it again after a kill and it continues where it stopped.
 
@@ -19,7 +19,9 @@ One resumable job in ``--out``: run it again after a kill and it continues where
 2. Fine-tuning with bertkit's finetune API on the seeded 80/20 splits of the assets (the settings of
    ``benchmarks/finetune_results.py``, every layer trained), ``--seeds`` seeds each, for each
    ``at-Mmin`` model, a random initialisation of the same config, and MiniLM. One JSON per run
-   in ``results/``; runs already there are skipped.
+   in ``results/``; runs already there are skipped. ``--dev N`` scores on the last N examples of
+   each training split instead, training on the rest, so that fine-tuning settings (``--set``) are
+   chosen without looking at the test split.
 3. A TF-IDF + logistic-regression baseline (unigrams and bigrams, sublinear tf, L2-regularised
    multinomial regression fit by L-BFGS; numpy/scipy only) on the same splits.
 
@@ -258,6 +260,27 @@ def _subset(task: str, split: str, n: int | None, tmp: Path) -> Path:
     return dst
 
 
+def _splits(task: str, args: argparse.Namespace, tmp: Path) -> tuple[Path, Path]:
+    """(train, test) files of ``task``: the seeded split, or with ``--dev N`` the training split's
+    last N rows as the test set and the rest to train on (to choose settings without the test split)."""
+    train, test = _subset(task, "train", args.max_train, tmp), _subset(task, "test", args.max_test, tmp)
+    if not args.dev:
+        return train, test
+    src = asset_path(RUNS[task][1])
+    lines = src.read_text(encoding="utf-8").splitlines(True)
+    head = lines[:1] if src.suffix == ".csv" else []
+    rows = lines[len(head) :]
+    if args.dev >= len(rows):
+        raise SystemExit(f"--dev {args.dev}: {src} has only {len(rows)} rows")
+    rows = rows[: args.max_train] if args.max_train else rows
+    out = []
+    for name, part in (("train", rows[: -args.dev]), ("dev", rows[-args.dev :])):
+        dst = tmp / f"{task}-{name}-dev{args.dev}-{len(rows)}{src.suffix}"
+        dst.write_text("".join(head + part), encoding="utf-8")
+        out.append(dst)
+    return out[0], out[1]
+
+
 def finetune_one(model: Path, task: str, seed: int, out: Path, args: argparse.Namespace) -> dict:
     from bertkit.tasks import finetune
 
@@ -265,7 +288,7 @@ def finetune_one(model: Path, task: str, seed: int, out: Path, args: argparse.Na
     kw = {**{k: v for k, v in kw.items() if k != "freeze"}, **args.overrides.get(task, {})}
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
-    train, test = _subset(task, "train", args.max_train, data), _subset(task, "test", args.max_test, data)
+    train, test = _splits(task, args, data)
     work = out / "work" / f"{model.name}-{task}-{seed}"
     t0 = time.perf_counter()
     res = finetune(kind, model, train, work, test, seed=seed, progress=False, quiet=True, overwrite=True, **kw)
@@ -325,8 +348,7 @@ def tfidf_logreg(task: str, args: argparse.Namespace, out: Path, c: float = 1.0)
 
     tmp = out / "data"
     tmp.mkdir(parents=True, exist_ok=True)
-    train = read_table(_subset(task, "train", args.max_train, tmp))
-    test = read_table(_subset(task, "test", args.max_test, tmp))
+    train, test = (read_table(f) for f in _splits(task, args, tmp))
     x, vocab = _features([e.text for e in train])
     xt, _ = _features([e.text for e in test], vocab)
     df = np.asarray((x > 0).sum(0)).ravel()
@@ -435,6 +457,14 @@ def main() -> int:
     ap.add_argument("--pretrain-args", default="", help="more `bertkit pretrain` flags, e.g. '--mask-rate 0.2'")
     ap.add_argument("--max-train", type=int, default=None, help="fine-tune on the first N training examples")
     ap.add_argument("--max-test", type=int, default=None, help="score the first N test examples")
+    ap.add_argument(
+        "--dev",
+        type=int,
+        default=0,
+        metavar="N",
+        help="score on the training split's last N examples and train on the rest (choosing settings "
+        "without the test split; results in results-devN*/)",
+    )
     ap.add_argument("--skip", default="", help="comma list of: random, minilm, tfidf")
     ap.add_argument("--only", default="", help="comma list of model names to fine-tune (default: all)")
     ap.add_argument("--threads", type=int, default=0)
@@ -454,7 +484,9 @@ def main() -> int:
     targets = sorted(set(min(t, args.minutes) for t in targets))
     skip = set(filter(None, args.skip.split(",")))
     args.overrides = _overrides(args.set)
-    results = out / ("results-" + "-".join(sorted(s.replace("=", "") for s in args.set)) if args.set else "results")
+    tags = [f"dev{args.dev}"] if args.dev else []
+    tags += sorted(s.replace("=", "") for s in args.set)
+    results = out / "-".join(["results", *tags])
 
     pretrain(args, out, targets)
     models = [out / f"at-{t:g}min" for t in targets if (out / f"at-{t:g}min" / "config.json").is_file()]
@@ -483,9 +515,15 @@ def main() -> int:
                 )
     if "tfidf" not in skip:
         for task in args.tasks.split(","):
-            rows.append(_cached(out / "results" / f"tfidf-logreg-{task}.json", tfidf_logreg, task, args, out))
+            rows.append(
+                _cached(
+                    out / "-".join(["results", *tags[:1]]) / f"tfidf-logreg-{task}.json", tfidf_logreg, task, args, out
+                )
+            )
     if args.set:
         print("fine-tuning settings changed: " + ", ".join(args.set))
+    if args.dev:
+        print(f"scored on the last {args.dev} examples of each training split (trained on the rest), not on test")
     print(table(rows, [m.name for m in models] + ([] if "tfidf" in skip else ["tfidf-logreg"]), out, args))
     return 0
 
