@@ -75,7 +75,8 @@ def setup(tmp_path_factory):
     return d, env
 
 
-def _args(d: Path, out: str, batch: int) -> list[str]:
+def _common(d: Path, out: str) -> list[str]:
+    """The flags every run here shares: the prepared data, the tiny model, one thread per rank."""
     return [
         "--data",
         str(d / "data"),
@@ -83,6 +84,19 @@ def _args(d: Path, out: str, batch: int) -> list[str]:
         str(asset_path("vocab-uncased")),
         "--config",
         "tiny",
+        "--eval-instances",
+        "16",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--output",
+        str(d / out),
+    ]
+
+
+def _args(d: Path, out: str, batch: int) -> list[str]:
+    return [
+        *_common(d, out),
         "--seq-len",
         "32",
         "--batch-size",
@@ -99,13 +113,6 @@ def _args(d: Path, out: str, batch: int) -> list[str]:
         "fp32",
         "--seed",
         "3",
-        "--eval-instances",
-        "16",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--output",
-        str(d / out),
     ]
 
 
@@ -255,25 +262,7 @@ def test_torchrun_runs_the_cpu_hour_recipe(setup):
 
     d, env = setup
     out = d / "ddp-recipe"
-    args = [
-        "--recipe",
-        "cpu-hour",
-        "--data",
-        str(d / "data"),
-        "--vocab",
-        str(asset_path("vocab-uncased")),
-        "--config",
-        "tiny",
-        "--max-minutes",
-        "0.2",
-        "--eval-instances",
-        "16",
-        "--threads",
-        "1",
-        "--no-progress",
-        "--output",
-        str(out),
-    ]
+    args = ["--recipe", "cpu-hour", "--max-minutes", "0.2", *_common(d, out.name)]
     run = _pretrain(args, env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr.count("recipe cpu-hour: phase1 (") == 1  # planned and announced once
