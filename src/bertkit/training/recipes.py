@@ -214,30 +214,19 @@ def run_recipe(args: Any) -> Any:
         args = dataclasses.replace(args, max_minutes=60.0)
     if args.threads:
         torch.set_num_threads(args.threads)
+    from bertkit.training.trainer import start_process_group, training_device
+
     rank = int(os.environ.get("RANK", "0"))
     claim, state = _claim_and_plan(args) if rank == 0 else (None, None)
     # The plan is measured before the process group starts, as rank 0's plain steps: a loss that
     # reduces across ranks would wait for the others. They wait in the group's start meanwhile, and
-    # torchrun stops them if rank 0 fails.
-    started_group = _start_process_group()
+    # torchrun stops them if rank 0 fails. The phases' Trainers then share the group.
+    started_group = start_process_group(training_device(args))
     try:
-        return _run_phases(args, claim, _from_rank0(state))
+        return _run_phases(args, rank, claim, _from_rank0(state))
     finally:
         if started_group:
             torch.distributed.destroy_process_group()
-
-
-def _start_process_group() -> bool:
-    """Under torchrun, start the process group all phases share; True when this call started it."""
-    import torch
-    import torch.distributed as dist
-
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
-        return False
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
-    return True
 
 
 def _from_rank0(value: Any) -> Any:
@@ -251,9 +240,8 @@ def _from_rank0(value: Any) -> Any:
     return box[0]
 
 
-def _run_phases(args: Any, claim: Any, state: dict[str, Any]) -> Any:
+def _run_phases(args: Any, rank: int, claim: Any, state: dict[str, Any]) -> Any:
     """Train the phases ``state`` plans and not yet done; rank 0 records them and publishes OUTPUT."""
-    rank = int(os.environ.get("RANK", "0"))
     out = Path(args.output)
     phases = [Phase(**p) for p in state["phases"]]
     model_dir: str | None = None

@@ -191,6 +191,29 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def training_device(config: TrainingArguments) -> torch.device:
+    """``config.device``, else this rank's GPU where there is one, else the CPU."""
+    if config.device:
+        return torch.device(config.device)
+    if torch.cuda.is_available():
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) if world > 1 else 0)
+    return torch.device("cpu")
+
+
+def start_process_group(device: torch.device) -> bool:
+    """Under torchrun (WORLD_SIZE > 1), start the process group for ``device`` (NCCL on CUDA, gloo on
+    CPU) unless one is up; True when this call started it."""
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return False
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return True
+
+
 def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
     def f(step: int) -> float:
         if warmup > 0 and step < warmup:
@@ -354,21 +377,9 @@ class Trainer:
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        if config.device:
-            self.device = torch.device(config.device)
-        elif torch.cuda.is_available():
-            self.device = torch.device("cuda", self.local_rank if self.world_size > 1 else 0)
-        else:
-            self.device = torch.device("cpu")
+        self.device = training_device(config)
         self.distributed = self.world_size > 1
-        if self.distributed:
-            import torch.distributed as dist
-
-            if not dist.is_initialized():
-                backend = "nccl" if self.device.type == "cuda" else "gloo"
-                if self.device.type == "cuda":
-                    torch.cuda.set_device(self.device)
-                dist.init_process_group(backend=backend)
+        start_process_group(self.device)
         self.is_main = self.rank == 0
 
     # ------------------------------------------------------------------ helpers
