@@ -4,6 +4,7 @@
         [--objective mlm|electra|mlm+nsp] [--corpus NAME|FILE ...] [--in-domain] [--at 20,40,60]
         [--pretrain-args "--mask-rate 0.2"]
         [--max-train N] [--max-test N] [--dev N] [--skip minilm,tfidf] [--threads 2] [--nproc 2 --threads 1]
+    python benchmarks/pretrain_downstream.py --curves curves.png --runs runs/a=label runs/b=label
 
 One resumable job in ``--out``: run it again after a kill and it continues where it stopped.
 
@@ -211,6 +212,46 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
 def _final_seconds(run: Path) -> float:
     st = json.loads((run / "recipe.json").read_text())
     return 60.0 * sum(float(m) for m in st["done"].values())
+
+
+def curves(runs: list[str], png: Path) -> Path:
+    """Held-out MLM accuracy against training minutes for each ``RUN[=label]`` (a ``--out`` folder of this
+    benchmark): phase 1 solid, phase 2 dashed, each evaluated at its own sequence length."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertkit._io import atomic_path
+    from bertkit._text import read_jsonl
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, spec in enumerate(runs):
+        folder, _, label = spec.partition("=")
+        run = Path(folder) / "pretrain"
+        if not (run / "recipe.json").is_file():
+            raise SystemExit(f"{run}: no recipe.json here; --runs takes folders written by --out")
+        offsets = _phase_offsets(run)
+        for name, offset in offsets.items():
+            metrics = run / name / "metrics.jsonl"
+            rows = [r for r in read_jsonl(metrics) if "eval_mlm_accuracy" in r] if metrics.is_file() else []
+            if rows:
+                x = [(offset + r["train_seconds"]) / 60.0 for r in rows]
+                y = [100.0 * r["eval_mlm_accuracy"] for r in rows]
+                style = "-" if name == "phase1" else "--"
+                ax.plot(x, y, style, color=f"C{i}", marker="o", ms=3, label=f"{label or folder} ({name})")
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel("held-out MLM accuracy (%)")
+    ax.set_title("cpu-hour recipe: phase 1 at seq 32, phase 2 at seq 128")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        with atomic_path(png) as tmp:
+            fig.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(fig)
+    return png
 
 
 # Corpus names besides files: the assets, and the polarity texts turned into JSONL documents.
@@ -471,7 +512,12 @@ def main() -> int:
     ap.add_argument(
         "--nproc", type=int, default=1, help="pretrain in N processes under torchrun (--threads is per process)"
     )
+    ap.add_argument("--curves", default=None, metavar="PNG", help="only draw the MLM curves of --runs into PNG")
+    ap.add_argument("--runs", nargs="+", default=[], metavar="RUN[=LABEL]", help="--out folders for --curves")
     args = ap.parse_args()
+    if args.curves:
+        print(curves(args.runs or [args.out], Path(args.curves)))
+        return 0
     if args.threads:
         import torch
 
