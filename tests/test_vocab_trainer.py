@@ -53,6 +53,28 @@ def test_vocab_layout_and_streaming(small_corpus, tmp_path):
     assert tok.unk_token_id not in ids
 
 
+def test_jsonl_corpus_counts_its_text_fields(small_corpus, tmp_path):
+    """A .jsonl corpus (as pretrain --corpus takes it) trains on its records' text, not on the JSON:
+    the same vocabulary as the same paragraphs in a plain file, and no token of the JSON syntax."""
+    import json
+
+    lines = small_corpus.read_text(encoding="utf-8").splitlines()
+    paras = ["\n".join(lines[i : i + 40]) for i in range(0, len(lines), 40)]
+    plain, records = tmp_path / "c.txt", tmp_path / "c.jsonl"
+    plain.write_text("\n\n".join(paras), encoding="utf-8")
+    rows = [json.dumps({"record_number": i, "text": p}) + "\n" for i, p in enumerate(paras)]
+    records.write_text("".join(rows), encoding="utf-8")
+    want = WordPieceTrainer(vocab_size=700, lowercase=True, show_progress=False)
+    got = WordPieceTrainer(vocab_size=700, lowercase=True, show_progress=False)
+    assert len(paras) > 10 and got.train(files=[records]) == want.train(files=[plain])
+    assert got.word_counts == want.word_counts  # no key, brace or quote of the JSON was counted
+    assert "record_number" not in got.word_counts
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine"}\n{"body": "no text field"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.jsonl, line 2: no 'text' field"):
+        WordPieceTrainer(vocab_size=100, show_progress=False).train(files=[bad])
+
+
 def test_cased_training_keeps_case(small_corpus):
     vocab = WordPieceTrainer(vocab_size=600, lowercase=False, show_progress=False).train(files=[small_corpus])
     assert any(t[:1].isupper() for t in vocab[5:])

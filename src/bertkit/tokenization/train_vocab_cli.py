@@ -11,7 +11,12 @@ from bertkit import _args as A
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    parser.add_argument(
+        "--corpus",
+        nargs="+",
+        required=True,
+        help="UTF-8 text files; a .jsonl file gives its records' text fields, as pretrain --corpus reads it",
+    )
     parser.add_argument(
         "--vocab-size", type=A.positive_int, required=True, help="size of the vocabulary, special tokens included"
     )

@@ -96,7 +96,11 @@ class WordPieceTrainer:
             counts.update(words("\n".join(buf)))
 
     def feed_files(self, files: Iterable[str | os.PathLike]) -> None:
-        """Stream text files (UTF-8) into the word counts, with a progress bar over bytes."""
+        """Stream text files (UTF-8) into the word counts, with a progress bar over bytes.
+
+        A ``.jsonl`` file is read as ``pretrain --corpus`` reads it (its records' ``text`` fields, by
+        :func:`bertkit.data.corpus.read_documents`), so a vocabulary is learnt from the very text the
+        model is pretrained on, not from the JSON around it."""
         paths = [Path(f) for f in files]
         for p in paths:
             if not p.is_file():
@@ -105,6 +109,12 @@ class WordPieceTrainer:
         bar = _bar(total=total, unit="B", unit_scale=True, desc="counting words", disable=not self.show_progress)
         try:
             for p in paths:
+                if p.suffix == ".jsonl":
+                    from bertkit.data.corpus import read_documents
+
+                    for doc in read_documents(p, progress=bar.update):
+                        self.word_counts.update(self.normalizer.words("\n".join(doc)))
+                    continue
                 with open(p, "rb") as f:
                     lineno = offset = 0
                     while True:
