@@ -207,7 +207,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     ce_cmd += ["--epochs", str(args.rerank_epochs), "--precision", args.rerank_precision, "--no-progress"]
     assert bertkit(ce_cmd) == 0
     ce_s = time.perf_counter() - t0
-    rankers = {"bertkit": bertkit_ranker(str(tmp / "ce"), args.max_length)}
+    rankers = {"bertkit": str(tmp / "ce")}
     st_s = None
     if args.st_counterpart:
         from bertkit.training.reranker import listwise_groups, read_reranker_rows
@@ -241,48 +241,33 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
         )
 
 
-def bertkit_ranker(folder: str, max_length: int):
-    """(query, passages) -> one logit per passage, by ``pipeline("text-ranking")`` at ``max_length`` (cut)."""
-    from bertkit import pipeline
-
-    ranker = pipeline("text-ranking", model=folder)
-
-    def score(query: str, passages: list[str]) -> list[float]:
-        out = [0.0] * len(passages)
-        for r in ranker(query, passages, return_text=False, truncation="cut", max_length=max_length):
-            out[r["index"]] = float(r["score"])
-        return out
-
-    return score
-
-
 def st_ranker(folder: str, max_length: int):
-    """The same for a sentence-transformers ``CrossEncoder`` (raw logits, no sigmoid)."""
+    """A sentence-transformers ``CrossEncoder`` (raw logits, no sigmoid) answering like
+    ``pipeline("text-ranking")``, so both rerankers are measured by the same library code."""
     from sentence_transformers import CrossEncoder
 
     model = CrossEncoder(folder, max_length=max_length, device="cpu", activation_fn=torch.nn.Identity())
-    return lambda query, passages: [float(x) for x in model.predict([(query, p) for p in passages], batch_size=64)]
+
+    def rank(query: str, passages: list[str], **_) -> list[dict]:
+        logits = model.predict([(query, p) for p in passages], batch_size=64)
+        return [{"index": i, "score": float(x)} for i, x in enumerate(logits)]
+
+    return rank
 
 
-def rerank_metrics(score, q: np.ndarray, c: np.ndarray, test: list[dict], fusions: list[str], max_length: int):
-    """Per fusion, the retrieval metrics after ``score`` reorders each query's top 20 (each pair scored
-    once; the fusions reuse the scores). The relevant article of query i is article i."""
-    from bertkit.search.evaluation import RETRIEVAL_KS, _normalized, _query_metrics
-    from bertkit.search.index import top_k_exact
-    from bertkit.search.rerank import fuse_scores
+def rerank_metrics(ranker, q: np.ndarray, c: np.ndarray, test: list[dict], fusions: list[str], max_length: int):
+    """Per fusion, the retrieval metrics after ``ranker`` (a reranker folder, or a callable answering like
+    ``pipeline("text-ranking")``) reorders each query's top 20, pairs cut at ``max_length``. The relevant
+    article of query i is article i."""
+    from bertkit.search.rerank import rerank_metrics_per_fusion
 
-    depth, full = 20, max(max(ks) for ks in RETRIEVAL_KS.values())
-    sums: dict[str, dict[str, float]] = {f: {} for f in fusions}
-    scores, idx = top_k_exact(_normalized(c), _normalized(q), full)
-    for i in range(len(test)):
-        head = [int(j) for j in idx[i, :depth]]
-        logits = score(test[i]["anchor"], [test[j]["positive"] for j in head])
-        for fusion in fusions:
-            fused = fuse_scores([float(x) for x in scores[i, :depth]], logits, fusion)
-            order = [head[k] for k in sorted(range(depth), key=lambda k: -fused[k])] + [int(j) for j in idx[i, depth:]]
-            for name, v in _query_metrics([str(j) for j in order], {str(i)}).items():
-                sums[fusion][name] = sums[fusion].get(name, 0.0) + v
-    return {f: {k: v / len(test) for k, v in m.items()} for f, m in sums.items()}
+    ids = [str(i) for i in range(len(test))]
+    queries = {i: r["anchor"] for i, r in zip(ids, test)}
+    corpus = {i: r["positive"] for i, r in zip(ids, test)}
+    qrels = {i: {i: 1.0} for i in ids}
+    return rerank_metrics_per_fusion(
+        ranker, q, ids, queries, c, ids, corpus, qrels, fusions, 20, False, max_length, "cut"
+    )
 
 
 def st_reranker_train(groups: list[dict], start: str, args: argparse.Namespace, out: Path) -> float:

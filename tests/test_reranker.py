@@ -242,3 +242,30 @@ def test_evaluate_embeddings_with_fused_rerank(reranker, pairs, tmp_path, capsys
     assert main([*args, *fused]) == 0
     got = json.loads(out.read_text())["retrieval"]["mrr@10"]
     assert got == pytest.approx(_mrr_by_hand(qs, docs, reranker / "bce", 6, "zscore"), abs=1e-6)
+
+
+def test_rerank_metrics_per_fusion_scores_each_pair_once(reranker, pairs):
+    """Several fusions from one scoring of each query's head, each equal to its own by-hand MRR@10,
+    with the ranker given as a callable (as another library's cross-encoder is measured)."""
+    from bertkit import pipeline
+    from bertkit.search.rerank import rerank_metrics_per_fusion
+
+    qs = {f"q{i}": q for i, (q, _) in enumerate(pairs[:20])}
+    docs = {f"d{i}": p for i, (_, p) in enumerate(pairs)}
+    qrels = {f"q{i}": {f"d{i}": 1.0} for i in range(20)}
+    emb = pipeline("sentence-embedding", model=MINILM)
+    q, c = np.asarray(emb(list(qs.values()))), np.asarray(emb(list(docs.values())))
+    ranker, calls = pipeline("text-ranking", model=str(reranker / "bce")), []
+
+    def counted(query, passages, **kw):
+        calls.append(query)
+        return ranker(query, passages, **kw)
+
+    per = rerank_metrics_per_fusion(counted, q, list(qs), qs, c, list(docs), docs, qrels, ("none", "zscore"), 6, False)
+    assert len(calls) == 20 and sorted(per) == ["none", "zscore"]
+    for fusion in ("none", "zscore"):
+        assert per[fusion]["queries"] == 20
+        assert per[fusion]["mrr@10"] == pytest.approx(_mrr_by_hand(qs, docs, reranker / "bce", 6, fusion), abs=1e-6)
+    with pytest.raises(ValueError, match="fusion 'borda' is not one of none, rrf, zscore"):
+        rerank_metrics_per_fusion(counted, q, list(qs), qs, c, list(docs), docs, qrels, ("none", "borda"))
+    assert len(calls) == 20  # refused before any query was scored

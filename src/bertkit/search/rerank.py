@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FUSIONS", "fuse_scores", "rerank_hits", "rerank_retrieval_metrics"]
+__all__ = ["FUSIONS", "fuse_scores", "rerank_hits", "rerank_metrics_per_fusion", "rerank_retrieval_metrics"]
 
 
 FUSIONS = ("none", "rrf", "zscore")
@@ -53,10 +53,7 @@ def rerank_hits(
     A pair longer than ``max_length`` (default: the ranker's) is scored by its best window (``chunk``),
     or by its first (``cut``, the view a reranker trained at that length had of its passages)."""
     head, tail = hits[:depth], hits[depth:]
-    ranked = ranker(query, [h["text"] for h in head], return_text=False, truncation=truncation, max_length=max_length)
-    logits = [0.0] * len(head)
-    for r in ranked:
-        logits[r["index"]] = float(r["score"])
+    logits = _head_logits(ranker, query, [h["text"] for h in head], max_length, truncation)
     fused = fuse_scores([float(h["score"]) for h in head], logits, fusion)
     order = sorted(range(len(head)), key=lambda i: -fused[i])
     return [
@@ -64,8 +61,17 @@ def rerank_hits(
     ] + tail
 
 
+def _head_logits(ranker: Any, query: str, passages: list[str], max_length: int | None, truncation: str) -> list[float]:
+    """The cross-encoder's logit for each of ``passages``, in their order (the ranker returns them sorted)."""
+    ranked = ranker(query, passages, return_text=False, truncation=truncation, max_length=max_length)
+    logits = [0.0] * len(passages)
+    for r in ranked:
+        logits[r["index"]] = float(r["score"])
+    return logits
+
+
 def rerank_retrieval_metrics(
-    rerank_model: str,
+    rerank_model: str | Any,
     q: np.ndarray,
     qids: Sequence[str],
     queries: Mapping[str, str],
@@ -81,25 +87,60 @@ def rerank_retrieval_metrics(
 ) -> dict[str, float]:
     """The retrieval metrics of :func:`bertkit.search.evaluation.retrieval_metrics` after the
     cross-encoder in ``rerank_model`` reorders each query's first ``depth`` hits (``max_length``
-    and ``truncation`` as in :func:`rerank_hits`, ``fusion`` as in :func:`fuse_scores`)."""
+    and ``truncation`` as in :func:`rerank_hits`, ``fusion`` as in :func:`fuse_scores`).
+
+    ``rerank_model`` is a reranker folder, or a callable that answers like
+    ``pipeline("text-ranking")`` (``(query, passages, return_text=False, truncation=..., max_length=...)``
+    -> ``[{"index": i, "score": logit}, ...]``), so another library's cross-encoder is measured by
+    the same code."""
+    per = rerank_metrics_per_fusion(
+        rerank_model, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress, max_length, truncation
+    )
+    return per[fusion]
+
+
+def rerank_metrics_per_fusion(
+    rerank_model: str | Any,
+    q: np.ndarray,
+    qids: Sequence[str],
+    queries: Mapping[str, str],
+    c: np.ndarray,
+    cids: Sequence[str],
+    corpus: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, float]],
+    fusions: Sequence[str] = FUSIONS,
+    depth: int = 20,
+    progress: bool = True,
+    max_length: int | None = None,
+    truncation: str = "chunk",
+) -> dict[str, dict[str, float]]:
+    """:func:`rerank_retrieval_metrics` for each fusion of ``fusions``, each pair scored once."""
     from tqdm.auto import tqdm
 
     from bertkit.pipelines import pipeline
     from bertkit.search.evaluation import RETRIEVAL_KS, _normalized, _query_metrics
     from bertkit.search.index import top_k_exact
 
-    ranker = pipeline("text-ranking", model=rerank_model)
+    unknown = [f for f in fusions if f not in FUSIONS]
+    if unknown:  # before any query is scored
+        raise ValueError(f"fusion {unknown[0]!r} is not one of {', '.join(FUSIONS)}")
+    ranker = pipeline("text-ranking", model=rerank_model) if isinstance(rerank_model, str) else rerank_model
     rows = [i for i, qid in enumerate(qids) if any(s > 0 for s in qrels.get(qid, {}).values())]
     full = max(max(ks) for ks in RETRIEVAL_KS.values())
-    sums: dict[str, float] = {}
+    sums: dict[str, dict[str, float]] = {f: {} for f in fusions}
     qn, cn = _normalized(q), _normalized(c)
     for i in tqdm(rows, desc="rerank", unit="query", disable=not progress, file=sys.stderr):
         scores, idx = top_k_exact(cn, qn[i : i + 1], full)
-        hits = [{"id": cids[j], "text": corpus[cids[j]], "score": float(v)} for j, v in zip(idx[0], scores[0])]
-        ranked = rerank_hits(ranker, queries[qids[i]], hits, depth, max_length, truncation, fusion)
+        head, tail = [int(j) for j in idx[0, :depth]], [cids[int(j)] for j in idx[0, depth:]]
+        logits = _head_logits(ranker, queries[qids[i]], [corpus[cids[j]] for j in head], max_length, truncation)
         relevant = {cid for cid, s in qrels[qids[i]].items() if s > 0}
-        for name, v in _query_metrics([h["id"] for h in ranked], relevant).items():
-            sums[name] = sums.get(name, 0.0) + v
-    out = {name: v / len(rows) for name, v in sums.items()} if rows else {}
-    out["queries"] = float(len(rows))
+        for fusion in fusions:
+            fused = fuse_scores([float(v) for v in scores[0, :depth]], logits, fusion)
+            order = [cids[head[k]] for k in sorted(range(len(head)), key=lambda k: -fused[k])] + tail
+            for name, v in _query_metrics(order, relevant).items():
+                sums[fusion][name] = sums[fusion].get(name, 0.0) + v
+    out: dict[str, dict[str, float]] = {}
+    for fusion, m in sums.items():
+        out[fusion] = {name: v / len(rows) for name, v in m.items()} if rows else {}
+        out[fusion]["queries"] = float(len(rows))
     return out
