@@ -1,7 +1,7 @@
 """Pretraining judged downstream: pretrain for N minutes, then fine-tune on polarity and BBC News.
 
     python benchmarks/pretrain_downstream.py --out runs/downstream [--minutes 60] [--seeds 5]
-        [--objective mlm|electra|mlm+nsp] [--corpus NAME|FILE ...] [--in-domain] [--at 20,40,60]
+        [--objective mlm|electra|mlm+nsp] [--corpus NAME|FILE ...] [--in-domain] [--vocab-size N] [--at 20,40,60]
         [--pretrain-args "--mask-rate 0.2"]
         [--max-train N] [--max-test N] [--dev N] [--skip minilm,tfidf] [--threads 2] [--nproc 2 --threads 1]
     python benchmarks/pretrain_downstream.py --curves curves.png --runs runs/a=label runs/b=label
@@ -152,6 +152,8 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
     if (run / "model.safetensors").is_file():  # finished, killed before the copy
         _copy_model(run, final, _final_seconds(run))
         return
+    corpus = corpus_files(args, out)
+    vocab = learn_vocab(corpus, args.vocab_size, out) if args.vocab_size else asset_path("vocab-uncased")
     launcher = [sys.executable, "-m"]
     if args.nproc > 1:  # N processes in one DDP group (torchrun, next to this Python)
         port = socket.socket()
@@ -173,12 +175,12 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
         "--recipe",
         "cpu-hour",
         "--corpus",
-        *corpus_files(args, out),
+        *corpus,
         "--eval-data",
         str(asset_path("polarity-test")),
         str(asset_path("bbcnews-test")),
         "--vocab",
-        str(asset_path("vocab-uncased")),
+        str(vocab),
         "--config",
         "mini",
         "--objective",
@@ -207,6 +209,20 @@ def pretrain(args: argparse.Namespace, out: Path, targets: list[float]) -> None:
     if proc.wait() != 0:
         raise SystemExit(f"pretraining failed (exit {proc.returncode}); run again to resume")
     _copy_model(run, final, _final_seconds(run))
+
+
+def learn_vocab(corpus: list[str], size: int, out: Path) -> Path:
+    """An uncased WordPiece vocabulary of ``size`` tokens learnt from the pretraining corpus itself
+    (``bertkit train-vocab``'s trainer; kept in ``out`` and reused on a resumed run)."""
+    from bertkit.tokenization import WordPieceTrainer
+
+    path = out / f"vocab-{size}.txt"
+    if not path.is_file():
+        trainer = WordPieceTrainer(vocab_size=size, lowercase=True, show_progress=False)
+        trainer.train(files=corpus)
+        trainer.save(path)  # atomic: a killed run leaves no half-written vocabulary to reuse
+        _say(f"learnt a {size}-token vocabulary from the corpus: {path}")
+    return path
 
 
 def _final_seconds(run: Path) -> float:
@@ -494,6 +510,13 @@ def main() -> int:
         help=f"files or names: {', '.join(GENERAL + IN_DOMAIN)} (default: {' '.join(GENERAL)})",
     )
     ap.add_argument("--in-domain", action="store_true", help=f"add {' and '.join(IN_DOMAIN)} to --corpus")
+    ap.add_argument(
+        "--vocab-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="learn an N-token WordPiece vocabulary from the corpus (default: bert-base-uncased's 30,522)",
+    )
     ap.add_argument("--at", default=None, help="minutes whose checkpoints are fine-tuned (default: thirds)")
     ap.add_argument("--pretrain-args", default="", help="more `bertkit pretrain` flags, e.g. '--mask-rate 0.2'")
     ap.add_argument("--max-train", type=int, default=None, help="fine-tune on the first N training examples")
