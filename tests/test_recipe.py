@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.assets import asset_path
-from bertkit.training.recipes import RECIPE_OBJECTIVE, cpu_hour_phases
+from bertkit.training.recipes import RECIPE_MASK_RATE, RECIPE_OBJECTIVE, cpu_hour_phases, recipe_mask_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,6 +36,19 @@ def test_cpu_hour_schedule():
     assert {p.objective for p in cpu_hour_phases(60, "electra")} == {"electra"}
     with pytest.raises(ValueError, match="positive"):
         cpu_hour_phases(0)
+
+
+def test_recipe_masks_its_own_rate_unless_one_is_given():
+    """The recipe's masked-LM objectives mask RECIPE_MASK_RATE when --mask-rate is left at the plain
+    command's default; a rate given is kept, and ELECTRA's generator keeps the default."""
+    from bertkit.training.mlm import PretrainingArguments
+
+    plain = PretrainingArguments(output="o")
+    assert RECIPE_MASK_RATE != plain.mask_prob
+    assert recipe_mask_rate(plain) == RECIPE_MASK_RATE
+    assert recipe_mask_rate(PretrainingArguments(output="o", objective="mlm+nsp")) == RECIPE_MASK_RATE
+    assert recipe_mask_rate(PretrainingArguments(output="o", mask_prob=0.2)) == 0.2
+    assert recipe_mask_rate(PretrainingArguments(output="o", objective="electra")) == plain.mask_prob
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +117,9 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     phase1_metrics = (out / "phase1" / "metrics.jsonl").read_bytes()
     p1, p2 = state["phases"]
     assert (p1["seq_len"], p2["seq_len"], p1["nsp"], p2["objective"]) == (32, 128, False, "mlm")
+    assert state["mask_prob"] == RECIPE_MASK_RATE  # no --mask-rate: the recipe's own
+    marker = json.loads((out / "phase1" / ".bertkit-output.json").read_text())
+    assert marker["run"]["objective"]["mask_prob"] == RECIPE_MASK_RATE  # what phase 1 trained with
 
     again = subprocess.run(_cmd(corpus, out), env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert again.returncode != 0 and "--resume" in again.stderr  # a started run is never restarted silently
