@@ -39,16 +39,17 @@ def test_cpu_hour_schedule():
 
 
 def test_recipe_masks_its_own_rate_unless_one_is_given():
-    """The recipe's masked-LM objectives mask RECIPE_MASK_RATE when --mask-rate is left at the plain
-    command's default; a rate given is kept, and ELECTRA's generator keeps the default."""
-    from bertkit.training.mlm import PretrainingArguments
+    """The recipe's masked-LM objectives mask RECIPE_MASK_RATE when --mask-rate is not given; a rate
+    given is kept (the plain command's 0.15 too), and ELECTRA's generator keeps the plain default."""
+    from bertkit.training.mlm import MASK_RATE, PretrainingArguments, masked_fraction
 
     plain = PretrainingArguments(output="o")
-    assert RECIPE_MASK_RATE != plain.mask_prob
+    assert masked_fraction(plain) == MASK_RATE == 0.15 and RECIPE_MASK_RATE == 0.3
     assert recipe_mask_rate(plain) == RECIPE_MASK_RATE
     assert recipe_mask_rate(PretrainingArguments(output="o", objective="mlm+nsp")) == RECIPE_MASK_RATE
     assert recipe_mask_rate(PretrainingArguments(output="o", mask_prob=0.2)) == 0.2
-    assert recipe_mask_rate(PretrainingArguments(output="o", objective="electra")) == plain.mask_prob
+    assert recipe_mask_rate(PretrainingArguments(output="o", mask_prob=MASK_RATE)) == MASK_RATE
+    assert recipe_mask_rate(PretrainingArguments(output="o", objective="electra")) == MASK_RATE
 
 
 @pytest.fixture(scope="module")

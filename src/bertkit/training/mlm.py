@@ -22,11 +22,13 @@ from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
 __all__ = [
+    "MASK_RATE",
     "PRETRAIN_OUTPUTS",
     "RECIPES",
     "PretrainingArguments",
     "build_pretraining",
     "evaluate_pretraining",
+    "masked_fraction",
     "mlm_identity",
     "mlm_nsp_loss",
     "train_mlm",
@@ -34,6 +36,15 @@ __all__ = [
 
 
 RECIPES = ("cpu-hour",)  # whole schedules chosen from a time budget (bertkit.training.recipes)
+
+
+# The masked fraction of a plain run when --mask-rate is not given (BERT's); a recipe may choose its own.
+MASK_RATE = 0.15
+
+
+def masked_fraction(args: Any) -> float:
+    """``args.mask_prob``, or :data:`MASK_RATE` where it was left unset."""
+    return MASK_RATE if args.mask_prob is None else float(args.mask_prob)
 
 
 @dataclass(kw_only=True)
@@ -91,12 +102,12 @@ class PretrainingArguments(TrainingArguments):
         "from jieba (pip install 'bertkit[zh]'); --data must be prepared with "
         "--whole-word-masking",
     )
-    mask_prob: float = setting(
-        0.15,
+    mask_prob: float | None = setting(
+        None,
         type=A.fraction_0_1_left_open,
         group="data",
         flag=("--mask-prob", "--mask-rate"),
-        help="fraction of tokens masked",
+        help=f"fraction of tokens masked (default {MASK_RATE}; --recipe cpu-hour: its own, 0.3 for masked LM)",
     )
     # Not in the resume settings: a run of the default objective keeps the identity it was started with;
     # mlm_identity records the objective (and generator size) of the others.
@@ -352,7 +363,7 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
     train_ds = PretrainingDataset(corpus, train_inst, cls_id, sep_id, seed=args.seed, word_starts=word_starts)
     eval_ds = PretrainingDataset(corpus, eval_inst, cls_id, sep_id, seed=args.seed + 7919, word_starts=word_starts)
     collate = MaskingCollator(
-        vocab, mask_prob=args.mask_prob, whole_word_masking=args.whole_word_masking, seed=args.seed
+        vocab, mask_prob=masked_fraction(args), whole_word_masking=args.whole_word_masking, seed=args.seed
     )
     from bertkit.training.trainer import set_seed
 
@@ -401,7 +412,7 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
     objective = {
         "nsp": not args.no_nsp,
         "whole_word_masking": bool(args.whole_word_masking),
-        "mask_prob": args.mask_prob,
+        "mask_prob": masked_fraction(args),
         "seq_len": args.seq_len,
         "short_seq_prob": args.short_seq_prob,
     }
@@ -438,6 +449,8 @@ def train_mlm(args: PretrainingArguments) -> Any:
     from bertkit.training.objectives import build_objective
     from bertkit.training.trainer import Trainer
 
+    # Resolved before the run's identity is taken, so a run started with the default resumes as one.
+    args = dataclasses.replace(args, mask_prob=masked_fraction(args))
     check_inputs = {"--model": args.model}
     claim_training_output(args, "pretrain", {}, PRETRAIN_OUTPUTS, check_inputs, dry_run=True)
     parts = build_objective(args)

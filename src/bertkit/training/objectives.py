@@ -360,6 +360,7 @@ def build_objective(args: Any) -> dict[str, Any]:
 
     from bertkit.data.replaced_tokens import electra_collator
     from bertkit.modeling import BertConfig
+    from bertkit.training.mlm import masked_fraction
 
     # The generator's shape is checked before any data is prepared.
     shape = _read_config(args.model) if args.model else BertConfig.from_preset(args.config).to_dict()
@@ -373,7 +374,7 @@ def build_objective(args: Any) -> dict[str, Any]:
     parts = build_pretraining(dataclasses.replace(args, model=None), make_model=make_electra)
     if args.model:  # the run's identity and summary describe the discriminator
         parts["config"] = parts["model"].config
-    parts["collate"] = electra_collator(parts["vocab"], args.mask_prob, args.whole_word_masking, args.seed)
+    parts["collate"] = electra_collator(parts["vocab"], masked_fraction(args), args.whole_word_masking, args.seed)
     seed = args.seed + 1
 
     def evaluate(model: nn.Module, dataset: Any, collate: Any, device: Any = None, amp_dtype: Any = None):
