@@ -238,8 +238,8 @@ def curves(runs: list[str], png: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bertkit._io import atomic_path
     from bertkit._text import read_jsonl
+    from bertkit.training.plots import save_figure
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for i, spec in enumerate(runs):
@@ -261,13 +261,7 @@ def curves(runs: list[str], png: Path) -> Path:
     ax.set_title("cpu-hour recipe: phase 1 at seq 32, phase 2 at seq 128")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        with atomic_path(png) as tmp:
-            fig.savefig(tmp, dpi=100, format="png")
-    finally:
-        plt.close(fig)
-    return png
+    return save_figure(fig, png)
 
 
 # Corpus names besides files: the assets, and the polarity texts turned into JSONL documents.

@@ -105,9 +105,11 @@ def evaluate_retrieval(
     c = embed_texts(emb, [corpus[i] for i in cids], progress, "corpus")
     if rerank is None:
         return retrieval_metrics(q, qids, c, cids, qrels)
-    from bertkit.search.rerank import rerank_retrieval_metrics
+    from bertkit.search.rerank import rerank_metrics_per_fusion
 
-    return rerank_retrieval_metrics(rerank, q, qids, queries, c, cids, corpus, qrels, depth, progress, fusion=fusion)
+    return rerank_metrics_per_fusion(rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress)[
+        fusion
+    ]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FUSIONS", "fuse_scores", "rerank_hits", "rerank_metrics_per_fusion", "rerank_retrieval_metrics"]
+__all__ = ["FUSIONS", "fuse_scores", "rerank_hits", "rerank_metrics_per_fusion"]
 
 
 FUSIONS = ("none", "rrf", "zscore")
@@ -70,35 +70,6 @@ def _head_logits(ranker: Any, query: str, passages: list[str], max_length: int |
     return logits
 
 
-def rerank_retrieval_metrics(
-    rerank_model: str | Any,
-    q: np.ndarray,
-    qids: Sequence[str],
-    queries: Mapping[str, str],
-    c: np.ndarray,
-    cids: Sequence[str],
-    corpus: Mapping[str, str],
-    qrels: Mapping[str, Mapping[str, float]],
-    depth: int = 20,
-    progress: bool = True,
-    max_length: int | None = None,
-    truncation: str = "chunk",
-    fusion: str = "none",
-) -> dict[str, float]:
-    """The retrieval metrics of :func:`bertkit.search.evaluation.retrieval_metrics` after the
-    cross-encoder in ``rerank_model`` reorders each query's first ``depth`` hits (``max_length``
-    and ``truncation`` as in :func:`rerank_hits`, ``fusion`` as in :func:`fuse_scores`).
-
-    ``rerank_model`` is a reranker folder, or a callable that answers like
-    ``pipeline("text-ranking")`` (``(query, passages, return_text=False, truncation=..., max_length=...)``
-    -> ``[{"index": i, "score": logit}, ...]``), so another library's cross-encoder is measured by
-    the same code."""
-    per = rerank_metrics_per_fusion(
-        rerank_model, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress, max_length, truncation
-    )
-    return per[fusion]
-
-
 def rerank_metrics_per_fusion(
     rerank_model: str | Any,
     q: np.ndarray,
@@ -114,7 +85,15 @@ def rerank_metrics_per_fusion(
     max_length: int | None = None,
     truncation: str = "chunk",
 ) -> dict[str, dict[str, float]]:
-    """:func:`rerank_retrieval_metrics` for each fusion of ``fusions``, each pair scored once."""
+    """Per fusion of ``fusions``, the retrieval metrics of :func:`bertkit.search.evaluation.retrieval_metrics`
+    after the cross-encoder in ``rerank_model`` reorders each query's first ``depth`` hits (``max_length``
+    and ``truncation`` as in :func:`rerank_hits`, each fusion as in :func:`fuse_scores`); each pair is
+    scored once for all the fusions.
+
+    ``rerank_model`` is a reranker folder, or a callable that answers like
+    ``pipeline("text-ranking")`` (``(query, passages, return_text=False, truncation=..., max_length=...)``
+    -> ``[{"index": i, "score": logit}, ...]``), so another library's cross-encoder is measured by
+    the same code."""
     from tqdm.auto import tqdm
 
     from bertkit.pipelines import pipeline

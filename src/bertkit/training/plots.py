@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from bertkit._io import atomic_path
 from bertkit._text import read_jsonl
 
-__all__ = ["plot_metrics"]
+__all__ = ["plot_metrics", "save_figure"]
 
 
 def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
@@ -45,6 +46,13 @@ def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
         ax.grid(alpha=0.3)
         if keys:
             ax.legend(fontsize=8)
+    return save_figure(fig, png)
+
+
+def save_figure(fig: Any, png: str | os.PathLike) -> Path:
+    """Write a matplotlib figure to ``png`` atomically (laid out tight, 100 dpi) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     try:
         with atomic_path(png) as tmp:
