@@ -152,8 +152,20 @@ class ModelService:
         self.max_positions = self.embedder.model.config.max_position_embeddings
 
     # ----------------------------------------------------------------- runners (inference thread)
+    def _vectors(self, features: list[dict]) -> Any:
+        """The embedder's vectors for one server batch, cut into one length-sorted part per torch
+        thread: the parts run at once, one per core (:func:`bertkit.inference.run_batched`), which
+        beats one part on every core (MiniLM bf16, 2 cores, 32 random sentences: 90 against 102 ms)."""
+        import torch
+
+        threads = torch.get_num_threads()
+        size = -(-len(features) // threads) if threads > 1 and len(features) >= 4 * threads else None
+        if size is not None and self.embedder.batch_size:
+            size = min(size, self.embedder.batch_size)
+        return self.embedder.forward_features(features, size)
+
     def run_embed(self, features: list[dict]) -> list[list[float]]:
-        return self.embedder.forward_features(features).tolist()
+        return self._vectors(features).tolist()
 
     def run_embed_raw(self, features: list[dict]) -> list[list[float]]:
         """Unnormalised vectors: the windows of a long text are pooled before normalising (this thread
@@ -161,12 +173,12 @@ class ModelService:
         emb = self.embedder
         normalize, emb.normalize = emb.normalize, False
         try:
-            return emb.forward_features(features).tolist()
+            return self._vectors(features).tolist()
         finally:
             emb.normalize = normalize
 
     def run_search(self, items: list[tuple[dict, int]]) -> list[list[dict]]:
-        vecs = self.embedder.forward_features([f for f, _ in items])
+        vecs = self._vectors([f for f, _ in items])
         k = max(top_k for _, top_k in items)
         hits = self.index.search(vecs, k)
         return [row[:top_k] for row, (_, top_k) in zip(hits, items)]
