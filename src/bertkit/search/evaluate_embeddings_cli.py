@@ -107,9 +107,8 @@ def evaluate_retrieval(
         return retrieval_metrics(q, qids, c, cids, qrels)
     from bertkit.search.rerank import rerank_metrics_per_fusion
 
-    return rerank_metrics_per_fusion(rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress)[
-        fusion
-    ]
+    per = rerank_metrics_per_fusion(rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress)
+    return per[fusion]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -54,8 +54,7 @@ def rerank_hits(
     or by its first (``cut``, the view a reranker trained at that length had of its passages)."""
     head, tail = hits[:depth], hits[depth:]
     logits = _head_logits(ranker, query, [h["text"] for h in head], max_length, truncation)
-    fused = fuse_scores([float(h["score"]) for h in head], logits, fusion)
-    order = sorted(range(len(head)), key=lambda i: -fused[i])
+    fused, order = _fused_order([float(h["score"]) for h in head], logits, fusion)
     return [
         {**head[i], "retrieval_score": head[i]["score"], "rerank_score": logits[i], "score": fused[i]} for i in order
     ] + tail
@@ -68,6 +67,12 @@ def _head_logits(ranker: Any, query: str, passages: list[str], max_length: int |
     for r in ranked:
         logits[r["index"]] = float(r["score"])
     return logits
+
+
+def _fused_order(retrieval: list[float], logits: list[float], fusion: str) -> tuple[list[float], list[int]]:
+    """The fused scores of the head and its positions best first."""
+    fused = fuse_scores(retrieval, logits, fusion)
+    return fused, sorted(range(len(fused)), key=lambda i: -fused[i])
 
 
 def rerank_metrics_per_fusion(
@@ -114,8 +119,8 @@ def rerank_metrics_per_fusion(
         logits = _head_logits(ranker, queries[qids[i]], [corpus[cids[j]] for j in head], max_length, truncation)
         relevant = {cid for cid, s in qrels[qids[i]].items() if s > 0}
         for fusion in fusions:
-            fused = fuse_scores([float(v) for v in scores[0, :depth]], logits, fusion)
-            order = [cids[head[k]] for k in sorted(range(len(head)), key=lambda k: -fused[k])] + tail
+            _, best = _fused_order([float(v) for v in scores[0, :depth]], logits, fusion)
+            order = [cids[head[k]] for k in best] + tail
             for name, v in _query_metrics(order, relevant).items():
                 sums[fusion][name] = sums[fusion].get(name, 0.0) + v
     out: dict[str, dict[str, float]] = {}
