@@ -278,3 +278,39 @@ def test_torchrun_runs_the_cpu_hour_recipe(setup):
 
     again = _pretrain(args, env)  # a finished run is never restarted silently, on any rank
     assert again.returncode != 0 and "--resume" in again.stderr
+
+
+_COUNT_WRAPPERS = """
+import gc, sys, torch
+from bertkit.cli import main
+code = main(sys.argv[1:])
+gc.disable()  # count what the command left alive, not what a collection would free now
+alive = [o for o in gc.get_objects() if isinstance(o, torch.nn.parallel.DistributedDataParallel)]
+print(f"rank exit {code}: {len(alive)} DDP wrapper(s) alive", file=sys.stderr)
+"""
+
+
+def test_no_ddp_wrapper_outlives_the_process_group(setup):
+    """The wrapper holds the gloo group's pending work; freed at interpreter shutdown, it aborts the process."""
+    d, env = setup
+    script = d / "count_wrappers.py"
+    script.write_text(_COUNT_WRAPPERS)
+    run = subprocess.run(
+        [
+            *_torchrun(),
+            "--nnodes=1",
+            "--nproc_per_node=2",
+            "--master_addr=127.0.0.1",
+            f"--master_port={_free_port()}",
+            str(script),
+            "pretrain",
+            *_args(d, "ddp-wrappers", 4),
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stderr.count("rank exit 0: 0 DDP wrapper(s) alive") == 2, run.stderr[-3000:]

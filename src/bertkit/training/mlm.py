@@ -447,7 +447,7 @@ def train_mlm(args: PretrainingArguments) -> Any:
     import torch
 
     from bertkit.training.objectives import build_objective
-    from bertkit.training.trainer import Trainer
+    from bertkit.training.trainer import Trainer, end_process_group
 
     # Resolved before the run's identity is taken, so a run started with the default resumes as one.
     args = dataclasses.replace(args, mask_prob=masked_fraction(args))
@@ -485,8 +485,9 @@ def train_mlm(args: PretrainingArguments) -> Any:
     try:
         result = within_claim(claim, trainer.train)
     finally:
+        trainer.close()
         if trainer.distributed and not group_was_up:
-            torch.distributed.destroy_process_group()
+            end_process_group()
     if trainer.is_main:
         summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
         print(json.dumps(summary))

@@ -237,7 +237,7 @@ def run_recipe(args: Any) -> Any:
     args = dataclasses.replace(args, mask_prob=recipe_mask_rate(args))
     if args.threads:
         torch.set_num_threads(args.threads)
-    from bertkit.training.trainer import start_process_group, training_device
+    from bertkit.training.trainer import end_process_group, start_process_group, training_device
 
     rank = int(os.environ.get("RANK", "0"))
     claim, state = _claim_and_plan(args) if rank == 0 else (None, None)
@@ -249,7 +249,7 @@ def run_recipe(args: Any) -> Any:
         return _run_phases(args, rank, claim, _from_rank0(state))
     finally:
         if started_group:
-            torch.distributed.destroy_process_group()
+            end_process_group()
 
 
 def _from_rank0(value: Any) -> Any:

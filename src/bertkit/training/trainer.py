@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -212,6 +213,14 @@ def start_process_group(device: torch.device) -> bool:
         torch.cuda.set_device(device)
     dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return True
+
+
+def end_process_group() -> None:
+    """Destroy the process group once nothing holds it any more (see :meth:`Trainer.close`)."""
+    import torch.distributed as dist
+
+    gc.collect()
+    dist.destroy_process_group()
 
 
 def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
@@ -412,6 +421,16 @@ class Trainer:
             now = float(t.item())
         self._clock = now
         return now > 60.0 * self.config.max_minutes
+
+    def close(self) -> None:
+        """Let go of the DistributedDataParallel wrapper now; the trained weights stay in ``raw_model``.
+
+        The wrapper's reducer holds the process group and the work its gloo threads still own. It
+        sits in reference cycles, so left alone it is freed whenever the garbage collector runs,
+        possibly during interpreter shutdown, where freeing that work aborts the process."""
+        if self.model is not self.raw_model:
+            self.model = self.raw_model
+            gc.collect()
 
     def _barrier(self) -> None:
         if self.distributed:
