@@ -286,15 +286,43 @@ from bertkit.cli import main
 code = main(sys.argv[1:])
 gc.disable()  # count what the command left alive, not what a collection would free now
 alive = [o for o in gc.get_objects() if isinstance(o, torch.nn.parallel.DistributedDataParallel)]
-print(f"rank exit {code}: {len(alive)} DDP wrapper(s) alive", file=sys.stderr)
+up = "up" if torch.distributed.is_initialized() else "down"
+print(f"rank exit {code}: {len(alive)} DDP wrapper(s) alive, group {up}", file=sys.stderr)
 """
 
 
-def test_no_ddp_wrapper_outlives_the_process_group(setup):
-    """The wrapper holds the gloo group's pending work; freed at interpreter shutdown, it aborts the process."""
+def _finetune_args(d: Path, out: str) -> list[str]:
+    return [
+        "--task",
+        "text-classification",
+        "--model",
+        str(asset_path("minilm")),
+        "--train",
+        str(asset_path("polarity-train")),
+        "--max-train-samples",
+        "32",
+        "--batch-size",
+        "8",
+        "--max-length",
+        "32",
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+        "--no-progress",
+        "--output",
+        str(d / out),
+    ]
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune"])
+def test_a_torchrun_command_ends_its_group_and_keeps_no_ddp_wrapper(setup, command):
+    """The wrapper holds the gloo group's pending work; freed at interpreter shutdown, it can abort a
+    rank after a clean run. Every command's Trainer lets go of it and ends the group it started."""
     d, env = setup
     script = d / "count_wrappers.py"
     script.write_text(_COUNT_WRAPPERS)
+    args = _args(d, "ddp-wrappers", 4) if command == "pretrain" else _finetune_args(d, "ddp-finetune")
     run = subprocess.run(
         [
             *_torchrun(),
@@ -303,8 +331,8 @@ def test_no_ddp_wrapper_outlives_the_process_group(setup):
             "--master_addr=127.0.0.1",
             f"--master_port={_free_port()}",
             str(script),
-            "pretrain",
-            *_args(d, "ddp-wrappers", 4),
+            command,
+            *args,
         ],
         env=env,
         cwd=ROOT,
@@ -313,4 +341,4 @@ def test_no_ddp_wrapper_outlives_the_process_group(setup):
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stderr.count("rank exit 0: 0 DDP wrapper(s) alive") == 2, run.stderr[-3000:]
+    assert run.stderr.count("rank exit 0: 0 DDP wrapper(s) alive, group down") == 2, run.stderr[-3000:]

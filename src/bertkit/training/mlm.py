@@ -444,10 +444,8 @@ def train_mlm(args: PretrainingArguments) -> Any:
     """
     import dataclasses
 
-    import torch
-
     from bertkit.training.objectives import build_objective
-    from bertkit.training.trainer import Trainer, end_process_group
+    from bertkit.training.trainer import Trainer
 
     # Resolved before the run's identity is taken, so a run started with the default resumes as one.
     args = dataclasses.replace(args, mask_prob=masked_fraction(args))
@@ -457,8 +455,6 @@ def train_mlm(args: PretrainingArguments) -> Any:
     claim = claim_training_output(args, "pretrain", mlm_identity(args, parts), PRETRAIN_OUTPUTS, check_inputs)
     eval_ds, collate = parts["eval_dataset"], parts["collate"]
     trainer: Trainer | None = None
-    # A caller that set up the process group itself (a recipe's later phases) keeps it.
-    group_was_up = torch.distributed.is_available() and torch.distributed.is_initialized()
 
     def evaluate(model: Any) -> dict[str, float]:
         if len(eval_ds) == 0:
@@ -482,12 +478,7 @@ def train_mlm(args: PretrainingArguments) -> Any:
             f"{trainer.world_size} process(es)",
             file=sys.stderr,
         )
-    try:
-        result = within_claim(claim, trainer.train)
-    finally:
-        trainer.close()
-        if trainer.distributed and not group_was_up:
-            end_process_group()
+    result = within_claim(claim, trainer.train)
     if trainer.is_main:
         summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
         print(json.dumps(summary))

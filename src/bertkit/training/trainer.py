@@ -59,7 +59,9 @@ before anything is saved, so the last good checkpoint stays intact.
 DDP: launched under ``torchrun`` (``WORLD_SIZE`` > 1) the Trainer initialises the process group
 (NCCL on CUDA, gloo on CPU) and wraps the model (``ddp_find_unused_parameters`` for heads that
 skip parameters); only rank 0 logs, shows the bar and saves; each rank keeps its own RNG state in
-the checkpoint, and resuming needs the same world size.
+the checkpoint, and resuming needs the same world size. ``train()`` ends by letting go of the DDP
+wrapper and, if the Trainer started the process group, ending it (:meth:`Trainer.close`): a group
+started by the caller (the cpu-hour recipe's phases share one) stays up for it.
 """
 
 from __future__ import annotations
@@ -388,7 +390,7 @@ class Trainer:
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.device = training_device(config)
         self.distributed = self.world_size > 1
-        start_process_group(self.device)
+        self._owns_group = start_process_group(self.device)
         self.is_main = self.rank == 0
 
     # ------------------------------------------------------------------ helpers
@@ -423,7 +425,8 @@ class Trainer:
         return now > 60.0 * self.config.max_minutes
 
     def close(self) -> None:
-        """Let go of the DistributedDataParallel wrapper now; the trained weights stay in ``raw_model``.
+        """Let go of the DistributedDataParallel wrapper, and end the process group if this Trainer
+        started it; ``train()`` calls it on its way out. The trained weights stay in ``raw_model``.
 
         The wrapper's reducer holds the process group and the work its gloo threads still own. It
         sits in reference cycles, so left alone it is freed whenever the garbage collector runs,
@@ -431,6 +434,9 @@ class Trainer:
         if self.model is not self.raw_model:
             self.model = self.raw_model
             gc.collect()
+        if self._owns_group:
+            self._owns_group = False
+            end_process_group()
 
     def _barrier(self) -> None:
         if self.distributed:
@@ -645,7 +651,17 @@ class Trainer:
             self.batches_done_in_epoch = 0
 
     def train(self) -> TrainResult:
-        """Run until max_steps / num_epochs or early stopping; returns a :class:`TrainResult`."""
+        """Run until max_steps / num_epochs or early stopping; returns a :class:`TrainResult`.
+
+        Under torchrun a Trainer trains once: it lets go of its DDP wrapper at the end (:meth:`close`)."""
+        if self.distributed and self.model is self.raw_model:
+            raise RuntimeError("this Trainer has already trained under torchrun (close()); build a new one")
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> TrainResult:
         cfg = self.config
         self._prepare_output()
         self._stop = False
