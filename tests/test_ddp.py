@@ -116,7 +116,9 @@ def _args(d: Path, out: str, batch: int) -> list[str]:
     ]
 
 
-def _pretrain(args: list[str], env: dict, ranks: int = 2) -> subprocess.CompletedProcess:
+def _launch(program: list[str], env: dict, ranks: int = 2) -> subprocess.CompletedProcess:
+    """``program`` (``-m module ...`` or ``script.py ...``) under torchrun with ``ranks`` processes, or
+    in plain Python for one."""
     launcher = (
         [
             *_torchrun(),
@@ -124,14 +126,15 @@ def _pretrain(args: list[str], env: dict, ranks: int = 2) -> subprocess.Complete
             f"--nproc_per_node={ranks}",
             "--master_addr=127.0.0.1",
             f"--master_port={_free_port()}",
-            "-m",
         ]
         if ranks > 1
-        else [sys.executable, "-m"]
+        else [sys.executable]
     )
-    return subprocess.run(
-        [*launcher, "bertkit", "pretrain", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([*launcher, *program], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def _pretrain(args: list[str], env: dict, ranks: int = 2) -> subprocess.CompletedProcess:
+    return _launch(["-m", "bertkit", "pretrain", *args], env, ranks)
 
 
 def _metrics(folder: Path) -> list[dict]:
@@ -239,15 +242,7 @@ def test_torchrun_time_schedule_gives_every_rank_the_same_learning_rate(tmp_path
     same steps: one clock for all, so the replicas' weights stay equal to the last bit."""
     script = tmp_path / "train.py"
     script.write_text(_TIME_SCHEDULE_SCRIPT)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
-    run = subprocess.run(
-        [*_torchrun(), "--nproc_per_node", "2", "--master_port", str(_free_port()), str(script), str(tmp_path)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = _launch([str(script), str(tmp_path)], dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src")))
     assert run.returncode == 0, run.stderr[-3000:]
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
     assert r0["step"] == r1["step"] > 10
@@ -323,22 +318,6 @@ def test_a_torchrun_command_ends_its_group_and_keeps_no_ddp_wrapper(setup, comma
     script = d / "count_wrappers.py"
     script.write_text(_COUNT_WRAPPERS)
     args = _args(d, "ddp-wrappers", 4) if command == "pretrain" else _finetune_args(d, "ddp-finetune")
-    run = subprocess.run(
-        [
-            *_torchrun(),
-            "--nnodes=1",
-            "--nproc_per_node=2",
-            "--master_addr=127.0.0.1",
-            f"--master_port={_free_port()}",
-            str(script),
-            command,
-            *args,
-        ],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = _launch([str(script), command, *args], env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr.count("rank exit 0: 0 DDP wrapper(s) alive, group down") == 2, run.stderr[-3000:]
