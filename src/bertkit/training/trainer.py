@@ -431,12 +431,13 @@ class Trainer:
         The wrapper's reducer holds the process group and the work its gloo threads still own. It
         sits in reference cycles, so left alone it is freed whenever the garbage collector runs,
         possibly during interpreter shutdown, where freeing that work aborts the process."""
-        if self.model is not self.raw_model:
-            self.model = self.raw_model
-            gc.collect()
+        released = self.model is not self.raw_model
+        self.model = self.raw_model
         if self._owns_group:
             self._owns_group = False
-            end_process_group()
+            end_process_group()  # collects the released wrapper first
+        elif released:
+            gc.collect()
 
     def _barrier(self) -> None:
         if self.distributed:
