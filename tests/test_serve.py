@@ -47,6 +47,7 @@ def minilm_server(tmp_path_factory):
         KEY,
     ]
     with server_process(asset_path("minilm"), args) as srv:
+        srv.index_path = index
         yield srv
         code = srv.stop()
     assert code == 0
@@ -146,6 +147,39 @@ def test_search_endpoint_finds_the_sentence(minilm_server):
     assert hits[0][0]["score"] >= hits[0][1]["score"] >= hits[0][2]["score"]
     bad = httpx.post(minilm_server.url + "/search", json={"inputs": "x", "top_k": 0}, headers=AUTH, timeout=30)
     assert bad.status_code == 422 and "top_k" in bad.json()["error"]
+
+
+def test_hybrid_search_over_http_equals_the_library_per_request_weight(minilm_server):
+    """Requests with different lexical weights, sent at once, share server batches; each must get the
+    hits the library gives for its own weight."""
+    from bertkit.search import embed_queries, load_index
+
+    queries = ["a funny and touching film", "boring plot , bad acting", "the best movie of the year", "tedious"]
+    weights = [0.0, 0.3, 1.0, 0.6]
+    index = load_index(minilm_server.index_path)
+    want = []
+    for q, w in zip(queries, weights):
+        vec = embed_queries(asset_path("minilm"), [q], dtype="fp32")
+        want.append(index.search(vec, 4, [q], w)[0])
+    got = [None] * len(queries)
+
+    def ask(i: int) -> None:
+        body = {"inputs": queries[i], "top_k": 4, "lexical_weight": weights[i]}
+        got[i] = httpx.post(minilm_server.url + "/search", json=body, headers=AUTH, timeout=60)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(queries))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    for r, w, hits in zip(got, weights, want):
+        assert r is not None and r.status_code == 200, r and r.text
+        res = r.json()["results"]
+        assert [h["id"] for h in res] == [h["id"] for h in hits], w
+        np.testing.assert_allclose([h["score"] for h in res], [h["score"] for h in hits], atol=1e-4)
+        assert ("bm25" in res[0]) == (w > 0)
+    bad = httpx.post(minilm_server.url + "/search", json={"inputs": "x", "lexical_weight": 2}, headers=AUTH, timeout=30)
+    assert bad.status_code == 422 and "lexical_weight" in bad.json()["error"] and "[0, 1]" in bad.json()["error"]
 
 
 @pytest.mark.slow

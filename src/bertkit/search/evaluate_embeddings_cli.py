@@ -43,6 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=FUSIONS,
         help="with --rerank: rank by the cross-encoder alone, or fuse it with the retriever (see bertkit search)",
     )
+    p.add_argument(
+        "--lexical-weight",
+        type=A.fraction_0_1,
+        default=0.0,
+        help="hybrid search: rank by (1 - W) x the standardised cosine + W x the standardised BM25 score "
+        "(0: embeddings only, 1: BM25 only)",
+    )
     p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument(
         "--truncation",
@@ -95,6 +102,7 @@ def evaluate_retrieval(
     depth: int = 20,
     progress: bool = True,
     fusion: str = "none",
+    lexical_weight: float = 0.0,
 ) -> dict[str, float]:
     from bertkit.search.evaluation import read_beir, read_qrels, retrieval_metrics
 
@@ -104,10 +112,15 @@ def evaluate_retrieval(
     q = embed_texts(emb, [queries[i] for i in qids], progress, "queries")
     c = embed_texts(emb, [corpus[i] for i in cids], progress, "corpus")
     if rerank is None:
-        return retrieval_metrics(q, qids, c, cids, qrels)
+        texts = ([queries[i] for i in qids], [corpus[i] for i in cids]) if lexical_weight else (None, None)
+        return retrieval_metrics(
+            q, qids, c, cids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=lexical_weight
+        )
     from bertkit.search.rerank import rerank_metrics_per_fusion
 
-    per = rerank_metrics_per_fusion(rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress)
+    per = rerank_metrics_per_fusion(
+        rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress, lexical_weight=lexical_weight
+    )
     return per[fusion]
 
 
@@ -143,7 +156,15 @@ def run(args: argparse.Namespace) -> int:
         results["sts"] = evaluate_sts(emb, args.sts, args.progress)
     if args.queries:
         results["retrieval"] = evaluate_retrieval(
-            emb, args.queries, args.corpus, args.qrels, args.rerank, args.rerank_depth, args.progress, args.fusion
+            emb,
+            args.queries,
+            args.corpus,
+            args.qrels,
+            args.rerank,
+            args.rerank_depth,
+            args.progress,
+            args.fusion,
+            args.lexical_weight,
         )
     for task in ("sts", "retrieval"):
         for name, value in results.get(task, {}).items():

@@ -202,6 +202,7 @@ class Index:
     texts: list[str]
     backend: str = "exact"
     _faiss_index: Any = None
+    _lexical: Any = None
 
     @property
     def dim(self) -> int:
@@ -210,22 +211,66 @@ class Index:
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
 
-    def search_ids(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, row indices), each (Q, k), best first."""
+    @property
+    def lexical(self) -> Any:
+        """The BM25 index of the texts (:class:`bertkit.search.lexical.BM25`), built on first use."""
+        if self._lexical is None:
+            from .lexical import BM25
+
+            self._lexical = BM25(self.texts)
+        return self._lexical
+
+    def search_ids(
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        texts: Sequence[str] | None = None,
+        lexical_weight: float = 0.0,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, row indices), each (Q, k), best first. With ``lexical_weight`` > 0 (``texts`` are the
+        queries as text), hybrid search: see :func:`bertkit.search.lexical.hybrid_top_k`."""
+        return self._search(queries, k, texts, lexical_weight)[:2]
+
+    def _search(
+        self, queries: np.ndarray, k: int, texts: Sequence[str] | None, lexical_weight: float
+    ) -> tuple[np.ndarray, ...]:
         q = np.atleast_2d(np.asarray(queries, np.float32))
         if q.shape[1] != self.dim:
             raise ValueError(f"queries have {q.shape[1]} dimensions but {self.path} holds {self.dim}")
+        if lexical_weight:
+            from .lexical import hybrid_top_k
+
+            if texts is None:
+                raise ValueError("hybrid search (a lexical weight above 0) needs the queries' texts")
+            return hybrid_top_k(self.vectors, q, self.lexical, list(texts), k, lexical_weight)
         if self._faiss_index is not None:
             s, i = self._faiss_index.search(np.ascontiguousarray(q), min(k, len(self)))
             return s, i
         return top_k_exact(self.vectors, q, k)
 
-    def search(self, queries: np.ndarray, k: int = 10) -> list[list[dict[str, Any]]]:
-        scores, idx = self.search_ids(queries, k)
-        return [
-            [{"score": float(s), "id": self.ids[i], "text": self.texts[i]} for s, i in zip(srow, irow) if i >= 0]
-            for srow, irow in zip(scores, idx)
-        ]
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int = 10,
+        texts: Sequence[str] | None = None,
+        lexical_weight: float = 0.0,
+    ) -> list[list[dict[str, Any]]]:
+        """Per query, hits ``{"score", "id", "text"}``, best first; hybrid hits (``lexical_weight`` > 0)
+        also carry their ``cosine`` and ``bm25`` scores, and ``score`` is the fused one."""
+        found = self._search(queries, k, texts, lexical_weight)
+        parts = (found[2], found[3]) if len(found) == 4 else None
+        out = []
+        for r, (srow, irow) in enumerate(zip(found[0], found[1])):
+            hits = []
+            for c, (s, i) in enumerate(zip(srow, irow)):
+                if i < 0:
+                    continue
+                hit = {"score": float(s), "id": self.ids[i], "text": self.texts[i]}
+                if parts is not None:
+                    hit["cosine"], hit["bm25"] = float(parts[0][r, c]), float(parts[1][r, c])
+                hits.append(hit)
+            out.append(hits)
+        return out
 
 
 def load_index(path: str | Path, backend: str = "exact") -> Index:

@@ -89,11 +89,13 @@ def rerank_metrics_per_fusion(
     progress: bool = True,
     max_length: int | None = None,
     truncation: str = "chunk",
+    lexical_weight: float = 0.0,
 ) -> dict[str, dict[str, float]]:
     """Per fusion of ``fusions``, the retrieval metrics of :func:`bertkit.search.evaluation.retrieval_metrics`
     after the cross-encoder in ``rerank_model`` reorders each query's first ``depth`` hits (``max_length``
     and ``truncation`` as in :func:`rerank_hits`, each fusion as in :func:`fuse_scores`); each pair is
-    scored once for all the fusions.
+    scored once for all the fusions. With ``lexical_weight`` > 0 the first hits come from hybrid search
+    (:func:`bertkit.search.lexical.hybrid_top_k`), and their fused score is the retriever's score.
 
     ``rerank_model`` is a reranker folder, or a callable that answers like
     ``pipeline("text-ranking")`` (``(query, passages, return_text=False, truncation=..., max_length=...)``
@@ -113,8 +115,16 @@ def rerank_metrics_per_fusion(
     full = max(max(ks) for ks in RETRIEVAL_KS.values())
     sums: dict[str, dict[str, float]] = {f: {} for f in fusions}
     qn, cn = _normalized(q), _normalized(c)
+    lexical = None
+    if lexical_weight:
+        from bertkit.search.lexical import BM25, hybrid_top_k
+
+        lexical = BM25([corpus[cid] for cid in cids])
     for i in tqdm(rows, desc="rerank", unit="query", disable=not progress, file=sys.stderr):
-        scores, idx = top_k_exact(cn, qn[i : i + 1], full)
+        if lexical is not None:
+            scores, idx = hybrid_top_k(cn, qn[i : i + 1], lexical, [queries[qids[i]]], full, lexical_weight)[:2]
+        else:
+            scores, idx = top_k_exact(cn, qn[i : i + 1], full)
         head, tail = [int(j) for j in idx[0, :depth]], [cids[int(j)] for j in idx[0, depth:]]
         logits = _head_logits(ranker, queries[qids[i]], [corpus[cids[j]] for j in head], max_length, truncation)
         relevant = {cid for cid, s in qrels[qids[i]].items() if s > 0}

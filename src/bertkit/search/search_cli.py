@@ -1,4 +1,5 @@
-"""`bertkit search --index INDEX_DIR "query" [--top-k 10] [--backend exact|faiss|faiss-ivf]`."""
+"""`bertkit search --index INDEX_DIR "query" [--top-k 10] [--backend exact|faiss|faiss-ivf]
+[--lexical-weight W] [--rerank DIR]`."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("error", "cut", "chunk"),
         help="a query over the model's limit: refuse it (error), keep its first tokens and say how many "
         "were cut (cut), or pool overlapping windows (chunk)",
+    )
+    p.add_argument(
+        "--lexical-weight",
+        type=A.fraction_0_1,
+        default=0.0,
+        help="hybrid search: rank by (1 - W) x the standardised cosine + W x the standardised BM25 score of "
+        "every text (0: embeddings only, 1: BM25 only)",
     )
     p.add_argument("--rerank", default=None, metavar="DIR", help="a cross-encoder folder: rerank the first hits")
     p.add_argument("--rerank-depth", type=A.positive_int, default=20, help="hits the cross-encoder reorders")
@@ -59,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
         from .rerank import rerank_hits
 
         ranker = pipeline("text-ranking", model=args.rerank, dtype=args.dtype)
-    for q, hits in zip(args.query, index.search(queries, depth)):
+    for q, hits in zip(args.query, index.search(queries, depth, args.query, args.lexical_weight)):
         if ranker is not None:
             hits = rerank_hits(ranker, q, hits, args.rerank_depth, fusion=args.fusion)[: args.top_k]
         print(f"query: {q}")
         for h in hits:
-            print(f"  {h['score']:.4f}  [{h['id']}] {h['text']}")
+            parts = f" (cosine {h['cosine']:.4f}, bm25 {h['bm25']:.2f})" if "bm25" in h else ""
+            print(f"  {h['score']:.4f}{parts}  [{h['id']}] {h['text']}")
     return 0

@@ -61,6 +61,7 @@ class ServeConfig:
     truncate: bool = False
     workers: int = 1
     index: str | None = None
+    lexical_weight: float = 0.0
     api_key: str | None = None
     max_queue: int = 1024
     request_timeout: float = 60.0
@@ -149,6 +150,8 @@ class ModelService:
             dim = self.embedder.model.config.hidden_size
             if self.index.dim != dim:
                 raise ValueError(f"{config.index}: vectors have {self.index.dim} dimensions but the model gives {dim}")
+            if config.lexical_weight:
+                self.index.lexical  # noqa: B018  (built now, not inside the first request)
         self.max_positions = self.embedder.model.config.max_position_embeddings
 
     # ----------------------------------------------------------------- runners (inference thread)
@@ -177,11 +180,17 @@ class ModelService:
         finally:
             emb.normalize = normalize
 
-    def run_search(self, items: list[tuple[dict, int]]) -> list[list[dict]]:
-        vecs = self._vectors([f for f, _ in items])
-        k = max(top_k for _, top_k in items)
-        hits = self.index.search(vecs, k)
-        return [row[:top_k] for row, (_, top_k) in zip(hits, items)]
+    def run_search(self, items: list[tuple[dict, int, str, float]]) -> list[list[dict]]:
+        """Each item is (features, top_k, query text, lexical weight); one weight per search call."""
+        vecs = self._vectors([f for f, *_ in items])
+        out: list[list[dict] | None] = [None] * len(items)
+        for weight in dict.fromkeys(w for *_, w in items):
+            rows = [i for i, item in enumerate(items) if item[3] == weight]
+            k = max(items[i][1] for i in rows)
+            hits = self.index.search(vecs[rows], k, [items[i][2] for i in rows], weight)
+            for i, row in zip(rows, hits):
+                out[i] = row[: items[i][1]]
+        return out  # type: ignore[return-value]
 
     def run_predict(self, items: list[Any]) -> list[Any]:
         t, pipe = self.task, self.pipe
@@ -271,7 +280,12 @@ class ModelService:
             },
             "index": None
             if self.index is None
-            else {"path": cfg.index, "size": len(self.index), "backend": self.index.backend},
+            else {
+                "path": cfg.index,
+                "size": len(self.index),
+                "backend": self.index.backend,
+                "lexical_weight": cfg.lexical_weight,
+            },
             "cpu_flags": cpu_flags(),
         }
 
@@ -549,8 +563,14 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
 
     @app.post(
         "/search",
-        openapi_extra=_body_schema(_TEXTS, {"top_k": {"type": "integer", "minimum": 1}}),
-        summary="Nearest texts in the index",
+        openapi_extra=_body_schema(
+            _TEXTS,
+            {
+                "top_k": {"type": "integer", "minimum": 1},
+                "lexical_weight": {"type": "number", "minimum": 0, "maximum": 1},
+            },
+        ),
+        summary="Nearest texts in the index (hybrid with BM25 when lexical_weight > 0)",
     )
     async def search(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
@@ -560,12 +580,19 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         top_k = payload.get("top_k", 10)
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
             raise ApiError(422, f"field 'top_k' must be an integer in [1, 1000], got {top_k!r}")
+        weight = payload.get("lexical_weight", config.lexical_weight)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+            raise ApiError(
+                422, f"field 'lexical_weight' must be a number in [0, 1] (0: embeddings only), got {weight!r}"
+            )
         mode = truncation_mode(payload, config.truncate)
         if mode == "chunk":
             raise ApiError(422, "field 'truncation' must be 'error' or 'cut' for /search")
-        feats, tokens, dropped = service.embed_features(_strings(items, batched), "inputs", cut=mode == "cut")
+        texts = _strings(items, batched)
+        feats, tokens, dropped = service.embed_features(texts, "inputs", cut=mode == "cut")
         srv.metrics.count_truncated(dropped)
-        hits = await srv.run_job(request, "search", [(f, top_k) for f in feats], tokens)
+        jobs = [(f, top_k, t, float(weight)) for f, t in zip(feats, texts)]
+        hits = await srv.run_job(request, "search", jobs, tokens)
         return JSONResponse({"results": hits} if batched else {"results": hits[0]})
 
 

@@ -38,6 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--workers", type=A.int_range(1, 64), default=1, help="server processes (each loads the model)")
     p.add_argument("--index", default=None, help="a `bertkit index` folder to answer POST /search")
+    p.add_argument(
+        "--lexical-weight",
+        type=A.fraction_0_1,
+        default=0.0,
+        help="/search's hybrid weight of BM25 against the embedding for requests without a 'lexical_weight' "
+        "field (0: embeddings only)",
+    )
     p.add_argument("--api-key", default=None, help=f"require 'Authorization: Bearer KEY' (or set {API_KEY_ENV})")
     p.add_argument(
         "--max-queue", type=A.int_range(1, 1_000_000), default=1024, help="waiting requests before 503 Retry-After"
@@ -101,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             truncate=args.truncate,
             workers=args.workers,
             index=args.index,
+            lexical_weight=args.lexical_weight,
             api_key=args.api_key,
             max_queue=args.max_queue,
             request_timeout=args.request_timeout,
