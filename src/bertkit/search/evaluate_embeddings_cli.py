@@ -4,7 +4,7 @@
 
     bertkit evaluate-embeddings --model DIR --sts pairs.csv                  # sentence1, sentence2, score
     bertkit evaluate-embeddings --model DIR --queries q.jsonl --corpus c.jsonl --qrels qrels.tsv \\
-        [--rerank CROSS_ENCODER_DIR] [--output results.json]
+        [--lexical-weight W] [--rerank CROSS_ENCODER_DIR] [--output results.json]
 
 The metrics are defined in :mod:`bertkit.search.evaluation`.
 """

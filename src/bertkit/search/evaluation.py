@@ -1,7 +1,8 @@
 """Measuring sentence embeddings: semantic similarity (STS) and retrieval.
 
 * STS: Pearson and Spearman correlation of the cosine of each pair with its human score.
-* Retrieval: every query ranks the whole corpus by cosine; nDCG@10, MRR@10, MAP@100 and
+* Retrieval: every query ranks the whole corpus by cosine (or by hybrid search with BM25,
+  :mod:`bertkit.search.lexical`); nDCG@10, MRR@10, MAP@100 and
   recall@1/10/100 against the qrels. Relevance is binary (a qrels score above 0), as in
   sentence-transformers' ``InformationRetrievalEvaluator``; queries without a relevant document
   are not scored. Ranking is chunked (:func:`bertkit.search.index.top_k_exact`), so memory stays at
