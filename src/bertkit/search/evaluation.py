@@ -134,29 +134,17 @@ def retrieval_metrics(
     """Mean nDCG@10, MRR@10, MAP@100 and recall@1/10/100 over the queries with a relevant document,
     ranking ``corpus_emb`` by cosine; ``queries`` counts them. With ``lexical_weight`` > 0 the ranking
     is hybrid search over ``corpus_texts`` (:func:`bertkit.search.lexical.hybrid_top_k`)."""
-    from bertkit.search.index import top_k_exact
+    from bertkit.search.lexical import first_stage
 
     depth = max(max(ks) for ks in RETRIEVAL_KS.values())
     q = _normalized(query_emb)
     c = _normalized(corpus_emb)
     rows = [i for i, qid in enumerate(query_ids) if any(s > 0 for s in qrels.get(qid, {}).values())]
-    lexical = None
-    if lexical_weight:
-        from bertkit.search.lexical import BM25
-
-        if query_texts is None or corpus_texts is None:
-            raise ValueError("a lexical weight above 0 needs the query and corpus texts")
-        lexical = BM25(corpus_texts)
+    rank = first_stage(c, corpus_texts, lexical_weight, chunk=corpus_chunk)
     sums: dict[str, float] = {}
     for s in range(0, len(rows), query_block):
         block = rows[s : s + query_block]
-        if lexical is not None:
-            from bertkit.search.lexical import hybrid_top_k
-
-            texts = [query_texts[i] for i in block]  # type: ignore[index]
-            idx = hybrid_top_k(c, q[block], lexical, texts, depth, lexical_weight)[1]
-        else:
-            _, idx = top_k_exact(c, q[block], depth, chunk=corpus_chunk)
+        _, idx = rank(q[block], None if query_texts is None else [query_texts[i] for i in block], depth)
         for i, hit_rows in zip(block, idx):
             relevant = {cid for cid, score in qrels[query_ids[i]].items() if score > 0}
             for name, v in _query_metrics([corpus_ids[j] for j in hit_rows], relevant).items():

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["BM25", "hybrid_top_k", "words"]
+__all__ = ["BM25", "first_stage", "hybrid_top_k", "words"]
 
 _HAS_WORD_CHAR = re.compile(r"\w")
 _NORMALIZER = None
@@ -126,3 +126,26 @@ def hybrid_top_k(
         for out, m in zip(outs, (fused, None, dense, lex)):
             out.append(idx if m is None else np.take_along_axis(m, idx, 1))
     return tuple(np.concatenate(o) if o else np.zeros((0, k)) for o in outs)  # type: ignore[return-value]
+
+
+def first_stage(
+    corpus_vectors: np.ndarray, corpus_texts: Sequence[str] | None, lexical_weight: float = 0.0, chunk: int = 65536
+) -> Callable[[np.ndarray, Sequence[str] | None, int], tuple[np.ndarray, np.ndarray]]:
+    """The retriever over ``corpus_vectors`` (L2-normalised): ``(query vectors, query texts, k)`` ->
+    (scores, row indices), each (Q, k), best first. Cosine top-k, or with ``lexical_weight`` > 0 hybrid
+    search over ``corpus_texts``, whose BM25 index is built once, here."""
+    from .index import top_k_exact
+
+    if not lexical_weight:
+        return lambda q, texts, k: top_k_exact(corpus_vectors, q, k, chunk=chunk)
+    if corpus_texts is None:
+        raise ValueError("a lexical weight above 0 needs the corpus texts")
+    lexical = BM25(corpus_texts)
+
+    def rank(q: np.ndarray, texts: Sequence[str] | None, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if texts is None:
+            raise ValueError("hybrid search (a lexical weight above 0) needs the queries' texts")
+        fused, idx, _, _ = hybrid_top_k(corpus_vectors, q, lexical, list(texts), k, lexical_weight)
+        return fused, idx
+
+    return rank

@@ -105,7 +105,7 @@ def rerank_metrics_per_fusion(
 
     from bertkit.pipelines import pipeline
     from bertkit.search.evaluation import RETRIEVAL_KS, _normalized, _query_metrics
-    from bertkit.search.index import top_k_exact
+    from bertkit.search.lexical import first_stage
 
     unknown = [f for f in fusions if f not in FUSIONS]
     if unknown:  # before any query is scored
@@ -115,16 +115,9 @@ def rerank_metrics_per_fusion(
     full = max(max(ks) for ks in RETRIEVAL_KS.values())
     sums: dict[str, dict[str, float]] = {f: {} for f in fusions}
     qn, cn = _normalized(q), _normalized(c)
-    lexical = None
-    if lexical_weight:
-        from bertkit.search.lexical import BM25, hybrid_top_k
-
-        lexical = BM25([corpus[cid] for cid in cids])
+    rank = first_stage(cn, [corpus[cid] for cid in cids] if lexical_weight else None, lexical_weight)
     for i in tqdm(rows, desc="rerank", unit="query", disable=not progress, file=sys.stderr):
-        if lexical is not None:
-            scores, idx = hybrid_top_k(cn, qn[i : i + 1], lexical, [queries[qids[i]]], full, lexical_weight)[:2]
-        else:
-            scores, idx = top_k_exact(cn, qn[i : i + 1], full)
+        scores, idx = rank(qn[i : i + 1], [queries[qids[i]]], full)
         head, tail = [int(j) for j in idx[0, :depth]], [cids[int(j)] for j in idx[0, depth:]]
         logits = _head_logits(ranker, queries[qids[i]], [corpus[cids[j]] for j in head], max_length, truncation)
         relevant = {cid for cid, s in qrels[qids[i]].items() if s > 0}
