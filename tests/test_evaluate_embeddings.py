@@ -184,3 +184,34 @@ def test_output_never_replaces_an_input_even_with_overwrite(beir, tmp_path, caps
     assert qrels.read_bytes() == before
     assert main([*args[:-4], "--output", f"{MINILM}/results.json", "--no-progress"]) == 1
     assert "inside the input model folder" in capsys.readouterr().err
+
+
+def test_exact_copies_are_reported_and_credited_on_request(beir, ref, tmp_path, capsys):
+    """A relevant document gets a copy under another id (its spaces doubled); the qrels name the
+    original. The CLI says so, and --credit-copies scores the copy as relevant."""
+    d, queries, corpus, rel = beir
+    corpus = {"copy": corpus["d1"].replace(" ", "  "), **corpus}
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in corpus.items()))
+    args = ["evaluate-embeddings", "--model", MINILM, "--queries", str(d / "queries.jsonl")]
+    args += ["--corpus", str(tmp_path / "corpus.jsonl"), "--qrels", str(d / "qrels.tsv"), "--no-progress"]
+    results = {}
+    for credit in (False, True):
+        out = tmp_path / f"credit-{credit}.json"
+        assert main([*args, "--output", str(out), *(["--credit-copies"] if credit else [])]) == 0
+        err = capsys.readouterr().err
+        assert f"{tmp_path / 'corpus.jsonl'}: 1 queries have a relevant document with an exact copy" in err
+        assert ("counts it as relevant" in err) != credit
+        results[credit] = json.loads(out.read_text())["retrieval"]
+    assert results[False]["uncredited_copies"] == 1 and results[True]["uncredited_copies"] == 0
+    qids, cids = list(queries), list(corpus)
+    q = ref.encode([queries[i] for i in qids], convert_to_numpy=True)
+    c = ref.encode([corpus[i] for i in cids], convert_to_numpy=True)
+    plain = {k: {x: 1.0 for x in v} for k, v in rel.items()}
+    extended = {**plain, "q1": {"d1": 1.0, "copy": 1.0}}
+    for credit, qrels in ((False, plain), (True, extended)):
+        want = retrieval_metrics(q, qids, c, cids, qrels)
+        for name in ("ndcg@10", "mrr@10", "recall@1", "recall@10"):
+            assert results[credit][name] == pytest.approx(want[name], abs=5e-3), (credit, name)
+    # q1 ranks its document and the copy first and second, in either order: its recall@1 is 1 or 0
+    # with the plain qrels and 1/2 with the copy credited
+    assert abs(results[True]["recall@1"] - results[False]["recall@1"]) == pytest.approx(0.5 / len(plain), abs=1e-9)

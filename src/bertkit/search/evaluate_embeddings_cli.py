@@ -50,6 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="hybrid search: rank by (1 - W) x the standardised cosine + W x the standardised BM25 score "
         "(0: embeddings only, 1: BM25 only)",
     )
+    p.add_argument(
+        "--credit-copies",
+        action="store_true",
+        help="count a document with exactly the same text as a relevant one as relevant too (the qrels "
+        "name one copy; without this flag a copy ranked first is a miss)",
+    )
     p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument(
         "--truncation",
@@ -103,25 +109,45 @@ def evaluate_retrieval(
     progress: bool = True,
     fusion: str = "none",
     lexical_weight: float = 0.0,
+    credit: bool = False,
 ) -> dict[str, float]:
-    from bertkit.search.evaluation import read_beir, read_qrels, retrieval_metrics
+    """Retrieval metrics of ``emb`` on BEIR files (optionally reranked); the queries the qrels leave
+    with an uncredited exact copy of a relevant document are counted in ``uncredited_copies``, and
+    with ``credit`` those copies are relevant too."""
+    from bertkit.search.evaluation import credit_copies, read_beir, read_qrels, retrieval_metrics, uncredited_copies
 
     queries, corpus = read_beir(queries_path), read_beir(corpus_path)
     qrels = read_qrels(qrels_path, queries, corpus)
+    touched = uncredited_copies(qrels, corpus)
+    if touched and credit:
+        qrels = credit_copies(qrels, corpus)
+        print(
+            f"{corpus_path}: {touched} queries have a relevant document with an exact copy under another id; "
+            "the copies count as relevant (--credit-copies)",
+            file=sys.stderr,
+        )
+    elif touched:
+        print(
+            f"{corpus_path}: {touched} queries have a relevant document with an exact copy under another id "
+            f"that {qrels_path} does not name; a copy ranked above it counts as a miss (--credit-copies "
+            "counts it as relevant)",
+            file=sys.stderr,
+        )
     qids, cids = list(queries), list(corpus)
     q = embed_texts(emb, [queries[i] for i in qids], progress, "queries")
     c = embed_texts(emb, [corpus[i] for i in cids], progress, "corpus")
     if rerank is None:
         texts = ([queries[i] for i in qids], [corpus[i] for i in cids]) if lexical_weight else (None, None)
-        return retrieval_metrics(
+        out = retrieval_metrics(
             q, qids, c, cids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=lexical_weight
         )
-    from bertkit.search.rerank import rerank_metrics_per_fusion
+    else:
+        from bertkit.search.rerank import rerank_metrics_per_fusion
 
-    per = rerank_metrics_per_fusion(
-        rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress, lexical_weight=lexical_weight
-    )
-    return per[fusion]
+        out = rerank_metrics_per_fusion(
+            rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress, lexical_weight=lexical_weight
+        )[fusion]
+    return {**out, "uncredited_copies": float(0 if credit else touched)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,12 +191,12 @@ def run(args: argparse.Namespace) -> int:
             args.progress,
             args.fusion,
             args.lexical_weight,
+            args.credit_copies,
         )
+    counts = ("pairs", "queries", "uncredited_copies")
     for task in ("sts", "retrieval"):
         for name, value in results.get(task, {}).items():
-            print(
-                f"{task}\t{name}\t{value:.4f}" if name not in ("pairs", "queries") else f"{task}\t{name}\t{int(value)}"
-            )
+            print(f"{task}\t{name}\t{int(value)}" if name in counts else f"{task}\t{name}\t{value:.4f}")
     if args.output:
         check_output_file(args.output, args.overwrite)
         atomic_write_json(args.output, results)

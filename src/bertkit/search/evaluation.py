@@ -8,6 +8,11 @@
   are not scored. Ranking is chunked (:func:`bertkit.search.index.top_k_exact`), so memory stays at
   a block of queries times a block of the corpus.
 
+Exact copies: a corpus that holds the same text under two ids (news sets and web crawls often do)
+ranks the copies side by side, and qrels naming only one of them score the other as a miss.
+:func:`uncredited_copies` counts the queries this touches, and :func:`credit_copies` extends each
+query's relevant documents to their exact copies (`evaluate-embeddings --credit-copies`).
+
 Files: queries and corpus in the BEIR JSONL layout (``_id``, ``text``, optional ``title``, which is
 put before the text), qrels as a TSV of ``query-id``, ``corpus-id``, ``score`` with a header line.
 """
@@ -22,7 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RETRIEVAL_KS", "read_beir", "read_qrels", "retrieval_metrics", "sts_metrics"]
+__all__ = [
+    "RETRIEVAL_KS",
+    "credit_copies",
+    "read_beir",
+    "read_qrels",
+    "retrieval_metrics",
+    "sts_metrics",
+    "uncredited_copies",
+]
 
 RETRIEVAL_KS = {"ndcg": (10,), "mrr": (10,), "map": (100,), "recall": (1, 10, 100)}
 
@@ -83,6 +96,36 @@ def read_qrels(
     if not qrels:
         raise ValueError(f"{path}: no qrels")
     return qrels
+
+
+def _copies(corpus: Mapping[str, str]) -> dict[str, list[str]]:
+    """``{corpus-id: ids of every document with the same text}``, for the ids that have a copy; texts
+    are compared with runs of whitespace made one space."""
+    by_text: dict[str, list[str]] = {}
+    for cid, text in corpus.items():
+        by_text.setdefault(" ".join(text.split()), []).append(cid)
+    return {cid: ids for ids in by_text.values() if len(ids) > 1 for cid in ids}
+
+
+def credit_copies(qrels: Mapping[str, Mapping[str, float]], corpus: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    """``qrels`` with each relevant document's exact copies in ``corpus`` relevant too, at the same
+    score (a copy the qrels already grade keeps its own score)."""
+    copies = _copies(corpus)
+    out: dict[str, dict[str, float]] = {}
+    for qid, rel in qrels.items():
+        extended = dict(rel)
+        for cid, score in rel.items():
+            if score > 0:
+                for other in copies.get(cid, ()):
+                    extended.setdefault(other, score)
+        out[qid] = extended
+    return out
+
+
+def uncredited_copies(qrels: Mapping[str, Mapping[str, float]], corpus: Mapping[str, str]) -> int:
+    """How many queries have a relevant document whose exact copy in ``corpus`` the qrels do not name."""
+    credited = credit_copies(qrels, corpus)
+    return sum(len(credited[q]) > len(r) for q, r in qrels.items())
 
 
 def _normalized(x: np.ndarray) -> np.ndarray:
