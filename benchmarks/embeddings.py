@@ -11,6 +11,7 @@ order, AdamW settings, warmup and linear decay as bertkit's Trainer.
 
     python benchmarks/embeddings.py [--train-size 640] [--max-length 128] [--batch-size 32]
     python benchmarks/embeddings.py --memory     # cached MNRL at batch 256 against MNRL at 32 and 256
+    python benchmarks/embeddings.py --wiki       # Wikipedia section retrieval, base MiniLM and BM25
     python benchmarks/embeddings.py --beyond --train-size 100000 [--no-rerank]
         # hybrid search (BM25 + embeddings) from base MiniLM, mined hard negatives, hybrid search from
         # the trained model, then a cross-encoder reranking the top 20
@@ -85,6 +86,53 @@ def hybrid_line(name: str, encode, test: list[dict[str, str]], base_mrr: float) 
         f"{1 - (1 - m['mrr@10']) / (1 - base_mrr):.0%}",
         flush=True,
     )
+
+
+def wiki(args: argparse.Namespace) -> None:
+    """Wikipedia section retrieval ("Article: Section" -> the section's prose, the `wiki-sections`
+    asset): base MiniLM in both libraries, BM25 alone and hybrid search. There is no training split,
+    so every lexical weight tried is printed, none chosen."""
+    from sentence_transformers import SentenceTransformer
+
+    from bertkit.search.evaluation import read_beir, read_qrels
+
+    queries, corpus = read_beir(asset_path("wiki-sections-queries")), read_beir(asset_path("wiki-sections-corpus"))
+    qrels = read_qrels(asset_path("wiki-sections-qrels"), queries, corpus)
+    qids, cids = list(queries), list(corpus)
+    qt, ct = [queries[i] for i in qids], [corpus[i] for i in cids]
+    st_model = SentenceTransformer(str(asset_path("minilm")), device="cpu")
+    st_model.max_seq_length = args.max_length
+    encoders = {
+        "bertkit": bertkit_encoder(str(asset_path("minilm")), args.max_length),
+        "sentence-transformers": lambda t: st_model.encode(t, batch_size=64),
+    }
+    print(
+        f"Wikipedia sections: {len(qids)} queries ('Article: Section') over {len(cids)} passages (the "
+        f"section's prose), max_length {args.max_length}, {torch.get_num_threads()} threads",
+        flush=True,
+    )
+    vecs, metrics, walls = {}, {}, {}
+    for name, enc in encoders.items():
+        t0 = time.perf_counter()
+        vecs[name] = enc(qt), enc(ct)
+        walls[name] = time.perf_counter() - t0
+        metrics[name] = retrieval_metrics(vecs[name][0], qids, vecs[name][1], cids, qrels)
+    ours, theirs = metrics["bertkit"], metrics["sentence-transformers"]
+    print(
+        f"{'base MiniLM':<28} bertkit MRR@10 {ours['mrr@10']:.4f} R@1 {ours['recall@1']:.4f} nDCG@10 "
+        f"{ours['ndcg@10']:.4f} | sentence-transformers MRR@10 {theirs['mrr@10']:.4f} R@1 {theirs['recall@1']:.4f} "
+        f"nDCG@10 {theirs['ndcg@10']:.4f} | embedding wall time bertkit {walls['bertkit']:.1f} s (fp32), "
+        f"sentence-transformers {walls['sentence-transformers']:.1f} s",
+        flush=True,
+    )
+    q, c = vecs["bertkit"]
+    for w in (*HYBRID_WEIGHTS, 1.0):
+        m = retrieval_metrics(q, qids, c, cids, qrels, query_texts=qt, corpus_texts=ct, lexical_weight=w)
+        name = "BM25 alone" if w == 1.0 else f"+ BM25 (hybrid, weight {w:g})"
+        print(
+            f"{name:<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 {m['ndcg@10']:.4f}",
+            flush=True,
+        )
 
 
 def bertkit_encoder(folder: str, max_length: int):
@@ -192,7 +240,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
         "--seed",
         str(args.seed),
         "--epochs",
-        "1",
+        str(args.hard_epochs),
         "--no-progress",
     ]
     assert (
@@ -232,7 +280,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
         )
     print(
         f"{'+ mined hard negatives':<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 "
-        f"{m['ndcg@10']:.4f} | train {emb_s:.0f} s (mining included){theirs}",
+        f"{m['ndcg@10']:.4f} | {args.hard_epochs:g} epoch(s), train {emb_s:.0f} s (mining included){theirs}",
         flush=True,
     )
     hybrid_line("+ BM25 (hybrid)", enc, test, base_mrr)
@@ -411,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=1, help="train the MNRL pair with N seeds and print mean ± std")
     p.add_argument("--memory", action="store_true", help="only the GradCache memory comparison")
     p.add_argument("--beyond", action="store_true", help="only the hard-negative + reranker pipeline")
+    p.add_argument("--wiki", action="store_true", help="only Wikipedia section retrieval")
     p.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--rerank-train-size", type=int, default=1000, help="--beyond: training queries of the reranker")
     p.add_argument("--rerank-group", type=int, default=4, help="--beyond: the positive and its hard negatives")
@@ -430,8 +479,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="--beyond: train sentence-transformers' MNRL on the rows bertkit mined and print it beside",
     )
+    p.add_argument("--hard-epochs", type=float, default=1.0, help="--beyond: epochs over the mined rows")
     p.add_argument("--no-rerank", action="store_true", help="--beyond: stop after the hard negatives")
     args = p.parse_args(argv)
+    if args.st_counterpart and args.hard_epochs != 1:
+        p.error("--st-counterpart trains sentence-transformers for one epoch: leave --hard-epochs at 1")
     if args.memory_child:
         memory_child(args.memory_child, args.max_length)
         return 0
@@ -441,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
+    if args.wiki:
+        wiki(args)
+        return 0
     train, test = pairs("train")[: args.train_size], pairs("test")
     copies = sum(len(r) > 1 for r in qrels_of(test).values())
     print(

@@ -13,6 +13,9 @@ Cache layout (``$BERTKIT_ASSETS``; else ``./.assets`` if present; else ``~/.cach
     austen/austen.txt       Jane Austen's six novels, blank line between paragraphs/books
     wiki/enwiki.xml         English Wikipedia dump excerpt (raw markup)
     wiki/wiki.txt           the same, markup stripped, blank line between articles
+    wiki/sections/{queries,corpus}.jsonl, qrels.tsv   retrieval in BEIR's layout from the same dump:
+                            the query is "Article: Section" ("Article: Section: Subsection"), the
+                            relevant document that section's own prose (1,400 sections)
     bbcnews/{train,test}.jsonl   BBC News, {"text","label"}; seeded stratified 80/20 split (seed 0)
     polarity/{train,test}.csv    Pang & Lee sentence polarity, label,text; seeded 80/20 split (seed 0)
     polarity/reviews.csv         Pang & Lee full reviews (1,500)
@@ -52,6 +55,9 @@ ASSETS = {
     "austen": "austen/austen.txt",
     "wiki-xml": "wiki/enwiki.xml",
     "wiki": "wiki/wiki.txt",
+    "wiki-sections-queries": "wiki/sections/queries.jsonl",
+    "wiki-sections-corpus": "wiki/sections/corpus.jsonl",
+    "wiki-sections-qrels": "wiki/sections/qrels.tsv",
     "bbcnews-train": "bbcnews/train.jsonl",
     "bbcnews-test": "bbcnews/test.jsonl",
     "polarity-train": "polarity/train.csv",
@@ -234,6 +240,74 @@ def _fetch_wiki(tmp: Path, out: Path) -> None:
     _write_atomic(out / "wiki" / "wiki.txt", "\n\n".join(articles) + "\n")
 
 
+# Sections that hold lists of links and citations rather than prose about the article.
+_NOT_PROSE_SECTIONS = {
+    "bibliography",
+    "citations",
+    "external links",
+    "footnotes",
+    "further reading",
+    "links",
+    "notes",
+    "notes and references",
+    "other uses",
+    "references",
+    "see also",
+    "sources",
+}
+_SECTION_HEADING = re.compile(r"^(={2,3})\s*([^=].*?)\s*\1\s*$", re.M)
+
+
+def _wiki_inline(markup: str) -> str:
+    """A heading's words: links, quotes and tags stripped, whitespace made single spaces."""
+    for pat, rep in _WIKI_PATTERNS[1:]:
+        markup = pat.sub(rep, markup)
+    return " ".join(markup.split())
+
+
+def wiki_sections(xml: str, min_chars: int = 200) -> list[tuple[str, str]]:
+    """``(query, passage)`` for each level-2 and level-3 section of a Wikipedia dump's articles: the
+    query is ``"Article: Section"`` (``"Article: Section: Subsection"``), the passage the section's own
+    prose up to the next heading, markup stripped (:func:`wiki_to_text`), its paragraphs joined by a
+    space. Sections of references and links, and passages under ``min_chars`` characters, are left out."""
+    import html
+
+    out = []
+    for page in re.finditer(r"<page>(.*?)</page>", xml, re.S):
+        title = re.search(r"<title>(.*?)</title>", page.group(1), re.S)
+        body = re.search(r"<text[^>]*>(.*?)</text>", page.group(1), re.S)
+        if title is None or body is None:
+            continue
+        article, text = html.unescape(title.group(1)).strip(), html.unescape(body.group(1))
+        if text.lstrip().lower().startswith("#redirect"):
+            continue
+        heads = list(_SECTION_HEADING.finditer(text))
+        parent = ""
+        for i, h in enumerate(heads):
+            name = _wiki_inline(h.group(2))
+            if len(h.group(1)) == 2:
+                parent = name
+            if parent.lower() in _NOT_PROSE_SECTIONS or name.lower() in _NOT_PROSE_SECTIONS:
+                continue
+            end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+            passage = wiki_to_text(text[h.end() : end]).replace("\n", " ")
+            if len(passage) >= min_chars:
+                path = name if len(h.group(1)) == 2 else f"{parent}: {name}"
+                out.append((f"{article}: {path}", passage))
+    return out
+
+
+def _fetch_wiki_sections(tmp: Path, out: Path) -> None:
+    rows = wiki_sections((out / ASSETS["wiki-xml"]).read_text(encoding="utf-8"))
+    queries = "".join(json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, (q, _) in enumerate(rows))
+    corpus = "".join(json.dumps({"_id": f"d{i}", "title": "", "text": d}) + "\n" for i, (_, d) in enumerate(rows))
+    _write_atomic(out / ASSETS["wiki-sections-queries"], queries)
+    _write_atomic(out / ASSETS["wiki-sections-corpus"], corpus)
+    # the qrels last: the fetch loop takes their presence for the whole asset
+    qrels = "".join(f"q{i}\td{i}\t1\n" for i in range(len(rows)))
+    _write_atomic(out / ASSETS["wiki-sections-qrels"], "query-id\tcorpus-id\tscore\n" + qrels)
+
+
 def _sts_csv(rows: list[tuple[str, str, str]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -352,6 +426,7 @@ _FETCHERS = [
     ("vocab-chinese", _fetch_chinese_vocab),
     ("austen", _fetch_austen),
     ("wiki", _fetch_wiki),
+    ("wiki-sections-qrels", _fetch_wiki_sections),  # after "wiki": it reads the cached dump
     ("bbcnews-test", _fetch_bbc),
     ("polarity-test", _fetch_polarity),
     ("wnut16-test", _fetch_wnut),
