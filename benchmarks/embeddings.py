@@ -61,9 +61,11 @@ def evaluate(encode, test: list[dict[str, str]]) -> dict[str, float]:
 HYBRID_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 
-def hybrid_line(name: str, encode, test: list[dict[str, str]], base_mrr: float) -> None:
+def hybrid_line(
+    name: str, encode, test: list[dict[str, str]], base_mrr: float, dev: list[dict[str, str]], dev_name: str
+) -> None:
     """Hybrid search (BM25 fused with the model's embeddings; ``bertkit search --lexical-weight``), its
-    weight chosen on the training split's pairs, never on the test split, and BM25 alone beside it."""
+    weight chosen on the ``dev`` pairs, never on the test split, and BM25 alone beside it."""
 
     def scorer(rows: list[dict[str, str]]):
         texts = [r["anchor"] for r in rows], [r["positive"] for r in rows]
@@ -74,13 +76,13 @@ def hybrid_line(name: str, encode, test: list[dict[str, str]], base_mrr: float) 
             q, ids, c, ids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=w
         )
 
-    on_train, on_test = scorer(pairs("train")), scorer(test)
-    chosen = {w: on_train(w)["mrr@10"] for w in HYBRID_WEIGHTS}
+    on_dev, on_test = scorer(dev), scorer(test)
+    chosen = {w: on_dev(w)["mrr@10"] for w in HYBRID_WEIGHTS}
     w = max(chosen, key=chosen.get)
     m, bm25 = on_test(w), on_test(1.0)
     print(
         f"{name:<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 {m['ndcg@10']:.4f} | "
-        f"lexical weight {w:g}, chosen on the training split (MRR@10 there "
+        f"lexical weight {w:g}, chosen on {dev_name} (MRR@10 there "
         + ", ".join(f"{k:g}: {v:.4f}" for k, v in chosen.items())
         + f"); BM25 alone MRR@10 {bm25['mrr@10']:.4f} R@1 {bm25['recall@1']:.4f}; base MiniLM's error removed: "
         f"{1 - (1 - m['mrr@10']) / (1 - base_mrr):.0%}",
@@ -221,14 +223,22 @@ def memory(max_length: int) -> None:
 
 
 def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argparse.Namespace, tmp: Path) -> None:
-    """Mined hard negatives, then a cross-encoder trained on them reranking the top 20 (bertkit only)."""
+    """Mined hard negatives, then a cross-encoder trained on them reranking the top 20 (bertkit only).
+    The last ``--dev-pairs`` training pairs are held out of the embedder's training (and of the texts it
+    mines from) and choose the hybrid search's weight: on the pairs it trained on, the embedder looks
+    better than it is, and the choice leans to it."""
     from bertkit.cli import main as bertkit
+
+    dev, train = train[len(train) - args.dev_pairs :], train[: len(train) - args.dev_pairs]
+    dev_name = f"{len(dev)} held-out training pairs"
+    print(f"--beyond: {len(train)} pairs train the embedder; the last {len(dev)} are held out ({dev_name})")
+    (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
 
     base = str(asset_path("minilm"))
     base_mrr = evaluate(bertkit_encoder(base, args.max_length), test)["mrr@10"]
     print(f"{'base MiniLM':<28} bertkit MRR@10 {base_mrr:.4f} (the error removed below is 1 - this)", flush=True)
-    hybrid_line("base MiniLM + BM25 (hybrid)", bertkit_encoder(base, args.max_length), test, base_mrr)
-    (tmp / "docs.txt").write_text("\n".join(r["positive"] for r in pairs("train")) + "\n", encoding="utf-8")
+    hybrid_line("base MiniLM + BM25 (hybrid)", bertkit_encoder(base, args.max_length), test, base_mrr, dev, dev_name)
+    (tmp / "docs.txt").write_text("\n".join(r["positive"] for r in train) + "\n", encoding="utf-8")
     t0 = time.perf_counter()
     common = [
         "--batch-size",
@@ -283,7 +293,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
         f"{m['ndcg@10']:.4f} | {args.hard_epochs:g} epoch(s), train {emb_s:.0f} s (mining included){theirs}",
         flush=True,
     )
-    hybrid_line("+ BM25 (hybrid)", enc, test, base_mrr)
+    hybrid_line("+ BM25 (hybrid)", enc, test, base_mrr, dev, dev_name)
     if args.no_rerank:
         return
     # Listwise groups: each training query's positive and rerank_group - 1 hard negatives, mined by base
@@ -480,8 +490,13 @@ def main(argv: list[str] | None = None) -> int:
         help="--beyond: train sentence-transformers' MNRL on the rows bertkit mined and print it beside",
     )
     p.add_argument("--hard-epochs", type=float, default=1.0, help="--beyond: epochs over the mined rows")
+    p.add_argument(
+        "--dev-pairs", type=int, default=300, help="--beyond: training pairs held out to choose the lexical weight"
+    )
     p.add_argument("--no-rerank", action="store_true", help="--beyond: stop after the hard negatives")
     args = p.parse_args(argv)
+    if args.beyond and not 0 < args.dev_pairs < args.train_size:
+        p.error("--dev-pairs must hold out at least one training pair and leave some to train on")
     if args.st_counterpart and args.hard_epochs != 1:
         p.error("--st-counterpart trains sentence-transformers for one epoch: leave --hard-epochs at 1")
     if args.memory_child:
@@ -516,7 +531,6 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.beyond:
         with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
             beyond(train, test, args, Path(tmp))
         return 0
     base = str(asset_path("minilm"))
