@@ -114,13 +114,14 @@ def evaluate_retrieval(
     """Retrieval metrics of ``emb`` on BEIR files (optionally reranked); the queries the qrels leave
     with an uncredited exact copy of a relevant document are counted in ``uncredited_copies``, and
     with ``credit`` those copies are relevant too."""
-    from bertkit.search.evaluation import credit_copies, read_beir, read_qrels, retrieval_metrics, uncredited_copies
+    from bertkit.search.evaluation import credit_copies, read_beir, read_qrels, retrieval_metrics
 
     queries, corpus = read_beir(queries_path), read_beir(corpus_path)
     qrels = read_qrels(qrels_path, queries, corpus)
-    touched = uncredited_copies(qrels, corpus)
+    credited = credit_copies(qrels, corpus)
+    touched = sum(len(credited[q]) > len(rel) for q, rel in qrels.items())
     if touched and credit:
-        qrels = credit_copies(qrels, corpus)
+        qrels = credited
         print(
             f"{corpus_path}: {touched} queries have a relevant document with an exact copy under another id; "
             "the copies count as relevant (--credit-copies)",

@@ -10,8 +10,9 @@
 
 Exact copies: a corpus that holds the same text under two ids (news sets and web crawls often do)
 ranks the copies side by side, and qrels naming only one of them score the other as a miss.
-:func:`uncredited_copies` counts the queries this touches, and :func:`credit_copies` extends each
-query's relevant documents to their exact copies (`evaluate-embeddings --credit-copies`).
+:func:`credit_copies` extends each query's relevant documents to their exact copies; the queries
+whose relevant documents it changes are the ones the copies touch (`evaluate-embeddings` counts
+them, and scores with the extended qrels under `--credit-copies`).
 
 Files: queries and corpus in the BEIR JSONL layout (``_id``, ``text``, optional ``title``, which is
 put before the text), qrels as a TSV of ``query-id``, ``corpus-id``, ``score`` with a header line.
@@ -34,7 +35,6 @@ __all__ = [
     "read_qrels",
     "retrieval_metrics",
     "sts_metrics",
-    "uncredited_copies",
 ]
 
 RETRIEVAL_KS = {"ndcg": (10,), "mrr": (10,), "map": (100,), "recall": (1, 10, 100)}
@@ -120,12 +120,6 @@ def credit_copies(qrels: Mapping[str, Mapping[str, float]], corpus: Mapping[str,
                     extended.setdefault(other, score)
         out[qid] = extended
     return out
-
-
-def uncredited_copies(qrels: Mapping[str, Mapping[str, float]], corpus: Mapping[str, str]) -> int:
-    """How many queries have a relevant document whose exact copy in ``corpus`` the qrels do not name."""
-    credited = credit_copies(qrels, corpus)
-    return sum(len(credited[q]) > len(r) for q, r in qrels.items())
 
 
 def _normalized(x: np.ndarray) -> np.ndarray:
