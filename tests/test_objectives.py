@@ -6,7 +6,8 @@
   with equal logits and share their embeddings; metrics.jsonl holds the generator's MLM accuracy and
   the discriminator's accuracy and AUC; a run resumed from its step-3 checkpoint repeats the
   uninterrupted run's losses exactly (token sampling included); fine-tuning, evaluation and
-  prediction work on the discriminator folder.
+  prediction work on the discriminator folder; one training step's loss and gradients equal those of
+  transformers' generator and discriminator with shared embeddings, on the same batch and samples.
 * Bad input: a BERT --model for --objective electra, a generator size that splits a head.
 """
 
@@ -128,6 +129,58 @@ def test_electra_folders_load_in_transformers_with_equal_logits(electra_run):
         assert torch.equal(p, gen.electra.embeddings.state_dict()[name]), name
     init = ElectraForPreTraining(disc.config)
     assert not torch.equal(init.electra.embeddings.LayerNorm.weight, disc.electra.embeddings.LayerNorm.weight)
+
+
+def test_electra_training_step_equals_transformers_pair(electra_run, corpus):
+    """One training step's loss and every gradient equal transformers' generator and discriminator
+    with the embeddings shared, fed the same masked batch and the same sampled replacements."""
+    from bertkit.data.replaced_tokens import electra_collator, replace_with_samples
+    from bertkit.modeling.electra import ElectraForMaskedLM, ElectraForPreTraining
+    from bertkit.tokenization import load_tokenizer, load_vocab
+    from bertkit.training.objectives import DISCRIMINATOR_WEIGHT, ElectraPretrainingModel, electra_loss
+
+    vocab = list(load_vocab(electra_run / "vocab.txt"))
+    tok = load_tokenizer(electra_run / "vocab.txt", True)
+    lines = [line for line in Path(corpus[0]).read_text(encoding="utf-8").splitlines() if len(line) > 60][:16]
+    items = [{"input_ids": tok.encode(line)[:32]} for line in lines]
+    batch = electra_collator(vocab, 0.15, seed=11)(items)
+    assert batch["attention_mask"].eq(0).any()  # padding is in the batch: the BCE must skip it
+
+    disc, gen = (
+        ElectraForPreTraining.from_pretrained(electra_run),
+        ElectraForMaskedLM.from_pretrained(electra_run / "generator"),
+    )
+    ours = ElectraPretrainingModel(disc, gen).eval()  # no dropout, so the two forward passes are comparable
+    loss, logs = electra_loss(ours, {**batch, "sampler": torch.Generator().manual_seed(5)})
+    loss.backward()
+
+    ref_d = transformers.ElectraForPreTraining.from_pretrained(electra_run).eval()
+    ref_g = transformers.ElectraForMaskedLM.from_pretrained(electra_run / "generator").eval()
+    ref_g.electra.embeddings = ref_d.electra.embeddings
+    ref_g.generator_lm_head.weight = ref_d.electra.embeddings.word_embeddings.weight
+    common = {k: batch[k] for k in ("attention_mask", "token_type_ids")}
+    gen = ref_g(input_ids=batch["input_ids"], labels=batch["labels"], **common)
+    chosen = batch["labels"] != -100
+    replaced, is_replaced = replace_with_samples(
+        gen.logits.detach()[chosen], batch["input_ids"], batch["labels"], torch.Generator().manual_seed(5)
+    )
+    assert 0 < int(is_replaced.sum()) < int(chosen.sum()) + 1
+    disc = ref_d(input_ids=replaced, labels=is_replaced, **common)
+    ref_loss = gen.loss + DISCRIMINATOR_WEIGHT * disc.loss
+    ref_loss.backward()
+
+    torch.testing.assert_close(loss, ref_loss, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logs["disc_loss"], disc.loss, atol=1e-6, rtol=1e-5)
+    theirs = {f"discriminator.{n}": p.grad for n, p in ref_d.named_parameters()}
+    shared = "electra.embeddings."  # the generator's are the discriminator's
+    theirs.update({f"generator.{n}": p.grad for n, p in ref_g.named_parameters() if not n.startswith(shared)})
+    mine = {n: p.grad for n, p in ours.named_parameters()}
+    assert mine.keys() == {n for n in theirs if "generator_lm_head.weight" not in n}  # tied to the embeddings
+    scale = max(float(g.abs().max()) for g in theirs.values() if g is not None)
+    for name, grad in mine.items():
+        assert grad is not None and theirs[name] is not None, name
+        # atol relative to the largest gradient: a key bias's true gradient is 0, both hold rounding
+        torch.testing.assert_close(grad, theirs[name], atol=1e-5 * scale, rtol=1e-4, msg=name)
 
 
 def test_electra_metrics_and_plot(electra_run):
