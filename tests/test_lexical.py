@@ -178,3 +178,51 @@ def test_search_and_evaluate_embeddings_take_the_lexical_weight(news_index, caps
     fused = 0.7 * z[0] + 0.3 * z[1]
     ranks = [int((fused[i] > fused[i, i]).sum()) for i in range(len(pairs))]
     assert got == pytest.approx(np.mean([1 / (r + 1) if r < 10 else 0.0 for r in ranks]), abs=2e-3)
+
+
+def test_an_index_keeps_its_bm25_postings_for_its_own_texts_only(news_index):
+    """The first hybrid search saves the postings in the folder (the index's own file, in its marker);
+    a later load reads them; texts edited by hand, a damaged file, or a delete make them built anew."""
+    import shutil
+
+    from bertkit._outputs import MARKER
+    from bertkit.search.index import BM25_FILE
+    from bertkit.search.index_update import delete_from_index
+
+    tmp, pairs, _ = news_index
+    folder = tmp / "bm25-idx"
+    shutil.copytree(tmp / "idx", folder)
+    (folder / BM25_FILE).unlink(missing_ok=True)
+    queries = [p[0] for p in pairs[:20]]
+    first = load_index(folder)
+    assert np.array_equal(first.lexical.scores(queries), BM25(first.texts).scores(queries))
+    assert (folder / BM25_FILE).is_file()
+    assert BM25_FILE in json.loads((folder / MARKER).read_text())["files"]
+
+    # the file is what a later load uses: postings saved with doubled weights come back doubled
+    digest = __import__("hashlib").sha256((folder / "texts.jsonl").read_bytes()).hexdigest()
+    doubled = BM25(first.texts)
+    doubled._weights = doubled._weights * 2
+    doubled.save(folder / BM25_FILE, digest)
+    np.testing.assert_allclose(load_index(folder).lexical.scores(queries), 2 * first.lexical.scores(queries))
+
+    # texts edited by hand (same count): the saved postings are not theirs, so they are built anew
+    rows = [json.loads(line) for line in (folder / "texts.jsonl").read_text("utf-8").splitlines()]
+    rows[3]["text"] = "zanzibar zanzibar marmalade " + rows[3]["text"]
+    (folder / "texts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    edited = load_index(folder)
+    got = edited.lexical.scores(["zanzibar marmalade"])
+    assert np.array_equal(got, BM25([r["text"] for r in rows]).scores(["zanzibar marmalade"]))
+    assert int(got[0].argmax()) == 3 and got[0, 3] > 0
+
+    # a damaged file is rebuilt, not an error
+    (folder / BM25_FILE).write_bytes((folder / BM25_FILE).read_bytes()[:100])
+    assert np.array_equal(load_index(folder).lexical.scores(queries), BM25(edited.texts).scores(queries))
+
+    # a delete publishes new texts without the old postings; a user's file in the folder stays
+    (folder / "notes.txt").write_text("mine")
+    assert delete_from_index(folder, [rows[0]["id"]]) == 1
+    assert not (folder / BM25_FILE).exists() and (folder / "notes.txt").read_text() == "mine"
+    after = load_index(folder)
+    assert len(after.lexical) == len(rows) - 1
+    assert np.array_equal(after.lexical.scores(queries), BM25(after.texts).scores(queries))

@@ -2,10 +2,11 @@
 
 An index folder holds ``meta.json`` (model, dimension, dtype, count, source), ``vectors.npy``
 (L2-normalised rows, float16 or float32) and ``texts.jsonl`` (``{"id", "text"}`` per row), and,
-when built, ``faiss-hnsw.index`` / ``faiss-ivf.index``. Building embeds the corpus in chunks saved
-in ``<output>.partial/`` so a killed run resumes where it stopped; the finished folder is published
-in one rename. Exact search is built in (chunked matrix products); ``backend="faiss"`` (HNSW) or
-``"faiss-ivf"`` use faiss-cpu (the faiss extra) for large collections.
+when built, ``faiss-hnsw.index`` / ``faiss-ivf.index`` and (after a hybrid search) ``bm25.npz``.
+Building embeds the corpus in chunks saved in ``<output>.partial/`` so a killed run resumes where it
+stopped; the finished folder is published in one rename. Exact search is built in (chunked matrix
+products); ``backend="faiss"`` (HNSW) or ``"faiss-ivf"`` use faiss-cpu (the faiss extra) for large
+collections.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
 
 BACKENDS = ("exact", "faiss", "faiss-ivf")
 _FAISS_FILES = {"faiss": "faiss-hnsw.index", "faiss-ivf": "faiss-ivf.index"}
+BM25_FILE = "bm25.npz"  # hybrid search's postings, saved by the first search that needs them
 
 
 def _text_field(path: Path, n: int, what: str, value: str) -> str:
@@ -213,11 +215,20 @@ class Index:
 
     @property
     def lexical(self) -> Any:
-        """The BM25 index of the texts (:class:`bertkit.search.lexical.BM25`), built on first use."""
+        """The BM25 index of the texts (:class:`bertkit.search.lexical.BM25`): read from the folder's
+        ``bm25.npz`` when it was built from these very texts, else built and saved there for next time."""
         if self._lexical is None:
             from .lexical import BM25
 
-            self._lexical = BM25(self.texts)
+            file, digest = self.path / BM25_FILE, _sha256_file(self.path / "texts.jsonl")
+            self._lexical = BM25.load(file, digest)
+            if self._lexical is None:
+                self._lexical = BM25(self.texts)
+                try:
+                    self._lexical.save(file, digest)
+                    _record_in_marker(self.path, file.name)
+                except OSError as e:  # a read-only index still answers; it only cannot keep the postings
+                    warnings.warn(f"{e}; BM25 is built again on each load of {self.path}", stacklevel=2)
         return self._lexical
 
     def search_ids(
@@ -308,7 +319,7 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
 
 
 def _record_in_marker(folder: Path, name: str) -> None:
-    """List a file added to a finished index (the faiss cache) as the index's own, so that
+    """List a file added to a finished index (the faiss or BM25 cache) as the index's own, so that
     ``index --overwrite`` removes it with the vectors it was built from instead of keeping it stale."""
     marker = folder / MARKER
     try:
@@ -318,6 +329,14 @@ def _record_in_marker(folder: Path, name: str) -> None:
     if isinstance(data, dict) and isinstance(data.get("files"), list) and name not in data["files"]:
         data["files"] = sorted([*data["files"], name])
         atomic_write_json(marker, data, indent=1)
+
+
+def _sha256_file(file: Path) -> str:
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _load_vectors(file: Path) -> np.ndarray:
@@ -359,7 +378,7 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield start // size, start
 
 
-_OWNED = ("meta.json", "vectors.npy", "texts.jsonl", "faiss-*.index")
+_OWNED = ("meta.json", "vectors.npy", "texts.jsonl", "faiss-*.index", BM25_FILE)
 
 
 def _is_index(folder: Path) -> bool:

@@ -1,8 +1,8 @@
 """Changing an index folder without rebuilding it: add rows (only they are embedded), delete ids.
 
 Each change publishes a new folder in one rename (:func:`bertkit._io.atomic_dir`), so a reader sees
-the old index or the new one, never a mix; faiss files, which would be stale, are left out (they are
-rebuilt on the next ``load_index(..., backend=...)``).
+the old index or the new one, never a mix; faiss and BM25 files, which would be stale, are left out
+(they are rebuilt when next asked for).
 """
 
 from __future__ import annotations
@@ -24,17 +24,16 @@ __all__ = ["add_to_index", "append_corpus", "delete_from_index"]
 
 def _publish(path: Path, meta: dict[str, Any], vectors: np.ndarray, ids: list[str], texts: list[str]) -> None:
     # the folder's claim marker travels with the index; a folder that also holds the user's files is
-    # updated file by file so theirs stay (a stale faiss file is removed first: it would not match)
+    # updated file by file so theirs stay (stale faiss and BM25 files are removed first: they would not match)
     from bertkit._outputs import MARKER
 
-    foreign = [
-        p
-        for p in path.iterdir()
-        if p.name not in ("meta.json", "vectors.npy", "texts.jsonl", MARKER) and not p.name.startswith("faiss-")
-    ]
+    from .index import BM25_FILE
+
+    ours = ("meta.json", "vectors.npy", "texts.jsonl", MARKER, BM25_FILE)
+    foreign = [p for p in path.iterdir() if p.name not in ours and not p.name.startswith("faiss-")]
     if foreign:
-        for stale in path.glob("faiss-*.index"):
-            stale.unlink()
+        for stale in [*path.glob("faiss-*.index"), path / BM25_FILE]:
+            stale.unlink(missing_ok=True)
     publish = atomic_update_dir(path) if foreign else atomic_dir(path, replace=True)
     with publish as tmp:
         if not foreign and (path / MARKER).is_file():

@@ -15,12 +15,17 @@ finds), so a weighted sum of the two, each standardised over the corpus, ranks b
   whole corpus (mean 0, standard deviation 1). ``w`` = 0 is the embedding search, ``w`` = 1 is BM25.
   Both scores are computed for every text, so hybrid search is exact whatever index backend
   answers the embedding-only queries.
+* An index folder keeps its BM25 postings in ``bm25.npz`` once hybrid search has built them
+  (:meth:`BM25.save`), tagged with the SHA-256 of the texts they were built from: a later load reads
+  them instead of tokenizing the corpus again, and postings of other texts are never used.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import zipfile
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -28,6 +33,7 @@ import numpy as np
 __all__ = ["BM25", "first_stage", "hybrid_top_k", "words"]
 
 _HAS_WORD_CHAR = re.compile(r"\w")
+_FORMAT = 1  # the layout of a saved BM25 file; another number is rebuilt, never misread
 _NORMALIZER = None
 
 
@@ -72,6 +78,47 @@ class BM25:
 
     def __len__(self) -> int:
         return self.n_texts
+
+    def save(self, path: str | os.PathLike, source_sha256: str) -> None:
+        """Write the postings to ``path`` (numpy ``.npz``, atomically), tagged with ``source_sha256``, the
+        digest of the texts they were built from (:meth:`load` reads them back only for that digest)."""
+        from bertkit._io import atomic_path
+
+        # words hold no whitespace, so one newline-joined UTF-8 buffer keeps them in term-id order
+        vocab = "\n".join(self.vocab).encode("utf-8")
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.savez(
+                f,
+                format=np.array([_FORMAT], np.int64),
+                source=np.frombuffer(source_sha256.encode("ascii"), np.uint8),
+                params=np.array([self.k1, self.b, self.n_texts], np.float64),
+                vocab=np.frombuffer(vocab, np.uint8),
+                starts=self._starts,
+                docs=self._docs,
+                weights=self._weights,
+            )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, source_sha256: str) -> BM25 | None:
+        """The postings :meth:`save` wrote for the texts of digest ``source_sha256``; None where the file
+        is missing, damaged, of another format or built from other texts (the caller builds anew)."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if int(z["format"][0]) != _FORMAT or z["source"].tobytes().decode("ascii") != source_sha256:
+                    return None
+                k1, b, n = (float(x) for x in z["params"])
+                vocab = z["vocab"].tobytes().decode("utf-8")
+                starts, docs, weights = z["starts"], z["docs"], z["weights"]
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, UnicodeDecodeError):
+            return None
+        terms = vocab.split("\n") if vocab else []
+        if len(starts) != len(terms) + 1 or len(docs) != len(weights) or (len(docs) and int(docs.max()) >= n):
+            return None
+        self = cls.__new__(cls)
+        self.k1, self.b, self.n_texts = k1, b, int(n)
+        self.vocab = {w: i for i, w in enumerate(terms)}
+        self._starts, self._docs, self._weights = starts, docs, weights
+        return self
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """(Q, N): the BM25 score of every text for each query; 0 where they share no word."""
