@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -269,6 +270,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
                 "--mine-from",
                 str(tmp / "docs.txt"),
                 *common,
+                *shlex.split(args.embedder_args),  # last, so that they override the flags above
             ]
         )
         == 0
@@ -291,7 +293,8 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
         )
     print(
         f"{'+ mined hard negatives':<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 "
-        f"{m['ndcg@10']:.4f} | {args.hard_epochs:g} epoch(s), train {emb_s:.0f} s (mining included){theirs}",
+        f"{m['ndcg@10']:.4f} | {args.hard_epochs:g} epoch(s){', ' + args.embedder_args if args.embedder_args else ''}, "
+        f"train {emb_s:.0f} s (mining included){theirs}",
         flush=True,
     )
     hybrid_line("+ BM25 (hybrid)", enc, test, base_mrr, dev, dev_name)
@@ -491,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
         help="--beyond: train sentence-transformers' MNRL on the rows bertkit mined and print it beside",
     )
     p.add_argument("--hard-epochs", type=float, default=1.0, help="--beyond: epochs over the mined rows")
+    p.add_argument(
+        "--embedder-args",
+        default="",
+        help="--beyond: more train-embedder flags for the hard-negative run, e.g. '--hard-negatives 3 --symmetric'",
+    )
     p.add_argument(
         "--dev-pairs", type=int, default=300, help="--beyond: training pairs held out to choose the lexical weight"
     )
