@@ -2,6 +2,7 @@
 pre-tokenizer, the fusion against plain numpy, and `search`, `evaluate-embeddings` and `/search`
 giving the same ranking as the library."""
 
+import hashlib
 import json
 import math
 import re
@@ -200,7 +201,7 @@ def test_an_index_keeps_its_bm25_postings_for_its_own_texts_only(news_index):
     assert BM25_FILE in json.loads((folder / MARKER).read_text())["files"]
 
     # the file is what a later load uses: postings saved with doubled weights come back doubled
-    digest = __import__("hashlib").sha256((folder / "texts.jsonl").read_bytes()).hexdigest()
+    digest = hashlib.sha256((folder / "texts.jsonl").read_bytes()).hexdigest()
     doubled = BM25(first.texts)
     doubled._weights = doubled._weights * 2
     doubled.save(folder / BM25_FILE, digest)

@@ -114,11 +114,11 @@ class BM25:
         terms = vocab.split("\n") if vocab else []
         if len(starts) != len(terms) + 1 or len(docs) != len(weights) or (len(docs) and int(docs.max()) >= n):
             return None
-        self = cls.__new__(cls)
-        self.k1, self.b, self.n_texts = k1, b, int(n)
-        self.vocab = {w: i for i, w in enumerate(terms)}
-        self._starts, self._docs, self._weights = starts, docs, weights
-        return self
+        bm25 = cls.__new__(cls)  # the postings as saved: __init__ would tokenize the texts again
+        bm25.k1, bm25.b, bm25.n_texts = k1, b, int(n)
+        bm25.vocab = {w: i for i, w in enumerate(terms)}
+        bm25._starts, bm25._docs, bm25._weights = starts, docs, weights
+        return bm25
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """(Q, N): the BM25 score of every text for each query; 0 where they share no word."""
