@@ -12,7 +12,7 @@ order, AdamW settings, warmup and linear decay as bertkit's Trainer.
     python benchmarks/embeddings.py [--train-size 640] [--max-length 128] [--batch-size 32]
     python benchmarks/embeddings.py --memory     # cached MNRL at batch 256 against MNRL at 32 and 256
     python benchmarks/embeddings.py --wiki       # Wikipedia section retrieval, base MiniLM and BM25
-    python benchmarks/embeddings.py --beyond --train-size 100000 [--no-rerank]
+    python benchmarks/embeddings.py --beyond --train-size 100000 [--no-rerank] [--seeds 3] [--st-counterpart]
         # hybrid search (BM25 + embeddings) from base MiniLM, mined hard negatives, hybrid search from
         # the trained model, then a cross-encoder reranking the top 20
 """
@@ -63,12 +63,20 @@ HYBRID_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 
 def hybrid_line(
-    name: str, encode, test: list[dict[str, str]], base_mrr: float, dev: list[dict[str, str]], dev_name: str
-) -> None:
+    name: str,
+    encode,
+    test: list[dict[str, str]],
+    base_mrr: float,
+    dev: list[dict[str, str]],
+    dev_name: str,
+    theirs=None,
+) -> dict[str, float]:
     """Hybrid search (BM25 fused with the model's embeddings; ``bertkit search --lexical-weight``), its
-    weight chosen on the ``dev`` pairs, never on the test split, and BM25 alone beside it."""
+    weight chosen on the ``dev`` pairs, never on the test split, and BM25 alone beside it; with
+    ``theirs`` (sentence-transformers' encoder of the counterpart model), the same fusion of its
+    embeddings, its weight chosen the same way. Returns the hybrid search's metrics on ``test``."""
 
-    def scorer(rows: list[dict[str, str]]):
+    def scorer(encode, rows: list[dict[str, str]]):
         texts = [r["anchor"] for r in rows], [r["positive"] for r in rows]
         q, c = encode(texts[0]), encode(texts[1])
         ids = [str(i) for i in range(len(rows))]
@@ -77,18 +85,28 @@ def hybrid_line(
             q, ids, c, ids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=w
         )
 
-    on_dev, on_test = scorer(dev), scorer(test)
+    on_dev, on_test = scorer(encode, dev), scorer(encode, test)
     chosen = {w: on_dev(w)["mrr@10"] for w in HYBRID_WEIGHTS}
     w = max(chosen, key=chosen.get)
     m, bm25 = on_test(w), on_test(1.0)
+    st = ""
+    if theirs is not None:
+        their_dev, their_test = scorer(theirs, dev), scorer(theirs, test)
+        their_w = max(HYBRID_WEIGHTS, key=lambda x: their_dev(x)["mrr@10"])
+        t = their_test(their_w)
+        st = (
+            f" | sentence-transformers MRR@10 {t['mrr@10']:.4f} R@1 {t['recall@1']:.4f} nDCG@10 {t['ndcg@10']:.4f}"
+            f", lexical weight {their_w:g}"
+        )
     print(
         f"{name:<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 {m['ndcg@10']:.4f} | "
         f"lexical weight {w:g}, chosen on {dev_name} (MRR@10 there "
         + ", ".join(f"{k:g}: {v:.4f}" for k, v in chosen.items())
         + f"); BM25 alone MRR@10 {bm25['mrr@10']:.4f} R@1 {bm25['recall@1']:.4f}; base MiniLM's error removed: "
-        f"{1 - (1 - m['mrr@10']) / (1 - base_mrr):.0%}",
+        f"{1 - (1 - m['mrr@10']) / (1 - base_mrr):.0%}{st}",
         flush=True,
     )
+    return m
 
 
 def wiki(args: argparse.Namespace) -> None:
@@ -145,9 +163,10 @@ def bertkit_encoder(folder: str, max_length: int):
     return lambda texts: np.asarray(emb.embed(texts))
 
 
-def st_train(train: list[dict], args: argparse.Namespace, out: Path) -> float:
-    """sentence-transformers' MNRL, the Trainer's batches/optimizer/schedule; returns wall seconds. Rows
-    with ``negatives`` (as ``train-embedder`` caches its mined ones) train on (anchor, positive, negative)."""
+def st_train(train: list[dict], args: argparse.Namespace, out: Path, epochs: int = 1) -> float:
+    """sentence-transformers' MNRL, the Trainer's batches/optimizer/schedule over ``epochs`` passes;
+    returns wall seconds. Rows with ``negatives`` (as ``train-embedder`` caches its mined ones) train on
+    (anchor, positive, negative)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
@@ -160,7 +179,11 @@ def st_train(train: list[dict], args: argparse.Namespace, out: Path) -> float:
     loss = MultipleNegativesRankingLoss(model)
     inner = model[0].auto_model
     opt = torch.optim.AdamW(_param_groups(inner, 0.01), lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
-    batches = list(RandomBatchSampler(len(train), args.batch_size, seed=args.seed))
+    sampler = RandomBatchSampler(len(train), args.batch_size, seed=args.seed)
+    batches = []
+    for epoch in range(epochs):  # the Trainer's order: a fresh permutation per epoch
+        sampler.set_epoch(epoch)
+        batches += list(sampler)
     total = len(batches)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _linear_schedule(int(0.1 * total), total))
     model.train()
@@ -223,24 +246,22 @@ def memory(max_length: int) -> None:
     )
 
 
-def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argparse.Namespace, tmp: Path) -> None:
-    """Mined hard negatives, then a cross-encoder trained on them reranking the top 20 (bertkit only).
-    The last ``--dev-pairs`` training pairs are held out of the embedder's training (and of the texts it
-    mines from) and choose the hybrid search's weight: on the pairs it trained on, the embedder looks
-    better than it is, and the choice leans to it."""
+def hard_negatives_stage(
+    train: list[dict[str, str]],
+    test: list[dict[str, str]],
+    base: str,
+    args: argparse.Namespace,
+    tmp: Path,
+    base_mrr: float,
+    dev: list[dict[str, str]],
+    dev_name: str,
+) -> tuple[dict[str, float], float]:
+    """``train-embedder`` from ``base`` with one mined hard negative per pair at ``args.seed``, into
+    ``tmp / hard-SEED``; prints the embedding's line and its hybrid line. Returns (the hybrid metrics,
+    with the embedding's MRR@10 under ``embedding``; train seconds, mining included)."""
     from bertkit.cli import main as bertkit
 
-    dev, train = train[len(train) - args.dev_pairs :], train[: len(train) - args.dev_pairs]
-    dev_name = f"{len(dev)} held-out training pairs"
-    print(f"--beyond: {len(train)} pairs train the embedder; the last {len(dev)} are held out ({dev_name})")
-    (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
-
-    base = str(asset_path("minilm"))
-    base_enc = bertkit_encoder(base, args.max_length)
-    base_mrr = evaluate(base_enc, test)["mrr@10"]
-    print(f"{'base MiniLM':<28} bertkit MRR@10 {base_mrr:.4f} (the error removed below is 1 - this)", flush=True)
-    hybrid_line("base MiniLM + BM25 (hybrid)", base_enc, test, base_mrr, dev, dev_name)
-    (tmp / "docs.txt").write_text("\n".join(r["positive"] for r in train) + "\n", encoding="utf-8")
+    out = tmp / f"hard-{args.seed}"
     t0 = time.perf_counter()
     common = [
         "--batch-size",
@@ -264,7 +285,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
                 "--train",
                 str(tmp / "train.jsonl"),
                 "--output",
-                str(tmp / "hard"),
+                str(out),
                 "--hard-negatives",
                 "1",
                 "--mine-from",
@@ -276,38 +297,86 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
         == 0
     )
     emb_s = time.perf_counter() - t0
-    enc = bertkit_encoder(str(tmp / "hard"), args.max_length)
+    enc = bertkit_encoder(str(out), args.max_length)
     m = evaluate(enc, test)
-    theirs = ""
+    theirs, their_enc = "", None
     if args.st_counterpart:  # sentence-transformers' MNRL on the very rows bertkit mined, same settings
         from sentence_transformers import SentenceTransformer
 
-        mined = [json.loads(x) for x in (tmp / "hard" / "mined-negatives.jsonl").read_text("utf-8").splitlines()]
-        st_s = st_train(mined, args, tmp / "st-hard")
-        st_model = SentenceTransformer(str(tmp / "st-hard"), device="cpu")
+        mined = [json.loads(x) for x in (out / "mined-negatives.jsonl").read_text("utf-8").splitlines()]
+        st_s = st_train(mined, args, tmp / f"st-hard-{args.seed}", round(args.hard_epochs))
+        st_model = SentenceTransformer(str(tmp / f"st-hard-{args.seed}"), device="cpu")
         st_model.max_seq_length = args.max_length
-        t = evaluate(lambda x: st_model.encode(x, batch_size=64), test)
+        their_enc = lambda x: st_model.encode(x, batch_size=64)  # noqa: E731
+        t = evaluate(their_enc, test)
         theirs = (
             f" | sentence-transformers (same mined rows) MRR@10 {t['mrr@10']:.4f} R@1 {t['recall@1']:.4f} "
             f"nDCG@10 {t['ndcg@10']:.4f} | train {st_s:.0f} s (mining not included)"
         )
     print(
         f"{'+ mined hard negatives':<28} bertkit MRR@10 {m['mrr@10']:.4f} R@1 {m['recall@1']:.4f} nDCG@10 "
-        f"{m['ndcg@10']:.4f} | {args.hard_epochs:g} epoch(s){', ' + args.embedder_args if args.embedder_args else ''}, "
+        f"{m['ndcg@10']:.4f} | {args.hard_epochs:g} epoch(s) at lr {args.lr:g}, seed {args.seed}"
+        f"{', ' + args.embedder_args if args.embedder_args else ''}, "
         f"train {emb_s:.0f} s (mining included){theirs}",
         flush=True,
     )
-    hybrid_line("+ BM25 (hybrid)", enc, test, base_mrr, dev, dev_name)
+    h = hybrid_line("+ BM25 (hybrid)", enc, test, base_mrr, dev, dev_name, their_enc)
+    return {**h, "embedding": m["mrr@10"]}, emb_s
+
+
+def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argparse.Namespace, tmp: Path) -> None:
+    """Mined hard negatives, then a cross-encoder trained on them reranking the top 20 (bertkit only).
+    The last ``--dev-pairs`` training pairs are held out of the embedder's training (and of the texts it
+    mines from) and choose the hybrid search's weight: on the pairs it trained on, the embedder looks
+    better than it is, and the choice leans to it."""
+    from bertkit.cli import main as bertkit
+
+    dev, train = train[len(train) - args.dev_pairs :], train[: len(train) - args.dev_pairs]
+    dev_name = f"{len(dev)} held-out training pairs"
+    print(f"--beyond: {len(train)} pairs train the embedder; the last {len(dev)} are held out ({dev_name})")
+    (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
+
+    base = str(asset_path("minilm"))
+    base_enc = bertkit_encoder(base, args.max_length)
+    base_mrr = evaluate(base_enc, test)["mrr@10"]
+    print(f"{'base MiniLM':<28} bertkit MRR@10 {base_mrr:.4f} (the error removed below is 1 - this)", flush=True)
+    their_base = None
+    if args.st_counterpart:
+        from sentence_transformers import SentenceTransformer
+
+        st_base = SentenceTransformer(base, device="cpu")
+        st_base.max_seq_length = args.max_length
+        their_base = lambda x: st_base.encode(x, batch_size=64)  # noqa: E731
+        print(f"{'':<28} sentence-transformers MRR@10 {evaluate(their_base, test)['mrr@10']:.4f}", flush=True)
+    hybrid_line("base MiniLM + BM25 (hybrid)", base_enc, test, base_mrr, dev, dev_name, their_base)
+    held = base_mrr, dev, dev_name
+    (tmp / "docs.txt").write_text("\n".join(r["positive"] for r in train) + "\n", encoding="utf-8")
+    # Each seed is another batch order over the same mined rows; the reranker starts from the first's.
+    runs = [
+        hard_negatives_stage(
+            train, test, base, argparse.Namespace(**{**vars(args), "seed": seed, "lr": args.hard_lr}), tmp, *held
+        )
+        for seed in range(args.seed, args.seed + args.seeds)
+    ]
+    found, emb_s = [m for m, _ in runs], runs[0][1]
+    if args.seeds > 1:
+        print(
+            f"{'mean of ' + str(args.seeds) + ' seeds':<28} bertkit MRR@10 embedding {_mean_sd(found, 'embedding')}, "
+            f"+ BM25 {_mean_sd(found, 'mrr@10')} | base MiniLM's error removed: "
+            f"{1 - (1 - np.mean([m['mrr@10'] for m in found])) / (1 - base_mrr):.0%} (mean ± sample std)",
+            flush=True,
+        )
     if args.no_rerank:
         return
+    enc = bertkit_encoder(str(tmp / f"hard-{args.seed}"), args.max_length)
     # Listwise groups: each training query's positive and rerank_group - 1 hard negatives, mined by base
     # MiniLM or by the trained embedder (whose negatives are harder, and which the reranker then reranks).
     t0 = time.perf_counter()
-    miner = base if args.rerank_mine_with == "base" else str(tmp / "hard")
+    miner = base if args.rerank_mine_with == "base" else str(tmp / f"hard-{args.seed}")
     ce_rows = reranker_rows(pairs("train")[: args.rerank_train_size], miner, args)
     (tmp / "rerank.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ce_rows), encoding="utf-8")
     mine_s = time.perf_counter() - t0
-    start = base if args.rerank_from == "base" else str(tmp / "hard")
+    start = base if args.rerank_from == "base" else str(tmp / f"hard-{args.seed}")
     ce_cmd = ["train-reranker", "--model", start, "--train", str(tmp / "rerank.jsonl"), "--output", str(tmp / "ce")]
     ce_cmd += ["--loss", "listwise", "--group-size", str(args.rerank_group), "--batch-size", "8"]
     ce_cmd += ["--max-length", str(args.max_length), "--lr", str(args.rerank_lr), "--seed", str(args.seed)]
@@ -470,7 +539,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seeds", type=int, default=1, help="train the MNRL pair with N seeds and print mean ± std")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="train with N seeds (the MNRL pair, or --beyond's hard-negative run) and print mean ± std",
+    )
     p.add_argument("--memory", action="store_true", help="only the GradCache memory comparison")
     p.add_argument("--beyond", action="store_true", help="only the hard-negative + reranker pipeline")
     p.add_argument("--wiki", action="store_true", help="only Wikipedia section retrieval")
@@ -493,7 +567,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="--beyond: train sentence-transformers' MNRL on the rows bertkit mined and print it beside",
     )
-    p.add_argument("--hard-epochs", type=float, default=1.0, help="--beyond: epochs over the mined rows")
+    p.add_argument("--hard-epochs", type=float, default=2.0, help="--beyond: epochs over the mined rows")
+    p.add_argument(
+        "--hard-lr",
+        type=float,
+        default=5e-5,
+        help="--beyond: the hard-negative run's peak lr (--lr, sentence-transformers' default, is the MNRL pair's)",
+    )
     p.add_argument(
         "--embedder-args",
         default="",
@@ -506,8 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.beyond and not 0 < args.dev_pairs < args.train_size:
         p.error("--dev-pairs must hold out at least one training pair and leave some to train on")
-    if args.st_counterpart and args.hard_epochs != 1:
-        p.error("--st-counterpart trains sentence-transformers for one epoch: leave --hard-epochs at 1")
+    if args.st_counterpart and args.hard_epochs != round(args.hard_epochs):
+        p.error("--st-counterpart trains sentence-transformers over whole epochs: give --hard-epochs as 1, 2, ...")
     if args.memory_child:
         memory_child(args.memory_child, args.max_length)
         return 0
@@ -525,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"BBC first sentence -> rest of article: {len(train)} training pairs, {len(test)} held-out articles "
         f"({copies} of them have an exact copy in the split, which counts as relevant too), "
-        f"max_length {args.max_length}, batch {args.batch_size}, 1 epoch, seed {args.seed}, "
+        f"max_length {args.max_length}, batch {args.batch_size}{'' if args.beyond else ', 1 epoch'}, seed {args.seed}, "
         f"{torch.get_num_threads()} threads",
         flush=True,
     )
