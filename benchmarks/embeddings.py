@@ -325,10 +325,11 @@ def hard_negatives_stage(
 
 
 def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argparse.Namespace, tmp: Path) -> None:
-    """Mined hard negatives, then a cross-encoder trained on them reranking the top 20 (bertkit only).
-    The last ``--dev-pairs`` training pairs are held out of the embedder's training (and of the texts it
-    mines from) and choose the hybrid search's weight: on the pairs it trained on, the embedder looks
-    better than it is, and the choice leans to it."""
+    """Hybrid search from base MiniLM; mined hard negatives (``--seeds`` runs) and hybrid search from the
+    trained embedder; then a cross-encoder trained on mined negatives reranking the top 20. The last
+    ``--dev-pairs`` training pairs are held out of the embedder's training (and of the texts it mines
+    from) and choose the hybrid search's weight: on the pairs it trained on, the embedder looks better
+    than it is, and the choice leans to it."""
     from bertkit.cli import main as bertkit
 
     dev, train = train[len(train) - args.dev_pairs :], train[: len(train) - args.dev_pairs]
