@@ -26,6 +26,7 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -85,14 +86,16 @@ def hybrid_line(
             q, ids, c, ids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=w
         )
 
-    on_dev, on_test = scorer(encode, dev), scorer(encode, test)
-    chosen = {w: on_dev(w)["mrr@10"] for w in HYBRID_WEIGHTS}
-    w = max(chosen, key=chosen.get)
+    def chosen_on_dev(encode) -> tuple[float, dict[float, float], Callable[[float], dict[str, float]]]:
+        on_dev = scorer(encode, dev)
+        chosen = {w: on_dev(w)["mrr@10"] for w in HYBRID_WEIGHTS}
+        return max(chosen, key=chosen.get), chosen, scorer(encode, test)
+
+    w, chosen, on_test = chosen_on_dev(encode)
     m, bm25 = on_test(w), on_test(1.0)
     st = ""
     if theirs is not None:
-        their_dev, their_test = scorer(theirs, dev), scorer(theirs, test)
-        their_w = max(HYBRID_WEIGHTS, key=lambda x: their_dev(x)["mrr@10"])
+        their_w, _, their_test = chosen_on_dev(theirs)
         t = their_test(their_w)
         st = (
             f" | sentence-transformers MRR@10 {t['mrr@10']:.4f} R@1 {t['recall@1']:.4f} nDCG@10 {t['ndcg@10']:.4f}"
@@ -113,19 +116,15 @@ def wiki(args: argparse.Namespace) -> None:
     """Wikipedia section retrieval ("Article: Section" -> the section's prose, the `wiki-sections`
     asset): base MiniLM in both libraries, BM25 alone and hybrid search. There is no training split,
     so every lexical weight tried is printed, none chosen."""
-    from sentence_transformers import SentenceTransformer
-
     from bertkit.search.evaluation import read_beir, read_qrels
 
     queries, corpus = read_beir(asset_path("wiki-sections-queries")), read_beir(asset_path("wiki-sections-corpus"))
     qrels = read_qrels(asset_path("wiki-sections-qrels"), queries, corpus)
     qids, cids = list(queries), list(corpus)
     qt, ct = [queries[i] for i in qids], [corpus[i] for i in cids]
-    st_model = SentenceTransformer(str(asset_path("minilm")), device="cpu")
-    st_model.max_seq_length = args.max_length
     encoders = {
         "bertkit": bertkit_encoder(str(asset_path("minilm")), args.max_length),
-        "sentence-transformers": lambda t: st_model.encode(t, batch_size=64),
+        "sentence-transformers": st_encoder(str(asset_path("minilm")), args.max_length),
     }
     print(
         f"Wikipedia sections: {len(qids)} queries ('Article: Section') over {len(cids)} passages (the "
@@ -161,6 +160,16 @@ def bertkit_encoder(folder: str, max_length: int):
 
     emb = pipeline("sentence-embedding", model=folder, dtype="fp32", max_length=max_length, truncation="cut")
     return lambda texts: np.asarray(emb.embed(texts))
+
+
+def st_encoder(folder: str, max_length: int):
+    """sentence-transformers' encoder of ``folder`` at ``max_length`` tokens, answering like
+    :func:`bertkit_encoder`."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(folder, device="cpu")
+    model.max_seq_length = max_length
+    return lambda texts: model.encode(texts, batch_size=64)
 
 
 def st_train(train: list[dict], args: argparse.Namespace, out: Path, epochs: int = 1) -> float:
@@ -301,13 +310,9 @@ def hard_negatives_stage(
     m = evaluate(enc, test)
     theirs, their_enc = "", None
     if args.st_counterpart:  # sentence-transformers' MNRL on the very rows bertkit mined, same settings
-        from sentence_transformers import SentenceTransformer
-
         mined = [json.loads(x) for x in (out / "mined-negatives.jsonl").read_text("utf-8").splitlines()]
         st_s = st_train(mined, args, tmp / f"st-hard-{args.seed}", round(args.hard_epochs))
-        st_model = SentenceTransformer(str(tmp / f"st-hard-{args.seed}"), device="cpu")
-        st_model.max_seq_length = args.max_length
-        their_enc = lambda x: st_model.encode(x, batch_size=64)  # noqa: E731
+        their_enc = st_encoder(str(tmp / f"st-hard-{args.seed}"), args.max_length)
         t = evaluate(their_enc, test)
         theirs = (
             f" | sentence-transformers (same mined rows) MRR@10 {t['mrr@10']:.4f} R@1 {t['recall@1']:.4f} "
@@ -343,11 +348,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     print(f"{'base MiniLM':<28} bertkit MRR@10 {base_mrr:.4f} (the error removed below is 1 - this)", flush=True)
     their_base = None
     if args.st_counterpart:
-        from sentence_transformers import SentenceTransformer
-
-        st_base = SentenceTransformer(base, device="cpu")
-        st_base.max_seq_length = args.max_length
-        their_base = lambda x: st_base.encode(x, batch_size=64)  # noqa: E731
+        their_base = st_encoder(base, args.max_length)
         print(f"{'':<28} sentence-transformers MRR@10 {evaluate(their_base, test)['mrr@10']:.4f}", flush=True)
     hybrid_line("base MiniLM + BM25 (hybrid)", base_enc, test, base_mrr, dev, dev_name, their_base)
     held = base_mrr, dev, dev_name
@@ -511,8 +512,6 @@ def _mean_sd(rows: list[dict], key: str) -> str:
 def mnrl_pair(train: list[dict], test: list[dict], args: argparse.Namespace) -> tuple[dict, dict, tuple[float, float]]:
     """MNRL for one epoch with bertkit and with sentence-transformers at ``args.seed``: both sides'
     retrieval metrics and train wall seconds."""
-    from sentence_transformers import SentenceTransformer
-
     from bertkit.cli import main as bertkit
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -527,9 +526,8 @@ def mnrl_pair(train: list[dict], test: list[dict], args: argparse.Namespace) -> 
             raise SystemExit("train-embedder failed")
         ours_s = time.perf_counter() - t0
         theirs_s = st_train(train, args, tmp / "theirs")
-        st_model = SentenceTransformer(str(tmp / "theirs"), device="cpu")
         ours = evaluate(bertkit_encoder(str(tmp / "ours"), args.max_length), test)
-        theirs = evaluate(lambda t: st_model.encode(t, batch_size=64), test)
+        theirs = evaluate(st_encoder(str(tmp / "theirs"), args.max_length), test)
     return ours, theirs, (ours_s, theirs_s)
 
 
@@ -595,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory:
         memory(args.max_length)
         return 0
-    from sentence_transformers import SentenceTransformer
+    import sentence_transformers  # noqa: F401  (the reference: a machine without it stops here, not mid-run)
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     if args.wiki:
@@ -624,12 +622,10 @@ def main(argv: list[str] | None = None) -> int:
             beyond(train, test, args, Path(tmp))
         return 0
     base = str(asset_path("minilm"))
-    st_base = SentenceTransformer(base, device="cpu")
-    st_base.max_seq_length = args.max_length
     line(
         "base MiniLM",
         evaluate(bertkit_encoder(base, args.max_length), test),
-        evaluate(lambda t: st_base.encode(t, batch_size=64), test),
+        evaluate(st_encoder(base, args.max_length), test),
     )
     ours, theirs, walls = [], [], []
     for k in range(args.seeds):
