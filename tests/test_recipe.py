@@ -6,6 +6,8 @@
   --resume in phase 2, from that checkpoint: phase 1 is not run again, and the finished OUTPUT is
   the final model (it loads in transformers).
 * Settings the recipe chooses cannot also be given.
+* --recipe-schedule single: one learning-rate decay across both phases, phase 2 continuing it from
+  where phase 1 stopped (phase 1 ends above 0, phase 2 ends at 0).
 """
 
 from __future__ import annotations
@@ -36,6 +38,17 @@ def test_cpu_hour_schedule():
     assert {p.objective for p in cpu_hour_phases(60, "electra")} == {"electra"}
     with pytest.raises(ValueError, match="positive"):
         cpu_hour_phases(0)
+    s1, s2 = cpu_hour_phases(60, schedule="single")
+    assert (s1.lr, s2.lr, s1.minutes, s2.minutes) == (1e-3, 1e-3, p1.minutes, p2.minutes)  # one peak
+
+
+def test_recipe_schedule_needs_a_recipe():
+    from bertkit.training.mlm import PretrainingArguments
+
+    with pytest.raises(ValueError, match="--recipe-schedule single schedules a --recipe's phases; give --recipe"):
+        PretrainingArguments(output="o", recipe_schedule="single")
+    with pytest.raises(ValueError, match="recipe_schedule"):
+        PretrainingArguments(output="o", recipe="cpu-hour", recipe_schedule="cosine")
 
 
 def test_recipe_masks_its_own_rate_unless_one_is_given():
@@ -166,6 +179,45 @@ def test_electra_recipe_leaves_discriminator_and_generator(tmp_path, corpus):
         d = transformers.ElectraForPreTraining.from_pretrained(out).eval()(**enc).logits
         g = transformers.ElectraForMaskedLM.from_pretrained(out / "generator").eval()(**enc).logits
     assert d.shape == enc["input_ids"].shape and g.shape[-1] == tok.vocab_size
+
+
+@pytest.mark.slow
+def test_single_schedule_spans_both_phases(tmp_path, corpus):
+    """Phase 1 decays from the peak towards 0 at the end of the whole budget and stops above it;
+    phase 2, after its short warmup, follows the same line from the minutes phase 1 used to 0."""
+    env = {**os.environ, "BERTKIT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "run"
+    cmd = _cmd(corpus, out, "--recipe-schedule", "single")
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    state = json.loads((out / "recipe.json").read_text())
+    assert state["schedule"] == "single" and [p["lr"] for p in state["phases"]] == [1e-3, 1e-3]
+    total = 60 * state["max_minutes"]
+
+    def lr_rows(phase: str) -> list[dict]:
+        rows = [json.loads(l) for l in (out / phase / "metrics.jsonl").read_text().splitlines() if l.strip()]
+        return [x for x in rows if "lr" in x]
+
+    one, two = lr_rows("phase1"), lr_rows("phase2")
+    used = 60 * state["done"]["phase1"]
+    warm1 = state["phases"][0]["max_steps"] // 10  # the recipe caps each warmup at a tenth of the phase
+
+    def follows_the_line(rows: list[dict], start: float) -> None:
+        # The scheduler sets a step's lr after the step before it, from the clock read at that
+        # step's top: between the training time two rows back and the row's own (a slow step on a
+        # busy machine spans seconds).
+        for before, x in zip(rows, rows[2:]):
+            line = [1e-3 * (1 - (start + t) / total) for t in (x["train_seconds"], before["train_seconds"])]
+            assert line[0] - 1e-5 <= x["lr"] <= line[1] + 1e-5, (x, line)
+
+    follows_the_line(one[warm1:], 0.0)
+    assert one[-1]["lr"] > 1e-3 * (1 - used / total) - 5e-5 > 2e-4  # phase 1 stops above 0
+    warm2 = state["phases"][1]["max_steps"] // 10
+    if warm2 > 1:  # a fresh optimizer warms up again, up to the line
+        assert two[0]["lr"] < 1e-3 * (1 - used / total) - 5e-5
+    assert all(x["lr"] <= 1e-3 * (1 - used / total) + 5e-5 for x in two)
+    follows_the_line(two[warm2:], used)
+    assert used + two[-1]["train_seconds"] >= total  # phase 2 runs to the budget's end, where the line is 0
 
 
 def test_recipe_refuses_settings_it_chooses(tmp_path, corpus):

@@ -267,6 +267,26 @@ def test_time_schedule_decays_over_the_time_budget_and_resumes(tmp_path):
         TrainingArguments(schedule="cosine", max_minutes=1)
 
 
+def test_time_schedule_can_be_the_later_part_of_a_longer_one(tmp_path):
+    """schedule_minutes and schedule_offset_minutes: the run is minutes [offset, offset + max_minutes)
+    of a decay that reaches 0 at schedule_minutes, so its lr after warmup is peak x (1 - (offset +
+    training minutes) / schedule_minutes) and it stops at max_minutes with the lr still above 0."""
+    kw = dict(max_steps=100_000, max_minutes=0.04, schedule="time", warmup_steps=3, lr=1e-2, save_every=0)
+    torch.manual_seed(0)
+    cfg = _cfg(tmp_path, schedule_minutes=0.1, schedule_offset_minutes=0.05, **kw)
+    Trainer(Regressor(), cfg, _data(n=4096), loss_fn=_slow_loss).train()
+    rows = [r for r in _rows(tmp_path / "out") if "lr" in r]
+    assert len(rows) > 10 and rows[-1]["train_seconds"] >= 60 * 0.04
+    assert rows[0]["lr"] == pytest.approx(1e-2 / 3, rel=0.05)  # the warmup's first step
+    for r in rows[3:]:
+        assert r["lr"] == pytest.approx(1e-2 * (1 - (3.0 + r["train_seconds"]) / 6.0), abs=1e-3)
+    assert rows[-1]["lr"] > 1e-3  # a part of the schedule: this run ends well above 0
+    with pytest.raises(ValueError, match="schedule_offset_minutes=0.1 must fall inside a time schedule"):
+        TrainingArguments(schedule="time", max_minutes=1, schedule_minutes=0.1, schedule_offset_minutes=0.1)
+    with pytest.raises(ValueError, match="schedule_offset_minutes"):
+        TrainingArguments(schedule_offset_minutes=1)  # a step schedule has no minutes to skip
+
+
 def test_bad_config_values():
     with pytest.raises(ValueError, match="precision"):
         TrainingArguments(precision="fp8")

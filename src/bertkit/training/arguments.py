@@ -79,6 +79,22 @@ class TrainingArguments:
         "at --max-minutes of training, so the whole time budget is used whatever the "
         "speed (--max-steps then only caps the run)",
     )
+    # A time schedule may be one part of a longer one (a recipe's phases under one decay): the
+    # decay then reaches 0 at schedule_minutes and this run starts schedule_offset_minutes into it.
+    schedule_minutes: float | None = setting(
+        None,
+        type=A.positive_float,
+        cli=False,
+        same_on_resume=False,
+        help="schedule 'time': the lr reaches 0 after this many minutes of the schedule (default max_minutes)",
+    )
+    schedule_offset_minutes: float = setting(
+        0.0,
+        type=A.nonnegative_float,
+        cli=False,
+        same_on_resume=False,
+        help="schedule 'time': minutes of the schedule spent before this run, which starts there",
+    )
     batch_size: int = setting(32, type=A.positive_int, group=TRAINING_GROUP, help="examples per process and micro-step")
     grad_accum_steps: int = setting(
         1, type=A.positive_int, group=TRAINING_GROUP, help="micro-batches per optimizer step (gradient accumulation)"
@@ -181,6 +197,14 @@ class TrainingArguments:
         if self.schedule == "time" and self.max_minutes is None:
             raise ValueError(
                 "schedule 'time' decays the learning rate over max_minutes (--max-minutes); give max_minutes"
+            )
+        span = self.schedule_minutes if self.schedule_minutes is not None else self.max_minutes
+        if self.schedule_offset_minutes and (
+            self.schedule != "time" or span is None or self.schedule_offset_minutes >= span
+        ):
+            raise ValueError(
+                f"schedule_offset_minutes={self.schedule_offset_minutes:g} must fall inside a time schedule "
+                f"(schedule 'time', schedule_minutes or max_minutes above it; got {span})"
             )
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
 

@@ -25,6 +25,7 @@ __all__ = [
     "MASK_RATE",
     "PRETRAIN_OUTPUTS",
     "RECIPES",
+    "RECIPE_SCHEDULES",
     "PretrainingArguments",
     "build_pretraining",
     "evaluate_pretraining",
@@ -36,6 +37,7 @@ __all__ = [
 
 
 RECIPES = ("cpu-hour",)  # whole schedules chosen from a time budget (bertkit.training.recipes)
+RECIPE_SCHEDULES = ("phases", "single")  # how a recipe's learning rate spans its phases
 
 
 # The masked fraction of a plain run when --mask-rate is not given (BERT's); a recipe may choose its own.
@@ -151,11 +153,21 @@ class PretrainingArguments(TrainingArguments):
         "as one job that --resume continues in the phase where it stopped; OUTPUT is "
         "the final model",
     )
+    recipe_schedule: str = setting(
+        "phases",
+        choices=RECIPE_SCHEDULES,
+        group=TRAINING_GROUP,
+        help="--recipe: phases: each phase warms up and decays its own learning rate to 0; single: "
+        "one linear decay from phase 1's peak to 0 at the end of the budget, which phase 2 "
+        "continues where phase 1 left it (after a short warmup of its fresh optimizer)",
+    )
     max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
     lr: float = redefault(TrainingArguments, "lr", 1e-4)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.recipe_schedule != "phases" and not self.recipe:
+            raise ValueError(f"--recipe-schedule {self.recipe_schedule} schedules a --recipe's phases; give --recipe")
         from bertkit.training.objectives import check_objective_args
 
         check_objective_args(self)

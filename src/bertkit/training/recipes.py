@@ -17,10 +17,14 @@ objective masks :data:`RECIPE_MASK_RATE` (30%) of the tokens unless ``--mask-rat
 ``mlm+nsp`` phase 1 is MLM alone on single segments and phase 2 adds NSP, as before NSP was dropped.
 
 Phase 1 gets 60% of the budget and phase 2 the rest (phase 2 climbs fast from phase 1's weights:
-32% held-out MLM accuracy after 8.6 minutes in the measured run). Each phase's learning rate
-decays linearly to 0 over the phase's training minutes (the Trainer's ``schedule="time"``), so a
-phase ends on time with a decayed learning rate however fast the machine runs, and a machine that
-slows down under load still finishes its schedule. The throughput measured before training (a few
+32% held-out MLM accuracy after 8.6 minutes in the measured run). With ``--recipe-schedule phases``
+(the default) each phase's learning rate warms up and decays linearly to 0 over the phase's
+training minutes (the Trainer's ``schedule="time"``), so a phase ends on time with a decayed
+learning rate however fast the machine runs, and a machine that slows down under load still
+finishes its schedule. ``--recipe-schedule single`` runs one decay instead, from phase 1's peak to
+0 at the end of the whole budget: phase 2 continues it from where phase 1 stopped, after a short
+warmup of its fresh optimizer (the two phases train different heads, so there is no one optimizer
+state to carry over). The throughput measured before training (a few
 steps of each phase's shape) only sizes the warmup, the evaluation and checkpoint intervals and a
 step cap far above what the budget allows.
 
@@ -102,9 +106,9 @@ class Phase:
     save_every: int = 0
 
 
-def cpu_hour_phases(minutes: float, objective: str = RECIPE_OBJECTIVE) -> list[Phase]:
+def cpu_hour_phases(minutes: float, objective: str = RECIPE_OBJECTIVE, schedule: str = "phases") -> list[Phase]:
     """The cpu-hour schedule of ``objective`` for a budget of ``minutes`` of training (step counts
-    not yet set)."""
+    not yet set). Under ``schedule="single"`` phase 2's ``lr`` is the one decay's peak, phase 1's."""
     if minutes <= 0:
         raise ValueError(f"the time budget must be positive, got {minutes} minutes")
     first = 0.6 * minutes
@@ -113,9 +117,19 @@ def cpu_hour_phases(minutes: float, objective: str = RECIPE_OBJECTIVE) -> list[P
     # on contiguous 32-token windows two runs were still on the plateau after 18 minutes, where
     # single segments leave it within 7.
     early = "mlm+nsp" if objective in ("mlm", "mlm+nsp") else objective
+    peak = 1e-3
     return [
-        Phase("phase1", first, seq_len=32, batch_size=64, lr=1e-3, warmup_steps=300, nsp=False, objective=early),
-        Phase("phase2", minutes - first, 128, 32, lr=5e-4, warmup_steps=100, nsp=nsp, objective=objective),
+        Phase("phase1", first, seq_len=32, batch_size=64, lr=peak, warmup_steps=300, nsp=False, objective=early),
+        Phase(
+            "phase2",
+            minutes - first,
+            128,
+            32,
+            lr=peak if schedule == "single" else 5e-4,
+            warmup_steps=100,
+            nsp=nsp,
+            objective=objective,
+        ),
     ]
 
 
@@ -165,7 +179,11 @@ def _objective_name(ph: Phase) -> str:
     return ("MLM + NSP" if ph.nsp else "MLM") if ph.objective in ("mlm", "mlm+nsp") else ph.objective.upper()
 
 
-def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minutes: float) -> Any:
+def _phase_args(
+    args: Any, phase: Phase, output: Path, model: str | None, minutes: float, span: tuple[float, float] | None = None
+) -> Any:
+    """The arguments of one phase's `bertkit pretrain`; ``span``: (minutes of the one schedule
+    already spent, its whole length) under a single schedule."""
     fields = {
         "seq_len": phase.seq_len,
         "batch_size": phase.batch_size,
@@ -176,6 +194,9 @@ def _phase_args(args: Any, phase: Phase, output: Path, model: str | None, minute
         "max_steps": 10 * phase.max_steps,
         "max_minutes": minutes,
         "schedule": "time",
+        "schedule_offset_minutes": span[0] if span else 0.0,
+        "schedule_minutes": span[1] if span else None,
+        "recipe_schedule": "phases",
         "no_nsp": not phase.nsp,
         "objective": phase.objective,
         "eval_every": phase.eval_every,
@@ -195,7 +216,13 @@ def _plan(args: Any) -> dict[str, Any]:
     """Choose the phases' step counts from the measured throughput (the first start only)."""
     from bertkit.training.objectives import build_objective
 
-    phases = cpu_hour_phases(args.max_minutes, recipe_objective(args))
+    phases = cpu_hour_phases(args.max_minutes, recipe_objective(args), args.recipe_schedule)
+    if args.recipe_schedule == "single":
+        print(
+            f"recipe cpu-hour: one learning-rate schedule: warmup, then a linear decay from "
+            f"{phases[0].lr:g} to 0 at {args.max_minutes:g} training minutes across both phases",
+            file=sys.stderr,
+        )
     for ph in phases:
         parts = build_objective(
             dataclasses.replace(args, seq_len=ph.seq_len, no_nsp=not ph.nsp, objective=ph.objective, model=None)
@@ -214,6 +241,7 @@ def _plan(args: Any) -> dict[str, Any]:
         "recipe": "cpu-hour",
         "max_minutes": args.max_minutes,
         "mask_prob": args.mask_prob,
+        "schedule": args.recipe_schedule,
         "phases": [dataclasses.asdict(p) for p in phases],
         "done": {},
     }
@@ -283,7 +311,9 @@ def _run_phases(args: Any, rank: int, claim: Any, state: dict[str, Any]) -> Any:
                 f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
                 file=sys.stderr,
             )
-        result = train_mlm(_phase_args(args, ph, folder, model_dir, minutes))
+        # One schedule: each phase is the part of it that starts where the earlier phases stopped.
+        span = (used, float(state["max_minutes"])) if state.get("schedule") == "single" else None
+        result = train_mlm(_phase_args(args, ph, folder, model_dir, minutes, span))
         # Every rank reads the same value: rank 0 wrote the metrics before the Trainer's last barrier.
         spent = _train_minutes(folder)
         state["done"][ph.name] = spent
@@ -321,6 +351,8 @@ def _claim_and_plan(args: Any) -> tuple[Any, dict[str, Any]]:
         "objective": recipe_objective(args),
         "mask_prob": args.mask_prob,
     }
+    if args.recipe_schedule != "phases":  # runs of the default schedule keep the identity they had
+        run["recipe_schedule"] = args.recipe_schedule
     claim = claim_output_dir(
         out,
         "pretrain",

@@ -34,7 +34,8 @@ the run after that much training wall time (evaluation and checkpointing exclude
 resumes). With ``schedule="time"`` the learning rate decays to 0 over ``max_minutes`` of
 training time instead of over ``max_steps`` (which then only caps the run), so a run sized by a
 time budget uses all of it and ends with a decayed learning rate however fast the machine turns
-out to be. Evaluation every ``eval_every``
+out to be (``schedule_minutes`` and ``schedule_offset_minutes`` make the run one part of a longer
+such decay, as a recipe's phases under one schedule). Evaluation every ``eval_every``
 steps and/or at the end of every epoch (``eval_each_epoch``); the returned dict is logged with an
 ``eval_`` prefix; the final weights are always evaluated once at the end. With ``best_metric`` the
 best model is kept in ``OUTPUT/best`` and ``patience`` evaluations without improvement stop the run.
@@ -360,13 +361,15 @@ class Trainer:
         warmup = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
         self.warmup_steps = warmup
         if config.schedule == "time":
-            budget = 60.0 * config.max_minutes  # type: ignore[operator]
+            span = config.schedule_minutes if config.schedule_minutes is not None else config.max_minutes
+            budget = 60.0 * span  # type: ignore[operator]
+            offset = 60.0 * config.schedule_offset_minutes  # a later part of a longer schedule starts there
             by_steps = _linear_schedule(warmup, 1 << 62)  # the warmup part only
             # min(): warmup by steps, then the linear decay by training time; no state beyond the
             # elapsed time, which resume restores. The time is the clock read at the top of the
             # step, which under DDP is one value for all ranks: each rank's own clock would give
             # each its own learning rate, and the replicas' weights would drift apart.
-            lr_lambda = lambda step: min(by_steps(step), max(0.0, 1.0 - self._clock / budget))  # noqa: E731
+            lr_lambda = lambda step: min(by_steps(step), max(0.0, 1.0 - (offset + self._clock) / budget))  # noqa: E731
         else:
             lr_lambda = _linear_schedule(warmup, self.total_steps)
         self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
