@@ -311,8 +311,9 @@ def _run_phases(args: Any, rank: int, claim: Any, state: dict[str, Any]) -> Any:
                 f"recipe {args.recipe}: {ph.name} ({minutes:.1f} training minutes, about {ph.max_steps} steps)",
                 file=sys.stderr,
             )
-        # One schedule: each phase is the part of it that starts where the earlier phases stopped.
-        span = (used, float(state["max_minutes"])) if state.get("schedule") == "single" else None
+        # One schedule: each phase is the part of it that starts where the earlier phases stopped
+        # (stretched to this phase's end should the earlier ones have overrun the whole budget).
+        span = (used, max(float(state["max_minutes"]), used + minutes)) if state.get("schedule") == "single" else None
         result = train_mlm(_phase_args(args, ph, folder, model_dir, minutes, span))
         # Every rank reads the same value: rank 0 wrote the metrics before the Trainer's last barrier.
         spent = _train_minutes(folder)
