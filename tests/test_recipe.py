@@ -200,7 +200,8 @@ def test_single_schedule_spans_both_phases(tmp_path, corpus):
 
     one, two = lr_rows("phase1"), lr_rows("phase2")
     used = 60 * state["done"]["phase1"]
-    warm1 = min(300, max(1, state["phases"][0]["max_steps"] // 10))  # the recipe caps each warmup at a tenth
+    p1, p2 = state["phases"]
+    warm1 = min(p1["warmup_steps"], max(1, p1["max_steps"] // 10))  # the recipe caps each warmup at a tenth
 
     def follows_the_line(rows: list[dict], start: float) -> None:
         # The scheduler sets a step's lr after the step before it, from the clock read at that
@@ -212,7 +213,7 @@ def test_single_schedule_spans_both_phases(tmp_path, corpus):
 
     follows_the_line(one[warm1:], 0.0)
     assert one[-1]["lr"] > 1e-3 * (1 - used / total) - 5e-5 > 2e-4  # phase 1 stops above 0
-    warm2 = min(100, max(1, state["phases"][1]["max_steps"] // 10))
+    warm2 = min(p2["warmup_steps"], max(1, p2["max_steps"] // 10))
     # A fresh optimizer warms up again, up to the line: its first step at 1/warm2 of the peak at most.
     assert two[0]["lr"] == pytest.approx(1e-3 * min(1 / warm2, 1 - used / total), abs=1e-6)
     assert all(x["lr"] <= 1e-3 * (1 - used / total) + 5e-5 for x in two)

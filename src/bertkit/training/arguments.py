@@ -198,7 +198,7 @@ class TrainingArguments:
             raise ValueError(
                 "schedule 'time' decays the learning rate over max_minutes (--max-minutes); give max_minutes"
             )
-        span = self.schedule_minutes if self.schedule_minutes is not None else self.max_minutes
+        span = self.schedule_span_minutes
         if self.schedule_offset_minutes and (
             self.schedule != "time" or span is None or self.schedule_offset_minutes >= span
         ):
@@ -207,6 +207,12 @@ class TrainingArguments:
                 f"(schedule 'time', schedule_minutes or max_minutes above it; got {span})"
             )
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
+
+    @property
+    def schedule_span_minutes(self) -> float | None:
+        """Minutes after which a time schedule's learning rate reaches 0: ``schedule_minutes``, else
+        ``max_minutes``."""
+        return self.schedule_minutes if self.schedule_minutes is not None else self.max_minutes
 
     def resume_settings(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (see ``same_on_resume``)."""

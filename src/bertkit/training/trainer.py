@@ -361,8 +361,7 @@ class Trainer:
         warmup = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
         self.warmup_steps = warmup
         if config.schedule == "time":
-            span = config.schedule_minutes if config.schedule_minutes is not None else config.max_minutes
-            budget = 60.0 * span  # type: ignore[operator]
+            budget = 60.0 * config.schedule_span_minutes  # type: ignore[operator]
             offset = 60.0 * config.schedule_offset_minutes  # a later part of a longer schedule starts there
             by_steps = _linear_schedule(warmup, 1 << 62)  # the warmup part only
             # min(): warmup by steps, then the linear decay by training time; no state beyond the
