@@ -119,6 +119,8 @@ def _args(d: Path, out: str, batch: int) -> list[str]:
 def _launch(program: list[str], env: dict, ranks: int = 2) -> subprocess.CompletedProcess:
     """``program`` (``-m module ...`` or ``script.py ...``) under torchrun with ``ranks`` processes, or
     in plain Python for one."""
+    # These tests are of CPU DDP over gloo: on a machine with GPUs the ranks would otherwise take them.
+    env = {**env, "CUDA_VISIBLE_DEVICES": ""}
     launcher = (
         [
             *_torchrun(),
@@ -321,3 +323,20 @@ def test_a_torchrun_command_ends_its_group_and_keeps_no_ddp_wrapper(setup, comma
     run = _launch([str(script), command, *args], env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr.count("rank exit 0: 0 DDP wrapper(s) alive, group down") == 2, run.stderr[-3000:]
+
+
+def test_a_rank_past_the_last_gpu_is_told_how_many_there_are(monkeypatch):
+    """torchrun with more processes per node than GPUs: the rank without a GPU gets one line that says
+    how many there are and what to do, not CUDA's invalid device ordinal from inside the first copy."""
+    from bertkit.training import TrainingArguments
+    from bertkit.training.trainer import training_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a machine with one GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert training_device(TrainingArguments()) == torch.device("cuda", 0)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(ValueError, match=r"LOCAL_RANK=1 has no GPU of its own: this machine has 1.*--device cpu"):
+        training_device(TrainingArguments())
+    assert training_device(TrainingArguments(device="cpu")) == torch.device("cpu")

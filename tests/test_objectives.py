@@ -341,7 +341,8 @@ def test_electra_under_torchrun_two_processes(corpus, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "ddp"
-    env = dict(os.environ, OMP_NUM_THREADS="1", BERTKIT_CACHE=str(tmp_path / "cache"))
+    # CPU DDP over gloo: on a machine with GPUs the ranks would otherwise take them.
+    env = dict(os.environ, OMP_NUM_THREADS="1", BERTKIT_CACHE=str(tmp_path / "cache"), CUDA_VISIBLE_DEVICES="")
     cmd = [
         sys.executable,
         "-m",

@@ -201,7 +201,15 @@ def training_device(config: TrainingArguments) -> torch.device:
         return torch.device(config.device)
     if torch.cuda.is_available():
         world = int(os.environ.get("WORLD_SIZE", "1"))
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) if world > 1 else 0)
+        index = int(os.environ.get("LOCAL_RANK", "0")) if world > 1 else 0
+        gpus = torch.cuda.device_count()
+        if index >= gpus:
+            # One GPU per process: a rank past the last GPU would fail inside CUDA with an invalid ordinal.
+            raise ValueError(
+                f"torchrun rank LOCAL_RANK={index} has no GPU of its own: this machine has {gpus}. Start at "
+                f"most {gpus} process(es) per node (--nproc_per_node), or train on the CPU with --device cpu"
+            )
+        return torch.device("cuda", index)
     return torch.device("cpu")
 
 
