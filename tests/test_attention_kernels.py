@@ -37,6 +37,24 @@ def test_gemm_attention_equals_fp32_sdpa_under_a_padding_mask():
     assert cos.min() > 0.999, cos.min()
 
 
+def test_the_gemm_attention_limit_follows_the_cpu_kind(monkeypatch):
+    """AMX moves the switch to SDPA's flash kernel to shorter sequences than AVX-512 BF16 alone, and
+    the encoder follows this CPU's limit: one length over it takes SDPA, one at it the GEMMs."""
+    from bertkit.inference.cpu import cpu_flags, gemm_attention_max_len
+
+    amx = {"amx_bf16": True, "amx_tile": True, "avx512_bf16": True}
+    assert 32 <= gemm_attention_max_len(amx) < gemm_attention_max_len({"avx512_bf16": True})
+    limit = gemm_attention_max_len(cpu_flags())
+    calls = []
+    gemm = layers._batched_gemm_attention
+    monkeypatch.setattr(layers, "_batched_gemm_attention", lambda x, m: calls.append(x.shape[1]) or gemm(x, m))
+    model = BertModel.from_pretrained(asset_path("minilm")).eval().to(torch.bfloat16)
+    with torch.no_grad():
+        for n in (limit, limit + 1):
+            model(torch.full((1, n), 1996))
+    assert calls == [limit] * 6  # six layers at the limit; none over it
+
+
 def test_packed_groups_pad_to_whole_row_tiles():
     mask = (torch.arange(30)[None, :] < torch.tensor([30, 29, 3, 11])[:, None]).long()
     model = torch.nn.Linear(1, 1).eval()
@@ -75,6 +93,7 @@ def test_bf16_encoder_with_gemm_attention_keeps_sdpa_closeness_to_transformers(m
             out = model(**enc).last_hidden_state.float()
         return F.cosine_similarity(out[real], ref[real], dim=-1).min().item()
 
+    monkeypatch.setattr(layers, "_GEMM_ATTENTION_MAX_LEN", 128)  # every group through the GEMMs
     gemm = min_token_cos()
     monkeypatch.setattr(layers, "_GEMM_ATTENTION_MAX_LEN", 0)  # every group through SDPA
     sdpa = min_token_cos()
@@ -89,6 +108,7 @@ def test_a_text_alone_gets_in_bf16_what_it_gets_in_a_batch(monkeypatch):
     with open(asset_path("polarity-test"), newline="", encoding="utf-8") as f:
         texts = [r["text"] for r in csv.DictReader(f)][:64]
     bf16 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="bf16")
+    monkeypatch.setattr(layers, "_GEMM_ATTENTION_MAX_LEN", 128)  # every text through the GEMMs, on any CPU
     batched = bf16(texts, return_tensors=True)
     calls = []
     gemm = layers._batched_gemm_attention

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-__all__ = ["FLAGS_OF_INTEREST", "cpu_flags", "describe_cpu", "has_fast_bf16"]
+__all__ = ["FLAGS_OF_INTEREST", "cpu_flags", "describe_cpu", "gemm_attention_max_len", "has_fast_bf16"]
 
 # AMX tiles give bf16 GEMMs several times fp32's speed; AVX-512 BF16 about twice; below that bf16 is emulated.
 # AMX-INT8 and AVX-512 VNNI are the int8 dot-product instructions.
@@ -40,3 +40,16 @@ def describe_cpu(flags: dict[str, bool] | None = None) -> str:
     """One line such as ``amx_bf16=no amx_tile=no avx512_bf16=yes avx512f=yes avx2=yes``."""
     flags = cpu_flags() if flags is None else flags
     return " ".join(f"{k}={'yes' if v else 'no'}" for k, v in flags.items())
+
+
+def gemm_attention_max_len(flags: dict[str, bool] | None = None) -> int:
+    """The longest sequence that bf16 inference attends with two batched GEMMs and a float32 softmax;
+    longer ones take SDPA's flash kernel (``benchmarks/attention.py`` times both on this CPU).
+
+    With AVX-512 BF16 alone the GEMMs took about 30% less attention time up to 128 keys. With AMX,
+    SDPA's kernel drives the tiles and wins from about 56 keys on (12 heads of 32, batch 32: 3.9 ms
+    against 5.0-10.3 ms at 64 keys), while the GEMMs still win at 44 and below (2.5 against 4.9 ms at
+    28), so the switch comes sooner there.
+    """
+    flags = cpu_flags() if flags is None else flags
+    return 48 if flags.get("amx_bf16") and flags.get("amx_tile") else 128
