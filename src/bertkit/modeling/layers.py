@@ -153,7 +153,7 @@ _GEMM_ATTENTION_MAX_LEN: int | None = None
 
 @functools.cache
 def _cpu_gemm_attention_max_len() -> int:
-    from bertkit.inference.cpu import gemm_attention_max_len  # here: bertkit.inference imports the models
+    from bertkit.inference.cpu import gemm_attention_max_len  # not at the top: bertkit.inference imports the models
 
     return gemm_attention_max_len()
 
