@@ -3,7 +3,7 @@
 MiniLM's shape (12 heads of 32), a padding mask on half the sequences, and about 900 tokens per batch
 at every length (a batch of 32 sentences of 28 tokens, as the polarity benchmark's). Both kernels run
 in this process, their repeats interleaved; each line is the median over repeats. The last line says where this
-CPU's limit (``bertkit.inference.cpu.gemm_attention_max_len``, picked from its flags) puts the switch,
+CPU's limit (``bertkit._cpu.gemm_attention_max_len``, picked from its flags) puts the switch,
 so a new kind of CPU shows whether the limit fits it.
 
     python benchmarks/attention.py [--threads 1] [--repeats 7] [--lengths 16 28 40 48 56 64 96 128]
@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from bertkit.inference.cpu import cpu_flags, describe_cpu, gemm_attention_max_len
+from bertkit._cpu import cpu_flags, describe_cpu, gemm_attention_max_len
 from bertkit.modeling.layers import _batched_gemm_attention
 
 

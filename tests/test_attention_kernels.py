@@ -40,7 +40,7 @@ def test_gemm_attention_equals_fp32_sdpa_under_a_padding_mask():
 def test_the_gemm_attention_limit_follows_the_cpu_kind(monkeypatch):
     """AMX moves the switch to SDPA's flash kernel to shorter sequences than AVX-512 BF16 alone, and
     the encoder follows this CPU's limit: one length over it takes SDPA, one at it the GEMMs."""
-    from bertkit.inference.cpu import cpu_flags, gemm_attention_max_len
+    from bertkit._cpu import cpu_flags, gemm_attention_max_len
 
     amx = {"amx_bf16": True, "amx_tile": True, "avx512_bf16": True}
     assert 32 <= gemm_attention_max_len(amx) < gemm_attention_max_len({"avx512_bf16": True})

@@ -6,6 +6,8 @@
     model = prepare_for_inference(BertModel.from_pretrained(folder), dtype="auto")  # bf16 on AMX / AVX-512 BF16
 """
 
+from bertkit._cpu import cpu_flags, describe_cpu, has_fast_bf16
+
 from .batching import (
     MODEL_INPUTS,
     first_subtokens,
@@ -17,7 +19,6 @@ from .batching import (
     window_features,
     word_windows,
 )
-from .cpu import cpu_flags, describe_cpu, has_fast_bf16
 from .precision import (
     DTYPES,
     inference_dtype,

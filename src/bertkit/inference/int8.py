@@ -46,7 +46,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .cpu import has_fast_bf16
+from bertkit._cpu import has_fast_bf16
+
 from .precision import BoundForward, FusedOutput, PassthroughAct, _fusable_activations, _hooked
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]

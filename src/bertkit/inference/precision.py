@@ -30,10 +30,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from bertkit._cpu import cpu_flags, has_fast_bf16
 from bertkit.modeling.gpt2 import Conv1D
 from bertkit.modeling.layers import NewGELU
-
-from .cpu import cpu_flags, has_fast_bf16
 
 __all__ = ["DTYPES", "inference_dtype", "prepack_linears", "prepare_for_inference", "resolve_dtype", "try_compile"]
 

@@ -6,12 +6,13 @@ tokens of a packed batch (see :mod:`bertkit.modeling.packing`).
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from bertkit._cpu import gemm_attention_max_len
 
 from .packing import AttentionMask
 
@@ -147,26 +148,19 @@ def _grouped_attention(
 
 # Up to this many keys, bf16 inference attends with two batched GEMMs and a softmax: on short
 # sequences SDPA's flash kernel spends more time tiling than computing; the (B*h, N, N) scores stay
-# small. None: the limit measured for this CPU's kind (AMX or not), from its flags.
-_GEMM_ATTENTION_MAX_LEN: int | None = None
-
-
-@functools.cache
-def _cpu_gemm_attention_max_len() -> int:
-    from bertkit.inference.cpu import gemm_attention_max_len  # not at the top: bertkit.inference imports the models
-
-    return gemm_attention_max_len()
+# small. The limit measured for this CPU's kind (AMX or not), read from its flags once, at import, so
+# a compiled graph holds the number.
+_GEMM_ATTENTION_MAX_LEN = gemm_attention_max_len()
 
 
 def _short_bf16_inference(x: torch.Tensor, dropout: nn.Dropout) -> bool:
     """Whether a group ``(B, N, 3, h, d)`` takes :func:`_batched_gemm_attention`: bf16, no gradient,
     no dropout, and short."""
-    limit = _GEMM_ATTENTION_MAX_LEN if _GEMM_ATTENTION_MAX_LEN is not None else _cpu_gemm_attention_max_len()
     return (
         x.dtype == torch.bfloat16
         and not torch.is_grad_enabled()
         and not (dropout.training and dropout.p > 0)
-        and x.shape[1] <= limit
+        and x.shape[1] <= _GEMM_ATTENTION_MAX_LEN
     )
 
 

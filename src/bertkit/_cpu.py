@@ -1,4 +1,5 @@
-"""What the CPU can do, read once from /proc/cpuinfo (Linux), for picking an inference precision."""
+"""What the CPU can do, read once from /proc/cpuinfo (Linux): it picks the inference precision and the
+attention kernel. A leaf module, so that the models can read it when they are imported."""
 
 from __future__ import annotations
 
