@@ -43,7 +43,7 @@ def test_the_gemm_attention_limit_follows_the_cpu_kind(monkeypatch):
     from bertkit._cpu import cpu_flags, gemm_attention_max_len
 
     amx = {"amx_bf16": True, "amx_tile": True, "avx512_bf16": True}
-    assert 32 <= gemm_attention_max_len(amx) < gemm_attention_max_len({"avx512_bf16": True})
+    assert 16 <= gemm_attention_max_len(amx) < gemm_attention_max_len({"avx512_bf16": True})
     limit = gemm_attention_max_len(cpu_flags())
     calls = []
     gemm = layers._batched_gemm_attention
@@ -53,6 +53,17 @@ def test_the_gemm_attention_limit_follows_the_cpu_kind(monkeypatch):
         for n in (limit, limit + 1):
             model(torch.full((1, n), 1996))
     assert calls == [limit] * 6  # six layers at the limit; none over it
+
+
+def test_the_row_multiple_follows_the_cpu_kind():
+    """AMX's tiles hold 16 rows, AVX-512's register tiles 8: packed groups round to this CPU's kind."""
+    from bertkit._cpu import attention_row_multiple, cpu_flags
+
+    amx = {"amx_bf16": True, "amx_tile": True, "avx512_bf16": True}
+    assert attention_row_multiple(amx) == 16
+    assert attention_row_multiple({"avx512_bf16": True, "avx512f": True}) == 8
+    assert attention_row_multiple({}) == 8
+    assert ROW_MULTIPLE == attention_row_multiple(cpu_flags())
 
 
 def test_packed_groups_pad_to_whole_row_tiles():

@@ -6,7 +6,14 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-__all__ = ["FLAGS_OF_INTEREST", "cpu_flags", "describe_cpu", "gemm_attention_max_len", "has_fast_bf16"]
+__all__ = [
+    "FLAGS_OF_INTEREST",
+    "attention_row_multiple",
+    "cpu_flags",
+    "describe_cpu",
+    "gemm_attention_max_len",
+    "has_fast_bf16",
+]
 
 # AMX tiles give bf16 GEMMs several times fp32's speed; AVX-512 BF16 about twice; below that bf16 is emulated.
 # AMX-INT8 and AVX-512 VNNI are the int8 dot-product instructions.
@@ -43,14 +50,28 @@ def describe_cpu(flags: dict[str, bool] | None = None) -> str:
     return " ".join(f"{k}={'yes' if v else 'no'}" for k, v in flags.items())
 
 
+def _has_amx(flags: dict[str, bool]) -> bool:
+    return bool(flags.get("amx_bf16") and flags.get("amx_tile"))
+
+
 def gemm_attention_max_len(flags: dict[str, bool] | None = None) -> int:
     """The longest sequence that bf16 inference attends with two batched GEMMs and a float32 softmax;
     longer ones take SDPA's flash kernel (``benchmarks/attention.py`` times both on this CPU).
 
     With AVX-512 BF16 alone the GEMMs took about 30% less attention time up to 128 keys. With AMX,
-    SDPA's kernel drives the tiles and wins from about 56 keys on (12 heads of 32, batch 32: 3.9 ms
-    against 5.0-10.3 ms at 64 keys), while the GEMMs still win at 44 and below (2.5 against 4.9 ms at
-    28), so the switch comes sooner there.
+    SDPA's kernel drives the tiles and wins on lengths that fill whole 16-row tiles (32, 48 and 64
+    keys: 1.09, 1.47 and 1.26 ms against 1.51, 1.77 and 2.03 ms for the GEMMs, batches of about 900
+    tokens), while the GEMMs keep a small lead at 16 (1.25 against 1.36 ms). With the groups padded
+    to multiples of 16 there (:func:`attention_row_multiple`), SDPA above 16 keys took the MiniLM
+    sentence-embedding pipeline from 483 to 446 ms a pass on two threads (medians of 11, interleaved).
     """
     flags = cpu_flags() if flags is None else flags
-    return 48 if flags.get("amx_bf16") and flags.get("amx_tile") else 128
+    return 16 if _has_amx(flags) else 128
+
+
+def attention_row_multiple(flags: dict[str, bool] | None = None) -> int:
+    """What bf16/fp32 inference rounds each attention group's padded length up to: 16 with AMX, whose
+    tiles hold 16 rows and whose SDPA kernel runs whole tiles fastest, else 8 (AVX-512's register
+    tiles for the batched GEMMs). The extra slots are masked keys and dropped queries."""
+    flags = cpu_flags() if flags is None else flags
+    return 16 if _has_amx(flags) else 8

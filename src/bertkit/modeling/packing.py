@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from bertkit._cpu import attention_row_multiple
+
 __all__ = ["ROW_MULTIPLE", "AttentionMask", "inference_rows", "length_groups"]
 
 
@@ -32,12 +34,13 @@ class _LengthGroup:
 _GROUP_OVERHEAD = 1500 * 384
 
 # In inference (eval mode, no gradient) a group's padded length is rounded up to a multiple of this:
-# the small batched products of attention run markedly faster on row counts that fill whole 8-row
-# register tiles, and the extra slots are masked keys and dropped queries, so the result is
-# unchanged. Training keeps the exact lengths: its reduced-precision kernels sum in an order that
-# depends on the shape, dropout draws its masks by shape (a gradient-cached loss replays them in a
-# second forward with a gradient), and a run should not change its trajectory with a speed trick.
-ROW_MULTIPLE = 8
+# the small batched products of attention run markedly faster on row counts that fill whole register
+# tiles (8 rows of AVX-512's, 16 of AMX's, read from this CPU's flags once, at import), and the extra
+# slots are masked keys and dropped queries, so the result is unchanged. Training keeps the exact
+# lengths: its reduced-precision kernels sum in an order that depends on the shape, dropout draws its
+# masks by shape (a gradient-cached loss replays them in a second forward with a gradient), and a run
+# should not change its trajectory with a speed trick.
+ROW_MULTIPLE = attention_row_multiple()
 
 
 def inference_rows(module: torch.nn.Module) -> int:
