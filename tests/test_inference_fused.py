@@ -296,3 +296,63 @@ def test_gpt2_prepared_state_dict_and_save_keep_transformers_layout(gpt2, tmp_pa
     back = transformers.GPT2LMHeadModel.from_pretrained(str(tmp_path)).eval()
     with torch.inference_mode():
         torch.testing.assert_close(back(**kw).logits, ref(**kw).logits, atol=0, rtol=0)
+
+
+def residual_add_missing(dtype: torch.dtype) -> str | None:
+    """Why this CPU's oneDNN cannot add a residual as a linear's post-op in ``dtype`` (None when it can)."""
+    if not torch.backends.mkldnn.is_available():
+        return "PyTorch is built without oneDNN"
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(torch.randn(8, 16).to(dtype), 64)
+        torch.ops.mkldnn._linear_pointwise.binary(
+            torch.randn(2, 16).to(dtype), torch.randn(2, 8).to(dtype), packed, None, "add"
+        )
+    except (RuntimeError, AttributeError) as e:
+        return f"oneDNN has no {dtype} linear with an add post-op on this CPU ({str(e).splitlines()[0]})"
+    return None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_residual_add_runs_inside_the_output_projections(dtype, batch, monkeypatch):
+    """Both output projections of every BERT layer add their residual as oneDNN's post-op, and give
+    what the product and a separate add give: exactly in fp32 (to float rounding), and within bf16's
+    rounding in bf16, where the fused form rounds once instead of twice."""
+    from bertkit.inference import precision
+
+    missing = residual_add_missing(dtype)
+    if missing:
+        pytest.skip(missing)
+    model = BertModel.from_pretrained(asset_path("minilm"), dtype="fp32" if dtype == torch.float32 else "bf16")
+    calls = []
+    fused = precision._PackedLinear.add_residual
+    monkeypatch.setattr(precision._PackedLinear, "add_residual", lambda s, x, r: calls.append(1) or fused(s, x, r))
+    got = _hidden(model, batch)
+    assert len(calls) == 2 * 6  # attention output and feed-forward output, six layers
+    monkeypatch.setattr(precision._PackedLinear, "add_residual", lambda s, x, r: None)  # the separate add
+    want = _hidden(model, batch)
+    real = batch["attention_mask"].bool()
+    if dtype == torch.float32:
+        torch.testing.assert_close(got[real], want[real], atol=1e-5, rtol=0)
+    else:
+        assert float(torch.nn.functional.cosine_similarity(got[real], want[real]).min()) >= TOKEN_COS
+
+
+def test_a_hook_on_the_output_projection_or_its_dropout_sees_its_call(batch):
+    """With a hook on the projection or on the dropout after it, the residual is added apart, so the
+    hook sees the projection's own output (and the dropout its input) as without the fusion."""
+    model = BertModel.from_pretrained(asset_path("minilm"), dtype="fp32")
+    out = model.encoder.layer[1].output
+    plain = _hidden(model, batch)
+    for module in (out.dense, out.dropout):
+        seen = {}
+        handle = module.register_forward_hook(lambda m, inp, y: seen.update(x=inp[0], y=y))
+        try:
+            hooked = _hidden(model, batch)
+        finally:
+            handle.remove()
+        x = seen["x"] if module is out.dense else None
+        if x is not None:  # the projection's output, before any residual
+            want = torch.nn.functional.linear(x, out.dense.weight, out.dense.bias)
+            torch.testing.assert_close(seen["y"], want, atol=1e-5, rtol=1e-5)
+        assert "y" in seen
+        torch.testing.assert_close(hooked, plain, atol=1e-5, rtol=0)

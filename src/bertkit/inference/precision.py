@@ -156,6 +156,18 @@ class _PackedLinear(BoundForward):
         y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "gelu", [], self.algorithm)
         return self.fused_out.mark(y)  # type: ignore[union-attr]  # set whenever act is
 
+    def add_residual(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor | None:
+        """``linear(x) + residual`` in one oneDNN call, the add a post-op of the product (summed in
+        float32 and rounded once, where a separate add rounds the product first): one pass over the
+        output fewer. None where the module must run as it is (training, a gradient, a hook, a fused
+        activation) or ``residual`` is not the product's shape and dtype."""
+        lin = self.linear
+        if self.act is not None or lin.training or torch.is_grad_enabled() or _hooked(lin):
+            return None
+        if residual.dtype != self.packed.dtype or residual.shape != (*x.shape[:-1], self.packed.shape[0]):
+            return None
+        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
+
 
 class FusedOutput(threading.local):
     """The output a fused projection last activated, per thread and held weakly (so nothing is kept

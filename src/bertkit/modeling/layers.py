@@ -16,7 +16,7 @@ from bertkit._cpu import gemm_attention_max_len
 
 from .packing import AttentionMask
 
-__all__ = ["attention", "get_activation", "multi_head_attention", "project_qkv"]
+__all__ = ["attention", "dense_residual", "get_activation", "multi_head_attention", "project_qkv"]
 
 
 # ---------------------------------------------------------------------------------------- activations
@@ -58,6 +58,25 @@ def get_activation(name: str) -> nn.Module:
         return _ACTIVATIONS[name]()
     except KeyError:
         raise ValueError(f"unsupported hidden_act {name!r}; supported: {', '.join(sorted(_ACTIVATIONS))}") from None
+
+
+# ---------------------------------------------------------------------------------------- sublayer output
+
+
+def dense_residual(dense: nn.Module, dropout: nn.Dropout, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """``dropout(dense(x)) + residual``: a sublayer's output before a post-LN block normalises it.
+
+    A projection prepared for inference (``bertkit.inference.prepare_for_inference``) offers
+    ``add_residual`` on its forward, which adds the residual inside its product: one pass over the
+    output fewer. It declines (None) in training, under a gradient or a hook; a hook on the dropout
+    keeps the modules' own calls too, so every hook sees what it always saw.
+    """
+    add_residual = getattr(dense.forward, "add_residual", None)
+    if add_residual is not None and not (dropout.training or dropout._forward_hooks or dropout._forward_pre_hooks):
+        y = add_residual(x, residual)
+        if y is not None:
+            return y
+    return dropout(dense(x)) + residual
 
 
 # ---------------------------------------------------------------------------------------- attention

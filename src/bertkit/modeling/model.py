@@ -25,7 +25,7 @@ from torch import nn
 
 from .base import PreTrainedModel, _check_ids
 from .config import BertConfig
-from .layers import attention, get_activation, multi_head_attention, project_qkv
+from .layers import attention, dense_residual, get_activation, multi_head_attention, project_qkv
 from .outputs import BaseModelOutputWithPooling
 from .packing import AttentionMask, inference_rows, length_groups
 
@@ -138,7 +138,7 @@ class BertSelfOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        return self.LayerNorm(dense_residual(self.dense, self.dropout, hidden_states, input_tensor))
 
 
 class BertAttention(nn.Module):
@@ -181,7 +181,7 @@ class BertOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        return self.LayerNorm(dense_residual(self.dense, self.dropout, hidden_states, input_tensor))
 
 
 class BertLayer(nn.Module):
