@@ -145,12 +145,13 @@ def multi_head_attention(
 
 def _grouped_attention(
     qkv: torch.Tensor, num_heads: int, mask: AttentionMask, dropout: nn.Dropout
-) -> torch.Tensor:  # (T, 3H) packed -> (T, H)
-    """Attention of a packed batch, one length group at a time (see :class:`AttentionMask`)."""
+) -> torch.Tensor:  # (rows, 3H) packed -> (rows, H)
+    """Attention of a packed batch, one length group at a time (see :class:`AttentionMask`); filler rows
+    past the real tokens get zeros, or the first row where the output is reordered anyway."""
     three_h = qkv.shape[-1]
     d = three_h // (3 * num_heads)
-    if not mask.groups:  # every sequence empty: no rows at all
-        return qkv.new_zeros(0, three_h // 3)
+    if not mask.groups:  # every sequence empty: no real rows at all
+        return qkv.new_zeros(qkv.shape[0], three_h // 3)
     outs = []
     for g in mask.groups:
         x = qkv.index_select(0, g.src).view(g.batch, g.seq_len, 3, num_heads, d)
@@ -161,6 +162,9 @@ def _grouped_attention(
             y, _ = attention(q, k, v, g.mask, False, dropout)
             y = y.transpose(1, 2).reshape(g.batch * g.seq_len, num_heads * d)
         outs.append(y if g.keep is None else y.index_select(0, g.keep))
+    filler = qkv.shape[0] - len(mask.index)
+    if filler and mask.order is None:
+        outs.append(outs[0].new_zeros(filler, outs[0].shape[1]))
     y = outs[0] if len(outs) == 1 else torch.cat(outs)
     return y if mask.order is None else y.index_select(0, mask.order)
 
