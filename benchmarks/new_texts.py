@@ -123,9 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.texts} polarity sentences new to each process ({tokens:,} real tokens) in chunks of {args.chunk}, "
         f"batch {args.batch_size}; median of {args.rounds} rounds, each engine in a process of its own"
     )
-    print(
-        f"  {'engine':<32s} {'new texts tok/s':>15s} {'s in all':>9s} {'1st chunk ms':>13s} {'last ms':>8s} {'1st again ms':>13s}"
-    )
+    head = ("new texts tok/s", "s in all", "1st chunk ms", "last ms", "1st again ms")
+    print(f"  {'engine':<32s} {head[0]:>15s} {head[1]:>9s} {head[2]:>13s} {head[3]:>8s} {head[4]:>13s}")
     med = {}
     for name, runs in results.items():
         m = {k: statistics.median(r[k] for r in runs) for k in ("new", "first", "last", "again")}
