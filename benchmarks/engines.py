@@ -221,14 +221,19 @@ def build_engines(folder: Path, texts: list[str], args: argparse.Namespace, work
     return engines
 
 
-def time_all(engines: dict[str, Embed], texts: list[str], repeats: int) -> dict[str, float]:
-    """Median seconds per pass, passes interleaved and alternating in order so drift hits all alike."""
+def time_all(engines: dict[str, Embed], texts: list[str], repeats: int, pause: float = 0.5) -> dict[str, float]:
+    """Median seconds per pass, passes interleaved and alternating in order so drift hits all alike.
+
+    Each pass starts ``pause`` seconds after the one before: engines' thread pools spin for a while after
+    their pass (ONNX Runtime, OpenMP, TBB), and a pool still spinning takes cores from the next engine's pass.
+    """
     for fn in engines.values():
         fn(texts)  # warm-up: one-time graph and kernel set-up is not what a server pays per request
     times: dict[str, list[float]] = {k: [] for k in engines}
     names = list(engines)
     for r in range(repeats):
         for name in names if r % 2 == 0 else reversed(names):
+            time.sleep(pause)
             t0 = time.perf_counter()
             engines[name](texts)
             times[name].append(time.perf_counter() - t0)
@@ -242,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--only", nargs="*", default=[], help="keep the engines whose name contains one of these")
+    p.add_argument("--pause", type=float, default=0.5, help="seconds between passes, so no pool spins into the next")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     folder = asset_path("minilm")
@@ -256,14 +262,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.only:
             engines = {k: v for k, v in engines.items() if any(o.lower() in k.lower() for o in args.only)}
         vecs = {k: np.asarray(fn(texts), dtype=np.float32) for k, fn in engines.items()}
-        med = time_all(engines, texts, args.repeats)
+        med = time_all(engines, texts, args.repeats, args.pause)
     ref = next(vecs[k] for k in ("sentence-transformers fp32", "bertkit fp32 (fp32)", *vecs) if k in vecs)
     counter = Batches(folder, args.batch_size).tok
     counter.no_padding()  # tokenizer.json pads to a fixed length; count the real tokens only
     real_tokens = sum(len(e.ids) for e in counter.encode_batch(texts))
     print(
         f"{len(texts)} polarity sentences, {real_tokens:,} real tokens, batch {args.batch_size}, "
-        f"median of {args.repeats} interleaved passes; cosine against sentence-transformers fp32"
+        f"median of {args.repeats} interleaved passes {args.pause:g} s apart; cosine against sentence-transformers fp32"
     )
     print(f"  {'engine':<34s} {'real tokens/s':>14s} {'ms/pass':>9s} {'min cos':>9s} {'mean cos':>9s}")
     for k in sorted(med, key=lambda k: med[k]):
