@@ -12,10 +12,13 @@ here from the local folder:
 - CTranslate2 int8 (``compute_type="int8"``).
 
 The engines, ONNX export and NNCF are the ``bench`` extra, never a runtime dependency: an engine that
-is not installed (or fails to convert) prints a line that says so and is left out. Every pass of every
-engine is interleaved, passes alternate their order, and each line reports the median over repeats:
-real (non-padding) tokens per second, milliseconds per pass, and the min and mean cosine of its
-sentence vectors against sentence-transformers fp32.
+is not installed (or fails to convert) prints a line that says so and is left out. Each engine runs in
+a process of its own, built and warmed up one after another: in one shared process the engines' thread
+pools and runtimes slowed one another (sentence-transformers bf16 took 824 ms a pass there against
+657-704 ms alone, while bertkit's time did not change). The passes of every engine are interleaved, in
+alternating order, ``--pause`` seconds apart, and each line reports the median over repeats: real
+(non-padding) tokens per second, milliseconds per pass, and the min and mean cosine of its sentence
+vectors against sentence-transformers fp32.
 
     python benchmarks/engines.py [--sentences 512] [--batch-size 32] [--threads 2] [--repeats 3] [--only NAME ...]
 """
@@ -23,9 +26,11 @@ sentence vectors against sentence-transformers fp32.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -117,35 +122,33 @@ def export_onnx(folder: Path, work: Path) -> Path:
     return path
 
 
-def onnxruntime_engines(onnx_path: Path, batches: Batches, threads: int, work: Path) -> dict[str, Embed]:
+def onnxruntime_engine(onnx_path: Path, batches: Batches, threads: int, work: Path, int8: bool) -> Embed:
+    """ONNX Runtime on the exported graph (fp32), or on its dynamic int8 form with per-channel weight scales."""
     import onnxruntime as ort
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    q_path = work / "minilm-int8.onnx"
-    quantize_dynamic(str(onnx_path), str(q_path), per_channel=True, weight_type=QuantType.QInt8)
-    engines = {}
-    for name, path in (("ONNX Runtime fp32", onnx_path), ("ONNX Runtime int8 per-channel", q_path)):
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        engines[name] = lambda t, s=sess: batches.run(t, lambda feed: s.run(None, feed)[0])
-    return engines
+    path = onnx_path
+    if int8:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        path = work / "minilm-int8.onnx"
+        quantize_dynamic(str(onnx_path), str(path), per_channel=True, weight_type=QuantType.QInt8)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return lambda t: batches.run(t, lambda feed: sess.run(None, feed)[0])
 
 
-def openvino_engines(onnx_path: Path, batches: Batches, threads: int, texts: list[str]) -> dict[str, Embed]:
+def openvino_engine(onnx_path: Path, batches: Batches, threads: int, texts: list[str], int8: bool) -> Embed:
+    """OpenVINO bf16 (its precision hint), or int8 from NNCF's post-training quantization (ImportError without nncf)."""
     import openvino as ov
 
     core = ov.Core()
     model = core.read_model(str(onnx_path))
-    engines: dict[str, Embed] = {}
-    bf16 = core.compile_model(
-        model,
-        "CPU",
-        {"INFERENCE_PRECISION_HINT": "bf16", "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"},
-    )
-    engines["OpenVINO bf16"] = lambda t: batches.run(t, lambda feed: bf16(feed)[0])
-    try:
+    config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+    if not int8:
+        compiled = core.compile_model(model, "CPU", {**config, "INFERENCE_PRECISION_HINT": "bf16"})
+    else:
         import nncf
 
         calib = []
@@ -153,11 +156,8 @@ def openvino_engines(onnx_path: Path, batches: Batches, threads: int, texts: lis
         q_model = nncf.quantize(
             model, nncf.Dataset(calib), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calib)
         )
-        int8 = core.compile_model(q_model, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
-        engines["OpenVINO + NNCF int8"] = lambda t: batches.run(t, lambda feed: int8(feed)[0])
-    except ImportError:
-        print("  (skipped) OpenVINO + NNCF int8: nncf is not installed (pip install nncf)")
-    return engines
+        compiled = core.compile_model(q_model, "CPU", config)
+    return lambda t: batches.run(t, lambda feed: compiled(feed)[0])
 
 
 def ctranslate2_engine(folder: Path, batches: Batches, threads: int, work: Path) -> dict[str, Embed]:
@@ -178,66 +178,85 @@ def ctranslate2_engine(folder: Path, batches: Batches, threads: int, work: Path)
     return {"CTranslate2 int8": lambda t: batches.run(t, forward)}
 
 
-def build_engines(folder: Path, texts: list[str], args: argparse.Namespace, work: Path) -> dict[str, Embed]:
-    """Every engine that is installed here, each behind one ``texts -> (n, 384) unit vectors`` call."""
-    engines: dict[str, Embed] = {}
-    for d in ("auto", "bf16", "fp32", "int8"):
+ENGINES = (
+    "bertkit auto",
+    "bertkit bf16",
+    "bertkit fp32",
+    "bertkit int8",
+    "sentence-transformers fp32",
+    "sentence-transformers bf16",
+    "ONNX Runtime fp32",
+    "ONNX Runtime int8 per-channel",
+    "OpenVINO bf16",
+    "OpenVINO + NNCF int8",
+    "CTranslate2 int8",
+)
+
+
+def build_engine(name: str, folder: Path, texts: list[str], args: argparse.Namespace, work: Path) -> Embed:
+    """The one engine ``name``, behind a ``texts -> (n, 384) unit vectors`` call (ImportError: not installed)."""
+    if name.startswith("bertkit"):
         pipe = pipeline(
-            "sentence-embedding", model=folder, dtype=d, batch_size=args.batch_size, truncation="cut"
+            "sentence-embedding", model=folder, dtype=name.split()[1], batch_size=args.batch_size, truncation="cut"
         )  # as sentence-transformers does
-        engines[f"bertkit {d} ({pipe.dtype})"] = lambda t, p=pipe: p(t, return_tensors=True).float().numpy()
-    try:
+        return lambda t: pipe(t, return_tensors=True).float().numpy()
+    if name.startswith("sentence-transformers"):
         import sentence_transformers
 
         st = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
-        st16 = sentence_transformers.SentenceTransformer(str(folder), device="cpu").to(torch.bfloat16)
-        engines["sentence-transformers fp32"] = lambda t: st.encode(
-            t, batch_size=args.batch_size, normalize_embeddings=True
-        )
-        engines["sentence-transformers bf16"] = lambda t: st16.encode(
-            t, batch_size=args.batch_size, normalize_embeddings=True
-        ).astype(np.float32)
-    except ImportError:
-        print("  (skipped) sentence-transformers: not installed")
+        if name.endswith("bf16"):
+            st = st.to(torch.bfloat16)
+        return lambda t: np.asarray(st.encode(t, batch_size=args.batch_size, normalize_embeddings=True), np.float32)
     batches = Batches(folder, args.batch_size)
-    onnx_path = None
+    if name == "CTranslate2 int8":
+        return ctranslate2_engine(folder, batches, args.threads, work)[name]
+    onnx_path = work / "minilm.onnx"  # exported once by the parent
+    if name.startswith("ONNX Runtime"):
+        return onnxruntime_engine(onnx_path, batches, args.threads, work, int8="int8" in name)
+    return openvino_engine(onnx_path, batches, args.threads, texts, int8="int8" in name)
+
+
+def _vectors_file(work: Path, name: str) -> Path:
+    return work / ("".join(c if c.isalnum() else "-" for c in name) + ".npy")
+
+
+def serve_engine(name: str, args: argparse.Namespace, work: Path) -> int:
+    """A child process with one engine: warm-up, vectors to ``work``, then one timed pass per ``run`` line."""
+    torch.set_num_threads(args.threads)
+    folder = asset_path("minilm")
+    texts = load_texts(args.sentences)
     try:
-        onnx_path = export_onnx(folder, work)
-    except Exception as e:  # noqa: BLE001 - a missing exporter dependency leaves out the ONNX-based engines
-        print(f"  (skipped) ONNX export failed ({type(e).__name__}: {e}); ONNX Runtime and OpenVINO left out")
-    for name, make in (
-        ("onnxruntime", lambda: onnxruntime_engines(onnx_path, batches, args.threads, work)),
-        ("openvino", lambda: openvino_engines(onnx_path, batches, args.threads, texts)),
-        ("ctranslate2", lambda: ctranslate2_engine(folder, batches, args.threads, work)),
-    ):
-        if name != "ctranslate2" and onnx_path is None:
-            continue
+        fn = build_engine(name, folder, texts, args, work)
+    except ImportError as e:
+        print(f"skip: not installed ({e}); pip install 'bertkit[bench]'", flush=True)
+        return 0
+    except Exception as e:  # noqa: BLE001 - a conversion that fails here is reported, the others still run
+        print(f"skip: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
+        return 0
+    # warm-up: one-time graph and kernel set-up is not what a server pays per request
+    np.save(_vectors_file(work, name), np.asarray(fn(texts), dtype=np.float32))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        t0 = time.perf_counter()
+        fn(texts)
+        print(time.perf_counter() - t0, flush=True)
+    return 0
+
+
+def _reply(proc: subprocess.Popen) -> str:
+    """The child's next line of its protocol (library output on its stdout is skipped)."""
+    for line in proc.stdout:  # type: ignore[union-attr]
+        line = line.strip()
+        if line == "ready" or line.startswith("skip:"):
+            return line
         try:
-            engines.update(make())
-        except ImportError as e:
-            print(f"  (skipped) {name}: not installed ({e}); pip install 'bertkit[bench]'")
-        except Exception as e:  # noqa: BLE001 - a conversion that fails here is reported, the others still run
-            print(f"  (skipped) {name}: {type(e).__name__}: {e}")
-    return engines
-
-
-def time_all(engines: dict[str, Embed], texts: list[str], repeats: int, pause: float = 0.5) -> dict[str, float]:
-    """Median seconds per pass, passes interleaved and alternating in order so drift hits all alike.
-
-    Each pass starts ``pause`` seconds after the one before: engines' thread pools spin for a while after
-    their pass (ONNX Runtime, OpenMP, TBB), and a pool still spinning takes cores from the next engine's pass.
-    """
-    for fn in engines.values():
-        fn(texts)  # warm-up: one-time graph and kernel set-up is not what a server pays per request
-    times: dict[str, list[float]] = {k: [] for k in engines}
-    names = list(engines)
-    for r in range(repeats):
-        for name in names if r % 2 == 0 else reversed(names):
-            time.sleep(pause)
-            t0 = time.perf_counter()
-            engines[name](texts)
-            times[name].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+            float(line)
+            return line
+        except ValueError:
+            continue
+    raise RuntimeError(f"engine process exited with code {proc.wait()}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--only", nargs="*", default=[], help="keep the engines whose name contains one of these")
     p.add_argument("--pause", type=float, default=0.5, help="seconds between passes, so no pool spins into the next")
+    p.add_argument("--child", help=argparse.SUPPRESS)  # one engine's process
+    p.add_argument("--work", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child:
+        return serve_engine(args.child, args, Path(args.work))
     torch.set_num_threads(args.threads)
     folder = asset_path("minilm")
     texts = load_texts(args.sentences)
@@ -257,38 +280,68 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU flags: {describe_cpu(flags)}; auto -> {resolve_dtype('auto', flags)}; {args.threads} threads; "
         f"load average before: {os.getloadavg()[0]:.2f}"
     )
+    names = [n for n in ENGINES if not args.only or any(o.lower() in n.lower() for o in args.only)]
+    procs: dict[str, subprocess.Popen] = {}
     with tempfile.TemporaryDirectory(prefix="engines-") as work:
-        engines = build_engines(folder, texts, args, Path(work))
-        if args.only:
-            engines = {k: v for k, v in engines.items() if any(o.lower() in k.lower() for o in args.only)}
-        vecs = {k: np.asarray(fn(texts), dtype=np.float32) for k, fn in engines.items()}
-        med = time_all(engines, texts, args.repeats, args.pause)
-    ref = next(vecs[k] for k in ("sentence-transformers fp32", "bertkit fp32 (fp32)", *vecs) if k in vecs)
+        if any(n.startswith(("ONNX", "OpenVINO")) for n in names):
+            try:
+                export_onnx(folder, Path(work))
+            except Exception as e:  # noqa: BLE001 - a missing exporter dependency leaves out the ONNX-based engines
+                print(f"  (skipped) ONNX export failed ({type(e).__name__}: {e}); ONNX Runtime and OpenVINO left out")
+                names = [n for n in names if not n.startswith(("ONNX", "OpenVINO"))]
+        child = [sys.executable, __file__, "--sentences", str(args.sentences), "--batch-size", str(args.batch_size)]
+        child += ["--threads", str(args.threads), "--work", work]
+        try:
+            for name in names:  # one at a time, so conversions and warm-ups do not share the cores
+                proc = subprocess.Popen(
+                    [*child, "--child", name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+                )
+                reply = _reply(proc)
+                if reply == "ready":
+                    procs[name] = proc
+                else:
+                    print(f"  (skipped) {name}: {reply[len('skip: ') :]}")
+                    proc.wait()
+            times: dict[str, list[float]] = {k: [] for k in procs}
+            order = list(procs)
+            # Passes interleaved, alternating in order so drift hits all alike; each starts --pause seconds
+            # after the one before, as thread pools (ONNX Runtime, OpenMP, TBB) spin for a while after a pass.
+            for r in range(args.repeats):
+                for name in order if r % 2 == 0 else reversed(order):
+                    time.sleep(args.pause)
+                    procs[name].stdin.write("run\n")  # type: ignore[union-attr]
+                    times[name].append(float(_reply(procs[name])))
+            vecs = {k: np.load(_vectors_file(Path(work), k)) for k in procs}
+        finally:
+            for proc in procs.values():
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()  # type: ignore[union-attr]
+                proc.wait()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ref = next(vecs[k] for k in ("sentence-transformers fp32", "bertkit fp32", *vecs) if k in vecs)
     counter = Batches(folder, args.batch_size).tok
     counter.no_padding()  # tokenizer.json pads to a fixed length; count the real tokens only
     real_tokens = sum(len(e.ids) for e in counter.encode_batch(texts))
     print(
-        f"{len(texts)} polarity sentences, {real_tokens:,} real tokens, batch {args.batch_size}, "
-        f"median of {args.repeats} interleaved passes {args.pause:g} s apart; cosine against sentence-transformers fp32"
+        f"{len(texts)} polarity sentences, {real_tokens:,} real tokens, batch {args.batch_size}, each engine in a "
+        f"process of its own, median of {args.repeats} interleaved passes {args.pause:g} s apart; "
+        "cosine against sentence-transformers fp32"
     )
     print(f"  {'engine':<34s} {'real tokens/s':>14s} {'ms/pass':>9s} {'min cos':>9s} {'mean cos':>9s}")
     for k in sorted(med, key=lambda k: med[k]):
         cos = (vecs[k] / np.linalg.norm(vecs[k], axis=1, keepdims=True) * ref).sum(1)
-        print(f"  {k:<34s} {real_tokens / med[k]:>14,.0f} {med[k] * 1000:>9.0f} {cos.min():>9.5f} {cos.mean():>9.5f}")
-    auto = next((k for k in med if k.startswith("bertkit auto")), None)
-    for anchor, target in (("OpenVINO bf16", 1.5), ("sentence-transformers bf16", 2.5)):
-        if auto and anchor in med:
-            print(f"ratio {auto} / {anchor}: {med[anchor] / med[auto]:.2f}x (target >= {target}x)")
-    if "ONNX Runtime fp32" in med and "bertkit fp32 (fp32)" in med:
+        label = f"{k} ({resolve_dtype('auto', flags)})" if k == "bertkit auto" else k
         print(
-            f"ratio bertkit fp32 / ONNX Runtime fp32: {med['ONNX Runtime fp32'] / med['bertkit fp32 (fp32)']:.2f}x "
-            f"(target >= 1.3x)"
+            f"  {label:<34s} {real_tokens / med[k]:>14,.0f} {med[k] * 1000:>9.0f} {cos.min():>9.5f} {cos.mean():>9.5f}"
         )
-    if "bertkit bf16 (bf16)" in med and "bertkit int8 (int8)" in med:
-        print(
-            f"ratio bertkit int8 / bertkit bf16: {med['bertkit bf16 (bf16)'] / med['bertkit int8 (int8)']:.2f}x "
-            f"(int8 should win on a CPU with AMX-INT8 or VNNI)"
-        )
+    for a, b, target in (
+        ("bertkit auto", "OpenVINO bf16", ">= 1.5x"),
+        ("bertkit auto", "sentence-transformers bf16", ">= 2.5x"),
+        ("bertkit fp32", "ONNX Runtime fp32", ">= 1.3x"),
+        ("bertkit int8", "bertkit bf16", "> 1x on a CPU with AMX-INT8 or VNNI"),
+    ):
+        if a in med and b in med:
+            print(f"ratio {a} / {b}: {med[b] / med[a]:.2f}x (target {target})")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
