@@ -64,7 +64,10 @@ def test_umap_like_keeps_neighbourhoods(news):
     same_topic = (topics[low] == topics[:, None]).mean()
     chance = sum((topics == t).mean() ** 2 for t in set(topics))
     high_topic = (topics[high] == topics[:, None]).mean()
-    assert kept > 0.4, kept  # random 2-D positions keep 10 / 119 = 0.08
+    # Random 2-D positions keep 10 / 119 = 0.08. The layout is an iterative optimisation, so it moves with
+    # the input's last bits: the same vectors plus noise of 1e-6 (what two CPUs' float kernels differ
+    # by) kept 0.39-0.43 over ten draws, and seeds 0-9 kept 0.40-0.43. The bound sits below that band.
+    assert kept > 0.33, kept
     assert same_topic > 0.8 * high_topic and same_topic > 2 * chance, (same_topic, high_topic, chance)
     assert np.allclose(umap_like(x, seed=0), y)  # seeded: the same picture every run
 

@@ -1,6 +1,7 @@
 """gensim's human similarity ratings, extracted at set-up into STS files (``sentence1,sentence2,score``):
 `evaluate-embeddings --sts` on Lee's 50 news documents (all 1,225 pairs) with the real MiniLM equals
-sentence-transformers' EmbeddingSimilarityEvaluator's Spearman to 1e-6; the word-pair sets are read
+sentence-transformers' EmbeddingSimilarityEvaluator's Spearman to within one swap of neighbouring ranks
+(8e-6) and its Pearson to 1e-6; the word-pair sets are read
 whole and scored by the same evaluator."""
 
 import csv
@@ -62,13 +63,22 @@ def test_lee_spearman_equals_sentence_transformers(reference, tmp_path, capsys):
     emb = pipeline("sentence-embedding", model=MINILM, dtype="fp32")
     full = evaluate_sts(emb, str(asset_path("sts-lee")), progress=False)
     assert got["spearman"] == pytest.approx(full["spearman"], abs=5e-5)
-    assert full["spearman"] == pytest.approx(want["lee_spearman_cosine"], abs=1e-6)
+    assert full["spearman"] == pytest.approx(want["lee_spearman_cosine"], abs=_one_swap(1225))
     assert full["pearson"] == pytest.approx(want["lee_pearson_cosine"], abs=1e-6)
     with capsys.disabled():
         print(
             f"\nLee STS (1,225 pairs), MiniLM: bertkit spearman {full['spearman']:.7f}, "
             f"sentence-transformers EmbeddingSimilarityEvaluator {want['lee_spearman_cosine']:.7f}"
         )
+
+
+def _one_swap(n: int) -> float:
+    """The most that swapping two neighbouring ranks of ``n`` moves a Spearman correlation: 12 / (n (n - 1)).
+
+    The two libraries' fp32 vectors agree closely but not bit for bit, and by how much depends on the
+    CPU's kernels (AMX or AVX-512): two near-equal cosines can then trade places. On an AMX CPU that
+    moved WordSim-353's Spearman by 2.9e-6. The bound allows one such swap and no more."""
+    return 12 / (n * (n - 1))
 
 
 @pytest.mark.parametrize("name", ["sts-wordsim353", "sts-simlex999"])
@@ -82,5 +92,5 @@ def test_word_pairs_equal_sentence_transformers(reference, name):
     full = evaluate_sts(pipeline("sentence-embedding", model=MINILM, dtype="fp32"), str(asset_path(name)), False)
     want = EmbeddingSimilarityEvaluator(s1, s2, gold, name="w")(reference)
     assert full["pairs"] == len(gold)
-    assert full["spearman"] == pytest.approx(want["w_spearman_cosine"], abs=1e-6), name
+    assert full["spearman"] == pytest.approx(want["w_spearman_cosine"], abs=_one_swap(len(gold))), name
     assert np.isfinite(full["pearson"])
