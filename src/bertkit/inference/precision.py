@@ -146,6 +146,7 @@ class _PackedLinear(BoundForward):
     ) -> None:
         self.linear, self.packed, self.bias = linear, packed, bias
         self.act, self.algorithm, self.fused_out = act, algorithm, fused_out
+        self.residual_post_op = True  # False once this oneDNN refused the add post-op
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         lin = self.linear
@@ -162,11 +163,19 @@ class _PackedLinear(BoundForward):
         output fewer. None where the module must run as it is (training, a gradient, a hook, a fused
         activation) or ``residual`` is not the product's shape and dtype."""
         lin = self.linear
-        if self.act is not None or lin.training or torch.is_grad_enabled() or _hooked(lin):
+        if not self.residual_post_op or self.act is not None or lin.training or torch.is_grad_enabled():
             return None
-        if residual.dtype != self.packed.dtype or residual.shape != (*x.shape[:-1], self.packed.shape[0]):
+        if (
+            _hooked(lin)
+            or residual.dtype != self.packed.dtype
+            or residual.shape != (*x.shape[:-1], self.packed.shape[0])
+        ):
             return None
-        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
+        try:
+            return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
+        except RuntimeError:  # a CPU or build without the post-op for this dtype: the separate add from now on
+            self.residual_post_op = False
+            return None
 
 
 class FusedOutput(threading.local):
