@@ -160,7 +160,7 @@ def openvino_engine(onnx_path: Path, batches: Batches, threads: int, texts: list
     return lambda t: batches.run(t, lambda feed: compiled(feed)[0])
 
 
-def ctranslate2_engine(folder: Path, batches: Batches, threads: int, work: Path) -> dict[str, Embed]:
+def ctranslate2_engine(folder: Path, batches: Batches, threads: int, work: Path) -> Embed:
     import ctranslate2
     from ctranslate2.converters import TransformersConverter
 
@@ -175,7 +175,7 @@ def ctranslate2_engine(folder: Path, batches: Batches, threads: int, work: Path)
         hidden = np.asarray(enc.forward_batch(tokens).last_hidden_state)
         return hidden
 
-    return {"CTranslate2 int8": lambda t: batches.run(t, forward)}
+    return lambda t: batches.run(t, forward)
 
 
 ENGINES = (
@@ -209,7 +209,7 @@ def build_engine(name: str, folder: Path, texts: list[str], args: argparse.Names
         return lambda t: np.asarray(st.encode(t, batch_size=args.batch_size, normalize_embeddings=True), np.float32)
     batches = Batches(folder, args.batch_size)
     if name == "CTranslate2 int8":
-        return ctranslate2_engine(folder, batches, args.threads, work)[name]
+        return ctranslate2_engine(folder, batches, args.threads, work)
     onnx_path = work / "minilm.onnx"  # exported once by the parent
     if name.startswith("ONNX Runtime"):
         return onnxruntime_engine(onnx_path, batches, args.threads, work, int8="int8" in name)

@@ -2,9 +2,9 @@
 builds a kernel for each once instead of for every new batch; the filler rows are computed and never
 read.
 
-The promises: the rounding adds at most about 6% of rows and leaves few distinct counts; a prepared
-encoder's outputs on real tokens are exactly what the unrounded packing gives (BERT and DistilBERT,
-one length group or several, rows reordered or not), and what the padded computation gives on
+The promises: the rounding adds at most about 6% of rows and leaves few distinct counts; an encoder's
+outputs on real tokens in inference equal, to 1e-5, what the unrounded packing gives (BERT and
+DistilBERT, one length group or several, rows reordered or not), and what the padded computation gives on
 MiniLM's real checkpoint and text; training keeps the exact rows.
 """
 
@@ -66,7 +66,9 @@ def test_filler_rows_change_nothing_on_real_tokens(family, case, monkeypatch):
         monkeypatch.setattr(packing, "padded_rows", lambda t: t)
         exact = model(ids, attention_mask=mask).last_hidden_state
     real = mask.bool()
-    torch.testing.assert_close(bucketed[real], exact[real], atol=1e-6, rtol=0)
+    # 1e-5: a GEMM may block its sum differently for another row count (a filler row read by a real one
+    # would move these outputs by their own size, ~1)
+    torch.testing.assert_close(bucketed[real], exact[real], atol=1e-5, rtol=0)
     assert bucketed[~real].abs().max() == 0  # padding positions stay zeros
 
 

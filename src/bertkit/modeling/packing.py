@@ -105,7 +105,7 @@ class AttentionMask:
     T real tokens, then filler rows that every per-token op computes and no real row ever reads.
     """
 
-    __slots__ = ("mask", "index", "batch", "seq_len", "groups", "order", "rows", "pack_index")
+    __slots__ = ("mask", "index", "batch", "seq_len", "groups", "order", "pack_index")
 
     def __init__(
         self,
@@ -119,7 +119,6 @@ class AttentionMask:
         self.mask, self.index, self.batch, self.seq_len = mask, index, batch, seq_len
         self.groups = groups or []
         self.order = order  # packed row t comes from row order[t] of the groups' outputs; None = as is
-        self.rows = 0 if index is None else len(index)  # packed rows: the real tokens, then any filler
         self.pack_index = index  # the row of (B * N) each packed row is gathered from
 
     @classmethod
@@ -181,9 +180,8 @@ class AttentionMask:
             order[dst_all] = torch.arange(len(dst_all))
             order = order.to(m.device)
         built = cls(sdpa, index, batch, seq_len, groups, order)
-        extra = padded_rows(len(index)) - len(index) if row_multiple > 1 and len(index) else 0
+        extra = padded_rows(len(index)) - len(index) if row_multiple > 1 else 0
         if extra:  # filler rows repeat the first token's row, and the attention output's first row
-            built.rows += extra
             built.pack_index = torch.cat([index, index[:1].expand(extra)])
             if order is not None:
                 built.order = torch.cat([order, order.new_zeros(extra)])
@@ -197,6 +195,11 @@ class AttentionMask:
     @property
     def packed(self) -> bool:
         return self.index is not None
+
+    @property
+    def rows(self) -> int:
+        """Packed rows: the real tokens, then any filler (0 when not packed)."""
+        return 0 if self.pack_index is None else len(self.pack_index)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:  # (B, N, C) -> (rows, C): the T real tokens, then filler
         return x.reshape(self.batch * self.seq_len, -1).index_select(0, self.pack_index)
