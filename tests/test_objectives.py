@@ -209,6 +209,8 @@ def test_electra_resume_repeats_the_run_exactly(electra_run, corpus, tmp_path):
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     with pytest.raises(ValueError, match="objective"):  # another objective is another run
         pretrain(_args(corpus, out, objective="mlm", resume=True))
+    with pytest.raises(ValueError, match="generator_temperature"):  # other replacements: another run
+        pretrain(_args(corpus, out, objective="electra", generator_size=0.5, generator_temperature=2.0, resume=True))
     res = pretrain(_args(corpus, out, objective="electra", generator_size=0.5, resume=True))
     assert res.step == 6
     full = [r for r in _rows(electra_run) if "loss" in r]
@@ -382,6 +384,10 @@ def test_replacements_follow_the_generator_softmax():
     expected = torch.softmax(logits[0].double(), -1)
     assert torch.allclose(counts, expected, atol=4e-3), (counts, expected)  # ~4 standard errors
     assert counts[4] == 0  # probability 1e-14
+    # at temperature 4 the samples follow softmax(logits / 4), flatter than softmax(logits)
+    counts = torch.bincount(sample_from_logits(logits, g, temperature=4.0), minlength=5).double() / len(logits)
+    expected = torch.softmax(logits[0].double() / 4, -1)
+    assert torch.allclose(counts, expected, atol=4e-3), (counts, expected)
     ids = torch.tensor([[101, 103, 7, 103, 102, 0]])
     labels = torch.tensor([[-100, 5, -100, 9, -100, -100]])
     picked = torch.tensor([[-50.0] * 12, [-50.0] * 12])

@@ -130,6 +130,14 @@ class PretrainingArguments(TrainingArguments):
         same_on_resume=False,
         help="electra: the generator's hidden size (and heads) as a fraction of the discriminator's",
     )
+    generator_temperature: float = setting(
+        1.0,
+        type=A.positive_float,
+        group="model",
+        same_on_resume=False,
+        help="electra: the generator samples replacements from softmax(logits / T); T > 1 gives the "
+        "discriminator easier replacements while it learns",
+    )
     vocab: str | None = setting(None, group="model", same_on_resume=False, help="vocab.txt for a new model")
     model: str | None = setting(
         None, metavar="DIR", group="model", same_on_resume=False, help="continue pretraining from a saved model folder"
@@ -433,6 +441,9 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
         objective["objective"] = name
         if name == "electra":
             objective["generator_size"] = args.generator_size
+            temperature = getattr(args, "generator_temperature", 1.0)
+            if temperature != 1.0:  # runs from before the setting keep their identity
+                objective["generator_temperature"] = temperature
     return run_identity(
         args,
         model={k: getattr(config, k, None) for k in _MODEL_KEYS},

@@ -57,6 +57,7 @@ def check_objective_args(args: Any) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     A.fraction_0_1_left_open.check("generator_size", getattr(args, "generator_size", 0.25))
+    A.positive_float.check("generator_temperature", getattr(args, "generator_temperature", 1.0))
 
 
 def _read_config(folder: str) -> dict[str, Any]:
@@ -182,8 +183,12 @@ class ElectraPretrainingModel(nn.Module):
     """Generator and discriminator as one module for the Trainer; the generator uses the
     discriminator's embeddings module (word, position, type embeddings and their LayerNorm)."""
 
-    def __init__(self, discriminator: nn.Module, generator: nn.Module, tokenizer: Any = None) -> None:
+    def __init__(
+        self, discriminator: nn.Module, generator: nn.Module, tokenizer: Any = None, temperature: float = 1.0
+    ) -> None:
         super().__init__()
+        if not temperature > 0:
+            raise ValueError(f"the generator's sampling temperature must be > 0, got {temperature}")
         if discriminator.config.embedding_size != generator.config.embedding_size:
             raise ValueError(
                 f"the generator's embedding_size ({generator.config.embedding_size}) must equal the "
@@ -194,6 +199,7 @@ class ElectraPretrainingModel(nn.Module):
         generator.electra.embeddings = discriminator.electra.embeddings
         generator.tie_weights()  # the generator's output layer follows the shared word embeddings
         self.tokenizer = tokenizer  # saved beside both models
+        self.temperature = temperature  # of the generator's softmax when it samples replacements
 
     @property
     def config(self) -> Any:
@@ -212,7 +218,7 @@ class ElectraPretrainingModel(nn.Module):
         gen = self.generator(
             input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels, sparse_mlm=True
         )
-        replaced, disc_labels = replace_with_samples(gen.logits.detach(), input_ids, labels, sampler)
+        replaced, disc_labels = replace_with_samples(gen.logits.detach(), input_ids, labels, sampler, self.temperature)
         disc = self.discriminator(
             replaced, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=disc_labels
         )
@@ -338,7 +344,7 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
         gen = ElectraForMaskedLM.from_pretrained(saved)
     else:
         gen = ElectraForMaskedLM(gen_cfg)
-    return ElectraPretrainingModel(disc, gen, tokenizer)
+    return ElectraPretrainingModel(disc, gen, tokenizer, getattr(args, "generator_temperature", 1.0))
 
 
 def build_objective(args: Any) -> dict[str, Any]:
