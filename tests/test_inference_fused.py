@@ -356,3 +356,43 @@ def test_a_hook_on_the_output_projection_or_its_dropout_sees_its_call(batch):
             torch.testing.assert_close(seen["y"], want, atol=1e-5, rtol=1e-5)
         assert "y" in seen
         torch.testing.assert_close(hooked, plain, atol=1e-5, rtol=0)
+
+
+def test_distilbert_adds_both_residuals_in_its_projections_and_hooks_see_the_modules_outputs(
+    tmp_path, batch, monkeypatch
+):
+    """DistilBERT's block adds its residuals after its attention and feed-forward modules: prepared for
+    inference, both enter out_lin's and lin2's products instead, matching transformers; a hook on
+    either module makes the block add apart, so the hook sees the module's own output."""
+    from bertkit.inference import precision
+
+    missing = residual_add_missing(torch.float32)
+    if missing:
+        pytest.skip(missing)
+    ref, _, layers = _random_family(tmp_path, "distilbert", "gelu")
+    model = DistilBertModel.from_pretrained(tmp_path, dtype="fp32")
+    calls = []
+    fused = precision._PackedLinear.add_residual
+    monkeypatch.setattr(precision._PackedLinear, "add_residual", lambda s, x, r: calls.append(1) or fused(s, x, r))
+    real = batch["attention_mask"].bool()
+    plain = _hidden(model, batch)
+    assert len(calls) == 2 * layers
+    torch.testing.assert_close(plain[real], _hidden(ref, batch)[real], atol=FP32_ATOL, rtol=0)
+
+    block = model.transformer.layer[1]
+    seen = {}
+    hooks = [
+        block.attention.register_forward_hook(lambda m, inp, out: seen.update(att_in=inp[0], att_out=out[0])),
+        block.sa_layer_norm.register_forward_hook(lambda m, inp, out: seen.update(norm_in=inp[0])),
+        block.ffn.register_forward_hook(lambda m, inp, out: seen.update(ffn_in=inp[0], ffn_out=out)),
+    ]
+    try:
+        hooked = _hidden(model, batch)
+    finally:
+        for h in hooks:
+            h.remove()
+    torch.testing.assert_close(seen["norm_in"], seen["att_out"] + seen["att_in"], atol=1e-5, rtol=0)
+    ffn, x = block.ffn, seen["ffn_in"]
+    want = torch.nn.functional.linear(torch.nn.functional.gelu(ffn.lin1(x)), ffn.lin2.weight, ffn.lin2.bias)
+    torch.testing.assert_close(seen["ffn_out"], want, atol=1e-5, rtol=1e-5)  # no residual in it
+    torch.testing.assert_close(hooked, plain, atol=1e-5, rtol=0)

@@ -22,7 +22,7 @@ from torch import nn
 
 from .base import PreTrainedModel
 from .config import SharedConfigFields
-from .layers import get_activation, multi_head_attention, project_qkv
+from .layers import dense_residual, get_activation, multi_head_attention, project_qkv
 from .loading import no_init_weights
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
 from .packing import AttentionMask, inference_rows
@@ -115,6 +115,9 @@ class Embeddings(nn.Module):
         return self.dropout(self.LayerNorm(inputs_embeds + self.position_embeddings(position_ids)))
 
 
+_NO_DROPOUT = nn.Dropout(0.0).eval()  # DistilBERT has no dropout after the attention's out_lin
+
+
 class MultiHeadSelfAttention(nn.Module):
     """BERT's attention under DistilBERT's names (q_lin/k_lin/v_lin/out_lin, no output LayerNorm here)."""
 
@@ -132,14 +135,20 @@ class MultiHeadSelfAttention(nn.Module):
         self.dropout = nn.Dropout(config.attention_dropout)
 
     def forward(
-        self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None, output_attentions: bool
+        self,
+        x: torch.Tensor,
+        mask: AttentionMask | torch.Tensor | None,
+        output_attentions: bool,
+        residual: torch.Tensor | None = None,  # added to the output (inside the product where it can be)
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self._inference_qkv is not None and not self.training:
             qkv = self._inference_qkv(x)  # (B, N, 3H) or (T, 3H) when packed
         else:
             qkv = project_qkv(x, self.q_lin, self.k_lin, self.v_lin)
         y, probs = multi_head_attention(qkv, self.n_heads, mask, output_attentions, self.dropout)
-        return self.out_lin(y), probs
+        if residual is None:
+            return self.out_lin(y), probs
+        return dense_residual(self.out_lin, _NO_DROPOUT, y, residual), probs  # no dropout after out_lin
 
 
 class FFN(nn.Module):
@@ -152,8 +161,9 @@ class FFN(nn.Module):
         self.activation = get_activation(config.activation)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.lin2(self.activation(self.lin1(x))))
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.activation(self.lin1(x))
+        return self.dropout(self.lin2(h)) if residual is None else dense_residual(self.lin2, self.dropout, h, residual)
 
 
 class TransformerBlock(nn.Module):
@@ -169,9 +179,15 @@ class TransformerBlock(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None, output_attentions: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        a, probs = self.attention(x, mask, output_attentions)
-        x = self.sa_layer_norm(a + x)
-        return self.output_layer_norm(self.ffn(x) + x), probs
+        if self.attention._forward_hooks or self.attention._forward_pre_hooks:  # a hook sees out_lin's output
+            a, probs = self.attention(x, mask, output_attentions)
+            x = self.sa_layer_norm(a + x)
+        else:  # the residual enters the projection, which adds it in its product when prepared for inference
+            a, probs = self.attention(x, mask, output_attentions, residual=x)
+            x = self.sa_layer_norm(a)
+        if self.ffn._forward_hooks or self.ffn._forward_pre_hooks:
+            return self.output_layer_norm(self.ffn(x) + x), probs
+        return self.output_layer_norm(self.ffn(x, residual=x)), probs
 
 
 class Transformer(nn.Module):
