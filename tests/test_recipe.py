@@ -6,6 +6,8 @@
   --resume in phase 2, from that checkpoint: phase 1 is not run again, and the finished OUTPUT is
   the final model (it loads in transformers).
 * Settings the recipe chooses cannot also be given.
+* The throughput that sizes the phases' intervals and step cap is the fastest timed step: a
+  neighbour's load, which only slows steps, does not shrink them.
 * --recipe-schedule single: one learning-rate decay across both phases, phase 2 continuing it from
   where phase 1 stopped (phase 1 ends above 0, phase 2 ends at 0).
 """
@@ -40,6 +42,15 @@ def test_cpu_hour_schedule():
         cpu_hour_phases(0)
     s1, s2 = cpu_hour_phases(60, schedule="single")
     assert (s1.lr, s2.lr, s1.minutes, s2.minutes) == (1e-3, 1e-3, p1.minutes, p2.minutes)  # one peak
+
+
+def test_the_measured_rate_is_the_fastest_step():
+    from bertkit.training.recipes import rate_from_step_times
+
+    # four steps of 0.3 s, two of them slowed tenfold by another process on the CPU
+    assert rate_from_step_times([3.1, 0.3, 2.9, 0.31]) == pytest.approx(200.0)
+    with pytest.raises(ValueError, match="no timed steps"):
+        rate_from_step_times([])
 
 
 def test_recipe_schedule_needs_a_recipe():
