@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit.modeling.layers import hooked
+
 __all__ = [
     "MODEL_INPUTS",
     "first_subtokens",
@@ -115,7 +117,7 @@ def inference_workers(model: Any, n_batches: int, device: torch.device) -> int:
         return 1
     if torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks:
         return 1
-    if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):
+    if hooked(*model.modules()):
         return 1
     return threads
 

@@ -47,8 +47,9 @@ import torch
 from torch import nn
 
 from bertkit._cpu import has_fast_bf16
+from bertkit.modeling.layers import hooked
 
-from .precision import BoundForward, FusedOutput, PassthroughAct, _fusable_activations, _hooked
+from .precision import BoundForward, FusedOutput, PassthroughAct, _fusable_activations
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
 
@@ -179,7 +180,7 @@ class _InPlaceGelu(BoundForward):
         self.linear, self.act, self.algorithm, self.fused_out = linear, act, algorithm, fused_out
 
     def __call__(self, y: torch.Tensor) -> torch.Tensor:
-        if _hooked(self.linear, self.act):
+        if hooked(self.linear, self.act):
             return y
         return self.fused_out.mark(torch.ops.aten.gelu_(y, approximate=self.algorithm))
 

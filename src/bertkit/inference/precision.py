@@ -32,7 +32,7 @@ from torch import nn
 
 from bertkit._cpu import cpu_flags, has_fast_bf16
 from bertkit.modeling.gpt2 import Conv1D
-from bertkit.modeling.layers import NewGELU
+from bertkit.modeling.layers import NewGELU, hooked
 
 __all__ = ["DTYPES", "inference_dtype", "prepack_linears", "prepare_for_inference", "resolve_dtype", "try_compile"]
 
@@ -104,10 +104,6 @@ def _gelu_algorithm(act: nn.Module) -> str | None:
     return None
 
 
-def _hooked(*modules: nn.Module) -> bool:
-    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
-
-
 class BoundForward:
     """A forward set on a module instance that refers to modules (its own, a paired activation) and
     to state made for them. An object rather than a closure so that ``copy.deepcopy`` of a prepared
@@ -152,7 +148,7 @@ class _PackedLinear(BoundForward):
         lin = self.linear
         if lin.training or torch.is_grad_enabled():  # training, or a gradient asked for: the module as it is
             return type(lin).forward(lin, x)
-        if self.act is None or _hooked(lin, self.act):
+        if self.act is None or hooked(lin, self.act):
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "gelu", [], self.algorithm)
         return self.fused_out.mark(y)  # type: ignore[union-attr]  # set whenever act is
@@ -166,7 +162,7 @@ class _PackedLinear(BoundForward):
         if not self.residual_post_op or self.act is not None or lin.training or torch.is_grad_enabled():
             return None
         if (
-            _hooked(lin)
+            hooked(lin)
             or residual.dtype != self.packed.dtype
             or residual.shape != (*x.shape[:-1], self.packed.shape[0])
         ):

@@ -22,7 +22,7 @@ from torch import nn
 
 from .base import PreTrainedModel
 from .config import SharedConfigFields
-from .layers import dense_residual, get_activation, multi_head_attention, project_qkv
+from .layers import dense_residual, get_activation, hooked, multi_head_attention, project_qkv
 from .loading import no_init_weights
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
 from .packing import AttentionMask, inference_rows
@@ -115,9 +115,6 @@ class Embeddings(nn.Module):
         return self.dropout(self.LayerNorm(inputs_embeds + self.position_embeddings(position_ids)))
 
 
-_NO_DROPOUT = nn.Dropout(0.0).eval()  # DistilBERT has no dropout after the attention's out_lin
-
-
 class MultiHeadSelfAttention(nn.Module):
     """BERT's attention under DistilBERT's names (q_lin/k_lin/v_lin/out_lin, no output LayerNorm here)."""
 
@@ -148,7 +145,7 @@ class MultiHeadSelfAttention(nn.Module):
         y, probs = multi_head_attention(qkv, self.n_heads, mask, output_attentions, self.dropout)
         if residual is None:
             return self.out_lin(y), probs
-        return dense_residual(self.out_lin, _NO_DROPOUT, y, residual), probs  # no dropout after out_lin
+        return dense_residual(self.out_lin, None, y, residual), probs  # DistilBERT: no dropout after out_lin
 
 
 class FFN(nn.Module):
@@ -179,13 +176,13 @@ class TransformerBlock(nn.Module):
     def forward(
         self, x: torch.Tensor, mask: AttentionMask | torch.Tensor | None, output_attentions: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if self.attention._forward_hooks or self.attention._forward_pre_hooks:  # a hook sees out_lin's output
+        if hooked(self.attention):  # a hook sees out_lin's output
             a, probs = self.attention(x, mask, output_attentions)
             x = self.sa_layer_norm(a + x)
         else:  # the residual enters the projection, which adds it in its product when prepared for inference
             a, probs = self.attention(x, mask, output_attentions, residual=x)
             x = self.sa_layer_norm(a)
-        if self.ffn._forward_hooks or self.ffn._forward_pre_hooks:
+        if hooked(self.ffn):
             return self.output_layer_norm(self.ffn(x) + x), probs
         return self.output_layer_norm(self.ffn(x, residual=x)), probs
 

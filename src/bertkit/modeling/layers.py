@@ -63,8 +63,16 @@ def get_activation(name: str) -> nn.Module:
 # ---------------------------------------------------------------------------------------- sublayer output
 
 
-def dense_residual(dense: nn.Module, dropout: nn.Dropout, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-    """``dropout(dense(x)) + residual``: a sublayer's output before a post-LN block normalises it.
+def hooked(*modules: nn.Module) -> bool:
+    """Whether any of ``modules`` has a forward hook or pre-hook: it must then run as its own call."""
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def dense_residual(
+    dense: nn.Module, dropout: nn.Dropout | None, x: torch.Tensor, residual: torch.Tensor
+) -> torch.Tensor:
+    """``dropout(dense(x)) + residual`` (no dropout when None): a sublayer's output before a post-LN
+    block normalises it.
 
     A projection prepared for inference (``bertkit.inference.prepare_for_inference``) offers
     ``add_residual`` on its forward, which adds the residual inside its product: one pass over the
@@ -72,11 +80,12 @@ def dense_residual(dense: nn.Module, dropout: nn.Dropout, x: torch.Tensor, resid
     keeps the modules' own calls too, so every hook sees what it always saw.
     """
     add_residual = getattr(dense.forward, "add_residual", None)
-    if add_residual is not None and not (dropout.training or dropout._forward_hooks or dropout._forward_pre_hooks):
+    if add_residual is not None and not (dropout is not None and (dropout.training or hooked(dropout))):
         y = add_residual(x, residual)
         if y is not None:
             return y
-    return dropout(dense(x)) + residual
+    y = dense(x)
+    return (y if dropout is None else dropout(y)) + residual
 
 
 # ---------------------------------------------------------------------------------------- attention

@@ -441,9 +441,8 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
         objective["objective"] = name
         if name == "electra":
             objective["generator_size"] = args.generator_size
-            temperature = getattr(args, "generator_temperature", 1.0)
-            if temperature != 1.0:  # runs from before the setting keep their identity
-                objective["generator_temperature"] = temperature
+            if args.generator_temperature != 1.0:  # runs from before the setting keep their identity
+                objective["generator_temperature"] = args.generator_temperature
     return run_identity(
         args,
         model={k: getattr(config, k, None) for k in _MODEL_KEYS},

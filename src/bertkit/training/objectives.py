@@ -344,7 +344,7 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
         gen = ElectraForMaskedLM.from_pretrained(saved)
     else:
         gen = ElectraForMaskedLM(gen_cfg)
-    return ElectraPretrainingModel(disc, gen, tokenizer, getattr(args, "generator_temperature", 1.0))
+    return ElectraPretrainingModel(disc, gen, tokenizer, args.generator_temperature)
 
 
 def build_objective(args: Any) -> dict[str, Any]:
