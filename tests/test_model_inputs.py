@@ -111,7 +111,7 @@ def test_packed_attention_in_length_groups_equals_full_computation():
     mask[3] = mask[3].flip(0)  # left padding
     mask[5, 4:8] = 0  # a hole inside the sequence
     built = AttentionMask.build(mask, pack=True, hidden_size=cfg.hidden_size)
-    assert len(built.groups) >= 3 and built.order is not None  # several groups, rows reordered
+    assert len(built.groups) >= 3 and bool((built.gather.diff() < 0).any())  # several groups, rows reordered
     groups = length_groups(mask.sum(1).tolist(), cfg.hidden_size)
     assert sorted(b for g in groups for b in g) == list(range(len(lengths)))
     _assert_packed_equals_full(model, ids, mask)

@@ -155,27 +155,29 @@ def multi_head_attention(
 def _grouped_attention(
     qkv: torch.Tensor, num_heads: int, mask: AttentionMask, dropout: nn.Dropout
 ) -> torch.Tensor:  # (rows, 3H) packed -> (rows, H)
-    """Attention of a packed batch, one length group at a time (see :class:`AttentionMask`); filler rows
-    past the real tokens get zeros, or the first row where the output is reordered anyway."""
-    three_h = qkv.shape[-1]
-    d = three_h // (3 * num_heads)
+    """Attention of a packed batch, one length group at a time (see :class:`AttentionMask`).
+
+    Each group's output goes straight into its place in one buffer of every group's padded rows, and
+    one gather takes the packed rows from it: no per-group selection, concatenation or reordering pass.
+    Filler rows past the real tokens get the first row's output, which no real row reads.
+    """
+    h = qkv.shape[-1] // 3
+    d = h // num_heads
     if not mask.groups:  # every sequence empty: no real rows at all
-        return qkv.new_zeros(qkv.shape[0], three_h // 3)
-    outs = []
+        return qkv.new_zeros(qkv.shape[0], h)
+    out = qkv.new_empty(sum(g.batch * g.seq_len for g in mask.groups), h)
+    start = 0
     for g in mask.groups:
         x = qkv.index_select(0, g.src).view(g.batch, g.seq_len, 3, num_heads, d)
+        dst = out[start : start + g.batch * g.seq_len]
         if _short_bf16_inference(x, dropout):
-            y = _batched_gemm_attention(x, g.mask)
+            _batched_gemm_attention(x, g.mask, out=dst)
         else:
             q, k, v = x.permute(2, 0, 3, 1, 4).unbind(0)  # each (B_g, h, N_g, d)
             y, _ = attention(q, k, v, g.mask, False, dropout)
-            y = y.transpose(1, 2).reshape(g.batch * g.seq_len, num_heads * d)
-        outs.append(y if g.keep is None else y.index_select(0, g.keep))
-    filler = qkv.shape[0] - len(mask.index)
-    if filler and mask.order is None:
-        outs.append(outs[0].new_zeros(filler, outs[0].shape[1]))
-    y = outs[0] if len(outs) == 1 else torch.cat(outs)
-    return y if mask.order is None else y.index_select(0, mask.order)
+            dst.view(g.batch, g.seq_len, num_heads, d).copy_(y.transpose(1, 2))
+        start += len(dst)
+    return out if mask.gather is None else out.index_select(0, mask.gather)
 
 
 # Up to this many keys, bf16 inference attends with two batched GEMMs and a softmax: on short
@@ -199,6 +201,7 @@ def _short_bf16_inference(x: torch.Tensor, dropout: nn.Dropout) -> bool:
 def _batched_gemm_attention(
     x: torch.Tensor,  # (B, N, 3, h, d): q, k and v of each token
     mask: torch.Tensor | None,  # bool (B, 1, 1, N), True = attend; None = all
+    out: torch.Tensor | None = None,  # (B * N, h * d) to write the result into
 ) -> torch.Tensor:  # (B * N, h * d)
     """Softmax attention as ``bmm(softmax(scale * bmm(q, k^T)), v)`` over the B*h heads at once.
 
@@ -212,5 +215,8 @@ def _batched_gemm_attention(
         bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~mask, float("-inf"))
         scores.view(B, h, N, N).add_(bias)
     probs = torch.softmax(scores, -1, out=scores).to(v.dtype)
-    y = torch.bmm(probs, v)  # (B*h, N, d)
-    return y.view(B, h, N, d).transpose(1, 2).reshape(B * N, h * d)
+    y = torch.bmm(probs, v).view(B, h, N, d).transpose(1, 2)  # (B, N, h, d)
+    if out is None:
+        return y.reshape(B * N, h * d)
+    out.view(B, N, h, d).copy_(y)
+    return out

@@ -105,7 +105,7 @@ class AttentionMask:
     T real tokens, then filler rows that every per-token op computes and no real row ever reads.
     """
 
-    __slots__ = ("mask", "index", "batch", "seq_len", "groups", "order", "pack_index")
+    __slots__ = ("mask", "index", "batch", "seq_len", "groups", "gather", "pack_index")
 
     def __init__(
         self,
@@ -114,11 +114,13 @@ class AttentionMask:
         batch: int = 0,
         seq_len: int = 0,
         groups: list[_LengthGroup] | None = None,
-        order: torch.Tensor | None = None,
+        gather: torch.Tensor | None = None,
     ) -> None:
         self.mask, self.index, self.batch, self.seq_len = mask, index, batch, seq_len
         self.groups = groups or []
-        self.order = order  # packed row t comes from row order[t] of the groups' outputs; None = as is
+        # Packed row t of the attention output is row gather[t] of the groups' padded outputs laid end to
+        # end (filler rows read row 0); None when that is row t itself, so nothing is gathered.
+        self.gather = gather
         self.pack_index = index  # the row of (B * N) each packed row is gathered from
 
     @classmethod
@@ -152,7 +154,8 @@ class AttentionMask:
         starts = [0]
         for n in lengths[:-1]:
             starts.append(starts[-1] + n)
-        groups, dst = [], []
+        groups, dst, slots = [], [], []
+        offset = 0  # where this group's padded output starts among all the groups' outputs
         for members in length_groups(lengths, hidden_size):
             longest = -(-max(lengths[b] for b in members) // row_multiple) * row_multiple
             k = torch.arange(longest)
@@ -172,19 +175,18 @@ class AttentionMask:
                     longest,
                 )
             )
-            dst.append(src if keep is None else src[keep])
-        dst_all = torch.cat(dst)  # packed row of each output row, in group order
-        order = None
-        if not bool((dst_all == torch.arange(len(dst_all))).all()):
-            order = torch.empty_like(dst_all)
-            order[dst_all] = torch.arange(len(dst_all))
-            order = order.to(m.device)
-        built = cls(sdpa, index, batch, seq_len, groups, order)
-        extra = padded_rows(len(index)) - len(index) if row_multiple > 1 else 0
-        if extra:  # filler rows repeat the first token's row, and the attention output's first row
-            built.pack_index = torch.cat([index, index[:1].expand(extra)])
-            if order is not None:
-                built.order = torch.cat([order, order.new_zeros(extra)])
+            real = torch.arange(len(src)) if keep is None else keep
+            dst.append(src[real])  # the packed row of each real slot
+            slots.append(offset + real)
+            offset += len(src)
+        rows = padded_rows(len(index)) if row_multiple > 1 else len(index)
+        gather = torch.zeros(rows, dtype=torch.long)  # filler rows (past the T real tokens) read row 0
+        if dst:  # no groups when every sequence is empty
+            gather[torch.cat(dst)] = torch.cat(slots)
+        as_is = offset == rows and bool((gather == torch.arange(rows)).all())
+        built = cls(sdpa, index, batch, seq_len, groups, None if as_is else gather.to(m.device))
+        if rows > len(index):  # filler rows repeat the first token's row
+            built.pack_index = torch.cat([index, index[:1].expand(rows - len(index))])
         return built
 
     @classmethod
