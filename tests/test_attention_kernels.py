@@ -81,7 +81,7 @@ def test_packed_groups_pad_to_whole_row_tiles():
         exact = AttentionMask.build(mask, pack=True, row_multiple=rows)
         assert {g.seq_len for g in exact.groups} <= {30, 29, 11, 3}
     # every real token is kept exactly once, whatever the rounding added
-    kept = sum(g.batch * g.seq_len if g.keep is None else len(g.keep) for g in built.groups)
+    kept = sum(g.batch * g.seq_len if g.mask is None else int(g.mask.sum()) for g in built.groups)
     assert kept == int(mask.sum())
 
 

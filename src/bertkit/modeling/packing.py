@@ -17,15 +17,14 @@ __all__ = ["ROW_MULTIPLE", "AttentionMask", "inference_rows", "length_groups", "
 
 
 class _LengthGroup:
-    """Sequences of similar length that attend together, padded to their own longest: gather
-    ``src`` rows of the packed tokens into ``(batch, seq_len)``, attend under ``mask``, keep ``keep``."""
+    """Sequences of similar length that attend together, padded to their own longest: gather ``src``
+    rows of the packed tokens into ``(batch, seq_len)`` and attend under ``mask`` (None: no padding slot).
+    :attr:`AttentionMask.gather` takes the real rows back out."""
 
-    __slots__ = ("src", "keep", "mask", "batch", "seq_len")
+    __slots__ = ("src", "mask", "batch", "seq_len")
 
-    def __init__(
-        self, src: torch.Tensor, keep: torch.Tensor | None, mask: torch.Tensor | None, batch: int, seq_len: int
-    ) -> None:
-        self.src, self.keep, self.mask, self.batch, self.seq_len = src, keep, mask, batch, seq_len
+    def __init__(self, src: torch.Tensor, mask: torch.Tensor | None, batch: int, seq_len: int) -> None:
+        self.src, self.mask, self.batch, self.seq_len = src, mask, batch, seq_len
 
 
 # Per attention call, in units of (sequence x key x query) work of a 384-wide model: what a group
@@ -165,18 +164,13 @@ class AttentionMask:
             # padding slots repeat the sequence's first token: masked out as keys, dropped as queries
             src = torch.where(valid, first[:, None] + k[None, :], first[:, None]).reshape(-1)
             full = bool(valid.all())
-            keep = None if full else valid.reshape(-1).nonzero().squeeze(1)
             groups.append(
                 _LengthGroup(
-                    src.to(m.device),
-                    None if keep is None else keep.to(m.device),
-                    None if full else valid[:, None, None, :].to(m.device),
-                    len(members),
-                    longest,
+                    src.to(m.device), None if full else valid[:, None, None, :].to(m.device), len(members), longest
                 )
             )
-            real = torch.arange(len(src)) if keep is None else keep
-            dst.append(src[real])  # the packed row of each real slot
+            real = valid.reshape(-1).nonzero().squeeze(1)  # the real slots
+            dst.append(src[real])  # the packed row of each
             slots.append(offset + real)
             offset += len(src)
         rows = padded_rows(len(index)) if row_multiple > 1 else len(index)
