@@ -60,6 +60,47 @@ def test_prepared_fp32_stays_exact_vs_transformers():
     torch.testing.assert_close(a[m], b[m], atol=2e-5, rtol=1e-4)
 
 
+def test_precision_choice_follows_the_device():
+    """int8 is a CPU path: asked for on a GPU it is refused by name, before any weight moves; auto on a
+    device other than the CPU never reads the CPU's flags."""
+    with pytest.raises(ValueError, match=r"'int8' runs on the CPU only.*on cuda:0 choose bf16, fp32 or auto"):
+        resolve_dtype("int8", device="cuda:0")
+    assert resolve_dtype("bf16", device="cuda") == "bf16" and resolve_dtype("fp32", device="mps") == "fp32"
+    assert resolve_dtype("auto", device="mps") == "fp32"
+    expected = "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
+    assert resolve_dtype("auto", device="cuda") == expected
+
+
+def test_a_prepared_model_follows_a_cast():
+    """``.to(dtype)`` on a prepared model rebuilds its fused and packed weights at the new precision:
+    the same outputs as a model prepared at that precision from the start."""
+    folder = str(asset_path("minilm"))
+    enc = transformers.AutoTokenizer.from_pretrained(folder)(
+        [r["text"] for r in _polarity("test", 6)], padding=True, return_tensors="pt"
+    )
+    direct = BertModel.from_pretrained(folder, dtype="bf16")
+    moved = BertModel.from_pretrained(folder, dtype="fp32").to(torch.bfloat16)
+    fused = moved.encoder.layer[0].attention.self._inference_qkv
+    assert moved.dtype == torch.bfloat16 and fused.weight.dtype == torch.bfloat16
+    assert resolve_dtype(moved.__dict__["_bertkit_inference_dtype"]) == "bf16"
+    with torch.inference_mode():
+        a = moved(**enc).last_hidden_state.float()
+        b = direct(**enc).last_hidden_state.float()
+    m = enc["attention_mask"].bool()
+    torch.testing.assert_close(a[m], b[m], atol=1e-6, rtol=0)
+    half = moved.half()  # no inference precision names float16: the model runs as a plain one
+    assert "_bertkit_inference_dtype" not in half.__dict__
+    assert half.encoder.layer[0].attention.self._inference_qkv is None
+
+
+def test_an_int8_model_refuses_to_move_before_anything_moves():
+    model = BertModel.from_pretrained(str(asset_path("minilm")), dtype="int8")
+    before = {k: (v.dtype, v.device) for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"prepared for int8 inference, which runs on the CPU only.*torch.bfloat16"):
+        model.to(torch.bfloat16)
+    assert {k: (v.dtype, v.device) for k, v in model.state_dict().items()} == before
+
+
 def test_run_batched_restores_input_order_and_lengths():
     folder = asset_path("minilm")
     model = BertModel.from_pretrained(folder)

@@ -2,7 +2,8 @@
 
 ``prepare_for_inference(model, dtype)`` is the one place a model is made ready to serve:
 
-- ``"auto"`` picks bf16 where the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else fp32;
+- ``"auto"`` picks bf16 where the CPU multiplies bf16 natively (AMX or AVX-512 BF16), else fp32; on a
+  GPU, bf16 where the GPU supports it. int8 is a CPU path: asked for on a GPU, it is refused by name;
 - ``"bf16"`` casts every parameter to bfloat16 (outputs are cast back to float32 by the callers);
 - ``"int8"`` runs the encoder's Linear layers as int8 products with one scale per token and per
   output channel, smoothed (:mod:`bertkit.inference.int8`); heads and the pooler stay in bf16 or
@@ -16,6 +17,10 @@
 - a feed-forward up-projection followed by an erf or tanh GELU (the parent names the pair in
   ``fused_act_names``) computes bias and GELU as oneDNN's post-op of the same call, so the (B, N, I)
   activation is written once instead of read back for a separate GELU.
+
+A prepared model moved or cast afterwards (``.to("cuda")``, ``.to(torch.bfloat16)``) rebuilds its
+fused projections where its weights now are and keeps packed weights only on the CPU
+(:func:`follow_move`); an int8 model refuses to move off the CPU before any weight moves.
 """
 
 from __future__ import annotations
@@ -42,8 +47,14 @@ DTYPES = ("auto", "fp32", "bf16", "int8")
 _ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "qint8": "int8"}
 
 
-def resolve_dtype(dtype: str | torch.dtype | None = "auto", flags: dict[str, bool] | None = None) -> str:
-    """Map ``auto|fp32|bf16|int8`` (or a torch dtype) to the concrete choice for this CPU."""
+def resolve_dtype(
+    dtype: str | torch.dtype | None = "auto",
+    flags: dict[str, bool] | None = None,
+    device: str | torch.device | None = None,
+) -> str:
+    """Map ``auto|fp32|bf16|int8`` (or a torch dtype) to the concrete choice for ``device`` (the CPU
+    when None): on the CPU, ``auto`` is bf16 where it multiplies bf16 natively; on a GPU, bf16 where
+    the GPU supports it. int8 runs on the CPU only (its products are CPU kernels)."""
     if dtype is None:
         return "fp32"
     if isinstance(dtype, torch.dtype):
@@ -55,6 +66,17 @@ def resolve_dtype(dtype: str | torch.dtype | None = "auto", flags: dict[str, boo
     name = _ALIASES.get(str(dtype).lower(), str(dtype).lower())
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type != "cpu":
+        if name == "int8":
+            raise ValueError(
+                f"dtype 'int8' runs on the CPU only (bertkit's int8 products are CPU kernels); on {dev} "
+                "choose bf16, fp32 or auto"
+            )
+        if name == "auto":
+            cuda_bf16 = dev.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+            return "bf16" if cuda_bf16 else "fp32"
+        return name
     if name == "auto":
         return "bf16" if has_fast_bf16(cpu_flags() if flags is None else flags) else "fp32"
     return name
@@ -276,7 +298,9 @@ def prepare_for_inference(model: nn.Module, dtype: str | torch.dtype | None = "a
 
     The fused attention weights are a snapshot: call this after the weights are final.
     """
-    choice = resolve_dtype(dtype)
+    param = next(model.parameters(), None)
+    choice = resolve_dtype(dtype, device=None if param is None else param.device)
+    model.__dict__.pop("_bertkit_inference_dtype", None)  # the casts below are this preparation's own
     model.eval()
     model.requires_grad_(False)
     if choice == "bf16":
@@ -292,6 +316,59 @@ def prepare_for_inference(model: nn.Module, dtype: str | torch.dtype | None = "a
     prepack_linears(model)
     object.__setattr__(model, "_bertkit_inference_dtype", choice)
     return model
+
+
+def _unpack(model: nn.Module) -> None:
+    """Drop what :func:`prepack_linears` set: every module runs its own forward again."""
+    for m in model.modules():
+        if isinstance(m.__dict__.get("forward"), (_PackedLinear, PassthroughAct)):
+            del m.__dict__["forward"]
+        m.__dict__.pop("_inference_gelu", None)
+
+
+def _stale(model: nn.Module) -> bool:
+    """Whether a weight derived at preparation no longer sits where (device, dtype) its source does."""
+    for m in model.modules():
+        fused = m.__dict__.get("_inference_qkv")
+        if isinstance(fused, nn.Linear):
+            source = getattr(m, type(m).qkv_names[0]).weight
+            if (fused.weight.device, fused.weight.dtype) != (source.device, source.dtype):
+                return True
+        packed = m.__dict__.get("forward")
+        if isinstance(packed, _PackedLinear):
+            w = packed.linear.weight
+            if w.device.type != "cpu" or packed.packed.dtype != w.dtype:
+                return True
+    return False
+
+
+def check_move(model: nn.Module, target: torch.Tensor) -> None:
+    """Refuse to move an int8-prepared ``model`` off the CPU or to another float type (``target`` is
+    an empty float32 CPU tensor after the move's conversion), before any weight moves."""
+    if inference_dtype(model) == "int8" and (target.device.type != "cpu" or target.dtype != torch.float32):
+        where = target.device if target.device.type != "cpu" else target.dtype
+        raise ValueError(
+            f"this model was prepared for int8 inference, which runs on the CPU only, and cannot move to "
+            f"{where}; load it again at dtype bf16 or fp32 (from_pretrained(folder, dtype='bf16'), then .to())"
+        )
+
+
+def follow_move(model: nn.Module) -> None:
+    """After ``model.to()`` / ``.cuda()`` / ``.half()``: rebuild the fused projections where the weights
+    now are, and keep oneDNN's packed weights only on the CPU. A float16 model is no longer prepared
+    (no inference precision names it); fp32 and bf16 keep their name."""
+    if inference_dtype(model) == "int8" or not _stale(model):
+        return
+    param = next(model.parameters())
+    _unpack(model)
+    for m in model.modules():
+        m.__dict__.pop("_inference_qkv", None)
+    if param.dtype not in (torch.float32, torch.bfloat16):
+        model.__dict__.pop("_bertkit_inference_dtype", None)
+        return
+    _fuse_qkv(model)
+    prepack_linears(model)
+    object.__setattr__(model, "_bertkit_inference_dtype", "bf16" if param.dtype == torch.bfloat16 else "fp32")
 
 
 def try_compile(model: nn.Module, example: dict[str, torch.Tensor] | None = None) -> tuple[Any, float | None]:

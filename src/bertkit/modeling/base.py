@@ -326,6 +326,18 @@ class PreTrainedModel(nn.Module):
                 f"(expected {expected}{what})"
             )
 
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> PreTrainedModel:
+        # .to() / .cuda() / .half() of a model prepared for inference: the weights derived from the
+        # parameters at preparation (fused projections, oneDNN-packed copies) follow them.
+        if "_bertkit_inference_dtype" not in self.__dict__:
+            return super()._apply(fn, *args, **kwargs)
+        from bertkit.inference.precision import check_move, follow_move
+
+        check_move(self, fn(torch.empty(0)))
+        out = super()._apply(fn, *args, **kwargs)
+        follow_move(self)
+        return out
+
     # ----------------------------------------------------------------- checkpoints
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any):

@@ -1,0 +1,219 @@
+"""The same promises on a CUDA GPU: parity with transformers and sentence-transformers on the GPU, the
+packed inference path, the precisions a GPU offers, training and generation. Skipped without CUDA (CI
+has none); run where a GPU is lent.
+
+Tolerances: fp32 outputs within 1e-4 of transformers' (GPU kernels sum in other orders than the CPU's;
+TF32 stays off, as torch's default for matrix products), bf16 embeddings at min cosine 0.999.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device here", allow_module_level=True)
+
+transformers = pytest.importorskip("transformers")
+
+from test_family_contract import TASK_CLASSES, _config, _inputs  # noqa: E402  (the CPU contract's set-up)
+
+from bertkit.assets import asset_path  # noqa: E402
+from bertkit.inference import prepare_for_inference  # noqa: E402
+from bertkit.modeling import registry  # noqa: E402
+from bertkit.modeling.auto import auto_class_for_task  # noqa: E402
+from bertkit.pipelines import pipeline  # noqa: E402
+from bertkit.tokenization import BertTokenizer  # noqa: E402
+
+CUDA = torch.device("cuda")
+TOL = 1e-4
+
+
+def _polarity(split: str, n: int) -> list[dict]:
+    with open(asset_path(f"polarity-{split}"), newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))[:n]
+
+
+@pytest.fixture(scope="module")
+def batch() -> dict[str, torch.Tensor]:
+    tok = BertTokenizer.from_pretrained(asset_path("minilm"))
+    texts = [r["text"] for r in _polarity("test", 4)]
+    enc = tok(texts, padding=True, truncation=True, max_length=40, return_tensors="pt")
+    assert (enc["attention_mask"] == 0).any(), "the batch must contain padding"
+    return dict(enc)
+
+
+def _close(ours, theirs, mask: torch.Tensor) -> None:
+    real = mask.bool()
+    keys = [k for k in theirs.keys() if k not in ("past_key_values", "cache", "loss")]
+    assert keys
+    for key in keys:
+        a, b = ours[key], theirs[key]
+        for x, y in zip(a, b) if isinstance(b, tuple) else [(a, b)]:
+            assert x.device.type == "cuda" and x.shape == y.shape, key
+            if y.dim() >= 2 and tuple(y.shape[:2]) == tuple(real.shape):
+                x, y = x[real], y[real]
+            diff = (x.float() - y.float()).abs().max().item()
+            assert diff < TOL, (key, diff)
+
+
+@pytest.mark.parametrize("model_type,task", TASK_CLASSES, ids=[f"{m}-{t}" for m, t in TASK_CLASSES])
+def test_every_family_matches_transformers_on_the_gpu(model_type, task, batch, tmp_path):
+    """Each family and task class: outputs in eval mode and, prepared for inference, on the packed path;
+    then one training step's gradients against transformers' (dropout off so both compute the same)."""
+    name = registry.family(model_type).class_name(task)
+    torch.manual_seed(0)
+    drop = {"dropout": 0.0, "attention_dropout": 0.0, "seq_classif_dropout": 0.0, "qa_dropout": 0.0}
+    if model_type == "gpt2":
+        drop = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "summary_first_dropout": 0.0}
+    elif model_type in ("bert", "electra"):
+        drop = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "summary_last_dropout": 0.0}
+    hf = getattr(transformers, name)(_config(model_type, task, 30522, **drop)).eval()
+    hf.save_pretrained(tmp_path)
+    hf = hf.to(CUDA)
+    ours = auto_class_for_task(task).from_pretrained(tmp_path).to(CUDA)
+    inputs = {k: v.to(CUDA) for k, v in _inputs(model_type, task, batch).items()}
+    mask = inputs["attention_mask"]
+    with torch.no_grad():
+        _close(ours(**inputs, output_hidden_states=True), hf(**inputs, output_hidden_states=True), mask)
+
+    # Training: the gradients of one fixed random readout of the first output (real tokens only).
+    ours.train()
+    hf.train()
+    a = _readout(ours(**inputs)[0], mask)
+    b = _readout(hf(**inputs)[0], mask)
+    assert abs(a.item() - b.item()) < TOL * max(1.0, abs(b.item())), (a.item(), b.item())
+    a.backward()
+    b.backward()
+    theirs = dict(hf.named_parameters())
+    for k, p in ours.named_parameters():
+        g = theirs[k].grad
+        if p.grad is None:
+            assert g is None or not g.any(), k
+            continue
+        assert (p.grad - g).abs().max().item() < 10 * TOL * max(1.0, g.abs().max().item()), k
+
+    # Prepared for inference: fused projections and the packed, length-grouped attention on the GPU.
+    ours.eval()
+    prepare_for_inference(ours, "fp32")
+    with torch.no_grad():
+        _close(ours(**inputs, output_hidden_states=True), hf.eval()(**inputs, output_hidden_states=True), mask)
+
+
+def _readout(out: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A scalar from ``out`` through fixed random weights, zero on padding for per-token outputs."""
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(0)).to(out.device)
+    if out.dim() >= 2 and tuple(out.shape[:2]) == tuple(mask.shape):
+        w = w * mask.reshape(*mask.shape, *([1] * (out.dim() - 2)))
+    return (out.float() * w).sum()
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return [r["text"] for r in _polarity("test", 256)]
+
+
+@pytest.fixture(scope="module")
+def reference(texts) -> torch.Tensor:
+    """sentence-transformers' fp32 embeddings of ``texts`` on the GPU."""
+    st = pytest.importorskip("sentence_transformers")
+    model = st.SentenceTransformer(str(asset_path("minilm")), device="cuda", model_kwargs={"dtype": torch.float32})
+    return torch.as_tensor(model.encode(texts, batch_size=32, normalize_embeddings=True)).float()
+
+
+@pytest.mark.parametrize("dtype,min_cos", [("fp32", 0.99999), ("bf16", 0.999), ("auto", 0.999)])
+def test_sentence_embeddings_on_the_gpu(dtype, min_cos, texts, reference):
+    emb = pipeline("sentence-embedding", model=asset_path("minilm"), device="cuda", dtype=dtype, truncation="cut")
+    assert emb.device.type == "cuda"
+    assert emb.dtype == ("bf16" if dtype == "auto" else dtype)  # a GPU with bf16 takes it for auto
+    got = emb(texts, return_tensors=True).float().cpu()
+    cos = torch.nn.functional.cosine_similarity(got, reference, dim=-1)
+    assert cos.min().item() >= min_cos, cos.min().item()
+
+
+def test_int8_on_the_gpu_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"int8.*CPU.*cuda"):
+        pipeline("sentence-embedding", model=asset_path("minilm"), device="cuda", dtype="int8")
+
+
+def test_finetune_on_the_gpu_learns_and_loads_on_the_cpu(tmp_path):
+    """A real fine-tune on the GPU (the Trainer's bf16 autocast there): better than chance on held-out
+    sentences, and the saved folder gives the same predictions on the CPU."""
+    from bertkit.tasks import finetune
+
+    out = tmp_path / "model"
+    finetune(
+        "text-classification",
+        asset_path("minilm"),
+        asset_path("polarity-train"),
+        out,
+        epochs=1,
+        batch_size=32,
+        lr=1e-4,
+        max_length=64,
+        max_train_samples=1600,
+        seed=0,
+        device="cuda",
+        progress=False,
+        quiet=True,
+    )
+    rows = _polarity("test", 400)
+    texts = [r["text"] for r in rows]
+    gpu = pipeline("text-classification", model=out, device="cuda")
+    cpu = pipeline("text-classification", model=out, device="cpu")
+    a = [p["label"] for p in gpu(texts)]
+    b = [p["label"] for p in cpu(texts)]
+    labels = gpu.model.config.id2label
+    gold = [labels[int(r["label"])] if r["label"].isdigit() else r["label"] for r in rows]
+    accuracy = sum(x == y for x, y in zip(a, gold)) / len(gold)
+    assert accuracy >= 0.65, accuracy  # chance is 0.5; one epoch of 1,600 sentences reaches ~0.75 on the CPU
+    assert sum(x == y for x, y in zip(a, b)) >= 0.99 * len(a)
+
+
+def test_gpt2_greedy_generation_is_the_same_on_the_gpu(tmp_path):
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=500)
+    ).eval()
+    hf.save_pretrained(tmp_path)
+    ours = auto_class_for_task("causal-lm").from_pretrained(tmp_path)
+    prompt = torch.tensor([[5, 17, 42, 7], [0, 0, 9, 11]])
+    mask = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]])
+    cpu = ours.generate(prompt, attention_mask=mask, max_new_tokens=12)
+    ours = ours.to(CUDA)
+    gpu = ours.generate(prompt.to(CUDA), attention_mask=mask.to(CUDA), max_new_tokens=12)
+    ref = hf.to(CUDA).generate(
+        prompt.to(CUDA), attention_mask=mask.to(CUDA), max_new_tokens=12, do_sample=False, pad_token_id=0
+    )
+    assert gpu.device.type == "cuda"
+    assert torch.equal(gpu.cpu(), cpu)
+    assert torch.equal(gpu.cpu(), ref.cpu())
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_model_prepared_on_the_cpu_runs_after_moving_to_the_gpu(dtype, texts, reference):
+    """``from_pretrained(folder, dtype=...)`` prepares on the CPU (oneDNN-packed weights, fused
+    projections); ``.to("cuda")`` afterwards must give a model that runs there, at the same precision."""
+    from bertkit.modeling import BertModel
+
+    folder = asset_path("minilm")
+    model = BertModel.from_pretrained(folder, dtype=dtype).to("cuda")
+    tok = BertTokenizer.from_pretrained(folder)
+    enc = tok(texts[:64], padding=True, truncation=True, max_length=128, return_tensors="pt")
+    enc = {k: v.to(CUDA) for k, v in enc.items()}
+    with torch.inference_mode():
+        h = model(**enc).last_hidden_state.float()
+    m = enc["attention_mask"].unsqueeze(-1).float()
+    v = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1).cpu()
+    cos = torch.nn.functional.cosine_similarity(v, reference[:64], dim=-1)
+    assert cos.min().item() >= (0.99999 if dtype == "fp32" else 0.999), cos.min().item()
+
+
+def test_an_int8_model_moved_to_the_gpu_is_refused_by_name():
+    from bertkit.modeling import BertModel
+
+    model = BertModel.from_pretrained(asset_path("minilm"), dtype="int8")
+    with pytest.raises(ValueError, match=r"int8.*CPU"):
+        model.to("cuda")
