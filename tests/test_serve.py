@@ -1,8 +1,10 @@
 """`bertkit serve` as a real server process on a free 127.0.0.1 port, talked to over HTTP."""
 
 import csv
+import re
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -362,3 +364,14 @@ def test_electra_discriminator_folder_serves_embeddings_as_transformers(tmp_path
     assert info["task"] == "sentence-embedding"
     assert r.status_code == 200, r.text
     np.testing.assert_allclose(np.array(r.json()["embeddings"]), want.numpy(), atol=1e-5)
+    assert not srv.log.exists()  # the helper's own log, removed after a clean stop
+
+
+def test_a_server_that_fails_to_start_keeps_its_log_and_names_it(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(RuntimeError, match="server exited with") as err:
+        with server_process(tmp_path, ["--dtype", "fp32"], start_timeout=120):
+            pass
+    log = Path(re.search(r"log: (\S+)", str(err.value)).group(1))
+    assert "config.json" in log.read_text() and "config.json" in str(err.value)
+    log.unlink()

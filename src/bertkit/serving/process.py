@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -48,9 +49,18 @@ def server_process(
     start_timeout: float = 180.0,
     env: dict[str, str] | None = None,
 ) -> Iterator[ServerProcess]:
-    """Start ``bertkit serve --model MODEL --port <free> ARGS``; yield once GET /health answers; stop on exit."""
+    """Start ``bertkit serve --model MODEL --port <free> ARGS``; yield once GET /health answers; stop on exit.
+
+    Without ``log``, the server's output goes to a new temporary file, removed after a clean stop and
+    kept (its path in the error) when anything failed.
+    """
     port = free_port()
-    log_path = Path(log) if log else Path(os.environ.get("TMPDIR", "/tmp")) / f"bertkit-serve-{port}.log"
+    if log:
+        log_path = Path(log)
+    else:
+        fd, name = tempfile.mkstemp(prefix=f"bertkit-serve-{port}-", suffix=".log")
+        os.close(fd)
+        log_path = Path(name)
     cmd = [sys.executable, "-m", "bertkit", "serve", "--model", str(model), "--port", str(port), *args]
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
@@ -60,7 +70,7 @@ def server_process(
         while True:
             if proc.poll() is not None:
                 tail = log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"server exited with {proc.returncode}: {tail}")
+                raise RuntimeError(f"server exited with {proc.returncode}; log: {log_path}\n{tail}")
             try:
                 with urllib.request.urlopen(server.url + "/health", timeout=2) as r:
                     if json.load(r).get("status") == "ok":
@@ -71,6 +81,11 @@ def server_process(
                 raise TimeoutError(f"server not ready after {start_timeout} s; log: {log_path}")
             time.sleep(0.25)
         yield server
-    finally:
+    except BaseException:
         if proc.poll() is None:
             server.stop()
+        raise
+    if proc.poll() is None:
+        server.stop()
+    if not log:
+        log_path.unlink(missing_ok=True)
