@@ -217,6 +217,37 @@ def test_cuda_device_when_there_is_none(capsys):
     assert rc == 2 and "no CUDA GPU" in err and "available: cpu" in err
 
 
+INFERENCE_COMMANDS = [
+    ["serve", "--model", "m"],
+    ["index", "--model", "m", "--input", "i", "--output", "o"],
+    ["search", "--index", "x", "a query"],
+    ["evaluate", "--model", "m", "--data", "d"],
+    ["predict", "--model", "m", "--input", "i"],
+    ["evaluate-embeddings", "--model", "m", "--sts", "s"],
+    ["fill-mask", "--model", "m", "a [MASK] text"],
+]
+
+
+@pytest.mark.parametrize("argv", INFERENCE_COMMANDS, ids=[a[0] for a in INFERENCE_COMMANDS])
+def test_every_inference_command_checks_its_device(capsys, argv):
+    """``--device`` on each command that runs a model: a name torch has no device for is one line
+    naming the choices; a GPU this machine lacks names the devices it has."""
+    rc, _, err = run(capsys, *argv, "--device", "tpu9")
+    assert rc == 2 and "--device" in err and "cpu, cuda, cuda:N or mps" in err and "'tpu9'" in err
+    assert "Traceback" not in err
+    if not torch.cuda.is_available():
+        rc, _, err = run(capsys, *argv, "--device", "cuda:1")
+        assert rc == 2 and "no CUDA GPU" in err and "available: cpu" in err
+
+
+def test_a_pipeline_checks_its_device_by_name():
+    from bertkit.assets import asset_path
+    from bertkit.pipelines import pipeline
+
+    with pytest.raises(ValueError, match=r"device must be cpu, cuda, cuda:N or mps, got 'tpu9'"):
+        pipeline("sentence-embedding", model=asset_path("minilm"), device="tpu9")
+
+
 def test_api_arguments_are_checked_by_name(tmp_path):
     from bertkit.tasks import evaluate, finetune, predict
 

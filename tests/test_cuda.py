@@ -138,7 +138,7 @@ def test_int8_on_the_gpu_is_refused_by_name():
         pipeline("sentence-embedding", model=asset_path("minilm"), device="cuda", dtype="int8")
 
 
-def test_finetune_on_the_gpu_learns_and_loads_on_the_cpu(tmp_path):
+def test_finetune_on_the_gpu_learns_and_loads_on_the_cpu(tmp_path, capsys):
     """A real fine-tune on the GPU (the Trainer's bf16 autocast there): better than chance on held-out
     sentences, and the saved folder gives the same predictions on the CPU."""
     from bertkit.tasks import finetune
@@ -170,6 +170,17 @@ def test_finetune_on_the_gpu_learns_and_loads_on_the_cpu(tmp_path):
     accuracy = sum(x == y for x, y in zip(a, gold)) / len(gold)
     assert accuracy >= 0.65, accuracy  # chance is 0.5; one epoch of 1,600 sentences reaches ~0.75 on the CPU
     assert sum(x == y for x, y in zip(a, b)) >= 0.99 * len(a)
+
+    # `bertkit evaluate --device cuda`: the CPU's metrics within half a point.
+    from bertkit.cli import main
+
+    scores = {}
+    for device in ("cuda", "cpu"):
+        capsys.readouterr()
+        argv = ["evaluate", "--model", str(out), "--data", str(asset_path("polarity-test"))]
+        assert main([*argv, "--device", device, "--no-progress"]) == 0
+        scores[device] = dict(line.split("\t") for line in capsys.readouterr().out.splitlines() if "\t" in line)
+    assert abs(float(scores["cuda"]["accuracy"]) - float(scores["cpu"]["accuracy"])) <= 0.005, scores
 
 
 def test_gpt2_greedy_generation_is_the_same_on_the_gpu(tmp_path):
@@ -284,3 +295,44 @@ def test_pretraining_on_the_gpu_resumes_and_loads_in_transformers(objective, tmp
         b = theirs(**enc).logits
     real = enc["attention_mask"].bool()
     assert (a[real] - b[real]).abs().max().item() < TOL
+
+
+def test_serving_on_the_gpu_over_http(texts, reference):
+    """``bertkit serve --device cuda`` on a free local port: /info names the GPU, and /embed answers
+    sentence-transformers' vectors."""
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from bertkit.serving.process import server_process
+
+    with server_process(asset_path("minilm"), ["--dtype", "fp32", "--device", "cuda"]) as srv:
+        info = httpx.get(srv.url + "/info", timeout=30).json()
+        r = httpx.post(srv.url + "/embed", json={"inputs": texts[:32]}, timeout=120)
+        assert srv.stop() == 0
+    assert info["device"] == "cuda:0" and info["dtype"] == "fp32"
+    assert r.status_code == 200, r.text
+    got = torch.tensor(r.json()["embeddings"])
+    cos = torch.nn.functional.cosine_similarity(got, reference[:32], dim=-1)
+    assert cos.min().item() >= 0.99999, cos.min().item()
+
+
+def test_index_and_search_on_the_gpu(texts, tmp_path, capsys):
+    """``bertkit index --device cuda`` stores the vectors the CPU would (float16 storage), and
+    ``bertkit search --device cuda`` finds a corpus sentence first for itself."""
+    from bertkit.cli import main
+    from bertkit.search import load_index
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts[:200]) + "\n", encoding="utf-8")
+    vectors = {}
+    for n, device in enumerate(("cuda", "cpu")):
+        out = tmp_path / f"index-{n}"
+        argv = ["index", "--model", str(asset_path("minilm")), "--input", str(corpus), "--output", str(out)]
+        assert main([*argv, "--dtype", "fp32", "--device", device]) == 0
+        vectors[device] = torch.as_tensor(load_index(out).vectors).float()
+    cos = torch.nn.functional.cosine_similarity(vectors["cuda"], vectors["cpu"], dim=-1)
+    assert cos.min().item() >= 0.9999, cos.min().item()
+    capsys.readouterr()
+    assert main(["search", "--index", str(tmp_path / "index-0"), "--device", "cuda", texts[7]]) == 0
+    hits = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert hits and hits[0].endswith(texts[7]), hits[:2]

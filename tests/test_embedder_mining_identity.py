@@ -37,7 +37,12 @@ def test_resume_with_a_changed_mining_index_is_refused(tmp_path, capsys):
     capsys.readouterr()
 
     corpus.write_text("\n".join(s[16:40] + _sentences(5, skip=60)) + "\n")  # five more lines, new ids
-    assert main(["index", "--model", MINILM, "--input", str(corpus), "--output", str(index), "--append"]) == 0
+    assert (
+        main(
+            ["index", "--model", MINILM, "--input", str(corpus), "--output", str(index), "--append", "--device", "cpu"]
+        )
+        == 0
+    )
     assert json.loads((index / "meta.json").read_text())["count"] == 29
     capsys.readouterr()
     assert main([*cmd, "--resume"]) == 1

@@ -272,7 +272,7 @@ def test_a_client_that_leaves_or_times_out_has_its_work_dropped():
 def test_two_worker_processes_answer_and_drain():
     """--workers 2: each process loads the model; answers equal the offline pipeline; SIGTERM exits 0."""
     texts = _sentences(12)
-    with server_process(asset_path("minilm"), ["--dtype", "fp32", "--workers", "2"]) as srv:
+    with server_process(asset_path("minilm"), ["--dtype", "fp32", "--workers", "2", "--device", "cpu"]) as srv:
         results: dict[int, list[float]] = {}
 
         def call(i: int) -> None:
@@ -288,7 +288,8 @@ def test_two_worker_processes_answer_and_drain():
         assert sorted(results) == list(range(len(texts)))
         offline = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
         np.testing.assert_allclose(np.asarray([results[i] for i in range(len(texts))]), offline.numpy(), atol=1e-5)
-        assert httpx.get(srv.url + "/info", timeout=30).json()["dtype"] == "fp32"
+        info = httpx.get(srv.url + "/info", timeout=30).json()
+        assert info["dtype"] == "fp32" and info["device"] == "cpu"  # --device reaches every worker
         code = srv.stop()
     assert code == 0
 

@@ -229,6 +229,13 @@ def device(text: str) -> str:
 
 device.__name__ = "device"
 
+DEVICE_HELP = "where the model runs: cpu (default), cuda, cuda:N or mps"
+
+
+def add_device_flag(p: argparse.ArgumentParser) -> None:
+    """``--device`` for a command that runs a model for inference (checked against this machine's devices)."""
+    p.add_argument("--device", type=device, default=None, help=DEVICE_HELP)
+
 
 # ---------------------------------------------------------------------------------------------
 # Settings declared once as dataclass fields, turned into flags and checked for Python callers.

@@ -17,12 +17,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("auto", "fp32", "bf16", "int8"),
         help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)",
     )
+    A.add_device_flag(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from .pipelines import pipeline
 
-    fill = pipeline("fill-mask", model=args.model, dtype=args.dtype)  # checks the vocab fits the model
+    # The pipeline checks that the vocabulary fits the model.
+    fill = pipeline("fill-mask", model=args.model, dtype=args.dtype, device=args.device)
     for text in args.text:
         print(text)
         res = fill(text, top_k=args.top_k)

@@ -94,6 +94,10 @@ class Pipeline:
         self.model = model.eval()
         if isinstance(device, int) and not isinstance(device, bool):
             device = _device_index(device)
+        if isinstance(device, str):
+            from bertkit._args import check_device
+
+            device = check_device("device", device)  # before torch fails deep inside .to()
         if device:
             self.model.to(device)
         if dtype is not None:

@@ -64,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a text over the model's limit: an error (default), cut, or pooled overlapping windows",
     )
     p.add_argument("--dtype", default="fp32", choices=["auto", "fp32", "bf16", "int8"])
+    A.add_device_flag(p)
     p.add_argument("--output", default=None, help="write the metrics as JSON here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--no-progress", dest="progress", action="store_false")
@@ -104,16 +105,17 @@ def evaluate_retrieval(
     queries_path: str,
     corpus_path: str,
     qrels_path: str,
-    rerank: str | None = None,
+    rerank: Any = None,
     depth: int = 20,
     progress: bool = True,
     fusion: str = "none",
     lexical_weight: float = 0.0,
     credit: bool = False,
 ) -> dict[str, float]:
-    """Retrieval metrics of ``emb`` on BEIR files (optionally reranked); the queries the qrels leave
-    with an uncredited exact copy of a relevant document are counted in ``uncredited_copies``, and
-    with ``credit`` those copies are relevant too."""
+    """Retrieval metrics of ``emb`` on BEIR files, optionally reranked by ``rerank`` (a cross-encoder
+    folder or a ``pipeline("text-ranking")``). The queries the qrels leave with an uncredited exact
+    copy of a relevant document are counted in ``uncredited_copies``; with ``credit`` those copies are
+    relevant too."""
     from bertkit.search.evaluation import credit_copies, read_beir, read_qrels, retrieval_metrics
 
     queries, corpus = read_beir(queries_path), read_beir(corpus_path)
@@ -176,8 +178,16 @@ def run(args: argparse.Namespace) -> int:
         )
         check_output_file(args.output, args.overwrite)
     emb = pipeline(
-        "sentence-embedding", model=args.model, dtype=args.dtype, batch_size=args.batch_size, truncation=args.truncation
+        "sentence-embedding",
+        model=args.model,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        truncation=args.truncation,
+        device=args.device,
     )
+    rerank = args.rerank
+    if rerank and args.device:  # the cross-encoder runs where the embedder does
+        rerank = pipeline("text-ranking", model=rerank, device=args.device)
     results: dict[str, Any] = {"model": str(args.model)}
     if args.sts:
         results["sts"] = evaluate_sts(emb, args.sts, args.progress)
@@ -187,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             args.queries,
             args.corpus,
             args.qrels,
-            args.rerank,
+            rerank,
             args.rerank_depth,
             args.progress,
             args.fusion,

@@ -399,7 +399,7 @@ def _model_identity(model: Path) -> dict[str, Any]:
     return ident
 
 
-def _embedder(model: Path, dtype: str) -> Any:
+def _embedder(model: Path, dtype: str, device: str | None = None) -> Any:
     """The sentence-embedding pipeline over ``model``, refusing what is not a sentence encoder."""
     from bertkit.pipelines import pipeline
 
@@ -407,7 +407,7 @@ def _embedder(model: Path, dtype: str) -> Any:
         raise FileNotFoundError(f"--model {model}: no such model folder")
     if model.is_file():
         raise NotADirectoryError(f"--model {model} is a file; give the model folder (with config.json and the weights)")
-    emb = pipeline("sentence-embedding", model=str(model), dtype=dtype, batch_size=64)
+    emb = pipeline("sentence-embedding", model=str(model), dtype=dtype, batch_size=64, device=device)
     kind = getattr(emb.model.config, "model_type", "bert")
     if type(emb.model).__name__.startswith("GPT2") or kind == "gpt2":
         raise ValueError(
@@ -468,8 +468,10 @@ def build_index(
     overwrite: bool = False,
     truncation: str = "error",
     on_cut: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> Path:
-    """Embed every text of ``input`` with ``model`` and write an index folder at ``output``.
+    """Embed every text of ``input`` with ``model`` (on ``device``, the CPU by default) and write an
+    index folder at ``output``.
 
     ``output`` follows the folder rule (:mod:`bertkit._outputs`): a new or empty folder, or an
     earlier index replaced only with ``overwrite``. Chunks of ``chunk_size`` vectors are saved as they
@@ -493,7 +495,7 @@ def build_index(
     claim = claim_output_dir(output, dry_run=True, **check)
     lines = read_corpus_lines(input, text_column)
     rows = [(ident, text) for _, ident, text in lines]
-    emb = _embedder(model, dtype)  # a model that cannot embed fails before any folder is made
+    emb = _embedder(model, dtype, device)  # a model that cannot embed fails before any folder is made
     dropped = check_lengths(
         emb, [t for _, t in rows], lambda i: f"{input}:{lines[i][0]} (id {lines[i][1]!r})", truncation
     )
@@ -580,10 +582,11 @@ def embed_queries(
     dtype: str = "auto",
     truncation: str = "error",
     on_cut: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> np.ndarray:
-    """Normalised query vectors with the model an index was built with; a query over the model's
-    limit is refused unless ``truncation`` is "cut" (reported through ``on_cut``) or "chunk"."""
-    emb = _embedder(Path(model), dtype)
+    """Normalised query vectors with the model an index was built with (on ``device``); a query over
+    the model's limit is refused unless ``truncation`` is "cut" (reported through ``on_cut``) or "chunk"."""
+    emb = _embedder(Path(model), dtype, device)
     queries = list(queries)
     where = (lambda i: f"query {i + 1}") if len(queries) > 1 else (lambda i: "the query")
     dropped = check_lengths(emb, queries, where, truncation)

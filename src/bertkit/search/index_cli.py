@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit import _args as A
 from bertkit.inference import DTYPES
 
 
@@ -22,6 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="replace an earlier index in --output (only its files), or unfinished chunks of other inputs",
     )
     p.add_argument("--dtype", default="auto", choices=DTYPES, help="model precision while embedding")
+    A.add_device_flag(p)
     p.add_argument("--vector-dtype", default="float16", choices=("float16", "float32"), help="stored vectors")
     p.add_argument("--backend", default="exact", choices=BACKENDS, help="also build a faiss index now")
     p.add_argument(
@@ -48,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     if args.append:
         from .index_update import append_corpus
 
-        n = append_corpus(args.output, args.input, args.model, args.text_column, args.truncation, on_cut=_say)
+        n = append_corpus(
+            args.output, args.input, args.model, args.text_column, args.truncation, on_cut=_say, device=args.device
+        )
         print(f"{n} new row(s) added to {args.output}")
         return 0
     out = build_index(
@@ -62,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         truncation=args.truncation,
         on_cut=_say,
+        device=args.device,
     )
     print(f"index written to {out}")
     return 0

@@ -53,8 +53,9 @@ def add_to_index(
     truncation: str = "error",
     on_cut: Callable[[str], None] | None = None,
     where: Callable[[int], str] | None = None,
+    device: str | None = None,
 ) -> int:
-    """Embed ``rows`` (id, text) with the index's model and add them; an id already in the index is an
+    """Embed ``rows`` (id, text) with the index's model (on ``device``) and add them; an id already in the index is an
     error, and so is a text over the model's limit unless ``truncation`` is "cut" or "chunk" (see
     :func:`bertkit.search.build_index`; ``where(i)`` names row ``i`` in the error). Returns the number added."""
     from bertkit.pipelines import pipeline
@@ -79,6 +80,7 @@ def add_to_index(
         model=str(built_with),
         dtype=dtype if dtype in ("fp32", "bf16", "int8") else "auto",
         batch_size=64,
+        device=device,
     )
     texts = [t for _, t in rows]
     dropped = check_lengths(emb, texts, where or (lambda i: f"row id {rows[i][0]!r}"), truncation)
@@ -118,6 +120,7 @@ def append_corpus(
     text_column: str = "text",
     truncation: str = "error",
     on_cut: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> int:
     """``bertkit index --append``: add the rows of ``corpus`` whose id the index lacks."""
     from bertkit.search.index import load_index, read_corpus_lines
@@ -132,4 +135,5 @@ def append_corpus(
         truncation=truncation,
         on_cut=on_cut,
         where=lambda k: f"{corpus}:{new[k][0]} (id {rows[k][0]!r})",
+        device=device,
     )

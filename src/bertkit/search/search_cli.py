@@ -20,6 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="exact", choices=BACKENDS)
     p.add_argument("--model", default=None, help="embedding model (default: the one the index was built with)")
     p.add_argument("--dtype", default="auto", choices=DTYPES)
+    A.add_device_flag(p)
     p.add_argument(
         "--truncation",
         default="error",
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         truncation=args.truncation,
         on_cut=lambda line: print(f"search: {line}", file=sys.stderr),
+        device=args.device,
     )
     depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
     ranker = None
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
         from .rerank import rerank_hits
 
-        ranker = pipeline("text-ranking", model=args.rerank, dtype=args.dtype)
+        ranker = pipeline("text-ranking", model=args.rerank, dtype=args.dtype, device=args.device)
     for q, hits in zip(args.query, index.search(queries, depth, args.query, args.lexical_weight)):
         if ranker is not None:
             hits = rerank_hits(ranker, q, hits, args.rerank_depth, fusion=args.fusion)[: args.top_k]

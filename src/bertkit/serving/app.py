@@ -54,6 +54,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     dtype: str = "auto"
+    device: str | None = None
     max_batch_tokens: int = 8192
     max_batch_size: int = 64
     max_wait_ms: float = 5.0
@@ -118,6 +119,7 @@ class ModelService:
                 "sentence-embedding",
                 model=folder,
                 dtype=config.dtype,
+                device=config.device,
                 max_batch_tokens=config.max_batch_tokens,
                 batch_size=config.max_batch_size,
             )
@@ -126,6 +128,7 @@ class ModelService:
                 self.task,
                 model=folder,
                 dtype=config.dtype,
+                device=config.device,
                 max_batch_tokens=config.max_batch_tokens,
                 batch_size=config.max_batch_size,
             )
@@ -261,6 +264,7 @@ class ModelService:
             "model": str(Path(cfg.model).resolve()),
             "task": self.task,
             "dtype": self.dtype,
+            "device": str(self.embedder.device),
             "endpoints": ["/embed", "/v1/embeddings", "/tokenize"]
             + (["/predict"] if self.pipe is not None else [])
             + (["/rerank"] if self._is_cross_encoder() else [])

@@ -19,6 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=A.int_range(0, 65535), default=8080)
     p.add_argument("--dtype", default="auto", choices=DTYPES, help="auto = bf16 where the CPU has AMX/AVX-512 BF16")
+    A.add_device_flag(p)
     p.add_argument("--max-batch-tokens", type=A.positive_int, default=8192, help="tokens per model forward")
     p.add_argument("--max-batch-size", type=A.int_range(1, 4096), default=64, help="texts per forward, and per request")
     p.add_argument(
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             dtype=args.dtype,
+            device=args.device,
             max_batch_tokens=args.max_batch_tokens,
             max_batch_size=args.max_batch_size,
             max_wait_ms=args.max_wait_ms,

@@ -393,13 +393,14 @@ def evaluate(
     batch_size: int = 64,
     progress: bool = True,
     dtype: str | None = None,
+    device: str | None = None,
     **overrides: Any,
 ) -> dict[str, float]:
-    """Metrics of a fine-tuned model on a labelled file (at inference precision ``dtype``)."""
+    """Metrics of a fine-tuned model on a labelled file (at inference precision ``dtype``, on ``device``)."""
     from bertkit import _args as A
 
     A.positive_int.check("batch_size", batch_size)
-    task, net, tok = load_finetuned(model_dir, dtype=dtype, **overrides)
+    task, net, tok = load_finetuned(model_dir, device=device, dtype=dtype, **overrides)
     examples = task.read(data)
     task.check(data, examples)
     return task.evaluate(net, tok, examples, batch_size=batch_size, progress=progress)
@@ -413,6 +414,7 @@ def predict(
     progress: bool = True,
     overwrite: bool = False,
     dtype: str | None = None,
+    device: str | None = None,
     **overrides: Any,
 ) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
@@ -422,7 +424,7 @@ def predict(
     A.positive_int.check("batch_size", batch_size)
     if output is not None:
         check_output_file(output, overwrite)
-    task, net, tok = load_finetuned(model_dir, dtype=dtype, **overrides)
+    task, net, tok = load_finetuned(model_dir, device=device, dtype=dtype, **overrides)
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)
     if output is not None:

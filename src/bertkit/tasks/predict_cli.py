@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("auto", "fp32", "bf16", "int8"),
         help="inference precision (auto = bf16 where the CPU has AMX/AVX-512 BF16)",
     )
+    A.add_device_flag(p)
     add_data_options(p, defaults=False)
 
 
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         output=args.output,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        device=args.device,
         progress=not args.no_progress,
         overwrite=args.overwrite,
         **_overrides(args),
