@@ -1,13 +1,14 @@
 """One fine-tuning epoch: bertkit vs a plain transformers loop, same model, data and batch size.
 
-    python benchmarks/finetune.py [--n 256] [--batch-size 32] [--repeats 3]
+    python benchmarks/finetune.py [--n 256] [--batch-size 32] [--repeats 3] [--device cpu|cuda]
 
 Both sides fine-tune the real MiniLM checkpoint for sentence polarity on the same subset of the
 training split, with AdamW and a linear schedule, batch size 32, fp32, in this one process
 (alternating, so machine noise hits both). The transformers loop is the usual one: shuffled
 batches, the tokenizer padding each batch to its longest sentence, ``model(**batch).loss``.
 bertkit runs its fine-tuning path: tokenize once, length-grouped batches with dynamic padding, the
-shared Trainer, bertkit's SDPA model. Prints the median epoch time of each and their ratio.
+shared Trainer, bertkit's SDPA model. Both run on ``--device`` (the CPU by default; on a GPU the
+clock stops after the device has finished). Prints the median epoch time of each and their ratio.
 """
 
 from __future__ import annotations
@@ -57,12 +58,19 @@ def bertkit_epoch(texts_labels, args, seed, out_dir) -> tuple[float, int]:
         save_final=False,
         plot=False,
         log_every=1000,
+        device=args.device,
     )
     trainer = Trainer(model, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler)
     t0 = time.perf_counter()
     trainer.train()
+    _sync(args.device)
     tokens = sum(max(len(feats[i]["input_ids"]) for i in b) * len(b) for b in sampler.batches())
     return time.perf_counter() - t0, tokens
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def transformers_epoch(texts_labels, args, seed) -> tuple[float, int]:
@@ -75,7 +83,7 @@ def transformers_epoch(texts_labels, args, seed) -> tuple[float, int]:
     model = transformers.BertForSequenceClassification.from_pretrained(
         str(asset_path("minilm")), num_labels=len(labels)
     )
-    model.train()
+    model.to(args.device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
     n_steps = -(-len(texts_labels) // args.batch_size)
     sched = transformers.get_linear_schedule_with_warmup(opt, int(0.1 * n_steps), n_steps)
@@ -89,6 +97,7 @@ def transformers_epoch(texts_labels, args, seed) -> tuple[float, int]:
             [t for t, _ in items], padding=True, truncation=True, max_length=args.max_length, return_tensors="pt"
         )
         batch["labels"] = torch.tensor([labels.index(l) for _, l in items])
+        batch = {k: v.to(args.device) for k, v in batch.items()}
         tokens += batch["input_ids"].numel()
         loss = model(**batch).loss
         loss.backward()
@@ -96,7 +105,14 @@ def transformers_epoch(texts_labels, args, seed) -> tuple[float, int]:
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
+    _sync(args.device)
     return time.perf_counter() - t0, tokens
+
+
+def _where(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}"
+    return f"CPU, {torch.get_num_threads()} threads"
 
 
 def main() -> int:
@@ -106,6 +122,7 @@ def main() -> int:
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="runs/bench-finetune")
+    ap.add_argument("--device", default="cpu", help="where both sides train: cpu, cuda, cuda:N")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     import logging
@@ -125,7 +142,7 @@ def main() -> int:
     b, h = statistics.median(bk), statistics.median(hf)
     print(
         f"finetune epoch, MiniLM, polarity {len(data)} sentences, batch {args.batch_size}, fp32, "
-        f"{torch.get_num_threads()} threads, {args.repeats} repeats"
+        f"{_where(args.device)}, {args.repeats} repeats"
     )
     print(
         f"  padded tokens per epoch: bertkit {bk_tokens}, transformers {hf_tokens} ({hf_tokens / bk_tokens:.2f}x more)"

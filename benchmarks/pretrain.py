@@ -12,8 +12,10 @@ clipping + AdamW step; tokens/s = batch x seq_len / wall time of the step (data 
   `BertForPreTraining` in its default fp32 (dense MLM over all positions, its default attention),
   torch AdamW. With --ref-bf16 a second reference line runs it under bf16 autocast too.
 
-Prints median tokens/s of each side and the ratio of medians. Run:
-    .venv/bin/python benchmarks/pretrain.py [--repeats 3] [--steps 4] [--ref-bf16]
+Both sides run on ``--device`` (the CPU by default; on a GPU each reference step's clock stops after
+the device has finished, and bertkit's Trainer reads its loss every step). Prints median tokens/s of
+each side and the ratio of medians. Run:
+    .venv/bin/python benchmarks/pretrain.py [--repeats 3] [--steps 4] [--ref-bf16] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def build_data(tmp: Path, seq_len: int):
     return vocab, ds, MaskingCollator(vocab, seed=0)
 
 
-def bertkit_run(model, ds, collate, out: Path, steps: int, batch: int, seed: int) -> list[float]:
+def bertkit_run(model, ds, collate, out: Path, steps: int, batch: int, seed: int, device: str) -> list[float]:
     from bertkit.training import Trainer, TrainingArguments
     from bertkit.training.pretraining import mlm_nsp_loss
 
@@ -73,6 +75,7 @@ def bertkit_run(model, ds, collate, out: Path, steps: int, batch: int, seed: int
         plot=False,
         save_final=False,
         log_every=1,
+        device=device,
     )
     Trainer(model, cfg, ds, collate_fn=collate, loss_fn=mlm_nsp_loss).train()
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
@@ -80,11 +83,12 @@ def bertkit_run(model, ds, collate, out: Path, steps: int, batch: int, seed: int
 
 
 def reference_run(
-    model, opt, ds, hf_collate, steps: int, batch: int, seq_len: int, seed: int, bf16: bool
+    model, opt, ds, hf_collate, steps: int, batch: int, seq_len: int, seed: int, bf16: bool, device: str
 ) -> list[float]:
     rng = np.random.default_rng(seed)
     rates = []
-    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    kind = torch.device(device).type
+    ctx = (lambda: torch.autocast(kind, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
     model.train()
     for _ in range(steps):
         t0 = time.perf_counter()
@@ -95,12 +99,15 @@ def reference_run(
         ]
         b = hf_collate(feats)
         b["next_sentence_label"] = torch.tensor([it["next_sentence_label"] for it in items])
+        b = {k: v.to(device) for k, v in b.items()}
         with ctx():
             out = model(**b)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad()
+        if kind == "cuda":
+            torch.cuda.synchronize()
         rates.append(b["input_ids"].numel() / (time.perf_counter() - t0))
     return rates
 
@@ -114,6 +121,7 @@ def main() -> int:
     ap.add_argument("--config", default="mini")
     ap.add_argument("--ref-bf16", action="store_true", help="also time the reference under bf16 autocast")
     ap.add_argument("--threads", type=int, default=0, help="torch threads for both sides (0: torch's default)")
+    ap.add_argument("--device", default="cpu", help="where both sides train: cpu, cuda, cuda:N")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -132,6 +140,7 @@ def main() -> int:
     )
     ref = transformers.BertForPreTraining(ref_cfg)
     ref.load_state_dict(ours.state_dict(), strict=False)
+    ref.to(args.device)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-4, weight_decay=0.01)
     hf_tok = transformers.BertTokenizerFast(str(asset_path("vocab-uncased")))
 
@@ -141,9 +150,11 @@ def main() -> int:
     )
 
     attn = getattr(ref.config, "_attn_implementation", "?")
+    cuda = args.device.startswith("cuda")
+    where = torch.cuda.get_device_name(torch.device(args.device)) if cuda else f"{torch.get_num_threads()} threads"
     print(
         f"config {args.config}: {sum(p.numel() for p in ours.parameters()):,} parameters, seq {args.seq_len}, "
-        f"batch {args.batch_size}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"batch {args.batch_size}, {where}, torch {torch.__version__}, "
         f"transformers {transformers.__version__}",
         flush=True,
     )
@@ -157,12 +168,16 @@ def main() -> int:
     if args.ref_bf16:
         results["transformers bf16"] = []
     for r in range(args.repeats):
-        rates = bertkit_run(ours, ds, collate, tmp / f"run{r}", args.steps + 1, args.batch_size, seed=r)
+        rates = bertkit_run(ours, ds, collate, tmp / f"run{r}", args.steps + 1, args.batch_size, r, args.device)
         results["bertkit"].append(statistics.median(rates[1:]))
-        rates = reference_run(ref, ref_opt, ds, hf_collate, args.steps + 1, args.batch_size, args.seq_len, r, False)
+        rates = reference_run(
+            ref, ref_opt, ds, hf_collate, args.steps + 1, args.batch_size, args.seq_len, r, False, args.device
+        )
         results["transformers fp32"].append(statistics.median(rates[1:]))
         if args.ref_bf16:
-            rates = reference_run(ref, ref_opt, ds, hf_collate, args.steps + 1, args.batch_size, args.seq_len, r, True)
+            rates = reference_run(
+                ref, ref_opt, ds, hf_collate, args.steps + 1, args.batch_size, args.seq_len, r, True, args.device
+            )
             results["transformers bf16"].append(statistics.median(rates[1:]))
         print(
             f"repeat {r + 1}/{args.repeats}: " + ", ".join(f"{k} {v[-1]:,.0f} tok/s" for k, v in results.items()),
