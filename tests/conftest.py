@@ -11,29 +11,30 @@ if "BERTKIT_ASSETS" not in os.environ and _REPO_ASSETS.is_dir():
 import pytest
 
 
-@pytest.fixture(scope="session")
-def polarity_clf(tmp_path_factory):
-    """A small real fine-tune of MiniLM on polarity (1,600 sentences, one epoch): a classifier folder
-    whose accuracy means something, shared by the precision and serving tests."""
+def finetune_polarity(out: Path, **settings) -> Path:
+    """A small real fine-tune of MiniLM on polarity (1,600 sentences, one epoch) into ``out``;
+    ``settings`` override the fine-tuning arguments (``device="cuda"``)."""
     from bertkit.assets import asset_path
     from bertkit.tasks import finetune
 
-    out = tmp_path_factory.mktemp("polarity-clf") / "model"
+    args = dict(epochs=1, batch_size=32, lr=1e-4, max_length=64, max_train_samples=1600, seed=0)
     finetune(
         "text-classification",
         asset_path("minilm"),
         asset_path("polarity-train"),
         out,
-        epochs=1,
-        batch_size=32,
-        lr=1e-4,
-        max_length=64,
-        max_train_samples=1600,
-        seed=0,
         progress=False,
         quiet=True,
+        **{**args, **settings},
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def polarity_clf(tmp_path_factory):
+    """A classifier folder whose accuracy means something (:func:`finetune_polarity`), shared by the
+    precision and serving tests."""
+    return finetune_polarity(tmp_path_factory.mktemp("polarity-clf") / "model")
 
 
 @pytest.fixture(scope="session")

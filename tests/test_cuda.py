@@ -18,6 +18,7 @@ if not torch.cuda.is_available():
 
 transformers = pytest.importorskip("transformers")
 
+from conftest import finetune_polarity  # noqa: E402
 from test_family_contract import TASK_CLASSES, _config, _inputs  # noqa: E402  (the CPU contract's set-up)
 
 from bertkit.assets import asset_path  # noqa: E402
@@ -141,24 +142,7 @@ def test_int8_on_the_gpu_is_refused_by_name():
 def test_finetune_on_the_gpu_learns_and_loads_on_the_cpu(tmp_path, capsys):
     """A real fine-tune on the GPU (the Trainer's bf16 autocast there): better than chance on held-out
     sentences, and the saved folder gives the same predictions on the CPU."""
-    from bertkit.tasks import finetune
-
-    out = tmp_path / "model"
-    finetune(
-        "text-classification",
-        asset_path("minilm"),
-        asset_path("polarity-train"),
-        out,
-        epochs=1,
-        batch_size=32,
-        lr=1e-4,
-        max_length=64,
-        max_train_samples=1600,
-        seed=0,
-        device="cuda",
-        progress=False,
-        quiet=True,
-    )
+    out = finetune_polarity(tmp_path / "model", device="cuda")
     rows = _polarity("test", 400)
     texts = [r["text"] for r in rows]
     gpu = pipeline("text-classification", model=out, device="cuda")
