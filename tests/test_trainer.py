@@ -302,3 +302,91 @@ def test_training_config_keeps_its_former_field_names():
     assert isinstance(cfg, TrainingArguments) and cfg.output_dir == "o"
     with pytest.raises(ValueError, match=r"max_minutes must be a number > 0, got -1"):
         TrainingConfig(max_time_minutes=-1)
+
+
+def _tiny(family: str):
+    """A two-layer model of each family, at random init, with the real class and parameter names."""
+    from bertkit import (
+        BertConfig,
+        BertForSequenceClassification,
+        DistilBertConfig,
+        DistilBertForSequenceClassification,
+        ElectraConfig,
+        ElectraForSequenceClassification,
+        GPT2Config,
+        GPT2LMHeadModel,
+    )
+
+    if family == "bert":
+        return BertForSequenceClassification(
+            BertConfig(vocab_size=99, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=32)
+        )
+    if family == "distilbert":
+        return DistilBertForSequenceClassification(
+            DistilBertConfig(vocab_size=99, dim=16, n_layers=3, n_heads=2, hidden_dim=32)
+        )
+    if family == "electra":
+        cfg = ElectraConfig(
+            vocab_size=99,
+            embedding_size=8,
+            hidden_size=16,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            intermediate_size=32,
+        )
+        return ElectraForSequenceClassification(cfg)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=99, n_embd=16, n_layer=3, n_head=2, n_positions=32))
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert", "electra", "gpt2"])
+def test_layer_depths_follow_each_family(family):
+    from bertkit.training.trainer import layer_depths
+
+    names = [n for n, _ in _tiny(family).named_parameters()]
+    depths = layer_depths(names)
+    layer_of = {
+        "bert": "encoder.layer.",
+        "electra": "encoder.layer.",
+        "distilbert": "transformer.layer.",
+        "gpt2": "transformer.h.",
+    }
+    for n in names:
+        if layer_of[family] in n:
+            assert depths[n] == int(n.split(layer_of[family])[1].split(".")[0]) + 1, n
+        elif "embeddings" in n or ".wte." in n or ".wpe." in n:
+            assert depths[n] == 0, n
+        else:  # pooler, heads, a final LayerNorm: above the top layer
+            assert depths[n] == 4, n
+    assert sorted(set(depths.values())) == [0, 1, 2, 3, 4]
+
+
+def test_layer_lr_decay_scales_each_layers_first_step(tmp_path):
+    """AdamW's first step moves every parameter by its group's rate times sign(g) (epsilon ~0): the classifier at
+    --lr, layer 2 at half, layer 1 a quarter, layer 0 an eighth, the embeddings a sixteenth."""
+    torch.manual_seed(0)
+    model = _tiny("bert")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    g = torch.Generator().manual_seed(0)
+    data = [{"input_ids": torch.randint(5, 99, (8,), generator=g), "labels": torch.tensor(i % 2)} for i in range(16)]
+    cfg = _cfg(
+        tmp_path,
+        max_steps=1,
+        lr=1e-3,
+        weight_decay=0.0,
+        max_grad_norm=0.0,
+        layer_lr_decay=0.5,
+        save_final=False,
+        adam_eps=1e-20,
+    )
+    Trainer(model, cfg, data).train()
+    for n, p in model.named_parameters():
+        depth = 0 if ".embeddings." in n else int(n.split(".layer.")[1].split(".")[0]) + 1 if ".layer." in n else 4
+        moved = float((p.detach() - before[n]).abs().max())
+        assert moved == pytest.approx(1e-3 * 0.5 ** (4 - depth), rel=0.02), n
+    assert _rows(tmp_path / "out")[0]["lr"] == pytest.approx(1e-3)  # the log shows the peak (top) rate
+
+
+def test_layer_lr_decay_out_of_range_names_the_setting(tmp_path):
+    for bad in (0.0, 1.5, -0.2):
+        with pytest.raises(ValueError, match="layer_lr_decay"):
+            _cfg(tmp_path, layer_lr_decay=bad)

@@ -115,6 +115,13 @@ class TrainingArguments:
         group=TRAINING_GROUP,
         help="AdamW weight decay (none on biases and LayerNorm weights)",
     )
+    layer_lr_decay: float = setting(
+        1.0,
+        type=A.fraction_0_1_left_open,
+        group=TRAINING_GROUP,
+        help="layer-wise learning-rate decay: the heads train at --lr, each transformer layer below at this "
+        "times the rate of the one above, the embeddings least (e.g. 0.8; 1: one rate for all)",
+    )
     max_grad_norm: float = setting(
         1.0, type=A.nonnegative_float, group=TRAINING_GROUP, help="clip the gradient norm to this (0: no clipping)"
     )

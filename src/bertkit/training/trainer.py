@@ -74,6 +74,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 import warnings
@@ -178,21 +179,54 @@ def set_seed(seed: int) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
-def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """No weight decay on biases and LayerNorm (and other norm) weights, as in BERT."""
-    decay, no_decay = [], []
+# encoder.layer.N (BERT, ELECTRA), transformer.layer.N (DistilBERT), transformer.h.N (GPT-2)
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|h|layers)\.(\d+)\.")
+
+
+def layer_depths(names: list[str]) -> dict[str, int]:
+    """Each parameter's depth for layer-wise learning-rate decay: 0 for the embeddings (and ELECTRA's
+    projection of them), N + 1 for the transformer layer N, and one above the top layer for the rest
+    (pooler, heads, a final LayerNorm)."""
+    found = [_LAYER_INDEX.search(n) for n in names]
+    top = max((int(m.group(1)) for m in found if m), default=-1) + 2
+    depths = {}
+    for name, m in zip(names, found):
+        parts = name.split(".")
+        if m:
+            depths[name] = int(m.group(1)) + 1
+        elif any(p.startswith("embeddings") or p in ("wte", "wpe") for p in parts):
+            depths[name] = 0
+        else:
+            depths[name] = top
+    return depths
+
+
+def _param_groups(model: nn.Module, weight_decay: float, layer_lr_decay: float = 1.0) -> list[dict[str, Any]]:
+    """No weight decay on biases and LayerNorm (and other norm) weights, as in BERT. With
+    ``layer_lr_decay`` < 1, each group also carries ``lr_scale = layer_lr_decay ** (top - depth)``
+    (:func:`layer_depths`): the heads learn at the full rate, each layer below at a fraction of the one
+    above, the embeddings least (ELECTRA's fine-tuning uses 0.8)."""
     norm_params = set()
     for module in model.modules():
         if isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.RMSNorm)):
             norm_params.update(id(p) for p in module.parameters(recurse=False))
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if name.endswith("bias") or id(p) in norm_params or "LayerNorm" in name or p.ndim < 2:
-            no_decay.append(p)
-        else:
-            decay.append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    depths = layer_depths([n for n, _ in named]) if layer_lr_decay != 1.0 else {n: 0 for n, _ in named}
+    top = max(depths.values(), default=0)
+    # one group per (depth, no decay); without the decay, the two groups BERT has, even when empty
+    groups: dict[tuple[int, bool], list[nn.Parameter]] = (
+        {} if layer_lr_decay != 1.0 else {(0, False): [], (0, True): []}
+    )
+    for name, p in named:
+        no_decay = name.endswith("bias") or id(p) in norm_params or "LayerNorm" in name or p.ndim < 2
+        groups.setdefault((depths[name], no_decay), []).append(p)
+    out = []
+    for depth, no_decay in sorted(groups, key=lambda k: (k[1], -k[0])):  # the first group runs at the peak rate
+        group: dict[str, Any] = {"params": groups[depth, no_decay], "weight_decay": 0.0 if no_decay else weight_decay}
+        if layer_lr_decay != 1.0:
+            group["lr_scale"] = layer_lr_decay ** (top - depth)
+        out.append(group)
+    return out
 
 
 def training_device(config: TrainingArguments) -> torch.device:
@@ -287,7 +321,9 @@ def _resolve_precision(precision: str, device: torch.device) -> str:
 
 def _adamw(model: nn.Module, config: TrainingArguments) -> torch.optim.Optimizer:
     kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
-    groups = _param_groups(model, config.weight_decay)
+    groups = _param_groups(model, config.weight_decay, config.layer_lr_decay)
+    for g in groups:  # LambdaLR scales each group's own initial rate
+        g["lr"] = config.lr * g.pop("lr_scale", 1.0)
     try:  # one fused kernel over all parameters (CUDA and, in recent torch, CPU)
         return torch.optim.AdamW(groups, fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):
@@ -783,7 +819,7 @@ class Trainer:
             self.scaler.update()
         else:
             self.optimizer.step()
-        lr = self.scheduler.get_last_lr()[0]
+        lr = max(self.scheduler.get_last_lr())  # the peak group's: the top of a layer-wise decay
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
