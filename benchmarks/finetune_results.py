@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from bertkit.assets import asset_path  # noqa: E402
 from bertkit.tasks import finetune  # noqa: E402
+from bertkit.tasks.api import FinetuneResult  # noqa: E402
 
 RUNS = {
     # name: (task, train, test, metric, settings)
@@ -47,6 +48,13 @@ RUNS = {
         dict(epochs=4, max_length=64, batch_size=16, lr=1e-4),
     ),
 }
+
+
+def epoch_rows(res: FinetuneResult, metric: str) -> list[dict]:
+    """The evaluation rows after each epoch, in order. finetune keeps its best epoch on the file it
+    validates on, here the test split, so the score to report is the last row's: the best one was
+    chosen on test."""
+    return [r for r in res.history if f"eval_{metric}" in r and "epoch" in r]
 
 
 def main() -> int:
@@ -82,9 +90,7 @@ def main() -> int:
             **kw,
         )
         wall = time.perf_counter() - t0
-        # finetune keeps its best epoch on the file it validates on, here the test split: the score
-        # reported is the last epoch's, with that best (chosen on test) beside it
-        last = [r for r in res.history if f"eval_{metric}" in r and "epoch" in r][-1]
+        last = epoch_rows(res, metric)[-1]
         extra = ", ".join(f"{k} {last[f'eval_{k}']:.4f}" for k in res.metrics if k != metric and f"eval_{k}" in last)
         best = (
             f"; best epoch on test {res.metrics[metric]:.4f}" if res.metrics[metric] != last[f"eval_{metric}"] else ""

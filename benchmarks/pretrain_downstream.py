@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE.parents[0] / "src"))
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-from finetune_results import RUNS  # noqa: E402  (the fine-tuning settings live in one place)
+from finetune_results import RUNS, epoch_rows  # noqa: E402  (the fine-tuning settings live in one place)
 
 from bertkit.assets import asset_path  # noqa: E402
 
@@ -348,11 +348,9 @@ def finetune_one(model: Path, task: str, seed: int, out: Path, args: argparse.Na
     res = finetune(kind, model, train, work, test, seed=seed, progress=False, quiet=True, overwrite=True, **kw)
     wall = time.perf_counter() - t0
     shutil.rmtree(work, ignore_errors=True)
-    # finetune scores the test split after every epoch and keeps the best epoch: that best is chosen on
-    # the test split itself, so the score reported is the last epoch's (the number of epochs is a
-    # setting, chosen on the dev split), and the best one is kept beside it only to compare with
-    # rows scored that way
-    per_epoch = [r[f"eval_{metric}"] for r in res.history if f"eval_{metric}" in r and "epoch" in r]
+    # the last epoch's score (the number of epochs is a setting, chosen on the dev split); the best
+    # epoch's, chosen on test, is kept beside it only to compare with rows scored that way
+    per_epoch = [r[f"eval_{metric}"] for r in epoch_rows(res, metric)]
     return {
         "model": model.name,
         "task": task,
@@ -464,11 +462,11 @@ def table(rows: list[dict], order: list[str], out: Path, args: argparse.Namespac
         return model if seconds == float("inf") else f"{model} ({seconds / 60:.1f} training min)"
 
     def cell(model: str, task: str) -> str:
-        xs = [100 * r["accuracy"] for r in rows if r["model"] == model and r["task"] == task]
+        mine = [r for r in rows if r["model"] == model and r["task"] == task]
+        xs = [100 * r["accuracy"] for r in mine]
         if not xs:
             return "-"
         sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-        mine = [r for r in rows if r["model"] == model and r["task"] == task]
         best = [100 * r["best_epoch_accuracy"] for r in mine if "best_epoch_accuracy" in r]
         also = f"; best epoch on test {statistics.mean(best):.1f}" if best and len(best) == len(xs) else ""
         return f"{statistics.mean(xs):.1f} ± {sd:.1f} (n={len(xs)}{also})"
