@@ -131,3 +131,37 @@ def test_regression_pairs(tmp_path):
     from bertkit.tasks.metrics import pearsonr
 
     assert res.metrics["pearson"] == pytest.approx(pearsonr(logits[:, 0], [p[3] for p in PAIRS]), abs=1e-4)
+
+
+def test_dropout_setting_equals_a_checkpoint_that_says_it(tmp_path):
+    """finetune(dropout=0) on MiniLM (whose config says 0.1) trains exactly as MiniLM with a config
+    that says 0.0, and unlike MiniLM as it is; the fine-tuned folder loads in transformers."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    lines = asset_path("polarity-train").read_text(encoding="utf-8").splitlines()
+    data = tmp_path / "train.csv"
+    data.write_text("\n".join(lines[:49]) + "\n", encoding="utf-8")
+    zero = tmp_path / "minilm-no-dropout"
+    shutil.copytree(asset_path("minilm"), zero)
+    cfg = json.loads((zero / "config.json").read_text())
+    assert cfg["hidden_dropout_prob"] > 0 and cfg["attention_probs_dropout_prob"] > 0
+    cfg["hidden_dropout_prob"] = cfg["attention_probs_dropout_prob"] = 0.0
+    (zero / "config.json").write_text(json.dumps(cfg))
+
+    def run(model, name, **kw):
+        out = tmp_path / name
+        kw = dict(epochs=1, batch_size=16, max_length=32, progress=False, quiet=True, **kw)
+        finetune("text-classification", model, data, out, **kw)
+        return load_file(out / "model.safetensors")
+
+    flag, said = run(asset_path("minilm"), "flag", dropout=0.0), run(zero, "said")
+    plain = run(asset_path("minilm"), "plain")
+    assert flag.keys() == said.keys()
+    assert all(torch.equal(flag[k], said[k]) for k in flag)
+    assert not torch.equal(flag["classifier.weight"], plain["classifier.weight"])
+    saved = json.loads((tmp_path / "flag" / "config.json").read_text())
+    own = json.loads((asset_path("minilm") / "config.json").read_text())
+    assert saved["hidden_dropout_prob"] == own["hidden_dropout_prob"]  # the checkpoint's own, for whoever trains next
+    transformers.AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "flag"))

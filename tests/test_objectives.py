@@ -395,3 +395,38 @@ def test_replacements_follow_the_generator_softmax():
     replaced, is_replaced = replace_with_samples(picked, ids, labels, g)
     assert replaced.tolist() == [[101, 5, 7, 11, 102, 0]]
     assert is_replaced.tolist() == [[0, 0, 0, 1, 0, 0]]  # a sample equal to the original is not "replaced"
+
+
+@pytest.mark.parametrize("objective", ["mlm", "electra"])
+def test_dropout_is_a_setting_of_the_run_and_the_saved_config_keeps_the_models_rates(corpus, tmp_path, objective):
+    """--dropout 0 trains without dropout (two forward passes in training mode agree, and the run's
+    identity records 0), while the saved config keeps the preset's rates, which fine-tuning uses."""
+    from bertkit.modeling import BertConfig
+    from bertkit.training.objectives import build_objective
+
+    preset = BertConfig.from_preset("tiny")
+    assert preset.hidden_dropout_prob > 0 and preset.attention_probs_dropout_prob > 0
+    kw = dict(objective=objective, dropout=0.0, max_steps=2, save_every=0, eval_every=0)
+    if objective == "electra":
+        kw["generator_size"] = 0.5
+    parts = build_objective(_args(corpus, tmp_path / "parts", **kw))
+    model = parts["model"].train()
+    batch = parts["collate"]([parts["train_dataset"][i] for i in range(4)])
+    with torch.no_grad():
+        torch.manual_seed(0)
+        a, _ = parts["loss_fn"](model, batch)
+        torch.manual_seed(1)
+        b, _ = parts["loss_fn"](model, batch)
+    if objective == "mlm":  # ELECTRA's generator samples its replacements, so only MLM is deterministic
+        assert float(a) == float(b)
+    assert all(m.p == 0.0 for m in model.modules() if isinstance(m, torch.nn.Dropout))
+
+    out = tmp_path / "run"
+    pretrain(_args(corpus, out, **kw))
+    for folder in (out, out / "generator") if objective == "electra" else (out,):
+        cfg = json.loads((folder / "config.json").read_text())
+        assert cfg["hidden_dropout_prob"] == preset.hidden_dropout_prob
+        assert cfg["attention_probs_dropout_prob"] == preset.attention_probs_dropout_prob
+    marker = json.loads((out / ".bertkit-output.json").read_text())
+    assert marker["run"]["model"]["hidden_dropout_prob"] == 0.0
+    assert marker["run"]["model"]["attention_probs_dropout_prob"] == 0.0

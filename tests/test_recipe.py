@@ -4,7 +4,8 @@
   without NSP) unless --objective names another; mlm+nsp adds NSP in phase 2 only.
 * With a budget of seconds, a run killed (SIGKILL) once phase 2 has a checkpoint resumes with
   --resume in phase 2, from that checkpoint: phase 1 is not run again, and the finished OUTPUT is
-  the final model (it loads in transformers).
+  the final model (it loads in transformers). The recipe trains without dropout and saves the
+  preset's rates, which fine-tuning uses.
 * Settings the recipe chooses cannot also be given.
 * The throughput that sizes the phases' intervals and step cap is the fastest timed step: a
   neighbour's load, which only slows steps, does not shrink them.
@@ -145,6 +146,7 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     assert state["mask_prob"] == RECIPE_MASK_RATE  # no --mask-rate: the recipe's own
     marker = json.loads((out / "phase1" / ".bertkit-output.json").read_text())
     assert marker["run"]["objective"]["mask_prob"] == RECIPE_MASK_RATE  # what phase 1 trained with
+    assert marker["run"]["model"]["hidden_dropout_prob"] == 0.0  # the recipe trains without dropout
 
     again = subprocess.run(_cmd(corpus, out), env=env, cwd=ROOT, capture_output=True, text=True, check=False)
     assert again.returncode != 0 and "--resume" in again.stderr  # a started run is never restarted silently
@@ -160,6 +162,14 @@ def test_kill_in_phase2_resumes_in_phase2(tmp_path, corpus):
     rows = [json.loads(l) for l in (out / "phase2" / "metrics.jsonl").read_text().splitlines()]
     evals = [x for x in rows if "eval_mlm_accuracy" in x]
     assert evals and "eval_nsp_accuracy" not in evals[-1]  # phase 2 is MLM alone at seq 128
+
+    # and saves the preset's rates, which fine-tuning then trains with
+    from bertkit.modeling import BertConfig
+
+    saved = json.loads((out / "config.json").read_text())
+    preset = BertConfig.from_preset("tiny")
+    assert saved["hidden_dropout_prob"] == preset.hidden_dropout_prob > 0
+    assert saved["attention_probs_dropout_prob"] == preset.attention_probs_dropout_prob > 0
 
     tok = transformers.BertTokenizerFast(str(out / "vocab.txt"))
     enc = tok(["the [MASK] of the house"], return_tensors="pt")

@@ -22,7 +22,7 @@ from .heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from .inspect import count_parameters, freeze, parameter_table, unfreeze
+from .inspect import count_parameters, freeze, parameter_table, set_dropout, unfreeze
 from .model import BertModel, BertPreTrainedModel
 from .outputs import (
     BaseModelOutputWithPooling,
@@ -76,6 +76,7 @@ __all__ = [
     "count_parameters",
     "parameter_table",
     "freeze",
+    "set_dropout",
     "unfreeze",
     "ModelOutput",
     "BaseModelOutputWithPooling",

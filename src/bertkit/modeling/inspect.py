@@ -1,4 +1,4 @@
-"""Parameter counts per component and freezing by name, as the seeds do by hand.
+"""Parameter counts per component, freezing by name, as the seeds do by hand, and dropout set at once.
 
 Components are the natural BERT pieces: ``embeddings``, each ``encoder.layer.N``, ``pooler`` and each
 head (``cls``, ``classifier``, ``qa_outputs``), with the ``bert.`` prefix on head models. Tied
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-__all__ = ["components", "count_parameters", "parameter_table", "freeze", "unfreeze", "ComponentCount"]
+__all__ = ["components", "count_parameters", "parameter_table", "freeze", "unfreeze", "set_dropout", "ComponentCount"]
 
 
 def _base_prefix(model: nn.Module) -> str:
@@ -168,3 +168,18 @@ def freeze(model: nn.Module, *names: str) -> int:
 def unfreeze(model: nn.Module, *names: str) -> int:
     """Train the named parts again (same names as :func:`freeze`). Returns the parameters affected."""
     return _set_requires_grad(model, names, True)
+
+
+def set_dropout(model: nn.Module, p: float) -> int:
+    """Set the rate of every dropout layer of ``model`` (hidden, attention and head dropout) to ``p``.
+
+    The config is left as it is: a rate chosen for one run (pretraining without dropout, say) is a
+    setting of that run, and the saved model keeps the rates it is fine-tuned with. Returns the
+    number of dropout layers set.
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {p}")
+    layers = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    for m in layers:
+        m.p = float(p)
+    return len(layers)

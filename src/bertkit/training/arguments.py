@@ -1,7 +1,7 @@
 """The one set of training arguments every trainer and training command shares.
 
 :class:`TrainingArguments` holds what the :class:`~bertkit.training.Trainer` needs besides the model
-and the data: output, length (epochs / steps / minutes), schedule, optimiser, precision, seed,
+and the data: output, length (epochs / steps / minutes), schedule, optimiser, dropout, precision, seed,
 evaluation and checkpoint cadence, resume. Each recipe's arguments inherit it and add only their own
 fields (``PretrainingArguments``, ``CLMArguments``, ``DistillArguments``, ``FinetuneArguments``),
 redeclaring a shared field only to change its default (:func:`bertkit._args.redefault`). Every field
@@ -121,6 +121,13 @@ class TrainingArguments:
         group=TRAINING_GROUP,
         help="layer-wise learning-rate decay: the heads train at --lr, each transformer layer below at this "
         "times the rate of the one above, the embeddings least (e.g. 0.8; 1: one rate for all)",
+    )
+    dropout: float | None = setting(
+        None,
+        type=A.fraction_0_1_right_open,
+        group=TRAINING_GROUP,
+        help="rate of every dropout layer while training, in place of the model config's rates (which "
+        "the saved config keeps)",
     )
     max_grad_norm: float = setting(
         1.0, type=A.nonnegative_float, group=TRAINING_GROUP, help="clip the gradient norm to this (0: no clipping)"

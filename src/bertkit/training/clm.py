@@ -140,9 +140,7 @@ class CLMArguments(TrainingArguments):
     n_layer: int = setting(4, type=A.positive_int, group="model", help="transformer layers")
     n_embd: int = setting(256, type=A.positive_int, group="model", help="hidden size")
     n_head: int = setting(4, type=A.positive_int, group="model", help="attention heads")
-    dropout: float = setting(
-        0.0, type=A.fraction_0_1_right_open, group="model", help="residual, embedding and attention dropout"
-    )
+    dropout: float | None = redefault(TrainingArguments, "dropout", 0.0)
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="block length = the model's n_positions")
     batch_size: int = redefault(TrainingArguments, "batch_size", 16)
     max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
@@ -203,9 +201,6 @@ def _clm_model(args: CLMArguments, vocab: dict[str, int]) -> Any:
         n_embd=args.n_embd,
         n_layer=args.n_layer,
         n_head=args.n_head,
-        resid_pdrop=args.dropout,
-        embd_pdrop=args.dropout,
-        attn_pdrop=args.dropout,
         **special,
     )
     if bert_vocab:

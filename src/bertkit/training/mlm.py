@@ -145,12 +145,6 @@ class PretrainingArguments(TrainingArguments):
     config: str = setting(
         "mini", choices=("tiny", "mini", "small", "medium", "base", "large"), group="model", help="size of a new model"
     )
-    dropout: float | None = setting(
-        None,
-        type=A.fraction_0_1_right_open,
-        group="model",
-        help="hidden and attention dropout (default: the config's, 0.1)",
-    )
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="tokens per training instance")
     recipe: str | None = setting(
         None,
@@ -298,9 +292,6 @@ def _pretraining_config(args: Any, vocab: list[str], vocab_path: Path, tokenizer
         config = BertConfig.from_pretrained(args.model)
     else:
         config = BertConfig.from_preset(args.config, vocab_size=len(vocab))
-    if args.dropout is not None:
-        config.hidden_dropout_prob = args.dropout
-        config.attention_probs_dropout_prob = args.dropout
     check_vocab_fits(tokenizer, config, str(args.model or vocab_path))
     if args.vocab and config.vocab_size != len(vocab):
         # A vocabulary given beside a model is not the model's own: its ids would mean other words.
@@ -326,7 +317,7 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
 
     from bertkit.data import MaskingCollator, PretrainingDataset, ShardedCorpus, ensure_prepared
     from bertkit.data.corpus import vocab_fingerprint
-    from bertkit.modeling import BertForPreTraining
+    from bertkit.modeling import BertForPreTraining, set_dropout
     from bertkit.tokenization import load_tokenizer, load_vocab
 
     if not args.vocab and not args.model:
@@ -394,6 +385,8 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
         model = (
             BertForPreTraining.from_pretrained(args.model, config=config) if args.model else BertForPreTraining(config)
         )
+    if args.dropout is not None:  # the Trainer sets it too; the parts also serve outside it (throughput)
+        set_dropout(model, args.dropout)
     return {
         "model": model,
         "config": config,
@@ -443,9 +436,12 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
             objective["generator_size"] = args.generator_size
             if args.generator_temperature != 1.0:  # runs from before the setting keep their identity
                 objective["generator_temperature"] = args.generator_temperature
+    model = {k: getattr(config, k, None) for k in _MODEL_KEYS}
+    if args.dropout is not None:  # the rates the run trains at (runs that wrote them into the config match)
+        model["hidden_dropout_prob"] = model["attention_probs_dropout_prob"] = args.dropout
     return run_identity(
         args,
-        model={k: getattr(config, k, None) for k in _MODEL_KEYS},
+        model=model,
         data={
             "vocab": vocab_fingerprint(parts["vocab"]),
             "tokens": int(corpus.num_tokens),

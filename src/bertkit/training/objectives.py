@@ -322,9 +322,7 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
     from bertkit.modeling.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
     if args.model:
-        disc = ElectraForPreTraining.from_pretrained(args.model)
-        if args.dropout is not None:
-            disc.config.hidden_dropout_prob = disc.config.attention_probs_dropout_prob = args.dropout
+        disc = ElectraForPreTraining.from_pretrained(args.model)  # build_pretraining sets --dropout
         check_vocab_fits(tokenizer, disc.config, str(args.model))
         if args.seq_len > disc.config.max_position_embeddings:
             raise ValueError(

@@ -87,6 +87,7 @@ import torch
 from torch import nn
 
 import bertkit.training.checkpointing as ckpt_io
+from bertkit.modeling.inspect import set_dropout
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
 from bertkit.training.plots import plot_metrics
@@ -369,6 +370,10 @@ class Trainer:
         if config.threads:
             torch.set_num_threads(config.threads)
         set_seed(config.seed)
+        if config.dropout is not None:
+            # A setting of this run, not of the model: the config keeps its own rates, so a model
+            # pretrained without dropout is saved with the rates it is fine-tuned with.
+            set_dropout(model, config.dropout)
         self.model = model.to(self.device)
         self.raw_model = model
         if self.distributed:
