@@ -395,6 +395,50 @@ def test_finetune_resume_continues_only_the_same_run(capsys, tmp_path, tiny_mode
     assert "resumed from" in err and json.loads((tmp_path / "out" / "eval_results.json").read_text())["steps"] == 4
 
 
+def test_resume_takes_a_setting_an_older_bertkit_did_not_record_at_its_default(
+    capsys,
+    tmp_path,
+    tiny_model,
+    data_files,  # noqa: F811
+):
+    """A run recorded before a setting existed ran at that setting's default: resuming it with the
+    default continues it, and with another value names the setting and both values."""
+    argv = [
+        "finetune",
+        "--task",
+        "text-classification",
+        "--model",
+        tiny_model,
+        "--train",
+        data_files["train"],
+        "--output",
+        tmp_path / "out",
+        "--batch-size",
+        "4",
+        "--max-length",
+        "32",
+        "--save-every",
+        "1",
+        "--epochs",
+        "1",
+        "--no-progress",
+    ]
+    assert run(capsys, *argv)[0] == 0
+    marker_file = tmp_path / "out" / ".bertkit-output.json"
+    marker = json.loads(marker_file.read_text())
+    for name in ("layer_lr_decay", "dropout"):  # settings bertkit gained after such a run
+        del marker["run"]["settings"][name]
+    marker_file.write_text(json.dumps(marker))
+    rc, _, err = run(capsys, *argv, "--resume", "--layer-lr-decay", "0.8")
+    assert rc == 1 and "settings.layer_lr_decay: was 1.0, now 0.8" in err
+    rc, _, err = run(capsys, *argv, "--resume", "--dropout", "0.2")
+    assert rc == 1 and "settings.dropout: was null, now 0.2" in err
+    longer = list(argv)
+    longer[longer.index("--epochs") + 1] = "2"
+    rc, _, err = run(capsys, *longer, "--resume")
+    assert rc == 0 and "resumed from" in err, err
+
+
 def test_resume_compares_runs_recorded_by_an_older_bertkit_on_what_both_record(tmp_path):
     from bertkit._outputs import claim_output_dir
 

@@ -57,18 +57,26 @@ def _show(names: Sequence[str], limit: int = 4) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
-    """``key: was X, now Y`` for every leaf that differs between two run descriptions."""
+def _differences(
+    old: dict[str, Any], new: dict[str, Any], prefix: str = "", defaults: Mapping[str, Any] | None = None
+) -> list[str]:
+    """``key: was X, now Y`` for every leaf that differs between two run descriptions.
+
+    ``defaults`` (nested like the descriptions): the value a leaf the earlier run did not record
+    had then, e.g. a setting added to bertkit since, which that run ran at its default.
+    """
     out = []
+    defaults = defaults or {}
     keys = set(old) | set(new)
     if not prefix and set(old) & set(new):
         # A section the earlier run did not record (written by an older bertkit) is not compared;
         # runs with no section in common (a recipe's folder and a single run's) differ in everything.
         keys = set(old) & set(new)
     for key in sorted(keys, key=str):
-        a, b = old.get(key), new.get(key)
+        a, b = old.get(key, defaults.get(key)), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            out += _differences(a, b, f"{prefix}{key}.")
+            sub = defaults.get(key)
+            out += _differences(a, b, f"{prefix}{key}.", sub if isinstance(sub, Mapping) else None)
         elif a != b:
             out.append(f"{prefix}{key}: was {json.dumps(a)}, now {json.dumps(b)}")
     return out
@@ -129,6 +137,7 @@ def claim_output_dir(
     dry_run: bool = False,
     legacy: Callable[[Path], bool] | None = None,
     resume_needs: Sequence[str] = ("checkpoints",),
+    run_defaults: Mapping[str, Any] | None = None,
 ) -> OutputClaim:
     """Check that ``command`` may write into the folder ``path``; return the claim.
 
@@ -145,6 +154,8 @@ def claim_output_dir(
     tells an unmarked folder written by an older bertkit; its ``owned`` entries count as the
     command's. An unmarked folder is resumed only when it holds one of ``resume_needs`` (what an
     interrupted run leaves, e.g. its checkpoints): a folder of a user's files never is.
+    ``run_defaults`` (nested like ``run``): what a part of ``run`` that the earlier run did not
+    record was then, e.g. the default of a setting bertkit has gained since.
     """
     if dry_run:
         create = False
@@ -185,7 +196,18 @@ def claim_output_dir(
             claim.write_marker()
         return claim
     return _claim_marked(
-        folder, command, run, marker, entries, mine, overwrite, resume and can_resume, create, dry_run, flag_hint
+        folder,
+        command,
+        run,
+        marker,
+        entries,
+        mine,
+        overwrite,
+        resume and can_resume,
+        create,
+        dry_run,
+        flag_hint,
+        run_defaults,
     )
 
 
@@ -201,6 +223,7 @@ def _claim_marked(
     create: bool,
     dry_run: bool,
     flag_hint: str,
+    run_defaults: Mapping[str, Any] | None = None,
 ) -> OutputClaim:
     """:func:`claim_output_dir` for a folder that holds a marked output: resume it, replace it, or refuse."""
     if marker["command"] != command:
@@ -212,7 +235,7 @@ def _claim_marked(
     foreign = {n for n in entries if n not in ours}
     if resume:
         # An empty ``run`` is a check made before the run's identity is known (e.g. a dry run).
-        diffs = _differences(marker.get("run") or {}, run) if run else []
+        diffs = _differences(marker.get("run") or {}, run, defaults=run_defaults) if run else []
         if diffs:
             raise ValueError(
                 f"--resume: {folder} holds a different run; "

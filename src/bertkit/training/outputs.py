@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from bertkit import _args as A
 from bertkit._outputs import OutputClaim, check_not_input, claim_output_dir
 from bertkit.training.arguments import TrainingArguments
 
@@ -67,6 +68,7 @@ def claim_training_output(
         can_resume=True,
         dry_run=dry_run,
         resume_needs=resume_needs,
+        run_defaults={"settings": A.resume_defaults(args)},
     )
 
 
