@@ -362,17 +362,18 @@ def test_generated_flags_round_trip_into_the_dataclass():
     )
 
 
-def test_finetune_resume_continues_only_the_same_run(capsys, tmp_path, tiny_model, data_files):  # noqa: F811
-    argv = [
+def _finetune_argv(model: str, data_files: dict, out: Path) -> list:
+    """One epoch of a tiny fine-tune with a checkpoint every step, for the resume tests."""
+    return [
         "finetune",
         "--task",
         "text-classification",
         "--model",
-        tiny_model,
+        model,
         "--train",
         data_files["train"],
         "--output",
-        tmp_path / "out",
+        out,
         "--batch-size",
         "4",
         "--max-length",
@@ -383,6 +384,10 @@ def test_finetune_resume_continues_only_the_same_run(capsys, tmp_path, tiny_mode
         "1",
         "--no-progress",
     ]
+
+
+def test_finetune_resume_continues_only_the_same_run(capsys, tmp_path, tiny_model, data_files):  # noqa: F811
+    argv = _finetune_argv(tiny_model, data_files, tmp_path / "out")
     assert run(capsys, *argv)[0] == 0
     before = tree_hash(tmp_path / "out")
     rc, _, err = run(capsys, *argv, "--resume", "--lr", "1e-3")
@@ -403,26 +408,7 @@ def test_resume_takes_a_setting_an_older_bertkit_did_not_record_at_its_default(
 ):
     """A run recorded before a setting existed ran at that setting's default: resuming it with the
     default continues it, and with another value names the setting and both values."""
-    argv = [
-        "finetune",
-        "--task",
-        "text-classification",
-        "--model",
-        tiny_model,
-        "--train",
-        data_files["train"],
-        "--output",
-        tmp_path / "out",
-        "--batch-size",
-        "4",
-        "--max-length",
-        "32",
-        "--save-every",
-        "1",
-        "--epochs",
-        "1",
-        "--no-progress",
-    ]
+    argv = _finetune_argv(tiny_model, data_files, tmp_path / "out")
     assert run(capsys, *argv)[0] == 0
     marker_file = tmp_path / "out" / ".bertkit-output.json"
     marker = json.loads(marker_file.read_text())
