@@ -420,29 +420,24 @@ def from_namespace(cls: type, ns: argparse.Namespace, **overrides: Any) -> Any:
     return cls(**{**values, **overrides})
 
 
+def _resume_fields(obj: Any) -> list[dataclasses.Field]:
+    """The fields of ``obj`` (a dataclass of :func:`setting` fields) that a resumed run must keep."""
+    return [f for f in dataclasses.fields(obj) if "help" in f.metadata and f.metadata.get("same_on_resume", True)]
+
+
+def _as_json(values: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    return json.loads(json.dumps(values, default=str))
+
+
 def resume_defaults(obj: Any) -> dict[str, Any]:
     """The defaults of :func:`resume_settings`' fields, as JSON values: what a run recorded by an
     older bertkit, before a setting existed, ran at."""
-    import json
-
-    if not dataclasses.is_dataclass(obj):
-        return {}
-    fields = [f for f in dataclasses.fields(obj) if "help" in f.metadata and f.metadata.get("same_on_resume", True)]
-    return json.loads(json.dumps({f.name: _default(f) for f in fields if _default(f) is not _MISSING}, default=str))
+    return _as_json({f.name: _default(f) for f in _resume_fields(obj) if _default(f) is not _MISSING})
 
 
 def resume_settings(obj: Any) -> dict[str, Any]:
     """The settings of ``obj`` (a dataclass of :func:`setting` fields) that a resumed run must keep,
     as JSON values (they are compared with the ones recorded in the output folder)."""
-    import json
-
-    return json.loads(
-        json.dumps(
-            {
-                f.name: getattr(obj, f.name)
-                for f in dataclasses.fields(obj)
-                if "help" in f.metadata and f.metadata.get("same_on_resume", True)
-            },
-            default=str,
-        )
-    )
+    return _as_json({f.name: getattr(obj, f.name) for f in _resume_fields(obj)})
