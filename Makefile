@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # this cache by `bertkit fetch-assets`; bertkit never downloads at run time.
 export BERTKIT_ASSETS ?= $(CURDIR)/.assets
 
-.PHONY: venv assets chromium test test-fast lint demo bench clean
+.PHONY: venv assets chromium test test-fast test-cpu-kinds lint demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,19 @@ test: assets chromium
 test-fast: assets
 	@$(PY) -c "from bertkit.inference import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
 	$(PY) -m pytest -q -m "not slow" tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The tests again on the paths of the two other CPU kinds, on a machine with AMX (hiding cannot add a
+# flag): AVX-512 BF16 without AMX, then AVX2 alone. bertkit hides the flags from its own choices
+# (BERTKIT_HIDE_CPU_FLAGS), and oneDNN and ATen are held to the same instruction sets.
+KIND_AVX512_BF16 := BERTKIT_HIDE_CPU_FLAGS=amx_bf16,amx_int8,amx_tile ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
+KIND_AVX2 := BERTKIT_HIDE_CPU_FLAGS=amx_bf16,amx_int8,amx_tile,avx512_bf16,avx512_vnni,avx512f \
+	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
+test-cpu-kinds: assets chromium
+	@for kind in '$(KIND_AVX512_BF16)' '$(KIND_AVX2)'; do \
+	  echo "== $$kind"; \
+	  env $$kind $(PY) -c "from bertkit.inference import describe_cpu; print('CPU flags:', describe_cpu())" || exit 1; \
+	  env $$kind $(PY) -m pytest -q tests || exit 1; \
+	done
 
 # ruff's rules and line length are in pyproject.toml; the code is kept in ruff format's layout.
 lint: $(VENV)/.installed

@@ -197,6 +197,14 @@ def test_out_of_range_flag(capsys, argv, flag, limit):
     assert flag in err and limit in err and repr(argv[-1]) in err
 
 
+def test_an_unknown_name_among_the_hidden_cpu_flags(capsys, monkeypatch):
+    monkeypatch.setenv("BERTKIT_HIDE_CPU_FLAGS", "amx_tile amx-bf16")
+    rc, _, err = run(capsys, "inspect", asset_path("minilm"))
+    assert rc == 2
+    assert "BERTKIT_HIDE_CPU_FLAGS: 'amx-bf16' is not a flag bertkit reads" in err
+    assert "use any of amx_bf16, amx_int8, amx_tile" in err
+
+
 def test_cuda_device_when_there_is_none(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

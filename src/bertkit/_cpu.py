@@ -1,13 +1,21 @@
 """What the CPU can do, read once from /proc/cpuinfo (Linux): it picks the inference precision and the
-attention kernel. A leaf module, so that the models can read it when they are imported."""
+attention kernel. A leaf module, so that the models can read it when they are imported.
+
+``BERTKIT_HIDE_CPU_FLAGS`` (names from :data:`FLAGS_OF_INTEREST`, separated by spaces or commas) makes
+bertkit treat those flags as absent, so one machine can run the paths another CPU kind takes. Hiding
+a flag changes only bertkit's choices; hold oneDNN and ATen to the same kind with their own variables
+(``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``), as ``make test-cpu-kinds`` does.
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 __all__ = [
     "FLAGS_OF_INTEREST",
+    "HIDE_FLAGS_ENV",
     "attention_row_multiple",
     "cpu_flags",
     "describe_cpu",
@@ -18,6 +26,7 @@ __all__ = [
 # AMX tiles give bf16 GEMMs several times fp32's speed; AVX-512 BF16 about twice; below that bf16 is emulated.
 # AMX-INT8 and AVX-512 VNNI are the int8 dot-product instructions.
 FLAGS_OF_INTEREST = ("amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512_vnni", "avx512f", "avx2")
+HIDE_FLAGS_ENV = "BERTKIT_HIDE_CPU_FLAGS"
 
 
 @functools.cache
@@ -32,9 +41,25 @@ def _read_flags(path: str) -> frozenset[str]:
     return frozenset()
 
 
-def cpu_flags(path: str = "/proc/cpuinfo") -> dict[str, bool]:
-    """``{flag: present}`` for the flags that matter to inference speed (all False off Linux)."""
-    flags = _read_flags(path)
+def hidden_flags() -> frozenset[str]:
+    """The flags ``BERTKIT_HIDE_CPU_FLAGS`` hides (ValueError naming the variable for a name it does not know)."""
+    names = frozenset(os.environ.get(HIDE_FLAGS_ENV, "").replace(",", " ").split())
+    unknown = sorted(names - set(FLAGS_OF_INTEREST))
+    if unknown:
+        raise ValueError(
+            f"{HIDE_FLAGS_ENV}: {', '.join(map(repr, unknown))} is not a flag bertkit reads; "
+            f"use any of {', '.join(FLAGS_OF_INTEREST)}"
+        )
+    return names
+
+
+def cpu_flags(path: str | None = None) -> dict[str, bool]:
+    """``{flag: present}`` for the flags that matter to inference speed: this machine's (all False off
+    Linux, and False for any flag ``BERTKIT_HIDE_CPU_FLAGS`` hides), or those a cpuinfo file at ``path`` lists."""
+    if path is not None:
+        flags = _read_flags(path)
+    else:
+        flags = _read_flags("/proc/cpuinfo") - hidden_flags()
     return {f: f in flags for f in FLAGS_OF_INTEREST}
 
 
@@ -45,9 +70,12 @@ def has_fast_bf16(flags: dict[str, bool] | None = None) -> bool:
 
 
 def describe_cpu(flags: dict[str, bool] | None = None) -> str:
-    """One line such as ``amx_bf16=no amx_tile=no avx512_bf16=yes avx512f=yes avx2=yes``."""
+    """One line such as ``amx_bf16=no amx_tile=no avx512_bf16=yes avx512f=yes avx2=yes``, which names the
+    flags ``BERTKIT_HIDE_CPU_FLAGS`` hides, so a printed benchmark says it ran another CPU kind's paths."""
     flags = cpu_flags() if flags is None else flags
-    return " ".join(f"{k}={'yes' if v else 'no'}" for k, v in flags.items())
+    line = " ".join(f"{k}={'yes' if v else 'no'}" for k, v in flags.items())
+    hidden = hidden_flags()
+    return f"{line} (hidden by {HIDE_FLAGS_ENV}: {' '.join(sorted(hidden))})" if hidden else line
 
 
 def _has_amx(flags: dict[str, bool]) -> bool:

@@ -118,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug, argv = _debug_requested(list(argv))
     command = argv[0] if argv and argv[0] in COMMANDS else None
+    from bertkit._cpu import hidden_flags
+
+    try:  # every command's modules read the CPU's flags when they are imported
+        hidden_flags()
+    except ValueError as e:
+        print(f"bertkit: error: {e}", file=sys.stderr)
+        return 2
     if command is None:
         build_parser(only="").print_help()
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
