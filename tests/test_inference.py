@@ -2,6 +2,10 @@
 long-text windows in the NER pipeline, and ONNX export checked in onnxruntime."""
 
 import csv
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -41,6 +45,33 @@ def test_cpu_flags_and_auto_choice(tmp_path):
     with pytest.raises(ValueError, match="fp16"):
         resolve_dtype("fp16")
     assert "avx2=" in describe_cpu()
+
+
+def test_hidden_cpu_flags_make_bertkit_take_another_cpu_kinds_paths(tmp_path, monkeypatch):
+    """``BERTKIT_HIDE_CPU_FLAGS`` is how one machine runs another CPU kind's paths (``make test-cpu-kinds``):
+    with AMX and AVX-512 BF16 hidden, every choice is the one a CPU without them makes, on any CPU."""
+    code = (
+        "import json\n"
+        "from bertkit._cpu import attention_row_multiple, gemm_attention_max_len\n"
+        "from bertkit.inference import cpu_flags, describe_cpu, resolve_dtype\n"
+        "print(json.dumps([cpu_flags(), resolve_dtype('auto'), gemm_attention_max_len(), attention_row_multiple(),"
+        " describe_cpu()]))"
+    )
+    env = {**os.environ, "BERTKIT_HIDE_CPU_FLAGS": "amx_bf16, amx_tile amx_int8 avx512_bf16"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    flags, auto, gemm_len, rows, line = json.loads(done.stdout)
+    hidden = ("amx_bf16", "amx_tile", "amx_int8", "avx512_bf16")
+    assert not any(flags[f] for f in hidden)
+    here = cpu_flags("/proc/cpuinfo")  # this machine's flags as its cpuinfo lists them, nothing hidden
+    assert all(flags[f] == here[f] for f in ("avx512_vnni", "avx512f", "avx2"))  # the others stay this machine's
+    assert (auto, gemm_len, rows) == ("fp32", 128, 8)
+    assert line.endswith("(hidden by BERTKIT_HIDE_CPU_FLAGS: amx_bf16 amx_int8 amx_tile avx512_bf16)")
+    # hiding is about this machine: a cpuinfo file named by path is read as it is
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: avx2 avx512f amx_tile amx_bf16\n")
+    monkeypatch.setenv("BERTKIT_HIDE_CPU_FLAGS", "amx_bf16")
+    assert cpu_flags(str(info))["amx_bf16"] and not cpu_flags()["amx_bf16"]
 
 
 def test_prepared_fp32_stays_exact_vs_transformers():
@@ -128,14 +159,15 @@ def test_bf16_sentence_embeddings_gate():
 
 
 def test_int8_sentence_embeddings_gate():
-    """int8 vs fp32 sentence embeddings on 256 real sentences: min cosine >= 0.99 (mean >= 0.998).
+    """int8 vs fp32 sentence embeddings on 256 real sentences: min cosine >= 0.99 on every CPU; mean
+    >= 0.998 with 8-bit weights, >= 0.997 with the 7-bit weights of a CPU without VNNI (see weight_qmax).
 
     Every encoder Linear is int8, the feed-forward down-projection included. The int8 products are
-    exact integer sums on every CPU; what differs between CPUs is only the float rescaling and the
-    bf16 or fp32 kernel of the layers kept in float, far below these margins (measured min 0.9958,
-    mean 0.9986).
+    exact integer sums on every CPU (weight_qmax keeps them so); what differs between CPUs is the
+    weights' bits, the float rescaling and the bf16 or fp32 kernel of the layers kept in float
+    (measured min 0.9958, mean 0.9986 with AMX; min 0.9939, mean 0.9975 held to AVX2, 7-bit weights).
     """
-    from bertkit.inference.int8 import Int8Linear
+    from bertkit.inference.int8 import Int8Linear, weight_qmax
 
     texts = [r["text"] for r in _polarity("test", 256)]
     fp32 = pipeline("sentence-embedding", model=asset_path("minilm"), dtype="fp32")(texts, return_tensors=True)
@@ -148,12 +180,14 @@ def test_int8_sentence_embeddings_gate():
     assert not isinstance(q.model.pooler.dense, Int8Linear)  # outside the encoder layers: float
     assert isinstance(q.model.embeddings.word_embeddings, torch.nn.Embedding)  # never quantized
     cos = torch.nn.functional.cosine_similarity(fp32, q(texts, return_tensors=True), dim=-1)
-    assert float(cos.min()) >= 0.99 and float(cos.mean()) >= 0.998, (float(cos.min()), float(cos.mean()))
+    mean_gate = 0.998 if weight_qmax() == 127 else 0.997
+    assert float(cos.min()) >= 0.99 and float(cos.mean()) >= mean_gate, (float(cos.min()), float(cos.mean()))
 
 
 def test_int8_linear_equals_its_dequantized_product():
-    """Int8Linear is exactly (round(x/s_tok) * s_tok) @ (round(W/s_ch) * s_ch)^T + b, short inputs included."""
-    from bertkit.inference.int8 import Int8Linear
+    """Int8Linear is exactly (round(x/s_tok) * s_tok) @ (round(W/s_ch) * s_ch)^T + b, short inputs included,
+    with s_ch = max|W_ch| / weight_qmax(): 127, or 63 on a CPU whose int8 products would saturate."""
+    from bertkit.inference.int8 import Int8Linear, weight_qmax
 
     torch.manual_seed(0)
     lin = torch.nn.Linear(64, 48)
@@ -165,7 +199,7 @@ def test_int8_linear_equals_its_dequantized_product():
         for rows in (1, 16, 17, 40):
             x = torch.randn(rows, 64) * torch.linspace(0.1, 5, 64)
             sx = x.abs().amax(1, keepdim=True) / 127
-            sw = lin.weight.abs().amax(1) / 127
+            sw = lin.weight.abs().amax(1) / weight_qmax()
             want = (torch.round(x / sx) * sx) @ (torch.round(lin.weight / sw[:, None]) * sw[:, None]).T + lin.bias
             torch.testing.assert_close(q(x), want.detach(), atol=1e-4, rtol=1e-4)
             assert (q(x) - lin(x)).abs().max() < 0.05 * lin(x).abs().max()  # and close to the float product

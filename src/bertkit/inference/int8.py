@@ -37,10 +37,17 @@ activations) eats much of that: a whole projection takes 0.65-0.95x bf16's time 
 down-projection 1.1-1.5x alone (in the fp32 model a bf16 one also converts its input and output);
 the int8 sentence-embedding pipeline takes 0.84-0.95x of bf16's time (``benchmarks/int8_linear.py``
 for the projections).
+
+**Without VNNI** (AVX2 alone, or AVX-512 without VNNI) both kernels multiply with ``vpmaddubsw``, whose
+int16 pair sums saturate: with 8-bit weights the products are wrong, not merely rounded. There the
+weights keep 7 bits (:func:`weight_qmax`, chosen by a trial of both kernels at the extremes, not by
+the CPU's name), which keeps every sum exact: MiniLM held to AVX2 gives min cosine 0.9939, mean
+0.9975 against fp32 on 256 real sentences.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -51,7 +58,7 @@ from bertkit.modeling.layers import hooked
 
 from .precision import BoundForward, FusedOutput, PassthroughAct, _fusable_activations
 
-__all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8"]
+__all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8", "weight_qmax"]
 
 SMOOTHING_ALPHA = 0.5
 _INT_MM_MIN_ROWS = 17  # torch._int_mm on CPU wants more than 16 rows; shorter inputs are padded with zeros
@@ -103,6 +110,38 @@ def onednn_int8_available() -> bool:
     return _onednn_product(torch.ones(4, 8, dtype=torch.int8), torch.ones(4)) is not None
 
 
+def _products_exact(qmax: int) -> bool:
+    """Whether both int8 products (``torch._int_mm`` and, where it runs, oneDNN's u8 x s8 kernel) give the
+    exact sums of int8 activations at their extreme, 127, against weights of magnitude ``qmax``."""
+    q = torch.full((16, 64), qmax, dtype=torch.int8)
+    q[1::2].neg_()  # both signs: a saturated sum is clipped at either end
+    x = torch.full((_INT_MM_MIN_ROWS, 64), 127, dtype=torch.int8)
+    want = x[0].long() @ q.long().t()  # (16,)
+    if not torch.equal(torch._int_mm(x, q.t().contiguous())[0].long(), want):
+        return False
+    product = _onednn_product(q, torch.ones(16))
+    return product is None or torch.equal(product(x[:1].view(torch.uint8) ^ 128)[0].long(), want)
+
+
+@functools.cache
+def weight_qmax() -> int:
+    """The largest int8 weight magnitude :class:`Int8Linear` stores on this CPU: 127 where its int8
+    products sum exactly (AVX-512 VNNI, AVX-VNNI, AMX-INT8), else 63.
+
+    Without VNNI, oneDNN (and ``torch._int_mm``, which runs on it) multiplies with ``vpmaddubsw``, which
+    adds each pair of uint8 x int8 products in int16 and saturates past 32,767: an activation of 255
+    (127 shifted by the zero point 128) against two weights of 127 gives 64,770, and MiniLM's products
+    came out wrong by orders of magnitude. Weights of at most 63 keep every pair under the limit
+    (255 x 63 x 2 = 32,130) at the cost of one bit of weight precision, where activations keep all 8.
+    """
+    for qmax in (127, 63):
+        if _products_exact(qmax):
+            return qmax
+    raise RuntimeError(
+        "int8: this CPU's int8 matrix products do not sum exactly even with 7-bit weights; use dtype 'bf16' or 'fp32'"
+    )
+
+
 class Int8Linear(nn.Module):
     """``y = x W^T + b`` with int8 ``x`` (one scale per token) and int8 ``W`` (one scale per output row).
 
@@ -115,8 +154,9 @@ class Int8Linear(nn.Module):
         w = linear.weight.detach().float()
         if smooth is not None:
             w = w * smooth[None, :]
-        scale = w.abs().amax(1).clamp_min(1e-8) / 127.0  # (out,)
-        q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+        qmax = weight_qmax()  # 127, or 63 on a CPU whose int8 products would saturate
+        scale = w.abs().amax(1).clamp_min(1e-8) / qmax  # (out,)
+        q = torch.round(w / scale[:, None]).clamp(-qmax, qmax).to(torch.int8)
         self.register_buffer("weight_t", q.t().contiguous())  # (in, out): the layout _int_mm takes
         self.register_buffer("weight_scale", scale)
         self.register_buffer("inv_smooth", None if smooth is None else (1.0 / smooth).float())
