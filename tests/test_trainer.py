@@ -4,6 +4,7 @@ best-model tracking and early stopping, atomic checkpoints (process killed mid-w
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -296,6 +297,33 @@ def test_time_schedule_can_be_the_later_part_of_a_longer_one(tmp_path):
         TrainingArguments(schedule="time", max_minutes=1, schedule_minutes=0.1, schedule_offset_minutes=0.1)
     with pytest.raises(ValueError, match="schedule_offset_minutes"):
         TrainingArguments(schedule_offset_minutes=1)  # a step schedule has no minutes to skip
+
+
+def test_auto_precision_trains_fp32_on_a_cpu_that_emulates_bf16(tmp_path):
+    """``auto`` trains in bf16 only where the CPU multiplies it natively. With AMX and AVX-512 BF16 hidden
+    (so on any CPU), a Trainer on the CPU trains in fp32 with no autocast, and an explicit bf16 warns
+    that it is emulated."""
+    code = textwrap.dedent(
+        f"""
+        import json, warnings, torch
+        from bertkit.training import Trainer, TrainingArguments
+        from bertkit.training.trainer import resolve_precision
+        args = TrainingArguments(output={str(tmp_path / "out")!r}, batch_size=4, progress=False, plot=False)
+        model = torch.nn.Linear(4, 1)
+        trainer = Trainer(model, args, [{{"x": torch.zeros(4)}}] * 8, loss_fn=lambda m, b: m(b["x"]).sum())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            explicit = resolve_precision("bf16", torch.device("cpu"))
+        print(json.dumps([args.precision, trainer.precision, str(trainer.amp_dtype), explicit,
+                          [str(w.message) for w in caught]]))
+        """
+    )
+    env = {**os.environ, "BERTKIT_HIDE_CPU_FLAGS": "amx_bf16,amx_tile,avx512_bf16"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    asked, trained, amp, explicit, warned = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (asked, trained, amp, explicit) == ("auto", "fp32", "None", "bf16")
+    assert len(warned) == 1 and "neither AMX nor AVX-512 BF16" in warned[0] and "emulated" in warned[0]
 
 
 def test_bad_config_values():

@@ -138,7 +138,8 @@ class TrainingArguments:
         "auto",
         choices=PRECISIONS,
         group=TRAINING_GROUP,
-        help="auto: bf16 autocast where supported (fp16 with loss scaling on a CUDA GPU without bf16), else fp32",
+        help="auto: bf16 autocast on a CPU with AMX or AVX-512 BF16 and on a GPU with bf16 (fp16 with loss "
+        "scaling on a GPU without it), else fp32: other CPUs emulate bf16, many times slower",
     )
     seed: int = setting(
         42, type=A.seed, group=TRAINING_GROUP, help="seeds new weights, the data order, masking and dropout"

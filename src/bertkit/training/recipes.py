@@ -153,10 +153,14 @@ def _steps_per_minute(
     (the fastest of ``n_steps`` steps, fewer but at least two when they take over ``max_seconds``)."""
     import torch
 
+    from bertkit.training.trainer import resolve_precision
+
     model = copy.deepcopy(parts["model"]).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     ds, collate = parts["train_dataset"], parts["collate"]
-    amp = torch.autocast("cpu", dtype=torch.bfloat16) if precision in ("auto", "bf16") else None
+    # timed in the precision the phase will train in (auto: bf16 only where the CPU multiplies it natively)
+    bf16 = resolve_precision(precision, torch.device("cpu")) == "bf16"
+    amp = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else None
     times = []
     for k in range(n_steps + 1):  # the first step warms up kernels and allocations
         idx = [(k * batch_size + i) % len(ds) for i in range(batch_size)]

@@ -87,6 +87,7 @@ import torch
 from torch import nn
 
 import bertkit.training.checkpointing as ckpt_io
+from bertkit._cpu import has_fast_bf16
 from bertkit.modeling.inspect import set_dropout
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
@@ -103,6 +104,7 @@ __all__ = [
     "model_loss",
     "latest_checkpoint",
     "plot_metrics",
+    "resolve_precision",
 ]
 
 LossFn = Callable[[nn.Module, Any], "tuple[torch.Tensor, dict[str, Any]]"]
@@ -306,17 +308,28 @@ def _batch_tokens(batch: Any) -> int:
     return 0
 
 
-def _resolve_precision(precision: str, device: torch.device) -> str:
-    """``auto``: bf16 autocast where supported; fp16 (with a GradScaler) only on CUDA without bf16."""
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """The precision a run trains in: ``auto`` is bf16 autocast on a GPU that supports it (else fp16 with
+    a GradScaler) and on a CPU that multiplies bf16 natively (AMX or AVX-512 BF16), else fp32.
+
+    Elsewhere bf16 products are emulated: a step of the tiny preset at batch 64 x 32 took 62 s under bf16
+    autocast against 1.3 s in fp32 with oneDNN held to AVX2.
+    """
     prec = precision
     if prec == "auto":
         if device.type == "cuda":
             prec = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         else:
-            prec = "bf16"
+            prec = "bf16" if has_fast_bf16() else "fp32"
     if prec == "fp16" and device.type != "cuda":
         warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=3)
         prec = "bf16"
+    if prec == "bf16" and device.type == "cpu" and not has_fast_bf16():
+        warnings.warn(
+            "precision bf16: this CPU has neither AMX nor AVX-512 BF16, so its bf16 products are emulated and "
+            "training runs many times slower than in fp32 (precision auto picks fp32 here)",
+            stacklevel=3,
+        )
     return prec
 
 
@@ -395,7 +408,7 @@ class Trainer:
             )
         )
 
-        prec = _resolve_precision(config.precision, self.device)
+        prec = resolve_precision(config.precision, self.device)
         self.precision = prec
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
         self.scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
