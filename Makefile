@@ -40,6 +40,8 @@ test-fast: assets
 # The tests again on the paths of the two other CPU kinds, on a machine with AMX (hiding cannot add a
 # flag): AVX-512 BF16 without AMX, then AVX2 alone. bertkit hides the flags from its own choices
 # (BERTKIT_HIDE_CPU_FLAGS), and oneDNN and ATen are held to the same instruction sets.
+# `make test-cpu-kinds TESTS=tests/test_inference.py` runs a part of the suite.
+TESTS ?= tests
 KIND_AVX512_BF16 := BERTKIT_HIDE_CPU_FLAGS=amx_bf16,amx_int8,amx_tile ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
 KIND_AVX2 := BERTKIT_HIDE_CPU_FLAGS=amx_bf16,amx_int8,amx_tile,avx512_bf16,avx512_vnni,avx512f \
 	ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
@@ -47,7 +49,7 @@ test-cpu-kinds: assets chromium
 	@for kind in '$(KIND_AVX512_BF16)' '$(KIND_AVX2)'; do \
 	  echo "== $$kind"; \
 	  env $$kind $(PY) -c "from bertkit.inference import describe_cpu; print('CPU flags:', describe_cpu())" || exit 1; \
-	  env $$kind $(PY) -m pytest -q tests || exit 1; \
+	  env $$kind $(PY) -m pytest -q $(TESTS) || exit 1; \
 	done
 
 # ruff's rules and line length are in pyproject.toml; the code is kept in ruff format's layout.
