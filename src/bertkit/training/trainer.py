@@ -319,8 +319,10 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     if prec == "auto":
         if device.type == "cuda":
             prec = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        else:
+        elif device.type == "cpu":
             prec = "bf16" if has_fast_bf16() else "fp32"
+        else:  # another accelerator (mps): its own bf16, whatever the host CPU's flags
+            prec = "bf16"
     if prec == "fp16" and device.type != "cuda":
         warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=3)
         prec = "bf16"
