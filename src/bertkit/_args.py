@@ -434,7 +434,8 @@ def _as_json(values: dict[str, Any]) -> dict[str, Any]:
 def resume_defaults(obj: Any) -> dict[str, Any]:
     """The defaults of :func:`resume_settings`' fields, as JSON values: what a run recorded by an
     older bertkit, before a setting existed, ran at."""
-    return _as_json({f.name: _default(f) for f in _resume_fields(obj) if _default(f) is not _MISSING})
+    defaults = {f.name: _default(f) for f in _resume_fields(obj)}  # a default_factory runs once
+    return _as_json({name: value for name, value in defaults.items() if value is not _MISSING})
 
 
 def resume_settings(obj: Any) -> dict[str, Any]:
