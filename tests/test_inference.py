@@ -74,6 +74,34 @@ def test_hidden_cpu_flags_make_bertkit_take_another_cpu_kinds_paths(tmp_path, mo
     assert cpu_flags(str(info))["amx_bf16"] and not cpu_flags()["amx_bf16"]
 
 
+def test_bf16_inference_on_a_cpu_that_emulates_it_warns():
+    """Where bf16 products are emulated (no AMX, no AVX-512 BF16; hidden here, so on any CPU) a model
+    prepared at an explicit bf16 warns once that it runs slower than fp32, and ``auto`` prepares fp32
+    without a word."""
+    code = (
+        "import json, warnings\n"
+        "from bertkit.modeling import BertModel\n"
+        "from bertkit.inference import inference_dtype\n"
+        f"folder = {str(asset_path('minilm'))!r}\n"
+        "out = []\n"
+        "for dtype in ('bf16', 'auto'):\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        model = BertModel.from_pretrained(folder, dtype=dtype)\n"
+        "    param = str(next(model.parameters()).dtype)\n"
+        "    out.append([inference_dtype(model), param, [str(w.message) for w in caught]])\n"
+        "print(json.dumps(out))"
+    )
+    env = {**os.environ, "BERTKIT_HIDE_CPU_FLAGS": "amx_bf16 amx_tile amx_int8 avx512_bf16"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (bf16, bf16_param, bf16_warned), (auto, auto_param, auto_warned) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (bf16, bf16_param, auto, auto_param) == ("bf16", "torch.bfloat16", "fp32", "torch.float32")
+    emulated = [w for w in bf16_warned if "emulated" in w]
+    assert len(emulated) == 1 and "neither AMX nor AVX-512 BF16" in emulated[0] and "fp32" in emulated[0]
+    assert not [w for w in auto_warned if "emulated" in w]
+
+
 def test_prepared_fp32_stays_exact_vs_transformers():
     folder = str(asset_path("minilm"))
     texts = [r["text"] for r in _polarity("test", 12)]
