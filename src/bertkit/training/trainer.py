@@ -308,6 +308,9 @@ def _batch_tokens(batch: Any) -> int:
     return 0
 
 
+_EMULATED_BF16_WARNED: list[bool] = []
+
+
 def resolve_precision(precision: str, device: torch.device) -> str:
     """The precision a run trains in: ``auto`` is bf16 autocast on a CUDA GPU that supports it (else fp16
     with a GradScaler), on another accelerator, and on a CPU that multiplies bf16 natively (AMX or AVX-512
@@ -327,7 +330,8 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     if prec == "fp16" and device.type != "cuda":
         warnings.warn("fp16 autocast needs CUDA; using bf16 on CPU", stacklevel=3)
         prec = "bf16"
-    if prec == "bf16" and device.type == "cpu" and not has_fast_bf16():
+    if prec == "bf16" and device.type == "cpu" and not has_fast_bf16() and not _EMULATED_BF16_WARNED:
+        _EMULATED_BF16_WARNED.append(True)  # once a process: a recipe resolves it per phase and per timing
         warnings.warn(
             "precision bf16: this CPU has neither AMX nor AVX-512 BF16, so its bf16 products are emulated and "
             "training runs many times slower than in fp32 (precision auto picks fp32 here)",
