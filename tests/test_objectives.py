@@ -430,3 +430,25 @@ def test_dropout_is_a_setting_of_the_run_and_the_saved_config_keeps_the_models_r
     marker = json.loads((out / ".bertkit-output.json").read_text())
     assert marker["run"]["model"]["hidden_dropout_prob"] == 0.0
     assert marker["run"]["model"]["attention_probs_dropout_prob"] == 0.0
+
+
+def test_a_time_schedule_without_max_steps_runs_on_the_clock(corpus, tmp_path, monkeypatch):
+    """`pretrain --schedule time --max-minutes M` without --max-steps trains for the M minutes: the
+    default step count (shrunk here to 4 so the test is quick) sizes step-schedule runs only. A
+    --warmup-ratio there has no step count to be a share of, and is refused by name."""
+    import bertkit.training.mlm as mlm
+
+    monkeypatch.setattr(mlm, "DEFAULT_STEPS", 4)
+    kw = dict(max_steps=None, save_every=0, eval_every=0)
+    pretrain(_args(corpus, tmp_path / "steps", **kw))
+    assert max(r["step"] for r in _rows(tmp_path / "steps")) == 4
+
+    budget = 0.04  # minutes of training
+    pretrain(_args(corpus, tmp_path / "time", schedule="time", max_minutes=budget, log_every=1, **kw))
+    rows = [r for r in _rows(tmp_path / "time") if "lr" in r]
+    assert rows[-1]["step"] > 4  # went past the step default
+    assert rows[-1]["train_seconds"] >= 0.9 * 60 * budget  # and ended on the clock
+    assert rows[-1]["lr"] < 0.1 * 5e-4  # on a learning rate decayed nearly to 0
+
+    with pytest.raises(ValueError, match="--warmup-ratio 0.1 is a share of --max-steps"):
+        _args(corpus, tmp_path / "bad", schedule="time", max_minutes=1, warmup_steps=0, warmup_ratio=0.1, **kw)

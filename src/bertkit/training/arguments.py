@@ -12,13 +12,14 @@ ranges to Python callers, so a setting has one name, one help text and one range
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from bertkit import _args as A
 from bertkit._args import setting
 
-__all__ = ["PRECISIONS", "TRAINING_GROUP", "TrainingArguments"]
+__all__ = ["PRECISIONS", "TRAINING_GROUP", "TrainingArguments", "check_step_length", "with_step_length"]
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
@@ -232,3 +233,33 @@ class TrainingArguments:
     def resume_settings(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run it continues (see ``same_on_resume``)."""
         return A.resume_settings(self)
+
+
+_Args = TypeVar("_Args", bound=TrainingArguments)
+
+# A cap no run reaches: a pretraining run on a time schedule without --max-steps ends on the clock.
+UNCAPPED_STEPS = 1 << 40
+
+
+def step_length_help(steps: int) -> str:
+    """The ``--max-steps`` help of a command whose run length is a step count (``steps`` by default)."""
+    shared = {f.name: f for f in dataclasses.fields(TrainingArguments)}["max_steps"].metadata["help"]
+    return f"{shared} (default {steps}; under --schedule time no cap unless given: --max-minutes ends the run)"
+
+
+def check_step_length(args: TrainingArguments) -> None:
+    """Refuse what a run without a step count cannot honour: ``warmup_ratio`` is a share of ``max_steps``."""
+    if args.max_steps is None and args.schedule == "time" and args.warmup_ratio and not args.warmup_steps:
+        raise ValueError(
+            f"--warmup-ratio {args.warmup_ratio:g} is a share of --max-steps, and a --schedule time run without "
+            "--max-steps has no step count; give --warmup-steps or --max-steps"
+        )
+
+
+def with_step_length(args: _Args, steps: int) -> _Args:
+    """``args`` with ``max_steps`` set where a pretraining command left it None: ``steps`` under a step
+    schedule; under ``schedule="time"`` no cap, so ``max_minutes`` ends the run on its decayed rate
+    (a default step count there would stop a fast run early, its time budget unspent)."""
+    if args.max_steps is not None:
+        return args
+    return dataclasses.replace(args, max_steps=steps if args.schedule == "steps" else UNCAPPED_STEPS)

@@ -18,7 +18,13 @@ from typing import Any
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
-from bertkit.training.arguments import TRAINING_GROUP, TrainingArguments
+from bertkit.training.arguments import (
+    TRAINING_GROUP,
+    TrainingArguments,
+    check_step_length,
+    step_length_help,
+    with_step_length,
+)
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
 __all__ = [
@@ -42,6 +48,7 @@ RECIPE_SCHEDULES = ("phases", "single")  # how a recipe's learning rate spans it
 
 # The masked fraction of a plain run when --mask-rate is not given (BERT's); a recipe may choose its own.
 MASK_RATE = 0.15
+DEFAULT_STEPS = 1000  # a run's length when neither --max-steps nor a time schedule sets it
 
 
 def masked_fraction(args: Any) -> float:
@@ -163,11 +170,12 @@ class PretrainingArguments(TrainingArguments):
         "one linear decay from phase 1's peak to 0 at the end of the budget, which phase 2 "
         "continues where phase 1 left it (after a short warmup of its fresh optimizer)",
     )
-    max_steps: int | None = redefault(TrainingArguments, "max_steps", 1000)
+    max_steps: int | None = redefault(TrainingArguments, "max_steps", None, help=step_length_help(DEFAULT_STEPS))
     lr: float = redefault(TrainingArguments, "lr", 1e-4)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_step_length(self)
         if self.recipe_schedule != "phases" and not self.recipe:
             raise ValueError(f"--recipe-schedule {self.recipe_schedule} schedules a --recipe's phases; give --recipe")
         from bertkit.training.objectives import check_objective_args
@@ -481,7 +489,7 @@ def train_mlm(args: PretrainingArguments) -> Any:
 
     trainer = Trainer(
         parts["model"],
-        dataclasses.replace(args, run_name="pretrain"),
+        dataclasses.replace(with_step_length(args, DEFAULT_STEPS), run_name="pretrain"),
         parts["train_dataset"],
         collate_fn=collate,
         evaluate=evaluate,
