@@ -47,6 +47,14 @@ def test_cpu_flags_and_auto_choice(tmp_path):
     assert "avx2=" in describe_cpu()
 
 
+def _run_as_another_cpu(code: str, hidden: str):
+    """The JSON ``code`` prints last, run in a child process with ``hidden`` CPU flags hidden from bertkit."""
+    env = {**os.environ, "BERTKIT_HIDE_CPU_FLAGS": hidden}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_hidden_cpu_flags_make_bertkit_take_another_cpu_kinds_paths(tmp_path, monkeypatch):
     """``BERTKIT_HIDE_CPU_FLAGS`` is how one machine runs another CPU kind's paths (``make test-cpu-kinds``):
     with AMX and AVX-512 BF16 hidden, every choice is the one a CPU without them makes, on any CPU."""
@@ -57,10 +65,7 @@ def test_hidden_cpu_flags_make_bertkit_take_another_cpu_kinds_paths(tmp_path, mo
         "print(json.dumps([cpu_flags(), resolve_dtype('auto'), gemm_attention_max_len(), attention_row_multiple(),"
         " describe_cpu()]))"
     )
-    env = {**os.environ, "BERTKIT_HIDE_CPU_FLAGS": "amx_bf16, amx_tile amx_int8 avx512_bf16"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    flags, auto, gemm_len, rows, line = json.loads(done.stdout)
+    flags, auto, gemm_len, rows, line = _run_as_another_cpu(code, "amx_bf16, amx_tile amx_int8 avx512_bf16")
     hidden = ("amx_bf16", "amx_tile", "amx_int8", "avx512_bf16")
     assert not any(flags[f] for f in hidden)
     here = cpu_flags("/proc/cpuinfo")  # this machine's flags as its cpuinfo lists them, nothing hidden
@@ -92,10 +97,8 @@ def test_bf16_inference_on_a_cpu_that_emulates_it_warns():
         "    out.append([inference_dtype(model), param, [str(w.message) for w in caught]])\n"
         "print(json.dumps(out))"
     )
-    env = {**os.environ, "BERTKIT_HIDE_CPU_FLAGS": "amx_bf16 amx_tile amx_int8 avx512_bf16"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (bf16, bf16_param, bf16_warned), (auto, auto_param, auto_warned) = json.loads(done.stdout.strip().splitlines()[-1])
+    runs = _run_as_another_cpu(code, "amx_bf16 amx_tile amx_int8 avx512_bf16")
+    (bf16, bf16_param, bf16_warned), (auto, auto_param, auto_warned) = runs
     assert (bf16, bf16_param, auto, auto_param) == ("bf16", "torch.bfloat16", "fp32", "torch.float32")
     emulated = [w for w in bf16_warned if "emulated" in w]
     assert len(emulated) == 1 and "neither AMX nor AVX-512 BF16" in emulated[0] and "fp32" in emulated[0]
