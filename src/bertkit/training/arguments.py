@@ -237,14 +237,16 @@ class TrainingArguments:
 
 _Args = TypeVar("_Args", bound=TrainingArguments)
 
+# The length of a pretraining run (pretrain, pretrain-clm) when neither --max-steps nor a time schedule sets it.
+DEFAULT_STEPS = 1000
 # A cap no run reaches: a pretraining run on a time schedule without --max-steps ends on the clock.
 UNCAPPED_STEPS = 1 << 40
 
 
-def step_length_help(steps: int) -> str:
-    """The ``--max-steps`` help of a command whose run length is a step count (``steps`` by default)."""
+def step_length_help() -> str:
+    """The ``--max-steps`` help of a command whose run length is a step count (:data:`DEFAULT_STEPS`)."""
     shared = {f.name: f for f in dataclasses.fields(TrainingArguments)}["max_steps"].metadata["help"]
-    return f"{shared} (default {steps}; under --schedule time no cap unless given: --max-minutes ends the run)"
+    return f"{shared} (default {DEFAULT_STEPS}; under --schedule time no cap unless given: --max-minutes ends the run)"
 
 
 def check_step_length(args: TrainingArguments) -> None:
@@ -256,10 +258,10 @@ def check_step_length(args: TrainingArguments) -> None:
         )
 
 
-def with_step_length(args: _Args, steps: int) -> _Args:
-    """``args`` with ``max_steps`` set where a pretraining command left it None: ``steps`` under a step
+def with_step_length(args: _Args) -> _Args:
+    """``args`` with ``max_steps`` set where a pretraining command left it None: :data:`DEFAULT_STEPS` under a step
     schedule; under ``schedule="time"`` no cap, so ``max_minutes`` ends the run on its decayed rate
     (a default step count there would stop a fast run early, its time budget unspent)."""
     if args.max_steps is not None:
         return args
-    return dataclasses.replace(args, max_steps=steps if args.schedule == "steps" else UNCAPPED_STEPS)
+    return dataclasses.replace(args, max_steps=DEFAULT_STEPS if args.schedule == "steps" else UNCAPPED_STEPS)

@@ -117,9 +117,6 @@ def evaluate_clm(
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0))}
 
 
-DEFAULT_STEPS = 1000  # a run's length when neither --max-steps nor a time schedule sets it
-
-
 @dataclass(kw_only=True)
 class CLMArguments(TrainingArguments):
     """Every setting of `bertkit pretrain-clm`: the shared training arguments plus the GPT-2 recipe's own."""
@@ -152,7 +149,7 @@ class CLMArguments(TrainingArguments):
     dropout: float | None = redefault(TrainingArguments, "dropout", 0.0)
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="block length = the model's n_positions")
     batch_size: int = redefault(TrainingArguments, "batch_size", 16)
-    max_steps: int | None = redefault(TrainingArguments, "max_steps", None, help=step_length_help(DEFAULT_STEPS))
+    max_steps: int | None = redefault(TrainingArguments, "max_steps", None, help=step_length_help())
     lr: float = redefault(TrainingArguments, "lr", 1e-3)
     warmup_steps: int = redefault(TrainingArguments, "warmup_steps", 100)
     eval_every: int = redefault(TrainingArguments, "eval_every", 100)
@@ -264,7 +261,7 @@ def pretrain_clm(args: CLMArguments) -> dict[str, Any]:
 
     trainer = Trainer(
         model,
-        dataclasses.replace(with_step_length(args, DEFAULT_STEPS), run_name="pretrain-clm"),
+        dataclasses.replace(with_step_length(args), run_name="pretrain-clm"),
         train_ds,
         collate_fn=collate_clm,
         evaluate=evaluate,

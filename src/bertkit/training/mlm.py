@@ -48,7 +48,6 @@ RECIPE_SCHEDULES = ("phases", "single")  # how a recipe's learning rate spans it
 
 # The masked fraction of a plain run when --mask-rate is not given (BERT's); a recipe may choose its own.
 MASK_RATE = 0.15
-DEFAULT_STEPS = 1000  # a run's length when neither --max-steps nor a time schedule sets it
 
 
 def masked_fraction(args: Any) -> float:
@@ -170,7 +169,7 @@ class PretrainingArguments(TrainingArguments):
         "one linear decay from phase 1's peak to 0 at the end of the budget, which phase 2 "
         "continues where phase 1 left it (after a short warmup of its fresh optimizer)",
     )
-    max_steps: int | None = redefault(TrainingArguments, "max_steps", None, help=step_length_help(DEFAULT_STEPS))
+    max_steps: int | None = redefault(TrainingArguments, "max_steps", None, help=step_length_help())
     lr: float = redefault(TrainingArguments, "lr", 1e-4)
 
     def __post_init__(self) -> None:
@@ -489,7 +488,7 @@ def train_mlm(args: PretrainingArguments) -> Any:
 
     trainer = Trainer(
         parts["model"],
-        dataclasses.replace(with_step_length(args, DEFAULT_STEPS), run_name="pretrain"),
+        dataclasses.replace(with_step_length(args), run_name="pretrain"),
         parts["train_dataset"],
         collate_fn=collate,
         evaluate=evaluate,
