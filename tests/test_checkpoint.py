@@ -224,6 +224,40 @@ def test_config_keeps_unknown_fields_and_label_maps(minilm_dir, tmp_path):
     assert BertConfig.from_pretrained(tmp_path, num_labels=4).id2label == {i: f"LABEL_{i}" for i in range(4)}
 
 
+@pytest.mark.parametrize("task", ["AutoModelForTokenClassification", "AutoModelForSequenceClassification"])
+@pytest.mark.parametrize("given", ["id2label", "both maps"])
+def test_new_label_maps_without_a_count_size_the_head_as_transformers_does(minilm_dir, task, given):
+    """``from_pretrained(p, id2label=...)`` (how a NER fine-tune starts) sets the label count from the
+    maps: the checkpoint's saved count of 2 must not win and reset the names to LABEL_i."""
+    import bertkit as ours_lib
+
+    id2label = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+    kw: dict = {"id2label": id2label}
+    if given == "both maps":
+        kw["label2id"] = {v: k for k, v in id2label.items()}
+    ours = getattr(ours_lib, task).from_pretrained(minilm_dir, **kw)
+    theirs = getattr(transformers, task).from_pretrained(str(minilm_dir), **kw)
+    for cfg in (ours.config, theirs.config):
+        assert (cfg.num_labels, cfg.id2label) == (5, id2label)
+    # transformers keeps the checkpoint's stale label2id when only id2label is given; bertkit inverts the map
+    assert ours.config.label2id == {v: k for k, v in id2label.items()}
+    assert ours.classifier.weight.shape == theirs.classifier.weight.shape == (5, 384)
+
+
+@pytest.mark.parametrize("saved", [torch.float32, torch.bfloat16, torch.float16])
+def test_torch_dtype_auto_is_the_checkpoints_dtype_as_in_transformers(tmp_path, saved):
+    """transformers snippets pass ``torch_dtype="auto"`` for the dtype the weights were saved in, which
+    is not bertkit's ``dtype="auto"`` (the inference precision): both names keep their own meaning."""
+    small = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    transformers.BertModel(transformers.BertConfig(**small)).to(saved).save_pretrained(str(tmp_path))
+    theirs = transformers.BertModel.from_pretrained(str(tmp_path), torch_dtype="auto")
+    ours = BertModel.from_pretrained(tmp_path, torch_dtype="auto")
+    assert ours.dtype == theirs.dtype == saved
+    for name, p in theirs.state_dict().items():
+        assert torch.equal(ours.state_dict()[name], p), name
+    assert BertModel.from_pretrained(tmp_path).dtype == torch.float32  # no dtype asked for: float32
+
+
 def test_save_with_tokenizer_and_atomic_replace(minilm_dir, tmp_path):
     tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
     model = BertModel.from_pretrained(minilm_dir)

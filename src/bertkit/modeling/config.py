@@ -103,6 +103,12 @@ class PretrainedConfig:
             if known.get("id2label") is not None and len(known["id2label"]) != int(overrides["num_labels"]):
                 known.pop("id2label", None)
                 known.pop("label2id", None)
+        # And new label maps without a count set the count (from_pretrained(p, id2label={...}) for NER):
+        # the saved num_labels and label2id belong to the old labels.
+        if "id2label" in overrides and "num_labels" not in overrides:
+            known.pop("num_labels", None)
+            if "label2id" not in overrides:
+                known.pop("label2id", None)
         return cls(**known, extra=extra)
 
     @classmethod
@@ -159,6 +165,11 @@ class PretrainedConfig:
         for k, v in self.extra.items():
             out.setdefault(k, copy.deepcopy(v))
         return out
+
+    def update(self, config_dict: dict[str, Any]) -> None:
+        """Set each field of ``config_dict`` on this config (unknown names are kept as extra fields)."""
+        for k, v in config_dict.items():
+            setattr(self, k, v)
 
     def to_json_string(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
