@@ -50,6 +50,31 @@ def test_text_classification_matches_transformers(clf_dir):
     assert sum(x["score"] for x in every) == pytest.approx(1.0, abs=1e-5)
 
 
+@pytest.mark.parametrize("fn", ["softmax", "sigmoid", "none"])
+def test_text_classification_function_to_apply_matches_transformers(clf_dir, fn):
+    """Each score function transformers offers gives its scores; the default stays softmax here."""
+    ours = pipeline("text-classification", model=clf_dir)
+    ref = transformers.pipeline("text-classification", model=str(clf_dir), device="cpu")
+    a, b = ours(TEXTS, top_k=None, function_to_apply=fn), ref(TEXTS, top_k=None, function_to_apply=fn)
+    for x, y in zip(a, b):
+        assert [r["label"] for r in x] == [r["label"] for r in y]
+        np.testing.assert_allclose([r["score"] for r in x], [r["score"] for r in y], atol=1e-4)
+    # set on the pipeline, as transformers also allows
+    fixed = pipeline("text-classification", model=clf_dir, function_to_apply=fn)(TEXTS[0], top_k=None)
+    np.testing.assert_allclose([r["score"] for r in fixed], [r["score"] for r in b[0]], atol=1e-4)
+
+
+def test_text_classification_refuses_unknown_arguments(clf_dir):
+    ours = pipeline("text-classification", model=clf_dir)
+    with pytest.raises(TypeError, match="top_kk"):
+        ours(TEXTS[0], top_kk=2)  # a typo used to be swallowed and the default used
+    with pytest.raises(ValueError, match="function_to_apply must be"):
+        ours(TEXTS[0], function_to_apply="relu")
+    one_by_one, together = ours(TEXTS, batch_size=1), ours(TEXTS)
+    assert [r["label"] for r in one_by_one] == [r["label"] for r in together]
+    np.testing.assert_allclose([r["score"] for r in one_by_one], [r["score"] for r in together], atol=1e-5)
+
+
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 
@@ -141,6 +166,16 @@ def test_fill_mask_matches_transformers(tmp_path, capsys):
     assert ours[0]["token_str"] in capsys.readouterr().out
     with pytest.raises(ValueError, match=r"no \[MASK\]"):
         pipeline("fill-mask", model=tmp_path / "mlm")("no mask here")
+    # targets: one word as a plain string, a list, and a word the vocabulary splits (its first piece)
+    fill = pipeline("fill-mask", model=tmp_path / "mlm")
+    ref_fill = transformers.pipeline("fill-mask", model=str(tmp_path / "mlm"), device="cpu")
+    for targets in ("capital", ["capital", "city", "king"]):
+        got, want = fill(text, targets=targets), ref_fill(text, targets=targets)
+        assert [r["token_str"] for r in got] == [r["token_str"] for r in want]
+        np.testing.assert_allclose([r["score"] for r in got], [r["score"] for r in want], atol=1e-5)
+    with pytest.warns(UserWarning, match="first piece"):
+        got = fill(text, targets=["xyzzyq"])
+    assert [r["token"] for r in got] == [r["token"] for r in ref_fill(text, targets=["xyzzyq"])]
 
 
 def test_sentence_embedding_mean_pooling_matches_transformers():

@@ -164,6 +164,32 @@ def _check_texts(texts: list, what: str = "inputs") -> None:
             raise TypeError(f"{what}[{i}] must be a string, got {type(t).__name__}")
 
 
+def _target_ids(tokenizer: Any, targets: str | Sequence[str]) -> torch.Tensor:
+    """Vocabulary ids of fill-mask ``targets`` (one word or a list), as transformers picks them: a
+    target that is not one vocabulary token stands for its first word piece, with a warning."""
+    import warnings
+
+    words = [targets] if isinstance(targets, str) else list(targets)
+    ids: list[int] = []
+    for i, word in enumerate(words):
+        if not isinstance(word, str):
+            raise TypeError(f"targets[{i}] must be a string, got {type(word).__name__}")
+        tid = tokenizer.convert_tokens_to_ids([word])[0]
+        if tid == tokenizer.unk_token_id and word != tokenizer.unk_token:
+            pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
+            if not pieces:
+                raise ValueError(f"fill-mask target {word!r} has no tokens")
+            tid = pieces[0]
+            warnings.warn(
+                f"fill-mask target {word!r} is not one vocabulary token; using its first piece "
+                f"{tokenizer.convert_ids_to_tokens([tid])[0]!r}",
+                stacklevel=3,
+            )
+        if tid not in ids:
+            ids.append(tid)
+    return torch.tensor(ids)
+
+
 class FillMaskPipeline(Pipeline):
     """``fill(text, top_k=5)``: the top tokens for each [MASK] (a list of lists for several masks)."""
 
@@ -199,7 +225,7 @@ class FillMaskPipeline(Pipeline):
             return {"mask_logits": rows}
 
         res = self._run(feats, postprocess=at_masks)
-        cand = torch.tensor(self.tokenizer.convert_tokens_to_ids(list(targets))) if targets else None
+        cand = _target_ids(self.tokenizer, targets) if targets else None
         results = []
         for f, pos, r in zip(feats, positions, res):
             ids = torch.tensor(f["input_ids"])
@@ -228,6 +254,24 @@ class FillMaskPipeline(Pipeline):
         return results if batched else results[0]
 
 
+def _refuse_unknown(task: str, kwargs: dict[str, Any], known: str) -> None:
+    """A misspelled or unsupported keyword is an error naming it, never silently ignored."""
+    if kwargs:
+        name = sorted(kwargs)[0]
+        raise TypeError(f"{task} pipeline got an unexpected argument {name}={kwargs[name]!r}; it takes {known}")
+
+
+def _function_to_apply(name: Any, config: Any) -> str:
+    """The score function of a text-classification call: the one named, else the model's kind's."""
+    if name is None:
+        multi = config.problem_type == "multi_label_classification" or config.num_labels == 1
+        return "sigmoid" if multi else "softmax"
+    value = str(getattr(name, "value", name)).lower()  # an enum member, as transformers passes it, or its name
+    if value not in ("softmax", "sigmoid", "none"):
+        raise ValueError(f"function_to_apply must be 'softmax', 'sigmoid' or 'none', got {name!r}")
+    return value
+
+
 class TextClassificationPipeline(Pipeline):
     """``clf(text)`` -> ``[{'label', 'score'}]``; ``top_k=None`` for every label's score.
 
@@ -238,13 +282,27 @@ class TextClassificationPipeline(Pipeline):
     model_task = "sequence-classification"
 
     def __call__(
-        self, inputs: Any, top_k: int | None = 1, max_length: int = 512, truncation: str | None = None, **_: Any
+        self,
+        inputs: Any,
+        top_k: int | None = 1,
+        max_length: int = 512,
+        truncation: str | None = None,
+        function_to_apply: str | None = None,
+        **kwargs: Any,
     ):
         """``truncation`` ("error" by default, "cut" or "chunk": the token-weighted mean of overlapping
-        windows' logits) decides what happens to a text over ``max_length`` tokens."""
+        windows' logits) decides what happens to a text over ``max_length`` tokens. ``function_to_apply``
+        ("softmax", "sigmoid" or "none" for the raw logits) overrides the model's own: sigmoid for
+        multi-label and single-output models, softmax otherwise."""
         from .long_text import check_truncation, plan_windows, pool_windows, report_cut
 
+        if "return_all_scores" in kwargs:  # transformers' older spelling of top_k=None
+            top_k = None if kwargs.pop("return_all_scores") else 1
+        batch_size = kwargs.pop("batch_size", None)
+        _refuse_unknown("text-classification", kwargs, "top_k, function_to_apply, max_length, truncation, batch_size")
+        A.positive_int.check("batch_size", batch_size, allow_none=True)
         A.positive_int.check("top_k", top_k, allow_none=True)
+        apply = _function_to_apply(function_to_apply or self.kwargs.get("function_to_apply"), self.model.config)
         mode = check_truncation(truncation or self.kwargs.get("truncation", "error"))
         items, batched = _batched(inputs)
         texts = [x["text"] if isinstance(x, dict) else x for x in items]
@@ -252,7 +310,8 @@ class TextClassificationPipeline(Pipeline):
         _check_texts(texts)
         if all(p is None for p in pairs):
             plan = plan_windows(self.tokenizer, texts, max_length, mode)
-            logits = pool_windows(np.stack([r["logits"] for r in self._run(plan.features)]), plan, len(texts))
+            rows = self._run(plan.features, batch_size=batch_size)
+            logits = pool_windows(np.stack([r["logits"] for r in rows]), plan, len(texts))
             dropped = plan.dropped
         else:
             if mode == "chunk":
@@ -267,16 +326,13 @@ class TextClassificationPipeline(Pipeline):
                     )
                 dropped.append(max(0, n - max_length))
                 feats.append(self._features(self.tokenizer([t], [p], truncation=True, max_length=max_length), 1)[0])
-            logits = np.stack([r["logits"] for r in self._run(feats)])
+            logits = np.stack([r["logits"] for r in self._run(feats, batch_size=batch_size)])
         self.last_dropped_tokens = dropped
         report_cut(dropped, max_length)
         cfg = self.model.config
         out = []
         for row in logits:
-            if cfg.problem_type == "multi_label_classification" or cfg.num_labels == 1:
-                scores = 1 / (1 + np.exp(-row))
-            else:
-                scores = softmax(row)
+            scores = {"sigmoid": lambda x: 1 / (1 + np.exp(-x)), "softmax": softmax, "none": lambda x: x}[apply](row)
             order = np.argsort(-scores)
             rows = [{"label": cfg.id2label[int(k)], "score": float(scores[k])} for k in order]
             out.append(rows if top_k is None else rows[:top_k])
