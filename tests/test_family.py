@@ -198,6 +198,52 @@ def test_generate_bad_input_names_the_value(gpt2_pair):
             ours.generate(ids[:, :5], do_sample=True, max_new_tokens=3, **kw)
 
 
+def test_gpt2_generate_takes_a_bert_tokenizers_encoding_as_transformers(gpt2_pair, zh_tokenizer):
+    """``generate(**tokenizer(prompt, return_tensors="pt"))`` with a BertTokenizer passes token_type_ids,
+    which GPT-2 embeds: a sentence pair (types 0 then 1) continues as transformers' does, and the
+    prompt may also come as transformers' ``inputs=``."""
+    ref, ours, _ = gpt2_pair
+    texts = _news(2)
+    enc = zh_tokenizer(texts[0][:12], texts[1][:8], return_tensors="pt")
+    assert enc["token_type_ids"].max() == 1
+    for use_cache in (True, False):
+        got = ours.generate(**enc, max_new_tokens=12, use_cache=use_cache)
+        assert torch.equal(got, ref.generate(**enc, max_new_tokens=12, do_sample=False, use_cache=use_cache))
+    plain = ours.generate(inputs=enc["input_ids"], max_new_tokens=12)
+    assert torch.equal(plain, ref.generate(inputs=enc["input_ids"], max_new_tokens=12, do_sample=False))
+    with pytest.raises(ValueError, match="token_type_ids has shape"):
+        ours.generate(enc["input_ids"], token_type_ids=enc["token_type_ids"][:, :3], max_new_tokens=2)
+
+
+def test_generation_config_json_sets_generate_defaults_as_in_transformers(gpt2_pair, zh_batch, tmp_path):
+    """A folder's generation_config.json gives generate() its defaults (here: 7 new tokens, a repetition
+    penalty, no repeated bigrams); explicit arguments and a passed generation_config win; saving keeps the
+    file, and greedy search ignores a temperature, all as transformers does."""
+    import json
+    import shutil
+
+    _, _, folder = gpt2_pair
+    shutil.copytree(folder, tmp_path / "gpt2")
+    folder = tmp_path / "gpt2"
+    settings = {"max_new_tokens": 7, "repetition_penalty": 1.3, "no_repeat_ngram_size": 2, "eos_token_id": 102}
+    (folder / "generation_config.json").write_text(json.dumps(settings))
+    ref, ours = transformers.GPT2LMHeadModel.from_pretrained(folder).eval(), GPT2LMHeadModel.from_pretrained(folder)
+    assert ours.generation_config.max_new_tokens == 7 and ours.generation_config.top_k == 50
+    ids = zh_batch[0][:1, :10]
+    got = ours.generate(ids)
+    assert got.shape == (1, 17) and torch.equal(got, ref.generate(ids))
+    assert torch.equal(ours.generate(ids, max_new_tokens=3), ref.generate(ids, max_new_tokens=3))
+    assert torch.equal(ours.generate(ids, temperature=0.0), ref.generate(ids, temperature=0.0))
+    passed = transformers.GenerationConfig(max_new_tokens=4, no_repeat_ngram_size=1)
+    assert torch.equal(ours.generate(ids, generation_config=passed), ref.generate(ids, generation_config=passed))
+    ours.save_pretrained(tmp_path / "saved")
+    assert transformers.GenerationConfig.from_pretrained(tmp_path / "saved").max_new_tokens == 7
+    assert GPT2LMHeadModel.from_pretrained(tmp_path / "saved").generate(ids).shape == (1, 17)
+    (folder / "generation_config.json").write_text("{oops")
+    with pytest.raises(ValueError, match="generation_config.json"):
+        GPT2LMHeadModel.from_pretrained(folder)
+
+
 # ---------------------------------------------------------------------------------------- Auto classes
 
 

@@ -246,6 +246,9 @@ def save_pretrained(
     with atomic_update_dir(target) as tmp:
         config = model.config.copy(architectures=[type(model).__name__])
         config.save_pretrained(tmp)
+        generation = model.__dict__.get("_generation_config")  # loaded from a folder, read or set
+        if generation is not None and hasattr(generation, "save_pretrained"):
+            generation.save_pretrained(tmp)
         save_state_dict(checkpoint_state(model), tmp, max_shard_size)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))

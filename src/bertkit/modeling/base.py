@@ -345,7 +345,9 @@ class PreTrainedModel(nn.Module):
 
         Keyword arguments that are config fields override the saved config (``num_labels=5``). Others:
         ``config``, ``cache_dir``, ``dtype``, ``device``, ``ignore_mismatched_sizes``,
-        ``output_loading_info``. Never touches the network.
+        ``output_loading_info``. ``dtype`` takes a torch dtype or an inference precision ("auto",
+        "fp32", "bf16", "int8"); transformers' ``torch_dtype`` takes a torch dtype or "auto", which
+        there means the checkpoint's own dtype. Never touches the network.
         """
         return load_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs)
 

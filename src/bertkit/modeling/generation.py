@@ -16,14 +16,79 @@ on the weight as it is, read it at 8-22 GB/s. The sums are the same products in 
 
 from __future__ import annotations
 
+import json
+import os
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-__all__ = ["GenerationLimits", "GenerationMixin", "TextStreamer"]
+__all__ = ["GenerationConfig", "GenerationLimits", "GenerationMixin", "TextStreamer"]
 
 _DEFAULT_MAX_LENGTH = 20  # transformers' GenerationConfig default
+
+# What generate() reads from a generation config, with transformers' defaults.
+GENERATION_DEFAULTS: dict[str, Any] = {
+    "max_length": None,
+    "max_new_tokens": None,
+    "do_sample": False,
+    "temperature": 1.0,
+    "top_k": 50,
+    "top_p": 1.0,
+    "num_return_sequences": 1,
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "eos_token_id": None,
+    "pad_token_id": None,
+}
+GENERATION_CONFIG_NAME = "generation_config.json"
+
+
+class GenerationConfig:
+    """The defaults ``generate()`` uses for one model: transformers' ``generation_config.json`` beside
+    the weights. Fields are attributes; unset ones read transformers' defaults, and fields generate()
+    does not use are kept, so saving writes the file back as it was."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in GENERATION_DEFAULTS:
+            return GENERATION_DEFAULTS[name]
+        raise AttributeError(f"GenerationConfig has no field {name!r}")
+
+    @classmethod
+    def from_model_config(cls, config: Any) -> GenerationConfig:
+        """The special ids a model's config.json names (what transformers derives without a file)."""
+        keys = ("bos_token_id", "eos_token_id", "pad_token_id")
+        return cls(**{k: getattr(config, k) for k in keys if getattr(config, k, None) is not None})
+
+    @classmethod
+    def from_pretrained(cls, folder: str | os.PathLike) -> GenerationConfig:
+        """Read ``generation_config.json`` from a model folder (or that file's path)."""
+        from bertkit._text import read_json
+
+        path = Path(folder)
+        path = path if path.is_file() else path / GENERATION_CONFIG_NAME
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def save_pretrained(self, save_directory: str | os.PathLike) -> Path:
+        """Write ``generation_config.json`` into ``save_directory`` atomically; returns the file path."""
+        from bertkit._io import atomic_write_text
+
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+        return atomic_write_text(Path(save_directory) / GENERATION_CONFIG_NAME, text)
+
+    def __repr__(self) -> str:
+        return f"GenerationConfig {json.dumps(self.to_dict(), sort_keys=True)}"
 
 
 class TextStreamer(Protocol):
@@ -127,6 +192,20 @@ class GenerationMixin:
         if no_repeat_ngram_size < 0:
             raise ValueError(f"no_repeat_ngram_size must be >= 0, got {no_repeat_ngram_size}")
 
+    @property
+    def generation_config(self) -> GenerationConfig:
+        """generate()'s defaults: the folder's ``generation_config.json`` when loaded from one, else the
+        special ids of the model's config. Setting it (or changing a field) is saved with the model."""
+        found = self.__dict__.get("_generation_config")
+        if found is None:
+            found = GenerationConfig.from_model_config(self.config)
+            self.__dict__["_generation_config"] = found
+        return found
+
+    @generation_config.setter
+    def generation_config(self, value: Any) -> None:
+        self.__dict__["_generation_config"] = value
+
     # ----------------------------------------------------------------- the interface a model provides
     def generation_limits(self) -> GenerationLimits:
         """The context, vocabulary and special ids ``generate`` works within, read through the model's
@@ -204,13 +283,13 @@ class GenerationMixin:
         attention_mask: torch.Tensor | None = None,  # (B, N): 1 = token, 0 = padding
         max_length: int | None = None,  # prompt + new tokens
         max_new_tokens: int | None = None,  # wins over max_length
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_k: int = 50,
-        top_p: float = 1.0,
-        num_return_sequences: int = 1,
-        repetition_penalty: float = 1.0,
-        no_repeat_ngram_size: int = 0,
+        do_sample: bool | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        num_return_sequences: int | None = None,
+        repetition_penalty: float | None = None,
+        no_repeat_ngram_size: int | None = None,
         eos_token_id: int | list[int] | None = None,
         pad_token_id: int | None = None,
         use_cache: bool = True,
@@ -220,9 +299,45 @@ class GenerationMixin:
     ) -> torch.Tensor:  # (B * num_return_sequences, prompt + new) token ids
         """Continue each prompt; returns prompt and new tokens (finished rows are padded with pad_token_id).
 
+        An argument left at None takes its value from ``generation_config`` (a keyword argument, else
+        the model's own: the folder's ``generation_config.json``), else transformers' default
+        (``GENERATION_DEFAULTS``: greedy, top_k 50, max_length 20...). As in transformers,
+        ``max_new_tokens`` from either wins over ``max_length``, and temperature, top-k and top-p only
+        apply when sampling.
+
         A prompt longer than the model's context is an error naming the limit; with ``truncation=True``
         its left is cut so that prompt and new tokens fit. ``seed`` it with ``torch.manual_seed``.
         """
+        gen = kwargs.pop("generation_config", None)
+        if gen is None:  # the model's, without creating one that saving would then write
+            gen = self.__dict__.get("_generation_config") or GenerationConfig.from_model_config(self.config)
+
+        def setting(name: str, given: Any) -> Any:
+            if given is not None:
+                return given
+            value = getattr(gen, name, None)
+            return GENERATION_DEFAULTS[name] if value is None else value
+
+        do_sample, temperature = setting("do_sample", do_sample), setting("temperature", temperature)
+        top_k, top_p = setting("top_k", top_k), setting("top_p", top_p)
+        num_return_sequences = setting("num_return_sequences", num_return_sequences)
+        repetition_penalty = setting("repetition_penalty", repetition_penalty)
+        no_repeat_ngram_size = setting("no_repeat_ngram_size", no_repeat_ngram_size)
+        max_length, max_new_tokens = setting("max_length", max_length), setting("max_new_tokens", max_new_tokens)
+        eos_token_id, pad_token_id = setting("eos_token_id", eos_token_id), setting("pad_token_id", pad_token_id)
+        if (getattr(gen, "num_beams", None) or 1) > 1 and "num_beams" not in kwargs:
+            warnings.warn(
+                f"the generation config asks for num_beams={gen.num_beams}; bertkit's generate() searches "
+                "greedily or samples, so it runs without beams",
+                stacklevel=2,
+            )
+        if "inputs" in kwargs:  # transformers' name for the prompt ids
+            if input_ids is not None:
+                raise TypeError("generate() got the prompt twice: as input_ids and as inputs")
+            input_ids = kwargs.pop("inputs")
+        # A BertTokenizer's encoding carries token_type_ids; GPT-2 embeds them, and new tokens take
+        # the prompt's last type, as in transformers.
+        token_type_ids = kwargs.pop("token_type_ids", None)
         ignored = {"num_beams": 1, "output_scores": False, "return_dict_in_generate": False}
         for key, value in kwargs.items():
             if key not in ignored or value != ignored[key]:
@@ -231,6 +346,14 @@ class GenerationMixin:
             raise ValueError("generate() needs input_ids (the tokenized prompt)")
         if input_ids.dim() == 1:
             input_ids = input_ids.unsqueeze(0)
+        if token_type_ids is not None:
+            token_type_ids = token_type_ids.unsqueeze(0) if token_type_ids.dim() == 1 else token_type_ids
+            if token_type_ids.shape != input_ids.shape:
+                raise ValueError(
+                    f"token_type_ids has shape {tuple(token_type_ids.shape)}, input_ids {tuple(input_ids.shape)}"
+                )
+        if not do_sample:  # only sampling reads these, so greedy search ignores them, as transformers does
+            temperature, top_k, top_p = 1.0, 0, 1.0
         self._validate_generation_args(
             temperature, top_k, top_p, repetition_penalty, num_return_sequences, no_repeat_ngram_size
         )
@@ -245,10 +368,13 @@ class GenerationMixin:
         )
         input_ids = input_ids[:, -keep:]
         attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
+        token_type_ids = token_type_ids[:, -keep:] if token_type_ids is not None else None
         if num_return_sequences > 1:
             input_ids = input_ids.repeat_interleave(num_return_sequences, dim=0)
             if attention_mask is not None:
                 attention_mask = attention_mask.repeat_interleave(num_return_sequences, dim=0)
+            if token_type_ids is not None:
+                token_type_ids = token_type_ids.repeat_interleave(num_return_sequences, dim=0)
         if (
             attention_mask is None
             and pad_token_id is not None
@@ -265,7 +391,9 @@ class GenerationMixin:
             "no_repeat_ngram_size": no_repeat_ngram_size,
         }
         cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
-        return self._decode(input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer)
+        return self._decode(
+            input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer, token_type_ids
+        )
 
     def _decode(
         self,
@@ -277,6 +405,7 @@ class GenerationMixin:
         pad_token_id: int | None,
         opts: dict[str, Any],
         streamer: TextStreamer | None,
+        token_type_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The decoding loop: one forward of the new token(s) per step, until ``new_tokens`` or every EOS."""
         padded = attention_mask is not None and not bool(attention_mask.all())
@@ -294,6 +423,9 @@ class GenerationMixin:
                 input_ids=step_ids if use_cache else input_ids,
                 attention_mask=mask,
                 position_ids=(positions[:, -step_ids.shape[1] :] if use_cache else positions) if padded else None,
+                token_type_ids=None
+                if token_type_ids is None
+                else (token_type_ids[:, -step_ids.shape[1] :] if use_cache else token_type_ids),
                 past_key_values=cache,
                 use_cache=use_cache,
                 return_dict=True,
@@ -309,6 +441,8 @@ class GenerationMixin:
             step_ids = next_tokens[:, None]
             if streamer is not None:
                 streamer.put(next_tokens)
+            if token_type_ids is not None:
+                token_type_ids = torch.cat([token_type_ids, token_type_ids[:, -1:]], dim=-1)
             if padded:
                 mask = torch.cat([mask, mask.new_ones(B, 1)], dim=-1)
                 positions = torch.cat([positions, positions[:, -1:] + 1], dim=-1)

@@ -108,6 +108,25 @@ def _load_report(
     return f"{name}.from_pretrained({source}):\n  " + "\n  ".join(lines)
 
 
+def checkpoint_dtype(config: Any, weights_file: Path) -> torch.dtype:
+    """The dtype a checkpoint was saved in: config.json's ``torch_dtype`` (or ``dtype``), else the first
+    floating-point tensor of a safetensors file, else float32."""
+    for key in ("torch_dtype", "dtype"):
+        name = getattr(config, "extra", {}).get(key)
+        if isinstance(name, str) and isinstance(getattr(torch, name.removeprefix("torch."), None), torch.dtype):
+            return getattr(torch, name.removeprefix("torch."))
+    if weights_file.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        codes = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+        with safe_open(str(weights_file), framework="pt") as f:
+            for name in f.keys():
+                found = codes.get(f.get_slice(name).get_dtype())
+                if found is not None:
+                    return found
+    return torch.float32
+
+
 def load_pretrained(
     cls: type[nn.Module],
     pretrained_model_name_or_path: str | os.PathLike,
@@ -158,6 +177,10 @@ def load_pretrained(
         init_missing=cls.init_missing,
         ignore_mismatched_sizes=ignore_mismatched_sizes,
     )
+    if dtype is None and torch_dtype == "auto":
+        # transformers' torch_dtype="auto": the checkpoint's own dtype (bertkit's dtype="auto" is the
+        # inference precision this CPU runs fastest, a different promise under a different name)
+        torch_dtype = checkpoint_dtype(config, weights_file)
     target_dtype = dtype if dtype is not None else torch_dtype
     # "auto" / "fp32" / "bf16" / "int8" name an inference precision (bertkit.inference), applied after loading
     inference_dtype = target_dtype if isinstance(target_dtype, str) and target_dtype in _INFERENCE_DTYPES else None
@@ -172,6 +195,10 @@ def load_pretrained(
 
         prepare_for_inference(model, inference_dtype)
 
+    from .generation import GENERATION_CONFIG_NAME, GenerationConfig, GenerationMixin
+
+    if isinstance(model, GenerationMixin) and (folder / GENERATION_CONFIG_NAME).is_file():
+        model.generation_config = GenerationConfig.from_pretrained(folder)
     if res.missing_keys or res.unexpected_keys or res.mismatched:
         logger.warning(_load_report(model, weights_file, res.missing_keys, res.unexpected_keys, res.mismatched))
     if output_loading_info:
