@@ -1,5 +1,7 @@
 """bertkit pipelines against transformers' pipelines on the same real-checkpoint folders."""
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -114,6 +116,21 @@ def test_ner_matches_transformers(family, tmp_path):
     grouped = pipeline("ner", model=d, aggregation_strategy="simple")(TEXTS[0])
     for g in grouped:  # spans are real character offsets of the text
         assert TEXTS[0][g["start"] : g["end"]] == g["word"] and g["entity_group"] in ("PER", "LOC")
+    text = "Tchaikovsky met Schwarzenegger near Llanfairpwllgwyngyll and Ouagadougou."
+    # sub-token groups ("simple") and the word-level strategies (one label per word), with and without
+    # the O groups; these rare words split into several pieces, so the strategies give different groups
+    for strategy, ignore in itertools.product(("simple", "first", "average", "max"), (["O"], [])):
+        a = pipeline("ner", model=d, aggregation_strategy=strategy)(text, ignore_labels=ignore)
+        b = transformers.pipeline("ner", model=str(d), device="cpu", aggregation_strategy=strategy)(
+            text, ignore_labels=ignore
+        )
+        assert [(g["entity_group"], g["start"], g["end"]) for g in a] == [
+            (g["entity_group"], g["start"], g["end"]) for g in b
+        ], strategy
+        np.testing.assert_allclose([g["score"] for g in a], [g["score"] for g in b], atol=1e-4)
+    every = pipeline("ner", model=d)(TEXTS[0], ignore_labels=[])
+    assert len(every) == len(ref_all := transformers.pipeline("ner", model=str(d), ignore_labels=[])(TEXTS[0]))
+    assert [x["entity"] for x in every] == [x["entity"] for x in ref_all]
 
 
 @pytest.mark.parametrize("family", ["bert", "electra"])
@@ -144,6 +161,12 @@ def test_qa_matches_transformers_best_span(family, tmp_path):
     assert ctx[ours["start"] : ours["end"]] == ours["answer"]
     top3 = pipeline("question-answering", model=d)(question=q, context=ctx, top_k=3)
     assert len(top3) == 3 and top3[0]["score"] >= top3[1]["score"] >= top3[2]["score"]
+    # transformers' other spellings: one dict, or a list of them
+    qa = pipeline("question-answering", model=d)
+    assert qa({"question": q, "context": ctx}) == ours
+    assert qa([{"question": q, "context": ctx}] * 2) == [ours, ours]
+    with pytest.raises(TypeError, match="top_kk"):
+        qa(question=q, context=ctx, top_kk=2)
 
 
 def test_fill_mask_matches_transformers(tmp_path, capsys):

@@ -5,7 +5,7 @@
     from bertkit import pipeline
     clf = pipeline("text-classification", model="runs/polarity", dtype="auto")
     clf("a gorgeous, witty film")            # [{'label': 'positive', 'score': 0.97}]
-    ner = pipeline("ner", model="runs/wnut16", aggregation_strategy="simple")
+    ner = pipeline("ner", model="runs/wnut16", aggregation_strategy="first")
     qa = pipeline("question-answering", model="runs/qa")
     qa(question="Who built it?", context="...")  # {'score', 'start', 'end', 'answer'}
     fill = pipeline("fill-mask", model="runs/pretrain")
@@ -336,18 +336,36 @@ class TextClassificationPipeline(Pipeline):
             order = np.argsort(-scores)
             rows = [{"label": cfg.id2label[int(k)], "score": float(scores[k])} for k in order]
             out.append(rows if top_k is None else rows[:top_k])
-        if top_k == 1:
-            return [r[0] for r in out]  # transformers returns a list of dicts, also for one input
+        if top_k == 1:  # transformers returns a list of dicts, also for one text; a bare dict for one pair dict
+            return out[0][0] if isinstance(inputs, dict) else [r[0] for r in out]
         return out if batched else out[0]
+
+
+def _group_bio_runs(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(type, start, end) runs of BIO tags as transformers groups them: a tag continues the run before
+    it when it has the same type and is not a B-; a stray I- starts a run; O tags form "O" runs, which
+    ``ignore_labels`` drops by default."""
+    spans: list[tuple[str, int, int]] = []
+    for i, tag in enumerate(tags):
+        bi, etype = (tag[0], tag[2:]) if tag[:2] in ("B-", "I-") else ("I", tag)
+        if spans and spans[-1][0] == etype and bi != "B":
+            spans[-1] = (etype, spans[-1][1], i + 1)
+        else:
+            spans.append((etype, i, i + 1))
+    return spans
 
 
 class TokenClassificationPipeline(Pipeline):
     """``ner(text)`` -> entities with character offsets.
 
-    ``aggregation_strategy="none"`` (default, as transformers): one dict per sub-token not tagged O
-    with ``entity``, ``score``, ``index``, ``word``, ``start``, ``end``. ``"simple"``/``"first"``:
-    words take the label of their first sub-token and form strict-scheme entity spans:
-    ``entity_group``, ``score`` (mean), ``word`` (the text span), ``start``, ``end``.
+    ``aggregation_strategy="none"`` (default, as transformers): one dict per sub-token whose label is
+    not in ``ignore_labels`` (default ``["O"]``) with ``entity``, ``score``, ``index``, ``word``,
+    ``start``, ``end``. Otherwise sub-tokens (``"simple"``) or words form entity groups
+    (``entity_group``, ``score`` (the mean of the parts'), ``word`` (the text span), ``start``,
+    ``end``); a word takes the label of its first sub-token (``"first"``), of its sub-tokens' mean
+    probabilities (``"average"``) or of its most confident sub-token (``"max"``). BIO tags group as
+    transformers groups them (a run of one type, broken by a B-); BIOES and BMES tags form only
+    well-formed spans. Groups whose type is in ``ignore_labels`` are dropped.
 
     A text longer than ``max_length`` tokens is cut into overlapping word windows (the ones
     fine-tuning uses, ``doc_stride`` tokens of overlap), so every word gets a tag.
@@ -356,13 +374,22 @@ class TokenClassificationPipeline(Pipeline):
     model_task = "token-classification"
 
     def __call__(
-        self, inputs: Any, aggregation_strategy: str | None = None, max_length: int = 512, doc_stride: int = 128
+        self,
+        inputs: Any,
+        aggregation_strategy: str | None = None,
+        max_length: int = 512,
+        doc_stride: int = 128,
+        ignore_labels: Sequence[str] | None = None,
     ):
         from bertkit.tasks.metrics import detect_scheme, get_entities
 
-        strategy = (aggregation_strategy or self.kwargs.get("aggregation_strategy") or "none").lower()
-        if strategy not in ("none", "simple", "first"):
-            raise ValueError(f"aggregation_strategy must be none, simple or first, got {strategy!r}")
+        strategy = aggregation_strategy or self.kwargs.get("aggregation_strategy") or "none"
+        strategy = str(getattr(strategy, "value", strategy)).lower()  # transformers' enum member, or its name
+        if strategy not in ("none", "simple", "first", "average", "max"):
+            raise ValueError(f"aggregation_strategy must be none, simple, first, average or max, got {strategy!r}")
+        ignore = self.kwargs.get("ignore_labels", ["O"]) if ignore_labels is None else ignore_labels
+        if isinstance(ignore, str) or not all(isinstance(x, str) for x in ignore):
+            raise TypeError(f"ignore_labels must be a list of label names, got {ignore!r}")
         texts, batched = _batched(inputs)
         _check_texts(texts)
         id2label = self.model.config.id2label
@@ -392,7 +419,7 @@ class TokenClassificationPipeline(Pipeline):
                     if not covered[t]:
                         continue
                     k = int(probs[t].argmax())
-                    if id2label[k] == "O":
+                    if id2label[k] in ignore:
                         continue
                     rows.append(
                         {
@@ -405,19 +432,40 @@ class TokenClassificationPipeline(Pipeline):
                         }
                     )
             else:
-                first = first_subtokens(wids, covered)
-                last = {w: t for t, w in enumerate(wids) if w is not None}  # later sub-tokens widen the span
-                words: list[tuple[int, int, str, float]] = []  # start, end, tag, score
-                for w in sorted(first):
-                    t = first[w]
-                    k = int(probs[t].argmax())
-                    words.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(probs[t][k])))
-                for ent in get_entities([w[2] for w in words], scheme):
-                    s, e = words[ent.start][0], words[ent.end - 1][1]
+                # units: (start, end, tag, score), one per word, or per sub-token for "simple"
+                units: list[tuple[int, int, str, float]] = []
+                if strategy == "simple":
+                    for t in range(len(ids)):
+                        if covered[t]:
+                            k = int(probs[t].argmax())
+                            units.append((offsets[t][0], offsets[t][1], id2label[k], float(probs[t][k])))
+                else:
+                    first = first_subtokens(wids, covered)
+                    last = {w: t for t, w in enumerate(wids) if w is not None}  # later sub-tokens widen the span
+                    for w in sorted(first):
+                        t = first[w]
+                        word_probs = probs[t]
+                        if strategy in ("average", "max"):
+                            subs = [u for u in range(t, last[w] + 1) if wids[u] == w and covered[u]]
+                            if strategy == "average":
+                                word_probs = probs[subs].mean(0)
+                            else:
+                                word_probs = probs[max(subs, key=lambda u: probs[u].max())]
+                        k = int(word_probs.argmax())
+                        units.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(word_probs[k])))
+                tags = [u[2] for u in units]
+                if scheme == "BIO":
+                    spans = _group_bio_runs(tags)
+                else:  # B-(I|M)*-E and S- spans: a run of one type is not enough for these schemes
+                    spans = [(ent.type, ent.start, ent.end) for ent in get_entities(tags, scheme)]
+                for etype, a, b in spans:
+                    if etype in ignore:
+                        continue
+                    s, e = units[a][0], units[b - 1][1]
                     rows.append(
                         {
-                            "entity_group": ent.type,
-                            "score": float(np.mean([w[3] for w in words[ent.start : ent.end]])),
+                            "entity_group": etype,
+                            "score": float(np.mean([u[3] for u in units[a:b]])),
                             "word": text[s:e],
                             "start": s,
                             "end": e,
@@ -453,7 +501,21 @@ class QuestionAnsweringPipeline(Pipeline):
         A.positive_int.check("doc_stride", doc_stride)
         A.positive_int.check("max_answer_len", max_answer_len)
         A.SEQ_LEN.check("max_seq_len", max_seq_len)
-        question = kwargs.get("questions", question)
+        question = kwargs.pop("questions", question)
+        _refuse_unknown(
+            "question-answering",
+            kwargs,
+            "question, context, top_k, doc_stride, max_answer_len, max_seq_len, handle_impossible_answer",
+        )
+        items = question if isinstance(question, (list, tuple)) else [question]
+        if context is None and items and all(isinstance(x, dict) for x in items):
+            # transformers also takes {"question": ..., "context": ...} dicts, one or a list
+            for i, x in enumerate(items):
+                if not {"question", "context"} <= set(x):
+                    raise ValueError(f"inputs[{i}] must have 'question' and 'context' keys, got {sorted(x)}")
+            listed = isinstance(question, (list, tuple))
+            qs_, cs_ = [x["question"] for x in items], [x["context"] for x in items]
+            question, context = (qs_, cs_) if listed else (qs_[0], cs_[0])
         if question is None or context is None:
             raise ValueError("question-answering needs question=... and context=...")
         qs, batched = _batched(question)

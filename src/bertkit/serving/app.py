@@ -202,7 +202,7 @@ class ModelService:
             limit = self.classify_limit()
             return run_by_mode(items, lambda xs, mode: pipe(xs, top_k=None, max_length=limit, truncation=mode))
         if t == "token-classification":
-            return pipe(items, aggregation_strategy="simple", max_length=self.window_limit())
+            return pipe(items, aggregation_strategy="first", max_length=self.window_limit())
         if t == "question-answering":
             qs, cs = [x["question"] for x in items], [x["context"] for x in items]
             return pipe(question=qs, context=cs, max_seq_len=self.window_limit())
