@@ -281,6 +281,29 @@ def test_resize_vocabulary_keeps_old_logits_and_saves_for_transformers(model_typ
         ours.resize_token_embeddings(0)
 
 
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_resize_calls_and_counts_answer_as_transformers(model_type, tmp_path):
+    """transformers' resize signature (None keeps the size, pad_to_multiple_of rounds it up, new rows
+    start at the mean of the old ones) and num_parameters(exclude_embeddings=True)."""
+    fam = registry.family(model_type)
+    task = "causal-lm" if fam.kind == registry.CAUSAL else "masked-lm"
+    torch.manual_seed(2)
+    getattr(transformers, fam.class_name(task))(_config(model_type, task, 1000)).save_pretrained(tmp_path)
+    hf = getattr(transformers, fam.class_name(task)).from_pretrained(tmp_path)
+    ours = auto_class_for_task(task).from_pretrained(tmp_path)
+    assert ours.main_input_name == hf.main_input_name
+    assert ours.num_parameters(exclude_embeddings=True) == hf.num_parameters(exclude_embeddings=True)
+    for args, kw in [((1003,), {}), ((1003,), {"pad_to_multiple_of": 8}), ((None,), {"pad_to_multiple_of": 64})]:
+        a, b = hf.resize_token_embeddings(*args, **kw), ours.resize_token_embeddings(*args, **kw)
+        assert a.weight.shape == b.weight.shape, (args, kw)
+        # transformers draws new rows from a normal around the old mean with 1e-9 of their covariance
+        assert (a.weight - b.weight).abs().max() < 1e-4, (args, kw)
+        assert ours.config.vocab_size == hf.config.vocab_size == a.weight.shape[0]
+    assert ours.resize_token_embeddings().weight.shape[0] == 1024
+    with pytest.raises(ValueError, match="pad_to_multiple_of"):
+        ours.resize_token_embeddings(1030, pad_to_multiple_of=0)
+
+
 # ---------------------------------------------------------------------------------------- pipelines
 
 

@@ -41,6 +41,7 @@ class PreTrainedModel(nn.Module):
 
     config_class: type = PretrainedConfig
     base_model_prefix = ""
+    main_input_name = "input_ids"  # transformers' name for what a forward's first argument holds
     # False: a trusted caller (serving ids its own tokenizer made) skips the id-range checks, which
     # read the ids on the host; shapes and dtypes are still checked. torch.compile skips them anyway.
     check_inputs: bool = True
@@ -162,16 +163,25 @@ class PreTrainedModel(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} has no output embeddings")
 
     @torch.no_grad()
-    def resize_token_embeddings(self, new_num_tokens: int) -> nn.Embedding:
-        """Grow or shrink the vocabulary: existing rows are kept, new rows get the model's init.
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Grow or shrink the vocabulary: existing rows are kept; new rows are the mean of the old ones
+        (``mean_resizing``, transformers' default, so new tokens start where the known ones are on
+        average) or get the model's init. ``pad_to_multiple_of`` rounds the size up; None keeps it.
 
         Updates ``config.vocab_size`` and keeps the vocabulary projection (the MLM decoder and its
         bias) tied or, untied, sized to match with its existing rows kept.
         """
-        if new_num_tokens < 1:
-            raise ValueError(f"new_num_tokens must be >= 1, got {new_num_tokens}")
         old = self.get_input_embeddings()
         n_old, dim = old.weight.shape
+        if new_num_tokens is None:
+            new_num_tokens = n_old
+        for name, value in (("new_num_tokens", new_num_tokens), ("pad_to_multiple_of", pad_to_multiple_of)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if pad_to_multiple_of is not None:
+            new_num_tokens = -(-new_num_tokens // pad_to_multiple_of) * pad_to_multiple_of
         if new_num_tokens == n_old:
             return old
         new = nn.Embedding(
@@ -183,17 +193,24 @@ class PreTrainedModel(nn.Module):
         self._init_module(new)
         keep = min(n_old, new_num_tokens)
         new.weight[:keep] = old.weight[:keep]
+        if mean_resizing and new_num_tokens > n_old:
+            new.weight[n_old:] = old.weight.float().mean(0).to(old.weight.dtype)
         self.set_input_embeddings(new)
         decoder = self.get_output_embeddings()  # None for a bare encoder or decoder
         if decoder is not None:
             w = decoder.weight
             new_decoder = nn.Linear(dim, new_num_tokens, bias=decoder.bias is not None, device=w.device, dtype=w.dtype)
+            grown = mean_resizing and new_num_tokens > n_old
             if not self.config.tie_word_embeddings:
                 self._init_module(new_decoder)
                 new_decoder.weight[:keep] = w[:keep]
+                if grown:
+                    new_decoder.weight[n_old:] = w.float().mean(0).to(w.dtype)
             if decoder.bias is not None:
                 new_decoder.bias.zero_()
                 new_decoder.bias[:keep] = decoder.bias[:keep]
+                if grown and not self.config.tie_word_embeddings:
+                    new_decoder.bias[n_old:] = decoder.bias.float().mean().to(decoder.bias.dtype)
             self.set_output_embeddings(new_decoder)
         self.config.vocab_size = new_num_tokens
         self.tie_weights()
@@ -207,9 +224,13 @@ class PreTrainedModel(nn.Module):
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype
 
-    def num_parameters(self, only_trainable: bool = False) -> int:
-        """Number of (unique) parameters, like transformers' ``num_parameters``."""
-        return sum(p.numel() for p in self.parameters() if p.requires_grad or not only_trainable)
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
+        """Number of (unique) parameters, like transformers' ``num_parameters``; ``exclude_embeddings``
+        leaves out every embedding table (words, positions, token types)."""
+        skip = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)} if exclude_embeddings else set()
+        return sum(
+            p.numel() for p in self.parameters() if (p.requires_grad or not only_trainable) and id(p) not in skip
+        )
 
     @classmethod
     def can_generate(cls) -> bool:
