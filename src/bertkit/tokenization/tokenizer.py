@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import unicodedata
 import warnings
 from itertools import chain, compress, repeat
 from operator import add, gt
@@ -24,13 +25,14 @@ from bertkit._text import decode_utf8, read_json
 
 from .._io import atomic_write_json, atomic_write_text
 from .encoding import BatchEncoding
-from .wordpiece import Normalizer, WordPiece
+from .wordpiece import _WHITESPACE, CJK_CHAR_RE, Normalizer, WordPiece
 
-__all__ = ["BertTokenizer", "load_vocab", "load_tokenizer"]
+__all__ = ["AddedToken", "BertTokenizer", "load_vocab", "load_tokenizer"]
 
 VOCAB_FILE = "vocab.txt"
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
+ADDED_TOKENS_FILE = "added_tokens.json"
 _SPECIAL_KEYS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _DEFAULT_MAX_LENGTH = 512
 
@@ -66,6 +68,146 @@ def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
     if not vocab:
         raise ValueError(f"{path}: vocabulary file is empty")
     return vocab
+
+
+class AddedToken:
+    """A token added on top of the WordPiece vocabulary, with the fields of transformers' ``AddedToken``.
+
+    Added tokens are found in the text before WordPiece runs and are never split. ``normalized=False``
+    matches the raw text; ``normalized=True`` the normalised text (lower-cased for an uncased vocabulary);
+    ``lstrip``/``rstrip`` take the whitespace beside the token into it; ``single_word`` matches only
+    between non-word characters; ``special`` tokens are dropped by ``decode(skip_special_tokens=True)``.
+    ``normalized`` defaults to ``not special``, as in transformers.
+    """
+
+    __slots__ = ("content", "single_word", "lstrip", "rstrip", "normalized", "special")
+
+    def __init__(
+        self,
+        content: str,
+        single_word: bool = False,
+        lstrip: bool = False,
+        rstrip: bool = False,
+        normalized: bool | None = None,
+        special: bool = False,
+    ) -> None:
+        if not isinstance(content, str):
+            raise TypeError(f"AddedToken content must be a str, got {content!r} ({type(content).__name__})")
+        self.content = content
+        self.single_word = bool(single_word)
+        self.lstrip = bool(lstrip)
+        self.rstrip = bool(rstrip)
+        self.special = bool(special)
+        self.normalized = (not self.special) if normalized is None else bool(normalized)
+
+    def _key(self) -> tuple:
+        return (self.content, self.single_word, self.lstrip, self.rstrip, self.normalized, self.special)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AddedToken) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self.content)
+
+    def __str__(self) -> str:
+        return self.content
+
+    def __repr__(self) -> str:
+        return (
+            f"AddedToken({self.content!r}, rstrip={self.rstrip}, lstrip={self.lstrip}, "
+            f"single_word={self.single_word}, normalized={self.normalized}, special={self.special})"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The JSON form transformers writes (``added_tokens_decoder`` entries)."""
+        return {
+            "content": self.content,
+            "lstrip": self.lstrip,
+            "normalized": self.normalized,
+            "rstrip": self.rstrip,
+            "single_word": self.single_word,
+            "special": self.special,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)
+
+
+_ADDED_FIELDS = ("single_word", "lstrip", "rstrip", "normalized", "special")
+
+
+def _as_added_token(value: Any, special: bool, where: str) -> AddedToken:
+    """An AddedToken from a str, an AddedToken (bertkit's, transformers' or tokenizers') or its JSON dict.
+
+    A str gets transformers' defaults for ``special``; ``special=True`` marks any token special, as
+    transformers' ``add_special_tokens`` does.
+    """
+    if isinstance(value, str):
+        return AddedToken(value, special=special)
+    if isinstance(value, dict):
+        if not isinstance(value.get("content"), str):
+            raise ValueError(f"{where}: an added token needs a str 'content', got {value!r}")
+        fields = {k: value[k] for k in _ADDED_FIELDS if value.get(k) is not None}
+        tok = AddedToken(value["content"], **fields)
+    elif isinstance(getattr(value, "content", None), str):
+        fields = {k: getattr(value, k) for k in _ADDED_FIELDS if getattr(value, k, None) is not None}
+        tok = AddedToken(value.content, **fields)
+    else:
+        raise TypeError(f"{where}: tokens must be str or AddedToken, got {value!r} ({type(value).__name__})")
+    if special and not tok.special:
+        tok.special = True
+    return tok
+
+
+def _is_token_like(value: Any) -> bool:
+    return isinstance(value, str) or isinstance(getattr(value, "content", None), str)
+
+
+# Rust's char::is_whitespace, which tokenizers uses for lstrip/rstrip
+_STRIP_SPACE = _WHITESPACE | frozenset("\x0b\x0c\x85")
+
+
+def _is_word_char(c: str) -> bool:
+    """A character of regex ``\\w`` in the Rust sense (letters, marks, digits, connector punctuation)."""
+    if c.isalnum() or c == "_":
+        return True
+    cat = unicodedata.category(c)
+    return cat[0] == "M" or cat == "Pc" or c in "\u200c\u200d"
+
+
+_SEPARATORS_TO_SPACE = str.maketrans("\t\n\r", "   ")
+
+
+def _pad_cjk(norm: str, align: list[int] | None) -> tuple[str, list[int], frozenset[int]]:
+    """``norm`` with a space on each side of every CJK character (as `tokenizers`' BertNormalizer
+    writes it), its alignment to the source, and the positions of those spaces."""
+    chars: list[str] = []
+    out_align: list[int] = []
+    pads: list[int] = []
+    for i, c in enumerate(norm):
+        src = i if align is None else align[i]
+        if CJK_CHAR_RE.match(c):
+            pads += [len(chars), len(chars) + 2]
+            chars += [" ", c, " "]
+            out_align += [src, src, src]
+        else:
+            chars.append(c)
+            out_align.append(src)
+    return "".join(chars), out_align, frozenset(pads)
+
+
+def _fill_gaps(spans: list[tuple[int, int, int]], n: int) -> list[tuple[int | None, int, int]]:
+    """(id, start, end) of the added tokens, with (None, start, end) for the text between them."""
+    out: list[tuple[int | None, int, int]] = []
+    done = 0
+    for tid, s, e in spans:
+        if done < s:
+            out.append((None, done, s))
+        out.append((tid, s, e))
+        done = e
+    if done < n:
+        out.append((None, done, n))
+    return out
 
 
 class _Seq:
@@ -110,6 +252,7 @@ class BertTokenizer:
         vocab: dict[str, int] | None = None,
         max_input_chars_per_word: int = 100,
         additional_special_tokens: Iterable[str] | None = None,
+        added_tokens_decoder: dict[int, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if vocab is None:
@@ -128,7 +271,8 @@ class BertTokenizer:
         self.max_input_chars_per_word = int(max_input_chars_per_word)
         self.unk_token, self.sep_token, self.pad_token = str(unk_token), str(sep_token), str(pad_token)
         self.cls_token, self.mask_token = str(cls_token), str(mask_token)
-        self.additional_special_tokens = [str(t) for t in (additional_special_tokens or [])]
+        extra = [_as_added_token(t, True, "additional_special_tokens") for t in (additional_special_tokens or [])]
+        self.additional_special_tokens = list(dict.fromkeys(t.content for t in extra))
         self.never_split = set(never_split or [])
         self.init_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
         self._normalizer = Normalizer(
@@ -137,29 +281,204 @@ class BertTokenizer:
             tokenize_chinese_chars=self.tokenize_chinese_chars,
         )
         self._base_vocab_size = len(self.vocab)
-        # a copy: tokens added later are matched in the raw text, never as WordPiece pieces
+        # a copy: added tokens are found in the text before WordPiece runs, never as WordPiece pieces
         self._wordpiece = WordPiece(
             dict(self.vocab), unk_token=self.unk_token, max_input_chars_per_word=self.max_input_chars_per_word
         )
         self._warned_length = False
-        self._build_special()
+        # added tokens: id -> AddedToken (insertion order), and the contents marked special, in order
+        self._added: dict[int, AddedToken] = {}
+        self._special_contents: dict[str, None] = {}
+        given = [(_token_id(k, "added_tokens_decoder"), v) for k, v in (added_tokens_decoder or {}).items()]
+        for tid, tok in sorted(given, key=lambda kv: kv[0]):
+            tok = _as_added_token(tok, False, "added_tokens_decoder")
+            if tok.special:
+                self._special_contents[tok.content] = None
+            self._set_added(tid, tok)
+        # transformers registers the named special tokens (and the additional ones, with new ids when
+        # they are not in the vocabulary) as special added tokens; a token the files already describe
+        # keeps its flags there and is only marked special
+        named = [AddedToken(getattr(self, k), special=True) for k in _SPECIAL_KEYS if getattr(self, k) in self.vocab]
+        for tok in named + extra:
+            if self.vocab.get(tok.content) in self._added:
+                self._special_contents[tok.content] = None
+            else:
+                self._add([tok], refresh=False)
+        self._refresh_added()
 
-    def _build_special(self) -> None:
-        specials = [t for t in self.all_special_tokens if t in self.vocab]
-        specials += [t for t in self.never_split if t in self.vocab and t not in specials]
-        self._special_ids = {t: self.vocab[t] for t in specials}
-        self._special_id_set = frozenset(self._special_ids.values())
-        if specials:
-            alts = "|".join(re.escape(t) for t in sorted(specials, key=len, reverse=True))
-            self._special_re: re.Pattern | None = re.compile(f"({alts})")
-        else:
-            self._special_re = None
+    # ------------------------------------------------------------------ added tokens
+    def _set_added(self, tid: int, tok: AddedToken) -> None:
+        """Give ``tok`` the id ``tid`` (its content then encodes to ``tid``; ``tid`` decodes to it)."""
+        old = self._added.get(tid)
+        if old is not None and old.content != tok.content and self.vocab.get(old.content) == tid:
+            if self._wordpiece.vocab.get(old.content) != tid:
+                del self.vocab[old.content]
+        self._added[tid] = tok
+        self.vocab[tok.content] = tid
+        # transformers shows a normalized added token in its normalized form (tokens(), decode())
+        self.ids_to_tokens[tid] = self._shown(tok.content) if tok.normalized else tok.content
+
+    def _shown(self, text: str) -> str:
+        """``text`` normalised as `tokenizers`' BertNormalizer writes it: bertkit's normalisation, plus
+        the spaces it puts around CJK characters (bertkit splits those without writing the spaces)."""
+        norm = self._normalizer._normalized(text)[0].translate(_SEPARATORS_TO_SPACE)
+        if self.tokenize_chinese_chars:
+            norm = CJK_CHAR_RE.sub(lambda m: f" {m.group()} ", norm)
+        return norm
+
+    def _add(self, tokens: list[AddedToken], refresh: bool = True) -> int:
+        """Add tokens the way `tokenizers` does: a content already known keeps its id, a new one gets the
+        next id after the vocabulary and the added tokens; an identical token already added or an empty
+        one is not counted. Returns how many were counted."""
+        for tok in tokens:
+            if tok.special and tok.content:
+                self._special_contents.setdefault(tok.content, None)
+        counted = 0
+        for tok in tokens:
+            if not tok.content:
+                continue
+            tid = self.vocab.get(tok.content)
+            if tid is not None and self._added.get(tid) == tok:
+                continue
+            if tid is None:
+                tid = max(self._base_vocab_size, max(self._added, default=-1) + 1)
+            self._set_added(tid, tok)
+            counted += 1
+        if refresh:
+            self._refresh_added()
+        return counted
+
+    def _refresh_added(self) -> None:
+        """Rebuild the matchers: one on the raw text (tokens with ``normalized=False``, and ``never_split``
+        words of the vocabulary), one on the normalised text; special tokens take priority, then the
+        order tokens were added, as in `tokenizers`."""
+        specials = [self.vocab[c] for c in self._special_contents if self.vocab.get(c) in self._added]
+        order = specials + [i for i, t in self._added.items() if t.content not in self._special_contents]
+        raw: dict[str, int] = {}
+        norm: dict[str, int] = {}
+        for tid in order:
+            tok = self._added[tid]
+            if tok.normalized:
+                pattern = self.ids_to_tokens[tid]
+                if pattern:  # a token that normalizes to nothing can never be found
+                    norm.setdefault(pattern, tid)
+            else:
+                raw.setdefault(tok.content, tid)
+        for word in self.never_split:
+            if word in self.vocab:
+                raw.setdefault(word, self.vocab[word])
+        self._raw_ids, self._norm_ids = raw, norm
+        self._raw_re = _alternation(raw)
+        self._norm_re = _alternation(norm)
+        self._special_id_set = frozenset(self.vocab[c] for c in self._special_contents if c in self.vocab)
+        self._strip_ids = frozenset(i for i, t in self._added.items() if t.lstrip or t.rstrip)
+
+    def _find_added(
+        self, s: str, rx: re.Pattern, ids: dict[str, int], pads: frozenset[int] = frozenset()
+    ) -> list[tuple[int, int, int]]:
+        """(id, start, end) of the added tokens in ``s``: leftmost-longest matches, then single_word,
+        lstrip and rstrip applied as `tokenizers` applies them. lstrip/rstrip leave the spaces at ``pads``
+        alone: they stand for no character of the source text."""
+        out: list[tuple[int, int, int]] = []
+        done = 0
+        n = len(s)
+        added = self._added
+        for m in rx.finditer(s):
+            start, stop = m.span()
+            if start < done:  # a previous token's rstrip took this text
+                continue
+            tid = ids[m.group()]
+            tok = added.get(tid)
+            if tok is not None:
+                if tok.single_word and (
+                    (start > 0 and _is_word_char(s[start - 1])) or (stop < n and _is_word_char(s[stop]))
+                ):
+                    continue
+                if tok.lstrip:
+                    while start > done and s[start - 1] in _STRIP_SPACE and start - 1 not in pads:
+                        start -= 1
+                if tok.rstrip:
+                    while stop < n and s[stop] in _STRIP_SPACE and stop not in pads:
+                        stop += 1
+            out.append((tid, start, stop))
+            done = stop
+        return out
+
+    def _split_added(self, text: str) -> list[tuple[int | None, int, int]] | None:
+        """``text`` cut at its added tokens: (id, start, end) for each token and (None, start, end) for
+        the text between; None when there is none (the common case, one regex search)."""
+        raw_rx, norm_rx = self._raw_re, self._norm_re
+        pieces = None
+        if raw_rx is not None and raw_rx.search(text) is not None:
+            pieces = _fill_gaps(self._find_added(text, raw_rx, self._raw_ids), len(text))
+        if norm_rx is None:
+            return pieces
+        out: list[tuple[int | None, int, int]] = []
+        found = False
+        for tid, s, e in pieces or ((None, 0, len(text)),):
+            if tid is not None:
+                out.append((tid, s, e))
+                continue
+            part = text[s:e]
+            norm, _, align = self._normalizer._normalized(part)
+            pads: frozenset[int] = frozenset()
+            if self.tokenize_chinese_chars and CJK_CHAR_RE.search(norm) is not None:
+                # match where `tokenizers` matches: in text with spaces around CJK characters
+                norm, align, pads = _pad_cjk(norm, align)
+            if norm_rx.search(norm) is None:
+                out.append((None, s, e))
+                continue
+            found = True
+            spans = self._find_added(norm, norm_rx, self._norm_ids, pads)
+            if align is not None:  # normalised positions -> positions in the source text
+                spans = [(t, align[a], align[b - 1] + 1) for t, a, b in spans]
+            out.extend((t, s + a, s + b) for t, a, b in _fill_gaps(spans, len(part)))
+        return out if found or pieces is not None else None
+
+    def _stripped_token_text(self, tid: int, piece: str) -> str | None:
+        """What transformers shows for an lstrip/rstrip added token: its matched text, whitespace and
+        all (normalised when the token is); None when ``piece`` is not that token."""
+        tok = self._added.get(tid)
+        if tok is None:
+            return None
+        if tok.normalized:
+            piece = self._shown(piece)
+        return piece if piece.strip() == self.ids_to_tokens[tid].strip() else None
+
+    @property
+    def added_tokens_decoder(self) -> dict[int, AddedToken]:
+        """Added tokens by id (the named special tokens included), as transformers reports them."""
+        return dict(sorted(self._added.items()))
+
+    @property
+    def added_tokens_encoder(self) -> dict[str, int]:
+        return {t.content: i for i, t in sorted(self._added.items())}
+
+    def get_added_vocab(self) -> dict[str, int]:
+        """Content -> id of every added token."""
+        return self.added_tokens_encoder
+
+    def add_tokens(self, new_tokens: str | Any | Sequence[str | Any], special_tokens: bool = False) -> int:
+        """Add tokens that are matched whole in the text, never split (transformers' ``add_tokens``).
+
+        A token not in the vocabulary gets the next id, so ``len(tokenizer)`` grows and
+        ``model.resize_token_embeddings(len(tokenizer))`` fits. A str becomes an ``AddedToken`` with
+        ``normalized=not special_tokens`` (so on an uncased vocabulary ``"NewWord"`` also matches
+        "newword"). Returns the number of tokens added, counted as transformers counts them.
+        """
+        if not new_tokens:
+            return 0
+        if isinstance(new_tokens, (str, AddedToken)) or not isinstance(new_tokens, (list, tuple)):
+            new_tokens = [new_tokens]
+        tokens = [_as_added_token(t, bool(special_tokens), "add_tokens") for t in new_tokens]
+        return self._add(tokens)
 
     # ------------------------------------------------------------------ loading / saving
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, **kwargs: Any) -> "BertTokenizer":
-        """Load from a folder with ``vocab.txt`` (and optional ``tokenizer_config.json`` and
-        ``special_tokens_map.json``), a vocab file, or a model name in the Hugging Face cache."""
+        """Load from a folder with ``vocab.txt`` or ``tokenizer.json`` (and optional ``tokenizer_config.json``,
+        ``special_tokens_map.json`` and ``added_tokens.json``), a vocab file, or a model name in the Hugging
+        Face cache. Added tokens keep the ids the folder gives them (see :meth:`add_tokens`)."""
         from bertkit.hub import resolve_model_path
 
         cache_dir = kwargs.pop("cache_dir", None)
@@ -181,9 +500,16 @@ class BertTokenizer:
                 for k, v in loaded.items():
                     if isinstance(v, dict) and "content" in v:  # AddedToken serialization
                         v = v["content"]
-                    if k == "additional_special_tokens":
+                    if k in ("additional_special_tokens", "extra_special_tokens"):
+                        # v5 may name extra special tokens ({"image_token": "<image>"}); bertkit keeps the tokens
+                        v = list(v.values()) if isinstance(v, dict) else v
+                        if not isinstance(v, list):
+                            raise ValueError(f"{f}: {k} must be a list, got {type(v).__name__}")
                         v = [x["content"] if isinstance(x, dict) else x for x in v]
+                        k = "additional_special_tokens"
+                        v = list(dict.fromkeys(config.get(k, []) + v)) if name == CONFIG_FILE else v
                     config[k] = v
+        added = _added_tokens_from_files(path, config)
         for k in (
             "tokenizer_class",
             "added_tokens_decoder",
@@ -198,11 +524,15 @@ class BertTokenizer:
         if int(config.get("model_max_length", _DEFAULT_MAX_LENGTH)) > 1e20:
             config["model_max_length"] = _DEFAULT_MAX_LENGTH  # "no limit" sentinel in transformers configs
         config.update(kwargs)
+        config.setdefault("added_tokens_decoder", added)
         vocab_file = path / VOCAB_FILE
         if vocab_file.is_file():
             tok = cls(vocab_file=vocab_file, **config)
         elif (path / "tokenizer.json").is_file():
-            tok = cls(**{**_from_tokenizer_json(path / "tokenizer.json"), **config})
+            spec = _from_tokenizer_json(path / "tokenizer.json")
+            # tokenizer.json is what transformers v5 loads first; the config only adds ids it lacks
+            config["added_tokens_decoder"] = {**config["added_tokens_decoder"], **spec.pop("added_tokens_decoder")}
+            tok = cls(**{**spec, **config})
         else:
             raise FileNotFoundError(f"no {VOCAB_FILE} (or tokenizer.json) in {path}")
         tok.name_or_path = str(pretrained_model_name_or_path)
@@ -210,12 +540,16 @@ class BertTokenizer:
 
     def save_pretrained(self, save_directory: str | os.PathLike, **kwargs: Any) -> tuple[str, ...]:
         """Write ``vocab.txt``, ``tokenizer_config.json`` and ``special_tokens_map.json``
-        (each atomically: temp file, then rename). Returns the written paths."""
+        (each atomically: temp file, then rename). Returns the written paths.
+
+        vocab.txt holds the WordPiece vocabulary only; added tokens go to the config's
+        ``added_tokens_decoder`` (id -> token and its flags), which transformers v4 and v5 both read.
+        """
         out = Path(save_directory)
         if out.is_file():
             raise ValueError(f"save_pretrained needs a directory, {out} is a file")
         out.mkdir(parents=True, exist_ok=True)
-        tokens = [self.ids_to_tokens[i] for i in sorted(self.ids_to_tokens)]
+        tokens = self._base_tokens()
         config = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self.do_lower_case,
@@ -227,6 +561,7 @@ class BertTokenizer:
         }
         if self.max_input_chars_per_word != 100:
             config["max_input_chars_per_word"] = self.max_input_chars_per_word
+        config["added_tokens_decoder"] = {str(i): t.__getstate__() for i, t in sorted(self._added.items())}
         paths = (out / VOCAB_FILE, out / CONFIG_FILE, out / SPECIAL_TOKENS_FILE)
         atomic_write_text(paths[0], "".join(t + "\n" for t in tokens))
         atomic_write_json(paths[1], config)
@@ -236,8 +571,13 @@ class BertTokenizer:
     def save_vocabulary(self, save_directory: str | os.PathLike, filename_prefix: str | None = None) -> tuple[str]:
         name = (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILE
         path = Path(save_directory) / name
-        atomic_write_text(path, "".join(self.ids_to_tokens[i] + "\n" for i in sorted(self.ids_to_tokens)))
+        atomic_write_text(path, "".join(t + "\n" for t in self._base_tokens()))
         return (str(path),)
+
+    def _base_tokens(self) -> list[str]:
+        """The WordPiece vocabulary in id order (no added tokens)."""
+        base = self._wordpiece.vocab
+        return sorted(base, key=base.__getitem__)
 
     # ------------------------------------------------------------------ special tokens
     @property
@@ -277,40 +617,40 @@ class BertTokenizer:
         return self._base_vocab_size
 
     def add_special_tokens(
-        self, special_tokens_dict: dict[str, Any], replace_additional_special_tokens: bool = True
+        self,
+        special_tokens_dict: dict[str, Any],
+        replace_additional_special_tokens: bool = True,
+        replace_extra_special_tokens: bool | None = None,
     ) -> int:
-        """Set or add special tokens (e.g. ``{"additional_special_tokens": ["[E1]", "[/E1]"]}``);
-        tokens not in the vocabulary get new ids. They are matched whole in the raw text.
-        Returns how many tokens were added to the vocabulary."""
-        added = 0
-
-        def ensure(tok: str) -> None:
-            nonlocal added
-            if tok not in self.vocab:
-                i = len(self.vocab)
-                self.vocab[tok] = i
-                self.ids_to_tokens[i] = tok
-                added += 1
-
+        """Set or add special tokens (e.g. ``{"additional_special_tokens": ["[E1]", "[/E1]"]}``; transformers
+        v5 spells the key ``extra_special_tokens``). They are added like ``add_tokens(..., special_tokens=True)``:
+        matched whole in the raw text, new ids after the vocabulary. Returns the count transformers returns."""
+        if replace_extra_special_tokens is not None:
+            replace_additional_special_tokens = replace_extra_special_tokens
+        to_add: list[AddedToken] = []
         for key, value in special_tokens_dict.items():
-            if key == "additional_special_tokens":
-                toks = [str(getattr(t, "content", t)) for t in value]
-                for t in toks:
-                    ensure(t)
-                if replace_additional_special_tokens:
-                    self.additional_special_tokens = list(dict.fromkeys(toks))
+            if key in ("additional_special_tokens", "extra_special_tokens"):
+                if not isinstance(value, (list, tuple)) or not all(map(_is_token_like, value)):
+                    raise ValueError(f"{key} must be a list of str or AddedToken, got {value!r}")
+                toks = [_as_added_token(t, True, key) for t in value]
+                if not replace_additional_special_tokens:
+                    toks = [t for t in toks if t.content not in self.additional_special_tokens]
+                if replace_additional_special_tokens and toks:
+                    self.additional_special_tokens = list(dict.fromkeys(t.content for t in toks))
                 else:
-                    self.additional_special_tokens += [t for t in toks if t not in self.additional_special_tokens]
+                    self.additional_special_tokens += [t.content for t in toks]
+                to_add += toks
             elif key in _SPECIAL_KEYS:
-                t = str(getattr(value, "content", value))
-                ensure(t)
-                setattr(self, key, t)
+                if not _is_token_like(value):
+                    raise ValueError(f"{key} must be a str or an AddedToken, got {value!r} ({type(value).__name__})")
+                tok = _as_added_token(value, True, key)
+                setattr(self, key, tok.content)
+                to_add.append(tok)
             else:
                 raise ValueError(
                     f"unknown special token key {key!r}; use one of {_SPECIAL_KEYS} or 'additional_special_tokens'"
                 )
-        self._build_special()
-        return added
+        return self._add(to_add)
 
     def __len__(self) -> int:
         return len(self.vocab)
@@ -339,18 +679,18 @@ class BertTokenizer:
         return text
 
     def _ids(self, text: str) -> list[int]:
-        """Ids of one text, no special tokens added (special tokens *in* the text are kept)."""
-        sre = self._special_re
+        """Ids of one text, no special tokens added (special and added tokens *in* the text are kept)."""
         wp = self._wordpiece
         norm = self._normalizer
-        if sre is None or sre.search(text) is None:
+        pieces = self._split_added(text)
+        if pieces is None:
             return wp.ids(norm.words(text))
         ids: list[int] = []
-        for k, part in enumerate(sre.split(text)):
-            if k & 1:
-                ids.append(self._special_ids[part])
-            elif part:
-                ids += wp.ids(norm.words(part))
+        for tid, s, e in pieces:
+            if tid is not None:
+                ids.append(tid)
+            else:
+                ids += wp.ids(norm.words(text[s:e]))
         return ids
 
     def _encode_details(
@@ -372,19 +712,19 @@ class BertTokenizer:
         runs from the right so earlier indices stay valid. The ``else`` branch handles text whose
         normalisation changes lengths (accents stripped, ligatures), mapping through ``align``.
         """
-        sre = self._special_re
-        parts = [text] if sre is None or sre.search(text) is None else sre.split(text)
+        cut = self._split_added(text)
         wp = self._wordpiece
         w = word_base
-        pos = char_base
-        for k, part in enumerate(parts):
-            if k & 1:
-                ids_out.append(self._special_ids[part])
-                offsets_out.append((pos, pos + len(part)))
+        for tid, p0, p1 in cut or ((None, 0, len(text)),):
+            pos = char_base + p0
+            if tid is not None:
+                ids_out.append(tid)
+                offsets_out.append((pos, char_base + p1))
                 if words_out is not None:
                     words_out.append(w)
                 w += 1
-            elif part:
+            elif p1 > p0:
+                part = text if cut is None else text[p0:p1]
                 words, starts, ends, align = self._normalizer.words_with_offsets(part)
                 nw = len(words)
                 if align is None:
@@ -426,7 +766,6 @@ class BertTokenizer:
                         w += 1
                     w -= nw
                 w += nw
-            pos += len(part)
         return w
 
     def _encode_seq(
@@ -470,11 +809,20 @@ class BertTokenizer:
         return out
 
     # ------------------------------------------------------------------ simple API
-    def tokenize(self, text: str, **kwargs: Any) -> list[str]:
-        """WordPiece tokens of ``text`` (special tokens in the text are kept whole)."""
+    def tokenize(
+        self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs: Any
+    ) -> list[str]:
+        """Tokens of ``text`` (or of the pair), as transformers' ``tokenize``: special and added tokens in
+        the text are kept whole; ``add_special_tokens=True`` adds [CLS]/[SEP]. Other keyword arguments are
+        ignored, as transformers ignores them here."""
         self._check_text(text)
-        itt = self.ids_to_tokens
-        return [itt[i] for i in self._ids(text)]
+        if pair is None and not add_special_tokens and not self._strip_ids:
+            itt = self.ids_to_tokens
+            return [itt[i] for i in self._ids(text)]
+        if pair is not None:
+            self._check_text(pair, "pair")
+        # an empty pair still counts here, unlike in __call__ (no second [SEP] for it, as transformers)
+        return self(text, pair or None, add_special_tokens=add_special_tokens, verbose=False).tokens()
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
         unk = self._unk_id()
@@ -487,7 +835,10 @@ class BertTokenizer:
             ids = ids.tolist()
         if isinstance(ids, int):
             return self._id_to_token(ids)
-        return [self._id_to_token(int(i)) for i in ids if not (skip_special_tokens and int(i) in self._special_id_set)]
+        # transformers skips the special tokens it names (all_special_ids) here, but every special added
+        # token in decode()
+        skip = frozenset(self.all_special_ids) if skip_special_tokens else frozenset()
+        return [self._id_to_token(int(i)) for i in ids if int(i) not in skip]
 
     def _id_to_token(self, i: int) -> str:
         try:
@@ -510,21 +861,28 @@ class BertTokenizer:
         self, ids_0: list[int], ids_1: list[int] | None = None, already_has_special_tokens: bool = False
     ) -> list[int]:
         if already_has_special_tokens:
-            return [1 if i in self._special_id_set else 0 for i in ids_0]
+            special = frozenset(self.all_special_ids)
+            return [1 if int(i) in special else 0 for i in ids_0]
         m = [1] + [0] * len(ids_0) + [1]
         return m if ids_1 is None else m + [0] * len(ids_1) + [1]
 
     def encode(
-        self, text: str, text_pair: str | None = None, add_special_tokens: bool = True, **kwargs: Any
-    ) -> list[int]:
-        """Ids of a text (or pair), with [CLS]/[SEP] unless ``add_special_tokens=False``."""
-        kwargs.pop("return_tensors", None)
+        self,
+        text: str,
+        text_pair: str | None = None,
+        add_special_tokens: bool = True,
+        return_tensors: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Ids of a text (or pair), with [CLS]/[SEP] unless ``add_special_tokens=False``: a list, or with
+        ``return_tensors="pt"``/``"np"`` a (1, N) LongTensor / int64 array, as transformers returns."""
         enc = self(
             text,
             text_pair,
             add_special_tokens=add_special_tokens,
             return_attention_mask=False,
             return_token_type_ids=False,
+            return_tensors=return_tensors,
             **kwargs,
         )
         return enc["input_ids"]
@@ -543,13 +901,24 @@ class BertTokenizer:
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
         **kwargs: Any,
-    ) -> str:
-        """Text of ``token_ids``: ``##`` pieces joined, the way BertTokenizerFast decodes."""
+    ) -> str | list[str]:
+        """Text of ``token_ids``: ``##`` pieces joined, the way BertTokenizerFast decodes. A batch (a list of
+        id lists, or a 2-D tensor/array) gives a list of texts, as in transformers v5."""
         if hasattr(token_ids, "tolist"):
             token_ids = token_ids.tolist()
+        if isinstance(token_ids, dict) and "input_ids" in token_ids:
+            token_ids = token_ids["input_ids"]
+        if isinstance(token_ids, (list, tuple)) and token_ids and isinstance(token_ids[0], (list, tuple)):
+            return [self.decode(row, skip_special_tokens, clean_up_tokenization_spaces) for row in token_ids]
         if isinstance(token_ids, int):
             token_ids = [token_ids]
-        tokens = self.convert_ids_to_tokens(token_ids, skip_special_tokens=skip_special_tokens)
+        if not isinstance(token_ids, (list, tuple)):
+            raise TypeError(f"decode needs token ids (a list of int), got {type(token_ids).__name__}")
+        skip = self._special_id_set if skip_special_tokens else frozenset()
+        try:
+            tokens = [self._id_to_token(int(i)) for i in token_ids if int(i) not in skip]
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"decode needs int token ids or a batch of them, got {str(token_ids)[:200]}") from e
         out = []
         for i, t in enumerate(tokens):
             if i:
@@ -761,7 +1130,7 @@ class BertTokenizer:
             data["overflow_to_sample_mapping"] = [i for i, _, _ in rows]
         padded_lengths = [len(r) for r in data["input_ids"]]
 
-        def row_details(r: int) -> tuple[list, list, list]:
+        def row_details(r: int) -> tuple[list, list, list, list]:
             return self._row_details(rows[r], seq_a, seq_b, texts, pairs, add_special_tokens, padded_lengths[r], side)
 
         return self._finish(
@@ -940,41 +1309,61 @@ class BertTokenizer:
         add_special_tokens: bool,
         padded_length: int,
         side: str,
-    ) -> tuple[list, list, list]:
-        """Tokens, word ids and sequence ids of one row, computed only when BatchEncoding asks for them."""
+    ) -> tuple[list, list, list, list]:
+        """Tokens, word ids, sequence ids and offsets of one row, computed only when BatchEncoding asks."""
         i, (a0, a1), rb = row
         a = seq_a[i] if seq_a[i].words is not None else self._encode_seq(texts[i], True)
-        itt = self.ids_to_tokens
-        toks = [itt[x] for x in a.ids[a0:a1]]
-        words = a.words[a0:a1]
+        toks, words, offs = self._seq_details(a, a0, a1, texts[i])
         seqs = [0] * len(toks)
         if rb is not None:
             b = seq_b[i] if seq_b[i].words is not None else self._encode_seq(pairs[i], True)
-            tb = [itt[x] for x in b.ids[rb[0] : rb[1]]]
-            wb = b.words[rb[0] : rb[1]]
+            tb, wb, ob = self._seq_details(b, rb[0], rb[1], pairs[i])
+        none = (0, 0)
         if add_special_tokens:
             toks = [self.cls_token, *toks, self.sep_token]
             words = [None, *words, None]
             seqs = [None, *seqs, None]
+            offs = [none, *offs, none]
             if rb is not None:
                 toks += tb + [self.sep_token]
                 words += wb + [None]
                 seqs += [1] * len(tb) + [None]
+                offs += ob + [none]
         elif rb is not None:
             toks += tb
             words += wb
             seqs += [1] * len(tb)
+            offs += ob
         k = padded_length - len(toks)
         if k > 0:
             if side == "right":
                 toks += [self.pad_token] * k
                 words += [None] * k
                 seqs += [None] * k
+                offs += [none] * k
             else:
                 toks = [self.pad_token] * k + toks
                 words = [None] * k + words
                 seqs = [None] * k + seqs
-        return toks, words, seqs
+                offs = [none] * k + offs
+        return toks, words, seqs, offs
+
+    def _seq_details(self, seq: _Seq, start: int, stop: int, text: str | list[str]) -> tuple[list, list, list]:
+        """Tokens, word ids and offsets of ``seq[start:stop]``. An added token with lstrip/rstrip shows
+        the text it matched, whitespace included, as transformers' ``tokens()`` does."""
+        ids = seq.ids[start:stop]
+        itt = self.ids_to_tokens
+        toks = [itt[x] for x in ids]
+        words = seq.words[start:stop]
+        offs = seq.offsets[start:stop]
+        if self._strip_ids:
+            for k, tid in enumerate(ids):
+                if tid in self._strip_ids:
+                    src = text if isinstance(text, str) else text[words[k]]
+                    shown = self._stripped_token_text(tid, src[offs[k][0] : offs[k][1]])
+                    if shown is not None:
+                        toks[k] = shown
+        return toks, words, offs
 
 
 def _split_inputs(text: Any, text_pair: Any, split_words: bool) -> tuple[bool, list, list | None]:
@@ -1111,6 +1500,7 @@ def _from_tokenizer_json(path: Path) -> dict[str, Any]:
         "vocab": vocab,
         "unk_token": model.get("unk_token", "[UNK]"),
         "max_input_chars_per_word": model.get("max_input_chars_per_word", 100),
+        "added_tokens_decoder": _tokenizer_json_added(spec, path),
     }
     norm = spec.get("normalizer") or {}
     if norm.get("type") == "BertNormalizer":
@@ -1120,6 +1510,64 @@ def _from_tokenizer_json(path: Path) -> dict[str, Any]:
             tokenize_chinese_chars=norm.get("handle_chinese_chars", True),
         )
     return out
+
+
+def _token_id(value: Any, where: str) -> int:
+    try:
+        tid = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: added token id {value!r} is not an integer") from None
+    if tid < 0 or (isinstance(value, float) and value != tid):
+        raise ValueError(f"{where}: added token id {value!r} is not a non-negative integer")
+    return tid
+
+
+def _tokenizer_json_added(spec: dict[str, Any], path: Path) -> dict[int, AddedToken]:
+    """tokenizer.json's ``added_tokens`` list, by id."""
+    entries = spec.get("added_tokens") or []
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: added_tokens must be a list, got {type(entries).__name__}")
+    out: dict[int, AddedToken] = {}
+    for e in entries:
+        if not isinstance(e, dict) or "id" not in e:
+            raise ValueError(f"{path}: each added token needs an 'id' and a 'content', got {e!r}")
+        out[_token_id(e["id"], str(path))] = _as_added_token(e, False, str(path))
+    return out
+
+
+def _added_tokens_from_files(path: Path, config: dict[str, Any]) -> dict[int, AddedToken]:
+    """The added tokens a saved folder describes, by id: tokenizer.json's ``added_tokens`` when it sits
+    beside a vocab.txt and the config lists none, tokenizer_config.json's ``added_tokens_decoder``, and a
+    transformers v4 ``added_tokens.json`` (content -> id; special when the config names it special)."""
+    out: dict[int, AddedToken] = {}
+    decoder = config.get("added_tokens_decoder")
+    tj = path / "tokenizer.json"
+    if decoder is None and (path / VOCAB_FILE).is_file() and tj.is_file():
+        spec = read_json(tj)
+        if isinstance(spec, dict):
+            out.update(_tokenizer_json_added(spec, tj))
+    if decoder is not None:
+        where = str(path / CONFIG_FILE)
+        if not isinstance(decoder, dict):
+            raise ValueError(f"{where}: added_tokens_decoder must be an object, got {type(decoder).__name__}")
+        for k, v in decoder.items():
+            out.setdefault(_token_id(k, where), _as_added_token(v, False, where))
+    f = path / ADDED_TOKENS_FILE
+    if f.is_file():
+        loaded = read_json(f)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{f}: expected a JSON object of token -> id, got {type(loaded).__name__}")
+        specials = {config.get(k) for k in _SPECIAL_KEYS} | set(config.get("additional_special_tokens") or [])
+        for content, tid in loaded.items():
+            out.setdefault(_token_id(tid, str(f)), AddedToken(content, special=content in specials))
+    return out
+
+
+def _alternation(patterns: dict[str, int]) -> re.Pattern | None:
+    """One regex for literal patterns; longest first, so each match is leftmost-longest."""
+    if not patterns:
+        return None
+    return re.compile("|".join(re.escape(t) for t in sorted(patterns, key=len, reverse=True)))
 
 
 def _is_batched(x: Any, split_words: bool) -> bool:
