@@ -461,3 +461,39 @@ def test_resume_never_takes_a_folder_of_user_files_for_an_unmarked_run(capsys, t
     )
     assert rc == 1 and "is not the output of `bertkit pretrain`" in err
     assert tree_hash(mine) == before
+
+
+# ------------------------------------------------------------------------------ failures after the checks
+
+
+def test_a_bad_model_setting_leaves_no_output_folder(capsys, tmp_path, classifier, data_files):  # noqa: F811
+    """A setting only the model can judge (a student deeper than its teacher, a width the heads do not
+    divide) is refused before ``--output`` is claimed: no folder with only the marker is left behind."""
+    out = tmp_path / "d"
+    rc, _, err = run(capsys, *_distill(classifier, data_files["train"], out, "--student-layers", "10"))
+    assert rc == 1 and "student_layers" in err and not out.exists()
+    out = tmp_path / "c"
+    argv = _clm(data_files, out)
+    argv[argv.index("--n-embd") + 1] = "15"  # 2 heads do not divide 15
+    rc, _, err = run(capsys, *argv)
+    assert rc == 1 and "n_head" in err and not out.exists()
+
+
+@pytest.mark.parametrize("command", ["distill", "pretrain-clm", "finetune"])
+def test_a_diverged_run_is_one_line_and_exit_3(capsys, tmp_path, classifier, tiny_model, data_files, command):  # noqa: F811
+    """A loss that turns NaN (here a learning rate of 1e9) stops every training command with one line
+    naming the step, as pretrain, train-embedder and train-reranker did; never a traceback."""
+    out = tmp_path / "run"
+    if command == "distill":
+        argv = _distill(classifier, data_files["train"], out, "--lr", "1e9", "--epochs", "3")
+    elif command == "pretrain-clm":
+        argv = _clm(data_files, out)
+        argv[argv.index("--lr") + 1] = "1e9"
+        argv[argv.index("--max-steps") + 1] = "8"
+    else:
+        argv = ["finetune", "--task", "text-classification", "--model", tiny_model, "--train", data_files["train"]]
+        argv += ["--output", out, "--lr", "1e9", "--epochs", "3", "--batch-size", "4", "--no-progress"]
+    rc, _, err = run(capsys, *argv)
+    assert rc == 3, err
+    lines = [line for line in err.splitlines() if line.startswith("bertkit ")]
+    assert len(lines) == 1 and lines[0].startswith(f"bertkit {command}: error: loss is "), err

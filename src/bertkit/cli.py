@@ -142,6 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except RuntimeError as e:
+        from bertkit.training.trainer import NonFiniteLossError
+
+        if debug or not isinstance(e, NonFiniteLossError):
+            raise
+        # a diverged run (lr too high, bad labels): the run's own fault, not a bug; exit 3 tells it apart
+        print(f"bertkit {command}: error: {e}", file=sys.stderr)
+        return 3
     except (ValueError, NotImplementedError, TypeError, OSError) as e:
         # A TypeError from inside bertkit is a bug and keeps its traceback; only the ones raised
         # to reject an argument's type (their message names it) are user errors.

@@ -251,8 +251,8 @@ def pretrain_clm(args: CLMArguments) -> dict[str, Any]:
 
     claim_training_output(args, "pretrain-clm", {}, CLM_OUTPUTS, dry_run=True)
     data = _clm_data(args)
+    model = _clm_model(args, data["vocab"])  # before the claim: a bad size must leave no folder behind
     claim = claim_training_output(args, "pretrain-clm", clm_identity(args, data), CLM_OUTPUTS)
-    model = _clm_model(args, data["vocab"])
     train_ds, eval_ds = data["train"], data["eval"]
     trainer: Trainer | None = None
 

@@ -276,10 +276,9 @@ def distill(args: DistillArguments) -> dict[str, Any]:
         teacher=file_fingerprint(*[f for f in teacher_files if f.is_file()]),
         data=file_fingerprint(args.train, args.validation),
     )
-    claim = claim_training_output(args, "distill", identity, DISTILL_OUTPUTS, inputs)
-
     torch.manual_seed(args.seed)
-    student = student_from_teacher(teacher, args.student_layers)
+    student = student_from_teacher(teacher, args.student_layers)  # before the claim: a bad depth leaves nothing
+    claim = claim_training_output(args, "distill", identity, DISTILL_OUTPUTS, inputs)
     teacher.eval().requires_grad_(False)
     feats = train_enc.features
     sampler = LengthGroupedBatchSampler(

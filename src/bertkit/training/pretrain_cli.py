@@ -14,7 +14,6 @@ The recipe itself is :func:`bertkit.training.pretraining.pretrain`; the flags ar
 from __future__ import annotations
 
 import argparse
-import sys
 
 from bertkit import _args as A
 
@@ -30,11 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.training.pretraining import PretrainingArguments, pretrain
-    from bertkit.training.trainer import NonFiniteLossError
 
-    try:
-        pretrain(PretrainingArguments.from_namespace(args))
-    except NonFiniteLossError as e:
-        print(f"bertkit pretrain: error: {e}", file=sys.stderr)
-        return 3
+    pretrain(PretrainingArguments.from_namespace(args))
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from bertkit import _args as A
 
@@ -17,13 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.training.embedder import EmbedderArguments, train_embedder
-    from bertkit.training.trainer import NonFiniteLossError
 
-    try:
-        result = train_embedder(A.from_namespace(EmbedderArguments, args))
-    except NonFiniteLossError as e:
-        print(f"bertkit train-embedder: error: {e}", file=sys.stderr)
-        return 3
+    result = train_embedder(A.from_namespace(EmbedderArguments, args))
     print(
         json.dumps(
             {

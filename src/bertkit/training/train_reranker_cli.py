@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from bertkit import _args as A
 
@@ -17,13 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.training.reranker import RerankerArguments, train_reranker
-    from bertkit.training.trainer import NonFiniteLossError
 
-    try:
-        result = train_reranker(A.from_namespace(RerankerArguments, args))
-    except NonFiniteLossError as e:
-        print(f"bertkit train-reranker: error: {e}", file=sys.stderr)
-        return 3
+    result = train_reranker(A.from_namespace(RerankerArguments, args))
     print(
         json.dumps(
             {
