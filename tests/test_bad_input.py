@@ -692,3 +692,58 @@ def test_max_length_beyond_the_models_positions(capsys, tmp_path, tiny_model):
     )
     assert rc == 1 and "max_length 600" in err and "(512)" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("form", ["jsonl", "csv"])
+def test_embedding_and_retrieval_readers_name_a_bad_byte_and_drop_a_bom(tmp_path, form):
+    """The embedder's pairs, STS pairs, BEIR queries/corpus and qrels read as strictly as the task files:
+    a byte that is not UTF-8 names file and line (it was a bare codec error), and the BOM a spreadsheet
+    writes is dropped (it became part of the first column's name)."""
+    from bertkit.search.evaluation import read_beir, read_qrels
+    from bertkit.training.embedding_data import read_embedding_rows
+
+    bom = b"\xef\xbb\xbf"
+    pairs = tmp_path / f"pairs.{form}"
+    if form == "jsonl":
+        pairs.write_bytes(
+            bom + b'{"anchor": "a cat", "positive": "a kitten"}\n{"anchor": "caf\xe9", "positive": "b"}\n'
+        )
+    else:
+        pairs.write_bytes(bom + b"anchor,positive\na cat,a kitten\ncaf\xe9,b\n")
+    with pytest.raises(ValueError, match=rf"pairs\.{form}:{2 if form == 'jsonl' else 3}: invalid UTF-8: byte 0xe9"):
+        read_embedding_rows(pairs)
+    pairs.write_bytes(pairs.read_bytes().replace(b"caf\xe9", b"caf\xc3\xa9"))
+    rows = read_embedding_rows(pairs)
+    assert [(r["anchor"], r["positive"]) for r in rows] == [("a cat", "a kitten"), ("café", "b")]
+    sts = tmp_path / "sts.csv"
+    sts.write_bytes(bom + b"sentence1,sentence2,score\na,b,0.5\nc,d,nan\n")
+    with pytest.raises(ValueError, match=r"sts\.csv:3: score 'nan' is not a finite number"):
+        read_embedding_rows(sts, scored=True, score_range=(-float("inf"), float("inf")))
+
+    queries, corpus, qrels = tmp_path / "q.jsonl", tmp_path / "c.jsonl", tmp_path / "qrels.tsv"
+    queries.write_bytes(bom + b'{"_id": "q1", "text": "cats"}\n')
+    corpus.write_bytes(bom + b'{"_id": "d1", "text": "a cat"}\n{"_id": "d2", "text": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=r"c\.jsonl:2: invalid UTF-8"):
+        read_beir(corpus)
+    corpus.write_bytes(bom + b'{"_id": "d1", "text": "a cat"}\n')
+    assert read_beir(queries) == {"q1": "cats"} and read_beir(corpus) == {"d1": "a cat"}
+    qrels.write_bytes(bom + b"query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert read_qrels(qrels, {"q1"}, {"d1"}) == {"q1": {"d1": 1.0}}
+    qrels.write_bytes(b"query-id\tcorpus-id\tscore\nq1\td1\t\xff\n")
+    with pytest.raises(ValueError, match=r"qrels\.tsv:2: invalid UTF-8"):
+        read_qrels(qrels, {"q1"}, {"d1"})
+
+
+def test_regression_labels_name_file_and_line(capsys, tmp_path, tiny_model):
+    """A score that is not a number, or not finite (it trained to a NaN loss), is refused with its file
+    and line in the training data and in evaluate's data."""
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na fine film,0.9\na dull film,0.1\nbad,nan\n", encoding="utf-8")
+    base = ["finetune", "--task", "text-classification", "--problem-type", "regression", "--model", tiny_model]
+    base += ["--output", tmp_path / "out", "--max-steps", "1", "--no-progress"]
+    rc, _, err = run(capsys, *base, "--train", train)
+    assert rc == 1 and f"{train}:4: regression label 'nan' is not a finite number" in err
+    train.write_text("text,label\na fine film,0.9\na dull film,positive\n", encoding="utf-8")
+    rc, _, err = run(capsys, *base, "--train", train)
+    assert rc == 1 and f"{train}:3: regression label 'positive' is not a number" in err
+    assert not (tmp_path / "out").exists()

@@ -21,12 +21,13 @@ put before the text), qrels as a TSV of ``query-id``, ``corpus-id``, ``score`` w
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from bertkit._text import parse_json, read_text, split_records
 
 __all__ = [
     "RETRIEVAL_KS",
@@ -46,21 +47,18 @@ def read_beir(path: str | Path) -> dict[str, str]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: invalid JSON ({e})") from None
-            if not isinstance(obj, dict) or "_id" not in obj or not isinstance(obj.get("text"), str):
-                raise ValueError(f"{path}:{n}: a BEIR row needs '_id' and a string 'text'")
-            title = obj.get("title") or ""
-            key = str(obj["_id"])
-            if key in out:
-                raise ValueError(f"{path}:{n}: _id {key!r} appears twice")
-            out[key] = (f"{title} {obj['text']}" if title else obj["text"]).strip()
+    # strict UTF-8 (a bad byte names its line), a BOM dropped, lines split at \n only
+    for n, line in enumerate(split_records(read_text(path)), 1):
+        if not line.strip():
+            continue
+        obj = parse_json(line, f"{path}:{n}")
+        if not isinstance(obj, dict) or "_id" not in obj or not isinstance(obj.get("text"), str):
+            raise ValueError(f"{path}:{n}: a BEIR row needs '_id' and a string 'text'")
+        title = obj.get("title") or ""
+        key = str(obj["_id"])
+        if key in out:
+            raise ValueError(f"{path}:{n}: _id {key!r} appears twice")
+        out[key] = (f"{title} {obj['text']}" if title else obj["text"]).strip()
     if not out:
         raise ValueError(f"{path}: no rows")
     return out
@@ -75,24 +73,26 @@ def read_qrels(
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     qrels: dict[str, dict[str, float]] = {}
-    with open(path, encoding="utf-8", newline="") as f:
-        for n, row in enumerate(csv.reader(f, delimiter="\t"), 1):
-            if not row or not "".join(row).strip():
-                continue
-            if n == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
-                continue  # the header
-            if len(row) < 3:
-                raise ValueError(f"{path}:{n}: expected query-id, corpus-id and score separated by tabs")
-            qid, cid, raw = row[0].strip(), row[1].strip(), row[2].strip()
-            try:
-                score = float(raw)
-            except ValueError:
-                raise ValueError(f"{path}:{n}: score {raw!r} is not a number") from None
-            if qid not in query_ids:
-                raise ValueError(f"{path}:{n}: query-id {qid!r} is not in the queries")
-            if cid not in corpus_ids:
-                raise ValueError(f"{path}:{n}: corpus-id {cid!r} is not in the corpus")
-            qrels.setdefault(qid, {})[cid] = score
+    rows = csv.reader(split_records(read_text(path), keepends=True), delimiter="\t")
+    for n, row in enumerate(rows, 1):
+        if not row or not "".join(row).strip():
+            continue
+        if n == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
+            continue  # the header
+        if len(row) < 3:
+            raise ValueError(f"{path}:{n}: expected query-id, corpus-id and score separated by tabs")
+        qid, cid, raw = row[0].strip(), row[1].strip(), row[2].strip()
+        try:
+            score = float(raw)
+        except ValueError:
+            raise ValueError(f"{path}:{n}: score {raw!r} is not a number") from None
+        if not math.isfinite(score):
+            raise ValueError(f"{path}:{n}: score {raw!r} is not a finite number")
+        if qid not in query_ids:
+            raise ValueError(f"{path}:{n}: query-id {qid!r} is not in the queries")
+        if cid not in corpus_ids:
+            raise ValueError(f"{path}:{n}: corpus-id {cid!r} is not in the corpus")
+        qrels.setdefault(qid, {})[cid] = score
     if not qrels:
         raise ValueError(f"{path}: no qrels")
     return qrels

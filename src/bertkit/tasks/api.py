@@ -271,6 +271,7 @@ def _read_examples(args: FinetuneArguments, t: Task) -> tuple[list, list | None]
     if args.max_train_samples:
         train_ex = train_ex[: args.max_train_samples]
     t.setup_labels(train_ex)
+    t.check(args.train, train_ex)  # regression: every training score a finite number, named by file and line
     val_ex = None
     if args.validation is not None:
         val_ex = t.read(args.validation)

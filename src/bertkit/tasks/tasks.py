@@ -7,6 +7,7 @@ best checkpoint. The training loop itself is the shared :class:`bertkit.training
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,12 +199,7 @@ class TextClassificationTask(Task):
             else:
                 self.options.problem_type = "single_label_classification"
         if self.problem_type == "regression":
-            for e in train_examples:
-                try:
-                    float(e.label)
-                except (TypeError, ValueError):
-                    raise ValueError(f"line {e.line}: regression label {e.label!r} is not a number") from None
-            self.labels = ["score"]
+            self.labels = ["score"]  # the scores themselves are checked by check(), which knows the file
         else:
             self.labels = build_label_list(labels)
             if self.problem_type == "single_label_classification" and len(self.labels) < 2:
@@ -220,6 +216,16 @@ class TextClassificationTask(Task):
     def check(self, path, examples):
         if self.problem_type != "regression":
             check_labels(path, examples, self.label2id)
+            return
+        for e in examples:
+            if e.label is None:
+                continue
+            try:
+                score = float(e.label)
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}:{e.line}: regression label {e.label!r} is not a number") from None
+            if not math.isfinite(score):
+                raise ValueError(f"{path}:{e.line}: regression label {e.label!r} is not a finite number")
 
     def model_kwargs(self):
         return {

@@ -15,7 +15,7 @@ skipped.
 from __future__ import annotations
 
 import csv
-import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,26 +32,25 @@ SCORED_COLUMNS = ("sentence1", "sentence2", "score")
 
 def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of a JSONL, CSV or TSV file."""
+    from bertkit._text import parse_json, read_text, split_records
+
     suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".csv", ".tsv"):
+        raise ValueError(f"{path}: unsupported format {suffix!r}; use .jsonl, .csv or .tsv")
+    text = read_text(path)  # strict UTF-8 (a bad byte names its line), a spreadsheet's BOM dropped
     out: list[tuple[int, dict[str, Any]]] = []
-    with open(path, encoding="utf-8", newline="") as f:
-        if suffix == ".jsonl":
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise ValueError(f"{path}:{n}: invalid JSON ({e})") from None
-                if not isinstance(obj, dict):
-                    raise ValueError(f"{path}:{n}: expected a JSON object per line")
-                out.append((n, obj))
-        elif suffix in (".csv", ".tsv"):
-            reader = csv.DictReader(f, delimiter="\t" if suffix == ".tsv" else ",")
-            for n, rec in enumerate(reader, 2):
-                out.append((n, {k: v for k, v in rec.items() if k is not None and v not in (None, "")}))
-        else:
-            raise ValueError(f"{path}: unsupported format {suffix!r}; use .jsonl, .csv or .tsv")
+    if suffix == ".jsonl":
+        for n, line in enumerate(split_records(text), 1):
+            if not line.strip():
+                continue
+            obj = parse_json(line, f"{path}:{n}")
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{n}: expected a JSON object per line")
+            out.append((n, obj))
+    else:
+        reader = csv.DictReader(split_records(text, keepends=True), delimiter="\t" if suffix == ".tsv" else ",")
+        for n, rec in enumerate(reader, 2):
+            out.append((n, {k: v for k, v in rec.items() if k is not None and v not in (None, "")}))
     return out
 
 
@@ -84,6 +83,8 @@ def read_embedding_rows(
                 score = float(raw)  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 raise ValueError(f"{path}:{n}: score {raw!r} is not a number") from None
+            if not math.isfinite(score):
+                raise ValueError(f"{path}:{n}: score {raw!r} is not a finite number")
             if not lo <= score <= hi:
                 raise ValueError(
                     f"{path}:{n}: score {score:g} is outside [{lo:g}, {hi:g}] "
