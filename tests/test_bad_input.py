@@ -747,3 +747,41 @@ def test_regression_labels_name_file_and_line(capsys, tmp_path, tiny_model):
     rc, _, err = run(capsys, *base, "--train", train)
     assert rc == 1 and f"{train}:3: regression label 'positive' is not a number" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_task_pipeline_refuses_a_folder_without_the_trained_head(capsys):
+    """MiniLM has no masked-LM or classification head: fill-mask answered from random weights, another
+    answer on every run; now one line names the folder and the missing head."""
+    from bertkit.pipelines import pipeline
+
+    minilm = asset_path("minilm")
+    rc, _, err = run(capsys, "fill-mask", "--model", minilm, "the [MASK] of the house")
+    assert rc == 1 and f"{minilm} has no trained masked-LM head" in err
+    for task in ("text-classification", "ner", "question-answering"):
+        with pytest.raises(ValueError, match="has no trained .*head"):
+            pipeline(task, model=minilm)
+    assert pipeline("feature-extraction", model=minilm) is not None  # the encoder alone needs no head
+
+
+def test_predict_on_a_model_that_was_never_fine_tuned_says_so(capsys, tmp_path):
+    data = tmp_path / "test.csv"
+    data.write_text("text\na fine film\n", encoding="utf-8")
+    rc, _, err = run(capsys, "predict", "--model", asset_path("minilm"), "--input", data, "--no-progress")
+    assert rc == 1 and "is not a fine-tuned model" in err and "bertkit finetune --task" in err
+    assert "pass --task" not in err  # predict has no --task flag
+
+
+def test_explain_png_folder_refusal_names_the_png_flag(capsys, tmp_path, classifier):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    rc, _, err = run(capsys, "explain", "--model", classifier, "a great film", "--png", folder)
+    assert rc == 1 and f"--png {folder} is not empty" in err and "--output" not in err
+    assert (folder / "notes.txt").read_text() == "mine\n"
+
+
+def test_matryoshka_dims_out_of_range_says_why(capsys):
+    rc, _, err = run(
+        capsys, "train-embedder", "--model", "m", "--train", "t.jsonl", "--output", "o", "--matryoshka-dims", "384,0"
+    )
+    assert rc == 2 and "matryoshka_dims must be positive integers" in err

@@ -138,6 +138,7 @@ def claim_output_dir(
     legacy: Callable[[Path], bool] | None = None,
     resume_needs: Sequence[str] = ("checkpoints",),
     run_defaults: Mapping[str, Any] | None = None,
+    flag: str = "--output",
 ) -> OutputClaim:
     """Check that ``command`` may write into the folder ``path``; return the claim.
 
@@ -155,7 +156,8 @@ def claim_output_dir(
     command's. An unmarked folder is resumed only when it holds one of ``resume_needs`` (what an
     interrupted run leaves, e.g. its checkpoints): a folder of a user's files never is.
     ``run_defaults`` (nested like ``run``): what a part of ``run`` that the earlier run did not
-    record was then, e.g. the default of a setting bertkit has gained since.
+    record was then, e.g. the default of a setting bertkit has gained since. ``flag`` names the
+    folder's flag in the messages.
     """
     if dry_run:
         create = False
@@ -165,7 +167,7 @@ def claim_output_dir(
     if can_resume:
         flag_hint = f"--resume to continue it, or {flag_hint}"
     if folder.exists() and not folder.is_dir():
-        raise FileExistsError(f"--output {folder} is a file, not a folder; choose a new or empty folder")
+        raise FileExistsError(f"{flag} {folder} is a file, not a folder; choose a new or empty folder")
     if not folder.exists():
         claim = OutputClaim(folder, command, run, created=True)
         if create:
@@ -188,8 +190,8 @@ def claim_output_dir(
     if marker is None:
         if entries:
             raise FileExistsError(
-                f"--output {folder} is not empty ({_show(entries)}) and is not the output of `bertkit {command}`; "
-                f"bertkit writes only into a new or empty folder: choose another --output, or move those files away"
+                f"{flag} {folder} is not empty ({_show(entries)}) and is not the output of `bertkit {command}`; "
+                f"bertkit writes only into a new or empty folder: choose another {flag}, or move those files away"
             )
         claim = OutputClaim(folder, command, run, created=False)
         if create:
@@ -208,6 +210,7 @@ def claim_output_dir(
         dry_run,
         flag_hint,
         run_defaults,
+        flag,
     )
 
 
@@ -224,12 +227,13 @@ def _claim_marked(
     dry_run: bool,
     flag_hint: str,
     run_defaults: Mapping[str, Any] | None = None,
+    flag: str = "--output",
 ) -> OutputClaim:
     """:func:`claim_output_dir` for a folder that holds a marked output: resume it, replace it, or refuse."""
     if marker["command"] != command:
         raise FileExistsError(
-            f"--output {folder} holds the output of `bertkit {marker['command']}`, not of "
-            f"`bertkit {command}`; choose another --output"
+            f"{flag} {folder} holds the output of `bertkit {marker['command']}`, not of "
+            f"`bertkit {command}`; choose another {flag}"
         )
     ours = set(marker.get("files") or mine) & set(entries)
     foreign = {n for n in entries if n not in ours}
@@ -240,7 +244,7 @@ def _claim_marked(
             raise ValueError(
                 f"--resume: {folder} holds a different run; "
                 + "; ".join(diffs)
-                + ". Resume with the same settings, or write the new run to another --output"
+                + f". Resume with the same settings, or write the new run to another {flag}"
             )
         return OutputClaim(folder, command, run, created=False, foreign=foreign, resumed=True)
     if not overwrite:
@@ -250,8 +254,8 @@ def _claim_marked(
                 claim.write_marker()
             return claim
         raise FileExistsError(
-            f"--output {folder} already holds the output of an earlier `bertkit {command}`; "
-            f"pass {flag_hint}, or choose another --output"
+            f"{flag} {folder} already holds the output of an earlier `bertkit {command}`; "
+            f"pass {flag_hint}, or choose another {flag}"
         )
     if dry_run:
         return OutputClaim(folder, command, run, created=False, foreign=foreign)

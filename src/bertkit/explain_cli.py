@@ -93,7 +93,7 @@ def _check_outputs(args: argparse.Namespace) -> Any:
         check_output_file(p, overwrite=args.overwrite, flag=flag)
     if args.png_dir is None:
         return None
-    return claim_output_dir(args.png_dir, "explain", overwrite=args.overwrite, owned=("*.png",))
+    return claim_output_dir(args.png_dir, "explain", overwrite=args.overwrite, owned=("*.png",), flag="--png")
 
 
 def run(args: argparse.Namespace) -> int:

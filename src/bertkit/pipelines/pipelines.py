@@ -79,7 +79,8 @@ class Pipeline:
                 raise FileNotFoundError(f"{path}: no such model folder")
             self.folder = path
             # The registry picks the family's class for this task from the folder's config.json.
-            model = auto_class_for_task(self.model_task).from_pretrained(str(path))
+            model, info = auto_class_for_task(self.model_task).from_pretrained(str(path), output_loading_info=True)
+            _refuse_an_untrained_head(model, info["missing_keys"], path, self.model_task)
             dtype = dtype or "fp32"
             if tokenizer is None:
                 tokenizer = path
@@ -136,6 +137,22 @@ class Pipeline:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={type(self.model).__name__}, dtype={self.dtype})"
+
+
+def _refuse_an_untrained_head(model: Any, missing: list[str], path: Path, task: str) -> None:
+    """A task pipeline over a folder whose checkpoint lacks the task's head would answer from random
+    weights, differently on every load: a ValueError naming the folder and the head instead."""
+    if task == "base":
+        return
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    head = [k for k in missing if not k.startswith(prefix)]
+    if head:
+        what = getattr(model, "_head_description", "") or "task head"
+        archs = ", ".join(getattr(model.config, "architectures", None) or []) or "no architectures named"
+        raise ValueError(
+            f"{path} has no trained {what} ({len(head)} weights missing, e.g. {head[0]}; its config.json names "
+            f"{archs}), so this {task} pipeline would answer from random weights; give a model trained for it"
+        )
 
 
 def _device_index(index: int) -> str:

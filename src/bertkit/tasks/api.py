@@ -373,7 +373,7 @@ def load_finetuned(
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; is this a `bertkit finetune` output folder?")
     config = AutoConfig.from_pretrained(str(model_dir))
-    task = task_from_config(config, overrides)
+    task = task_from_config(config, overrides, where=str(model_dir))
     # The Auto class loads the folder's family's class for the task (BERT, a DistilBERT student, ...).
     net = task.model_class().from_pretrained(str(model_dir))
     tok = _load_tokenizer(model_dir)

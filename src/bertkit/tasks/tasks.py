@@ -645,9 +645,10 @@ def get_task(name: str, options: TaskOptions | None = None) -> Task:
     return TASKS[name](options)
 
 
-def task_from_config(config: Any, overrides: dict[str, Any] | None = None) -> Task:
+def task_from_config(config: Any, overrides: dict[str, Any] | None = None, where: str = "this model") -> Task:
     """The Task a fine-tuned model was trained for, from its config (finetuning_task or
-    architectures), with the data options saved at fine-tuning time."""
+    architectures), with the data options saved at fine-tuning time; ``where`` names the model
+    folder in the error when neither tells."""
     name = getattr(config, "finetuning_task", None)
     if name not in TASKS:
         from bertkit.modeling.registry import task_of_class
@@ -655,9 +656,11 @@ def task_from_config(config: Any, overrides: dict[str, Any] | None = None) -> Ta
         archs = getattr(config, "architectures", None) or []
         name = next((_BY_MODEL_TASK.get(task_of_class(a)) for a in archs if task_of_class(a) in _BY_MODEL_TASK), None)
     if name is None:
+        archs = getattr(config, "architectures", None) or []
         raise ValueError(
-            "cannot tell the task of this model: its config has no finetuning_task and "
-            "no known architectures; pass --task"
+            f"{where} is not a fine-tuned model: its config.json names no finetuning_task and no task head "
+            f"among its architectures ({', '.join(archs) or 'none'}); fine-tune it first with "
+            "`bertkit finetune --task ...`"
         )
     saved = getattr(config, "bertkit_task_options", None)
     opts = TaskOptions.from_dict({**(saved or {}), **{k: v for k, v in (overrides or {}).items() if v is not None}})

@@ -46,7 +46,10 @@ def parse_dims(text: str) -> list[int]:
         dims = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be comma-separated integers, e.g. 384,256,128,64; got {text!r}")
-    _check_dims("matryoshka_dims", dims)
+    try:
+        _check_dims("matryoshka_dims", dims)
+    except ValueError as e:  # argparse shows an ArgumentTypeError's own words (a ValueError it replaces)
+        raise argparse.ArgumentTypeError(str(e)) from None
     return dims
 
 
