@@ -104,3 +104,25 @@ def test_delete_and_add_ids(sentences, tmp_path):
     assert (tmp_path / "idx" / ".bertkit-output.json").is_file()
     with pytest.raises(FileExistsError, match="overwrite"):
         build_index(MINILM, tmp_path / "c.jsonl", tmp_path / "idx", dtype="fp32", progress=False)
+
+
+def test_append_refuses_a_known_id_with_new_text_and_reads_beir_ids(sentences, tmp_path, capsys):
+    """An id the index holds with another text was skipped silently, leaving the old text searchable
+    and the new one lost: now it is an error naming the line, and the index is unchanged. A BEIR corpus
+    (``_id``) keeps its own ids instead of line numbers."""
+    first = tmp_path / "a.txt"
+    first.write_text(f"{sentences[0]}\n{sentences[1]}\n", encoding="utf-8")
+    build_index(MINILM, first, tmp_path / "idx", dtype="fp32", progress=False)
+    before = (tmp_path / "idx" / "texts.jsonl").read_bytes()
+    second = tmp_path / "b.txt"
+    second.write_text(f"{sentences[0]}\n{sentences[2]}\n{sentences[3]}\n", encoding="utf-8")
+    argv = ["index", "--model", MINILM, "--input", str(second), "--output", str(tmp_path / "idx"), "--append"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"1 row(s) of {second} have an id the index already holds with another text" in err
+    assert f"{second}:2, id '2'" in err
+    assert (tmp_path / "idx" / "texts.jsonl").read_bytes() == before
+    beir = tmp_path / "corpus.jsonl"
+    beir.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(sentences[:3])))
+    build_index(MINILM, beir, tmp_path / "beir", dtype="fp32", progress=False)
+    assert load_index(tmp_path / "beir").ids == ["d0", "d1", "d2"]

@@ -74,7 +74,8 @@ def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[
             # bad data in a file, not a bad argument: ValueError, like the other file errors
             msg = f"{path}:{n}: no string field {text_column!r} (use --text-column)"
             raise ValueError(msg)  # noqa: TRY004
-        ident = obj.get(id_column, n)
+        # BEIR corpora name their ids "_id"; the line number when neither is there
+        ident = obj.get(id_column, obj.get("_id", n) if id_column == "id" else n)
         if not isinstance(ident, (str, int)) or isinstance(ident, bool):
             raise ValueError(
                 f"{path}:{n}: field {id_column!r} must be a string or an integer, got {type(ident).__name__}"

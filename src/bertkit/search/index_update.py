@@ -122,11 +122,22 @@ def append_corpus(
     on_cut: Callable[[str], None] | None = None,
     device: str | None = None,
 ) -> int:
-    """``bertkit index --append``: add the rows of ``corpus`` whose id the index lacks."""
+    """``bertkit index --append``: add the rows of ``corpus`` whose id the index lacks (rows it holds
+    with the same text are skipped; an id it holds with another text is an error naming the line)."""
     from bertkit.search.index import load_index, read_corpus_lines
 
-    have = set(load_index(path).ids)
-    new = [(n, i, t) for n, i, t in read_corpus_lines(corpus, text_column) if i not in have]
+    index = load_index(path)
+    have = dict(zip(index.ids, index.texts))
+    lines = read_corpus_lines(corpus, text_column)
+    changed = [(n, i) for n, i, t in lines if i in have and have[i] != t]
+    if changed:
+        n, i = changed[0]
+        raise ValueError(
+            f"{len(changed)} row(s) of {corpus} have an id the index already holds with another text "
+            f"(first: {corpus}:{n}, id {i!r}); --append adds new ids only, so their new text would be lost: "
+            "give them new ids, or build the index again without --append"
+        )
+    new = [(n, i, t) for n, i, t in lines if i not in have]
     rows = [(i, t) for _, i, t in new]
     return add_to_index(
         path,
