@@ -119,3 +119,23 @@ def test_bad_corpus(tmp_path):
         WordPieceTrainer(vocab_size=100, show_progress=False).train(files=[empty])
     with pytest.raises(ValueError, match="vocab_size"):
         WordPieceTrainer(vocab_size=3)
+
+
+def test_cli_special_tokens_a_tokenizer_can_use(small_corpus, tmp_path, capsys):
+    """A special-token list without [UNK] wrote a vocabulary whose unknown words had no id (the
+    tokenizer gave None), and pretraining on one without [CLS] failed late on "'[CLS]' is not in list":
+    now train-vocab refuses the first, warns for the others, and pretrain names the file at once."""
+    from bertkit.cli import main
+
+    out = tmp_path / "v.txt"
+    base = ["train-vocab", "--corpus", str(small_corpus), "--vocab-size", "300", "--output", str(out), "--quiet"]
+    assert main([*base, "--special-tokens", "[PAD]"]) == 1
+    assert "--special-tokens must include [UNK]" in capsys.readouterr().err and not out.exists()
+    assert main([*base, "--special-tokens", "[PAD]", "[PAD]", "[UNK]"]) == 1
+    assert "lists [PAD] more than once" in capsys.readouterr().err and not out.exists()
+    assert main([*base, "--special-tokens", "[PAD]", "[UNK]"]) == 0
+    assert "leaves out [CLS], [SEP], [MASK]" in capsys.readouterr().err
+    argv = ["pretrain", "--corpus", str(small_corpus), "--vocab", str(out), "--config", "tiny", "--max-steps", "1"]
+    assert main([*argv, "--output", str(tmp_path / "run"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"{out}: the vocabulary lacks [CLS], [SEP], [MASK]" in err and not (tmp_path / "run").exists()

@@ -48,13 +48,26 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"corpus file not found: {missing[0]}")
     refuse_inside_input(args.output, *args.corpus)
     check_output_file(args.output, args.overwrite)  # before the training, not after it
+    specials = list(args.special_tokens or DEFAULT_SPECIAL_TOKENS)
+    twice = sorted({t for t in specials if specials.count(t) > 1})
+    if twice:
+        raise ValueError(f"--special-tokens lists {', '.join(twice)} more than once")
+    if "[UNK]" not in specials:  # the tokenizer maps every word it cannot spell to it
+        raise ValueError("--special-tokens must include [UNK]: words the vocabulary cannot spell become it")
+    absent = [t for t in DEFAULT_SPECIAL_TOKENS if t not in specials]
+    if absent:
+        print(
+            f"bertkit train-vocab: warning: --special-tokens leaves out {', '.join(absent)}; BERT pretraining "
+            "and fine-tuning need them",
+            file=sys.stderr,
+        )
     t0 = time.perf_counter()
     trainer = WordPieceTrainer(
         vocab_size=args.vocab_size,
         min_frequency=args.min_frequency,
         lowercase=args.lowercase,
         limit_alphabet=args.limit_alphabet,
-        special_tokens=args.special_tokens or DEFAULT_SPECIAL_TOKENS,
+        special_tokens=specials,
         show_progress=not args.quiet,
     )
     vocab = trainer.train(files=args.corpus)

@@ -337,6 +337,12 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
         check_corpus_overlap(args.corpus, args.eval_data)
     vocab_path = Path(args.vocab) if args.vocab else Path(args.model) / "vocab.txt"
     vocab = list(load_vocab(vocab_path))
+    absent = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") if t not in vocab]
+    if absent:  # before any shard is prepared: masking and instances need every one of them
+        raise ValueError(
+            f"{vocab_path}: the vocabulary lacks {', '.join(absent)}, which BERT pretraining needs "
+            "(`bertkit train-vocab` writes them unless --special-tokens leaves them out)"
+        )
     tokenizer = load_tokenizer(vocab_path, args.lower_case)
 
     config = _pretraining_config(args, vocab, vocab_path, tokenizer)
