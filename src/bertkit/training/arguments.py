@@ -210,6 +210,8 @@ class TrainingArguments:
 
     def __post_init__(self) -> None:
         A.check_fields(self)
+        if self.resume and self.overwrite:
+            raise ValueError("--resume continues the run in --output and --overwrite replaces it: give one of them")
         if self.schedule == "time" and self.max_minutes is None:
             raise ValueError(
                 "schedule 'time' decays the learning rate over max_minutes (--max-minutes); give max_minutes"
@@ -244,9 +246,12 @@ UNCAPPED_STEPS = 1 << 40
 
 
 def step_length_help() -> str:
-    """The ``--max-steps`` help of a command whose run length is a step count (:data:`DEFAULT_STEPS`)."""
-    shared = {f.name: f for f in dataclasses.fields(TrainingArguments)}["max_steps"].metadata["help"]
-    return f"{shared} (default {DEFAULT_STEPS}; under --schedule time no cap unless given: --max-minutes ends the run)"
+    """The ``--max-steps`` help of a command whose run length is a step count (:data:`DEFAULT_STEPS`),
+    with no ``--epochs`` to win over."""
+    return (
+        f"optimizer steps; sets the lr schedule (default {DEFAULT_STEPS}; under --schedule time no cap unless "
+        "given: --max-minutes ends the run)"
+    )
 
 
 def check_step_length(args: TrainingArguments) -> None:

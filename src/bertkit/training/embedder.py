@@ -186,6 +186,8 @@ class EmbedderArguments(EmbeddingTrainingArguments):
         self.score_range = tuple(self.score_range)  # type: ignore[assignment]
         if self.hard_negatives and not self.mine_from:
             raise ValueError("--hard-negatives needs --mine-from CORPUS (the texts to mine negatives from)")
+        if self.mine_from and not self.hard_negatives:
+            raise ValueError("--mine-from is read only with --hard-negatives K (the negatives to mine per row)")
         if self.hard_negatives and self.loss not in ("mnrl", "cached-mnrl", "triplet"):
             raise ValueError(f"hard negatives are for mnrl, cached-mnrl and triplet, not {self.loss}")
 
