@@ -785,3 +785,38 @@ def test_matryoshka_dims_out_of_range_says_why(capsys):
         capsys, "train-embedder", "--model", "m", "--train", "t.jsonl", "--output", "o", "--matryoshka-dims", "384,0"
     )
     assert rc == 2 and "matryoshka_dims must be positive integers" in err
+
+
+def test_a_damaged_sentence_transformers_config_is_named_not_guessed(capsys, tmp_path):
+    """A broken modules.json was ignored and the default pooling used, which gives other vectors than the
+    folder's model was trained for; now the file is named. An absent one still means plain defaults."""
+    import shutil
+
+    from bertkit.pipelines import pipeline
+
+    minilm = asset_path("minilm")
+    folder = tmp_path / "st"
+    shutil.copytree(minilm, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    (folder / "model.safetensors").symlink_to(minilm / "model.safetensors")
+    (folder / "modules.json").write_text('{"broken', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"modules\.json: not valid JSON"):
+        pipeline("sentence-embedding", model=folder)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a cat\n", encoding="utf-8")
+    rc, _, err = run(capsys, "index", "--model", folder, "--input", corpus, "--output", tmp_path / "idx")
+    assert rc == 1 and "modules.json: not valid JSON" in err
+    (folder / "modules.json").unlink()
+    assert len(pipeline("sentence-embedding", model=folder)(["a cat"])[0]) == 384
+
+
+def test_a_folder_as_a_data_file_and_an_empty_query(capsys, tmp_path):
+    """A folder given where a data file goes was reported as "no such file"; an empty search query
+    returned hits that mean nothing. Both are now named for what they are."""
+    from bertkit.search.evaluation import read_beir
+    from bertkit.training.embedding_data import read_embedding_rows
+
+    for reader in (read_embedding_rows, read_beir):
+        with pytest.raises(IsADirectoryError, match="is a folder; give a data file"):
+            reader(tmp_path)
+    rc, _, err = run(capsys, "search", "--index", tmp_path / "none", "  ")
+    assert rc == 1 and "query 1 is empty" in err

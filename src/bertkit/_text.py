@@ -29,6 +29,7 @@ __all__ = [
     "read_json",
     "read_jsonl",
     "read_text",
+    "require_file",
     "split_records",
 ]
 
@@ -73,6 +74,16 @@ def decode_utf8(data: bytes, path: str | os.PathLike, line: int = 1, offset: int
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValueError(_utf8_message(path, data, e, line, offset)) from None
+
+
+def require_file(path: str | os.PathLike) -> Path:
+    """``path`` as a Path when it is a file; else a FileNotFoundError or IsADirectoryError naming it."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder; give a data file")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    return path
 
 
 def read_text(path: str | os.PathLike) -> str:

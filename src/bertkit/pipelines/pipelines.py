@@ -19,7 +19,6 @@ tokenized, sorted by length, forwarded in batches and returned in input order. `
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -567,19 +566,26 @@ class QuestionAnsweringPipeline(Pipeline):
 def sentence_transformers_pooling(folder: str | Path) -> tuple[str | None, bool | None, int | None]:
     """(pooling, normalize, max_seq_length) read from a sentence-transformers folder's
     ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json``; None where absent."""
+    from bertkit._text import read_json
+
     folder = Path(folder)
     pooling = normalize = max_len = None
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    # Absent files mean "not a sentence-transformers folder"; a damaged one is an error naming it, since
+    # guessing the pooling would give other vectors than the folder's model was trained to give.
+    if not (folder / "modules.json").is_file():
         return None, None, None
+    modules = read_json(folder / "modules.json")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{folder / 'modules.json'}: expected a JSON list of module objects")
     normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
     for m in modules:
         if str(m.get("type", "")).endswith(".Pooling"):
-            try:
-                cfg = json.loads((folder / m.get("path", "") / "config.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            path = folder / str(m.get("path", "")) / "config.json"
+            if not path.is_file():
                 continue
+            cfg = read_json(path)
+            if not isinstance(cfg, dict):
+                raise ValueError(f"{path}: expected a JSON object")
             for key, name in (
                 ("pooling_mode_mean_tokens", "mean"),
                 ("pooling_mode_cls_token", "cls"),
@@ -588,10 +594,11 @@ def sentence_transformers_pooling(folder: str | Path) -> tuple[str | None, bool 
                 if cfg.get(key):
                     pooling = name
                     break
-    try:
-        max_len = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8")).get("max_seq_length")
-    except (OSError, ValueError):
-        pass
+    if (folder / "sentence_bert_config.json").is_file():
+        st_config = read_json(folder / "sentence_bert_config.json")
+        if not isinstance(st_config, dict):
+            raise ValueError(f"{folder / 'sentence_bert_config.json'}: expected a JSON object")
+        max_len = st_config.get("max_seq_length")
     return pooling, normalize, max_len
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertkit._text import parse_json, read_text, split_records
+from bertkit._text import parse_json, read_text, require_file, split_records
 
 __all__ = [
     "RETRIEVAL_KS",
@@ -43,9 +43,7 @@ RETRIEVAL_KS = {"ndcg": (10,), "mrr": (10,), "map": (100,), "recall": (1, 10, 10
 
 def read_beir(path: str | Path) -> dict[str, str]:
     """``{_id: text}`` of a BEIR JSONL file (queries or corpus); a title goes before the text."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = require_file(path)
     out: dict[str, str] = {}
     # strict UTF-8 (a bad byte names its line), a BOM dropped, lines split at \n only
     for n, line in enumerate(split_records(read_text(path)), 1):
@@ -69,9 +67,7 @@ def read_qrels(
 ) -> dict[str, dict[str, float]]:
     """``{query-id: {corpus-id: score}}`` of a qrels TSV; an id missing from the queries or the corpus
     is an error naming the line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = require_file(path)
     qrels: dict[str, dict[str, float]] = {}
     rows = csv.reader(split_records(read_text(path), keepends=True), delimiter="\t")
     for n, row in enumerate(rows, 1):

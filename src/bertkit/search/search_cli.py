@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.fusion != "none" and not args.rerank:
         raise ValueError(f"--fusion {args.fusion} fuses a cross-encoder's scores: give --rerank DIR")
+    empty = [i + 1 for i, q in enumerate(args.query) if not q.strip()]
+    if empty:  # an empty query still embeds to a vector and returns hits that mean nothing
+        raise ValueError(f"query {empty[0]} is empty; give the text to search for")
 
     index = load_index(args.index, backend=args.backend)
     queries = embed_queries(

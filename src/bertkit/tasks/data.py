@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from bertkit._text import parse_json, read_text, split_records
+from bertkit._text import parse_json, read_text, require_file, split_records
 
 __all__ = [
     "TextExample",
@@ -63,12 +63,7 @@ class ChoiceExample:
 
 
 def _check_nonempty(path: Path) -> str:
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file")
-    if path.is_dir():
-        raise IsADirectoryError(f"{path}: is a folder; give a data file")
-    text = read_text(path)
+    text = read_text(require_file(path))
     if not text.strip():
         raise ValueError(f"{path}: file is empty")
     return text

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit._text import require_file
+
 __all__ = ["EmbeddingCollator", "mine_hard_negatives", "read_embedding_rows"]
 
 PAIR_COLUMNS = ("anchor", "positive")
@@ -67,9 +69,7 @@ def read_embedding_rows(
 ) -> list[dict[str, Any]]:
     """Rows ``{"anchor", "positive", "negatives": [...]}``, or with ``scored``
     ``{"sentence1", "sentence2", "score"}`` with every score inside ``score_range``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = require_file(path)
     rows: list[dict[str, Any]] = []
     lo, hi = score_range
     for n, rec in _records(path):

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from bertkit import _args as A
 from bertkit._args import setting
 from bertkit._io import atomic_write_json
+from bertkit._text import require_file
 from bertkit.training.embedder import EmbeddingTrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, within_claim
 
@@ -71,9 +72,7 @@ def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows ``{"query", "passage", "label"}`` with a label in [0, 1]; errors name the file and line."""
     from bertkit.training.embedding_data import _records, _text
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    path = require_file(path)
     rows = []
     for n, rec in _records(path):
         key = "label" if "label" in rec else "score"
