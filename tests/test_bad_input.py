@@ -820,3 +820,17 @@ def test_a_folder_as_a_data_file_and_an_empty_query(capsys, tmp_path):
             reader(tmp_path)
     rc, _, err = run(capsys, "search", "--index", tmp_path / "none", "  ")
     assert rc == 1 and "query 1 is empty" in err
+
+
+@pytest.mark.parametrize("command", ["train-embedder", "train-reranker"])
+def test_embedder_and_reranker_max_length_beyond_the_models_positions(capsys, tmp_path, command):
+    """It was accepted, and the run failed at its first long batch on a message without the flag."""
+    train = tmp_path / "t.jsonl"
+    row = (
+        {"anchor": "a", "positive": "b"} if command == "train-embedder" else {"query": "a", "passage": "b", "label": 1}
+    )
+    train.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    argv = [command, "--model", asset_path("minilm"), "--train", train, "--output", tmp_path / "o"]
+    rc, _, err = run(capsys, *argv, "--max-length", "1000", "--no-progress")
+    assert rc == 1 and "max_length 1000 exceeds the model's max_position_embeddings (512)" in err
+    assert "--max-length 512" in err and not (tmp_path / "o").exists()

@@ -281,6 +281,16 @@ class BertConfig(SharedConfigFields):
         return cls.from_dict(kwargs)
 
 
+def check_length_fits(model: Any, max_length: int | None, flag: str = "--max-length") -> None:
+    """Raise a ValueError naming ``flag`` when ``max_length`` tokens would run past the positions the
+    model embeds: before training, where the forward would otherwise fail at its first long batch."""
+    limit = int(model.max_positions)
+    if max_length is not None and max_length > limit:
+        raise ValueError(
+            f"max_length {max_length} exceeds the model's {model.positions_field} ({limit}); use {flag} {limit} or less"
+        )
+
+
 def check_vocab_fits(tokenizer: Any, config: Any, where: str | None = None) -> None:
     """Raise a ValueError when ``tokenizer`` can produce ids past the model's embedding table.
 

@@ -131,6 +131,7 @@ def load_sentence_encoder(
     """A :class:`SentenceEncoder` from a model folder; pooling, normalisation and length default to
     the folder's sentence-transformers files (else mean, normalised, 256)."""
     from bertkit.modeling.auto import AutoTokenizer, auto_class_for
+    from bertkit.modeling.config import check_length_fits
     from bertkit.pipelines.pipelines import sentence_transformers_pooling
 
     folder = Path(folder)
@@ -138,6 +139,7 @@ def load_sentence_encoder(
         raise FileNotFoundError(f"{folder}: not a model folder (no config.json)")
     st_pool, st_norm, st_len = sentence_transformers_pooling(folder)
     model = auto_class_for("BertModel").from_pretrained(str(folder))
+    check_length_fits(model, max_seq_length)
     tok = AutoTokenizer.from_pretrained(str(folder))
     return SentenceEncoder(
         model,

@@ -33,7 +33,7 @@ from bertkit import _args as A
 from bertkit._args import redefault, setting
 from bertkit._outputs import check_output_file, file_fingerprint
 from bertkit._text import read_jsonl
-from bertkit.modeling.config import check_vocab_fits
+from bertkit.modeling.config import check_length_fits, check_vocab_fits
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
@@ -291,13 +291,7 @@ def _model_for(args: FinetuneArguments, t: Task, tok: Any) -> tuple[Any, type]:
     set_seed(args.seed)
     net = cls.from_pretrained(args.model, **t.model_kwargs())
     check_vocab_fits(tok, net.config, args.model)
-    max_length = t.options.max_length
-    if max_length > net.config.max_position_embeddings:
-        raise ValueError(
-            f"max_length {max_length} exceeds the model's max_position_embeddings "
-            f"({net.config.max_position_embeddings}); use --max-length "
-            f"{net.config.max_position_embeddings} or less"
-        )
+    check_length_fits(net, t.options.max_length)
     net.config.finetuning_task = t.name
     net.config.bertkit_task_options = t.options.to_dict()
     if args.freeze:

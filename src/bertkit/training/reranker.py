@@ -183,6 +183,7 @@ def evaluate_reranker(model: Any, collator: RerankCollator, rows: list[dict[str,
 def train_reranker(args: RerankerArguments) -> Any:
     """Run `bertkit train-reranker`; returns the Trainer's result."""
     from bertkit.modeling.auto import AutoTokenizer, auto_class_for
+    from bertkit.modeling.config import check_length_fits
     from bertkit.training.trainer import Trainer, set_seed
 
     claim_training_output(args, "train-reranker", {}, RERANKER_OUTPUTS, args.inputs(), dry_run=True)
@@ -194,7 +195,8 @@ def train_reranker(args: RerankerArguments) -> Any:
         args.model, num_labels=1, ignore_mismatched_sizes=True
     )
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    collator = RerankCollator(tokenizer, args.max_length or 512)
+    check_length_fits(model, args.max_length or min(512, model.max_positions))
+    collator = RerankCollator(tokenizer, args.max_length or min(512, model.max_positions))
     claim = claim_training_output(args, "train-reranker", args.identity(), RERANKER_OUTPUTS, args.inputs())
     evaluate = (lambda m: evaluate_reranker(m, collator, val_rows)) if val_rows else None
     trainer = Trainer(
