@@ -232,6 +232,11 @@ def test_resume_in_process_is_exact(tmp_path):
     la = [r["loss"] for r in _rows(tmp_path / "a" / "out") if "loss" in r]
     lb = [r["loss"] for r in _rows(tmp_path / "b" / "out") if "loss" in r]
     assert la == lb
+    # the resumed run's training time counts the first process's too, as its metrics.jsonl does
+    first_part = [r["train_seconds"] for r in _rows(tmp_path / "b" / "out") if r.get("step") == 6 and "loss" in r]
+    assert first_part and second.elapsed_seconds > first_part[0] > 0
+    last = [r["train_seconds"] for r in _rows(tmp_path / "b" / "out") if "train_seconds" in r][-1]
+    assert second.elapsed_seconds == pytest.approx(last, abs=0.05)
 
 
 def _slow_loss(model, batch):

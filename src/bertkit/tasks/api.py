@@ -22,7 +22,6 @@ import dataclasses
 import json
 import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -336,9 +335,8 @@ def _train_and_save(
     trainer = Trainer(
         net, cfg, _Features(feats), collate_fn=collate_features, batch_sampler=sampler, evaluate=eval_fn, tokenizer=tok
     )
-    t0 = time.perf_counter()
     res = trainer.train()
-    train_seconds = time.perf_counter() - t0
+    train_seconds = trainer.elapsed_seconds  # a resumed run's earlier processes included
 
     # OUTPUT is the best epoch's model, not the last one's
     best_dir = output / "best"

@@ -722,6 +722,12 @@ class Trainer:
             self.epoch += 1
             self.batches_done_in_epoch = 0
 
+    @property
+    def elapsed_seconds(self) -> float:
+        """Training wall time so far, the runs this one resumed included (what metrics.jsonl records
+        as train_seconds; evaluation pauses are not counted)."""
+        return float(self._elapsed())
+
     def train(self) -> TrainResult:
         """Run until max_steps / num_epochs or early stopping; returns a :class:`TrainResult`.
 
