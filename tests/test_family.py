@@ -244,6 +244,26 @@ def test_generation_config_json_sets_generate_defaults_as_in_transformers(gpt2_p
         GPT2LMHeadModel.from_pretrained(folder)
 
 
+def test_generate_scores_and_min_new_tokens_equal_transformers(gpt2_pair, zh_batch):
+    """return_dict_in_generate with output_scores / output_logits gives transformers' fields, and
+    min_new_tokens holds the end-of-text token back as it does."""
+    ref, ours, _ = gpt2_pair
+    ids = zh_batch[0][:2, :8]
+    kw = {"max_new_tokens": 6, "return_dict_in_generate": True, "output_scores": True, "output_logits": True}
+    kw["repetition_penalty"] = 1.2
+    a, b = ours.generate(ids, **kw), ref.generate(ids, do_sample=False, **kw)
+    assert torch.equal(a.sequences, b.sequences) and len(a.scores) == len(b.scores) == 6
+    for mine, theirs in zip(a.scores + a.logits, b.scores + b.logits):
+        assert (mine - theirs).abs().max() < 1e-4
+    greedy = ours.generate(ids[:1], max_new_tokens=10)
+    eos = int(greedy[0, 8 + 1])  # the second new token becomes the end of text
+    got = ours.generate(ids[:1], max_new_tokens=10, eos_token_id=eos, min_new_tokens=5)
+    want = ref.generate(ids[:1], max_new_tokens=10, eos_token_id=eos, min_new_tokens=5, do_sample=False)
+    assert torch.equal(got, want) and eos not in got[0, 8:13].tolist()
+    with pytest.raises(ValueError, match="min_new_tokens must be"):
+        ours.generate(ids[:1], max_new_tokens=3, min_new_tokens=-1)
+
+
 # ---------------------------------------------------------------------------------------- Auto classes
 
 

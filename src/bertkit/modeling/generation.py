@@ -33,6 +33,7 @@ _DEFAULT_MAX_LENGTH = 20  # transformers' GenerationConfig default
 GENERATION_DEFAULTS: dict[str, Any] = {
     "max_length": None,
     "max_new_tokens": None,
+    "min_new_tokens": 0,
     "do_sample": False,
     "temperature": 1.0,
     "top_k": 50,
@@ -259,21 +260,28 @@ class GenerationMixin:
 
     @staticmethod
     def _next_tokens(
-        scores: torch.Tensor, input_ids: torch.Tensor, first_real: torch.Tensor | None, opts: dict[str, Any]
+        scores: torch.Tensor,
+        input_ids: torch.Tensor,
+        first_real: torch.Tensor | None,
+        opts: dict[str, Any],
+        record: dict[str, list[torch.Tensor]] | None = None,
     ) -> torch.Tensor:
         """One step's (B,) tokens from (B, V) scores, processed in transformers' order."""
         if opts["repetition_penalty"] != 1.0:
             scores = apply_repetition_penalty(scores, input_ids, opts["repetition_penalty"], first_real)
         if opts["no_repeat_ngram_size"] > 0:
             scores = apply_no_repeat_ngram(scores, input_ids, opts["no_repeat_ngram_size"])
+        if opts["do_sample"]:
+            if opts["temperature"] != 1.0:
+                scores = scores / opts["temperature"]
+            if opts["top_k"]:
+                scores = apply_top_k(scores, opts["top_k"])
+            if opts["top_p"] < 1.0:
+                scores = apply_top_p(scores, opts["top_p"])
+        if record is not None:
+            record["scores"].append(scores)
         if not opts["do_sample"]:
             return scores.argmax(dim=-1)
-        if opts["temperature"] != 1.0:
-            scores = scores / opts["temperature"]
-        if opts["top_k"]:
-            scores = apply_top_k(scores, opts["top_k"])
-        if opts["top_p"] < 1.0:
-            scores = apply_top_p(scores, opts["top_p"])
         return torch.multinomial(scores.softmax(dim=-1), num_samples=1).squeeze(1)
 
     @torch.no_grad()
@@ -338,7 +346,11 @@ class GenerationMixin:
         # A BertTokenizer's encoding carries token_type_ids; GPT-2 embeds them, and new tokens take
         # the prompt's last type, as in transformers.
         token_type_ids = kwargs.pop("token_type_ids", None)
-        ignored = {"num_beams": 1, "output_scores": False, "return_dict_in_generate": False}
+        min_new_tokens = setting("min_new_tokens", kwargs.pop("min_new_tokens", None))
+        as_dict = bool(kwargs.pop("return_dict_in_generate", None) or getattr(gen, "return_dict_in_generate", False))
+        want_scores = bool(kwargs.pop("output_scores", None) or getattr(gen, "output_scores", False))
+        want_logits = bool(kwargs.pop("output_logits", None) or getattr(gen, "output_logits", False))
+        ignored = {"num_beams": 1}
         for key, value in kwargs.items():
             if key not in ignored or value != ignored[key]:
                 raise TypeError(f"generate() got an unsupported argument {key}={value!r}")
@@ -382,7 +394,10 @@ class GenerationMixin:
             and bool((input_ids == pad_token_id).any())
         ):
             attention_mask = (input_ids != pad_token_id).long()  # as transformers: infer padding from pad ids
+        if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or min_new_tokens < 0:
+            raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
         opts = {
+            "min_new_tokens": min_new_tokens,
             "do_sample": do_sample,
             "temperature": temperature,
             "top_k": top_k,
@@ -391,8 +406,20 @@ class GenerationMixin:
             "no_repeat_ngram_size": no_repeat_ngram_size,
         }
         cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
-        return self._decode(
-            input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer, token_type_ids
+        record: dict[str, list[torch.Tensor]] | None = None
+        if as_dict:
+            record = {"scores": [], "logits": []}
+        sequences = self._decode(
+            input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer, token_type_ids, record
+        )
+        if record is None:
+            return sequences
+        from .outputs import GenerateDecoderOnlyOutput
+
+        return GenerateDecoderOnlyOutput(
+            sequences=sequences,
+            scores=tuple(record["scores"]) if want_scores else None,
+            logits=tuple(record["logits"]) if want_logits else None,
         )
 
     def _decode(
@@ -406,8 +433,10 @@ class GenerationMixin:
         opts: dict[str, Any],
         streamer: TextStreamer | None,
         token_type_ids: torch.Tensor | None = None,
+        record: dict[str, list[torch.Tensor]] | None = None,
     ) -> torch.Tensor:
-        """The decoding loop: one forward of the new token(s) per step, until ``new_tokens`` or every EOS."""
+        """The decoding loop: one forward of the new token(s) per step, until ``new_tokens`` or every EOS.
+        ``record`` collects each step's raw logits and the processed scores the token was chosen from."""
         padded = attention_mask is not None and not bool(attention_mask.all())
         mask = attention_mask.long() if padded else None
         # Left padding: each row's positions start at its first real token (padding positions are 0).
@@ -418,7 +447,7 @@ class GenerationMixin:
         head = self.get_output_embeddings()
         head_t = head.weight.t().contiguous() if B == 1 else None  # (H, V), see the module docs
         step_ids = input_ids
-        for _ in range(new_tokens):
+        for step in range(new_tokens):
             out = self.base_model(
                 input_ids=step_ids if use_cache else input_ids,
                 attention_mask=mask,
@@ -434,7 +463,12 @@ class GenerationMixin:
             logits = last @ head_t if head_t is not None else (head.weight @ last.T).T  # (B, V)
             if head.bias is not None:
                 logits = logits + head.bias
-            next_tokens = self._next_tokens(logits.float(), input_ids, first_real, opts)
+            if record is not None:
+                record["logits"].append(logits.float().clone())  # the scores below may change in place
+            scores = logits.float()
+            if eos and step < opts["min_new_tokens"]:  # no end of text before min_new_tokens new tokens
+                scores[:, eos] = -float("inf")
+            next_tokens = self._next_tokens(scores, input_ids, first_real, opts, record)
             if eos:
                 next_tokens = torch.where(unfinished, next_tokens, pad_token_id)
             input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)

@@ -91,6 +91,15 @@ class CausalLMOutputWithPast(ModelOutput):
 
 
 @dataclass(repr=True, eq=False)
+class GenerateDecoderOnlyOutput(ModelOutput):
+    """What ``generate(..., return_dict_in_generate=True)`` returns, under transformers' names."""
+
+    sequences: Tensor | None = None  # (B * num_return_sequences, prompt + new) token ids
+    scores: Tensors | None = None  # one (B, V) per new token: the scores the token was chosen from
+    logits: Tensors | None = None  # one (B, V) per new token: the model's raw logits
+
+
+@dataclass(repr=True, eq=False)
 class BaseModelOutputWithPooling(ModelOutput):
     last_hidden_state: Tensor | None = None  # (B, N, H)
     pooler_output: Tensor | None = None  # (B, H)
