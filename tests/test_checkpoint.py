@@ -290,3 +290,17 @@ def test_partially_missing_module_keeps_loaded_siblings(minilm_dir, real_state, 
     cls = BertForSequenceClassification.from_pretrained(minilm_dir)
     std = cls.classifier.weight.std().item()
     assert 0.01 < std < 0.03 and cls.classifier.bias.abs().max() == 0  # BERT init: normal(0, 0.02)
+
+
+def test_config_constructors_take_transformers_extra_and_common_names(tmp_path):
+    """``BertConfig(my_field=3)`` keeps the field (transformers' configs do; it raised a TypeError), saving
+    writes it for transformers to read, and a common name sets the family's own field."""
+    from bertkit.modeling.gpt2 import GPT2Config
+
+    cfg = BertConfig(my_field=3, num_labels=4, hidden_size=64, num_attention_heads=2)
+    assert cfg.my_field == 3 and cfg.num_labels == 4 and cfg.hidden_size == 64
+    cfg.save_pretrained(tmp_path)
+    theirs = transformers.BertConfig.from_pretrained(str(tmp_path))
+    assert theirs.my_field == 3 and theirs.num_labels == 4 and theirs.hidden_size == 64
+    ours, ref = GPT2Config(hidden_size=64, n_head=4), transformers.GPT2Config(hidden_size=64, n_head=4)
+    assert ours.n_embd == ref.n_embd == 64 and ours.hidden_size == 64

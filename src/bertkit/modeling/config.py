@@ -27,7 +27,21 @@ PRESETS: dict[str, tuple[int, int]] = {
 _RUNTIME_FIELDS = ("output_attentions", "output_hidden_states", "return_dict")
 
 
-class PretrainedConfig:
+class _ConfigType(type):
+    """Config classes take keyword arguments that are not their fields, as transformers' configs do:
+    a common name (``hidden_size`` for GPT-2's ``n_embd``) sets its field, any other is kept as an
+    extra field that saving writes to config.json."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        names = cls.field_names() if dataclasses.is_dataclass(cls) else None
+        later = {} if names is None else {k: kwargs.pop(k) for k in list(kwargs) if k not in names}
+        obj = super().__call__(*args, **kwargs)
+        for k, v in later.items():
+            setattr(obj, k, v)
+        return obj
+
+
+class PretrainedConfig(metaclass=_ConfigType):
     """config.json I/O shared by every model family (BERT, DistilBERT, GPT-2).
 
     Subclasses are dataclasses with an ``extra`` field; unknown fields found in a config.json are kept in
