@@ -25,6 +25,7 @@ __all__ = [
     "ReplacementCounter",
     "decode_utf8",
     "iter_lines",
+    "jsonl_objects",
     "parse_json",
     "read_json",
     "read_jsonl",
@@ -178,6 +179,18 @@ def parse_json(text: str, where: str) -> Any:
         raise ValueError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:
         raise ValueError(f"{where}: JSON nested too deeply to read") from None
+
+
+def jsonl_objects(text: str, path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSONL text read from ``path``; a line that is
+    not a JSON object is a ValueError naming the file and line."""
+    for n, line in enumerate(split_records(text), 1):
+        if not line.strip():
+            continue
+        obj = parse_json(line, f"{path}:{n}")
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}:{n}: expected a JSON object per line, got {type(obj).__name__}")
+        yield n, obj
 
 
 def read_json(path: str | os.PathLike) -> Any:

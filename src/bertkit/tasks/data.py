@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from bertkit._text import parse_json, read_text, require_file, split_records
+from bertkit._text import jsonl_objects, parse_json, read_text, require_file, split_records
 
 __all__ = [
     "TextExample",
@@ -87,12 +87,7 @@ def _rows(path: Path, fmt: str) -> tuple[list[tuple[int, dict]], list[str]]:
     rows: list[tuple[int, dict]] = []
     columns: list[str] = []
     if fmt == "jsonl":
-        for n, line in enumerate(split_records(text), 1):
-            if not line.strip():
-                continue
-            obj = parse_json(line, f"{path}:{n}")
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{n}: expected a JSON object per line, got {type(obj).__name__}")
+        for n, obj in jsonl_objects(text, path):
             for k in obj:
                 if k not in columns:
                     columns.append(k)

@@ -34,7 +34,7 @@ SCORED_COLUMNS = ("sentence1", "sentence2", "score")
 
 def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of a JSONL, CSV or TSV file."""
-    from bertkit._text import parse_json, read_text, split_records
+    from bertkit._text import jsonl_objects, read_text, split_records
 
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".csv", ".tsv"):
@@ -42,13 +42,7 @@ def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     text = read_text(path)  # strict UTF-8 (a bad byte names its line), a spreadsheet's BOM dropped
     out: list[tuple[int, dict[str, Any]]] = []
     if suffix == ".jsonl":
-        for n, line in enumerate(split_records(text), 1):
-            if not line.strip():
-                continue
-            obj = parse_json(line, f"{path}:{n}")
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{n}: expected a JSON object per line")
-            out.append((n, obj))
+        out.extend(jsonl_objects(text, path))
     else:
         reader = csv.DictReader(split_records(text, keepends=True), delimiter="\t" if suffix == ".tsv" else ",")
         for n, rec in enumerate(reader, 2):
