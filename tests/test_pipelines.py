@@ -216,3 +216,27 @@ def test_sentence_embedding_mean_pooling_matches_transformers():
     assert np.array(feats).shape == (1, int(enc["attention_mask"][1].sum()), 384)
     with pytest.raises(ValueError, match="unknown pipeline task"):
         pipeline("summarization", model=asset_path("minilm"))
+
+
+def test_sentence_transformers_folders_pool_as_saved_or_are_refused(tmp_path):
+    """sentence-transformers now writes its pooling as ``pooling_mode`` (bertkit read only the older
+    booleans, so a CLS-pooled folder got mean pooling); a module or pooling bertkit does not follow
+    (a Dense projection, last-token pooling) was ignored, giving other vectors: it is now refused."""
+    st = pytest.importorskip("sentence_transformers")
+    base = st.SentenceTransformer(str(asset_path("minilm")), device="cpu")
+    texts = ["A gorgeous, witty film.", "dull"]
+    cls_dir = tmp_path / "cls"
+    st.SentenceTransformer(modules=[base[0], st.models.Pooling(384, pooling_mode="cls"), base[2]]).save(str(cls_dir))
+    want = st.SentenceTransformer(str(cls_dir), device="cpu").encode(texts)
+    got = np.asarray(pipeline("sentence-embedding", model=cls_dir, dtype="fp32")(texts))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    torch.manual_seed(0)
+    dense = st.models.Dense(384, 128, activation_function=torch.nn.Tanh())
+    st.SentenceTransformer(modules=[base[0], base[1], dense]).save(str(tmp_path / "dense"))
+    with pytest.raises(ValueError, match="also has Dense"):
+        pipeline("sentence-embedding", model=tmp_path / "dense")
+    assert pipeline("feature-extraction", model=tmp_path / "dense") is not None  # token vectors need no pooling
+    last = st.models.Pooling(384, pooling_mode="lasttoken")
+    st.SentenceTransformer(modules=[base[0], last]).save(str(tmp_path / "last"))
+    with pytest.raises(ValueError, match="pooling is lasttoken"):
+        pipeline("sentence-embedding", model=tmp_path / "last")

@@ -563,9 +563,38 @@ class QuestionAnsweringPipeline(Pipeline):
         return results if batched else results[0]
 
 
-def sentence_transformers_pooling(folder: str | Path) -> tuple[str | None, bool | None, int | None]:
+# sentence-transformers' older Pooling config: one boolean per mode
+_LEGACY_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+def _pooling_modes(cfg: dict[str, Any]) -> list[str]:
+    """The pooling modes a Pooling config turns on: its ``pooling_mode`` (a name or a list, what
+    sentence-transformers writes now), else the older ``pooling_mode_*`` booleans."""
+    mode = cfg.get("pooling_mode")
+    if isinstance(mode, str):
+        return [mode]
+    if isinstance(mode, list):
+        return [str(m) for m in mode]
+    return [name for key, name in _LEGACY_POOLING_KEYS.items() if cfg.get(key)]
+
+
+def sentence_transformers_pooling(
+    folder: str | Path, strict: bool = True
+) -> tuple[str | None, bool | None, int | None]:
     """(pooling, normalize, max_seq_length) read from a sentence-transformers folder's
-    ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json``; None where absent."""
+    ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json``; None where absent.
+
+    With ``strict`` (sentence vectors are wanted), a module other than Transformer, Pooling and
+    Normalize (a Dense projection, say), or a pooling other than one of mean, CLS and max, is a
+    ValueError naming it: the defaults would give other vectors than the folder's model gives.
+    """
     from bertkit._text import read_json
 
     folder = Path(folder)
@@ -577,23 +606,29 @@ def sentence_transformers_pooling(folder: str | Path) -> tuple[str | None, bool 
     modules = read_json(folder / "modules.json")
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{folder / 'modules.json'}: expected a JSON list of module objects")
-    normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
-    for m in modules:
-        if str(m.get("type", "")).endswith(".Pooling"):
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    other = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
+    if strict and other:
+        raise ValueError(
+            f"{folder / 'modules.json'}: bertkit's sentence vectors follow Transformer, Pooling and Normalize "
+            f"modules only, and this model also has {', '.join(other)}; its vectors would differ"
+        )
+    normalize = "Normalize" in kinds
+    for m, kind in zip(modules, kinds):
+        if kind == "Pooling":
             path = folder / str(m.get("path", "")) / "config.json"
             if not path.is_file():
                 continue
             cfg = read_json(path)
             if not isinstance(cfg, dict):
                 raise ValueError(f"{path}: expected a JSON object")
-            for key, name in (
-                ("pooling_mode_mean_tokens", "mean"),
-                ("pooling_mode_cls_token", "cls"),
-                ("pooling_mode_max_tokens", "max"),
-            ):
-                if cfg.get(key):
-                    pooling = name
-                    break
+            modes = _pooling_modes(cfg)
+            if strict and (len(modes) != 1 or modes[0] not in ("mean", "cls", "max")):
+                raise ValueError(
+                    f"{path}: bertkit pools with one of mean, cls and max, and this model's pooling is "
+                    f"{' + '.join(modes) or 'none'}; its vectors would differ"
+                )
+            pooling = modes[0] if len(modes) == 1 and modes[0] in ("mean", "cls", "max") else None
     if (folder / "sentence_bert_config.json").is_file():
         st_config = read_json(folder / "sentence_bert_config.json")
         if not isinstance(st_config, dict):
@@ -627,7 +662,9 @@ class FeatureExtractionPipeline(Pipeline):
         super().__init__(model, tokenizer, device, **kwargs)
         self.truncation = check_truncation(truncation)
         self.last_dropped_tokens: list[int] = []
-        st_pool, st_norm, st_len = sentence_transformers_pooling(self.folder) if self.folder else (None, None, None)
+        st_pool, st_norm, st_len = (
+            sentence_transformers_pooling(self.folder, strict=sentence) if self.folder else (None, None, None)
+        )
         pooling = pooling or st_pool or "mean"
         if pooling not in ("mean", "cls", "max"):
             raise ValueError(f"pooling must be mean, cls or max, got {pooling!r}")
