@@ -125,6 +125,11 @@ def test_rerank_endpoint_matches_the_text_ranking_pipeline(tmp_path):
         ).json()
         info = httpx.get(srv.url + "/info", timeout=60).json()
         metrics = httpx.get(srv.url + "/metrics", timeout=60).text
+        bad_fields = []
+        for field in ("raw_scores", "return_text"):
+            r = httpx.post(srv.url + "/rerank", json={"query": query, "texts": texts, field: "false"}, timeout=60)
+            if field in r.json().get("error", ""):
+                bad_fields.append((field, r.status_code))
         assert srv.stop() == 0
     assert "/rerank" in info["endpoints"] and "/v1/embeddings" in info["endpoints"]
     assert 'endpoint="/rerank",status="200"} 2' in metrics
@@ -133,3 +138,5 @@ def test_rerank_endpoint_matches_the_text_ranking_pipeline(tmp_path):
     assert [r["index"] for r in top] == [w["index"] for w in want[:3]]
     assert [r["text"] for r in top] == [texts[w["index"]] for w in want[:3]]
     np.testing.assert_allclose([r["score"] for r in top], [1 / (1 + np.exp(-w["score"])) for w in want[:3]], atol=1e-5)
+    for field in ("raw_scores", "return_text"):  # a string "false" is truthy: it gave raw scores
+        assert (field, 422) in bad_fields, bad_fields

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from bertkit.assets import asset_path
 from bertkit.pipelines import pipeline
@@ -67,6 +68,34 @@ def test_embed_equals_offline_pipeline_and_sentence_transformers(minilm_server):
     np.testing.assert_allclose(got, ref, atol=1e-4)
     one = httpx.post(minilm_server.url + "/embed", json={"inputs": texts[0]}, headers=AUTH, timeout=60).json()
     np.testing.assert_allclose(one["embedding"], got[0], atol=1e-5)
+
+
+def test_embed_takes_text_embeddings_inference_fields(minilm_server):
+    """TEI's ``normalize`` and ``truncate`` were ignored (a unit vector for normalize false; a 413 for
+    truncate true): each now does what TEI does, and ``prompt_name`` is refused rather than ignored."""
+    transformers = pytest.importorskip("transformers")
+    texts, url = _sentences(4), minilm_server.url + "/embed"
+    r = httpx.post(url, json={"inputs": texts, "normalize": False}, headers=AUTH, timeout=60)
+    assert r.status_code == 200, r.text
+    tok = transformers.AutoTokenizer.from_pretrained(str(asset_path("minilm")))
+    enc = tok(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():  # the folder's mean pooling without its Normalize module
+        hidden = transformers.AutoModel.from_pretrained(str(asset_path("minilm")))(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).float()
+    raw = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
+    np.testing.assert_allclose(np.array(r.json()["embeddings"]), raw, atol=1e-4)
+    assert np.abs(np.linalg.norm(raw, axis=1) - 1).max() > 0.1  # the check can tell the two apart
+    long = "word " * 100
+    r = httpx.post(url, json={"inputs": long, "truncate": True}, headers=AUTH, timeout=60)
+    assert r.status_code == 200 and r.json()["truncated_tokens"] > 0, r.text
+    cut = httpx.post(url, json={"inputs": long, "truncation": "cut"}, headers=AUTH, timeout=60).json()
+    np.testing.assert_allclose(r.json()["embedding"], cut["embedding"], atol=1e-6)
+    for body, field in (
+        ({"inputs": "a", "normalize": "no"}, "normalize"),
+        ({"inputs": "a", "prompt_name": "q"}, "prompt_name"),
+    ):
+        r = httpx.post(url, json=body, headers=AUTH, timeout=60)
+        assert r.status_code == 422 and field in r.json()["error"], r.text
 
 
 def test_concurrent_requests_are_batched_and_each_gets_its_own_result(minilm_server):
@@ -149,6 +178,8 @@ def test_search_endpoint_finds_the_sentence(minilm_server):
     assert hits[0][0]["score"] >= hits[0][1]["score"] >= hits[0][2]["score"]
     bad = httpx.post(minilm_server.url + "/search", json={"inputs": "x", "top_k": 0}, headers=AUTH, timeout=30)
     assert bad.status_code == 422 and "top_k" in bad.json()["error"]
+    empty = httpx.post(minilm_server.url + "/search", json={"inputs": ["x", "  "]}, headers=AUTH, timeout=30)
+    assert empty.status_code == 422 and "inputs[1] is empty" in empty.json()["error"]
 
 
 def test_hybrid_search_over_http_equals_the_library_per_request_weight(minilm_server):

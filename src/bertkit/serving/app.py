@@ -27,6 +27,7 @@ from .truncation import (
     admit_fill_mask,
     admit_windowed,
     embed_texts,
+    rerank_mode,
     run_by_mode,
     truncation_direction,
     truncation_mode,
@@ -516,9 +517,17 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
     async def embed(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
         items, batched = _inputs(payload, config.max_batch_size)
-        mode, side = truncation_mode(payload, config.truncate), truncation_direction(payload)
+        # text-embeddings-inference's fields: truncate (a boolean) beside bertkit's truncation, normalize
+        mode, side = rerank_mode(payload, config.truncate), truncation_direction(payload)
+        normalize = payload.get("normalize")
+        if normalize is not None and not isinstance(normalize, bool):
+            raise ApiError(422, f"field 'normalize' must be true or false, got {normalize!r}")
+        if payload.get("prompt_name") is not None:
+            raise ApiError(422, "field 'prompt_name' is not supported: this server's model has no prompts")
         texts = _strings(items, batched)
-        res = await embed_texts(service, srv.run_job, srv.metrics, request, texts, mode, "inputs", side)
+        res = await embed_texts(
+            service, srv.run_job, srv.metrics, request, texts, mode, "inputs", side, normalize=normalize
+        )
         vecs = res.vectors.tolist()
         body: dict[str, Any] = {"embeddings": vecs} if batched else {"embedding": vecs[0]}
         if any(res.dropped):  # a cut is never silent: the tokens each input lost
@@ -593,6 +602,9 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         if mode == "chunk":
             raise ApiError(422, "field 'truncation' must be 'error' or 'cut' for /search")
         texts = _strings(items, batched)
+        for i, t in enumerate(texts):
+            if not t.strip():  # it would still embed, and return hits that mean nothing
+                raise ApiError(422, f"{_field(batched, i)} is empty; give the text to search for")
         feats, tokens, dropped = service.embed_features(texts, "inputs", cut=mode == "cut")
         srv.metrics.count_truncated(dropped)
         jobs = [(f, top_k, t, float(weight)) for f, t in zip(feats, texts)]

@@ -174,6 +174,9 @@ def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: A
         top_n = payload.get("top_n")
         if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n < 1):
             raise _error(422, f"field 'top_n' must be a positive integer, got {top_n!r}")
+        for name in ("raw_scores", "return_text"):
+            if payload.get(name) is not None and not isinstance(payload.get(name), bool):
+                raise _error(422, f"field {name!r} must be true or false, got {payload.get(name)!r}")
         query = payload["query"]
         mode = rerank_mode(payload, config.truncate)
         side = truncation_direction(payload)

@@ -55,8 +55,8 @@ def truncation_direction(payload: Any) -> str:
 
 
 def rerank_mode(payload: Any, truncate_flag: bool) -> str:
-    """``/rerank``'s mode: bertkit's ``truncation`` field, else text-embeddings-inference's ``truncate``
-    boolean (true: cut; false, its default: error), else the server's default."""
+    """``/embed``'s and ``/rerank``'s mode: bertkit's ``truncation`` field, else text-embeddings-inference's
+    ``truncate`` boolean (true: cut; false, its default: error), else the server's default."""
     from .app import ApiError
 
     given = payload.get("truncate") if isinstance(payload, dict) else None
@@ -94,25 +94,32 @@ async def embed_texts(
     mode: str,
     field: str,
     side: str = "right",
+    normalize: bool | None = None,
 ) -> EmbedResult:
     """Sentence vectors of ``texts`` under ``mode``, through the batcher (413 for a long text in "error");
-    a cut drops the last tokens, or the first with ``side="left"``."""
+    a cut drops the last tokens, or the first with ``side="left"``. ``normalize`` (a request's) overrides
+    whether the model's folder normalises its vectors."""
     from bertkit.pipelines.long_text import plan_windows, pool_windows
 
+    unit = service.embedder.normalize if normalize is None else normalize
+    # "embed" is the folder's own setting; otherwise pooled vectors come raw and are normalised here
+    kind = "embed" if normalize is None else "embed_raw"
     if mode != "chunk":
         feats, tokens, dropped = service.embed_features(texts, field, cut=mode == "cut", side=side)
-        vecs = np.asarray(await run_job(request, "embed", feats, tokens), np.float32)
+        vecs = np.asarray(await run_job(request, kind, feats, tokens), np.float32)
+        pooled = normalize is not None
     else:
-        emb = service.embedder
         plan = plan_windows(service.tokenizer, texts, service.token_limit(), "chunk", field)
         tokens, dropped = sum(len(f["input_ids"]) for f in plan.features), plan.dropped
         if len(plan.features) == len(texts):
-            vecs = np.asarray(await run_job(request, "embed", plan.features, tokens), np.float32)
+            vecs = np.asarray(await run_job(request, kind, plan.features, tokens), np.float32)
+            pooled = normalize is not None
         else:  # the windows of a long text are pooled before normalising
             raw = np.asarray(await run_job(request, "embed_raw", plan.features, tokens), np.float32)
             vecs = pool_windows(raw, plan, len(texts))
-            if emb.normalize:
-                vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+            pooled = True
+    if pooled and unit:
+        vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     metrics.count_truncated(dropped)
     return EmbedResult(vecs, tokens, dropped)
 
