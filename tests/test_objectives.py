@@ -448,7 +448,10 @@ def test_a_time_schedule_without_max_steps_runs_on_the_clock(corpus, tmp_path, m
     rows = [r for r in _rows(tmp_path / "time") if "lr" in r]
     assert rows[-1]["step"] > 4  # went past the step default
     assert rows[-1]["train_seconds"] >= 0.9 * 60 * budget  # and ended on the clock
-    assert rows[-1]["lr"] < 0.1 * 5e-4  # on a learning rate decayed nearly to 0
+    # on a learning rate decayed with the clock: at most the decay at the training time two rows before
+    # (the rate is read at the top of a step), however slow a step of a loaded machine is
+    assert len(rows) >= 3 and rows[-1]["lr"] < 0.5 * 5e-4
+    assert rows[-1]["lr"] <= 5e-4 * max(0.0, 1 - rows[-3]["train_seconds"] / (60 * budget)) + 2e-6
 
     with pytest.raises(ValueError, match="--warmup-ratio 0.1 is a share of --max-steps"):
         _args(corpus, tmp_path / "bad", schedule="time", max_minutes=1, warmup_steps=0, warmup_ratio=0.1, **kw)
