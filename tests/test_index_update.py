@@ -126,3 +126,23 @@ def test_append_refuses_a_known_id_with_new_text_and_reads_beir_ids(sentences, t
     beir.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(sentences[:3])))
     build_index(MINILM, beir, tmp_path / "beir", dtype="fp32", progress=False)
     assert load_index(tmp_path / "beir").ids == ["d0", "d1", "d2"]
+
+
+def test_an_id_names_one_row(sentences, tmp_path):
+    """Two rows with one id (also 1 and "1", or a line number that meets an explicit id) were indexed
+    both, and a later --append of the same file failed: the reader refuses them, naming both lines."""
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text(json.dumps({"id": "a", "text": "one"}) + "\n" + json.dumps({"id": "a", "text": "two"}) + "\n")
+    with pytest.raises(ValueError, match=r"dup\.jsonl:2: id 'a' is already the id of line 1"):
+        build_index(MINILM, dup, tmp_path / "idx", dtype="fp32", progress=False)
+    assert not (tmp_path / "idx").exists()
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(json.dumps({"id": 1, "text": "one"}) + "\n" + json.dumps({"id": "1", "text": "two"}) + "\n")
+    with pytest.raises(ValueError, match="id '1' is already the id of line 1"):
+        build_index(MINILM, mixed, tmp_path / "idx", dtype="fp32", progress=False)
+    build_index(
+        MINILM, _jsonl(tmp_path / "a.jsonl", [("s0", sentences[0])]), tmp_path / "ok", dtype="fp32", progress=False
+    )
+    with pytest.raises(ValueError, match="'n1' is already in"):
+        add_to_index(tmp_path / "ok", [("n1", sentences[1]), ("n1", sentences[2])])
+    assert load_index(tmp_path / "ok").ids == ["s0"]

@@ -132,6 +132,11 @@ def read_corpus_lines(path: str | Path, text_column: str = "text", id_column: st
     rows = [(n, ident, _text_field(path, n, "the text", text)) for n, ident, text in records]
     if not rows:
         raise ValueError(f"{path}: no texts found")
+    seen: dict[str, int] = {}
+    for n, ident, _ in rows:  # an id names one row: search answers it, --append and delete find it by it
+        if ident in seen:
+            raise ValueError(f"{path}:{n}: id {ident!r} is already the id of line {seen[ident]}; ids must be unique")
+        seen[ident] = n
     return rows
 
 

@@ -72,6 +72,7 @@ def add_to_index(
     for i, _ in rows:
         if i in have:
             raise ValueError(f"id {i!r} is already in {path}; delete it first to replace its text")
+        have.add(i)  # and two new rows may not share one either
     if not rows:
         return 0
     dtype = index.meta.get("dtype", "fp32")
