@@ -834,3 +834,18 @@ def test_embedder_and_reranker_max_length_beyond_the_models_positions(capsys, tm
     rc, _, err = run(capsys, *argv, "--max-length", "1000", "--no-progress")
     assert rc == 1 and "max_length 1000 exceeds the model's max_position_embeddings (512)" in err
     assert "--max-length 512" in err and not (tmp_path / "o").exists()
+
+
+def test_pipeline_lengths_and_batch_sizes_are_checked():
+    """max_length 2 with chunking returned the vector of an empty text and reported nothing dropped;
+    -5 and a batch size of 0 were accepted. Each is now the flags' own range error."""
+    from bertkit.pipelines import pipeline
+
+    emb = pipeline("sentence-embedding", model=asset_path("minilm"))
+    for kw, name in (({"max_length": 2, "truncation": "chunk"}, "max_length"), ({"max_length": -5}, "max_length")):
+        with pytest.raises(ValueError, match=f"{name} must be"):
+            emb.embed(["hello world foo bar"], **kw)
+    with pytest.raises(ValueError, match="batch_size must be"):
+        emb.embed(["hello"], batch_size=0)
+    with pytest.raises(ValueError, match="batch_size must be"):
+        pipeline("sentence-embedding", model=asset_path("minilm"), batch_size=-1)

@@ -50,7 +50,10 @@ def _window_starts(n: int, room: int) -> list[int]:
 
 def plan_windows(tokenizer: Any, texts: Sequence[str], max_length: int, mode: str, what: str = "inputs") -> WindowPlan:
     """One feature per text that fits; for longer ones an error, a cut, or overlapping windows."""
+    from bertkit import _args as A
+
     check_truncation(mode)
+    A.SEQ_LEN.check("max_length", max_length)  # fewer tokens hold no text beside [CLS] and [SEP]
     texts = list(texts)
     plain = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]  # long ones are handled here
     specials = [t for t in (tokenizer.cls_token_id, tokenizer.sep_token_id) if t is not None]

@@ -104,7 +104,7 @@ class Pipeline:
             prepare_for_inference(self.model, dtype)
         self.tokenizer = tokenizer
         self.device = next(self.model.parameters()).device
-        self.batch_size = batch_size
+        self.batch_size = A.positive_int.check("batch_size", batch_size)
         self.max_batch_tokens = max_batch_tokens
         self.kwargs = kwargs
 
@@ -121,6 +121,7 @@ class Pipeline:
         postprocess: Any = None,
         batch_size: int | None = None,
     ) -> list[dict[str, np.ndarray]]:
+        A.positive_int.check("batch_size", batch_size, allow_none=True)
         return run_batched(
             self.model,
             features,
