@@ -304,8 +304,16 @@ def resolve_targets(
             out.append(Target(f"{tag} at {tokens[p]} (token {p})", tag, p, (p, c)))
         return out, notes
     if kind == "question-answering":
-        start = int(output[0].argmax())
-        end = start + int(output[1, start:].argmax())  # the answer cannot end before it starts
+        from .collect import best_answer_span
+
+        # the answer the report shows: the best span of the context (the second text of a pair)
+        ctx_type = 1 if any(k is not None and k[0] == 1 for k in word_ids) else 0
+        context = [i for i, k in enumerate(word_ids) if k is not None and k[0] == ctx_type]
+        if context:
+            start, end = best_answer_span(output[0], output[1], context)
+        else:
+            start = int(output[0].argmax())
+            end = start + int(output[1, start:].argmax())  # the answer cannot end before it starts
         spans = {
             "start": Target(f"start at {tokens[start]} (token {start})", "start", start, (0, start)),
             "end": Target(f"end at {tokens[end]} (token {end})", "end", end, (1, end)),

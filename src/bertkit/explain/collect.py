@@ -313,6 +313,20 @@ def _next_token(logits: torch.Tensor, tokenizer: Any, ids: list[int], top_k: int
     }
 
 
+def best_answer_span(
+    start: torch.Tensor, end: torch.Tensor, context: list[int], max_answer_tokens: int = 30
+) -> tuple[int, int]:
+    """The (start, end) token positions of extractive QA's answer: context positions s <= e, at most
+    ``max_answer_tokens`` apart, with the largest start + end logit (what the report shows and the
+    attributions explain)."""
+    s_np, e_np = start.double().numpy(), end.double().numpy()
+    # The context's tokens are consecutive, so the next max_answer_tokens of them are the spans from i.
+    return max(
+        ((i, j) for a, i in enumerate(context) for j in context[a : a + max_answer_tokens]),
+        key=lambda p: s_np[p[0]] + e_np[p[1]],
+    )
+
+
 def _qa_span(
     start: torch.Tensor, end: torch.Tensor, enc: Any, texts: tuple[str, str | None], max_answer_tokens: int = 30
 ) -> dict[str, Any]:
@@ -322,12 +336,7 @@ def _qa_span(
     ctx = [i for i, s in enumerate(enc.sequence_ids()) if s == ctx_seq]
     if not ctx:
         return {"kind": "question-answering", "span": None}
-    s_np, e_np = start.double().numpy(), end.double().numpy()
-    # The context's tokens are consecutive, so the next max_answer_tokens of them are the spans from i.
-    best = max(
-        ((i, j) for a, i in enumerate(ctx) for j in ctx[a : a + max_answer_tokens]),
-        key=lambda p: s_np[p[0]] + e_np[p[1]],
-    )
+    best = best_answer_span(start, end, ctx, max_answer_tokens)
     p_start, p_end = start.softmax(-1), end.softmax(-1)
     offs = enc["offset_mapping"]
     i, j = best
