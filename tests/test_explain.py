@@ -502,3 +502,30 @@ def test_electra_discriminator_and_generator_predictions_equal_transformers(tmp_
             vals, idx = logits[row["position"]].softmax(-1).topk(5)
             assert [t["id"] for t in row["top"]] == idx.tolist()
             assert max(abs(t["score"] - float(v)) for t, v in zip(row["top"], vals)) < 1e-5
+
+
+def test_verify_on_a_gpt2_folder_is_refused_before_any_file_is_written(gpt2_folder, tmp_path, capsys):
+    """It wrote the report and the JSON, then failed: a second run without --verify was then refused
+    ("already exists"). Now nothing is written."""
+    out, js = tmp_path / "g.html", tmp_path / "g.json"
+    rc, _, err = _run(
+        "--model", str(gpt2_folder), TEXT, "--verify", "--json", str(js), "--output", str(out), capsys=capsys
+    )
+    assert rc == 1 and "--verify rebuilds the forward pass of" in err
+    assert not out.exists() and not js.exists()
+
+
+def test_explaining_a_model_in_training_leaves_it_in_training(classifier):
+    """A model looked at mid-training stayed in eval mode afterwards, its dropout silently off."""
+    from bertkit import AutoModelForSequenceClassification, AutoTokenizer
+    from bertkit.explain import explain
+
+    model = AutoModelForSequenceClassification.from_pretrained(classifier).train()
+    result = explain(
+        model,
+        "a warm and funny film .",
+        tokenizer=AutoTokenizer.from_pretrained(classifier),
+        attributions=["gradient-x-input"],
+    )
+    assert result.explanation is not None and model.training
+    assert all(m.training for m in model.modules())

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .collect import Explanation, collect, load_model, verify
+from .collect import Explanation, check_verifiable, collect, load_model, verify
 from .from_scratch import Check
 
 __all__ = ["ExplainResult", "explain"]
@@ -95,40 +95,47 @@ def explain(
             "explain(model, ...) with a loaded model needs its tokenizer: explain(model, text, tokenizer=tok)"
         )
     else:
-        net, folder = model.eval(), None
         if verify_weights:
             raise ValueError("verify_weights compares with the weight file on disk; pass the model's folder")
-    if attributions:
-        from .attributions import check_methods, check_target
-
-        check_methods(attributions)
-        check_target(net, tokenizer, target)
-    result = ExplainResult(explanation=None)
-    if output is not None or json_path is not None or png_dir is not None or not verify_weights:
-        from .report import write_html, write_json, write_pngs
-
-        ex = collect(
-            net,
-            tokenizer,
-            text,
-            pair,
-            layers=layers,
-            top_k=top_k,
-            all_positions=all_positions,
-            model_path=str(model) if folder is not None else type(net).__name__,
-            heads=heads,
-        )
-        result.explanation = ex
-        if attributions:
-            from .attributions import add_to_explanation
-
-            add_to_explanation(net, tokenizer, ex, attributions, target)
-        if output is not None:
-            result.html = write_html(ex, output)
-        if json_path is not None:
-            result.json = write_json(ex, json_path)
-        if png_dir is not None:
-            result.pngs = write_pngs(ex, png_dir)
+        net, folder = model, None
     if verify_weights:
-        result.checks = verify(folder, text, pair, model=net, tokenizer=tokenizer)
-    return result
+        check_verifiable(net, folder)  # before any report is written
+    was_training = net.training  # a model peeked at mid-training goes back to training mode
+    net.eval()
+    try:
+        if attributions:
+            from .attributions import check_methods, check_target
+
+            check_methods(attributions)
+            check_target(net, tokenizer, target)
+        result = ExplainResult(explanation=None)
+        if output is not None or json_path is not None or png_dir is not None or not verify_weights:
+            from .report import write_html, write_json, write_pngs
+
+            ex = collect(
+                net,
+                tokenizer,
+                text,
+                pair,
+                layers=layers,
+                top_k=top_k,
+                all_positions=all_positions,
+                model_path=str(model) if folder is not None else type(net).__name__,
+                heads=heads,
+            )
+            result.explanation = ex
+            if attributions:
+                from .attributions import add_to_explanation
+
+                add_to_explanation(net, tokenizer, ex, attributions, target)
+            if output is not None:
+                result.html = write_html(ex, output)
+            if json_path is not None:
+                result.json = write_json(ex, json_path)
+            if png_dir is not None:
+                result.pngs = write_pngs(ex, png_dir)
+        if verify_weights:
+            result.checks = verify(folder, text, pair, model=net, tokenizer=tokenizer)
+        return result
+    finally:
+        net.train(was_training)

@@ -521,6 +521,19 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
     return res
 
 
+def check_verifiable(model: Any, folder: str | os.PathLike) -> None:
+    """Raise a ValueError when ``--verify`` cannot rebuild ``model`` (another family, not float32):
+    called before a report is written, so a refused run leaves no files."""
+    if model.config.model_type not in FAMILIES:
+        # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
+        raise ValueError(
+            f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
+            f"{model.config.model_type!r} model (its report needs no --verify)"
+        )
+    if model.dtype != torch.float32:
+        raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
+
+
 def verify(
     model_dir: str | os.PathLike, text: str, pair: str | None = None, model: Any = None, tokenizer: Any = None
 ) -> list[Check]:
@@ -537,14 +550,7 @@ def verify(
         loaded, loaded_tok, _ = load_model(folder)
         model = model if model is not None else loaded
         tokenizer = tokenizer if tokenizer is not None else loaded_tok
-    if model.config.model_type not in FAMILIES:
-        # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
-        raise ValueError(
-            f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
-            f"{model.config.model_type!r} model (its report needs no --verify)"
-        )
-    if model.dtype != torch.float32:
-        raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
+    check_verifiable(model, folder)
     state = load_state_dict(find_weights_file(folder))
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     if config.get("position_embedding_type", "absolute") != "absolute":
