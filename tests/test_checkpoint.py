@@ -304,3 +304,15 @@ def test_config_constructors_take_transformers_extra_and_common_names(tmp_path):
     assert theirs.my_field == 3 and theirs.num_labels == 4 and theirs.hidden_size == 64
     ours, ref = GPT2Config(hidden_size=64, n_head=4), transformers.GPT2Config(hidden_size=64, n_head=4)
     assert ours.n_embd == ref.n_embd == 64 and ours.hidden_size == 64
+
+
+def test_a_config_json_path_loads_its_folder(minilm_dir, capsys):
+    """A path to config.json was taken for the weights file: torch.load failed on it with eight lines
+    about unsafe pickles. It names its folder, as the resolver already treats it."""
+    from bertkit.cli import main
+
+    a, b = BertModel.from_pretrained(minilm_dir / "config.json"), BertModel.from_pretrained(minilm_dir)
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(x, y), name
+    assert main(["inspect", str(minilm_dir / "config.json")]) == 0
+    assert "22,713,216" in capsys.readouterr().out

@@ -162,9 +162,9 @@ def load_pretrained(
     elif overrides:
         config = config.copy(**overrides)
 
-    weights_file = find_weights_file(
-        Path(pretrained_model_name_or_path) if Path(pretrained_model_name_or_path).is_file() else folder
-    )
+    given = Path(pretrained_model_name_or_path)
+    # a weights file names itself; a config.json (or any other file) names the folder it sits in
+    weights_file = find_weights_file(given if given.is_file() and given.suffix != ".json" else folder)
 
     def build() -> nn.Module:
         with no_init_weights():
