@@ -153,3 +153,33 @@ def test_report_object_api(tmp_path):
         report.show("graph")
     with pytest.raises(ValueError, match="no attributions"):
         report.show("attributions")
+
+
+def test_a_kernel_started_below_the_checkout_finds_its_assets(tmp_path, monkeypatch):
+    """Jupyter starts a notebook's kernel in the notebook's folder (docs/), where ./.assets is not: the
+    assets a checkout fetched are found above it, not reported missing."""
+    from bertkit.assets import asset_path, assets_dir
+
+    monkeypatch.delenv("BERTKIT_ASSETS", raising=False)
+    (tmp_path / ".assets" / "vocab").mkdir(parents=True)
+    (tmp_path / ".assets" / "vocab" / "uncased.txt").write_text("[PAD]\n", encoding="utf-8")
+    (tmp_path / "docs" / "deeper").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "docs" / "deeper")
+    assert assets_dir() == tmp_path / ".assets"
+    assert asset_path("vocab-uncased") == tmp_path / ".assets" / "vocab" / "uncased.txt"
+    (tmp_path / "docs" / ".assets").mkdir()  # an empty one in the working folder's parent is not a cache
+    assert assets_dir() == tmp_path / ".assets"
+    monkeypatch.chdir(tmp_path / "docs")  # one in the working folder is where fetch-assets writes
+    assert assets_dir() == tmp_path / "docs" / ".assets"
+
+
+def test_the_notebook_runs_twice_in_one_folder(executed):
+    """ "Restart & run all" ran once: the second fine-tune met the first one's output folder."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb, work = executed
+    again = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(
+        again, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(work)}}
+    ).execute()
+    assert not [o for c in again.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]

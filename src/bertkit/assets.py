@@ -75,13 +75,20 @@ ASSETS = {
 
 
 def assets_dir() -> Path:
-    """The asset cache folder: ``$BERTKIT_ASSETS``, else ``./.assets`` when it exists (what `make`
-    fetches in a checkout, so scripts run from the repo root find it), else ``~/.cache/bertkit/assets``."""
+    """The asset cache folder: ``$BERTKIT_ASSETS``, else ``./.assets`` when it exists (what `make` fetches
+    in a checkout, so scripts run from the repo root find it), else the nearest ``.assets`` above the
+    working folder that holds fetched assets (a notebook's kernel starts in ``docs/``), else
+    ``~/.cache/bertkit/assets``."""
     env = os.environ.get("BERTKIT_ASSETS")
     if env:
         return Path(env)
-    local = Path.cwd() / ".assets"
-    return local if local.is_dir() else Path.home() / ".cache" / "bertkit" / "assets"
+    if (Path.cwd() / ".assets").is_dir():
+        return Path.cwd() / ".assets"
+    for folder in Path.cwd().parents:
+        local = folder / ".assets"
+        if local.is_dir() and any((local / rel).exists() for rel in ASSETS.values()):
+            return local
+    return Path.home() / ".cache" / "bertkit" / "assets"
 
 
 def asset_path(name: str) -> Path:
