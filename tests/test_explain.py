@@ -296,6 +296,10 @@ def test_bad_layers_names_the_range(minilm, tmp_path, capsys):
         "--model", str(minilm), "a text", "--layers", "2-9", "--json", str(tmp_path / "r.json"), capsys=capsys
     )
     assert rc == 1 and "0-5" in err and "2-9" in err
+    rc, _, err = _run(
+        "--model", str(minilm), "a text", "--layers", "3-1", "--json", str(tmp_path / "r.json"), capsys=capsys
+    )
+    assert rc == 1 and "'3-1' runs backwards; write the lower index first (1-3)" in err
 
 
 def test_corrupt_folder_gives_the_load_error(minilm, tmp_path, capsys):

@@ -69,6 +69,8 @@ def parse_layers(spec: str | None, num_layers: int, option: str = "--layers", wh
             a, b = int(lo), int(hi) if hi else int(lo)
         except ValueError:
             raise ValueError(f"{option}: cannot read {part!r}; write e.g. 0-5, 3 or 0,2,4-6") from None
+        if a > b:
+            raise ValueError(f"{option}: {part!r} runs backwards; write the lower index first ({b}-{a})")
         if not (0 <= a <= b < num_layers):
             raise ValueError(f"{option}: {part!r} is outside the model's {what} 0-{num_layers - 1}")
         out.update(range(a, b + 1))
