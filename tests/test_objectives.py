@@ -455,3 +455,13 @@ def test_a_time_schedule_without_max_steps_runs_on_the_clock(corpus, tmp_path, m
 
     with pytest.raises(ValueError, match="--warmup-ratio 0.1 is a share of --max-steps"):
         _args(corpus, tmp_path / "bad", schedule="time", max_minutes=1, warmup_steps=0, warmup_ratio=0.1, **kw)
+
+
+def test_a_corpus_that_holds_nothing_out_says_so(tmp_path, capsys):
+    """One document cannot be split into training and held-out text: --eval-every then measured nothing
+    and wrote evaluation rows with no metric, without a word. Now the run says so at its start."""
+    one = tmp_path / "one.txt"
+    one.write_text("\n".join(asset_path("austen").read_text(encoding="utf-8").splitlines()[:120]) + "\n")
+    pretrain(_args([str(one)], tmp_path / "out", max_steps=3, eval_every=3, save_every=0))
+    err = capsys.readouterr().err
+    assert "0 held-out instances" in err and "no document could be held out" in err

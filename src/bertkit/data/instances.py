@@ -169,8 +169,8 @@ def split_documents(corpus: ShardedCorpus, eval_fraction: float, seed: int = 0) 
     """Seeded document-level train/held-out split holding out about ``eval_fraction`` of tokens.
 
     Documents larger than twice the held-out budget (e.g. whole novels) stay in training, so a
-    small fraction never swallows a whole book; if nothing fits, the tail of the smallest
-    document order is used.
+    small fraction never swallows a whole book; if none fits (or there is one document), nothing is
+    held out, and ``pretrain`` says so.
     """
     n = corpus.num_documents
     if eval_fraction <= 0 or n < 2:

@@ -509,6 +509,13 @@ def train_mlm(args: PretrainingArguments) -> Any:
             f"{trainer.world_size} process(es)",
             file=sys.stderr,
         )
+        if not len(eval_ds) and args.eval_every:
+            print(
+                "pretrain: warning: no document could be held out (a corpus of one document, or every "
+                "document over twice the --eval-fraction budget), so --eval-every has nothing to measure; "
+                "split the corpus into documents (blank lines) or raise --eval-fraction",
+                file=sys.stderr,
+            )
     result = within_claim(claim, trainer.train)
     if trainer.is_main:
         summary = {"step": result.step, **{f"eval_{k}": v for k, v in result.last_metrics.items()}}
