@@ -98,7 +98,7 @@ def test_explain_never_replaces_a_file_without_overwrite(capsys, tmp_path, tiny_
         rc, _, err = run(capsys, "explain", "--model", tiny_model, "a film", flag, path)
         assert rc == 1 and f"{flag} {path} already exists" in one_error_line(err) and "--overwrite" in err
     rc, _, err = run(capsys, "explain", "--model", tiny_model, "a film", "--png", png)
-    assert rc == 1 and f"--output {png} is not empty" in one_error_line(err)
+    assert rc == 1 and f"--png {png} is not empty" in one_error_line(err)
     assert tree_hash(tmp_path) == before
     # with --overwrite the files are replaced; a --png folder of its own is replaced, nothing else
     new_png = tmp_path / "new-figs"

@@ -79,7 +79,7 @@ class Pipeline:
             self.folder = path
             # The registry picks the family's class for this task from the folder's config.json.
             model, info = auto_class_for_task(self.model_task).from_pretrained(str(path), output_loading_info=True)
-            _refuse_an_untrained_head(model, info["missing_keys"], path, self.model_task)
+            self._check_loaded(model, info["missing_keys"], path)
             dtype = dtype or "fp32"
             if tokenizer is None:
                 tokenizer = path
@@ -107,6 +107,10 @@ class Pipeline:
         self.batch_size = A.positive_int.check("batch_size", batch_size)
         self.max_batch_tokens = max_batch_tokens
         self.kwargs = kwargs
+
+    def _check_loaded(self, model: Any, missing: list[str], path: Path) -> None:
+        """Refuse a folder this pipeline cannot answer from (by default: one without the task's head)."""
+        _refuse_an_untrained_head(model, missing, path, self.model_task)
 
     @property
     def dtype(self) -> str:

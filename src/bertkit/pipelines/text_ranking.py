@@ -48,6 +48,10 @@ class TextRankingPipeline(Pipeline):
         check_cross_encoder(self.model, str(self.folder or "the model"))
         self.max_length = int(max_length)
 
+    def _check_loaded(self, model: Any, missing: list[str], path: Any) -> None:
+        check_cross_encoder(model, str(path))  # the reranker's own words first: it names train-reranker
+        super()._check_loaded(model, missing, path)
+
     def score_pairs(
         self,
         pairs: Sequence[tuple[str, str]],
