@@ -163,8 +163,10 @@ def test_qa_matches_transformers_best_span(family, tmp_path):
     assert len(top3) == 3 and top3[0]["score"] >= top3[1]["score"] >= top3[2]["score"]
     # transformers' other spellings: one dict, or a list of them
     qa = pipeline("question-answering", model=d)
-    assert qa({"question": q, "context": ctx}) == ours
-    assert qa([{"question": q, "context": ctx}] * 2) == [ours, ours]
+    # a batch of two may take other kernels than one text: same span, scores within a float tolerance
+    for got in [qa({"question": q, "context": ctx}), *qa([{"question": q, "context": ctx}] * 2)]:
+        assert (got["start"], got["end"], got["answer"]) == (ours["start"], ours["end"], ours["answer"])
+        assert got["score"] == pytest.approx(ours["score"], abs=1e-5)
     with pytest.raises(TypeError, match="top_kk"):
         qa(question=q, context=ctx, top_kk=2)
 

@@ -27,8 +27,8 @@ from .truncation import (
     admit_fill_mask,
     admit_windowed,
     embed_texts,
-    rerank_mode,
     run_by_mode,
+    tei_truncation_mode,
     truncation_direction,
     truncation_mode,
 )
@@ -518,7 +518,7 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         payload = await srv.read_json(request)
         items, batched = _inputs(payload, config.max_batch_size)
         # text-embeddings-inference's fields: truncate (a boolean) beside bertkit's truncation, normalize
-        mode, side = rerank_mode(payload, config.truncate), truncation_direction(payload)
+        mode, side = tei_truncation_mode(payload, config.truncate), truncation_direction(payload)
         normalize = payload.get("normalize")
         if normalize is not None and not isinstance(normalize, bool):
             raise ApiError(422, f"field 'normalize' must be true or false, got {normalize!r}")

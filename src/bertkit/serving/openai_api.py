@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from .truncation import admit_pairs, embed_texts, rerank_mode, run_by_mode, truncation_direction, truncation_mode
+from .truncation import (
+    admit_pairs,
+    embed_texts,
+    run_by_mode,
+    tei_truncation_mode,
+    truncation_direction,
+    truncation_mode,
+)
 
 __all__ = ["mount_embedding_api"]
 
@@ -178,7 +185,7 @@ def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: A
             if payload.get(name) is not None and not isinstance(payload.get(name), bool):
                 raise _error(422, f"field {name!r} must be true or false, got {payload.get(name)!r}")
         query = payload["query"]
-        mode = rerank_mode(payload, config.truncate)
+        mode = tei_truncation_mode(payload, config.truncate)
         side = truncation_direction(payload)
         tokens, dropped = admit_pairs(service, query, texts, mode)
         metrics.count_truncated(dropped)

@@ -22,7 +22,7 @@ __all__ = [
     "admit_pairs",
     "admit_windowed",
     "embed_texts",
-    "rerank_mode",
+    "tei_truncation_mode",
     "run_by_mode",
     "truncation_direction",
     "truncation_mode",
@@ -54,7 +54,7 @@ def truncation_direction(payload: Any) -> str:
     return given.lower()
 
 
-def rerank_mode(payload: Any, truncate_flag: bool) -> str:
+def tei_truncation_mode(payload: Any, truncate_flag: bool) -> str:
     """``/embed``'s and ``/rerank``'s mode: bertkit's ``truncation`` field, else text-embeddings-inference's
     ``truncate`` boolean (true: cut; false, its default: error), else the server's default."""
     from .app import ApiError

@@ -195,8 +195,9 @@ def train_reranker(args: RerankerArguments) -> Any:
         args.model, num_labels=1, ignore_mismatched_sizes=True
     )
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    check_length_fits(model, args.max_length or min(512, model.max_positions))
-    collator = RerankCollator(tokenizer, args.max_length or min(512, model.max_positions))
+    max_length = args.max_length or min(512, model.max_positions)
+    check_length_fits(model, max_length)
+    collator = RerankCollator(tokenizer, max_length)
     claim = claim_training_output(args, "train-reranker", args.identity(), RERANKER_OUTPUTS, args.inputs())
     evaluate = (lambda m: evaluate_reranker(m, collator, val_rows)) if val_rows else None
     trainer = Trainer(
