@@ -213,6 +213,7 @@ def step_explain(model_dir: Path) -> None:
         "not the best film of the year , but an honest and moving one .",
         output=RUN / "explain.html",
         verify_weights=True,
+        overwrite=True,
     )
     worst = max(c.max_diff for c in res.checks)
     print(

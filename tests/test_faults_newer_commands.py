@@ -125,6 +125,54 @@ def test_explain_never_replaces_a_file_without_overwrite(capsys, tmp_path, tiny_
     assert rc == 0 and (new_png / "notes.txt").read_text(encoding="utf-8") == "keep"
 
 
+def test_explain_python_api_follows_the_folder_rule(tmp_path, tiny_model):
+    """``explain(...)`` from Python replaced a user's report.html and figures; now it follows the CLI's rule."""
+    from bertkit.explain import explain
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "report.html").write_text("my report", encoding="utf-8")
+    (user / "figure.png").write_bytes(b"my figure")
+    before = tree_hash(tmp_path)
+    with pytest.raises(FileExistsError, match=f"--output {user / 'report.html'} already exists"):
+        explain(tiny_model, "a film", output=user / "report.html")
+    with pytest.raises(FileExistsError, match=f"--png {user} is not empty"):
+        explain(tiny_model, "a film", png_dir=user)
+    with pytest.raises(ValueError, match="the input model folder"):
+        explain(tiny_model, "a film", png_dir=tiny_model / "figs", overwrite=True)
+    assert tree_hash(tmp_path) == before
+    figs = tmp_path / "figs"
+    assert explain(tiny_model, "a film", png_dir=figs, layers="0").pngs
+    (figs / "notes.txt").write_text("keep", encoding="utf-8")
+    with pytest.raises(FileExistsError, match=f"--png {figs} already holds the output of an earlier"):
+        explain(tiny_model, "a film", png_dir=figs, layers="0")
+    res = explain(tiny_model, "a film", png_dir=figs, layers="0", overwrite=True)
+    assert res.pngs and (figs / "notes.txt").read_text(encoding="utf-8") == "keep"
+    # a refused call after the claim (here a bad --layers) leaves no new folder behind
+    with pytest.raises(ValueError):
+        explain(tiny_model, "a film", png_dir=tmp_path / "never", layers="9")
+    assert not (tmp_path / "never").exists()
+    assert tree_hash(user) == {k.removeprefix("user/"): v for k, v in before.items() if k.startswith("user/")}
+
+
+def test_export_and_predict_python_apis_never_replace_a_users_file(tmp_path, tiny_model):
+    from bertkit.inference.export import export_onnx
+    from bertkit.tasks import predict
+
+    out = tmp_path / "model.onnx"
+    out.write_bytes(b"an earlier export the user keeps")
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"text": "a film"}) + "\n", encoding="utf-8")
+    before = tree_hash(tmp_path)
+    with pytest.raises(FileExistsError, match=f"--output {out} already exists"):
+        export_onnx(tiny_model, out)
+    with pytest.raises(ValueError, match="the input model folder"):
+        export_onnx(tiny_model, tiny_model / "model.onnx", overwrite=True)
+    with pytest.raises(ValueError, match=f"is the input file {data}"):
+        predict(tiny_model, data, output=data, overwrite=True)
+    assert tree_hash(tmp_path) == before
+
+
 def test_explain_and_export_never_write_into_the_model_folder(capsys, tmp_path, tiny_model):
     before = tree_hash(tiny_model)
     for argv in (

@@ -28,13 +28,22 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bertkit._io import atomic_write_json
 
-__all__ = ["MARKER", "OutputClaim", "check_not_input", "check_output_file", "claim_output_dir", "file_fingerprint"]
+__all__ = [
+    "MARKER",
+    "OutputClaim",
+    "check_not_input",
+    "check_output_file",
+    "claim_output_dir",
+    "file_fingerprint",
+    "within_claim",
+]
 
 MARKER = ".bertkit-output.json"
+R = TypeVar("R")
 
 
 def _read_marker(folder: Path) -> dict[str, Any] | None:
@@ -122,6 +131,19 @@ class OutputClaim:
                 self.path.rmdir()
             except OSError:
                 pass
+
+
+def within_claim(claim: OutputClaim | None, work: Callable[[], R]) -> R:
+    """Run ``work()``; on failure leave no empty output folder behind, on success record what was written."""
+    try:
+        result = work()
+    except BaseException:
+        if claim is not None:
+            claim.abandon()
+        raise
+    if claim is not None:
+        claim.finish()
+    return result
 
 
 def claim_output_dir(

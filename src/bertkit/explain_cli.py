@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
 
 from bertkit._args import positive_int
 
@@ -79,23 +77,6 @@ def _methods(value: str) -> list[str]:
     return names
 
 
-def _check_outputs(args: argparse.Namespace) -> Any:
-    """Refuse outputs that would replace a file without --overwrite, land in the model folder, or
-    coincide; claim the --png folder (the folder rule). Returns the claim, or None."""
-    from bertkit._outputs import check_output_file, claim_output_dir, refuse_inside_input
-
-    files = [(flag, p) for flag, p in (("--output", args.output), ("--json", args.json_path)) if p is not None]
-    if len(files) == 2 and Path(files[0][1]).resolve() == Path(files[1][1]).resolve():
-        raise ValueError(f"--output and --json are the same file ({args.output}); give two names")
-    for flag, p in files + ([("--png", args.png_dir)] if args.png_dir is not None else []):
-        refuse_inside_input(p, args.model, flag=flag)
-    for flag, p in files:
-        check_output_file(p, overwrite=args.overwrite, flag=flag)
-    if args.png_dir is None:
-        return None
-    return claim_output_dir(args.png_dir, "explain", overwrite=args.overwrite, owned=("*.png",), flag="--png")
-
-
 def run(args: argparse.Namespace) -> int:
     from bertkit.explain import explain
 
@@ -107,36 +88,29 @@ def run(args: argparse.Namespace) -> int:
         and not args.verify
     ):
         raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
-    claim = _check_outputs(args)
-    try:
-        if args.projector is not None:
-            from bertkit.explain.projector import run_cli
+    if args.projector is not None:
+        from bertkit._outputs import within_claim
+        from bertkit.explain.api import check_outputs
+        from bertkit.explain.projector import run_cli
 
-            rc = run_cli(args)
-            if claim is not None:
-                claim.finish()
-            return rc
-        res = explain(
-            args.model,
-            args.text,
-            pair=args.pair,
-            output=args.output,
-            json_path=args.json_path,
-            png_dir=args.png_dir,
-            layers=args.layers,
-            top_k=args.top_k,
-            all_positions=args.all_positions,
-            verify_weights=args.verify,
-            attributions=[m for ms in args.attributions or [] for m in ms] or None,
-            target=args.target,
-            heads=args.heads,
-        )
-    except BaseException:
-        if claim is not None:
-            claim.abandon()
-        raise
-    if claim is not None:
-        claim.finish()
+        claim = check_outputs(args.model, args.output, args.json_path, args.png_dir, args.overwrite)
+        return within_claim(claim, lambda: run_cli(args))
+    res = explain(
+        args.model,
+        args.text,
+        pair=args.pair,
+        output=args.output,
+        json_path=args.json_path,
+        png_dir=args.png_dir,
+        layers=args.layers,
+        top_k=args.top_k,
+        all_positions=args.all_positions,
+        verify_weights=args.verify,
+        attributions=[m for ms in args.attributions or [] for m in ms] or None,
+        target=args.target,
+        heads=args.heads,
+        overwrite=args.overwrite,
+    )
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:
             print(f"wrote {path}")

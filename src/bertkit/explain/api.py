@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertkit._outputs import OutputClaim, check_output_file, claim_output_dir, refuse_inside_input, within_claim
+
 from .collect import Explanation, check_verifiable, collect, load_model, verify
 from .from_scratch import Check
 
-__all__ = ["ExplainResult", "explain"]
+__all__ = ["ExplainResult", "check_outputs", "explain"]
 
 
 @dataclass
@@ -56,6 +58,29 @@ class ExplainResult:
         return self._need().to_json()
 
 
+def check_outputs(
+    model: str | os.PathLike | None,
+    output: str | os.PathLike | None = None,
+    json_path: str | os.PathLike | None = None,
+    png_dir: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> OutputClaim | None:
+    """Refuse outputs that would replace a file without ``overwrite``, land in the ``model`` folder,
+    or coincide; claim ``png_dir`` (the folder rule of :mod:`bertkit._outputs`). Returns the claim,
+    or None without ``png_dir``."""
+    files = [(flag, p) for flag, p in (("--output", output), ("--json", json_path)) if p is not None]
+    if len(files) == 2 and Path(files[0][1]).resolve() == Path(files[1][1]).resolve():
+        raise ValueError(f"--output and --json are the same file ({output}); give two names")
+    if model is not None:
+        for flag, p in files + ([("--png", png_dir)] if png_dir is not None else []):
+            refuse_inside_input(p, model, flag=flag)
+    for flag, p in files:
+        check_output_file(p, overwrite=overwrite, flag=flag)
+    if png_dir is None:
+        return None
+    return claim_output_dir(png_dir, "explain", overwrite=overwrite, owned=("*.png",), flag="--png")
+
+
 def explain(
     model: str | os.PathLike | Any,
     text: str,
@@ -71,6 +96,7 @@ def explain(
     target: str | None = None,
     tokenizer: Any = None,
     heads: str | None = None,
+    overwrite: bool = False,
 ) -> ExplainResult:
     """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
     figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
@@ -79,11 +105,35 @@ def explain(
     ``layers`` and ``heads`` ("0-5", "3", "0,2,4-6") choose what the attention views keep.
 
     The result displays inline in a notebook; ``model`` may also be a loaded model, with its
-    ``tokenizer``.
+    ``tokenizer``. The outputs follow the command's rule: an existing ``output`` or ``json_path``
+    is replaced, and ``png_dir`` may be a folder of an earlier explain's figures, only with
+    ``overwrite``; a folder of other files is refused, and nothing is written into the model's folder.
     """
-    for p in (output, json_path):
-        if p is not None and Path(p).is_dir():
-            raise ValueError(f"{p} is a folder; give a file name")
+    # Before the model is loaded: a refusal costs no time.
+    path = model if isinstance(model, (str, os.PathLike)) else None
+    claim = check_outputs(path, output, json_path, png_dir, overwrite)
+    settings = dict(pair=pair, layers=layers, top_k=top_k, all_positions=all_positions, heads=heads)
+    return within_claim(
+        claim,
+        lambda: _explain(
+            model, text, output, json_path, png_dir, verify_weights, attributions, target, tokenizer, settings
+        ),
+    )
+
+
+def _explain(
+    model: str | os.PathLike | Any,
+    text: str,
+    output: str | os.PathLike | None,
+    json_path: str | os.PathLike | None,
+    png_dir: str | os.PathLike | None,
+    verify_weights: bool,
+    attributions: Sequence[str] | None,
+    target: str | None,
+    tokenizer: Any,
+    settings: dict[str, Any],
+) -> ExplainResult:
+    """:func:`explain` once its outputs are checked and claimed; ``settings`` are what ``collect`` takes."""
     if isinstance(attributions, str):
         attributions = [a.strip() for a in attributions.split(",") if a.strip()]
     if target is not None and not attributions:
@@ -112,17 +162,8 @@ def explain(
         if output is not None or json_path is not None or png_dir is not None or not verify_weights:
             from .report import write_html, write_json, write_pngs
 
-            ex = collect(
-                net,
-                tokenizer,
-                text,
-                pair,
-                layers=layers,
-                top_k=top_k,
-                all_positions=all_positions,
-                model_path=str(model) if folder is not None else type(net).__name__,
-                heads=heads,
-            )
+            model_path = str(model) if folder is not None else type(net).__name__
+            ex = collect(net, tokenizer, text, model_path=model_path, **settings)
             result.explanation = ex
             if attributions:
                 from .attributions import add_to_explanation
@@ -135,7 +176,7 @@ def explain(
             if png_dir is not None:
                 result.pngs = write_pngs(ex, png_dir)
         if verify_weights:
-            result.checks = verify(folder, text, pair, model=net, tokenizer=tokenizer)
+            result.checks = verify(folder, text, settings["pair"], model=net, tokenizer=tokenizer)
         return result
     finally:
         net.train(was_training)

@@ -43,13 +43,18 @@ class _OnnxWrapper(nn.Module):
         return tuple(getattr(out, name) for name in self.outputs)
 
 
-def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = None) -> Path:
+def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = None, overwrite: bool = False) -> Path:
     """Write ``model_dir``'s model (the head named in its config.json, else the bare encoder with
-    ``last_hidden_state`` and ``pooler_output``) as ONNX at ``output``, atomically.
+    ``last_hidden_state`` and ``pooler_output``) as ONNX at ``output``, atomically. An existing
+    ``output`` is replaced only with ``overwrite``, and never one inside ``model_dir``.
 
     Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, shape ``[batch, sequence]``).
     """
     from bertkit._extras import require
+    from bertkit._outputs import check_output_file, refuse_inside_input
+
+    refuse_inside_input(output, model_dir)
+    check_output_file(output, overwrite=overwrite)
 
     for module in ("onnx", "onnxscript"):  # torch's ONNX exporter needs both
         require(module, "onnx", "ONNX export")

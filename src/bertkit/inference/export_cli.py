@@ -21,12 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit._outputs import check_output_file, refuse_inside_input
-
     from .export import export_onnx
 
-    refuse_inside_input(args.output, args.model)
-    check_output_file(args.output, overwrite=args.overwrite)
-    out = export_onnx(args.model, args.output, opset=args.opset)
+    out = export_onnx(args.model, args.output, opset=args.opset, overwrite=args.overwrite)
     print(f"wrote {out} (inputs input_ids, attention_mask, token_type_ids; dynamic batch and sequence axes)")
     return 0

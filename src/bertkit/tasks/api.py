@@ -30,7 +30,7 @@ import torch
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
-from bertkit._outputs import check_output_file, file_fingerprint
+from bertkit._outputs import check_output_file, file_fingerprint, refuse_inside_input
 from bertkit._text import read_jsonl
 from bertkit.modeling.config import check_length_fits, check_vocab_fits
 from bertkit.training.arguments import TrainingArguments
@@ -411,11 +411,13 @@ def predict(
     **overrides: Any,
 ) -> list[dict]:
     """Predictions (label names and scores) for every example of ``data``; written as JSONL to
-    ``output`` when given (an existing file only with ``overwrite``)."""
+    ``output`` when given (an existing file only with ``overwrite``; never ``data`` itself or a file
+    inside ``model_dir``)."""
     from bertkit import _args as A
 
     A.positive_int.check("batch_size", batch_size)
     if output is not None:
+        refuse_inside_input(output, model_dir, data)
         check_output_file(output, overwrite)
     task, net, tok = load_finetuned(model_dir, device=device, dtype=dtype, **overrides)
     examples = task.read(data, labelled=False)

@@ -30,12 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit._outputs import refuse_inside_input
-
     from .api import predict
 
-    if args.output is not None:
-        refuse_inside_input(args.output, args.model, args.input)
     rows = predict(
         args.model,
         args.input,

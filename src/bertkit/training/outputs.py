@@ -12,16 +12,14 @@ every difference instead of silently training on. The output may never be, or ho
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bertkit import _args as A
-from bertkit._outputs import OutputClaim, check_not_input, claim_output_dir
+from bertkit._outputs import OutputClaim, check_not_input, claim_output_dir, within_claim
 from bertkit.training.arguments import TrainingArguments
 
 __all__ = ["claim_training_output", "run_identity", "within_claim"]
-
-R = TypeVar("R")
 
 # What the Trainer itself writes into its output (see bertkit.training.checkpointing).
 TRAINER_OUTPUTS = (
@@ -70,16 +68,3 @@ def claim_training_output(
         resume_needs=resume_needs,
         run_defaults={"settings": A.resume_defaults(args)},
     )
-
-
-def within_claim(claim: OutputClaim | None, work: Callable[[], R]) -> R:
-    """Run ``work()``; on failure leave no empty output folder behind, on success record what was written."""
-    try:
-        result = work()
-    except BaseException:
-        if claim is not None:
-            claim.abandon()
-        raise
-    if claim is not None:
-        claim.finish()
-    return result
