@@ -1,9 +1,10 @@
 """Text generation for causal language models, with transformers' ``generate`` semantics.
 
-Greedy search and sampling (temperature, top-k, top-p), repetition penalty, no-repeat n-grams,
-``num_return_sequences``, EOS/padding handling and left-padded batches with an ``attention_mask``.
-Scores are processed in transformers' order (repetition penalty, no-repeat n-gram, then for sampling
-temperature, top-k, top-p), so greedy output is token for token the same as ``transformers``.
+Greedy search, sampling (temperature, top-k, top-p) and beam search (``num_beams``, ``length_penalty``,
+``early_stopping``), repetition penalty, no-repeat n-grams, ``bad_words_ids``, ``num_return_sequences``,
+EOS/padding handling and left-padded batches with an ``attention_mask``. Scores are processed in
+transformers' order (repetition penalty, no-repeat n-gram, bad words, then for sampling temperature,
+top-k, top-p), so greedy and beam output are token for token the same as ``transformers``.
 
 The loop keeps a preallocated KV cache (one new token per step sees the whole cache) and computes the
 vocabulary projection for the last position only. A decoding step is bound by reading weights, and
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +41,10 @@ GENERATION_DEFAULTS: dict[str, Any] = {
     "num_return_sequences": 1,
     "repetition_penalty": 1.0,
     "no_repeat_ngram_size": 0,
+    "bad_words_ids": None,
+    "num_beams": 1,
+    "length_penalty": 1.0,
+    "early_stopping": False,
     "eos_token_id": None,
     "pad_token_id": None,
 }
@@ -135,6 +139,55 @@ def apply_no_repeat_ngram(scores: torch.Tensor, input_ids: torch.Tensor, n: int)
     return scores
 
 
+BadWords = tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]
+
+
+def prepare_bad_words(bad_words_ids: Any, vocab_size: int, eos: list[int]) -> BadWords | None:
+    """Check ``bad_words_ids`` (a list of token-id lists) and split it into single tokens and, grouped by
+    prefix length, the (S, P) prefixes and (S,) last tokens of longer sequences. As transformers does, a
+    single-token entry that is an EOS id is dropped (banning it would forbid ending the text)."""
+    if bad_words_ids is None:
+        return None
+    if not isinstance(bad_words_ids, (list, tuple)) or not bad_words_ids:
+        raise ValueError(f"bad_words_ids must be a non-empty list of token-id lists, got {bad_words_ids!r}")
+    single: list[int] = []
+    groups: dict[int, list[list[int]]] = {}
+    for seq in bad_words_ids:
+        if (
+            not isinstance(seq, (list, tuple))
+            or not seq
+            or any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size for t in seq)
+        ):
+            raise ValueError(
+                f"bad_words_ids must hold non-empty lists of token ids in [0, {vocab_size}), got {list(seq)!r}"
+                if isinstance(seq, (list, tuple))
+                else f"bad_words_ids must be a list of token-id lists, got the item {seq!r}"
+            )
+        if len(seq) == 1:
+            if seq[0] not in eos:
+                single.append(int(seq[0]))
+        else:
+            groups.setdefault(len(seq) - 1, []).append([int(t) for t in seq])
+    multi = [(torch.tensor([g[:-1] for g in group]), torch.tensor([g[-1] for g in group])) for group in groups.values()]
+    return single, multi
+
+
+def apply_bad_words(scores: torch.Tensor, input_ids: torch.Tensor, bad_words: BadWords) -> torch.Tensor:
+    """Forbid each banned single token, and the last token of a banned sequence whose prefix ends the row."""
+    single, multi = bad_words
+    scores = scores.clone()
+    if single:
+        scores[:, single] = -float("inf")
+    for prefixes, last in multi:
+        n = prefixes.shape[1]
+        if n > input_ids.shape[1]:  # the row is shorter than the prefix: nothing can match yet
+            continue
+        match = (input_ids[:, None, -n:] == prefixes.to(input_ids.device)).all(dim=-1)  # (B, S)
+        rows, which = match.nonzero(as_tuple=True)
+        scores[rows, last.to(scores.device)[which]] = -float("inf")
+    return scores
+
+
 def apply_top_k(scores: torch.Tensor, top_k: int) -> torch.Tensor:
     """Keep the ``top_k`` highest scores (ties with the k-th included)."""
     k = min(top_k, scores.shape[-1])
@@ -192,6 +245,35 @@ class GenerationMixin:
             raise ValueError(f"num_return_sequences must be >= 1, got {num_return_sequences}")
         if no_repeat_ngram_size < 0:
             raise ValueError(f"no_repeat_ngram_size must be >= 0, got {no_repeat_ngram_size}")
+
+    @staticmethod
+    def _validate_beam_args(
+        num_beams: Any,
+        length_penalty: Any,
+        early_stopping: Any,
+        do_sample: bool,
+        num_return_sequences: int,
+        streamer: Any,
+    ) -> None:
+        if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
+            raise ValueError(f"num_beams must be an integer >= 1, got {num_beams!r}")
+        if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+            raise ValueError(f"length_penalty must be a number, got {length_penalty!r}")
+        if early_stopping not in (True, False, "never") or not isinstance(early_stopping, (bool, str)):
+            raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
+        if num_beams == 1:
+            return
+        if do_sample:
+            raise ValueError(
+                f"num_beams={num_beams} with do_sample=True (beam sampling) is not supported; "
+                "pass do_sample=False for beam search or num_beams=1 to sample"
+            )
+        if num_return_sequences > num_beams:
+            raise ValueError(
+                f"num_return_sequences={num_return_sequences} must be <= num_beams={num_beams} in beam search"
+            )
+        if streamer is not None:
+            raise ValueError(f"streamer cannot be used with beam search (num_beams={num_beams}); pass num_beams=1")
 
     @property
     def generation_config(self) -> GenerationConfig:
@@ -259,7 +341,22 @@ class GenerationMixin:
         return new_tokens, prompt_len
 
     @staticmethod
+    def _process_scores(
+        scores: torch.Tensor, input_ids: torch.Tensor, first_real: torch.Tensor | None, opts: dict[str, Any]
+    ) -> torch.Tensor:
+        """The processors every search applies, in transformers' order: repetition penalty, no-repeat
+        n-grams, bad words."""
+        if opts["repetition_penalty"] != 1.0:
+            scores = apply_repetition_penalty(scores, input_ids, opts["repetition_penalty"], first_real)
+        if opts["no_repeat_ngram_size"] > 0:
+            scores = apply_no_repeat_ngram(scores, input_ids, opts["no_repeat_ngram_size"])
+        if opts["bad_words"] is not None:
+            scores = apply_bad_words(scores, input_ids, opts["bad_words"])
+        return scores
+
+    @classmethod
     def _next_tokens(
+        cls,
         scores: torch.Tensor,
         input_ids: torch.Tensor,
         first_real: torch.Tensor | None,
@@ -267,10 +364,7 @@ class GenerationMixin:
         record: dict[str, list[torch.Tensor]] | None = None,
     ) -> torch.Tensor:
         """One step's (B,) tokens from (B, V) scores, processed in transformers' order."""
-        if opts["repetition_penalty"] != 1.0:
-            scores = apply_repetition_penalty(scores, input_ids, opts["repetition_penalty"], first_real)
-        if opts["no_repeat_ngram_size"] > 0:
-            scores = apply_no_repeat_ngram(scores, input_ids, opts["no_repeat_ngram_size"])
+        scores = cls._process_scores(scores, input_ids, first_real, opts)
         if opts["do_sample"]:
             if opts["temperature"] != 1.0:
                 scores = scores / opts["temperature"]
@@ -303,9 +397,18 @@ class GenerationMixin:
         use_cache: bool = True,
         truncation: bool = False,
         streamer: TextStreamer | None = None,
+        num_beams: int | None = None,  # > 1: beam search
+        length_penalty: float | None = None,  # beam score = summed log-probs / new length ** length_penalty
+        early_stopping: bool | str | None = None,  # beam search: True, False or "never"
+        bad_words_ids: list[list[int]] | None = None,  # token sequences that must not be generated
         **kwargs: Any,
     ) -> torch.Tensor:  # (B * num_return_sequences, prompt + new) token ids
         """Continue each prompt; returns prompt and new tokens (finished rows are padded with pad_token_id).
+
+        ``num_beams`` > 1 runs transformers' beam search (scores are summed log-probs, finished
+        hypotheses ranked after ``length_penalty``; ``num_return_sequences`` <= ``num_beams`` best are
+        returned, and with ``return_dict_in_generate`` their ``sequences_scores`` when ``output_scores``).
+        Beam sampling (``do_sample=True`` with beams) and streaming beams are refused.
 
         An argument left at None takes its value from ``generation_config`` (a keyword argument, else
         the model's own: the folder's ``generation_config.json``), else transformers' default
@@ -333,12 +436,9 @@ class GenerationMixin:
         no_repeat_ngram_size = setting("no_repeat_ngram_size", no_repeat_ngram_size)
         max_length, max_new_tokens = setting("max_length", max_length), setting("max_new_tokens", max_new_tokens)
         eos_token_id, pad_token_id = setting("eos_token_id", eos_token_id), setting("pad_token_id", pad_token_id)
-        if (getattr(gen, "num_beams", None) or 1) > 1 and "num_beams" not in kwargs:
-            warnings.warn(
-                f"the generation config asks for num_beams={gen.num_beams}; bertkit's generate() searches "
-                "greedily or samples, so it runs without beams",
-                stacklevel=2,
-            )
+        num_beams, length_penalty = setting("num_beams", num_beams), setting("length_penalty", length_penalty)
+        early_stopping = setting("early_stopping", early_stopping)
+        bad_words_ids = setting("bad_words_ids", bad_words_ids)
         if "inputs" in kwargs:  # transformers' name for the prompt ids
             if input_ids is not None:
                 raise TypeError("generate() got the prompt twice: as input_ids and as inputs")
@@ -350,10 +450,8 @@ class GenerationMixin:
         as_dict = bool(kwargs.pop("return_dict_in_generate", None) or getattr(gen, "return_dict_in_generate", False))
         want_scores = bool(kwargs.pop("output_scores", None) or getattr(gen, "output_scores", False))
         want_logits = bool(kwargs.pop("output_logits", None) or getattr(gen, "output_logits", False))
-        ignored = {"num_beams": 1}
         for key, value in kwargs.items():
-            if key not in ignored or value != ignored[key]:
-                raise TypeError(f"generate() got an unsupported argument {key}={value!r}")
+            raise TypeError(f"generate() got an unsupported argument {key}={value!r}")
         if input_ids is None:
             raise ValueError("generate() needs input_ids (the tokenized prompt)")
         if input_ids.dim() == 1:
@@ -369,6 +467,7 @@ class GenerationMixin:
         self._validate_generation_args(
             temperature, top_k, top_p, repetition_penalty, num_return_sequences, no_repeat_ngram_size
         )
+        self._validate_beam_args(num_beams, length_penalty, early_stopping, do_sample, num_return_sequences, streamer)
         limits = self.generation_limits()
         eos = _eos_list(eos_token_id) if eos_token_id is not None else limits.eos_token_ids
         eos = [e for e in eos if 0 <= e < limits.vocab_size]  # an EOS outside the vocabulary can never be produced
@@ -381,12 +480,13 @@ class GenerationMixin:
         input_ids = input_ids[:, -keep:]
         attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
         token_type_ids = token_type_ids[:, -keep:] if token_type_ids is not None else None
-        if num_return_sequences > 1:
-            input_ids = input_ids.repeat_interleave(num_return_sequences, dim=0)
+        copies = num_beams if num_beams > 1 else num_return_sequences  # rows per prompt
+        if copies > 1:
+            input_ids = input_ids.repeat_interleave(copies, dim=0)
             if attention_mask is not None:
-                attention_mask = attention_mask.repeat_interleave(num_return_sequences, dim=0)
+                attention_mask = attention_mask.repeat_interleave(copies, dim=0)
             if token_type_ids is not None:
-                token_type_ids = token_type_ids.repeat_interleave(num_return_sequences, dim=0)
+                token_type_ids = token_type_ids.repeat_interleave(copies, dim=0)
         if (
             attention_mask is None
             and pad_token_id is not None
@@ -404,11 +504,33 @@ class GenerationMixin:
             "top_p": top_p,
             "repetition_penalty": repetition_penalty,
             "no_repeat_ngram_size": no_repeat_ngram_size,
+            "bad_words": prepare_bad_words(bad_words_ids, limits.vocab_size, eos),
         }
         cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
         record: dict[str, list[torch.Tensor]] | None = None
         if as_dict:
             record = {"scores": [], "logits": []}
+        if num_beams > 1:
+            beam = {
+                "num_beams": num_beams,
+                "length_penalty": length_penalty,
+                "early_stopping": early_stopping,
+                "num_return_sequences": num_return_sequences,
+            }
+            sequences, sequences_scores, beam_indices = self._beam_decode(
+                input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, token_type_ids, record, beam
+            )
+            if record is None:
+                return sequences
+            from .outputs import GenerateBeamDecoderOnlyOutput
+
+            return GenerateBeamDecoderOnlyOutput(
+                sequences=sequences,
+                sequences_scores=sequences_scores if want_scores else None,
+                scores=tuple(record["scores"]) if want_scores else None,
+                logits=tuple(record["logits"]) if want_logits else None,
+                beam_indices=beam_indices,
+            )
         sequences = self._decode(
             input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer, token_type_ids, record
         )
@@ -421,6 +543,33 @@ class GenerationMixin:
             scores=tuple(record["scores"]) if want_scores else None,
             logits=tuple(record["logits"]) if want_logits else None,
         )
+
+    def _last_logits(
+        self,
+        ids: torch.Tensor,  # (B, n): the new tokens with a cache, else every token
+        mask: torch.Tensor | None,  # (B, cached + n) or None without padding
+        positions: torch.Tensor | None,  # (B, cached + n) or None without padding
+        token_type_ids: torch.Tensor | None,  # (B, cached + n)
+        cache: Any,
+        head_t: torch.Tensor | None = None,  # (H, V) copy of the output embedding, at batch 1
+    ) -> torch.Tensor:  # (B, V) logits of each row's last position
+        """One forward of ``ids`` and the vocabulary projection of the last position only."""
+        n = ids.shape[1]
+        out = self.base_model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=None if positions is None else positions[:, -n:],
+            token_type_ids=None if token_type_ids is None else token_type_ids[:, -n:],
+            past_key_values=cache,
+            use_cache=cache is not None,
+            return_dict=True,
+        )
+        last = out.last_hidden_state[:, -1, :]  # (B, H)
+        head = self.get_output_embeddings()
+        logits = last @ head_t if head_t is not None else (head.weight @ last.T).T  # (B, V)
+        if head.bias is not None:
+            logits = logits + head.bias
+        return logits
 
     def _decode(
         self,
@@ -448,21 +597,8 @@ class GenerationMixin:
         head_t = head.weight.t().contiguous() if B == 1 else None  # (H, V), see the module docs
         step_ids = input_ids
         for step in range(new_tokens):
-            out = self.base_model(
-                input_ids=step_ids if use_cache else input_ids,
-                attention_mask=mask,
-                position_ids=(positions[:, -step_ids.shape[1] :] if use_cache else positions) if padded else None,
-                token_type_ids=None
-                if token_type_ids is None
-                else (token_type_ids[:, -step_ids.shape[1] :] if use_cache else token_type_ids),
-                past_key_values=cache,
-                use_cache=use_cache,
-                return_dict=True,
-            )
-            last = out.last_hidden_state[:, -1, :]  # (B, H)
-            logits = last @ head_t if head_t is not None else (head.weight @ last.T).T  # (B, V)
-            if head.bias is not None:
-                logits = logits + head.bias
+            ids = step_ids if use_cache else input_ids
+            logits = self._last_logits(ids, mask, positions, token_type_ids, cache, head_t)
             if record is not None:
                 record["logits"].append(logits.float().clone())  # the scores below may change in place
             scores = logits.float()
@@ -487,3 +623,131 @@ class GenerationMixin:
         if streamer is not None:
             streamer.end()
         return input_ids
+
+    def _beam_decode(
+        self,
+        input_ids: torch.Tensor,  # (B * K, N): each prompt repeated for its K beams
+        attention_mask: torch.Tensor | None,
+        new_tokens: int,
+        cache: Any,
+        eos: list[int],
+        pad_token_id: int | None,
+        opts: dict[str, Any],
+        token_type_ids: torch.Tensor | None,
+        record: dict[str, list[torch.Tensor]] | None,
+        beam: dict[str, Any],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Beam search with transformers' bookkeeping, step for step, so that ties break the same way.
+
+        Each step keeps the top ``max(2, 1 + len(eos)) * K`` continuations of every prompt over all its
+        beams (enough that K stay open when the best ones end); those that end (EOS or the length limit)
+        and rank in the top K compete, length-penalised, for the K finished slots, the K best open ones
+        continue. Returns the (B * num_return_sequences, N + new) best finished sequences, their scores
+        and the (B * num_return_sequences, new) beam each token came from.
+        """
+        K, penalty, early = beam["num_beams"], beam["length_penalty"], beam["early_stopping"]
+        flat, prompt_len = input_ids.shape
+        batch, device = flat // K, input_ids.device
+        max_length = prompt_len + new_tokens
+        # transformers fills unwritten positions with `pad or eos[0]`: a pad id of 0 reads as unset there
+        fill = (pad_token_id or eos[0]) if eos else -1
+        padded = attention_mask is not None and not bool(attention_mask.all())
+        mask = attention_mask.long() if padded else None
+        positions = (mask.cumsum(-1) - 1).clamp_min(0) if padded else None
+        first_real = mask.argmax(dim=1) if padded else None
+        eos_t = torch.tensor(eos, device=device, dtype=torch.long)
+
+        running = torch.full((batch, K, max_length), fill, dtype=torch.int64, device=device)
+        running[:, :, :prompt_len] = input_ids.view(batch, K, prompt_len)
+        sequences = running.clone()
+        # Only the first beam starts open, so the K beams do not all pick the same first tokens.
+        running_scores = torch.zeros((batch, K), dtype=torch.float, device=device)
+        running_scores[:, 1:] = -1e9
+        beam_scores = torch.full((batch, K), -1e9, dtype=torch.float, device=device)
+        is_finished = torch.zeros((batch, K), dtype=torch.bool, device=device)
+        improvable = torch.ones((batch, 1), dtype=torch.bool, device=device)
+        running_idx = torch.full((batch, K, new_tokens), -1, dtype=torch.int32, device=device)
+        beam_indices = running_idx.clone()
+        keep = max(2, 1 + len(eos)) * K
+        top_k_mask = torch.cat([torch.ones(K, dtype=torch.bool), torch.zeros(keep - K, dtype=torch.bool)]).to(device)
+        batch_offset = torch.arange(batch, device=device).view(-1, 1) * K
+
+        def gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:  # (batch, beams, ...) by (batch, k)
+            while idx.dim() < t.dim():
+                idx = idx.unsqueeze(-1)
+            return torch.take_along_dim(t, idx, dim=1)
+
+        cur_len, flat_ids = prompt_len, input_ids
+        for step in range(new_tokens):
+            if step:
+                flat_ids = running[:, :, :cur_len].reshape(flat, cur_len)
+            ids = flat_ids if cache is None or step == 0 else flat_ids[:, -1:]
+            logits = self._last_logits(ids, mask, positions, token_type_ids, cache).float()
+            if record is not None:
+                record["logits"].append(logits.clone())
+            log_probs = self._process_scores(torch.log_softmax(logits, dim=-1), flat_ids, first_real, opts)
+            if eos and step < opts["min_new_tokens"]:
+                log_probs[:, eos] = -float("inf")
+            if record is not None:
+                record["scores"].append(log_probs.clone())
+            vocab = log_probs.shape[-1]
+            total = (log_probs.view(batch, K, vocab) + running_scores[:, :, None]).reshape(batch, -1)
+
+            # the best `keep` continuations over all beams of each prompt
+            topk_scores, topk_flat = torch.topk(total, k=keep)
+            src = topk_flat // vocab
+            topk_idx = gather(running_idx, src)
+            topk_seqs = gather(running, src)
+            tokens = topk_flat % vocab
+            topk_seqs[:, :, cur_len] = tokens
+            topk_idx[:, :, cur_len - prompt_len] = src + batch_offset
+            ends = torch.full_like(tokens, cur_len + 1 >= max_length, dtype=torch.bool)
+            if eos:
+                ends = ends | torch.isin(tokens, eos_t)
+
+            # the K best that go on
+            open_scores = topk_scores + ends.to(torch.float32) * -1.0e9
+            chosen = torch.topk(open_scores, k=K)[1]
+            running = gather(topk_seqs, chosen)
+            running_scores = gather(open_scores, chosen)
+            running_idx = gather(topk_idx, chosen)
+
+            # the finished ones among the top K, length-penalised, against those finished before
+            just_finished = ends & top_k_mask[None, :]
+            done_scores = topk_scores / ((cur_len + 1 - prompt_len) ** penalty)
+            full = torch.all(is_finished, dim=-1, keepdim=True) & (early is True)
+            done_scores += full.to(torch.float32) * -1.0e9
+            done_scores += (~improvable).to(torch.float32) * -1.0e9
+            done_scores += (~just_finished) * -1.0e9
+            merged_scores = torch.cat((beam_scores, done_scores), dim=1)
+            best = torch.topk(merged_scores, k=K)[1]
+            sequences = gather(torch.cat((sequences, topk_seqs), dim=1), best)
+            beam_scores = gather(merged_scores, best)
+            beam_indices = gather(torch.cat((beam_indices, topk_idx), dim=1), best)
+            is_finished = gather(torch.cat((is_finished, just_finished), dim=1), best)
+
+            if cache is not None:  # each open beam continues the cache of the beam it came from
+                cache.reorder_cache(running_idx[..., cur_len - prompt_len].reshape(-1).long())
+            if padded:
+                mask = torch.cat([mask, mask.new_ones(flat, 1)], dim=-1)
+                positions = torch.cat([positions, positions[:, -1:] + 1], dim=-1)
+            if token_type_ids is not None:
+                token_type_ids = torch.cat([token_type_ids, token_type_ids[:, -1:]], dim=-1)
+            cur_len += 1
+
+            # stop when no open beam can beat the worst finished one (by transformers' estimate), when
+            # every slot is finished with early_stopping=True, or when every continuation ended
+            best_len = (max_length if early == "never" and penalty > 0.0 else cur_len) - prompt_len
+            best_open = running_scores[:, :1] / (best_len**penalty)
+            worst_done = torch.where(is_finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+            improvable = improvable & torch.any(best_open > worst_done, dim=-1, keepdim=True)
+            all_full = bool(torch.all(is_finished)) and early is True
+            if not bool(improvable.any()) or all_full or bool(ends.all()):
+                break
+
+        n = beam["num_return_sequences"]
+        sequences = sequences[:, :n].reshape(batch * n, max_length)
+        scores = beam_scores[:, :n].reshape(batch * n)
+        beam_indices = beam_indices[:, :n].reshape(batch * n, new_tokens)
+        generated = int((beam_indices + 1).bool().sum(dim=1).max())
+        return sequences[:, : prompt_len + generated], scores, beam_indices[:, :generated]

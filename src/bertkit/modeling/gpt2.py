@@ -125,6 +125,13 @@ class KVCache:
         """Mark ``n`` more tokens as stored (after every layer has written them)."""
         self.length += n
 
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        """Make row i hold what row ``beam_idx[i]`` held (beam search keeps the beams it continues)."""
+        for layer in range(self.num_layers):
+            for buf in (self.keys[layer], self.values[layer]):
+                if buf is not None:  # in place, so the preallocated capacity is kept
+                    buf[:, :, : self.length] = buf[beam_idx.to(buf.device), :, : self.length]
+
 
 class GPT2Attention(nn.Module):
     """Causal multi-head self-attention; reads and extends the KV cache when one is given."""

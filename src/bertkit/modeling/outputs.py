@@ -100,6 +100,17 @@ class GenerateDecoderOnlyOutput(ModelOutput):
 
 
 @dataclass(repr=True, eq=False)
+class GenerateBeamDecoderOnlyOutput(ModelOutput):
+    """What beam search (``num_beams`` > 1) returns with ``return_dict_in_generate=True``."""
+
+    sequences: Tensor | None = None  # (B * num_return_sequences, prompt + new) token ids
+    sequences_scores: Tensor | None = None  # (B * num_return_sequences,) length-penalised log-probs
+    scores: Tensors | None = None  # one (B * num_beams, V) per step: the processed log-probs
+    logits: Tensors | None = None  # one (B * num_beams, V) per step: the model's raw logits
+    beam_indices: Tensor | None = None  # (B * num_return_sequences, new): the beam each token came from
+
+
+@dataclass(repr=True, eq=False)
 class BaseModelOutputWithPooling(ModelOutput):
     last_hidden_state: Tensor | None = None  # (B, N, H)
     pooler_output: Tensor | None = None  # (B, H)
