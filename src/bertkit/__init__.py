@@ -60,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "unfreeze": "bertkit.modeling",
     # training
     "Trainer": "bertkit.training",
+    "EvalPrediction": "bertkit.training",
     "TrainingConfig": "bertkit.training",
     "TrainingArguments": "bertkit.training",
     # pipelines

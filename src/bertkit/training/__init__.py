@@ -21,7 +21,9 @@ from bertkit.training.pretraining import (
     pretrain,
 )
 from bertkit.training.trainer import (
+    EvalPrediction,
     NonFiniteLossError,
+    PredictionOutput,
     RandomBatchSampler,
     Trainer,
     TrainingConfig,
@@ -31,6 +33,8 @@ from bertkit.training.trainer import (
 )
 
 __all__ = [
+    "EvalPrediction",
+    "PredictionOutput",
     "Trainer",
     "TrainingArguments",
     "TrainingConfig",

@@ -8,6 +8,13 @@ redeclaring a shared field only to change its default (:func:`bertkit._args.rede
 carries its help text and range (:func:`bertkit._args.setting`): the commands' flags are generated
 from them (:func:`bertkit._args.add_dataclass_arguments`), and ``__post_init__`` applies the same
 ranges to Python callers, so a setting has one name, one help text and one range everywhere.
+
+A call written for transformers' ``TrainingArguments`` runs unchanged: ``output_dir``,
+``num_train_epochs``, ``learning_rate``, ``per_device_train_batch_size``, ``eval_strategy`` and the
+other names it shares with bertkit are translated (:data:`TRANSFORMERS_NAMES`), and a call that uses
+any of them takes transformers' defaults for what it leaves out (3 epochs, batch 8, no weight decay,
+epsilon 1e-8, fp32 unless ``bf16=True``, a checkpoint every 500 steps), so the same call trains the
+same way. A transformers setting bertkit has no equivalent for is refused by name, never ignored.
 """
 
 from __future__ import annotations
@@ -19,15 +26,207 @@ from typing import Any, TypeVar
 from bertkit import _args as A
 from bertkit._args import setting
 
-__all__ = ["PRECISIONS", "TRAINING_GROUP", "TrainingArguments", "check_step_length", "with_step_length"]
+__all__ = [
+    "PRECISIONS",
+    "TRAINING_GROUP",
+    "TRANSFORMERS_NAMES",
+    "TrainingArguments",
+    "check_step_length",
+    "with_step_length",
+]
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
 TRAINING_GROUP = "training"  # the --help section of the shared settings (a recipe may add to it)
 
 
+# transformers' name -> bertkit's field, for the settings that mean the same thing.
+TRANSFORMERS_NAMES = {
+    "output_dir": "output",
+    "overwrite_output_dir": "overwrite",
+    "num_train_epochs": "epochs",
+    "per_device_train_batch_size": "batch_size",
+    "gradient_accumulation_steps": "grad_accum_steps",
+    "learning_rate": "lr",
+    "adam_epsilon": "adam_eps",
+    "logging_steps": "log_every",
+    "save_total_limit": "keep_last",
+    "metric_for_best_model": "best_metric",
+    "dataloader_drop_last": "drop_last",
+}
+# Settings only transformers' class has: each is translated in _from_transformers (or refused there).
+_TRANSFORMERS_ONLY = {
+    *TRANSFORMERS_NAMES,
+    "adam_beta1",
+    "adam_beta2",
+    "bf16",
+    "fp16",
+    "use_cpu",
+    "eval_strategy",
+    "evaluation_strategy",
+    "eval_steps",
+    "save_strategy",
+    "save_steps",
+    "logging_strategy",
+    "lr_scheduler_type",
+    "optim",
+    "report_to",
+    "disable_tqdm",
+    "dataloader_num_workers",
+    "per_device_eval_batch_size",
+    "load_best_model_at_end",
+    "do_train",
+    "do_eval",
+    "do_predict",
+    "push_to_hub",
+    "label_smoothing_factor",
+    "torch_compile",
+    "gradient_checkpointing",
+    "data_seed",
+    "remove_unused_columns",
+    "label_names",
+    "logging_dir",
+}
+# What transformers' TrainingArguments defaults to where bertkit's differ (epochs, batch, decay, epsilon,
+# precision, drop_last, and a checkpoint every 500 steps with every one kept).
+_TRANSFORMERS_DEFAULTS: dict[str, Any] = {
+    "epochs": 3.0,
+    "batch_size": 8,
+    "weight_decay": 0.0,
+    "adam_eps": 1e-8,
+    "precision": "fp32",
+    "drop_last": False,
+    "log_every": 500,
+    "save_every": 500,
+    "keep_last": 1 << 30,
+}
+
+
+def _refuse(name: str, value: Any, why: str) -> ValueError:
+    return ValueError(f"TrainingArguments: transformers' {name}={value!r} {why}")
+
+
+def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """bertkit's fields for a call that uses transformers' names (see the module docs); a call without
+    any of them is returned as it is."""
+    if not _TRANSFORMERS_ONLY.intersection(kwargs):
+        return kwargs
+    hf = dict(kwargs)
+    out: dict[str, Any] = {}
+    for name, field in TRANSFORMERS_NAMES.items():
+        if name in hf:
+            if field in hf:
+                raise TypeError(f"TrainingArguments: give {field} or transformers' name {name} for it, not both")
+            out[field] = hf.pop(name)
+    if out.get("keep_last", 0) is None:  # transformers' None keeps every checkpoint
+        out["keep_last"] = _TRANSFORMERS_DEFAULTS["keep_last"]
+    if out.get("best_metric"):  # transformers names it with or without the eval_ prefix
+        out["best_metric"] = str(out["best_metric"]).removeprefix("eval_")
+        if hf.get("greater_is_better") is None:
+            hf["greater_is_better"] = not out["best_metric"].endswith("loss")
+    if "greater_is_better" in hf and hf["greater_is_better"] is None:
+        del hf["greater_is_better"]
+    if "adam_beta1" in hf or "adam_beta2" in hf:
+        out["adam_betas"] = (float(hf.pop("adam_beta1", 0.9)), float(hf.pop("adam_beta2", 0.999)))
+    bf16, fp16 = bool(hf.pop("bf16", False)), bool(hf.pop("fp16", False))
+    if bf16 and fp16:
+        raise _refuse("bf16", True, "and fp16=True ask for two precisions: give one")
+    if bf16 or fp16:
+        out["precision"] = "bf16" if bf16 else "fp16"
+    if hf.pop("use_cpu", False):
+        out["device"] = "cpu"
+    if hf.get("max_steps") == -1:  # transformers' "not set"
+        hf["max_steps"] = None
+    warmup = hf.get("warmup_steps")
+    if isinstance(warmup, float) and 0 < warmup < 1:  # transformers reads a fraction as a share of the steps
+        hf["warmup_ratio"], hf["warmup_steps"] = warmup, 0
+    if hf.pop("disable_tqdm", False):
+        out["progress"] = False
+
+    logging = str(getattr(hf.pop("logging_strategy", "steps"), "value", None) or "steps")
+    if logging not in ("steps", "no"):
+        raise _refuse("logging_strategy", logging, "is not supported: bertkit logs every logging_steps steps")
+    evaluation = hf.pop("eval_strategy", hf.pop("evaluation_strategy", "no"))
+    evaluation = str(getattr(evaluation, "value", evaluation))
+    eval_steps = hf.pop("eval_steps", None)
+    if evaluation == "steps":
+        out["eval_every"] = int(eval_steps or out.get("log_every", _TRANSFORMERS_DEFAULTS["log_every"]))
+    elif evaluation == "epoch":
+        out["eval_each_epoch"] = True
+    elif evaluation != "no":
+        raise _refuse("eval_strategy", evaluation, "is not one of 'no', 'steps', 'epoch'")
+    saving = hf.pop("save_strategy", "steps")
+    saving = str(getattr(saving, "value", saving))
+    save_steps = hf.pop("save_steps", 500)
+    if saving == "steps":
+        out["save_every"] = int(save_steps)
+    elif saving == "no":
+        out["save_every"] = 0
+    else:
+        raise _refuse(
+            "save_strategy",
+            saving,
+            "is not supported: bertkit writes checkpoints every save_steps steps ('steps') or none ('no'), "
+            "and keeps the best model by metric_for_best_model in OUTPUT/best",
+        )
+    if hf.pop("load_best_model_at_end", False):
+        raise _refuse(
+            "load_best_model_at_end",
+            True,
+            "is not supported: the best model by metric_for_best_model is kept in OUTPUT/best; load it from there",
+        )
+    scheduler = hf.pop("lr_scheduler_type", "linear")
+    scheduler = str(getattr(scheduler, "value", scheduler))
+    if scheduler != "linear":
+        raise _refuse("lr_scheduler_type", scheduler, "is not supported: bertkit's schedule is warmup, then linear")
+    optim = hf.pop("optim", "adamw_torch")
+    optim = str(getattr(optim, "value", optim))
+    if optim not in ("adamw_torch", "adamw_torch_fused"):
+        raise _refuse("optim", optim, "is not supported: bertkit trains with torch's AdamW ('adamw_torch')")
+    report = hf.pop("report_to", "none")
+    if report not in (None, "none", [], ["none"]):
+        raise _refuse("report_to", report, "is not supported: bertkit writes metrics.jsonl and metrics.png")
+    for name, allowed in (
+        ("dataloader_num_workers", 0),
+        ("push_to_hub", False),
+        ("label_smoothing_factor", 0.0),
+        ("torch_compile", False),
+        ("gradient_checkpointing", False),
+        ("data_seed", None),
+        ("label_names", None),
+        ("logging_dir", None),
+    ):
+        if name in hf and hf.pop(name) not in (allowed,):
+            raise _refuse(name, kwargs[name], f"is not supported: leave it at {allowed!r}")
+    out["extra"] = {**hf.pop("extra", {}), "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8)}
+    for name in ("do_train", "do_eval", "do_predict", "remove_unused_columns"):
+        hf.pop(name, None)  # read by transformers' example scripts and dataset handling, not by the training
+    for field, default in _TRANSFORMERS_DEFAULTS.items():
+        if field not in out and field not in hf:
+            out[field] = default
+    return {**hf, **out}
+
+
+class _ArgumentsType(type):
+    """Translates transformers' names in a call (:func:`_from_transformers`) before the dataclass's own
+    ``__init__`` runs, for this class and every recipe's subclass of it."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if not getattr(cls, "_transformers_names", True):
+            return super().__call__(*args, **kwargs)
+        given = {TRANSFORMERS_NAMES[n]: n for n in kwargs if n in TRANSFORMERS_NAMES}
+        kwargs = _from_transformers(kwargs)
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValueError as e:  # a range error names bertkit's field: name the one the caller wrote
+            field = str(e).split(" ", 1)[0]
+            if field in given:
+                raise ValueError(f"{given[field]} ({field}){str(e)[len(field) :]}") from None
+            raise
+
+
 @dataclass(kw_only=True)
-class TrainingArguments:
+class TrainingArguments(metaclass=_ArgumentsType):
     """Everything the Trainer needs besides the model and the data (every field has a default)."""
 
     output: str = setting(
@@ -225,6 +424,16 @@ class TrainingArguments:
                 f"(schedule 'time', schedule_minutes or max_minutes above it; got {span})"
             )
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
+
+    # transformers' names, readable as well (code written for its Trainer reads them)
+    output_dir = property(lambda self: self.output)
+    num_train_epochs = property(lambda self: self.epochs)
+    learning_rate = property(lambda self: self.lr)
+    per_device_train_batch_size = property(lambda self: self.batch_size)
+    gradient_accumulation_steps = property(lambda self: self.grad_accum_steps)
+    per_device_eval_batch_size = property(
+        lambda self: int(self.extra.get("per_device_eval_batch_size", self.batch_size))
+    )
 
     @property
     def schedule_span_minutes(self) -> float | None:

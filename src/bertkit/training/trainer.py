@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import json
 import math
@@ -98,6 +99,9 @@ __all__ = [
     "TrainingConfig",
     "Trainer",
     "TrainResult",
+    "EvalPrediction",
+    "PredictionOutput",
+    "default_collate",
     "RandomBatchSampler",
     "NonFiniteLossError",
     "set_seed",
@@ -108,6 +112,63 @@ __all__ = [
 ]
 
 LossFn = Callable[[nn.Module, Any], "tuple[torch.Tensor, dict[str, Any]]"]
+
+
+def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+    if value is not None and alias_value is not None:
+        raise TypeError(f"Trainer: give {name}= or transformers' {alias}= for it, not both")
+    return value if value is not None else alias_value
+
+
+def _pad_id(tokenizer: Any) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return int(pad) if pad is not None else 0
+
+
+def default_collate(items: list[Any], pad_token_id: int = 0) -> Any:
+    """The collate_fn when none is given: tokenized examples (dicts of token lists, as a tokenizer
+    returns them) are padded to the batch's longest with ``pad_token_id`` and their token labels with
+    -100, as transformers' ``DataCollatorWithPadding`` does; anything else goes to torch's
+    ``default_collate``."""
+    first = items[0] if items else None
+    if isinstance(first, dict) and isinstance(first.get("input_ids"), list):
+        from bertkit.tasks.batching import collate_features
+
+        return collate_features(items, pad_token_id)
+    return torch.utils.data.default_collate(items)
+
+
+@dataclass
+class EvalPrediction:
+    """What ``compute_metrics`` receives, as in transformers: the model's ``predictions`` (logits) and
+    the ``label_ids``, both numpy arrays in the evaluation set's order; sequences of different lengths
+    are padded with -100. Unpacks as ``predictions, label_ids = eval_pred``."""
+
+    predictions: np.ndarray
+    label_ids: np.ndarray | None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.predictions, self.label_ids))
+
+    def __getitem__(self, i: int) -> Any:
+        return (self.predictions, self.label_ids)[i]
+
+
+@dataclass
+class PredictionOutput:
+    """:meth:`Trainer.predict`'s answer, as in transformers."""
+
+    predictions: np.ndarray
+    label_ids: np.ndarray | None
+    metrics: dict[str, float]
+
+
+def _concat_padded(parts: list[torch.Tensor]) -> np.ndarray:
+    """Batches concatenated along the first axis, the second padded with -100 to the longest."""
+    if parts[0].ndim >= 2 and len({p.shape[1] for p in parts}) > 1:
+        width = max(p.shape[1] for p in parts)
+        parts = [torch.cat([p, p.new_full((p.shape[0], width - p.shape[1], *p.shape[2:]), -100)], 1) for p in parts]
+    return torch.cat(parts).numpy()
 
 
 class NonFiniteLossError(RuntimeError):
@@ -123,6 +184,8 @@ class TrainingConfig(TrainingArguments):
     ``max_time_minutes`` (now ``output``, ``epochs``, ``max_minutes``), and None for ``eval_every``,
     ``save_every``, ``max_grad_norm`` (now 0: off). Deprecated: use TrainingArguments."""
 
+    _transformers_names = False  # its own former names come first (output_dir, num_epochs, ...)
+
     def __init__(self, **kwargs: Any) -> None:
         for old, new in _RENAMED.items():
             if old in kwargs:
@@ -134,7 +197,6 @@ class TrainingConfig(TrainingArguments):
                 kwargs[name] = 0
         super().__init__(**kwargs)
 
-    output_dir = property(lambda self: self.output)
     num_epochs = property(lambda self: self.epochs)
     max_time_minutes = property(lambda self: self.max_minutes)
 
@@ -366,8 +428,8 @@ class Trainer:
     def __init__(
         self,
         model: nn.Module,
-        config: TrainingArguments,
-        train_dataset: Any,
+        config: TrainingArguments | None = None,
+        train_dataset: Any = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
         batch_sampler: Iterable[list[int]] | None = None,
         evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
@@ -375,10 +437,29 @@ class Trainer:
         tokenizer: Any = None,
         save_model: Callable[[nn.Module, Path], None] | None = None,
         optimizer: torch.optim.Optimizer | None = None,
+        *,
+        args: TrainingArguments | None = None,
+        data_collator: Callable[[list[Any]], Any] | None = None,
+        eval_dataset: Any = None,
+        compute_metrics: Callable[[EvalPrediction], dict[str, float]] | None = None,
+        processing_class: Any = None,
     ) -> None:
+        # transformers' keywords (args, data_collator, processing_class) name the same things
+        config = _one_of("config", config, "args", args)
+        collate_fn = _one_of("collate_fn", collate_fn, "data_collator", data_collator)
+        tokenizer = _one_of("tokenizer", tokenizer, "processing_class", processing_class)
+        if config is None or train_dataset is None:
+            raise TypeError("Trainer needs its arguments (config= or args=) and a train_dataset")
+        if evaluate is not None and (eval_dataset is not None or compute_metrics is not None):
+            raise TypeError("give evaluate= or transformers' eval_dataset= / compute_metrics=, not both")
+        if compute_metrics is not None and eval_dataset is None:
+            raise TypeError("compute_metrics needs an eval_dataset to compute them on")
         self.config = config
         self.dataset = train_dataset
-        self.collate_fn = collate_fn or (lambda items: torch.utils.data.default_collate(items))
+        self.collate_fn = collate_fn or functools.partial(default_collate, pad_token_id=_pad_id(tokenizer))
+        self.eval_dataset, self.compute_metrics = eval_dataset, compute_metrics
+        if evaluate is None and eval_dataset is not None:
+            evaluate = lambda model: self._evaluate_dataset(model, self.eval_dataset)[2]  # noqa: E731
         self.evaluate_fn = evaluate
         self.loss_fn: LossFn = loss_fn or model_loss
         self.tokenizer = tokenizer
@@ -903,6 +984,67 @@ class Trainer:
         t1 = time.perf_counter()
         self._t_paused += t1 - t0
         self._window["t0"] += t1 - t0  # throughput counts training time only
+
+    def _evaluate_dataset(
+        self, model: nn.Module, dataset: Any, prefix: str = ""
+    ) -> tuple[np.ndarray, np.ndarray | None, dict[str, float]]:
+        """Predictions, labels and metrics of ``model`` on ``dataset`` as transformers' Trainer gives them:
+        batches of ``per_device_eval_batch_size`` in order, ``loss`` as the mean over examples, then
+        ``compute_metrics``; keys get ``prefix``."""
+        size = self.config.per_device_eval_batch_size
+        logits, labels, loss_sum, count = [], [], 0.0, 0
+        for start in range(0, len(dataset), size):
+            batch = _to_device(
+                self.collate_fn([dataset[i] for i in range(start, min(start + size, len(dataset)))]), self.device
+            )
+            with self._autocast():
+                out = model(**batch)
+            n = len(next(iter(batch.values())))
+            if getattr(out, "loss", None) is not None:
+                loss_sum, count = loss_sum + float(out.loss) * n, count + n
+            logits.append((out.logits if hasattr(out, "logits") else out[0]).float().cpu())
+            if "labels" in batch:
+                labels.append(batch["labels"].cpu())
+        predictions = _concat_padded(logits)
+        label_ids = _concat_padded(labels) if labels else None
+        metrics: dict[str, float] = {"loss": loss_sum / count} if count else {}
+        if self.compute_metrics is not None:
+            metrics.update(
+                {k: float(v) for k, v in self.compute_metrics(EvalPrediction(predictions, label_ids)).items()}
+            )
+        return predictions, label_ids, {f"{prefix}{k}": v for k, v in metrics.items()}
+
+    def _in_eval_mode(self, work: Callable[[nn.Module], Any]) -> Any:
+        model = self.raw_model.to(self.device)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                return work(model)
+        finally:
+            model.train(was_training)
+
+    def evaluate(self, eval_dataset: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        """transformers' ``evaluate``: the loss and ``compute_metrics`` on ``eval_dataset`` (default the
+        Trainer's), keys prefixed ``eval_``, with the ``epoch`` reached."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if dataset is None:
+            raise ValueError("Trainer.evaluate needs an eval_dataset (here or when the Trainer was built)")
+        _, _, metrics = self._in_eval_mode(lambda m: self._evaluate_dataset(m, dataset, f"{metric_key_prefix}_"))
+        return {**metrics, "epoch": self.step / self.steps_per_epoch}
+
+    def predict(self, test_dataset: Any, metric_key_prefix: str = "test") -> PredictionOutput:
+        """transformers' ``predict``: predictions (logits), labels and metrics on ``test_dataset``."""
+        predictions, label_ids, metrics = self._in_eval_mode(
+            lambda m: self._evaluate_dataset(m, test_dataset, f"{metric_key_prefix}_")
+        )
+        return PredictionOutput(predictions, label_ids, metrics)
+
+    def save_model(self, output_dir: str | os.PathLike | None = None) -> None:
+        """Write the model (and tokenizer) into ``output_dir`` (default the run's output), as
+        ``save_pretrained`` does, each file replaced atomically."""
+        if self.is_main:
+            ckpt_io.write_final(output_dir if output_dir is not None else self.output_dir, self._write_model)
 
     def save_final(self) -> None:
         """Write the trained model into ``output`` itself (atomically, file by file)."""

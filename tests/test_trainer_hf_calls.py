@@ -1,0 +1,201 @@
+"""transformers' TrainingArguments and Trainer calls run unchanged on bertkit, and train the same way.
+
+Each test makes the same call to transformers and to bertkit, on the same weights and the same real
+sentences, and compares what comes out: the settings a call resolves to, the trained weights, the
+logged losses, and what ``evaluate`` / ``predict`` / ``compute_metrics`` return.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")  # transformers' Trainer needs it
+
+import bertkit  # noqa: E402
+from bertkit.assets import asset_path  # noqa: E402
+
+
+def _accuracy(eval_pred) -> dict[str, float]:
+    logits, labels = eval_pred
+    return {"accuracy": float((logits.argmax(-1) == labels).mean())}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A tiny BERT classifier without dropout (saved once, loaded by both libraries) and 24 real
+    polarity sentences tokenized by the MiniLM vocabulary, as tokenizer outputs of different lengths."""
+    folder = tmp_path_factory.mktemp("tiny")
+    tok = bertkit.BertTokenizer.from_pretrained(asset_path("minilm"))
+    torch.manual_seed(0)
+    config = bertkit.BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=2,
+    )
+    bertkit.BertForSequenceClassification(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    with open(asset_path("polarity-train"), encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))[:24]
+    assert {r["label"] for r in rows} == {"positive", "negative"}
+    items = []
+    for row in rows:
+        enc = tok(row["text"], truncation=True, max_length=48)
+        items.append(
+            {
+                "input_ids": list(enc["input_ids"]),
+                "attention_mask": list(enc["attention_mask"]),
+                "token_type_ids": list(enc["token_type_ids"]),
+                "labels": int(row["label"] == "positive"),
+            }
+        )
+    assert len({len(i["input_ids"]) for i in items}) > 1  # padding is part of what is compared
+    return folder, items[:16], items[16:]
+
+
+def _call(output_dir) -> dict:
+    # One call, written for transformers, made to both libraries.
+    return dict(
+        output_dir=str(output_dir),
+        num_train_epochs=3,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=3,
+        learning_rate=1e-3,
+        weight_decay=0.01,
+        logging_steps=1,
+        eval_strategy="epoch",
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+
+
+def test_transformers_defaults_are_transformers_own(tmp_path):
+    """A call in transformers' names leaves out settings; each one resolves to transformers' default."""
+    ours = bertkit.TrainingArguments(output_dir=str(tmp_path / "a"))
+    theirs = transformers.TrainingArguments(output_dir=str(tmp_path / "a"))
+    pairs = {
+        "num_train_epochs": ours.epochs,
+        "per_device_train_batch_size": ours.batch_size,
+        "per_device_eval_batch_size": ours.per_device_eval_batch_size,
+        "learning_rate": ours.lr,
+        "weight_decay": ours.weight_decay,
+        "adam_epsilon": ours.adam_eps,
+        "adam_beta1": ours.adam_betas[0],
+        "adam_beta2": ours.adam_betas[1],
+        "max_grad_norm": ours.max_grad_norm,
+        "gradient_accumulation_steps": ours.grad_accum_steps,
+        "warmup_steps": ours.warmup_steps,
+        "seed": ours.seed,
+        "logging_steps": ours.log_every,
+        "save_steps": ours.save_every,
+        "dataloader_drop_last": ours.drop_last,
+    }
+    for name, value in pairs.items():
+        assert value == getattr(theirs, name), name
+    assert ours.output_dir == theirs.output_dir
+    assert ours.precision == "fp32" and not theirs.bf16 and not theirs.fp16  # transformers trains fp32 on a CPU
+    # bertkit's own names keep bertkit's defaults
+    assert bertkit.TrainingArguments(output=str(tmp_path / "c")).epochs == 1.0
+
+
+def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path):
+    folder, train, held_out = setup
+    hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    hf = transformers.Trainer(
+        model=hf_model,
+        args=transformers.TrainingArguments(**_call(tmp_path / "hf")),
+        train_dataset=train,
+        eval_dataset=held_out,
+        processing_class=hf_tok,
+        compute_metrics=_accuracy,
+    )
+    hf.train()
+
+    model = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    ours = bertkit.Trainer(
+        model=model,
+        args=bertkit.TrainingArguments(**_call(tmp_path / "bk")),
+        train_dataset=train,
+        eval_dataset=held_out,
+        processing_class=bertkit.BertTokenizer.from_pretrained(folder),
+        compute_metrics=_accuracy,
+    )
+    ours.train()
+
+    # 3 epochs of one batch of 16: 3 AdamW steps at a linearly decaying rate, gradients clipped at 1
+    theirs = hf_model.state_dict()
+    moved = max((model.state_dict()[k] - start[k]).abs().max().item() for k in start)
+    assert moved > 1e-3  # it trained at all
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, theirs[key], atol=2e-5, rtol=1e-4, msg=key)
+
+    hf_losses = [row["loss"] for row in hf.state.log_history if "loss" in row]
+    rows = [json.loads(line) for line in (tmp_path / "bk" / "metrics.jsonl").read_text().splitlines()]
+    our_losses = [row["loss"] for row in rows if "loss" in row]
+    assert len(our_losses) == len(hf_losses) == 3
+    np.testing.assert_allclose(our_losses, hf_losses, rtol=1e-4)
+    # eval_strategy="epoch": both evaluated after each epoch, on the same held-out sentences
+    hf_evals = [row for row in hf.state.log_history if "eval_loss" in row]
+    our_evals = [row for row in rows if "eval_loss" in row and row.get("step", 0) > 0]
+    assert [round(r["eval_loss"], 4) for r in our_evals[: len(hf_evals)]] == pytest.approx(
+        [round(r["eval_loss"], 4) for r in hf_evals], abs=2e-4
+    )
+
+    # evaluate / predict / compute_metrics answer as transformers' do
+    want, got = hf.evaluate(), ours.evaluate()
+    assert got["eval_loss"] == pytest.approx(want["eval_loss"], rel=1e-4)
+    assert got["eval_accuracy"] == want["eval_accuracy"]
+    assert got["epoch"] == pytest.approx(want["epoch"])
+    want_pred, got_pred = hf.predict(held_out), ours.predict(held_out)
+    np.testing.assert_allclose(got_pred.predictions, want_pred.predictions, atol=1e-4)
+    np.testing.assert_array_equal(got_pred.label_ids, want_pred.label_ids)
+    assert set(got_pred.metrics) >= {"test_loss", "test_accuracy"}
+    assert got_pred.metrics["test_accuracy"] == want_pred.metrics["test_accuracy"]
+
+    # save_model writes a folder both libraries load, with the trained weights
+    ours.save_model(tmp_path / "saved")
+    back = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "saved")
+    torch.testing.assert_close(back.state_dict()["classifier.weight"], model.state_dict()["classifier.weight"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        (dict(lr_scheduler_type="cosine"), "lr_scheduler_type='cosine'"),
+        (dict(save_strategy="epoch"), "save_strategy='epoch'"),
+        (dict(report_to="wandb"), "report_to='wandb'"),
+        (dict(optim="adafactor"), "optim='adafactor'"),
+        (dict(load_best_model_at_end=True), "load_best_model_at_end"),
+        (dict(bf16=True, fp16=True), "fp16"),
+        (dict(learning_rate=-1.0), "learning_rate (lr)"),
+        (dict(num_train_epochs=0), "num_train_epochs (epochs)"),
+    ],
+)
+def test_transformers_settings_bertkit_cannot_honour_are_refused_by_name(tmp_path, kwargs, named):
+    with pytest.raises(ValueError) as info:
+        bertkit.TrainingArguments(output_dir=str(tmp_path), **kwargs)
+    assert named in str(info.value)
+
+
+def test_a_name_and_its_transformers_name_together_are_refused(tmp_path):
+    with pytest.raises(TypeError, match="lr or transformers' name learning_rate"):
+        bertkit.TrainingArguments(output_dir=str(tmp_path), lr=1e-3, learning_rate=1e-3)
+    args = bertkit.TrainingArguments(output_dir=str(tmp_path))
+    with pytest.raises(TypeError, match="config= or transformers' args="):
+        bertkit.Trainer(torch.nn.Linear(2, 2), args, [1], args=args)
+    with pytest.raises(TypeError, match="compute_metrics needs an eval_dataset"):
+        bertkit.Trainer(torch.nn.Linear(2, 2), args=args, train_dataset=[1], compute_metrics=_accuracy)
