@@ -179,3 +179,61 @@ def test_bad_words_ids_bad_input_is_one_line(pair, prompts):
     ]:
         with pytest.raises(ValueError, match=text):
             ours.generate(ids, max_new_tokens=3, bad_words_ids=bad)
+
+
+# ---------------------------------------------------------------------------------------- pipeline
+
+
+@pytest.fixture(scope="module")
+def chinese_folder(tmp_path_factory):
+    """A GPT-2 with a BertTokenizer (the Chinese vocabulary), as uer's models are laid out."""
+    import shutil
+
+    from bertkit.assets import asset_path
+
+    folder = tmp_path_factory.mktemp("gpt2-zh")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(
+        n_layer=2, n_embd=32, n_head=4, vocab_size=21128, n_positions=128, tokenizer_class="BertTokenizer"
+    )
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(folder)
+    shutil.copy(asset_path("vocab-chinese"), folder / "vocab.txt")
+    return folder
+
+
+def _with_generation_config(folder, tmp_path, settings):
+    import json
+    import shutil
+
+    out = tmp_path / "m"
+    shutil.copytree(folder, out)
+    (out / "generation_config.json").write_text(json.dumps(settings))
+    return out
+
+
+def test_text_generation_pipeline_reads_generation_config_json(chinese_folder, tmp_path):
+    """The folder's generation_config.json gives the pipeline its defaults (greedy, 6 new tokens, an
+    EOS and a pad id of its own); the call's arguments win, as in transformers' pipeline."""
+    from bertkit import pipeline
+    from bertkit.pipelines.text_generation import join_cjk
+
+    free = transformers.pipeline("text-generation", model=str(chinese_folder), device="cpu")
+    prompt = "今天天气真好啊"
+    ids = free.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    greedy = free.model.generate(ids, max_new_tokens=6, do_sample=False)
+    eos = int(greedy[0, ids.shape[1] + 2])  # the third new token ends the text
+    settings = {"do_sample": False, "max_new_tokens": 6, "eos_token_id": eos, "pad_token_id": 103}
+    folder = _with_generation_config(chinese_folder, tmp_path, settings)
+    ours = pipeline("text-generation", model=str(folder))
+    theirs = transformers.pipeline("text-generation", model=str(folder), device="cpu")
+    for kw in ({}, {"max_new_tokens": 3}, {"max_length": 12}, {"eos_token_id": 49}, {"num_beams": 2}):
+        a, b = ours(prompt, **kw), theirs(prompt, **kw)
+        assert [r["generated_text"] for r in a] == [join_cjk(r["generated_text"]) for r in b], kw
+    short = ours(prompt, return_full_text=False)[0]["generated_text"]
+    assert 0 < len(short) <= 3  # stopped at the folder's EOS (decoded without special tokens)
+    for seed in (0, 1):  # the call turns sampling back on: the pipeline's temperature 0.7 applies
+        torch.manual_seed(seed)
+        a = ours(prompt, do_sample=True, top_k=10)
+        torch.manual_seed(seed)
+        b = theirs(prompt, do_sample=True, top_k=10)
+        assert a[0]["generated_text"] == join_cjk(b[0]["generated_text"])

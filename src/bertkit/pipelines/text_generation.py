@@ -6,11 +6,13 @@
     generator("今天天气真好啊", max_length=50, num_return_sequences=1)
     # [{'generated_text': '今天天气真好啊...'}]
 
-Defaults are transformers' text-generation defaults: sampling at temperature 0.7 and up to 256 new
-tokens (fewer when the model's context is shorter). The prompt is tokenized with the tokenizer's
-defaults (a BertTokenizer adds ``[CLS]``/``[SEP]``, as transformers does), new tokens are decoded
-without special tokens and appended to the prompt text. With a BertTokenizer the spaces that WordPiece
-decoding puts between Chinese characters are dropped, since Chinese is written without them.
+Defaults are, as in transformers' pipeline: the call's arguments, then what the model's
+``generation_config.json`` sets, then the pipeline's own: sampling at temperature 0.7, up to 256 new
+tokens (fewer when the model's context is shorter) and the tokenizer's pad id. The prompt is
+tokenized with the tokenizer's defaults (a BertTokenizer adds ``[CLS]``/``[SEP]``, as transformers
+does), new tokens are decoded without special tokens and appended to the prompt text. With a
+BertTokenizer the spaces that WordPiece decoding puts between Chinese characters are dropped, since
+Chinese is written without them.
 """
 
 from __future__ import annotations
@@ -67,21 +69,35 @@ class TextGenerationPipeline(Pipeline):
             fam = family(self.model.config.model_type)
             raise ValueError(f"{type(self.model).__name__} cannot generate text: {fam.why_missing('causal-lm')}")
 
+    def _set_generation_params(self, generation_config: Any = None) -> dict[str, Any]:
+        """The fields the model's generation config (and a passed ``generation_config``) set, to any
+        value: what the pipeline's own defaults must not override."""
+        from bertkit.modeling.generation import GenerationConfig
+
+        model = self.model
+        found = model.__dict__.get("_generation_config") or GenerationConfig.from_model_config(model.config)
+        fields = dict(found.to_dict())
+        if generation_config is not None:
+            fields.update(generation_config.to_dict())
+        return {k: v for k, v in fields.items() if v is not None}
+
     def __call__(
         self,
         text_inputs: str | Sequence[str],
         max_length: int | None = None,
         max_new_tokens: int | None = None,
-        num_return_sequences: int = 1,
-        do_sample: bool = True,
-        temperature: float = _DEFAULT_TEMPERATURE,
+        num_return_sequences: int | None = None,
+        do_sample: bool | None = None,
+        temperature: float | None = None,
         return_full_text: bool = True,
         add_special_tokens: bool | None = None,
         truncation: bool = False,
         streamer: Any = None,
         **generate_kwargs: Any,
     ) -> list[dict[str, str]] | list[list[dict[str, str]]]:
-        """Generate for one prompt (a list of dicts) or several (a list of such lists)."""
+        """Generate for one prompt (a list of dicts) or several (a list of such lists).
+
+        An argument left out takes the model's generation config value, else the pipeline's default."""
         _check_generation_numbers(
             max_length=max_length,
             max_new_tokens=max_new_tokens,
@@ -89,9 +105,20 @@ class TextGenerationPipeline(Pipeline):
             temperature=temperature,
             **generate_kwargs,
         )
-        if not do_sample:
-            # greedy search never reads the temperature: any value (0 included) means the same
-            temperature = 1.0
+        given = {
+            "max_length": max_length,
+            "max_new_tokens": max_new_tokens,
+            "do_sample": do_sample,
+            "temperature": temperature,
+        }
+        given = {k: v for k, v in given.items() if v is not None}
+        settings = {**self._set_generation_params(generate_kwargs.get("generation_config")), **given}
+        do_sample = bool(settings.get("do_sample", True))
+        # greedy search never reads the temperature: any value (0 included) means the same
+        temperature = settings.get("temperature", _DEFAULT_TEMPERATURE) if do_sample else 1.0
+        max_new_tokens, max_length = settings.get("max_new_tokens"), settings.get("max_length")
+        if "pad_token_id" not in generate_kwargs and "pad_token_id" not in settings:
+            generate_kwargs["pad_token_id"] = self.tokenizer.pad_token_id
         prompts, batched = _batched(text_inputs)
         tok = self.tokenizer
         join = type(tok).__name__ == "BertTokenizer"
@@ -129,7 +156,6 @@ class TextGenerationPipeline(Pipeline):
                 temperature=temperature,
                 truncation=truncation,
                 streamer=streamer,
-                pad_token_id=generate_kwargs.pop("pad_token_id", tok.pad_token_id),
                 **generate_kwargs,
             )
             prompt_len = ids.shape[1]
