@@ -60,3 +60,24 @@ def test_qrels_naming_an_id_not_in_the_corpus(tmp_path, capsys, texts):
     argv = ["evaluate-embeddings", "--model", MINILM, "--queries", str(queries), "--corpus", str(corpus)]
     line = _one_line(capsys, [*argv, "--qrels", str(qrels), "--no-progress"])
     assert f"{qrels}:3: corpus-id 'd9' is not in the corpus" in line
+
+
+@pytest.mark.parametrize(
+    "command, flags, named",
+    [
+        ("train-embedder", ["--loss", "cosent", "--symmetric"], ["--symmetric", "--loss cosent"]),
+        ("train-embedder", ["--loss", "triplet", "--scale", "30"], ["--scale 30", "--loss triplet"]),
+        ("train-embedder", ["--mini-batch-size", "8"], ["--mini-batch-size 8", "--loss mnrl"]),
+        ("train-embedder", ["--score-range", "0,5"], ["--score-range 0,5", "--loss mnrl"]),
+        ("train-embedder", ["--mining-margin", "0.1"], ["--mining-margin 0.1", "--hard-negatives"]),
+        ("train-reranker", ["--group-size", "3"], ["--group-size 3", "--loss bce"]),
+    ],
+)
+def test_a_flag_the_loss_would_ignore_is_refused(tmp_path, capsys, texts, command, flags, named):
+    """A flag of another loss (--scale with the triplet loss, --group-size without listwise) was silently unused."""
+    train = tmp_path / "rows.jsonl"
+    train.write_text(json.dumps({"anchor": texts[0], "positive": texts[1]}) + "\n")
+    out = tmp_path / "o"
+    line = _one_line(capsys, [command, "--model", MINILM, "--train", str(train), "--output", str(out), *flags])
+    assert all(n in line for n in named), line
+    assert not out.exists()

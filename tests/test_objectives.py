@@ -305,19 +305,85 @@ def test_bad_input_one_line(corpus, tmp_path, capsys):
     from bertkit.modeling import BertConfig, BertForMaskedLM
 
     BertForMaskedLM(BertConfig.from_preset("tiny")).save_pretrained(bert)
-    assert cli_main(_cli(corpus, tmp_path / "a", "--objective", "electra", "--model", str(bert))) == 1
+    argv = _cli(corpus, tmp_path / "a", "--objective", "electra", "--model", str(bert))
+    del argv[argv.index("--config") : argv.index("--config") + 2]  # the model folder has its size
+    assert cli_main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert "--objective electra" in err[0] and "'bert' model" in err[0] and str(bert) in err[0]
-    # the tiny preset has 2 heads: a quarter-size generator would have half a head
-    assert cli_main(_cli(corpus, tmp_path / "b", "--objective", "electra")) == 1
+    # the tiny preset has 2 heads: a quarter-size generator, asked for, would have half a head
+    assert cli_main(_cli(corpus, tmp_path / "b", "--objective", "electra", "--generator-size", "0.25")) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert "--generator-size 0.25" in err[0] and "0.5 attention heads" in err[0] and "0.5, 1" in err[0]
+    assert "at least one" in err[0]
     assert not (tmp_path / "b").exists()
     with pytest.raises(SystemExit) as e:  # argparse: exit 2
         cli_main(_cli(corpus, tmp_path / "c", "--objective", "electra", "--generator-size", "0"))
     assert e.value.code == 2 and "--generator-size: must be a number in (0, 1], got '0'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="objective must be one of mlm\\+nsp, mlm, electra"):
         PretrainingArguments(output=str(tmp_path / "d"), objective="rtd")
+
+
+def test_default_generator_is_whole_heads_of_the_discriminators_size_for_every_preset():
+    """The default quarter-size generator split the tiny preset's two heads into half a head."""
+    from bertkit.modeling import BertConfig
+    from bertkit.modeling.config import PRESETS
+    from bertkit.training.objectives import generator_shape
+
+    for name in PRESETS:
+        cfg = BertConfig.from_preset(name)
+        hidden, heads = generator_shape(cfg.hidden_size, cfg.num_attention_heads, None)
+        head_size = cfg.hidden_size // cfg.num_attention_heads
+        assert heads >= 1 and hidden == heads * head_size, name
+        assert heads == max(1, round(cfg.num_attention_heads / 4)), name
+
+
+def test_tiny_electra_runs_with_the_default_generator(corpus, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli_main(_cli(corpus, out, "--objective", "electra", "--save-every", "0", "--eval-every", "0")) == 0
+    gen = json.loads((out / "generator" / "config.json").read_text(encoding="utf-8"))
+    disc = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert (gen["num_attention_heads"], gen["hidden_size"]) == (1, disc["hidden_size"] // disc["num_attention_heads"])
+    # continuing the run: its own generator is kept; a --generator-size that disagrees is refused
+    more = tmp_path / "more"
+    argv = _cli(corpus, more, "--objective", "electra", "--model", str(out), "--generator-size", "1")
+    del argv[argv.index("--config") : argv.index("--config") + 2]  # the model folder has its size
+    assert cli_main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("bertkit pretrain: error")]
+    assert len(err) == 1 and "--generator-size 1" in err[0] and f"--model {out}" in err[0] and " 64 " in err[0]
+    assert not more.exists()
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--model", "MODEL"], ["--config tiny", "--model"]),
+        (["--model", "MODEL", "--config", "mini"], ["--config mini", "--model"]),
+        (["--generator-size", "0.5"], ["--generator-size 0.5", "--objective mlm+nsp"]),
+        (["--objective", "mlm", "--generator-temperature", "2"], ["--generator-temperature 2", "--objective mlm"]),
+        (["--data", "DATA", "--format", "bert"], ["--format bert", "--data"]),
+    ],
+)
+def test_a_flag_the_run_would_ignore_is_refused(corpus, tmp_path, capsys, extra, named):
+    """`pretrain --model DIR --config X` trained DIR at its own size and never said --config was ignored."""
+    from bertkit.modeling import BertConfig, BertForPreTraining
+
+    model = tmp_path / "model"
+    BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=30522)).save_pretrained(model)
+    shutil.copy(asset_path("vocab-uncased"), model / "vocab.txt")
+    extra = [str(model) if a == "MODEL" else str(tmp_path) if a == "DATA" else a for a in extra]
+    argv = _cli(corpus, tmp_path / "out", *extra)
+    if "--data" in extra:
+        i = argv.index("--corpus")
+        del argv[i : i + 1 + len(corpus)]
+    if "--config" in extra:  # only the one given in extra
+        i = argv.index("--config")
+        del argv[i : i + 2]
+    rc = cli_main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 2 and all(n in err[0] for n in named), err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="--config small sizes a new model"):
+        pretrain(_args(corpus, tmp_path / "api", model=str(model), config="small"))
 
 
 def test_roc_auc_equals_the_pairwise_definition():

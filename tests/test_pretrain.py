@@ -159,6 +159,8 @@ def test_vocab_size_mismatch_names_both_numbers(tmp_path, corpus, env, full_run)
     cmd = _cmd(corpus, tmp_path / "o")
     i = cmd.index("--vocab")
     cmd[i + 1] = str(asset_path("vocab-chinese"))
+    i = cmd.index("--config")  # the model folder has its size
+    del cmd[i : i + 2]
     cmd += ["--model", str(full_run)]
     r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 1

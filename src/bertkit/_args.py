@@ -310,6 +310,25 @@ def _default(f: dataclasses.Field) -> Any:
     return _MISSING
 
 
+def refuse_unused(obj: Any, name: str, used: bool, why: str, given: Iterable[str] = ()) -> None:
+    """Refuse the setting ``name`` of the dataclass ``obj`` when it was given but the run would not use
+    it (``used`` False): one line naming the flag, its value and ``why`` (which names the other flag).
+
+    Given: it differs from its default, or is in ``given`` (flags typed, even at their default).
+    """
+    field = {f.name: f for f in dataclasses.fields(obj)}[name]
+    value = getattr(obj, name)
+    if used or (name not in set(given) and value == _default(field)):
+        return
+    flag = field.metadata.get("flag") or "--" + name.replace("_", "-")
+    flag = flag if isinstance(flag, str) else flag[0]
+    values = value if isinstance(value, (list, tuple)) else [value]
+    parts = [f"{v:g}" if isinstance(v, float) else str(v) for v in values]
+    # as typed: FILE FILE for nargs, LOW,HIGH for a pair; a switch alone
+    shown = flag if isinstance(value, bool) else f"{flag} {(' ' if field.metadata.get('nargs') else ',').join(parts)}"
+    raise ValueError(f"{shown} {why}: leave out {flag}")
+
+
 def check_fields(obj: Any) -> None:
     """Check every field of the dataclass instance ``obj`` against its :func:`setting` range or choices.
 

@@ -190,6 +190,15 @@ class EmbedderArguments(EmbeddingTrainingArguments):
             raise ValueError("--mine-from is read only with --hard-negatives K (the negatives to mine per row)")
         if self.hard_negatives and self.loss not in ("mnrl", "cached-mnrl", "triplet"):
             raise ValueError(f"hard negatives are for mnrl, cached-mnrl and triplet, not {self.loss}")
+        loss = self.loss
+        for name, used, why in (
+            ("symmetric", loss in ("mnrl", "cached-mnrl"), f"is MNRL's; --loss {loss} has no ranking to mirror"),
+            ("scale", loss != "triplet", "scales MNRL's and CoSENT's cosines; --loss triplet has a margin instead"),
+            ("mini_batch_size", loss == "cached-mnrl", f"is cached-mnrl's; --loss {loss} runs whole batches"),
+            ("score_range", loss == "cosent", f"is the range of CoSENT's scores; --loss {loss} reads none"),
+            ("mining_margin", bool(self.hard_negatives), "is for mining; without --hard-negatives K nothing is mined"),
+        ):
+            A.refuse_unused(self, name, used, why)
 
     def inputs(self) -> dict[str, str | None]:
         return {**super().inputs(), "--mine-from": self.mine_from}

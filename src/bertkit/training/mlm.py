@@ -9,9 +9,11 @@ the Trainer ``loss_fn`` of the recipe. Under ``torchrun`` it runs DistributedDat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ __all__ = [
     "RECIPE_SCHEDULES",
     "PretrainingArguments",
     "build_pretraining",
+    "check_unused_settings",
     "evaluate_pretraining",
     "masked_fraction",
     "mlm_identity",
@@ -129,12 +132,13 @@ class PretrainingArguments(TrainingArguments):
         "discriminator of replaced tokens (ElectraForPreTraining in OUTPUT, the "
         "generator in OUTPUT/generator)",
     )
-    generator_size: float = setting(
-        0.25,
+    generator_size: float | None = setting(
+        None,
         type=A.fraction_0_1_left_open,
         group="model",
         same_on_resume=False,
-        help="electra: the generator's hidden size (and heads) as a fraction of the discriminator's",
+        help="electra: the generator's hidden size (and heads) as a fraction of the discriminator's "
+        "(default: a quarter of its heads, at least one; a --model's own generator)",
     )
     generator_temperature: float = setting(
         1.0,
@@ -149,7 +153,10 @@ class PretrainingArguments(TrainingArguments):
         None, metavar="DIR", group="model", same_on_resume=False, help="continue pretraining from a saved model folder"
     )
     config: str = setting(
-        "mini", choices=("tiny", "mini", "small", "medium", "base", "large"), group="model", help="size of a new model"
+        "mini",
+        choices=("tiny", "mini", "small", "medium", "base", "large"),
+        group="model",
+        help="size of a new model (default mini; not with --model, whose config.json gives its size)",
     )
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="tokens per training instance")
     recipe: str | None = setting(
@@ -185,6 +192,24 @@ class PretrainingArguments(TrainingArguments):
     def from_namespace(cls, ns: Any) -> PretrainingArguments:
         """The fields of an argparse Namespace that this dataclass knows."""
         return A.from_namespace(cls, ns)
+
+
+def check_unused_settings(args: PretrainingArguments, given: Sequence[str] = ()) -> None:
+    """Refuse a setting the run would silently ignore (``--config`` with ``--model``, ``--format`` with
+    ``--data``, a generator's setting without ``--objective electra``), naming both flags.
+
+    ``given``: settings typed even at their default (the CLI tells a typed ``--config mini``).
+    """
+    model, data, objective = args.model, args.data, args.objective
+    for name, used, why in (
+        ("config", not model, f"sizes a new model; --model {model} keeps the size its config.json gives"),
+        ("format", not data, f"is how --corpus is read; --data {data} is already prepared"),
+        ("cache_dir", not data, f"is where --corpus is prepared; --data {data} is already prepared"),
+        ("eval_data", not data, f"is checked against --corpus lines; --data {data} has none to check"),
+        ("generator_size", objective == "electra", f"shapes ELECTRA's generator; --objective {objective} has none"),
+        ("generator_temperature", objective == "electra", f"is ELECTRA's; --objective {objective} has no generator"),
+    ):
+        A.refuse_unused(args, name, used, why, given)
 
 
 def _token_weight(labels: Any) -> Any:
@@ -446,7 +471,7 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
     if name != "mlm+nsp":  # runs of the default objective keep the identity they were started with
         objective["objective"] = name
         if name == "electra":
-            objective["generator_size"] = args.generator_size
+            objective["generator_size"] = parts.get("generator_size", args.generator_size)
             if args.generator_temperature != 1.0:  # runs from before the setting keep their identity
                 objective["generator_temperature"] = args.generator_temperature
     model = {k: getattr(config, k, None) for k in _MODEL_KEYS}
@@ -473,8 +498,6 @@ def train_mlm(args: PretrainingArguments) -> Any:
     Prints a one-line summary of the data and model to stderr and, on rank 0, the final held-out
     metrics as JSON to stdout. Raises :class:`~bertkit.training.NonFiniteLossError` on a NaN loss.
     """
-    import dataclasses
-
     from bertkit.training.objectives import build_objective
     from bertkit.training.trainer import Trainer
 

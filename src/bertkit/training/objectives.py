@@ -40,8 +40,10 @@ __all__ = [
     "electra_loss",
     "evaluate_electra",
     "evaluate_mlm",
+    "GENERATOR_SIZE",
     "generator_config",
     "generator_shape",
+    "generator_size",
     "mlm_loss",
 ]
 
@@ -56,7 +58,7 @@ def check_objective_args(args: Any) -> None:
     objective = getattr(args, "objective", "mlm+nsp")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    A.fraction_0_1_left_open.check("generator_size", getattr(args, "generator_size", 0.25))
+    A.fraction_0_1_left_open.check("generator_size", getattr(args, "generator_size", None), allow_none=True)
     A.positive_float.check("generator_temperature", getattr(args, "generator_temperature", 1.0))
 
 
@@ -137,34 +139,53 @@ def _autocast(device: Any, amp_dtype: Any) -> contextlib.AbstractContextManager:
 # ---------------------------------------------------------------------------------------- electra
 
 
-def generator_config(discriminator: Any, size: float) -> Any:
-    """The generator's ElectraConfig: ``size`` x the discriminator's hidden size, heads and feed-forward,
-    the same depth, vocabulary and embedding size (the embeddings are shared)."""
+def generator_config(discriminator: Any, size: float | None) -> Any:
+    """The generator's ElectraConfig: ``size`` (None: :data:`GENERATOR_SIZE`, in whole heads) x the
+    discriminator's hidden size, heads and feed-forward, the same depth, vocabulary and embedding
+    size (the embeddings are shared)."""
     from bertkit.modeling.electra import ElectraConfig
 
     d = discriminator
     hidden, heads = generator_shape(d.hidden_size, d.num_attention_heads, size)
+    fraction = heads / d.num_attention_heads
     fields = {
         f.name: getattr(d, f.name)
         for f in dataclasses.fields(ElectraConfig)
         if f.name not in ("extra", "architectures", "id2label", "label2id", "num_labels")
     }
     fields.update(
-        hidden_size=hidden, num_attention_heads=heads, intermediate_size=max(1, round(d.intermediate_size * size))
+        hidden_size=hidden, num_attention_heads=heads, intermediate_size=max(1, round(d.intermediate_size * fraction))
     )
     return ElectraConfig(**fields)
 
 
-def generator_shape(hidden_size: int, num_heads: int, size: float) -> tuple[int, int]:
-    """(hidden size, heads) of the generator: the discriminator's head size, ``size`` x its heads.
-    A size that gives a fractional head count is an error naming the sizes that work."""
+# The generator's default size: a quarter of the discriminator's (as in ELECTRA), rounded to whole
+# heads and at least one, so that a discriminator of two heads (the tiny preset) gets one, not half.
+GENERATOR_SIZE = 0.25
+
+
+def generator_size(num_heads: int, size: float | None) -> float:
+    """The generator's size as a fraction of the discriminator's: ``size``, or for None the
+    :data:`GENERATOR_SIZE` share of ``num_heads`` rounded to whole heads (at least one)."""
+    if size is not None:
+        return float(size)
+    return max(1, round(num_heads * GENERATOR_SIZE)) / num_heads
+
+
+def generator_shape(hidden_size: int, num_heads: int, size: float | None) -> tuple[int, int]:
+    """(hidden size, heads) of the generator: the discriminator's head size, ``size`` x its heads
+    (None: :func:`generator_size`'s default). A size that gives a fractional head count, or none,
+    is an error naming the sizes that work."""
+    if num_heads < 1 or hidden_size % num_heads:
+        raise ValueError(f"the discriminator's {hidden_size} hidden units do not split into {num_heads} heads")
+    size = generator_size(num_heads, size)
     hidden, heads = hidden_size * size, num_heads * size
     if abs(heads - round(heads)) > 1e-6 or round(heads) < 1 or abs(hidden - round(hidden)) > 1e-6:
         fits = sorted({k / num_heads for k in range(1, num_heads + 1)})
         raise ValueError(
             f"--generator-size {size:g} gives the generator {hidden:g} hidden units in {heads:g} attention heads "
             f"(discriminator: {hidden_size} in {num_heads} heads); it needs a whole number of heads of "
-            f"{hidden_size // num_heads} units: use one of {', '.join(f'{f:g}' for f in fits)}"
+            f"{hidden_size // num_heads} units, at least one: use one of {', '.join(f'{f:g}' for f in fits)}"
         )
     return round(hidden), round(heads)
 
@@ -368,7 +389,15 @@ def build_objective(args: Any) -> dict[str, Any]:
 
     # The generator's shape is checked before any data is prepared.
     shape = _read_config(args.model) if args.model else BertConfig.from_preset(args.config).to_dict()
-    generator_shape(shape["hidden_size"], shape["num_attention_heads"], args.generator_size)
+    hidden, _ = generator_shape(shape["hidden_size"], shape["num_attention_heads"], args.generator_size)
+    saved = Path(args.model, "generator") if args.model else None
+    if saved is not None and (saved / "config.json").is_file() and args.generator_size is not None:
+        own = _read_config(str(saved)).get("hidden_size")
+        if own != hidden:  # the saved generator is continued as it is
+            raise ValueError(
+                f"--generator-size {args.generator_size:g} gives a generator of {hidden} hidden units, but "
+                f"--model {args.model} continues its own of {own} ({saved}): leave out --generator-size"
+            )
     if args.model:  # a discriminator folder: build_pretraining reads its vocabulary, the model comes below
         args = dataclasses.replace(args, vocab=args.vocab or str(Path(args.model) / "vocab.txt"))
 
@@ -378,6 +407,9 @@ def build_objective(args: Any) -> dict[str, Any]:
     parts = build_pretraining(dataclasses.replace(args, model=None), make_model=make_electra)
     if args.model:  # the run's identity and summary describe the discriminator
         parts["config"] = parts["model"].config
+    # The size the generator has (a default resolved, or a --model's own), for the run's identity.
+    pair = parts["model"]
+    parts["generator_size"] = pair.generator.config.num_attention_heads / pair.discriminator.config.num_attention_heads
     parts["collate"] = electra_collator(parts["vocab"], masked_fraction(args), args.whole_word_masking, args.seed)
     seed = args.seed + 1
 

@@ -24,11 +24,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bertkit.training.mlm import PretrainingArguments
 
     # --max-steps (default 1000) sizes a pretraining run; --epochs would be a second, ignored length.
-    A.add_dataclass_arguments(p, PretrainingArguments, exclude=("epochs",))
+    # --config defaults to None here so that a typed `--config mini` beside --model is seen and refused.
+    A.add_dataclass_arguments(p, PretrainingArguments, exclude=("epochs",), defaults={"config": None})
 
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.training.pretraining import PretrainingArguments, pretrain
 
-    pretrain(PretrainingArguments.from_namespace(args))
+    given = ["config"] if args.config is not None else []
+    overrides = {} if given else {"config": PretrainingArguments.config}
+    pretrain(A.from_namespace(PretrainingArguments, args, **overrides), given)
     return 0

@@ -8,6 +8,7 @@ are re-exported here, which imports them and is imported by neither.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from bertkit.training.mlm import (
@@ -15,6 +16,7 @@ from bertkit.training.mlm import (
     RECIPES,
     PretrainingArguments,
     build_pretraining,
+    check_unused_settings,
     evaluate_pretraining,
     mlm_identity,
     mlm_nsp_loss,
@@ -36,7 +38,11 @@ __all__ = [
 ]
 
 
-def pretrain(args: PretrainingArguments) -> Any:
+def pretrain(args: PretrainingArguments, given: Sequence[str] = ()) -> Any:
     """Run ``args.recipe``'s phases when it is set (:func:`~bertkit.training.recipes.run_recipe`),
-    else one run (:func:`~bertkit.training.mlm.train_mlm`); returns the (last) TrainResult."""
+    else one run (:func:`~bertkit.training.mlm.train_mlm`); returns the (last) TrainResult.
+
+    A setting the run would not use is refused (:func:`~bertkit.training.mlm.check_unused_settings`;
+    ``given``: settings given explicitly, even at their default)."""
+    check_unused_settings(args, given)
     return run_recipe(args) if args.recipe else train_mlm(args)

@@ -67,6 +67,11 @@ class RerankerArguments(EmbeddingTrainingArguments):
         help="listwise: passages per group, the positive and its hard negatives",
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        why = f"sizes --loss listwise's groups; --loss {self.loss} scores each pair alone"
+        A.refuse_unused(self, "group_size", self.loss == "listwise", why)
+
 
 def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows ``{"query", "passage", "label"}`` with a label in [0, 1]; errors name the file and line."""
