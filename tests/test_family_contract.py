@@ -207,6 +207,47 @@ def test_bertkit_weights_load_into_transformers_and_round_trip(model_type, task,
             assert torch.equal(mine[key], out[key]), key
 
 
+@pytest.mark.parametrize("model_type", list(FAMILIES))
+def test_pytorch_bin_saves_load_in_transformers_and_back(model_type, batch, tmp_path):
+    """``save_pretrained(safe_serialization=False)`` writes pytorch_model.bin (tied weights once, as
+    transformers writes it), which transformers loads to the same outputs; a transformers model's
+    pickled state dict loads into bertkit; a sharded .bin save has transformers' names and index."""
+    fam = registry.family(model_type)
+    task = "causal-lm" if model_type == "gpt2" else "pretraining"  # the heads with tied embeddings
+    name = fam.class_name(task)
+    config = fam.config_class().from_dict(_config(model_type, task, 30522).to_dict())
+    torch.manual_seed(2)
+    ours = fam.model_class(task)(config).eval()
+    ours.save_pretrained(tmp_path / "bk", safe_serialization=False)
+    assert sorted(p.name for p in (tmp_path / "bk").iterdir()) == ["config.json", "pytorch_model.bin"]
+    saved = torch.load(tmp_path / "bk" / "pytorch_model.bin", weights_only=True)
+    hf, info = getattr(transformers, name).from_pretrained(str(tmp_path / "bk"), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+    tied = set(getattr(hf, "_tied_weights_keys", None) or {})
+    assert set(saved) == set(hf.state_dict()) - tied  # tied copies are written once
+    inputs = _inputs(model_type, "base", batch)
+    _compare(_run(ours, inputs), _run(hf.eval(), inputs), inputs["attention_mask"])
+
+    torch.manual_seed(3)
+    theirs = getattr(transformers, name)(_config(model_type, task, 30522)).eval()
+    theirs.config.save_pretrained(tmp_path / "hf")
+    torch.save(theirs.state_dict(), tmp_path / "hf" / "pytorch_model.bin")
+    back = auto_class_for_task(task).from_pretrained(tmp_path / "hf")
+    _compare(_run(back, inputs), _run(theirs, inputs), inputs["attention_mask"])
+
+    back.save_pretrained(tmp_path / "bk", safe_serialization=False, max_shard_size="2MB")
+    names = sorted(p.name for p in (tmp_path / "bk").iterdir())
+    shards = [n for n in names if n.startswith("pytorch_model-")]
+    assert len(shards) > 1 and names == sorted(["config.json", "pytorch_model.bin.index.json", *shards])
+    sharded = getattr(transformers, name).from_pretrained(str(tmp_path / "bk")).eval()
+    _compare(_run(back, inputs), _run(sharded, inputs), inputs["attention_mask"])
+    back.save_pretrained(tmp_path / "bk")  # back to safetensors: the .bin files would shadow nothing stale
+    assert sorted(p.name for p in (tmp_path / "bk").iterdir()) == ["config.json", "model.safetensors"]
+    with pytest.raises(TypeError, match="safe_serialization must be True or False, got 'no'"):
+        back.save_pretrained(tmp_path / "never", safe_serialization="no")
+    assert not (tmp_path / "never").exists()
+
+
 # ---------------------------------------------------------------------------------------- input errors
 
 

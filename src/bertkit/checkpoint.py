@@ -147,18 +147,36 @@ def _parse_size(size: int | str) -> int:
     return int(float(m.group(1)) * mult)
 
 
-def save_state_dict(
-    state: Mapping[str, torch.Tensor], folder: str | os.PathLike, max_shard_size: int | str | None = None
-) -> list[Path]:
-    """Write tensors as model.safetensors (or shards + index) into an existing folder."""
-    from safetensors.torch import save_file
+def _compact(t: torch.Tensor) -> torch.Tensor:
+    """``t`` on the CPU, contiguous, and alone in its storage (torch.save writes a view's whole storage)."""
+    t = t.detach().contiguous().cpu()
+    return t.clone() if t.untyped_storage().nbytes() != t.numel() * t.element_size() else t
 
+
+def _write_weights(tensors: dict[str, torch.Tensor], file: Path, safe: bool) -> None:
+    if safe:
+        from safetensors.torch import save_file
+
+        save_file(tensors, str(file), metadata={"format": "pt"})
+        os.chmod(file, file_mode())  # safetensors creates its files 0600
+    else:
+        torch.save({k: _compact(v) for k, v in tensors.items()}, str(file))
+
+
+def save_state_dict(
+    state: Mapping[str, torch.Tensor],
+    folder: str | os.PathLike,
+    max_shard_size: int | str | None = None,
+    safe_serialization: bool = True,
+) -> list[Path]:
+    """Write tensors as model.safetensors (or shards + index) into an existing folder; with
+    ``safe_serialization=False`` as pytorch_model.bin (or its shards + index), as transformers does."""
     folder = Path(folder)
     tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+    single, index_name = (SAFE_WEIGHTS, SAFE_INDEX) if safe_serialization else (BIN_WEIGHTS, BIN_INDEX)
     if max_shard_size is None:
-        save_file(tensors, str(folder / SAFE_WEIGHTS), metadata={"format": "pt"})
-        os.chmod(folder / SAFE_WEIGHTS, file_mode())  # safetensors creates its files 0600
-        return [folder / SAFE_WEIGHTS]
+        _write_weights(tensors, folder / single, safe_serialization)
+        return [folder / single]
     limit = _parse_size(max_shard_size)
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
@@ -170,20 +188,20 @@ def save_state_dict(
         shards[-1][k] = v
         size += n
     if len(shards) == 1:
-        return save_state_dict(state, folder, None)
+        return save_state_dict(state, folder, None, safe_serialization)
     weight_map: dict[str, str] = {}
     files = []
+    stem, ext = ("model", "safetensors") if safe_serialization else ("pytorch_model", "bin")
     for i, shard in enumerate(shards, 1):
-        name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-        save_file(shard, str(folder / name), metadata={"format": "pt"})
-        os.chmod(folder / name, file_mode())
+        name = f"{stem}-{i:05d}-of-{len(shards):05d}.{ext}"
+        _write_weights(shard, folder / name, safe_serialization)
         weight_map.update(dict.fromkeys(shard, name))
         files.append(folder / name)
     total = sum(v.numel() * v.element_size() for v in tensors.values())
-    (folder / SAFE_INDEX).write_text(
+    (folder / index_name).write_text(
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2, sort_keys=True) + "\n"
     )
-    return files + [folder / SAFE_INDEX]
+    return files + [folder / index_name]
 
 
 def shared_parameters(model: nn.Module) -> dict[str, str]:
@@ -237,11 +255,13 @@ def save_pretrained(
 ) -> Path:
     """Write config.json + weights (+ tokenizer files) atomically: all files go to a temp folder first.
 
-    A new folder appears complete or not at all; into an existing folder each file is replaced by an
-    atomic rename, and weight files of an older format that would shadow the new ones are removed.
+    Weights are ``model.safetensors``, or with ``safe_serialization=False`` ``pytorch_model.bin`` (a
+    pickle of tensors, as transformers writes it). A new folder appears complete or not at all; into an
+    existing folder each file is replaced by an atomic rename, and weight files of the other format that
+    would shadow the new ones are removed.
     """
-    if not safe_serialization:
-        raise ValueError("bertkit writes safetensors only (safe_serialization=False is not supported)")
+    if not isinstance(safe_serialization, bool):
+        raise TypeError(f"safe_serialization must be True or False, got {safe_serialization!r}")
     target = Path(save_directory).expanduser()
     with atomic_update_dir(target) as tmp:
         config = model.config.copy(architectures=[type(model).__name__])
@@ -249,7 +269,7 @@ def save_pretrained(
         generation = model.__dict__.get("_generation_config")  # loaded from a folder, read or set
         if generation is not None and hasattr(generation, "save_pretrained"):
             generation.save_pretrained(tmp)
-        save_state_dict(checkpoint_state(model), tmp, max_shard_size)
+        save_state_dict(checkpoint_state(model), tmp, max_shard_size, safe_serialization)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
         written = {p.name for p in tmp.iterdir()}

@@ -373,7 +373,8 @@ class PreTrainedModel(nn.Module):
         return load_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs)
 
     def save_pretrained(self, save_directory: str | os.PathLike, tokenizer: Any = None, **kwargs: Any) -> Path:
-        """Write config.json + model.safetensors (and the tokenizer's files) atomically."""
+        """Write config.json + model.safetensors (pytorch_model.bin with ``safe_serialization=False``)
+        and the tokenizer's files, atomically."""
         from bertkit.checkpoint import save_pretrained
 
         return save_pretrained(self, save_directory, tokenizer=tokenizer, **kwargs)
