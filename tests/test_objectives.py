@@ -386,6 +386,24 @@ def test_a_flag_the_run_would_ignore_is_refused(corpus, tmp_path, capsys, extra,
         pretrain(_args(corpus, tmp_path / "api", model=str(model), config="small"))
 
 
+def test_resuming_a_finished_run_changes_nothing(corpus, tmp_path, capsys):
+    """--resume of a finished run evaluated again and appended a second end row to metrics.jsonl."""
+    out = tmp_path / "out"
+    argv = _cli(corpus, out, "--objective", "mlm", "--eval-every", "1", "--eval-instances", "8", "--save-every", "1")
+    assert cli_main(argv) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    capsys.readouterr()
+    assert cli_main([*argv, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "already finished at step 2; nothing to do" in err, err
+    assert (out / "metrics.jsonl").read_bytes() == before[Path("metrics.jsonl")]
+    after = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert after.keys() == before.keys()
+    assert all(after[k] == before[k] for k in after if k.name != ".bertkit-output.json"), [
+        k for k in after if after[k] != before[k]
+    ]
+
+
 def test_roc_auc_equals_the_pairwise_definition():
     from bertkit.tasks.metrics import roc_auc
 

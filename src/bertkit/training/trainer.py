@@ -89,6 +89,7 @@ from torch import nn
 
 import bertkit.training.checkpointing as ckpt_io
 from bertkit._cpu import has_fast_bf16
+from bertkit._text import read_jsonl
 from bertkit.modeling.inspect import set_dropout
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
@@ -534,6 +535,7 @@ class Trainer:
         self.best_step: int | None = None
         self.bad_evals = 0
         self.last_metrics: dict[str, float] = {}
+        self._resumed = False  # a checkpoint was loaded (see _finished)
 
     def _setup_distributed(self, config: TrainingArguments) -> None:
         """The device and, under torchrun (WORLD_SIZE / RANK / LOCAL_RANK), the process group."""
@@ -719,9 +721,39 @@ class Trainer:
             if self.is_main and metrics.exists():
                 metrics.unlink()
             return
-        if self.is_main:
+        self._resumed = True
+        if self.is_main and not self._finished():
             print(f"resumed from {ckpt} (step {self.step})", file=sys.stderr)
             ckpt_io.truncate_metrics(metrics, self.step)
+
+    def _finished(self) -> bool:
+        """The resumed run had already ended: all its steps, its patience or its time were spent."""
+        cfg = self.config
+        if not self._resumed:
+            return False
+        stopped = cfg.patience is not None and cfg.best_metric is not None and self.bad_evals >= cfg.patience
+        # The checkpoint's training time, the same on every rank (no clock is read, nothing to agree on).
+        timed_out = cfg.max_minutes is not None and self.train_seconds > 60.0 * cfg.max_minutes
+        return self.step >= self.total_steps or stopped or timed_out
+
+    def _already_finished(self) -> TrainResult:
+        """Resuming a finished run changes nothing: no step, no evaluation, no second end row in the
+        metrics; the result is the run's own, its last evaluation read back from metrics.jsonl."""
+        if self.is_main:
+            print(
+                f"resume: the run in {self.output_dir} already finished at step {self.step}; nothing to do",
+                file=sys.stderr,
+            )
+            metrics = self.output_dir / "metrics.jsonl"
+            rows = read_jsonl(metrics) if metrics.exists() else []
+            rows = [r for r in rows if any(k.startswith("eval_") for k in r)]
+            if rows:
+                self.last_metrics = {k[5:]: v for k, v in rows[-1].items() if k.startswith("eval_")}
+        self._barrier()
+        stopped = self.step < self.total_steps
+        return TrainResult(
+            self.step, self.epoch, self.best_metric, self.best_step, stopped, self.last_metrics, str(self.output_dir)
+        )
 
     # ------------------------------------------------------------------ evaluation
     def run_evaluation(self) -> dict[str, float]:
@@ -823,6 +855,8 @@ class Trainer:
     def _train(self) -> TrainResult:
         cfg = self.config
         self._prepare_output()
+        if self._finished():
+            return self._already_finished()
         self._stop = False
         self._last_eval_step = -1
         self.model.train()
