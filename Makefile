@@ -26,6 +26,12 @@ chromium:
 	elif [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; then :; \
 	else echo "!!! /usr/bin/chromium is missing and could not be installed (apt-get as root):" \
 	          "the browser tests of tests/test_explain_browser.py will be SKIPPED !!!"; fi
+	@# a CJK font, so that explain's PNG figures draw Chinese tokens (the user's notes are Chinese)
+	@if fc-list :lang=zh 2>/dev/null | grep -q .; then :; \
+	elif [ "$$(id -u)" = 0 ] && apt-get install -y -qq fonts-wqy-zenhei >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq fonts-wqy-zenhei; then :; \
+	else echo "!!! no CJK font and fonts-wqy-zenhei could not be installed:" \
+	          "the Chinese PNG test of tests/test_explain.py will be SKIPPED !!!"; fi
 
 # pytest exits 5 when it collects no tests: that is not a failure of the suite.
 test: assets chromium

@@ -340,6 +340,35 @@ def test_png_figures(minilm, tmp_path, capsys):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 
 
+def test_png_figures_draw_chinese_tokens_with_a_cjk_font(minilm, tmp_path, capsys):
+    """The user's notes are Chinese: their tokens in a figure must be glyphs, not empty boxes."""
+    from bertkit.explain.report import CJK_FONT_PACKAGE, cjk_font
+
+    if cjk_font() is None:
+        pytest.skip(f"no CJK font installed (make test installs {CJK_FONT_PACKAGE})")
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc, _, err = _run(
+            "--model", str(minilm), "我爱北京 BERT", "--layers", "0", "--png", str(tmp_path), capsys=capsys
+        )
+    assert rc == 0, err
+    assert "我" in minilm_tokens(minilm, "我爱北京")  # the vocabulary has the characters, so they are labels
+    missing = [str(w.message) for w in caught if "Glyph" in str(w.message)]
+    assert not missing, missing[:3]
+    assert "findfont" not in err
+    import matplotlib
+
+    assert matplotlib.rcParams["font.family"] == ["sans-serif"]  # the CJK font was for those figures only
+
+
+def minilm_tokens(folder, text):
+    from bertkit import BertTokenizer
+
+    return BertTokenizer.from_pretrained(folder).tokenize(text)
+
+
 # ------------------------------------------------------------------------------ other families
 
 

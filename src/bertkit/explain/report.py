@@ -10,8 +10,14 @@ precision.
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import json
+import logging
 import os
+import re
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,11 +159,83 @@ def write_json(ex: Explanation, path: str | os.PathLike) -> Path:
     return atomic_write_json(path, ex.to_json(), indent=None)
 
 
+# Fonts with Chinese (and Japanese, Korean) glyphs, the Debian package's first: matplotlib's own DejaVu
+# has none, and draws an empty box for every such token.
+CJK_FONTS = (
+    "WenQuanYi Zen Hei",
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Source Han Sans SC",
+    "Droid Sans Fallback",
+    "AR PL UMing CN",
+    "SimHei",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Hiragino Sans GB",
+    "Arial Unicode MS",
+)
+CJK_FONT_PACKAGE = "fonts-wqy-zenhei"
+_CJK = re.compile("[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+
+
+@functools.cache
+def cjk_font() -> str | None:
+    """The name of an installed font with CJK glyphs, or None. A font installed after matplotlib cached
+    its font list is found through the system's font folders and added."""
+    from matplotlib import font_manager
+
+    manager = font_manager.fontManager
+    for attempt in range(2):
+        names = {f.name for f in manager.ttflist}
+        found = next((name for name in CJK_FONTS if name in names), None)
+        if found or attempt:
+            return found
+        for path in font_manager.findSystemFonts():
+            if re.search(r"wqy|cjk|droid|uming|ukai|sourcehan|simhei|msyh|pingfang|hiragino|unicode", path.lower()):
+                with contextlib.suppress(Exception):  # a font file matplotlib cannot read is skipped
+                    manager.addfont(path)
+    return None
+
+
+def _label_fonts(labels: Sequence[str]) -> dict[str, Any]:
+    """matplotlib settings that draw ``labels``: a CJK font after the default where a label needs one
+    (each glyph takes the first font that has it), with one warning where none is installed."""
+    if not any(_CJK.search(t) for t in labels):
+        return {}
+    font = cjk_font()
+    if font is None:
+        if not _CJK_WARNED:
+            _CJK_WARNED.append(True)
+            warnings.warn(
+                f"the PNG figures' Chinese, Japanese or Korean tokens need a CJK font and none is installed; "
+                f"they are drawn as boxes (on Debian or Ubuntu: apt-get install {CJK_FONT_PACKAGE})",
+                stacklevel=3,
+            )
+        return {}
+    return {"font.family": ["DejaVu Sans", font]}
+
+
+_CJK_WARNED: list[bool] = []
+
+
 def write_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
-    """Matplotlib figures: one attention figure per layer (heads tiled), embedding parts, hidden states."""
+    """Matplotlib figures: one attention figure per layer (heads tiled), embedding parts, hidden states.
+    Tokens in Chinese, Japanese or Korean are drawn with an installed CJK font (:func:`cjk_font`)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    # findfont says at length that the CJK font has a weight of 500 where 400 was asked; it is drawn alike
+    quiet = logging.getLogger("matplotlib.font_manager")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with matplotlib.rc_context(_label_fonts(ex.tokens)):
+            return _draw_pngs(ex, folder)
+    finally:
+        quiet.setLevel(level)
+
+
+def _draw_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
     import matplotlib.pyplot as plt
 
     folder = Path(folder)
