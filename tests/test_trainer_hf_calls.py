@@ -122,7 +122,7 @@ def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path):
         processing_class=hf_tok,
         compute_metrics=_accuracy,
     )
-    hf.train()
+    hf_out = hf.train()
 
     model = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
     start = {k: v.clone() for k, v in model.state_dict().items()}
@@ -134,7 +134,14 @@ def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path):
         processing_class=bertkit.BertTokenizer.from_pretrained(folder),
         compute_metrics=_accuracy,
     )
-    ours.train()
+    our_out = ours.train()
+
+    # train() answers as transformers' TrainOutput
+    assert our_out.global_step == hf_out.global_step == 3
+    assert our_out.training_loss == pytest.approx(hf_out.training_loss, rel=1e-4)
+    assert our_out.metrics["train_loss"] == pytest.approx(hf_out.metrics["train_loss"], rel=1e-4)
+    assert our_out.metrics["epoch"] == pytest.approx(hf_out.metrics["epoch"])
+    assert our_out.metrics["train_runtime"] > 0
 
     # 3 epochs of one batch of 16: 3 AdamW steps at a linearly decaying rate, gradients clipped at 1
     theirs = hf_model.state_dict()
@@ -199,3 +206,38 @@ def test_a_name_and_its_transformers_name_together_are_refused(tmp_path):
         bertkit.Trainer(torch.nn.Linear(2, 2), args, [1], args=args)
     with pytest.raises(TypeError, match="compute_metrics needs an eval_dataset"):
         bertkit.Trainer(torch.nn.Linear(2, 2), args=args, train_dataset=[1], compute_metrics=_accuracy)
+
+
+def test_resume_from_checkpoint_continues_exactly(setup, tmp_path):
+    """transformers' ``train(resume_from_checkpoint=...)``: from a named checkpoint the run ends on the
+    weights of the run that was never stopped; True on a finished run changes nothing."""
+    from bertkit.training.checkpointing import checkpoints_newest_first
+
+    folder, train, _ = setup
+    call = {**_call(tmp_path / "run"), "save_strategy": "steps", "save_steps": 1, "eval_strategy": "no"}
+    whole = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    bertkit.Trainer(model=whole, args=bertkit.TrainingArguments(**call), train_dataset=train).train()
+    steps = checkpoints_newest_first(tmp_path / "run")
+    assert len(steps) == 3
+
+    again = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    with torch.no_grad():  # other starting weights: only the checkpoint's can give the same end
+        for p in again.parameters():
+            p.add_(0.05)
+    trainer = bertkit.Trainer(model=again, args=bertkit.TrainingArguments(**call), train_dataset=train)
+    out = trainer.train(resume_from_checkpoint=steps[-1])  # after the first of 3 steps
+    assert out.global_step == 3
+    for key, value in again.state_dict().items():
+        torch.testing.assert_close(value, whole.state_dict()[key], atol=1e-6, rtol=0, msg=key)
+
+    before = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+    done = bertkit.Trainer(
+        model=bertkit.AutoModelForSequenceClassification.from_pretrained(folder),
+        args=bertkit.TrainingArguments(**call),
+        train_dataset=train,
+    )
+    assert done.train(resume_from_checkpoint=True).global_step == 3
+    assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == before
+
+    with pytest.raises(ValueError, match="resume_from_checkpoint .*nowhere: not a checkpoint"):
+        done.train(resume_from_checkpoint=tmp_path / "nowhere")

@@ -204,6 +204,9 @@ class TrainingConfig(TrainingArguments):
 
 @dataclass
 class TrainResult:
+    """What :meth:`Trainer.train` ends with; also answers as transformers' ``TrainOutput``
+    (``global_step``, ``training_loss``, ``metrics`` with ``train_runtime``, ``train_loss``, ``epoch``)."""
+
     step: int
     epoch: int
     best_metric: float | None
@@ -211,6 +214,12 @@ class TrainResult:
     stopped_early: bool
     last_metrics: dict[str, float]
     output_dir: str
+    training_loss: float | None = None
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def global_step(self) -> int:
+        return self.step
 
 
 class RandomBatchSampler:
@@ -536,6 +545,7 @@ class Trainer:
         self.bad_evals = 0
         self.last_metrics: dict[str, float] = {}
         self._resumed = False  # a checkpoint was loaded (see _finished)
+        self._resume_from: Path | None = None  # train(resume_from_checkpoint=path)
 
     def _setup_distributed(self, config: TrainingArguments) -> None:
         """The device and, under torchrun (WORLD_SIZE / RANK / LOCAL_RANK), the process group."""
@@ -692,6 +702,8 @@ class Trainer:
         self._barrier()
         ckpt = None
         candidates = ckpt_io.checkpoints_newest_first(self.output_dir) if cfg.resume else []
+        if cfg.resume and self._resume_from is not None:  # the one checkpoint the caller named
+            candidates = [self._resume_from]
         if cfg.resume:
             for candidate in candidates:
                 try:
@@ -841,16 +853,46 @@ class Trainer:
         as train_seconds; evaluation pauses are not counted)."""
         return float(self._elapsed())
 
-    def train(self) -> TrainResult:
+    def train(self, resume_from_checkpoint: bool | str | os.PathLike | None = None) -> TrainResult:
         """Run until max_steps / num_epochs or early stopping; returns a :class:`TrainResult`.
 
+        ``resume_from_checkpoint`` is transformers' way to ask for ``resume``: True continues from the
+        newest complete checkpoint in the output folder, a path from that checkpoint folder.
         Under torchrun a Trainer trains once: it lets go of its DDP wrapper at the end (:meth:`close`)."""
         if self.distributed and self.model is self.raw_model:
             raise RuntimeError("this Trainer has already trained under torchrun (close()); build a new one")
+        if resume_from_checkpoint:
+            if resume_from_checkpoint is not True:
+                path = Path(resume_from_checkpoint)
+                if not (path / ckpt_io.STATE_FILE).is_file():
+                    raise ValueError(
+                        f"resume_from_checkpoint {path}: not a checkpoint of bertkit's Trainer (no "
+                        f"{ckpt_io.STATE_FILE}); a run's checkpoints are {self.output_dir / 'checkpoints'}/step-N"
+                    )
+                self._resume_from = path
+            self.config = dataclasses.replace(self.config, resume=True, overwrite=False)
         try:
-            return self._train()
+            result = self._train()
         finally:
             self.close()
+        result.training_loss, result.metrics = self._train_summary()
+        return result
+
+    def _train_summary(self) -> tuple[float | None, dict[str, float]]:
+        """The run's mean training loss (each logged mean weighted by the steps it covers) and
+        transformers' ``TrainOutput.metrics`` for it."""
+        path = self.output_dir / "metrics.jsonl"
+        rows = read_jsonl(path) if self.is_main and path.exists() else []
+        total, steps, last = 0.0, 0, 0
+        for row in rows:
+            if "loss" in row and "step" in row:
+                span = max(1, int(row["step"]) - last)
+                total, steps, last = total + float(row["loss"]) * span, steps + span, int(row["step"])
+        loss = total / steps if steps else None
+        metrics = {"train_runtime": round(self.elapsed_seconds, 4), "epoch": self.step / self.steps_per_epoch}
+        if loss is not None:
+            metrics["train_loss"] = loss
+        return loss, metrics
 
     def _train(self) -> TrainResult:
         cfg = self.config
