@@ -71,6 +71,31 @@ def test_distilbert_hidden_states_and_attentions_match(en_batch, tmp_path):
         assert torch.allclose(x, y, atol=TOL)
 
 
+@pytest.mark.parametrize("cls", ["DistilBertModel", "DistilBertForSequenceClassification", "DistilBertForMaskedLM"])
+def test_distilbert_position_ids_as_transformers_reads_them(en_batch, tmp_path, cls):
+    """transformers' DistilBERT takes position_ids (shifted positions, one row for the batch or one
+    per row); they were a TypeError in bertkit."""
+    torch.manual_seed(2)
+    ref = getattr(transformers, cls)(transformers.DistilBertConfig(n_layers=2, dim=64, n_heads=4, hidden_dim=128))
+    ref.eval().save_pretrained(tmp_path)
+    ours = getattr(D, cls).from_pretrained(tmp_path).eval()
+    ids, mask = en_batch["input_ids"], en_batch["attention_mask"]
+    n = ids.shape[1]
+    real = mask.bool()
+    for positions in (torch.arange(5, 5 + n)[None], torch.stack([torch.arange(i, i + n) for i in range(ids.shape[0])])):
+        with torch.no_grad():
+            a = ref(input_ids=ids, attention_mask=mask, position_ids=positions)
+            b = ours(input_ids=ids, attention_mask=mask, position_ids=positions)
+            plain = ours(input_ids=ids, attention_mask=mask)
+        x, y = a[0], b[0]
+        if x.dim() == 3:
+            x, y = x[real], y[real]
+        torch.testing.assert_close(y, x, atol=TOL, rtol=1e-4)
+        assert not torch.allclose(b[0], plain[0], atol=1e-3)  # the positions were used
+    with pytest.raises(ValueError, match="position_ids has shape"):
+        ours(input_ids=ids, position_ids=torch.arange(n + 1)[None])
+
+
 # ---------------------------------------------------------------------------------------- GPT-2
 
 

@@ -108,10 +108,16 @@ class Embeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.dim, eps=1e-12)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,  # (B, N) or (1, N); default 0..N-1
+    ) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)  # (B, N, H)
-        position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)
+        if position_ids is None:
+            position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)
         return self.dropout(self.LayerNorm(inputs_embeds + self.position_embeddings(position_ids)))
 
 
@@ -235,13 +241,14 @@ class DistilBertModel(DistilBertPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT tokenizers; DistilBERT has no segments
+        position_ids: torch.Tensor | None = None,  # (B, N) or (1, N); default 0..N-1
     ) -> BaseModelOutput | tuple:
         cfg = self.config
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         return_dict = cfg.return_dict if return_dict is None else return_dict
-        self.validate_inputs(input_ids, attention_mask, token_type_ids, None, inputs_embeds)
-        x = self.embeddings(input_ids, inputs_embeds)
+        self.validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        x = self.embeddings(input_ids, inputs_embeds, position_ids)
         pack = self.pack_padding and not (output_attentions or output_hidden_states)
         mask = AttentionMask.build(
             attention_mask,
@@ -282,8 +289,9 @@ class _DistilBertHeadModel(EncoderHeadMixin, DistilBertPreTrainedModel):
 class _DistilBertArguments:
     """DistilBERT's forward arguments for a head trained on ``labels``, put in the shared (BERT) order.
 
-    DistilBERT has no position_ids; token_type_ids come last and go down only to be shape-checked like
-    every family's (DistilBERT ignores them).
+    token_type_ids and position_ids come last (transformers' DistilBERT takes no token_type_ids; its
+    position_ids came later than BERT's); token_type_ids go down only to be shape-checked like every
+    family's (DistilBERT ignores them).
     """
 
     def forward(
@@ -296,12 +304,13 @@ class _DistilBertArguments:
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+        position_ids: torch.Tensor | None = None,
     ) -> ModelOutput | tuple:
         return super().forward(
             input_ids,
             attention_mask,
             token_type_ids,
-            None,  # position_ids: DistilBERT has none
+            position_ids,
             inputs_embeds,
             labels,
             output_attentions,
@@ -406,13 +415,14 @@ class DistilBertForQuestionAnswering(QuestionAnsweringHead, _DistilBertHeadModel
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # ignored: DistilBERT has no segments
+        position_ids: torch.Tensor | None = None,
     ) -> QuestionAnsweringModelOutput | tuple:
         # DistilBERT's argument order, put in the shared one (as _DistilBertArguments does)
         return super().forward(
             input_ids,
             attention_mask,
             token_type_ids,
-            None,  # position_ids: DistilBERT has none
+            position_ids,
             inputs_embeds,
             start_positions,
             end_positions,

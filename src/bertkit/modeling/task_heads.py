@@ -182,7 +182,7 @@ class EncoderInputs(NamedTuple):
     input_ids: torch.Tensor | None  # (B, N)
     attention_mask: torch.Tensor | None  # (B, N)
     token_type_ids: torch.Tensor | None  # (B, N)
-    position_ids: torch.Tensor | None  # (B, N); always None for DistilBERT, which takes none
+    position_ids: torch.Tensor | None  # (B, N) or (1, N)
     inputs_embeds: torch.Tensor | None  # (B, N, H)
 
 
@@ -198,7 +198,7 @@ class EncoderHeadMixin:
         self, inputs: EncoderInputs, output_attentions: bool | None, output_hidden_states: bool | None
     ) -> ModelOutput:
         kwargs = inputs._asdict()
-        if inputs.position_ids is None:  # not passed: DistilBERT's encoder has no such argument
+        if inputs.position_ids is None:  # not passed: the encoder makes 0..N-1 itself
             del kwargs["position_ids"]
         return self.base_model(
             kwargs.pop("input_ids"),
