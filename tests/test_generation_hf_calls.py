@@ -237,3 +237,21 @@ def test_text_generation_pipeline_reads_generation_config_json(chinese_folder, t
         torch.manual_seed(seed)
         b = theirs(prompt, do_sample=True, top_k=10)
         assert a[0]["generated_text"] == join_cjk(b[0]["generated_text"])
+
+
+def test_the_cache_under_transformers_newer_name(pair, prompts):
+    """transformers 5 passes and returns the KV cache as ``cache`` (``past_key_values`` is its former
+    name): a loop written that way continues a prompt with the logits of transformers' own loop."""
+    ref, ours, _ = pair
+    ids = prompts["single"]["input_ids"]
+    with torch.no_grad():
+        want, got = ref(ids[:, :4], use_cache=True), ours(ids[:, :4], use_cache=True)
+        for t in range(4, ids.shape[1]):
+            want = ref(ids[:, t : t + 1], cache=want.cache, use_cache=True)
+            got = ours(ids[:, t : t + 1], cache=got.cache, use_cache=True)
+            torch.testing.assert_close(got.logits, want.logits, atol=1e-5, rtol=1e-4)
+        whole = ref(ids).logits[:, -1:]
+        torch.testing.assert_close(got.logits, whole, atol=1e-5, rtol=1e-4)  # the cache was used, not ignored
+        assert ours.transformer(ids[:, :2], use_cache=True).cache is not None
+        with pytest.raises(TypeError, match="past_key_values= or as cache="):
+            ours(ids[:, 5:6], cache=got.cache, past_key_values=got.cache)

@@ -252,6 +252,13 @@ class GPT2PreTrainedModel(PreTrainedModel):
         return {"word": self.base_model.wte, "position": self.base_model.wpe}
 
 
+def _one_cache(past_key_values: KVCache | None, cache: KVCache | None) -> KVCache | None:
+    """The KV cache given as ``past_key_values`` or as ``cache`` (transformers' name since 5.x)."""
+    if past_key_values is not None and cache is not None:
+        raise TypeError("give the KV cache as past_key_values= or as cache=, not both")
+    return cache if cache is not None else past_key_values
+
+
 class GPT2Model(GPT2PreTrainedModel):
     """The bare decoder: token + position embeddings, N causal blocks, final LayerNorm."""
 
@@ -294,13 +301,14 @@ class GPT2Model(GPT2PreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        cache: KVCache | None = None,  # the same cache under transformers' newer name
     ) -> BaseModelOutputWithPast | tuple:
         cfg = self.config
         output_attentions = cfg.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = cfg.output_hidden_states if output_hidden_states is None else output_hidden_states
         return_dict = cfg.return_dict if return_dict is None else return_dict
         use_cache = (cfg.use_cache and not self.training) if use_cache is None else use_cache
-        cache = past_key_values
+        cache = _one_cache(past_key_values, cache)
         if cache is None and use_cache:
             cache = KVCache(cfg.n_layer)
         past = cache.length if cache is not None else 0
@@ -391,10 +399,11 @@ class GPT2LMHeadModel(GenerationMixin, GPT2PreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int = 0,  # > 0: logits of the last k positions only (generation needs one)
+        cache: KVCache | None = None,  # the same cache under transformers' newer name
     ) -> CausalLMOutputWithPast | tuple:
         out = self.transformer(
             input_ids,
-            past_key_values=past_key_values,
+            past_key_values=_one_cache(past_key_values, cache),
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,

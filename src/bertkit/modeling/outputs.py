@@ -80,6 +80,8 @@ class BaseModelOutputWithPast(ModelOutput):
     hidden_states: Tensors | None = None
     attentions: Tensors | None = None
 
+    cache = property(lambda self: self.past_key_values)  # transformers' newer name for it
+
 
 @dataclass(repr=True, eq=False)
 class CausalLMOutputWithPast(ModelOutput):
@@ -88,6 +90,8 @@ class CausalLMOutputWithPast(ModelOutput):
     past_key_values: Any = None
     hidden_states: Tensors | None = None
     attentions: Tensors | None = None
+
+    cache = property(lambda self: self.past_key_values)  # transformers' newer name for it
 
 
 @dataclass(repr=True, eq=False)
