@@ -241,3 +241,49 @@ def test_resume_from_checkpoint_continues_exactly(setup, tmp_path):
 
     with pytest.raises(ValueError, match="resume_from_checkpoint .*nowhere: not a checkpoint"):
         done.train(resume_from_checkpoint=tmp_path / "nowhere")
+
+
+def test_data_collators_pad_as_transformers_does():
+    """DataCollatorWithPadding and DataCollatorForTokenClassification on the same real examples:
+    the same tensors as transformers' (right and left padding, a multiple of 8, label columns)."""
+    folder = asset_path("minilm")
+    ours_tok, hf_tok = bertkit.BertTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(folder)
+    with open(asset_path("polarity-test"), encoding="utf-8") as f:
+        texts = [row["text"] for row in list(csv.DictReader(f))[:6]]
+
+    def features(tok, labels):
+        out = []
+        for i, text in enumerate(texts):
+            enc = {k: list(v) for k, v in tok(text, truncation=True, max_length=40).items()}
+            if labels == "label":
+                enc["label"] = i % 2
+            elif labels == "labels":
+                enc["labels"] = [-100] + [j % 5 for j in range(len(enc["input_ids"]) - 2)] + [-100]
+            out.append(enc)
+        return out
+
+    for side in ("right", "left"):
+        ours_tok.padding_side = hf_tok.padding_side = side
+        for ours, theirs, labels in (
+            (
+                bertkit.DataCollatorWithPadding(ours_tok, pad_to_multiple_of=8),
+                transformers.DataCollatorWithPadding(hf_tok, pad_to_multiple_of=8),
+                "label",
+            ),
+            (
+                bertkit.DataCollatorForTokenClassification(ours_tok),
+                transformers.DataCollatorForTokenClassification(hf_tok),
+                "labels",
+            ),
+            (
+                bertkit.DataCollatorForTokenClassification(ours_tok, pad_to_multiple_of=8, label_pad_token_id=-1),
+                transformers.DataCollatorForTokenClassification(hf_tok, pad_to_multiple_of=8, label_pad_token_id=-1),
+                "labels",
+            ),
+        ):
+            got, want = ours(features(ours_tok, labels)), theirs(features(hf_tok, labels))
+            assert sorted(got.keys()) == sorted(want.keys()), (side, labels)
+            for key in want:
+                torch.testing.assert_close(got[key], want[key], msg=f"{side} {labels} {key}")
+    with pytest.raises(ValueError, match="return_tensors='np'"):
+        bertkit.DataCollatorWithPadding(ours_tok, return_tensors="np")

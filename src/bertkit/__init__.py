@@ -61,6 +61,8 @@ _EXPORTS: dict[str, str] = {
     # training
     "Trainer": "bertkit.training",
     "EvalPrediction": "bertkit.training",
+    "DataCollatorWithPadding": "bertkit.training",
+    "DataCollatorForTokenClassification": "bertkit.training",
     "TrainingConfig": "bertkit.training",
     "TrainingArguments": "bertkit.training",
     # pipelines

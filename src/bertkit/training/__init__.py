@@ -12,6 +12,7 @@
 
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
+from bertkit.training.collators import DataCollatorForTokenClassification, DataCollatorWithPadding
 from bertkit.training.plots import plot_metrics
 from bertkit.training.pretraining import (
     PretrainingArguments,
@@ -33,6 +34,8 @@ from bertkit.training.trainer import (
 )
 
 __all__ = [
+    "DataCollatorForTokenClassification",
+    "DataCollatorWithPadding",
     "EvalPrediction",
     "PredictionOutput",
     "Trainer",
