@@ -404,6 +404,28 @@ def test_resuming_a_finished_run_changes_nothing(corpus, tmp_path, capsys):
     ]
 
 
+def test_resuming_a_finished_run_without_checkpoints_changes_nothing(corpus, tmp_path, capsys):
+    """A finished run that kept no checkpoint (no --save-every) was trained again from scratch on
+    --resume, its metrics deleted first; it is left as it is, and the command says why."""
+    out = tmp_path / "out"
+    argv = _cli(corpus, out, "--objective", "mlm")
+    assert cli_main(argv) == 0
+    assert not (out / "checkpoints").exists()
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    capsys.readouterr()
+    assert cli_main([*argv, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "already finished and kept nothing to continue from" in err, err
+    after = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert after == before
+    # a run that did not finish (no list of files in its marker) still starts over on --resume
+    marker = json.loads((out / ".bertkit-output.json").read_text())
+    marker.pop("files")
+    (out / ".bertkit-output.json").write_text(json.dumps(marker))
+    assert cli_main([*argv, "--resume"]) == 0
+    assert "starting fresh" in capsys.readouterr().err
+
+
 def test_roc_auc_equals_the_pairwise_definition():
     from bertkit.tasks.metrics import roc_auc
 

@@ -35,6 +35,7 @@ from bertkit._io import atomic_write_json
 __all__ = [
     "MARKER",
     "OutputClaim",
+    "RunFinished",
     "check_not_input",
     "check_output_file",
     "claim_output_dir",
@@ -44,6 +45,11 @@ __all__ = [
 
 MARKER = ".bertkit-output.json"
 R = TypeVar("R")
+
+
+class RunFinished(Exception):
+    """``resume`` asked for a run that finished and kept nothing to continue from: nothing to do
+    (the command-line tools say so and exit 0). Not an error: the finished output is left as it is."""
 
 
 def _read_marker(folder: Path) -> dict[str, Any] | None:
@@ -233,6 +239,7 @@ def claim_output_dir(
         flag_hint,
         run_defaults,
         flag,
+        resume_needs,
     )
 
 
@@ -250,6 +257,7 @@ def _claim_marked(
     flag_hint: str,
     run_defaults: Mapping[str, Any] | None = None,
     flag: str = "--output",
+    resume_needs: Sequence[str] = ("checkpoints",),
 ) -> OutputClaim:
     """:func:`claim_output_dir` for a folder that holds a marked output: resume it, replace it, or refuse."""
     if marker["command"] != command:
@@ -267,6 +275,13 @@ def _claim_marked(
                 f"--resume: {folder} holds a different run; "
                 + "; ".join(diffs)
                 + f". Resume with the same settings, or write the new run to another {flag}"
+            )
+        if marker.get("files") is not None and not any((folder / n).exists() for n in resume_needs):
+            # Finished (its list of files is written last) and kept no checkpoint: resuming would
+            # start the whole run over, on top of its own finished output.
+            raise RunFinished(
+                f"--resume: the run in {folder} already finished and kept nothing to continue from (no "
+                f"{' or '.join(resume_needs)}); nothing to do. To train further, start a new run in another {flag}"
             )
         return OutputClaim(folder, command, run, created=False, foreign=foreign, resumed=True)
     if not overwrite:

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     args = build_parser(only=command).parse_args(argv)
     from bertkit._extras import MissingExtraError
+    from bertkit._outputs import RunFinished
 
     try:
         return int(importlib.import_module(COMMANDS[command][0]).run(args) or 0)
@@ -142,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except RunFinished as e:  # --resume of a finished run: nothing to do, and nothing wrong
+        print(f"bertkit {command}: {e}", file=sys.stderr)
+        return 0
     except RuntimeError as e:
         from bertkit.training.trainer import NonFiniteLossError
 
