@@ -110,7 +110,7 @@ def test_transformers_defaults_are_transformers_own(tmp_path):
     assert bertkit.TrainingArguments(output=str(tmp_path / "c")).epochs == 1.0
 
 
-def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path):
+def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path, capsys):
     folder, train, held_out = setup
     hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
@@ -173,6 +173,22 @@ def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path):
     assert set(got_pred.metrics) >= {"test_loss", "test_accuracy"}
     assert got_pred.metrics["test_accuracy"] == want_pred.metrics["test_accuracy"]
 
+    # log_metrics / save_metrics as transformers' (the same metrics, the same lines and files)
+    capsys.readouterr()
+    for split, metrics in (("train", hf_out.metrics), ("eval", want)):
+        hf.log_metrics(split, metrics)
+        theirs_printed = capsys.readouterr().out
+        ours.log_metrics(split, metrics)
+        assert capsys.readouterr().out == theirs_printed
+        hf.save_metrics(split, metrics)
+        ours.save_metrics(split, metrics)
+    for name in ("train_results.json", "eval_results.json", "all_results.json"):
+        assert json.loads((tmp_path / "bk" / name).read_text()) == json.loads((tmp_path / "hf" / name).read_text())
+    ours.save_state()
+    state = json.loads((tmp_path / "bk" / "trainer_state.json").read_text())
+    assert state["global_step"] == hf.state.global_step
+    assert [r["loss"] for r in state["log_history"] if "loss" in r] == pytest.approx(hf_losses, rel=1e-4)
+
     # save_model writes a folder both libraries load, with the trained weights
     ours.save_model(tmp_path / "saved")
     back = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "saved")
@@ -183,10 +199,9 @@ def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path):
     ("kwargs", "named"),
     [
         (dict(lr_scheduler_type="cosine"), "lr_scheduler_type='cosine'"),
-        (dict(save_strategy="epoch"), "save_strategy='epoch'"),
+        (dict(save_strategy="best"), "save_strategy='best'"),
         (dict(report_to="wandb"), "report_to='wandb'"),
         (dict(optim="adafactor"), "optim='adafactor'"),
-        (dict(load_best_model_at_end=True), "load_best_model_at_end"),
         (dict(bf16=True, fp16=True), "fp16"),
         (dict(learning_rate=-1.0), "learning_rate (lr)"),
         (dict(num_train_epochs=0), "num_train_epochs (epochs)"),
@@ -287,3 +302,53 @@ def test_data_collators_pad_as_transformers_does():
                 torch.testing.assert_close(got[key], want[key], msg=f"{side} {labels} {key}")
     with pytest.raises(ValueError, match="return_tensors='np'"):
         bertkit.DataCollatorWithPadding(ours_tok, return_tensors="np")
+
+
+def test_early_stopping_and_the_best_model_at_end_as_transformers(setup, tmp_path):
+    """EarlyStoppingCallback with load_best_model_at_end (checkpoints and evaluations each epoch): both
+    Trainers stop at the same step and end on the same best weights, not the last ones."""
+    folder, train, held_out = setup
+    call = {
+        **_call(tmp_path / "x"),
+        "num_train_epochs": 30,
+        "learning_rate": 1e-2,
+        "save_strategy": "epoch",
+        "load_best_model_at_end": True,
+    }
+    hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
+    hf = transformers.Trainer(
+        model=hf_model,
+        args=transformers.TrainingArguments(**{**call, "output_dir": str(tmp_path / "hf")}),
+        train_dataset=train,
+        eval_dataset=held_out,
+        processing_class=transformers.AutoTokenizer.from_pretrained(folder),
+        callbacks=[transformers.EarlyStoppingCallback(early_stopping_patience=2)],
+    )
+    hf_out = hf.train()
+    best_step = int(hf.state.best_model_checkpoint.rsplit("-", 1)[1])
+    assert hf_out.global_step < 30 and best_step < hf_out.global_step  # it stopped early, past its best
+
+    model = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    ours = bertkit.Trainer(
+        model=model,
+        args=bertkit.TrainingArguments(**{**call, "output_dir": str(tmp_path / "bk")}),
+        train_dataset=train,
+        eval_dataset=held_out,
+        processing_class=bertkit.BertTokenizer.from_pretrained(folder),
+        callbacks=[bertkit.EarlyStoppingCallback(early_stopping_patience=2)],
+    )
+    out = ours.train()
+    assert out.global_step == hf_out.global_step
+    assert out.best_step == best_step
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, hf_model.state_dict()[key], atol=1e-4, rtol=1e-3, msg=key)
+    saved = bertkit.AutoModelForSequenceClassification.from_pretrained(tmp_path / "bk")
+    torch.testing.assert_close(saved.state_dict()["classifier.weight"], model.state_dict()["classifier.weight"])
+
+    with pytest.raises(TypeError, match="PrinterCallback cannot run"):
+        bertkit.Trainer(
+            model=model,
+            args=bertkit.TrainingArguments(**call),
+            train_dataset=train,
+            callbacks=[transformers.PrinterCallback],
+        )

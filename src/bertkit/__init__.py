@@ -61,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     # training
     "Trainer": "bertkit.training",
     "EvalPrediction": "bertkit.training",
+    "EarlyStoppingCallback": "bertkit.training",
     "DataCollatorWithPadding": "bertkit.training",
     "DataCollatorForTokenClassification": "bertkit.training",
     "TrainingConfig": "bertkit.training",

@@ -22,6 +22,7 @@ from bertkit.training.pretraining import (
     pretrain,
 )
 from bertkit.training.trainer import (
+    EarlyStoppingCallback,
     EvalPrediction,
     NonFiniteLossError,
     PredictionOutput,
@@ -36,6 +37,7 @@ from bertkit.training.trainer import (
 __all__ = [
     "DataCollatorForTokenClassification",
     "DataCollatorWithPadding",
+    "EarlyStoppingCallback",
     "EvalPrediction",
     "PredictionOutput",
     "Trainer",

@@ -53,6 +53,7 @@ TRANSFORMERS_NAMES = {
     "save_total_limit": "keep_last",
     "metric_for_best_model": "best_metric",
     "dataloader_drop_last": "drop_last",
+    "load_best_model_at_end": "load_best_at_end",
 }
 # Settings only transformers' class has: each is translated in _from_transformers (or refused there).
 _TRANSFORMERS_ONLY = {
@@ -118,6 +119,8 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
             if field in hf:
                 raise TypeError(f"TrainingArguments: give {field} or transformers' name {name} for it, not both")
             out[field] = hf.pop(name)
+    if out.get("load_best_at_end") and not out.get("best_metric"):  # transformers then keeps the lowest loss
+        out["best_metric"] = "loss"
     if out.get("keep_last", 0) is None:  # transformers' None keeps every checkpoint
         out["keep_last"] = _TRANSFORMERS_DEFAULTS["keep_last"]
     if out.get("best_metric"):  # transformers names it with or without the eval_ prefix
@@ -160,20 +163,16 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
     save_steps = hf.pop("save_steps", 500)
     if saving == "steps":
         out["save_every"] = int(save_steps)
+    elif saving == "epoch":
+        out["save_every"], out["save_each_epoch"] = 0, True
     elif saving == "no":
         out["save_every"] = 0
     else:
         raise _refuse(
             "save_strategy",
             saving,
-            "is not supported: bertkit writes checkpoints every save_steps steps ('steps') or none ('no'), "
-            "and keeps the best model by metric_for_best_model in OUTPUT/best",
-        )
-    if hf.pop("load_best_model_at_end", False):
-        raise _refuse(
-            "load_best_model_at_end",
-            True,
-            "is not supported: the best model by metric_for_best_model is kept in OUTPUT/best; load it from there",
+            "is not supported: bertkit writes checkpoints every save_steps steps ('steps'), after every epoch "
+            "('epoch') or none ('no'), and keeps the best model by metric_for_best_model in OUTPUT/best",
         )
     scheduler = hf.pop("lr_scheduler_type", "linear")
     scheduler = str(getattr(scheduler, "value", scheduler))
@@ -355,6 +354,9 @@ class TrainingArguments(metaclass=_ArgumentsType):
         help="evaluate every N steps (0: only at the end)",
     )
     eval_each_epoch: bool = setting(False, cli=False, same_on_resume=False, help="evaluate after every epoch")
+    save_each_epoch: bool = setting(
+        False, cli=False, same_on_resume=False, help="write a checkpoint after every epoch, for --resume"
+    )
     save_every: int = setting(
         0,
         type=A.nonnegative_int,
@@ -373,6 +375,12 @@ class TrainingArguments(metaclass=_ArgumentsType):
         None, cli=False, help="evaluation metric (without eval_) whose best model is kept in OUTPUT/best"
     )
     greater_is_better: bool = setting(True, cli=False, help="a larger best_metric is better")
+    load_best_at_end: bool = setting(
+        False,
+        cli=False,
+        same_on_resume=False,
+        help="end with the best model by best_metric (kept in OUTPUT/best) in place of the last one, and save that",
+    )
     patience: int | None = setting(
         None,
         type=A.positive_int,
@@ -411,6 +419,8 @@ class TrainingArguments(metaclass=_ArgumentsType):
         A.check_fields(self)
         if self.resume and self.overwrite:
             raise ValueError("--resume continues the run in --output and --overwrite replaces it: give one of them")
+        if self.load_best_at_end and not self.best_metric:
+            raise ValueError("load_best_at_end keeps the best model by best_metric: give best_metric too")
         if self.schedule == "time" and self.max_minutes is None:
             raise ValueError(
                 "schedule 'time' decays the learning rate over max_minutes (--max-minutes); give max_minutes"

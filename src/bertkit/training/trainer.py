@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import functools
 import gc
 import json
@@ -81,7 +82,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -89,6 +90,7 @@ from torch import nn
 
 import bertkit.training.checkpointing as ckpt_io
 from bertkit._cpu import has_fast_bf16
+from bertkit._io import atomic_write_json
 from bertkit._text import read_jsonl
 from bertkit.modeling.inspect import set_dropout
 from bertkit.training.arguments import TrainingArguments
@@ -100,6 +102,7 @@ __all__ = [
     "TrainingConfig",
     "Trainer",
     "TrainResult",
+    "EarlyStoppingCallback",
     "EvalPrediction",
     "PredictionOutput",
     "default_collate",
@@ -113,6 +116,42 @@ __all__ = [
 ]
 
 LossFn = Callable[[nn.Module, Any], "tuple[torch.Tensor, dict[str, Any]]"]
+
+
+@dataclass
+class EarlyStoppingCallback:
+    """transformers' early stopping, as bertkit's ``patience``: stop after ``early_stopping_patience``
+    evaluations without a better ``metric_for_best_model`` (pass it in ``Trainer(callbacks=[...])``)."""
+
+    early_stopping_patience: int = 1
+    early_stopping_threshold: float = 0.0
+
+
+def _with_callbacks(config: TrainingArguments, callbacks: Sequence[Any]) -> TrainingArguments:
+    """``config`` with what the callbacks ask for; a callback bertkit cannot run is refused by name."""
+    for cb in callbacks:
+        cb = cb() if isinstance(cb, type) else cb
+        if not isinstance(cb, EarlyStoppingCallback):
+            raise TypeError(
+                f"Trainer(callbacks=...): {type(cb).__name__} cannot run in bertkit's Trainer; it takes "
+                "EarlyStoppingCallback (metrics go to metrics.jsonl and metrics.png)"
+            )
+        if cb.early_stopping_threshold:
+            raise ValueError(
+                f"EarlyStoppingCallback(early_stopping_threshold={cb.early_stopping_threshold}) is not supported: "
+                "any improvement counts"
+            )
+        if not config.best_metric:
+            raise ValueError("EarlyStoppingCallback needs metric_for_best_model (best_metric) to watch")
+        config = dataclasses.replace(config, patience=int(cb.early_stopping_patience))
+    return config
+
+
+def _format_metric(key: str, value: Any) -> Any:
+    """A metric as transformers' ``log_metrics`` shows it: runtimes as h:mm:ss.cc, floats to 4 places."""
+    if "_runtime" in key:
+        return f"{datetime.timedelta(seconds=int(value))}.{int(abs(value - int(value)) * 100):02d}"
+    return round(value, 4) if isinstance(value, float) else value
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
@@ -453,9 +492,12 @@ class Trainer:
         eval_dataset: Any = None,
         compute_metrics: Callable[[EvalPrediction], dict[str, float]] | None = None,
         processing_class: Any = None,
+        callbacks: Sequence[Any] | None = None,
     ) -> None:
         # transformers' keywords (args, data_collator, processing_class) name the same things
         config = _one_of("config", config, "args", args)
+        if callbacks and config is not None:
+            config = _with_callbacks(config, callbacks)
         collate_fn = _one_of("collate_fn", collate_fn, "data_collator", data_collator)
         tokenizer = _one_of("tokenizer", tokenizer, "processing_class", processing_class)
         if config is None or train_dataset is None:
@@ -814,6 +856,19 @@ class Trainer:
         self._stop = stop
         return metrics
 
+    def _load_best(self) -> None:
+        """Put the best model's weights (``OUTPUT/best``) in place of the last ones, on every rank."""
+        self._barrier()  # rank 0 wrote it
+        best = self.output_dir / "best"
+        if self.best_step is None or self.best_step == self.step or not best.is_dir():
+            return
+        ckpt_io.load_model_weights(self.raw_model, best)
+        if self.is_main:
+            print(
+                f"loaded the best model (step {self.best_step}, {self.config.best_metric} {self.best_metric:.6g})",
+                file=sys.stderr,
+            )
+
     def _save_best(self) -> None:
         ckpt_io.write_best(
             self.output_dir, self._write_model, {"step": self.step, self.config.best_metric: self.best_metric}
@@ -952,8 +1007,10 @@ class Trainer:
             if bar is not None:
                 bar.close()
 
-        if cfg.save_every:
+        if cfg.save_every or cfg.save_each_epoch:
             self.save_checkpoint()
+        if cfg.load_best_at_end:
+            self._load_best()
         if self.is_main and cfg.save_final:
             self.save_final()
         if self.is_main and cfg.plot:
@@ -1049,7 +1106,9 @@ class Trainer:
         """Evaluate and/or write a checkpoint when due; their time is not training time."""
         cfg = self.config
         due_eval = (cfg.eval_every and self.step % cfg.eval_every == 0) or (cfg.eval_each_epoch and epoch_ended)
-        due_save = cfg.save_every and self.step % cfg.save_every == 0 and self.step < self.total_steps
+        due_save = (
+            (cfg.save_every and self.step % cfg.save_every == 0) or (cfg.save_each_epoch and epoch_ended)
+        ) and self.step < self.total_steps
         if not (due_eval or due_save):
             return
         t0 = time.perf_counter()
@@ -1121,6 +1180,45 @@ class Trainer:
         ``save_pretrained`` does, each file replaced atomically."""
         if self.is_main:
             ckpt_io.write_final(output_dir if output_dir is not None else self.output_dir, self._write_model)
+
+    def log_metrics(self, split: str, metrics: dict[str, float]) -> None:
+        """Print ``metrics`` as transformers' ``log_metrics`` does (sorted, aligned, runtimes as h:mm:ss.cc)."""
+        if not self.is_main:
+            return
+        print(f"***** {split} metrics *****")
+        shown = {k: _format_metric(k, v) for k, v in metrics.items()}
+        k_width = max((len(str(k)) for k in shown), default=0)
+        v_width = max((len(str(v)) for v in shown.values()), default=0)
+        for key in sorted(shown):
+            print(f"  {key: <{k_width}} = {shown[key]:>{v_width}}")
+
+    def save_metrics(self, split: str, metrics: dict[str, float], combined: bool = True) -> None:
+        """Write ``metrics`` to ``OUTPUT/{split}_results.json`` and, with ``combined``, merge them into
+        ``OUTPUT/all_results.json``, as transformers does (each file written atomically)."""
+        if not self.is_main:
+            return
+        atomic_write_json(self.output_dir / f"{split}_results.json", metrics, indent=4, sort_keys=True)
+        if combined:
+            path = self.output_dir / "all_results.json"
+            every = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            atomic_write_json(path, {**every, **metrics}, indent=4, sort_keys=True)
+
+    def save_state(self) -> None:
+        """Write ``OUTPUT/trainer_state.json``: the step, epoch, best metric and model, and the log history
+        (the rows of metrics.jsonl), under transformers' names."""
+        if not self.is_main:
+            return
+        path = self.output_dir / "metrics.jsonl"
+        state = {
+            "global_step": self.step,
+            "epoch": self.step / self.steps_per_epoch,
+            "max_steps": self.total_steps,
+            "best_metric": self.best_metric,
+            "best_global_step": self.best_step,
+            "best_model_checkpoint": str(self.output_dir / "best") if self.best_step is not None else None,
+            "log_history": read_jsonl(path) if path.exists() else [],
+        }
+        atomic_write_json(self.output_dir / "trainer_state.json", state, indent=2, sort_keys=True)
 
     def save_final(self) -> None:
         """Write the trained model into ``output`` itself (atomically, file by file)."""
