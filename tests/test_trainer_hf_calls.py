@@ -352,3 +352,43 @@ def test_early_stopping_and_the_best_model_at_end_as_transformers(setup, tmp_pat
             train_dataset=train,
             callbacks=[transformers.PrinterCallback],
         )
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"pad_to_multiple_of": 8, "mlm_probability": 0.3},
+        {"mask_replace_prob": 0.5, "random_replace_prob": 0.3},
+        {"mask_replace_prob": 1.0, "random_replace_prob": 0.0},
+        {"mlm": False},
+    ],
+)
+@pytest.mark.parametrize("form", ["dicts", "lists"])
+def test_language_modeling_collator_masks_as_transformers_with_the_same_seed(settings, form):
+    """DataCollatorForLanguageModeling: the same seed chooses, masks and replaces the same tokens as
+    transformers' over successive batches of real sentences (padding and special tokens never chosen)."""
+    folder = asset_path("minilm")
+    ours_tok, hf_tok = bertkit.BertTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(folder)
+    with open(asset_path("polarity-test"), encoding="utf-8") as f:
+        texts = [row["text"] for row in list(csv.DictReader(f))[:24]]
+
+    def examples(tok, chunk):
+        encoded = [tok(t, truncation=True, max_length=48) for t in chunk]
+        return [dict(e) for e in encoded] if form == "dicts" else [list(e["input_ids"]) for e in encoded]
+
+    ours = bertkit.DataCollatorForLanguageModeling(ours_tok, seed=7, **settings)
+    theirs = transformers.DataCollatorForLanguageModeling(hf_tok, seed=7, **settings)
+    chosen = 0
+    for start in range(0, len(texts), 8):  # the generator's state carries over from batch to batch
+        got, want = (
+            ours(examples(ours_tok, texts[start : start + 8])),
+            theirs(examples(hf_tok, texts[start : start + 8])),
+        )
+        assert sorted(got.keys()) == sorted(want.keys())
+        for key in want:
+            torch.testing.assert_close(got[key], want[key], msg=key)
+        chosen += int((got["labels"] != -100).sum())
+    assert chosen > 20  # enough tokens were drawn for the comparison to mean something
+    with pytest.raises(ValueError, match="mask_replace_prob \\+ random_replace_prob = 1.2 exceeds 1"):
+        bertkit.DataCollatorForLanguageModeling(ours_tok, mask_replace_prob=0.9, random_replace_prob=0.3)

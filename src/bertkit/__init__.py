@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "EvalPrediction": "bertkit.training",
     "EarlyStoppingCallback": "bertkit.training",
     "DataCollatorWithPadding": "bertkit.training",
+    "DataCollatorForLanguageModeling": "bertkit.training",
     "DataCollatorForTokenClassification": "bertkit.training",
     "TrainingConfig": "bertkit.training",
     "TrainingArguments": "bertkit.training",

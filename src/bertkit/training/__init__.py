@@ -12,7 +12,11 @@
 
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.checkpointing import latest_checkpoint
-from bertkit.training.collators import DataCollatorForTokenClassification, DataCollatorWithPadding
+from bertkit.training.collators import (
+    DataCollatorForLanguageModeling,
+    DataCollatorForTokenClassification,
+    DataCollatorWithPadding,
+)
 from bertkit.training.plots import plot_metrics
 from bertkit.training.pretraining import (
     PretrainingArguments,
@@ -35,6 +39,7 @@ from bertkit.training.trainer import (
 )
 
 __all__ = [
+    "DataCollatorForLanguageModeling",
     "DataCollatorForTokenClassification",
     "DataCollatorWithPadding",
     "EarlyStoppingCallback",
