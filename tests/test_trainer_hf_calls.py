@@ -392,3 +392,37 @@ def test_language_modeling_collator_masks_as_transformers_with_the_same_seed(set
     assert chosen > 20  # enough tokens were drawn for the comparison to mean something
     with pytest.raises(ValueError, match="mask_replace_prob \\+ random_replace_prob = 1.2 exceeds 1"):
         bertkit.DataCollatorForLanguageModeling(ours_tok, mask_replace_prob=0.9, random_replace_prob=0.3)
+
+
+def test_own_optimizer_scheduler_and_loss_as_transformers(setup, tmp_path):
+    """optimizers=(optimizer, scheduler) and compute_loss_func: the caller's SGD, step decay and
+    label-smoothed loss train the same weights in both Trainers."""
+    folder, train, _ = setup
+
+    def loss(outputs, labels, num_items_in_batch=None):
+        return torch.nn.functional.cross_entropy(outputs.logits, labels, label_smoothing=0.1)
+
+    def run(lib, model, output):
+        sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        trainer = lib.Trainer(
+            model=model,
+            args=lib.TrainingArguments(**{**_call(output), "eval_strategy": "no", "warmup_steps": 2}),  # not used
+            train_dataset=train,
+            processing_class=lib.AutoTokenizer.from_pretrained(folder),
+            optimizers=(sgd, torch.optim.lr_scheduler.StepLR(sgd, step_size=1, gamma=0.5)),
+            compute_loss_func=loss,
+        )
+        return trainer.train(), sgd
+
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
+    ours = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    want, their_sgd = run(transformers, theirs, tmp_path / "hf")
+    got, our_sgd = run(bertkit, ours, tmp_path / "bk")
+    assert our_sgd.param_groups[0]["lr"] == pytest.approx(their_sgd.param_groups[0]["lr"]) == 0.05 / 8
+    assert got.training_loss == pytest.approx(want.training_loss, rel=1e-4)
+    for key, value in ours.state_dict().items():
+        torch.testing.assert_close(value, theirs.state_dict()[key], atol=2e-5, rtol=1e-4, msg=key)
+    with pytest.raises(TypeError, match="loss_fn= or transformers' compute_loss_func="):
+        bertkit.Trainer(
+            ours, bertkit.TrainingArguments(**_call(tmp_path / "z")), train, loss_fn=loss, compute_loss_func=loss
+        )

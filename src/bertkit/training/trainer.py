@@ -154,6 +154,17 @@ def _format_metric(key: str, value: Any) -> Any:
     return round(value, 4) if isinstance(value, float) else value
 
 
+def _transformers_loss(
+    compute_loss_func: Callable[..., torch.Tensor], model: nn.Module, batch: dict[str, Any]
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """A loss_fn from transformers' ``compute_loss_func(outputs, labels, num_items_in_batch)``: the labels
+    are taken out of the batch, the model runs on the rest, and the function gets its outputs."""
+    inputs = dict(batch)
+    labels = inputs.pop("labels", None)
+    items = int(labels.ne(-100).sum()) if isinstance(labels, torch.Tensor) else None
+    return compute_loss_func(model(**inputs), labels, num_items_in_batch=items), {}
+
+
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
     if value is not None and alias_value is not None:
         raise TypeError(f"Trainer: give {name}= or transformers' {alias}= for it, not both")
@@ -493,6 +504,8 @@ class Trainer:
         compute_metrics: Callable[[EvalPrediction], dict[str, float]] | None = None,
         processing_class: Any = None,
         callbacks: Sequence[Any] | None = None,
+        compute_loss_func: Callable[..., torch.Tensor] | None = None,
+        optimizers: tuple[torch.optim.Optimizer | None, Any] = (None, None),
     ) -> None:
         # transformers' keywords (args, data_collator, processing_class) name the same things
         config = _one_of("config", config, "args", args)
@@ -500,6 +513,11 @@ class Trainer:
             config = _with_callbacks(config, callbacks)
         collate_fn = _one_of("collate_fn", collate_fn, "data_collator", data_collator)
         tokenizer = _one_of("tokenizer", tokenizer, "processing_class", processing_class)
+        optimizer = _one_of("optimizer", optimizer, "optimizers[0]", optimizers[0])
+        if compute_loss_func is not None:
+            if loss_fn is not None:
+                raise TypeError("give loss_fn= or transformers' compute_loss_func=, not both")
+            loss_fn = functools.partial(_transformers_loss, compute_loss_func)
         if config is None or train_dataset is None:
             raise TypeError("Trainer needs its arguments (config= or args=) and a train_dataset")
         if evaluate is not None and (eval_dataset is not None or compute_metrics is not None):
@@ -576,7 +594,11 @@ class Trainer:
         self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
         self._elapsed: Callable[[], float] = lambda: self.train_seconds
         self._clock = 0.0  # training seconds at the top of the current step, the same on every rank
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda)
+        # transformers' optimizers=(optimizer, scheduler): the caller's schedule, and no LambdaLR built over
+        # its optimizer (building one sets the optimizer's rate to the warmup's first step)
+        self.scheduler = (
+            optimizers[1] if optimizers[1] is not None else torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda)
+        )
 
         # Progress state, all restored on resume.
         self.step = 0
