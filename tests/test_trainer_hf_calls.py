@@ -71,6 +71,7 @@ def _call(output_dir) -> dict:
         per_device_train_batch_size=16,
         per_device_eval_batch_size=3,
         learning_rate=1e-3,
+        warmup_steps=2,  # transformers' warmup starts at learning rate 0
         weight_decay=0.01,
         logging_steps=1,
         eval_strategy="epoch",

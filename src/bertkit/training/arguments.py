@@ -13,8 +13,9 @@ A call written for transformers' ``TrainingArguments`` runs unchanged: ``output_
 ``num_train_epochs``, ``learning_rate``, ``per_device_train_batch_size``, ``eval_strategy`` and the
 other names it shares with bertkit are translated (:data:`TRANSFORMERS_NAMES`), and a call that uses
 any of them takes transformers' defaults for what it leaves out (3 epochs, batch 8, no weight decay,
-epsilon 1e-8, fp32 unless ``bf16=True``, a checkpoint every 500 steps), so the same call trains the
-same way. A transformers setting bertkit has no equivalent for is refused by name, never ignored.
+epsilon 1e-8, fp32 unless ``bf16=True``, a checkpoint every 500 steps, a warmup whose first step runs at
+learning rate 0), so the same call trains the same way. A transformers setting bertkit has no equivalent
+for is refused by name, never ignored.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ _TRANSFORMERS_DEFAULTS: dict[str, Any] = {
     "log_every": 500,
     "save_every": 500,
     "keep_last": 1 << 30,
+    "warmup_from_zero": True,
 }
 
 
@@ -307,6 +309,12 @@ class TrainingArguments(metaclass=_ArgumentsType):
         type=A.fraction_0_1_right_open,
         group=TRAINING_GROUP,
         help="linear warmup over this fraction of the steps, when --warmup-steps is 0",
+    )
+    warmup_from_zero: bool = setting(
+        False,
+        cli=False,
+        help="the warmup's first step at learning rate 0, as transformers' linear schedule has it (a call in "
+        "transformers' names); else at lr / warmup steps",
     )
     weight_decay: float = setting(
         0.01,

@@ -393,10 +393,14 @@ def end_process_group() -> None:
     dist.destroy_process_group()
 
 
-def _linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
+def _linear_schedule(warmup: int, total: int, from_zero: bool = False) -> Callable[[int], float]:
+    """Warmup to 1 over ``warmup`` steps (the first step at 1/warmup, or at 0 ``from_zero`` as in
+    transformers' schedule), then a linear decay to 0 at ``total``."""
+    start = 0 if from_zero else 1
+
     def f(step: int) -> float:
         if warmup > 0 and step < warmup:
-            return (step + 1) / warmup
+            return (step + start) / warmup
         if total <= warmup:
             return 1.0
         return max(0.0, (total - step) / max(1, total - warmup))
@@ -583,14 +587,14 @@ class Trainer:
         if config.schedule == "time":
             budget = 60.0 * config.schedule_span_minutes  # type: ignore[operator]
             offset = 60.0 * config.schedule_offset_minutes  # a later part of a longer schedule starts there
-            by_steps = _linear_schedule(warmup, 1 << 62)  # the warmup part only
+            by_steps = _linear_schedule(warmup, 1 << 62, config.warmup_from_zero)  # the warmup part only
             # min(): warmup by steps, then the linear decay by training time; no state beyond the
             # elapsed time, which resume restores. The time is the clock read at the top of the
             # step, which under DDP is one value for all ranks: each rank's own clock would give
             # each its own learning rate, and the replicas' weights would drift apart.
             lr_lambda = lambda step: min(by_steps(step), max(0.0, 1.0 - (offset + self._clock) / budget))  # noqa: E731
         else:
-            lr_lambda = _linear_schedule(warmup, self.total_steps)
+            lr_lambda = _linear_schedule(warmup, self.total_steps, config.warmup_from_zero)
         self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
         self._elapsed: Callable[[], float] = lambda: self.train_seconds
         self._clock = 0.0  # training seconds at the top of the current step, the same on every rank
