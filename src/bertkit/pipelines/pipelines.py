@@ -382,11 +382,13 @@ class TokenClassificationPipeline(Pipeline):
     ``aggregation_strategy="none"`` (default, as transformers): one dict per sub-token whose label is
     not in ``ignore_labels`` (default ``["O"]``) with ``entity``, ``score``, ``index``, ``word``,
     ``start``, ``end``. Otherwise sub-tokens (``"simple"``) or words form entity groups
-    (``entity_group``, ``score`` (the mean of the parts'), ``word`` (the text span), ``start``,
-    ``end``); a word takes the label of its first sub-token (``"first"``), of its sub-tokens' mean
-    probabilities (``"average"``) or of its most confident sub-token (``"max"``). BIO tags group as
-    transformers groups them (a run of one type, broken by a B-); BIOES and BMES tags form only
-    well-formed spans. Groups whose type is in ``ignore_labels`` are dropped.
+    (``entity_group``, ``score`` (the mean of the parts'), ``word`` (the parts' tokens put back
+    together by the tokenizer, as transformers does: lower-cased by an uncased vocabulary, a group
+    that starts inside a word keeps its ``##``), ``start``, ``end``); a word takes the label of its
+    first sub-token (``"first"``), of its sub-tokens' mean probabilities (``"average"``) or of its most
+    confident sub-token (``"max"``). BIO tags group as transformers groups them (a run of one type,
+    broken by a B-); BIOES and BMES tags form only well-formed spans. Groups whose type is in
+    ``ignore_labels`` are dropped.
 
     A text longer than ``max_length`` tokens is cut into overlapping word windows (the ones
     fine-tuning uses, ``doc_stride`` tokens of overlap), so every word gets a tag.
@@ -453,27 +455,28 @@ class TokenClassificationPipeline(Pipeline):
                         }
                     )
             else:
-                # units: (start, end, tag, score), one per word, or per sub-token for "simple"
-                units: list[tuple[int, int, str, float]] = []
+                # units: (start, end, tag, score, word), one per word, or per sub-token for "simple"
+                units: list[tuple[int, int, str, float, str]] = []
+                token = self.tokenizer.convert_ids_to_tokens
                 if strategy == "simple":
                     for t in range(len(ids)):
                         if covered[t]:
                             k = int(probs[t].argmax())
-                            units.append((offsets[t][0], offsets[t][1], id2label[k], float(probs[t][k])))
+                            units.append((*offsets[t], id2label[k], float(probs[t][k]), token(ids[t])))
                 else:
                     first = first_subtokens(wids, covered)
                     last = {w: t for t, w in enumerate(wids) if w is not None}  # later sub-tokens widen the span
                     for w in sorted(first):
                         t = first[w]
+                        subs = [u for u in range(t, last[w] + 1) if wids[u] == w and covered[u]]
                         word_probs = probs[t]
-                        if strategy in ("average", "max"):
-                            subs = [u for u in range(t, last[w] + 1) if wids[u] == w and covered[u]]
-                            if strategy == "average":
-                                word_probs = probs[subs].mean(0)
-                            else:
-                                word_probs = probs[max(subs, key=lambda u: probs[u].max())]
+                        if strategy == "average":
+                            word_probs = probs[subs].mean(0)
+                        elif strategy == "max":
+                            word_probs = probs[max(subs, key=lambda u: probs[u].max())]
                         k = int(word_probs.argmax())
-                        units.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(word_probs[k])))
+                        word = self.tokenizer.convert_tokens_to_string([token(ids[u]) for u in subs])
+                        units.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(word_probs[k]), word))
                 tags = [u[2] for u in units]
                 if scheme == "BIO":
                     spans = _group_bio_runs(tags)
@@ -487,7 +490,7 @@ class TokenClassificationPipeline(Pipeline):
                         {
                             "entity_group": etype,
                             "score": float(np.mean([u[3] for u in units[a:b]])),
-                            "word": text[s:e],
+                            "word": self.tokenizer.convert_tokens_to_string([u[4] for u in units[a:b]]),
                             "start": s,
                             "end": e,
                         }

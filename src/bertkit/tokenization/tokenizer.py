@@ -847,7 +847,17 @@ class BertTokenizer:
             raise IndexError(f"token id {i} is out of range for a vocabulary of {len(self.vocab)}") from None
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
-        return " ".join(tokens).replace(" ##", "").strip()
+        """``tokens`` as one text, the way the WordPiece decoder joins them: ``##`` pieces glued to the
+        token before (a leading one keeps its ``##``), the rest space-separated, no space before
+        ``. ? ! ,``."""
+        out = []
+        for i, t in enumerate(tokens):
+            if i:
+                t = t[2:] if t.startswith("##") else " " + t
+            if t in (" .", " ?", " !", " ,"):  # the decoder's per-token cleanup
+                t = t[1:]
+            out.append(t)
+        return "".join(out)
 
     def build_inputs_with_special_tokens(self, ids_0: list[int], ids_1: list[int] | None = None) -> list[int]:
         cls, sep = [self.cls_token_id], [self.sep_token_id]
@@ -919,14 +929,7 @@ class BertTokenizer:
             tokens = [self._id_to_token(int(i)) for i in token_ids if int(i) not in skip]
         except (TypeError, ValueError) as e:
             raise TypeError(f"decode needs int token ids or a batch of them, got {str(token_ids)[:200]}") from e
-        out = []
-        for i, t in enumerate(tokens):
-            if i:
-                t = t[2:] if t.startswith("##") else " " + t
-            if t in (" .", " ?", " !", " ,"):  # the WordPiece decoder's per-token cleanup
-                t = t[1:]
-            out.append(t)
-        text = "".join(out)
+        text = self.convert_tokens_to_string(tokens)
         if clean_up_tokenization_spaces is None:
             clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
         if clean_up_tokenization_spaces:
