@@ -220,6 +220,8 @@ def test_a_name_and_its_transformers_name_together_are_refused(tmp_path):
     args = bertkit.TrainingArguments(output_dir=str(tmp_path))
     with pytest.raises(TypeError, match="config= or transformers' args="):
         bertkit.Trainer(torch.nn.Linear(2, 2), args, [1], args=args)
+    with pytest.raises(ValueError, match="eval_strategy asks for evaluations and the Trainer has no eval_dataset"):
+        bertkit.Trainer(torch.nn.Linear(2, 2), args=bertkit.TrainingArguments(**_call(tmp_path)), train_dataset=[1])
     with pytest.raises(TypeError, match="compute_metrics needs an eval_dataset"):
         bertkit.Trainer(torch.nn.Linear(2, 2), args=args, train_dataset=[1], compute_metrics=_accuracy)
 
@@ -427,3 +429,95 @@ def test_own_optimizer_scheduler_and_loss_as_transformers(setup, tmp_path):
         bertkit.Trainer(
             ours, bertkit.TrainingArguments(**_call(tmp_path / "z")), train, loss_fn=loss, compute_loss_func=loss
         )
+
+
+def test_a_second_run_columns_state_and_qa_predictions_as_transformers(setup, tmp_path):
+    """A script run twice into one output_dir (transformers writes over its earlier run; bertkit replaces
+    only that run's files), a text column beside the tokenized ones (dropped before collation), the
+    Trainer's state, and an extractive-QA model's predict (start and end logits, both span ends)."""
+    folder, train, held_out = setup
+    with_text = [{**item, "text": f"example {i}"} for i, item in enumerate(train)]
+
+    def run(lib, model, output):
+        trainer = lib.Trainer(
+            model=model,
+            args=lib.TrainingArguments(**{**_call(output), "eval_strategy": "no"}),
+            train_dataset=with_text,
+            data_collator=lib.DataCollatorWithPadding(lib.AutoTokenizer.from_pretrained(folder)),
+        )
+        trainer.train()
+        return trainer
+
+    (tmp_path / "bk").mkdir()
+    (tmp_path / "bk" / "notes.txt").write_text("mine")
+    run(bertkit, bertkit.AutoModelForSequenceClassification.from_pretrained(folder), tmp_path / "bk")
+    ours_model = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    ours = run(bertkit, ours_model, tmp_path / "bk")  # the same script again, into the same folder
+    theirs_model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
+    theirs = run(transformers, theirs_model, tmp_path / "hf")
+    for key, value in ours_model.state_dict().items():
+        torch.testing.assert_close(value, theirs_model.state_dict()[key], atol=2e-5, rtol=1e-4, msg=key)
+    assert (tmp_path / "bk" / "notes.txt").read_text() == "mine"
+    state = ours.state
+    assert state.global_step == theirs.state.global_step
+    ours_losses = [r["loss"] for r in state.log_history if "loss" in r]
+    assert ours_losses == pytest.approx([r["loss"] for r in theirs.state.log_history if "loss" in r], rel=1e-4)
+    assert len(ours_losses) == 3  # the first run's rows were replaced, not kept
+
+    # extractive QA: predict gives (start logits, end logits) and both label columns
+    torch.manual_seed(3)
+    config = bertkit.BertConfig(
+        vocab_size=200, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
+    bertkit.BertForQuestionAnswering(config).save_pretrained(tmp_path / "qa")
+    rng = np.random.default_rng(0)
+    features = [
+        {
+            "input_ids": [101, *rng.integers(1000, 1100, size=10).tolist(), 102],
+            "attention_mask": [1] * 12,
+            "token_type_ids": [0] * 12,
+            "start_positions": int(s),
+            "end_positions": int(s + 2),
+        }
+        for s in rng.integers(1, 8, size=5)
+    ]
+    for f in features:
+        f["input_ids"] = [i % 200 for i in f["input_ids"]]
+    got = bertkit.Trainer(
+        model=bertkit.AutoModelForQuestionAnswering.from_pretrained(tmp_path / "qa"),
+        args=bertkit.TrainingArguments(**{**_call(tmp_path / "qa-bk"), "eval_strategy": "no"}),
+        train_dataset=features,
+    ).predict(features)
+    want = transformers.Trainer(
+        model=transformers.AutoModelForQuestionAnswering.from_pretrained(tmp_path / "qa"),
+        args=transformers.TrainingArguments(**{**_call(tmp_path / "qa-hf"), "eval_strategy": "no"}),
+        train_dataset=features,
+    ).predict(features)
+    assert isinstance(got.predictions, tuple) and len(got.predictions) == 2
+    for a, b in zip(got.predictions, want.predictions):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+    for a, b in zip(got.label_ids, want.label_ids):
+        np.testing.assert_array_equal(a, b)
+    assert got.metrics["test_loss"] == pytest.approx(want.metrics["test_loss"], rel=1e-4)
+
+
+def test_default_data_collator_as_transformers():
+    folder = asset_path("minilm")
+    ours_tok, hf_tok = bertkit.BertTokenizer.from_pretrained(folder), transformers.AutoTokenizer.from_pretrained(folder)
+    with open(asset_path("polarity-test"), encoding="utf-8") as f:
+        texts = [row["text"] for row in list(csv.DictReader(f))[:4]]
+    for label in ({"label": 1}, {"label": 0.5}, {"label_ids": [1, 0]}):
+
+        def features(tok):
+            return [{**tok(t, padding="max_length", max_length=32, truncation=True), **label, "text": t} for t in texts]
+
+        got, want = (
+            bertkit.default_data_collator(features(ours_tok)),
+            transformers.default_data_collator(features(hf_tok)),
+        )
+        assert sorted(got) == sorted(want)
+        for key in want:
+            torch.testing.assert_close(got[key], want[key], msg=key)
+        torch.testing.assert_close(bertkit.DefaultDataCollator()(features(ours_tok))["labels"], want["labels"])
+    with pytest.raises(ValueError, match="column 'input_ids' has lengths"):
+        bertkit.default_data_collator([{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3]}])

@@ -64,6 +64,8 @@ _EXPORTS: dict[str, str] = {
     "EarlyStoppingCallback": "bertkit.training",
     "DataCollatorWithPadding": "bertkit.training",
     "DataCollatorForLanguageModeling": "bertkit.training",
+    "DefaultDataCollator": "bertkit.training",
+    "default_data_collator": "bertkit.training",
     "DataCollatorForTokenClassification": "bertkit.training",
     "TrainingConfig": "bertkit.training",
     "TrainingArguments": "bertkit.training",

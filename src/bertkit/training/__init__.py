@@ -16,6 +16,8 @@ from bertkit.training.collators import (
     DataCollatorForLanguageModeling,
     DataCollatorForTokenClassification,
     DataCollatorWithPadding,
+    DefaultDataCollator,
+    default_data_collator,
 )
 from bertkit.training.plots import plot_metrics
 from bertkit.training.pretraining import (
@@ -32,6 +34,7 @@ from bertkit.training.trainer import (
     PredictionOutput,
     RandomBatchSampler,
     Trainer,
+    TrainerState,
     TrainingConfig,
     TrainResult,
     model_loss,
@@ -42,6 +45,9 @@ __all__ = [
     "DataCollatorForLanguageModeling",
     "DataCollatorForTokenClassification",
     "DataCollatorWithPadding",
+    "DefaultDataCollator",
+    "default_data_collator",
+    "TrainerState",
     "EarlyStoppingCallback",
     "EvalPrediction",
     "PredictionOutput",

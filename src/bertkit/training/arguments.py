@@ -14,8 +14,9 @@ A call written for transformers' ``TrainingArguments`` runs unchanged: ``output_
 other names it shares with bertkit are translated (:data:`TRANSFORMERS_NAMES`), and a call that uses
 any of them takes transformers' defaults for what it leaves out (3 epochs, batch 8, no weight decay,
 epsilon 1e-8, fp32 unless ``bf16=True``, a checkpoint every 500 steps, a warmup whose first step runs at
-learning rate 0), so the same call trains the same way. A transformers setting bertkit has no equivalent
-for is refused by name, never ignored.
+learning rate 0, an earlier run in the folder replaced, columns the model does not take dropped), so
+the same call trains the same way. A transformers setting bertkit has no equivalent for is refused by
+name, never ignored.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ _TRANSFORMERS_DEFAULTS: dict[str, Any] = {
     "save_every": 500,
     "keep_last": 1 << 30,
     "warmup_from_zero": True,
+    # transformers' Trainer writes over an earlier run in output_dir; bertkit then replaces only that
+    # run's own files (its checkpoints, best model, metrics), never anything else in the folder
+    "overwrite": True,
 }
 
 
@@ -199,10 +203,17 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
     ):
         if name in hf and hf.pop(name) not in (allowed,):
             raise _refuse(name, kwargs[name], f"is not supported: leave it at {allowed!r}")
-    out["extra"] = {**hf.pop("extra", {}), "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8)}
-    for name in ("do_train", "do_eval", "do_predict", "remove_unused_columns"):
+    out["extra"] = {
+        **hf.pop("extra", {}),
+        "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8),
+        "remove_unused_columns": bool(hf.pop("remove_unused_columns", True)),
+        "names": "transformers",  # the Trainer then also checks the call as transformers' does
+    }
+    for name in ("do_train", "do_eval", "do_predict"):
         hf.pop(name, None)  # read by transformers' example scripts and dataset handling, not by the training
     for field, default in _TRANSFORMERS_DEFAULTS.items():
+        if field == "overwrite" and hf.get("resume"):  # continuing the earlier run, not replacing it
+            continue
         if field not in out and field not in hf:
             out[field] = default
     return {**hf, **out}

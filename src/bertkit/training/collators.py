@@ -3,6 +3,8 @@
 Each pads a list of tokenized examples (dicts of token lists, as a tokenizer returns them) with the
 tokenizer's own ``pad`` (its pad id and padding side) into a batch of tensors:
 
+- :func:`default_data_collator` / :class:`DefaultDataCollator`: examples already of one length (padded
+  when tokenized) stacked as they are; a ``label`` or ``label_ids`` column becomes ``labels``;
 - :class:`DataCollatorWithPadding`: the inputs; a ``label`` or ``label_ids`` column becomes ``labels``;
 - :class:`DataCollatorForTokenClassification`: the inputs, and the per-token labels padded to the same
   length with ``label_pad_token_id`` (-100, which the loss ignores) on the tokenizer's padding side;
@@ -17,9 +19,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["DataCollatorForLanguageModeling", "DataCollatorForTokenClassification", "DataCollatorWithPadding"]
+__all__ = [
+    "DataCollatorForLanguageModeling",
+    "DataCollatorForTokenClassification",
+    "DataCollatorWithPadding",
+    "DefaultDataCollator",
+    "default_data_collator",
+]
 
 
 def _check_tensors(return_tensors: str) -> None:
@@ -37,6 +46,58 @@ def _pad(collator: Any, features: Sequence[dict[str, Any]]) -> Any:
         pad_to_multiple_of=collator.pad_to_multiple_of,
         return_tensors="pt",
     )
+
+
+def default_data_collator(features: Sequence[Any], return_tensors: str = "pt") -> dict[str, Any]:
+    """Stack examples whose sequences already have one length (tokenized with ``padding="max_length"``):
+    each column becomes a tensor, ``label`` / ``label_ids`` become ``labels`` (int or float as given),
+    strings and None are left out."""
+    _check_tensors(return_tensors)
+    if not features:
+        raise ValueError("cannot collate an empty batch")
+    features = [dict(f) for f in features]
+    first = features[0]
+    batch: dict[str, Any] = {}
+    if first.get("label") is not None:
+        value = first["label"].item() if isinstance(first["label"], torch.Tensor) else first["label"]
+        dtype = torch.long if isinstance(value, int) else torch.float
+        batch["labels"] = torch.tensor([f["label"] for f in features], dtype=dtype)
+    elif first.get("label_ids") is not None:
+        if isinstance(first["label_ids"], torch.Tensor):
+            batch["labels"] = torch.stack([f["label_ids"] for f in features])
+        else:
+            dtype = torch.long if isinstance(first["label_ids"][0], int) else torch.float
+            batch["labels"] = torch.tensor([f["label_ids"] for f in features], dtype=dtype)
+    for key, value in first.items():
+        if key in ("label", "label_ids") or value is None or isinstance(value, str):
+            continue
+        try:
+            if isinstance(value, torch.Tensor):
+                batch[key] = torch.stack([f[key] for f in features])
+            elif isinstance(value, np.ndarray):
+                batch[key] = torch.from_numpy(np.stack([f[key] for f in features]))
+            else:
+                batch[key] = torch.tensor([f[key] for f in features])
+        except (ValueError, RuntimeError) as e:
+            lengths = sorted({len(f[key]) for f in features if hasattr(f[key], "__len__")})
+            raise ValueError(
+                f"default_data_collator: column {key!r} has lengths {lengths} in one batch; it stacks examples "
+                "of one length only (tokenize with padding='max_length', or use DataCollatorWithPadding)"
+            ) from e
+    return batch
+
+
+@dataclass
+class DefaultDataCollator:
+    """:func:`default_data_collator` as an object, as transformers has it."""
+
+    return_tensors: str = "pt"
+
+    def __post_init__(self) -> None:
+        _check_tensors(self.return_tensors)
+
+    def __call__(self, features: Sequence[Any]) -> dict[str, Any]:
+        return default_data_collator(features, self.return_tensors)
 
 
 @dataclass

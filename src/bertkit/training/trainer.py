@@ -72,6 +72,7 @@ import dataclasses
 import datetime
 import functools
 import gc
+import inspect
 import json
 import math
 import os
@@ -105,6 +106,7 @@ __all__ = [
     "EarlyStoppingCallback",
     "EvalPrediction",
     "PredictionOutput",
+    "TrainerState",
     "default_collate",
     "RandomBatchSampler",
     "NonFiniteLossError",
@@ -165,6 +167,46 @@ def _transformers_loss(
     return compute_loss_func(model(**inputs), labels, num_items_in_batch=items), {}
 
 
+# The batch keys that hold targets: a task's labels, or an extractive-QA span's two ends.
+_LABEL_NAMES = ("labels", "start_positions", "end_positions")
+
+
+def _one_or_tuple(arrays: list[np.ndarray]) -> Any:
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+class _KnownColumns:
+    """A collate_fn that first drops the columns of dict examples that the model's forward does not take
+    (a ``text`` column beside the tokenized ones), as transformers' ``remove_unused_columns`` does."""
+
+    def __init__(self, collate_fn: Callable[[list[Any]], Any], model: nn.Module) -> None:
+        self.collate_fn = collate_fn
+        self.keep = {*inspect.signature(model.forward).parameters, "label", "label_ids", *_LABEL_NAMES}
+
+    def __call__(self, items: list[Any]) -> Any:
+        if items and isinstance(items[0], dict):
+            items = [{k: v for k, v in item.items() if k in self.keep} for item in items]
+        return self.collate_fn(items)
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.collate_fn, "set_epoch"):
+            self.collate_fn.set_epoch(epoch)
+
+
+@dataclass
+class TrainerState:
+    """``Trainer.state`` under transformers' names: the step and epoch reached, the best metric and
+    where its model is, and every logged row (metrics.jsonl) as ``log_history``."""
+
+    global_step: int
+    epoch: float
+    max_steps: int
+    best_metric: float | None
+    best_global_step: int | None
+    best_model_checkpoint: str | None
+    log_history: list[dict[str, Any]]
+
+
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
     if value is not None and alias_value is not None:
         raise TypeError(f"Trainer: give {name}= or transformers' {alias}= for it, not both")
@@ -195,8 +237,8 @@ class EvalPrediction:
     the ``label_ids``, both numpy arrays in the evaluation set's order; sequences of different lengths
     are padded with -100. Unpacks as ``predictions, label_ids = eval_pred``."""
 
-    predictions: np.ndarray
-    label_ids: np.ndarray | None
+    predictions: np.ndarray | tuple[np.ndarray, ...]
+    label_ids: np.ndarray | tuple[np.ndarray, ...] | None
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.predictions, self.label_ids))
@@ -209,8 +251,8 @@ class EvalPrediction:
 class PredictionOutput:
     """:meth:`Trainer.predict`'s answer, as in transformers."""
 
-    predictions: np.ndarray
-    label_ids: np.ndarray | None
+    predictions: np.ndarray | tuple[np.ndarray, ...]
+    label_ids: np.ndarray | tuple[np.ndarray, ...] | None
     metrics: dict[str, float]
 
 
@@ -528,9 +570,17 @@ class Trainer:
             raise TypeError("give evaluate= or transformers' eval_dataset= / compute_metrics=, not both")
         if compute_metrics is not None and eval_dataset is None:
             raise TypeError("compute_metrics needs an eval_dataset to compute them on")
+        evaluates = config.eval_every or config.eval_each_epoch
+        if config.extra.get("names") == "transformers" and evaluates and evaluate is None and eval_dataset is None:
+            raise ValueError(
+                "eval_strategy asks for evaluations and the Trainer has no eval_dataset to run them on: "
+                "pass eval_dataset=, or eval_strategy='no'"
+            )
         self.config = config
         self.dataset = train_dataset
         self.collate_fn = collate_fn or functools.partial(default_collate, pad_token_id=_pad_id(tokenizer))
+        if config.extra.get("remove_unused_columns"):  # a call in transformers' names, as its Trainer does
+            self.collate_fn = _KnownColumns(self.collate_fn, model)
         self.eval_dataset, self.compute_metrics = eval_dataset, compute_metrics
         if evaluate is None and eval_dataset is not None:
             evaluate = lambda model: self._evaluate_dataset(model, self.eval_dataset)[2]  # noqa: E731
@@ -1146,14 +1196,14 @@ class Trainer:
         self._t_paused += t1 - t0
         self._window["t0"] += t1 - t0  # throughput counts training time only
 
-    def _evaluate_dataset(
-        self, model: nn.Module, dataset: Any, prefix: str = ""
-    ) -> tuple[np.ndarray, np.ndarray | None, dict[str, float]]:
+    def _evaluate_dataset(self, model: nn.Module, dataset: Any, prefix: str = "") -> tuple[Any, Any, dict[str, float]]:
         """Predictions, labels and metrics of ``model`` on ``dataset`` as transformers' Trainer gives them:
         batches of ``per_device_eval_batch_size`` in order, ``loss`` as the mean over examples, then
         ``compute_metrics``; keys get ``prefix``."""
         size = self.config.per_device_eval_batch_size
-        logits, labels, loss_sum, count = [], [], 0.0, 0
+        outputs: dict[str, list[torch.Tensor]] = {}
+        labels: dict[str, list[torch.Tensor]] = {}
+        loss_sum, count = 0.0, 0
         for start in range(0, len(dataset), size):
             batch = _to_device(
                 self.collate_fn([dataset[i] for i in range(start, min(start + size, len(dataset)))]), self.device
@@ -1163,11 +1213,16 @@ class Trainer:
             n = len(next(iter(batch.values())))
             if getattr(out, "loss", None) is not None:
                 loss_sum, count = loss_sum + float(out.loss) * n, count + n
-            logits.append((out.logits if hasattr(out, "logits") else out[0]).float().cpu())
-            if "labels" in batch:
-                labels.append(batch["labels"].cpu())
-        predictions = _concat_padded(logits)
-        label_ids = _concat_padded(labels) if labels else None
+            # every output but the loss (QA: start and end logits), as transformers' prediction_step takes them
+            fields = out.items() if isinstance(out, dict) else enumerate(out if isinstance(out, tuple) else (out,))
+            for key, value in fields:
+                if key != "loss" and isinstance(value, torch.Tensor):
+                    outputs.setdefault(key, []).append(value.detach().float().cpu())
+            for key in _LABEL_NAMES:
+                if key in batch:
+                    labels.setdefault(key, []).append(batch[key].cpu())
+        predictions = _one_or_tuple([_concat_padded(parts) for parts in outputs.values()])
+        label_ids = _one_or_tuple([_concat_padded(parts) for parts in labels.values()]) if labels else None
         metrics: dict[str, float] = {"loss": loss_sum / count} if count else {}
         if self.compute_metrics is not None:
             metrics.update(
@@ -1229,22 +1284,26 @@ class Trainer:
             every = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
             atomic_write_json(path, {**every, **metrics}, indent=4, sort_keys=True)
 
-    def save_state(self) -> None:
-        """Write ``OUTPUT/trainer_state.json``: the step, epoch, best metric and model, and the log history
-        (the rows of metrics.jsonl), under transformers' names."""
-        if not self.is_main:
-            return
+    @property
+    def state(self) -> TrainerState:
+        """Where the run stands, as transformers' ``trainer.state`` (``log_history`` read from metrics.jsonl)."""
         path = self.output_dir / "metrics.jsonl"
-        state = {
-            "global_step": self.step,
-            "epoch": self.step / self.steps_per_epoch,
-            "max_steps": self.total_steps,
-            "best_metric": self.best_metric,
-            "best_global_step": self.best_step,
-            "best_model_checkpoint": str(self.output_dir / "best") if self.best_step is not None else None,
-            "log_history": read_jsonl(path) if path.exists() else [],
-        }
-        atomic_write_json(self.output_dir / "trainer_state.json", state, indent=2, sort_keys=True)
+        return TrainerState(
+            global_step=self.step,
+            epoch=self.step / self.steps_per_epoch,
+            max_steps=self.total_steps,
+            best_metric=self.best_metric,
+            best_global_step=self.best_step,
+            best_model_checkpoint=str(self.output_dir / "best") if self.best_step is not None else None,
+            log_history=read_jsonl(path) if path.exists() else [],
+        )
+
+    def save_state(self) -> None:
+        """Write :attr:`state` to ``OUTPUT/trainer_state.json``, as transformers does."""
+        if self.is_main:
+            atomic_write_json(
+                self.output_dir / "trainer_state.json", dataclasses.asdict(self.state), indent=2, sort_keys=True
+            )
 
     def save_final(self) -> None:
         """Write the trained model into ``output`` itself (atomically, file by file)."""
