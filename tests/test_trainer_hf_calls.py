@@ -521,3 +521,31 @@ def test_default_data_collator_as_transformers():
         torch.testing.assert_close(bertkit.DefaultDataCollator()(features(ours_tok))["labels"], want["labels"])
     with pytest.raises(ValueError, match="column 'input_ids' has lengths"):
         bertkit.default_data_collator([{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3]}])
+
+
+def test_several_batches_an_epoch_come_in_transformers_order(setup, tmp_path):
+    """With 4 batches an epoch (the last one short), the same seed shuffles the examples into the same
+    batches as transformers' Trainer in every epoch, so the weights agree."""
+    folder, train, _ = setup
+    call = {**_call(tmp_path / "x"), "per_device_train_batch_size": 5, "num_train_epochs": 2, "eval_strategy": "no"}
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
+    hf = transformers.Trainer(
+        model=theirs,
+        args=transformers.TrainingArguments(**{**call, "output_dir": str(tmp_path / "hf")}),
+        train_dataset=train,
+        processing_class=transformers.AutoTokenizer.from_pretrained(folder),
+    )
+    hf.train()
+    ours = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    trainer = bertkit.Trainer(
+        model=ours,
+        args=bertkit.TrainingArguments(**{**call, "output_dir": str(tmp_path / "bk")}),
+        train_dataset=train,
+        processing_class=bertkit.BertTokenizer.from_pretrained(folder),
+    )
+    trainer.train()
+    assert trainer.state.global_step == hf.state.global_step == 8
+    want = [r["loss"] for r in hf.state.log_history if "loss" in r]
+    assert [r["loss"] for r in trainer.state.log_history if "loss" in r] == pytest.approx(want, rel=1e-4)
+    for key, value in ours.state_dict().items():
+        torch.testing.assert_close(value, theirs.state_dict()[key], atol=2e-5, rtol=1e-4, msg=key)

@@ -315,17 +315,30 @@ class TrainResult:
 
 
 class RandomBatchSampler:
-    """Seeded batches of indices: a fresh permutation per epoch (or in order without shuffle)."""
+    """Seeded batches of indices: a fresh permutation per epoch (or in order without shuffle). With
+    ``torch_order`` the permutation is ``torch.randperm`` seeded with seed + epoch, the order
+    transformers' Trainer draws (through accelerate's seedable sampler) for the same seed."""
 
-    def __init__(self, n: int, batch_size: int, seed: int = 0, shuffle: bool = True, drop_last: bool = True) -> None:
+    def __init__(
+        self,
+        n: int,
+        batch_size: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = True,
+        torch_order: bool = False,
+    ) -> None:
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self.shuffle, self.drop_last, self.epoch = shuffle, drop_last, 0
+        self.torch_order = torch_order
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[list[int]]:
-        if self.shuffle:
+        if self.shuffle and self.torch_order:
+            order = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).numpy()
+        elif self.shuffle:
             order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)
         else:
             order = np.arange(self.n)
@@ -617,6 +630,7 @@ class Trainer:
                 seed=config.seed,
                 shuffle=config.shuffle,
                 drop_last=config.drop_last,
+                torch_order=config.extra.get("names") == "transformers",
             )
         )
 
