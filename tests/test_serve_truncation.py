@@ -251,6 +251,7 @@ def test_token_classification_windows_a_long_text_and_says_so(tmp_path_factory, 
         (e["entity_group"], e["start"], e["end"]) for e in want
     ]
     np.testing.assert_allclose([e["score"] for e in got], [e["score"] for e in want], atol=1e-4)
+    assert got and all(e["word"] == text[e["start"] : e["end"]] for e in got)  # as written, as `predict` gives it
     # entities come from beyond the first window: past the character where the reference tokenizer's
     # first 126 text tokens end
     first_end = hf_tok(text, return_offsets_mapping=True)["offset_mapping"][126][1]

@@ -203,7 +203,14 @@ class ModelService:
             limit = self.classify_limit()
             return run_by_mode(items, lambda xs, mode: pipe(xs, top_k=None, max_length=limit, truncation=mode))
         if t == "token-classification":
-            return pipe(items, aggregation_strategy="first", max_length=self.window_limit())
+            found = pipe(items, aggregation_strategy="first", max_length=self.window_limit())
+            found = [found] if len(items) == 1 and found and isinstance(found[0], dict) else found
+            # the entity as written in the request (as `bertkit predict` gives it), not the tokens put
+            # back together, which an uncased vocabulary lower-cases and which space Chinese characters
+            for text, entities in zip(items, found):
+                for e in entities:
+                    e["word"] = text[e["start"] : e["end"]]
+            return found
         if t == "question-answering":
             qs, cs = [x["question"] for x in items], [x["context"] for x in items]
             return pipe(question=qs, context=cs, max_seq_len=self.window_limit())
