@@ -323,6 +323,25 @@ def test_alignment_calls_like_reference(args, kw):
     assert got.word_to_tokens(0) == exp.word_to_tokens(0) and got.token_to_chars(1) == exp.token_to_chars(1)
 
 
+@pytest.mark.parametrize("args,kw", ALIGNMENT_CASES)
+def test_encodings_like_reference(args, kw):
+    """``enc.encodings``: one Encoding per row with the reference's ids, tokens, offsets, word and
+    sequence ids, type ids, attention and special-token masks (padding and added tokens included)."""
+    if kw.get("return_tensors"):
+        pytest.importorskip("torch")
+    ref, tok = _pair()
+    for t in (ref, tok):
+        t.add_tokens(["NewWord"])
+        t.add_special_tokens({"additional_special_tokens": ["<ent>"]})
+    exp, got = ref(*args, **kw).encodings, tok(*args, **kw).encodings
+    assert len(got) == len(exp)
+    names = ("ids", "tokens", "offsets", "word_ids", "sequence_ids", "type_ids", "attention_mask")
+    for e, g in zip(exp, got):
+        for name in (*names, "special_tokens_mask", "n_sequences"):
+            assert getattr(g, name) == getattr(e, name), name
+        assert len(g) == len(e)
+
+
 def test_alignment_calls_qa_style_like_reference():
     ref, tok = _pair()
     questions = ["Who wrote it?", "Where is Pemberley?"]

@@ -66,6 +66,14 @@ class BatchEncoding(dict):
     def is_fast(self) -> bool:
         return True
 
+    @property
+    def encodings(self) -> list[Encoding] | None:
+        """One :class:`Encoding` per row (``ids``, ``tokens``, ``offsets``, ``word_ids``, ...), as the
+        tokenizers library gives them; None for an encoding not made by the tokenizer (unpickled)."""
+        if self._rows is None:
+            return None
+        return [Encoding(self, i) for i in range(len(self._rows) if self._batched else 1)]
+
     def _row(self, i: int):
         if self._rows is None:
             raise ValueError(
@@ -234,3 +242,69 @@ def _as_tensor(value: Any, tensor_type: str, key: str) -> Any:
             )
         return np.asarray(value, dtype=np.int64)
     raise ValueError(f"return_tensors must be None, 'pt' or 'np', got {tensor_type!r}")
+
+
+class Encoding:
+    """One row of a :class:`BatchEncoding` under the tokenizers library's ``Encoding`` names."""
+
+    def __init__(self, batch: BatchEncoding, index: int) -> None:
+        self._batch, self._index = batch, index
+
+    def _column(self, name: str) -> list[int]:
+        value = self._batch.get(name)
+        if value is None:
+            return []
+        rows = value.tolist() if hasattr(value, "tolist") else list(value)
+        # a batch of rows, or one text's row (return_tensors gives even that a batch axis)
+        return list(rows[self._index]) if rows and isinstance(rows[0], list) else rows
+
+    @property
+    def ids(self) -> list[int]:
+        return self._column("input_ids")
+
+    @property
+    def type_ids(self) -> list[int]:
+        return self._column("token_type_ids") or [0] * len(self)
+
+    @property
+    def attention_mask(self) -> list[int]:
+        return self._column("attention_mask") or [1] * len(self)
+
+    @property
+    def special_tokens_mask(self) -> list[int]:
+        """1 for a special or padding token (no word), 0 for a token of the text."""
+        return [int(s is None) for s in self.sequence_ids]
+
+    @property
+    def tokens(self) -> list[str]:
+        return self._batch.tokens(self._index)
+
+    @property
+    def word_ids(self) -> list[int | None]:
+        return self._batch.word_ids(self._index)
+
+    @property
+    def words(self) -> list[int | None]:
+        return self.word_ids
+
+    @property
+    def sequence_ids(self) -> list[int | None]:
+        return self._batch.sequence_ids(self._index)
+
+    @property
+    def offsets(self) -> list[tuple[int, int]]:
+        return [tuple(o) for o in self._batch._full(self._index)[3]]
+
+    @property
+    def n_sequences(self) -> int:
+        return self._batch.n_sequences or 1
+
+    @property
+    def overflowing(self) -> list[Encoding]:
+        return []  # the tokenizer returns overflowing windows as rows of the batch (overflow_to_sample_mapping)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"Encoding(num_tokens={len(self)}, attributes=[ids, type_ids, tokens, offsets, attention_mask])"
