@@ -201,6 +201,7 @@ def test_the_same_trainer_call_trains_the_same_weights(setup, tmp_path, capsys):
     [
         (dict(lr_scheduler_type="cosine"), "lr_scheduler_type='cosine'"),
         (dict(save_strategy="best"), "save_strategy='best'"),
+        (dict(logging_strategy="epoch"), "logging_strategy='epoch'"),
         (dict(report_to="wandb"), "report_to='wandb'"),
         (dict(optim="adafactor"), "optim='adafactor'"),
         (dict(bf16=True, fp16=True), "fp16"),

@@ -113,6 +113,11 @@ def _refuse(name: str, value: Any, why: str) -> ValueError:
     return ValueError(f"TrainingArguments: transformers' {name}={value!r} {why}")
 
 
+def _option(value: Any) -> str:
+    """A transformers choice given as a string or as one of its enums (``IntervalStrategy.EPOCH``)."""
+    return str(getattr(value, "value", value))
+
+
 def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
     """bertkit's fields for a call that uses transformers' names (see the module docs); a call without
     any of them is returned as it is."""
@@ -152,11 +157,10 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
     if hf.pop("disable_tqdm", False):
         out["progress"] = False
 
-    logging = str(getattr(hf.pop("logging_strategy", "steps"), "value", None) or "steps")
+    logging = _option(hf.pop("logging_strategy", "steps"))
     if logging not in ("steps", "no"):
         raise _refuse("logging_strategy", logging, "is not supported: bertkit logs every logging_steps steps")
-    evaluation = hf.pop("eval_strategy", hf.pop("evaluation_strategy", "no"))
-    evaluation = str(getattr(evaluation, "value", evaluation))
+    evaluation = _option(hf.pop("eval_strategy", hf.pop("evaluation_strategy", "no")))
     eval_steps = hf.pop("eval_steps", None)
     if evaluation == "steps":
         out["eval_every"] = int(eval_steps or out.get("log_every", _TRANSFORMERS_DEFAULTS["log_every"]))
@@ -164,8 +168,7 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         out["eval_each_epoch"] = True
     elif evaluation != "no":
         raise _refuse("eval_strategy", evaluation, "is not one of 'no', 'steps', 'epoch'")
-    saving = hf.pop("save_strategy", "steps")
-    saving = str(getattr(saving, "value", saving))
+    saving = _option(hf.pop("save_strategy", "steps"))
     save_steps = hf.pop("save_steps", 500)
     if saving == "steps":
         out["save_every"] = int(save_steps)
@@ -180,12 +183,10 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
             "is not supported: bertkit writes checkpoints every save_steps steps ('steps'), after every epoch "
             "('epoch') or none ('no'), and keeps the best model by metric_for_best_model in OUTPUT/best",
         )
-    scheduler = hf.pop("lr_scheduler_type", "linear")
-    scheduler = str(getattr(scheduler, "value", scheduler))
+    scheduler = _option(hf.pop("lr_scheduler_type", "linear"))
     if scheduler != "linear":
         raise _refuse("lr_scheduler_type", scheduler, "is not supported: bertkit's schedule is warmup, then linear")
-    optim = hf.pop("optim", "adamw_torch")
-    optim = str(getattr(optim, "value", optim))
+    optim = _option(hf.pop("optim", "adamw_torch"))
     if optim not in ("adamw_torch", "adamw_torch_fused"):
         raise _refuse("optim", optim, "is not supported: bertkit trains with torch's AdamW ('adamw_torch')")
     report = hf.pop("report_to", "none")

@@ -907,12 +907,8 @@ class Trainer:
         elapsed = self._elapsed()
         self._last_eval_step = self.step
         if self.evaluate_fn is not None and self.is_main:
-            model = self.raw_model
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
-                metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
-            model.train(was_training)
+            evaluate = self.evaluate_fn
+            metrics = self._in_eval_mode(lambda model: {k: float(v) for k, v in evaluate(model).items()})
             self.last_metrics = metrics
             self._log(
                 {
@@ -1245,7 +1241,8 @@ class Trainer:
         return predictions, label_ids, {f"{prefix}{k}": v for k, v in metrics.items()}
 
     def _in_eval_mode(self, work: Callable[[nn.Module], Any]) -> Any:
-        model = self.raw_model.to(self.device)
+        """``work(model)`` in eval mode without gradients; the model's own mode comes back after."""
+        model = self.raw_model  # on self.device since __init__
         was_training = model.training
         model.eval()
         try:
