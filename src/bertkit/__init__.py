@@ -71,6 +71,9 @@ _EXPORTS: dict[str, str] = {
     "TrainingArguments": "bertkit.training",
     # pipelines
     "pipeline": "bertkit.pipelines",
+    # sentence-transformers' classes, answering the same calls
+    "SentenceTransformer": "bertkit.pipelines.sentence_transformer",
+    "CrossEncoder": "bertkit.pipelines.cross_encoder",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -1,0 +1,471 @@
+"""``SentenceTransformer``: sentence-transformers' class, answering the same calls on bertkit's path.
+
+A sentence-transformers script switches with its import line alone::
+
+    from bertkit import SentenceTransformer, util
+
+    model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")  # or a folder
+    vectors = model.encode(sentences)                      # (n, 384) float32 numpy
+    scores = model.similarity(vectors, vectors)            # (n, n) tensor
+    hits = util.semantic_search(model.encode(query), vectors, top_k=5)
+
+The folder is read as sentence-transformers reads it: ``modules.json`` (Transformer, Pooling,
+Normalize), ``1_Pooling/config.json``, ``sentence_bert_config.json`` (``max_seq_length``) and
+``config_sentence_transformers.json`` (``prompts``, ``default_prompt_name``,
+``similarity_fn_name``); a plain model folder gets mean pooling without normalisation, as there.
+Texts over ``max_seq_length`` tokens are cut, as there, and a warning says how many tokens went.
+
+The vectors come from bertkit's one batched, length-sorted inference path
+(:func:`bertkit.inference.run_batched`): no padding beyond each batch's longest text, fused
+attention, and ``dtype`` ("fp32" by default, "bf16", "int8" or "auto") for speed. A folder whose
+vectors bertkit cannot reproduce (a Dense layer, weighted-mean pooling) is refused by name.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from bertkit import util
+
+__all__ = ["SentenceTransformer"]
+
+_ST_CONFIG = "config_sentence_transformers.json"
+_OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
+
+
+def _refuse(name: str, why: str) -> None:
+    raise ValueError(f"SentenceTransformer: {name} {why}")
+
+
+def _texts(inputs: Any) -> tuple[list[str], bool]:
+    """(texts, single): one string is a batch of one; any other iterable of strings is a batch."""
+    if isinstance(inputs, str):
+        return [inputs], True
+    if isinstance(inputs, np.ndarray):
+        inputs = inputs.tolist()
+    if not isinstance(inputs, Iterable) or isinstance(inputs, (bytes, dict)):
+        raise TypeError(f"encode() takes a string or a list of strings, got {type(inputs).__name__}")
+    texts = list(inputs)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"encode(): inputs[{i}] is {type(t).__name__}, not a string (bertkit embeds text only)")
+    return texts, False
+
+
+def _read_st_config(folder: Path) -> dict[str, Any]:
+    from bertkit._text import read_json
+
+    path = folder / _ST_CONFIG
+    if not path.is_file():
+        return {}
+    cfg = read_json(path)
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    prompts = cfg.get("prompts", {}) or {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise ValueError(f"{path}: 'prompts' must map names to prompt strings")
+    return cfg
+
+
+def _pooling_includes_prompt(folder: Path) -> bool:
+    """The Pooling module's ``include_prompt`` (True when the folder has none)."""
+    from bertkit._text import read_json
+
+    if not (folder / "modules.json").is_file():
+        return True
+    for m in read_json(folder / "modules.json"):
+        if str(m.get("type", "")).endswith("Pooling"):
+            cfg = folder / str(m.get("path", "")) / "config.json"
+            if cfg.is_file():
+                return bool(read_json(cfg).get("include_prompt", True))
+    return True
+
+
+def _dtype_from_model_kwargs(model_kwargs: dict[str, Any] | None) -> Any:
+    """The precision a caller asked for in transformers' words (``torch_dtype``/``dtype``); other
+    keys are refused, since bertkit would not honour them."""
+    if not model_kwargs:
+        return None
+    kwargs = dict(model_kwargs)
+    dtype = kwargs.pop("torch_dtype", None) or kwargs.pop("dtype", None)
+    if kwargs:
+        _refuse(f"model_kwargs {sorted(kwargs)}", "are not supported (only torch_dtype/dtype)")
+    if isinstance(dtype, str) and dtype.startswith("torch."):
+        dtype = dtype[len("torch.") :]
+    return {"float32": "fp32", "bfloat16": "bf16"}.get(dtype, dtype) if isinstance(dtype, str) else dtype
+
+
+class SentenceTransformer:
+    """Sentence vectors from a sentence-transformers folder or model id (the local Hugging Face cache).
+
+    ``dtype``: "fp32" (default; equal to sentence-transformers within float rounding), "bf16",
+    "int8" or "auto" (the fastest precision this CPU runs within bertkit's quality gates).
+    Arguments of sentence-transformers that bertkit cannot honour are refused by name.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | Path | None = None,
+        device: str | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        similarity_fn_name: str | None = None,
+        cache_folder: str | Path | None = None,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        token: bool | str | None = None,
+        truncate_dim: int | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        tokenizer_kwargs: dict[str, Any] | None = None,
+        config_kwargs: dict[str, Any] | None = None,
+        backend: str = "torch",
+        dtype: str | torch.dtype | None = None,
+        batch_size: int = 32,
+        max_batch_tokens: int | None = 16384,
+    ) -> None:
+        from bertkit.hub import resolve_model_path
+        from bertkit.pipelines.pipelines import FeatureExtractionPipeline, sentence_transformers_pooling
+
+        if model_name_or_path is None:
+            _refuse("model_name_or_path", "is required: bertkit builds no model from modules in code")
+        if trust_remote_code:
+            _refuse("trust_remote_code=True", "is not supported: bertkit runs no code from a model folder")
+        if backend != "torch":
+            _refuse(f"backend={backend!r}", "is not supported: bertkit runs its own PyTorch path (see dtype=)")
+        for name, value in (("tokenizer_kwargs", tokenizer_kwargs), ("config_kwargs", config_kwargs)):
+            if value:
+                _refuse(f"{name}={value!r}", "is not supported")
+        kw_dtype = _dtype_from_model_kwargs(model_kwargs)
+        if kw_dtype is not None and dtype is not None:
+            _refuse("dtype", "and model_kwargs' torch_dtype both set a precision; pass one")
+        # token and local_files_only only steer downloads, and bertkit never downloads.
+        del token, local_files_only
+        folder = resolve_model_path(model_name_or_path, cache_dir=cache_folder, revision=revision)
+        pooling, normalize, max_len = sentence_transformers_pooling(folder, strict=True)
+        self.folder = folder
+        self._pipe = FeatureExtractionPipeline(
+            str(folder),
+            device=device,
+            dtype=dtype if dtype is not None else kw_dtype,
+            sentence=True,
+            pooling=pooling or "mean",
+            # a plain model folder: sentence-transformers pools without normalising
+            normalize=bool(normalize),
+            max_length=max_len,
+            truncation="cut",
+            batch_size=batch_size,
+            max_batch_tokens=max_batch_tokens,
+        )
+        if max_len is None:  # no sentence_bert_config.json: the model's and tokenizer's limit
+            limits = [
+                getattr(self._pipe.model.config, "max_position_embeddings", None),
+                getattr(self._pipe.tokenizer, "model_max_length", None),
+            ]
+            self._pipe.max_length = min(int(v) for v in limits if isinstance(v, int) and 0 < v < 10**9)
+        st_cfg = _read_st_config(folder)
+        # "query" and "document" always exist (blank unless set), so encode_document never falls
+        # through to a "passage" prompt where sentence-transformers would use none.
+        self.prompts: dict[str, str] = {"query": "", "document": ""}
+        self.prompts.update(st_cfg.get("prompts") or {})
+        self.prompts.update(prompts or {})
+        self.default_prompt_name = default_prompt_name or st_cfg.get("default_prompt_name")
+        if self.default_prompt_name is not None and self.default_prompt_name not in self.prompts:
+            _refuse(
+                f"default_prompt_name {self.default_prompt_name!r}",
+                f"is not among the prompts ({', '.join(self.prompts) or 'none'})",
+            )
+        self._similarity_fn_name: str | None = None
+        self.similarity_fn_name = similarity_fn_name or st_cfg.get("similarity_fn_name")
+        self.truncate_dim = truncate_dim
+        self._includes_prompt = _pooling_includes_prompt(folder)
+
+    # -- what sentence-transformers users read off the model ------------------------------------
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The encoder (``BertModel`` and kin), prepared for inference."""
+        return self._pipe.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._pipe.tokenizer
+
+    @property
+    def device(self) -> torch.device:
+        return next(self._pipe.model.parameters()).device
+
+    @property
+    def dtype(self) -> str:
+        """The precision the vectors are computed in: fp32, bf16 or int8."""
+        return self._pipe.dtype
+
+    @property
+    def max_seq_length(self) -> int:
+        """Texts are cut to this many tokens, [CLS] and [SEP] included."""
+        return self._pipe.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        from bertkit import _args as A
+
+        A.SEQ_LEN.check("max_seq_length", value)
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if isinstance(limit, int) and value > limit:
+            _refuse(f"max_seq_length {value}", f"is over the model's {limit} positions")
+        self._pipe.max_length = int(value)
+
+    def get_max_seq_length(self) -> int:
+        return self.max_seq_length
+
+    @property
+    def pooling(self) -> str:
+        return self._pipe.pooling
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether the folder's model ends in a Normalize module (unit-length vectors)."""
+        return bool(self._pipe.normalize)
+
+    def get_embedding_dimension(self) -> int:
+        """The width of :meth:`encode`'s vectors (``truncate_dim`` when that is narrower)."""
+        dim = int(self.model.config.hidden_size)
+        return dim if self.truncate_dim is None else min(dim, self.truncate_dim)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.get_embedding_dimension()
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """ "cosine" (the default), "dot", "euclidean" or "manhattan": what :meth:`similarity` computes."""
+        if self._similarity_fn_name is None:
+            self._similarity_fn_name = "cosine"
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: Any) -> None:
+        value = getattr(value, "value", value)  # sentence-transformers' SimilarityFunction enum
+        if value is not None and value not in util.SIMILARITY_FUNCTIONS:
+            _refuse(f"similarity_fn_name {value!r}", f"is not one of {', '.join(util.SIMILARITY_FUNCTIONS)}")
+        self._similarity_fn_name = value
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """(len(embeddings1), len(embeddings2)) scores by :attr:`similarity_fn_name`."""
+        return util.SIMILARITY_FUNCTIONS[self.similarity_fn_name][0](embeddings1, embeddings2)
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Tensor:
+        """``res[i]`` = the score of ``embeddings1[i]`` and ``embeddings2[i]``."""
+        return util.SIMILARITY_FUNCTIONS[self.similarity_fn_name][1](embeddings1, embeddings2)
+
+    def to(self, device: str | torch.device) -> SentenceTransformer:
+        """Move the model to ``device``; returns self."""
+        from bertkit._args import check_device
+
+        self._pipe.model.to(check_device("device", device))
+        self._pipe.device = self.device
+        return self
+
+    def tokenize(self, texts: list[str]) -> dict[str, Tensor]:
+        """The padded model inputs for ``texts``, cut to :attr:`max_seq_length`."""
+        texts, _ = _texts(texts)
+        enc = self.tokenizer(
+            texts, padding=True, truncation="longest_first", max_length=self.max_seq_length, return_tensors="pt"
+        )
+        return {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
+
+    # -- encoding ---------------------------------------------------------------------------------
+
+    def _resolve_prompt(self, prompt: str | None, prompt_name: str | None) -> str | None:
+        if prompt is not None:
+            return prompt
+        if prompt_name is not None:
+            if prompt_name not in self.prompts:
+                _refuse(
+                    f"prompt_name {prompt_name!r}", f"is not among the prompts ({', '.join(self.prompts) or 'none'})"
+                )
+            return self.prompts[prompt_name]
+        if self.default_prompt_name is not None:
+            return self.prompts.get(self.default_prompt_name)
+        return None
+
+    def encode(
+        self,
+        sentences: Any = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+        pool: Any = None,
+        chunk_size: int | None = None,
+        inputs: Any = None,
+        **kwargs: Any,
+    ) -> np.ndarray | Tensor | list[Tensor]:
+        """Vectors for one text (1-D) or a list of texts (2-D), as sentence-transformers returns them.
+
+        ``output_value="token_embeddings"`` gives each text's token vectors instead;
+        ``precision`` int8/uint8/binary/ubinary quantizes (:func:`bertkit.util.quantize_embeddings`);
+        ``truncate_dim`` keeps the first dimensions, then ``normalize_embeddings`` scales to length 1.
+        """
+        from bertkit import _args as A
+        from bertkit.inference import run_batched
+
+        from .long_text import plan_windows
+
+        if sentences is not None and inputs is not None:
+            _refuse("encode()", "got both sentences and inputs; pass one")
+        if sentences is None:
+            sentences = inputs
+        if sentences is None:
+            _refuse("encode()", "needs the texts to embed")
+        if kwargs:
+            _refuse(f"encode() keyword(s) {sorted(kwargs)}", "are not used by this model")
+        if pool is not None or chunk_size is not None or isinstance(device, (list, tuple)):
+            _refuse("encode()", "runs in one process: pool=, chunk_size= and a list of devices are not supported")
+        if output_value not in _OUTPUT_VALUES:
+            _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)}")
+        if precision not in util.PRECISIONS:
+            _refuse(f"precision {precision!r}", f"is not one of {', '.join(util.PRECISIONS)}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        A.positive_int.check("truncate_dim", truncate_dim, allow_none=True)
+        if device is not None:
+            self.to(device)
+        texts, single = _texts(sentences)
+        prompt = self._resolve_prompt(prompt, prompt_name)
+        if prompt:
+            if not self._includes_prompt:
+                _refuse(
+                    "a prompt",
+                    f"cannot be used: {self.folder}'s pooling leaves the prompt's tokens out "
+                    "(include_prompt false), which bertkit does not reproduce",
+                )
+            texts = [prompt + t for t in texts]
+        truncate_dim = truncate_dim if truncate_dim is not None else self.truncate_dim
+        if show_progress_bar is None:
+            show_progress_bar = False
+
+        plan = plan_windows(self.tokenizer, texts, self.max_seq_length, "cut")
+        self._report_cut(plan.dropped)
+        if output_value == "token_embeddings":
+            res = run_batched(
+                self.model,
+                plan.features,
+                batch_size,
+                outputs=("last_hidden_state",),
+                progress=bool(show_progress_bar),
+                desc="Batches",
+                max_batch_tokens=self._pipe.max_batch_tokens,
+            )
+            tokens = [torch.from_numpy(r["last_hidden_state"]) for r in res]
+            return tokens[0] if single else tokens
+        res = run_batched(
+            self.model,
+            plan.features,
+            batch_size,
+            progress=bool(show_progress_bar),
+            desc="Batches",
+            max_batch_tokens=self._pipe.max_batch_tokens,
+            postprocess=self._pipe._pool,
+        )
+        if not res:
+            out: Any = torch.tensor([]) if convert_to_tensor else (np.array([]) if convert_to_numpy else [])
+            return out
+        vecs = torch.from_numpy(np.stack([r["embedding"] for r in res]))
+        vecs = util.truncate_embeddings(vecs, truncate_dim)
+        if normalize_embeddings:
+            vecs = util.normalize_embeddings(vecs)
+        result: Any = vecs
+        if precision != "float32":
+            result = util.quantize_embeddings(vecs, precision)
+        if convert_to_tensor:
+            result = torch.as_tensor(result)
+        elif convert_to_numpy:
+            result = result.numpy() if isinstance(result, Tensor) else result
+        else:
+            result = list(torch.as_tensor(result))
+        return result[0] if single else result
+
+    def _report_cut(self, dropped: list[int]) -> None:
+        """Cutting is sentence-transformers' rule too, but a cut is never silent here."""
+        cut = [d for d in dropped if d]
+        if cut:
+            limit = getattr(self.model.config, "max_position_embeddings", None)
+            warnings.warn(
+                f"{len(cut)} text(s) over max_seq_length={self.max_seq_length} tokens were cut: "
+                f"{sum(cut):,} tokens dropped (max_seq_length may rise to the model's {limit} positions)",
+                stacklevel=3,
+            )
+
+    def encode_query(
+        self, sentences: Any = None, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> Any:
+        """:meth:`encode` with the folder's "query" prompt, when it has one and none is given."""
+        if prompt_name is None and prompt is None and "query" in self.prompts:
+            prompt_name = "query"
+        return self.encode(sentences, prompt_name=prompt_name, prompt=prompt, **kwargs)
+
+    def encode_document(
+        self, sentences: Any = None, prompt_name: str | None = None, prompt: str | None = None, **kwargs: Any
+    ) -> Any:
+        """:meth:`encode` with the folder's "document", "passage" or "corpus" prompt (the first it has),
+        when none is given."""
+        if prompt_name is None and prompt is None:
+            prompt_name = next((n for n in ("document", "passage", "corpus") if n in self.prompts), None)
+        return self.encode(sentences, prompt_name=prompt_name, prompt=prompt, **kwargs)
+
+    # -- saving -----------------------------------------------------------------------------------
+
+    def save(
+        self, path: str | Path, model_name: str | None = None, create_model_card: bool = True, **kwargs: Any
+    ) -> None:
+        """Write a folder sentence-transformers loads back to the same vectors: the encoder and
+        tokenizer, the module files and ``config_sentence_transformers.json``. Files of the same
+        names are replaced in one rename each; other files in the folder are kept."""
+        from bertkit._io import atomic_update_dir, atomic_write_json
+        from bertkit.modeling.sentence import save_sentence_folder
+
+        if kwargs.get("safe_serialization") is False:
+            _refuse("safe_serialization=False", "is not supported here: the folder holds model.safetensors")
+        del model_name, create_model_card  # no model card is written
+        if self.dtype != "fp32":
+            _refuse(
+                f"save() of a {self.dtype} model",
+                "would write rounded weights: load it with dtype='fp32' to save",
+            )
+        with atomic_update_dir(path) as tmp:
+            self.model.save_pretrained(tmp, tokenizer=self.tokenizer)
+            save_sentence_folder(
+                tmp, int(self.model.config.hidden_size), self.pooling, self.normalizes, self.max_seq_length
+            )
+            atomic_write_json(
+                Path(tmp) / _ST_CONFIG,
+                {
+                    "prompts": dict(self.prompts),
+                    "default_prompt_name": self.default_prompt_name,
+                    "similarity_fn_name": self._similarity_fn_name,
+                },
+            )
+
+    def save_pretrained(self, path: str | Path, **kwargs: Any) -> None:
+        """Same as :meth:`save`."""
+        self.save(path, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"SentenceTransformer({self.folder}, {type(self.model).__name__}, pooling={self.pooling}, "
+            f"normalize={self.normalizes}, max_seq_length={self.max_seq_length}, dtype={self.dtype})"
+        )
