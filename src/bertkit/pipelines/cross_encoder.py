@@ -1,0 +1,463 @@
+"""``CrossEncoder``: sentence-transformers' cross-encoder class, answering the same calls from bertkit.
+
+::
+
+    from bertkit import CrossEncoder
+    model = CrossEncoder("cross-encoder/ms-marco-MiniLM-L6-v2")  # a folder, or a model id in the HF cache
+    scores = model.predict([("query", "passage 1"), ("query", "passage 2")])
+    ranks = model.rank("query", ["passage 1", "passage 2"], top_k=1, return_documents=True)
+
+The logits come from :class:`~bertkit.pipelines.text_ranking.TextRankingPipeline`'s batched,
+length-sorted path; what sentence-transformers adds on top is done here as it does it: the activation
+(sigmoid for a one-label head, identity for a wider one, or the one the folder's config names), the
+optional softmax, the output types and the order of ``rank``. ``save`` writes a folder that
+sentence-transformers' ``CrossEncoder``, transformers and bertkit all load with the same scores.
+Arguments bertkit cannot honour (remote code, other backends, multi-process pools, prompts) are
+refused by name rather than ignored.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit import _args as A
+
+from .text_ranking import TextRankingPipeline
+
+__all__ = ["CrossEncoder"]
+
+# sentence-transformers' keyword arguments that change what a model computes in ways bertkit does
+# not reproduce: refused by name, so a script never runs with one of them silently dropped.
+_UNSUPPORTED_INIT = {
+    "modules": "bertkit's CrossEncoder is one sequence-classification model; give its folder",
+    "model_kwargs": "load options of transformers' AutoModel do not apply to bertkit's models",
+    "processor_kwargs": "set max_length=... for the truncation length; other tokenizer options are not taken",
+    "tokenizer_kwargs": "set max_length=... for the truncation length; other tokenizer options are not taken",
+    "config_kwargs": "bertkit uses the folder's config.json as saved (num_labels must match it)",
+    "model_card_data": "bertkit writes no model card",
+    "prompts": "prompts are not supported",
+    "default_prompt_name": "prompts are not supported",
+    "keep_in_fp32_modules": "bertkit's CrossEncoder computes in fp32 throughout",
+}
+# sentence-transformers' module files: present in a folder, they decide what its CrossEncoder loads.
+_ST_FILES = ("modules.json", "config_sentence_transformers.json")
+
+
+def _fullname(obj: Any) -> str:
+    """The dotted class name sentence-transformers writes for an activation function."""
+    module = type(obj).__module__
+    if module is None or module == str.__module__:
+        return type(obj).__name__
+    return f"{module}.{type(obj).__name__}"
+
+
+def _activation_from_path(path: str, where: str) -> Callable | None:
+    """An activation named in a saved config, as sentence-transformers instantiates it; None (with
+    its warning) for a class outside torch, whose code would run only with trust_remote_code."""
+    if not isinstance(path, str) or not path.startswith("torch."):
+        warnings.warn(
+            f"{where}: activation function {path!r} is not a torch class; bertkit runs no code from a model "
+            "folder, so the default activation is used instead",
+            stacklevel=4,
+        )
+        return None
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)()
+    except (ImportError, AttributeError, TypeError) as e:
+        raise ValueError(f"{where}: activation function {path!r} cannot be built ({e})") from None
+
+
+def _read_json(path: Path) -> Any:
+    from bertkit._text import read_json
+
+    return read_json(path)
+
+
+def _shorten(value: Any, width: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _check_pairs(inputs: Any) -> tuple[list[tuple[str, str]], bool]:
+    """The (query, passage) pairs of a predict call and whether it was one pair (as sentence-transformers
+    decides: a list or tuple whose first item is not itself a list or tuple)."""
+    if isinstance(inputs, np.ndarray):
+        if inputs.dtype.kind not in ("U", "O"):
+            raise TypeError(f"predict takes (text, text) pairs, got a numpy array of {inputs.dtype}")
+        inputs = inputs.tolist()
+    if isinstance(inputs, str):
+        raise TypeError(
+            f"predict takes (text, text) pairs, got the string {_shorten(inputs)}; "
+            "pass [(query, passage)] to score one pair"
+        )
+    if not isinstance(inputs, (list, tuple)):
+        raise TypeError(f"predict takes a list of (text, text) pairs or one pair, got {type(inputs).__name__}")
+    if len(inputs) == 0:
+        raise ValueError("predict needs at least one (text, text) pair, got an empty list")
+    single = not isinstance(inputs[0], (list, tuple))
+    rows = [inputs] if single else list(inputs)
+    for i, pair in enumerate(rows):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            size = f"{len(pair)} items" if isinstance(pair, (list, tuple)) else f"a {type(pair).__name__}"
+            raise ValueError(f"pair {i} must be 2 texts (query, passage), got {size}: {_shorten(pair)}")
+        for j, text in enumerate(pair):
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"pair {i} must hold 2 strings, got {type(text).__name__} {_shorten(text)} at position {j}"
+                )
+    return [(q, p) for q, p in rows], single
+
+
+# sentence-transformers' per-call arguments that bertkit does not take, and why
+_UNSUPPORTED_CALL = {
+    "prompt_name": "prompts are not supported",
+    "prompt": "prompts are not supported",
+    "device": "it scores on the model's device; move the model with .to(device)",
+    "pool": "it scores in this process, without a multi-process pool",
+    "chunk_size": "it scores in this process, without a multi-process pool",
+}
+
+
+def _refuse_per_call(method: str, given: dict[str, Any]) -> None:
+    for name, value in given.items():
+        if value is not None:
+            raise ValueError(
+                f"CrossEncoder.{method}({name}=...) is not supported by bertkit: {_UNSUPPORTED_CALL[name]}"
+            )
+
+
+class CrossEncoder:
+    """sentence-transformers' ``CrossEncoder`` over a bertkit sequence-classification folder.
+
+    ``model_name_or_path``: a folder, or a model id in the local Hugging Face cache (``cache_folder``,
+    ``revision``); nothing is downloaded, so ``token`` and ``local_files_only`` change nothing.
+    ``num_labels`` must match the folder's head; ``max_length`` is where pairs are cut (default: the
+    tokenizer's limit, at most the model's positions); ``activation_fn`` replaces the default (sigmoid
+    for one label, identity otherwise, or the one the folder's config names); ``device`` defaults to
+    CUDA when there is one.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | os.PathLike,
+        num_labels: int | None = None,
+        max_length: int | None = None,
+        activation_fn: Callable | None = None,
+        device: str | None = None,
+        *,
+        cache_folder: str | os.PathLike | None = None,
+        revision: str | None = None,
+        local_files_only: bool = False,
+        trust_remote_code: bool = False,
+        token: bool | str | None = None,
+        backend: str = "torch",
+        cache_dir: str | os.PathLike | None = None,
+        **unsupported: Any,
+    ) -> None:
+        from bertkit.hub import resolve_model_path
+
+        for name, value in unsupported.items():
+            if name not in _UNSUPPORTED_INIT:
+                raise TypeError(f"CrossEncoder() got an unexpected keyword argument {name!r}")
+            if value is not None:
+                raise ValueError(f"CrossEncoder({name}=...) is not supported by bertkit: {_UNSUPPORTED_INIT[name]}")
+        if trust_remote_code:
+            raise ValueError(
+                "CrossEncoder(trust_remote_code=True) is not supported by bertkit: it runs only its own model "
+                "classes, never code from a model folder"
+            )
+        if backend != "torch":
+            raise ValueError(f"CrossEncoder(backend={backend!r}) is not supported by bertkit: only 'torch' is")
+        if activation_fn is not None and not callable(activation_fn):
+            raise TypeError(f"activation_fn must be callable (e.g. torch.nn.Sigmoid()), got {_shorten(activation_fn)}")
+        A.positive_int.check("num_labels", num_labels, allow_none=True)
+        A.positive_int.check("max_length", max_length, allow_none=True)
+        if cache_dir is not None and cache_folder is None:  # sentence-transformers' older name for it
+            cache_folder = cache_dir
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+
+        folder = resolve_model_path(model_name_or_path, cache_dir=cache_folder, revision=revision)
+        st_config = self._read_st_files(folder)
+        self._pipe = TextRankingPipeline(folder, device=device, num_labels=None)
+        self.folder = folder
+        config = self._pipe.model.config
+        if num_labels is not None and num_labels != self.num_labels:
+            raise ValueError(
+                f"num_labels={num_labels}, but {folder}'s trained head has {self.num_labels} label(s); bertkit "
+                "does not replace a trained head with a new random one"
+            )
+        if max_length is None:
+            saved = st_config.get("max_seq_length")
+            tokenizer_limit = int(getattr(self.tokenizer, "model_max_length", 512))
+            max_length = saved or min(tokenizer_limit, int(config.max_position_embeddings))
+        self.max_length = max_length
+        if activation_fn is None:
+            activation_fn = self._saved_activation(st_config)
+        if activation_fn is None:
+            activation_fn = torch.nn.Sigmoid() if self.num_labels == 1 else torch.nn.Identity()
+        self.activation_fn = activation_fn
+
+    @staticmethod
+    def _read_st_files(folder: Path) -> dict[str, Any]:
+        """What a sentence-transformers save adds beside the model: its activation and max_seq_length.
+        A module list bertkit does not run (extra layers after the model) is refused."""
+        out: dict[str, Any] = {}
+        if not (folder / "modules.json").is_file():
+            return out
+        modules = _read_json(folder / "modules.json")
+        kinds = [str(m.get("type", "")) if isinstance(m, dict) else repr(m) for m in modules]
+        extra = [k for k in kinds if not k.endswith(".Transformer")]
+        if len(kinds) != 1 or extra:
+            raise ValueError(
+                f"{folder} is not a cross-encoder: its modules.json lists {', '.join(kinds) or 'no modules'}, and "
+                "bertkit's CrossEncoder runs one Transformer module (a sequence-classification model), nothing after it"
+            )
+        cfg = folder / "config_sentence_transformers.json"
+        if cfg.is_file():
+            data = _read_json(cfg)
+            # sentence-transformers reads this file's activation only for a folder saved as a CrossEncoder
+            if isinstance(data, dict) and data.get("model_type") == "CrossEncoder" and data.get("activation_fn"):
+                out["activation_fn"] = (data["activation_fn"], str(cfg))
+        st = folder / "sentence_bert_config.json"
+        if st.is_file():
+            data = _read_json(st)
+            if isinstance(data, dict) and data.get("max_seq_length"):
+                out["max_seq_length"] = A.positive_int.check(f"{st} max_seq_length", data["max_seq_length"])
+        return out
+
+    def _saved_activation(self, st_config: dict[str, Any]) -> Callable | None:
+        """The activation a saved folder names, in sentence-transformers' order: its module config,
+        then config.json's ``sentence_transformers``, then the pre-4.0 config.json key."""
+        found: Callable | None = None
+        if "activation_fn" in st_config:
+            found = _activation_from_path(*st_config["activation_fn"])
+        if found is not None:
+            return found
+        extra = self.config.extra
+        where = str(self.folder / "config.json")
+        saved = extra.get("sentence_transformers")
+        if isinstance(saved, dict) and saved.get("activation_fn"):
+            return _activation_from_path(saved["activation_fn"], where)
+        legacy = extra.get("sbert_ce_default_activation_function")
+        if legacy:
+            return _activation_from_path(legacy, where)
+        return None
+
+    # ------------------------------------------------------------------ what sentence-transformers users touch
+    @property
+    def model(self) -> torch.nn.Module:
+        """The sequence-classification model (bertkit's, with transformers' names)."""
+        return self._pipe.model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer, called as transformers' is."""
+        return self._pipe.tokenizer
+
+    @property
+    def config(self) -> Any:
+        """The model's config (config.json's fields as attributes)."""
+        return self._pipe.model.config
+
+    @property
+    def num_labels(self) -> int:
+        """How many scores the head gives per pair."""
+        return int(self.config.num_labels)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are."""
+        return next(self.model.parameters()).device
+
+    @property
+    def max_length(self) -> int:
+        """Pairs longer than this many tokens are cut, the longer text first."""
+        return self._pipe.max_length
+
+    @max_length.setter
+    def max_length(self, value: int) -> None:
+        value = A.positive_int.check("max_length", value)
+        positions = int(self.config.max_position_embeddings)
+        if value > positions:
+            raise ValueError(f"max_length={value} is over the model's {positions} positions")
+        self._pipe.max_length = value
+        self.tokenizer.model_max_length = value  # saved with the tokenizer, as sentence-transformers keeps it
+
+    @property
+    def max_seq_length(self) -> int:
+        """sentence-transformers' newer name of :attr:`max_length`."""
+        return self.max_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        self.max_length = value
+
+    def to(self, device: str | torch.device) -> CrossEncoder:
+        """Move the model to ``device``; returns this CrossEncoder."""
+        from bertkit._args import check_device
+
+        self.model.to(check_device("device", device))
+        self._pipe.device = self.device
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"CrossEncoder(model={type(self.model).__name__}, num_labels={self.num_labels}, "
+            f"max_length={self.max_length}, activation_fn={self.activation_fn!r}, device={self.device})"
+        )
+
+    # ------------------------------------------------------------------ scoring
+    def predict(
+        self,
+        sentences: Any = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        activation_fn: Callable | None = None,
+        apply_softmax: bool | None = False,
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        *,
+        inputs: Any = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        device: Any = None,
+        pool: Any = None,
+        chunk_size: int | None = None,
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor] | np.floating:
+        """Scores of (query, passage) pairs, as sentence-transformers gives them: one pair -> a scalar
+        (one label) or a vector; many -> an array of (pairs,) or (pairs, labels). ``activation_fn``
+        overrides the model's for this call; ``apply_softmax`` normalises a wider head's scores per pair.
+        ``inputs`` is sentence-transformers' newer name of ``sentences``."""
+        _refuse_per_call(
+            "predict",
+            {"prompt_name": prompt_name, "prompt": prompt, "device": device, "pool": pool, "chunk_size": chunk_size},
+        )
+        if inputs is not None and sentences is not None:
+            raise ValueError("give the pairs once: sentences=... or inputs=..., not both")
+        pairs, single = _check_pairs(inputs if inputs is not None else sentences)
+        batch_size = A.positive_int.check("batch_size", batch_size)
+        if activation_fn is not None and not callable(activation_fn):
+            raise TypeError(f"activation_fn must be callable (e.g. torch.nn.Sigmoid()), got {_shorten(activation_fn)}")
+        logits = self._pipe.score_pairs(
+            pairs, self.max_length, "cut", batch_size=batch_size, progress=bool(show_progress_bar)
+        )
+        scores = torch.from_numpy(logits.reshape(len(pairs), -1))
+        with torch.no_grad():
+            # the activation sees (pairs, labels) as sentence-transformers' does, before a one-label squeeze
+            scores = (activation_fn or self.activation_fn)(scores)
+            if self.num_labels == 1 and scores.ndim > 1:
+                scores = scores.squeeze(-1)
+            if apply_softmax and scores.ndim > 1:
+                scores = torch.nn.functional.softmax(scores, dim=1)
+        out: Any
+        if convert_to_tensor:
+            out = scores.to(self.device)
+        elif convert_to_numpy:
+            out = scores.float().cpu().numpy()
+        else:
+            out = list(scores.to(self.device))
+        return out[0] if single else out
+
+    def rank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_k: int | None = None,
+        return_documents: bool = False,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        activation_fn: Callable | None = None,
+        *,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        device: Any = None,
+        pool: Any = None,
+        chunk_size: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """``[{"corpus_id", "score"[, "text"]}]`` for ``documents`` against ``query``, best first (equal
+        scores keep the documents' order), the first ``top_k`` of them."""
+        _refuse_per_call(
+            "rank",
+            {"prompt_name": prompt_name, "prompt": prompt, "device": device, "pool": pool, "chunk_size": chunk_size},
+        )
+        if self.num_labels != 1:
+            raise ValueError(
+                "CrossEncoder.rank() only works for models with num_labels=1. "
+                "Consider using CrossEncoder.predict() with input pairs instead."
+            )
+        A.positive_int.check("top_k", top_k, allow_none=True)
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__} {_shorten(query)}")
+        if isinstance(documents, str) or not isinstance(documents, (Sequence, np.ndarray)):
+            raise TypeError(
+                f"documents must be a list of strings, got {type(documents).__name__} {_shorten(documents)}"
+            )
+        documents = list(documents)
+        if not documents:
+            raise ValueError("rank needs at least one document, got an empty list")
+        for i, doc in enumerate(documents):
+            if not isinstance(doc, str):
+                raise TypeError(f"documents[{i}] must be a string, got {type(doc).__name__} {_shorten(doc)}")
+        scores = self.predict(
+            [(query, doc) for doc in documents],
+            batch_size=batch_size,
+            show_progress_bar=show_progress_bar,
+            activation_fn=activation_fn,
+            convert_to_tensor=True,
+        ).tolist()
+        results = [
+            {"corpus_id": i, "score": score, **({"text": documents[i]} if return_documents else {})}
+            for i, score in enumerate(scores)
+        ]
+        # Python's sort is stable, reverse included: equal scores stay in corpus order, as in sentence-transformers
+        return sorted(results, key=lambda r: r["score"], reverse=True)[:top_k]
+
+    # ------------------------------------------------------------------ saving
+    def save(
+        self,
+        path: str | os.PathLike,
+        model_name: str | None = None,
+        create_model_card: bool = True,
+        train_datasets: list[str] | None = None,
+        safe_serialization: bool = True,
+    ) -> None:
+        """Write config.json (naming the activation), the weights and the tokenizer into ``path``, atomically.
+
+        The folder is one transformers' sequence-classification layout, which sentence-transformers'
+        CrossEncoder loads with this activation and max_length. Files already in ``path`` that this save
+        does not write are kept, but a folder holding another model's sentence-transformers module files
+        (which that library would read instead) is refused. No model card is written: ``model_name``,
+        ``create_model_card`` and ``train_datasets`` only describe one."""
+        target = Path(path).expanduser()
+        found = [name for name in _ST_FILES if (target / name).exists()]
+        if found:
+            raise FileExistsError(
+                f"{target} holds {', '.join(found)}, which sentence-transformers would read instead of this "
+                "cross-encoder's config and which bertkit did not write; save into a new or empty folder"
+            )
+        extra = self.config.extra
+        extra.pop("sbert_ce_default_activation_function", None)  # superseded by the key written below
+        extra["sentence_transformers"] = {"activation_fn": _fullname(self.activation_fn)}
+        self.tokenizer.model_max_length = self.max_length
+        self.model.save_pretrained(target, tokenizer=self.tokenizer, safe_serialization=safe_serialization)
+
+    def save_pretrained(
+        self,
+        path: str | os.PathLike,
+        model_name: str | None = None,
+        create_model_card: bool = True,
+        train_datasets: list[str] | None = None,
+        safe_serialization: bool = True,
+    ) -> None:
+        """Same as :meth:`save`."""
+        self.save(path, model_name, create_model_card, train_datasets, safe_serialization)
