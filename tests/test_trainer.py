@@ -237,6 +237,9 @@ def test_resume_in_process_is_exact(tmp_path):
     assert first_part and second.elapsed_seconds > first_part[0] > 0
     last = [r["train_seconds"] for r in _rows(tmp_path / "b" / "out") if "train_seconds" in r][-1]
     assert second.elapsed_seconds == pytest.approx(last, abs=0.05)
+    ended = second.elapsed_seconds
+    time.sleep(0.2)
+    assert second.elapsed_seconds == ended  # the clock stopped with the training, not when it is read
 
 
 def _slow_loss(model, batch):

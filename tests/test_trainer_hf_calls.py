@@ -550,3 +550,67 @@ def test_several_batches_an_epoch_come_in_transformers_order(setup, tmp_path):
     assert [r["loss"] for r in trainer.state.log_history if "loss" in r] == pytest.approx(want, rel=1e-4)
     for key, value in ours.state_dict().items():
         torch.testing.assert_close(value, theirs.state_dict()[key], atol=2e-5, rtol=1e-4, msg=key)
+
+
+def test_logits_preprocessed_inputs_and_losses_for_metrics_as_transformers(setup, tmp_path):
+    """``preprocess_logits_for_metrics`` (per batch, with the batch's labels), ``include_for_metrics``
+    (input_ids padded with -100, each example's batch loss), ``label_names`` and
+    ``eval_accumulation_steps``: compute_metrics sees what transformers' gives it."""
+    folder, train, held_out = setup
+    seen = {}
+
+    def preprocess(logits, labels):
+        seen.setdefault("calls", []).append((tuple(logits.shape), tuple(labels.shape)))
+        return logits.argmax(-1), logits.softmax(-1)[:, 1]  # a tuple: concatenated element by element
+
+    def metrics(pred):
+        (argmax, prob), label_ids, inputs, losses = pred  # unpacks in transformers' order
+        assert pred.inputs is inputs and pred.losses is losses
+        return {
+            "accuracy": float((argmax == label_ids).mean()),
+            "prob": float(prob.sum()),
+            "argmax_dtype_is_int": float(np.issubdtype(argmax.dtype, np.integer)),
+            "inputs_sum": float(inputs.sum()),
+            "inputs_shape": float(inputs.shape[0] * 1000 + inputs.shape[1]),
+            "pads": float((inputs == -100).sum()),
+            "loss_count": float(len(losses)),
+            "loss_sum": float(losses.sum()),
+        }
+
+    def run(lib, out):
+        kwargs = dict(
+            _call(out),
+            include_for_metrics=["inputs", "loss"],
+            label_names=["labels"],
+            eval_accumulation_steps=2,
+            per_device_eval_batch_size=3,
+        )
+        trainer = lib.Trainer(
+            model=lib.AutoModelForSequenceClassification.from_pretrained(folder),
+            args=lib.TrainingArguments(**kwargs),
+            train_dataset=train,
+            eval_dataset=held_out,
+            processing_class=lib.AutoTokenizer.from_pretrained(folder),
+            compute_metrics=metrics,
+            preprocess_logits_for_metrics=preprocess,
+        )
+        seen.clear()
+        got = trainer.evaluate()
+        return got, list(seen["calls"]), trainer.predict(held_out)
+
+    want, want_calls, want_pred = run(transformers, tmp_path / "hf")
+    got, got_calls, got_pred = run(bertkit, tmp_path / "bk")
+    assert got_calls == want_calls == [((3, 2), (3,)), ((3, 2), (3,)), ((2, 2), (2,))]
+    assert got["eval_argmax_dtype_is_int"] == want["eval_argmax_dtype_is_int"] == 1.0
+    for key in ("eval_inputs_sum", "eval_inputs_shape", "eval_pads", "eval_loss_count", "eval_accuracy"):
+        assert got[key] == want[key], key
+    for key in ("eval_prob", "eval_loss_sum", "eval_loss"):
+        assert got[key] == pytest.approx(want[key], rel=1e-5), key
+    assert isinstance(got_pred.predictions, tuple) and len(got_pred.predictions) == 2
+    np.testing.assert_array_equal(got_pred.predictions[0], want_pred.predictions[0])
+    np.testing.assert_allclose(got_pred.predictions[1], want_pred.predictions[1], atol=1e-6)
+
+    with pytest.raises(ValueError, match="include_for_metrics=\\['logits'\\]"):
+        bertkit.TrainingArguments(output_dir=str(tmp_path / "x"), include_for_metrics=["logits"])
+    with pytest.raises(ValueError, match="label_names='labels'"):
+        bertkit.TrainingArguments(output_dir=str(tmp_path / "x"), label_names="labels")

@@ -89,6 +89,8 @@ _TRANSFORMERS_ONLY = {
     "remove_unused_columns",
     "label_names",
     "logging_dir",
+    "include_for_metrics",
+    "eval_accumulation_steps",
 }
 # What transformers' TrainingArguments defaults to where bertkit's differ (epochs, batch, decay, epsilon,
 # precision, drop_last, and a checkpoint every 500 steps with every one kept).
@@ -199,13 +201,25 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         ("torch_compile", False),
         ("gradient_checkpointing", False),
         ("data_seed", None),
-        ("label_names", None),
         ("logging_dir", None),
     ):
         if name in hf and hf.pop(name) not in (allowed,):
             raise _refuse(name, kwargs[name], f"is not supported: leave it at {allowed!r}")
+    label_names = hf.pop("label_names", None)
+    if label_names is not None and (
+        isinstance(label_names, str) or not all(isinstance(n, str) for n in label_names) or not label_names
+    ):
+        raise _refuse("label_names", label_names, "must be a non-empty list of the batch's label keys")
+    include = hf.pop("include_for_metrics", None) or []
+    if isinstance(include, str) or any(i not in ("inputs", "loss") for i in include):
+        raise _refuse("include_for_metrics", include, "must be a list of 'inputs' and/or 'loss'")
+    # eval_accumulation_steps only bounds accelerator memory: bertkit moves every evaluation batch's
+    # outputs to the CPU as it goes, so the results are the same with any value.
+    hf.pop("eval_accumulation_steps", None)
     out["extra"] = {
         **hf.pop("extra", {}),
+        **({"label_names": list(label_names)} if label_names is not None else {}),
+        **({"include_for_metrics": list(include)} if include else {}),
         "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8),
         "remove_unused_columns": bool(hf.pop("remove_unused_columns", True)),
         "names": "transformers",  # the Trainer then also checks the call as transformers' does

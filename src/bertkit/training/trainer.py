@@ -179,9 +179,17 @@ class _KnownColumns:
     """A collate_fn that first drops the columns of dict examples that the model's forward does not take
     (a ``text`` column beside the tokenized ones), as transformers' ``remove_unused_columns`` does."""
 
-    def __init__(self, collate_fn: Callable[[list[Any]], Any], model: nn.Module) -> None:
+    def __init__(
+        self, collate_fn: Callable[[list[Any]], Any], model: nn.Module, label_names: Sequence[str] = ()
+    ) -> None:
         self.collate_fn = collate_fn
-        self.keep = {*inspect.signature(model.forward).parameters, "label", "label_ids", *_LABEL_NAMES}
+        self.keep = {
+            *inspect.signature(model.forward).parameters,
+            "label",
+            "label_ids",
+            *_LABEL_NAMES,
+            *label_names,
+        }
 
     def __call__(self, items: list[Any]) -> Any:
         if items and isinstance(items[0], dict):
@@ -233,18 +241,27 @@ def default_collate(items: list[Any], pad_token_id: int = 0) -> Any:
 
 @dataclass
 class EvalPrediction:
-    """What ``compute_metrics`` receives, as in transformers: the model's ``predictions`` (logits) and
-    the ``label_ids``, both numpy arrays in the evaluation set's order; sequences of different lengths
-    are padded with -100. Unpacks as ``predictions, label_ids = eval_pred``."""
+    """What ``compute_metrics`` receives, as in transformers: the model's ``predictions`` (logits, or
+    what ``preprocess_logits_for_metrics`` made of them) and the ``label_ids``, numpy arrays in the
+    evaluation set's order; sequences of different lengths are padded with -100. With transformers'
+    ``include_for_metrics``, also the ``inputs`` (input_ids) and per-example ``losses``. Unpacks as
+    ``predictions, label_ids = eval_pred`` (then inputs and losses, when present)."""
 
     predictions: np.ndarray | tuple[np.ndarray, ...]
     label_ids: np.ndarray | tuple[np.ndarray, ...] | None
+    inputs: np.ndarray | None = None
+    losses: np.ndarray | None = None
+
+    @property
+    def elements(self) -> tuple[Any, ...]:
+        extra = tuple(x for x in (self.inputs, self.losses) if x is not None)
+        return (self.predictions, self.label_ids, *extra)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter((self.predictions, self.label_ids))
+        return iter(self.elements)
 
     def __getitem__(self, i: int) -> Any:
-        return (self.predictions, self.label_ids)[i]
+        return self.elements[i]
 
 
 @dataclass
@@ -257,11 +274,20 @@ class PredictionOutput:
 
 
 def _concat_padded(parts: list[torch.Tensor]) -> np.ndarray:
-    """Batches concatenated along the first axis, the second padded with -100 to the longest."""
+    """Batches concatenated along the first axis, the second padded with -100 to the longest; half
+    precision comes out as float32 (numpy has no bfloat16)."""
+    parts = [p.float() if p.dtype in (torch.bfloat16, torch.float16) else p for p in parts]
     if parts[0].ndim >= 2 and len({p.shape[1] for p in parts}) > 1:
         width = max(p.shape[1] for p in parts)
         parts = [torch.cat([p, p.new_full((p.shape[0], width - p.shape[1], *p.shape[2:]), -100)], 1) for p in parts]
     return torch.cat(parts).numpy()
+
+
+def _concat_nested(parts: list[Any]) -> Any:
+    """:func:`_concat_padded` of per-batch tensors, or element by element of per-batch tuples."""
+    if isinstance(parts[0], (tuple, list)):
+        return tuple(_concat_nested([p[i] for p in parts]) for i in range(len(parts[0])))
+    return _concat_padded([torch.as_tensor(p).detach().cpu() for p in parts])
 
 
 class NonFiniteLossError(RuntimeError):
@@ -565,6 +591,7 @@ class Trainer:
         callbacks: Sequence[Any] | None = None,
         compute_loss_func: Callable[..., torch.Tensor] | None = None,
         optimizers: tuple[torch.optim.Optimizer | None, Any] = (None, None),
+        preprocess_logits_for_metrics: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         # transformers' keywords (args, data_collator, processing_class) name the same things
         config = _one_of("config", config, "args", args)
@@ -593,8 +620,9 @@ class Trainer:
         self.dataset = train_dataset
         self.collate_fn = collate_fn or functools.partial(default_collate, pad_token_id=_pad_id(tokenizer))
         if config.extra.get("remove_unused_columns"):  # a call in transformers' names, as its Trainer does
-            self.collate_fn = _KnownColumns(self.collate_fn, model)
+            self.collate_fn = _KnownColumns(self.collate_fn, model, config.extra.get("label_names") or ())
         self.eval_dataset, self.compute_metrics = eval_dataset, compute_metrics
+        self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
         if evaluate is None and eval_dataset is not None:
             evaluate = lambda model: self._evaluate_dataset(model, self.eval_dataset)[2]  # noqa: E731
         self.evaluate_fn = evaluate
@@ -1092,6 +1120,10 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
+            # the clock stops with the training: train_runtime and elapsed_seconds read later (after a
+            # save, or from a notebook minutes on) are the run's time, not the time since it started
+            stopped = self._elapsed()
+            self._elapsed = lambda: stopped
 
         if cfg.save_every or cfg.save_each_epoch:
             self.save_checkpoint()
@@ -1208,11 +1240,16 @@ class Trainer:
 
     def _evaluate_dataset(self, model: nn.Module, dataset: Any, prefix: str = "") -> tuple[Any, Any, dict[str, float]]:
         """Predictions, labels and metrics of ``model`` on ``dataset`` as transformers' Trainer gives them:
-        batches of ``per_device_eval_batch_size`` in order, ``loss`` as the mean over examples, then
+        batches of ``per_device_eval_batch_size`` in order, each batch's outputs through
+        ``preprocess_logits_for_metrics`` when given, ``loss`` as the mean over examples, then
         ``compute_metrics``; keys get ``prefix``."""
         size = self.config.per_device_eval_batch_size
-        outputs: dict[str, list[torch.Tensor]] = {}
+        label_names = self.config.extra.get("label_names") or _LABEL_NAMES
+        include = self.config.extra.get("include_for_metrics") or ()
+        preds: list[Any] = []
         labels: dict[str, list[torch.Tensor]] = {}
+        inputs: list[torch.Tensor] = []
+        losses: list[torch.Tensor] = []
         loss_sum, count = 0.0, 0
         for start in range(0, len(dataset), size):
             batch = _to_device(
@@ -1223,21 +1260,34 @@ class Trainer:
             n = len(next(iter(batch.values())))
             if getattr(out, "loss", None) is not None:
                 loss_sum, count = loss_sum + float(out.loss) * n, count + n
+                losses.append(out.loss.detach().float().cpu().reshape(1).repeat(n))
             # every output but the loss (QA: start and end logits), as transformers' prediction_step takes them
             fields = out.items() if isinstance(out, dict) else enumerate(out if isinstance(out, tuple) else (out,))
-            for key, value in fields:
-                if key != "loss" and isinstance(value, torch.Tensor):
-                    outputs.setdefault(key, []).append(value.detach().float().cpu())
-            for key in _LABEL_NAMES:
+            logits = _one_or_tuple([v.detach() for k, v in fields if k != "loss" and isinstance(v, torch.Tensor)])
+            batch_labels = [batch[k] for k in label_names if k in batch]
+            for key in label_names:
                 if key in batch:
                     labels.setdefault(key, []).append(batch[key].cpu())
-        predictions = _one_or_tuple([_concat_padded(parts) for parts in outputs.values()])
+            if self.preprocess_logits_for_metrics is not None:
+                logits = self.preprocess_logits_for_metrics(
+                    logits, _one_or_tuple(batch_labels) if batch_labels else None
+                )
+            else:
+                logits = tuple(t.float() for t in logits) if isinstance(logits, tuple) else logits.float()
+            preds.append(logits)
+            if "inputs" in include:
+                inputs.append(batch["input_ids"].cpu())
+        predictions = _concat_nested(preds) if preds else None
         label_ids = _one_or_tuple([_concat_padded(parts) for parts in labels.values()]) if labels else None
         metrics: dict[str, float] = {"loss": loss_sum / count} if count else {}
         if self.compute_metrics is not None:
-            metrics.update(
-                {k: float(v) for k, v in self.compute_metrics(EvalPrediction(predictions, label_ids)).items()}
+            given = EvalPrediction(
+                predictions,
+                label_ids,
+                inputs=_concat_padded(inputs) if "inputs" in include else None,
+                losses=torch.cat(losses).numpy() if "loss" in include and losses else None,
             )
+            metrics.update({k: float(v) for k, v in self.compute_metrics(given).items()})
         return predictions, label_ids, {f"{prefix}{k}": v for k, v in metrics.items()}
 
     def _in_eval_mode(self, work: Callable[[nn.Module], Any]) -> Any:
