@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["hub_cache_dirs", "snapshot_folder", "resolve_model_path"]
+__all__ = ["hub_cache_dirs", "snapshot_folder", "resolve_model_path", "resolve_model_arg"]
 
 _ID_RE = re.compile(r"[\w.\-]+(/[\w.\-]+)?")
 # Files that mark a snapshot as a model folder (for the fallback without refs/).
@@ -98,3 +98,19 @@ def resolve_model_path(
         + ". bertkit never downloads, so no download was attempted: pass the folder that holds config.json "
         "and the weights, or put the model in the cache (HF_HOME / cache_dir) first."
     )
+
+
+def resolve_model_arg(value: str | os.PathLike, flag: str = "--model") -> Path:
+    """The model folder a command's ``flag`` names: a local folder, or a model id in the cache.
+
+    Unlike :func:`resolve_model_path`, a file is refused rather than read as its folder: a command
+    given ``config.json`` for ``--model`` was most likely given the wrong argument. Errors start
+    with ``flag`` so the one line a command prints says which argument was wrong.
+    """
+    path = Path(value).expanduser()
+    if path.is_file():
+        raise NotADirectoryError(f"{flag} {value} is a file; give the model folder (config.json, weights, tokenizer)")
+    try:
+        return resolve_model_path(value)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{flag}: {e}") from None

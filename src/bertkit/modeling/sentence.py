@@ -128,13 +128,16 @@ def save_sentence_folder(directory: str | Path, dim: int, pooling: str, normaliz
 def load_sentence_encoder(
     folder: str | Path, pooling: str | None = None, normalize: bool | None = None, max_seq_length: int | None = None
 ) -> SentenceEncoder:
-    """A :class:`SentenceEncoder` from a model folder; pooling, normalisation and length default to
-    the folder's sentence-transformers files (else mean, normalised, 256)."""
+    """A :class:`SentenceEncoder` from a model folder or a model id in the Hugging Face cache;
+    pooling, normalisation and length default to the folder's sentence-transformers files (else
+    mean, normalised, 256)."""
+    from bertkit.hub import resolve_model_path
     from bertkit.modeling.auto import AutoTokenizer, auto_class_for
     from bertkit.modeling.config import check_length_fits
     from bertkit.pipelines.pipelines import sentence_transformers_pooling
 
-    folder = Path(folder)
+    # A model id resolves to its cache snapshot, where its sentence-transformers files are too.
+    folder = resolve_model_path(folder)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder}: not a model folder (no config.json)")
     st_pool, st_norm, st_len = sentence_transformers_pooling(folder)

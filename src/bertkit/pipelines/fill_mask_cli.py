@@ -8,7 +8,9 @@ from bertkit import _args as A
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="folder of a masked-LM checkpoint (config, weights, vocab.txt)")
+    p.add_argument(
+        "--model", required=True, help="masked-LM checkpoint folder (config, weights, vocab.txt) or cached model id"
+    )
     p.add_argument("text", nargs="+", help="text(s) containing [MASK]")
     p.add_argument("--top-k", type=A.positive_int, default=5, help="candidates per [MASK] (default: 5)")
     p.add_argument(
@@ -21,10 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit.hub import resolve_model_arg
+
     from .pipelines import pipeline
 
     # The pipeline checks that the vocabulary fits the model.
-    fill = pipeline("fill-mask", model=args.model, dtype=args.dtype, device=args.device)
+    fill = pipeline("fill-mask", model=resolve_model_arg(args.model), dtype=args.dtype, device=args.device)
     for text in args.text:
         print(text)
         res = fill(text, top_k=args.top_k)

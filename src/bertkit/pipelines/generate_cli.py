@@ -13,7 +13,12 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("prompt", help="text to continue")
-    p.add_argument("--model", required=True, metavar="DIR", help="a GPT-2 folder (config.json, weights, tokenizer)")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR",
+        help="a GPT-2 folder (config.json, weights, tokenizer) or cached model id",
+    )
     p.add_argument("--max-new-tokens", type=A.positive_int, default=50)
     p.add_argument("--do-sample", action="store_true", help="sample instead of greedy search")
     p.add_argument("--temperature", type=A.positive_float, default=1.0)
@@ -25,14 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truncation", action="store_true", help="cut a too-long prompt from the left")
 
 
-def _check_causal_lm(folder: Path) -> None:
-    """``--model`` must be a GPT-2 folder: say so in one line for anything else (a BERT encoder, a file)."""
+def _check_causal_lm(model: str) -> Path:
+    """The folder of ``--model`` (a folder or a cached model id), which must hold a GPT-2: say so in
+    one line for anything else (a BERT encoder, a file, an id not in the cache)."""
     from bertkit._text import read_json
+    from bertkit.hub import resolve_model_arg
 
-    if not folder.exists():
-        raise FileNotFoundError(f"--model {folder}: no such model folder")
-    if not folder.is_dir():
-        raise NotADirectoryError(f"--model {folder} is a file; give the model folder (config.json, weights, tokenizer)")
+    folder = resolve_model_arg(model)
     cfg_file = folder / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"--model {folder}: not a model folder (no config.json)")
@@ -43,12 +47,13 @@ def _check_causal_lm(folder: Path) -> None:
             f"--model {folder} is a {kind or 'unknown'} model, not a causal language model: "
             "`bertkit generate` needs a GPT-2 folder (for a masked LM use `bertkit fill-mask`)"
         )
+    return folder
 
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.pipelines.text_generation import generate_text
 
-    _check_causal_lm(Path(args.model))
+    folder = _check_causal_lm(args.model)
     if args.seed is not None:
         import torch
 
@@ -59,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     generate_text(
-        args.model,
+        str(folder),
         args.prompt,
         write=write,
         max_new_tokens=args.max_new_tokens,

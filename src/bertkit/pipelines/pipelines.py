@@ -73,9 +73,11 @@ class Pipeline:
 
         self.folder: Path | None = None
         if isinstance(model, (str, Path)):
-            path = Path(model)
-            if not path.exists():
-                raise FileNotFoundError(f"{path}: no such model folder")
+            from bertkit.hub import resolve_model_path
+
+            # A model id resolves to its cache snapshot, so the weights, the tokenizer and the
+            # sentence-transformers files all come from the same folder.
+            path = resolve_model_path(model)
             self.folder = path
             # The registry picks the family's class for this task from the folder's config.json.
             model, info = auto_class_for_task(self.model_task).from_pretrained(str(path), output_loading_info=True)
@@ -794,7 +796,8 @@ def pipeline(
     dtype: str | None = None,
     **kwargs: Any,
 ) -> Pipeline:
-    """Build the pipeline for ``task`` from a model folder (or a model object plus ``tokenizer``).
+    """Build the pipeline for ``task`` from a model folder, a model id in the Hugging Face cache
+    (never downloaded), or a model object plus ``tokenizer``.
 
     Tasks: fill-mask, text-classification (alias sentiment-analysis), token-classification (alias
     ner), question-answering, feature-extraction, sentence-embedding (``pooling="mean"|"cls"|"max"``).
