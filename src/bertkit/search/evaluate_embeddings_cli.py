@@ -25,7 +25,7 @@ from bertkit import _args as A
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from .rerank import FUSIONS
 
-    p.add_argument("--model", required=True, help="sentence-embedding model folder")
+    p.add_argument("--model", required=True, help="sentence-embedding model folder or cached model id")
     p.add_argument("--sts", default=None, help="CSV/TSV/JSONL of sentence1, sentence2, score")
     p.add_argument("--queries", default=None, help="BEIR queries JSONL (_id, text)")
     p.add_argument("--corpus", default=None, help="BEIR corpus JSONL (_id, text[, title])")
@@ -164,28 +164,32 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("retrieval needs all three of --queries, --corpus and --qrels")
     if args.fusion != "none" and not args.rerank:
         raise ValueError(f"--fusion {args.fusion} fuses a cross-encoder's scores: give --rerank DIR")
+    from bertkit.hub import resolve_model_arg
+
+    # Model ids resolve to their cache snapshots once, before anything is read or written.
+    model = resolve_model_arg(args.model)
+    rerank = str(resolve_model_arg(args.rerank, "--rerank")) if args.rerank else None
     if args.output:
         check_not_input(
             args.output,
             {
-                "--model": args.model,
+                "--model": model,
                 "--sts": args.sts,
                 "--queries": args.queries,
                 "--corpus": args.corpus,
                 "--qrels": args.qrels,
-                "--rerank": args.rerank,
+                "--rerank": rerank,
             },
         )
         check_output_file(args.output, args.overwrite)
     emb = pipeline(
         "sentence-embedding",
-        model=args.model,
+        model=model,
         dtype=args.dtype,
         batch_size=args.batch_size,
         truncation=args.truncation,
         device=args.device,
     )
-    rerank = args.rerank
     if rerank and args.device:  # the cross-encoder runs where the embedder does
         rerank = pipeline("text-ranking", model=rerank, device=args.device)
     results: dict[str, Any] = {"model": str(args.model)}

@@ -26,6 +26,7 @@ import numpy as np
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
 from bertkit._outputs import MARKER, claim_output_dir, refuse_inside_input
 from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
+from bertkit.hub import resolve_model_arg
 
 from .long_texts import check_lengths, cut_summary, embed_texts
 
@@ -406,13 +407,10 @@ def _model_identity(model: Path) -> dict[str, Any]:
 
 
 def _embedder(model: Path, dtype: str, device: str | None = None) -> Any:
-    """The sentence-embedding pipeline over ``model``, refusing what is not a sentence encoder."""
+    """The sentence-embedding pipeline over the folder ``model`` (from :func:`resolve_model_arg`),
+    refusing what is not a sentence encoder."""
     from bertkit.pipelines import pipeline
 
-    if not model.exists():
-        raise FileNotFoundError(f"--model {model}: no such model folder")
-    if model.is_file():
-        raise NotADirectoryError(f"--model {model} is a file; give the model folder (with config.json and the weights)")
     emb = pipeline("sentence-embedding", model=str(model), dtype=dtype, batch_size=64, device=device)
     kind = getattr(emb.model.config, "model_type", "bert")
     if type(emb.model).__name__.startswith("GPT2") or kind == "gpt2":
@@ -488,7 +486,9 @@ def build_index(
     """
     from tqdm.auto import tqdm
 
-    output, model = Path(output), Path(model)
+    # A model id resolves to its cache snapshot: the index records (and `bertkit search` later
+    # embeds its queries with) that folder, which needs no cache settings to be found again.
+    output, model = Path(output), resolve_model_arg(model)
     if vector_dtype not in ("float16", "float32"):
         raise ValueError(f"vector dtype must be float16 or float32, got {vector_dtype!r}")
     if backend not in BACKENDS:
@@ -592,7 +592,7 @@ def embed_queries(
 ) -> np.ndarray:
     """Normalised query vectors with the model an index was built with (on ``device``); a query over
     the model's limit is refused unless ``truncation`` is "cut" (reported through ``on_cut``) or "chunk"."""
-    emb = _embedder(Path(model), dtype, device)
+    emb = _embedder(resolve_model_arg(model), dtype, device)
     queries = list(queries)
     where = (lambda i: f"query {i + 1}") if len(queries) > 1 else (lambda i: "the query")
     dropped = check_lengths(emb, queries, where, truncation)

@@ -58,15 +58,16 @@ def add_to_index(
     """Embed ``rows`` (id, text) with the index's model (on ``device``) and add them; an id already in the index is an
     error, and so is a text over the model's limit unless ``truncation`` is "cut" or "chunk" (see
     :func:`bertkit.search.build_index`; ``where(i)`` names row ``i`` in the error). Returns the number added."""
+    from bertkit.hub import resolve_model_arg
     from bertkit.pipelines import pipeline
     from bertkit.search.index import _report_cut, load_index
 
     index = load_index(path)
     built_with = Path(index.meta["model"]).resolve()
-    if model is not None and Path(model).resolve() != built_with:
+    given = resolve_model_arg(model).resolve() if model is not None else None  # a model id: its snapshot
+    if given is not None and given != built_with:
         raise ValueError(
-            f"{path} was built with {built_with}, not {Path(model).resolve()}; "
-            "vectors of two models cannot share an index"
+            f"{path} was built with {built_with}, not {given}; vectors of two models cannot share an index"
         )
     have = set(index.ids)
     for i, _ in rows:

@@ -67,11 +67,14 @@ def run(args: argparse.Namespace) -> int:
     depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
     ranker = None
     if args.rerank:
+        from bertkit.hub import resolve_model_arg
         from bertkit.pipelines import pipeline
 
         from .rerank import rerank_hits
 
-        ranker = pipeline("text-ranking", model=args.rerank, dtype=args.dtype, device=args.device)
+        ranker = pipeline(
+            "text-ranking", model=resolve_model_arg(args.rerank, "--rerank"), dtype=args.dtype, device=args.device
+        )
     for q, hits in zip(args.query, index.search(queries, depth, args.query, args.lexical_weight)):
         if ranker is not None:
             hits = rerank_hits(ranker, q, hits, args.rerank_depth, fusion=args.fusion)[: args.top_k]
