@@ -46,13 +46,18 @@ class _OnnxWrapper(nn.Module):
 def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = None, overwrite: bool = False) -> Path:
     """Write ``model_dir``'s model (the head named in its config.json, else the bare encoder with
     ``last_hidden_state`` and ``pooler_output``) as ONNX at ``output``, atomically. An existing
-    ``output`` is replaced only with ``overwrite``, and never one inside ``model_dir``.
+    ``output`` is replaced only with ``overwrite``, and never one inside ``model_dir`` (a folder, or
+    a model id in the Hugging Face cache: then never inside its snapshot).
 
     Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, shape ``[batch, sequence]``).
     """
     from bertkit._extras import require
     from bertkit._outputs import check_output_file, refuse_inside_input
+    from bertkit.hub import resolve_model_arg
 
+    # A model id resolves to its cache snapshot first, so the output is checked against (and never
+    # written inside) the folder the weights really come from.
+    model_dir = resolve_model_arg(model_dir)
     refuse_inside_input(output, model_dir)
     check_output_file(output, overwrite=overwrite)
 
@@ -66,9 +71,6 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
         raise ValueError(f"--opset {opset} is newer than the installed onnx knows (up to {newest})")
     from bertkit import modeling
 
-    model_dir = Path(model_dir)
-    if model_dir.is_file():
-        raise NotADirectoryError(f"--model {model_dir} is a file; give the model folder (with config.json)")
     cfg_file = model_dir / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{model_dir}: not a model folder (no config.json)")

@@ -9,7 +9,7 @@ from bertkit import _args as A
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=("onnx",), help="export format")
-    p.add_argument("--model", required=True, help="model folder")
+    p.add_argument("--model", required=True, help="model folder or cached model id")
     p.add_argument("--output", required=True, help="file to write (e.g. model.onnx); never inside --model")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument(

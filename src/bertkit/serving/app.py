@@ -100,6 +100,7 @@ class ModelService:
     """The loaded model: the task pipeline, an embedding pipeline over the same encoder, the index."""
 
     def __init__(self, config: ServeConfig) -> None:
+        from bertkit.hub import resolve_model_arg
         from bertkit.pipelines import pipeline
         from bertkit.pipelines.pipelines import (
             FeatureExtractionPipeline,
@@ -107,9 +108,8 @@ class ModelService:
         )
 
         self.config = config
-        folder = Path(config.model)
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: no such model folder")
+        # config.model stays as given (an id names the served model); the files come from its folder.
+        self.folder = folder = resolve_model_arg(config.model)
         self.task = detect_task(folder) if config.task == "auto" else config.task
         if self.task not in TASKS:
             raise ValueError(f"--task must be auto or one of {', '.join(TASKS)}, got {self.task!r}")
@@ -269,7 +269,7 @@ class ModelService:
 
         cfg = self.config
         return {
-            "model": str(Path(cfg.model).resolve()),
+            "model": str(self.folder.resolve()),
             "task": self.task,
             "dtype": self.dtype,
             "device": str(self.embedder.device),

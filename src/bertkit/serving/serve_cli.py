@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from bertkit import _args as A
 from bertkit.inference import DTYPES
@@ -12,7 +11,7 @@ from bertkit.inference import DTYPES
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from .app import API_KEY_ENV, TASKS
 
-    p.add_argument("--model", required=True, help="model folder (config.json, weights, vocab.txt)")
+    p.add_argument("--model", required=True, help="model folder (config.json, weights, vocab.txt) or cached model id")
     p.add_argument(
         "--task", default="auto", choices=("auto", *TASKS), help="what /predict does (auto: from config.json)"
     )
@@ -53,15 +52,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request-timeout", type=A.float_range(0.1, 3600), default=60.0, help="seconds per request")
 
 
-def _check_encoder(folder: Path) -> None:
-    """Every endpoint runs an encoder: refuse a text generator before loading it."""
+def _check_encoder(model: str) -> None:
+    """Every endpoint runs an encoder: refuse a text generator before loading it (and a model id
+    that is not in the cache, with every place looked in)."""
     from bertkit._text import read_json
+    from bertkit.hub import resolve_model_arg
 
+    folder = resolve_model_arg(model)
     cfg = folder / "config.json"
-    kind = read_json(cfg).get("model_type") if folder.is_dir() and cfg.is_file() else None
+    kind = read_json(cfg).get("model_type") if cfg.is_file() else None
     if kind == "gpt2":
         raise ValueError(
-            f"--model {folder} is a gpt2 model (a text generator), not an encoder: `bertkit serve` "
+            f"--model {model} is a gpt2 model (a text generator), not an encoder: `bertkit serve` "
             "serves BERT-family folders (embeddings, classification, QA, fill-mask)"
         )
 
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     for module in ("fastapi", "uvicorn"):
         require(module, "serve", "bertkit serve")
-    _check_encoder(Path(args.model))
+    _check_encoder(args.model)
     _check_address(args.host, args.port)
     from .app import ServeConfig, serve
 
