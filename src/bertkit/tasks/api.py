@@ -32,6 +32,7 @@ from bertkit import _args as A
 from bertkit._args import redefault, setting
 from bertkit._outputs import check_output_file, file_fingerprint, refuse_inside_input
 from bertkit._text import read_jsonl
+from bertkit.hub import resolve_model_arg, resolve_model_path
 from bertkit.modeling.config import check_length_fits, check_vocab_fits
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
@@ -90,7 +91,9 @@ class FinetuneArguments(TrainingArguments):
 
     task: str = setting(choices=sorted(TASKS), help="the downstream task")
     model: str = setting(
-        metavar="DIR", same_on_resume=False, help="pretrained checkpoint folder (config.json, weights, vocab.txt)"
+        metavar="DIR",
+        same_on_resume=False,
+        help="pretrained checkpoint folder (config.json, weights, vocab.txt) or cached model id",
     )
     train: str = setting(
         metavar="FILE", same_on_resume=False, help="training file (CSV/TSV/JSONL, CoNLL, SQuAD JSON or SWAG JSONL)"
@@ -198,6 +201,10 @@ def finetune(
         args = dataclasses.replace(task, **settings) if settings else task
     else:
         args = FinetuneArguments(task=task, model=model, train=train, output=output, validation=validation, **settings)
+    if args.model is not None:
+        # A model id resolves to its cache snapshot once: the weights, the vocabulary and the run's
+        # fingerprint all come from that folder, and the output may not be inside it.
+        args = dataclasses.replace(args, model=str(resolve_model_arg(args.model)))
     t: Task = get_task(args.task, args.task_options())
     output = Path(args.output)
     inputs = {"--model": args.model}
@@ -361,7 +368,7 @@ def load_finetuned(
     from bertkit import _args as A
     from bertkit.modeling.auto import AutoConfig
 
-    model_dir = Path(model_dir)
+    model_dir = resolve_model_path(model_dir)  # a folder, or a model id in the cache
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; is this a `bertkit finetune` output folder?")
     config = AutoConfig.from_pretrained(str(model_dir))
@@ -416,6 +423,7 @@ def predict(
     from bertkit import _args as A
 
     A.positive_int.check("batch_size", batch_size)
+    model_dir = resolve_model_path(model_dir)  # the output may not be inside a cached model either
     if output is not None:
         refuse_inside_input(output, model_dir, data)
         check_output_file(output, overwrite)

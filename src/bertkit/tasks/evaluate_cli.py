@@ -10,7 +10,9 @@ from .finetune_cli import add_data_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
+    p.add_argument(
+        "--model", required=True, help="a `bertkit finetune` output folder, or a fine-tuned model id in the cache"
+    )
     p.add_argument("--data", required=True, help="labelled file in the task's format")
     p.add_argument("--batch-size", type=A.positive_int, default=64)
     p.add_argument("--output", default=None, help="also write the metrics to this JSON file")
@@ -42,14 +44,16 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit._outputs import check_output_file, refuse_inside_input
+    from bertkit.hub import resolve_model_arg
 
     from .api import evaluate
 
+    model = resolve_model_arg(args.model)  # a model id: its cache snapshot
     if args.output:
-        refuse_inside_input(args.output, args.model, args.data)
+        refuse_inside_input(args.output, model, args.data)
         check_output_file(args.output, args.overwrite)  # before the evaluation, not after it
     metrics = evaluate(
-        args.model,
+        model,
         args.data,
         batch_size=args.batch_size,
         dtype=args.dtype,

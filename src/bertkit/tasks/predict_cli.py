@@ -13,7 +13,9 @@ from .finetune_cli import add_data_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="a `bertkit finetune` output folder")
+    p.add_argument(
+        "--model", required=True, help="a `bertkit finetune` output folder, or a fine-tuned model id in the cache"
+    )
     p.add_argument("--input", required=True, help="file in the task's format (labels optional)")
     p.add_argument("--output", default=None, help="JSONL file to write (default: stdout)")
     p.add_argument("--overwrite", action="store_true", help="replace --output if it exists")
@@ -30,10 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit.hub import resolve_model_arg
+
     from .api import predict
 
     rows = predict(
-        args.model,
+        resolve_model_arg(args.model),
         args.input,
         output=args.output,
         batch_size=args.batch_size,

@@ -30,6 +30,7 @@ from torch import nn
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
+from bertkit.hub import resolve_model_arg
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
@@ -147,7 +148,7 @@ class DistillArguments(TrainingArguments):
         metavar="DIR",
         group="data",
         same_on_resume=False,
-        help="a fine-tuned BERT text classifier (a `bertkit finetune` output folder)",
+        help="a fine-tuned BERT text classifier (a `bertkit finetune` output folder, or a cached model id)",
     )
     train: str = setting(metavar="FILE", group="data", same_on_resume=False, help="training file")
     validation: str | None = setting(
@@ -259,6 +260,8 @@ def distill(args: DistillArguments) -> dict[str, Any]:
     from bertkit.tasks.batching import LengthGroupedBatchSampler, collate_features
     from bertkit.training import Trainer
 
+    # A teacher id resolves to its cache snapshot once: it is loaded and fingerprinted from there.
+    args = dataclasses.replace(args, teacher=str(resolve_model_arg(args.teacher, "--teacher")))
     inputs = {"--teacher": args.teacher, "--train": args.train, "--validation": args.validation}
     claim_training_output(args, "distill", {}, DISTILL_OUTPUTS, inputs, dry_run=True)
     _check_teacher(args.teacher)

@@ -22,6 +22,7 @@ from bertkit import _args as A
 from bertkit._args import redefault, setting
 from bertkit._io import atomic_write_json, atomic_write_text
 from bertkit._outputs import file_fingerprint
+from bertkit.hub import resolve_model_arg
 from bertkit.training.arguments import TrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
@@ -86,7 +87,7 @@ class EmbeddingTrainingArguments(TrainingArguments):
         metavar="DIR",
         group="data",
         same_on_resume=False,
-        help="model folder to start from (its weights are part of the run's identity)",
+        help="model folder or cached model id to start from (its weights are part of the run's identity)",
     )
     train: str = setting(metavar="FILE", group="data", same_on_resume=False, help="training file (JSONL/CSV/TSV)")
     validation: str | None = setting(
@@ -289,6 +290,8 @@ def train_embedder(args: EmbedderArguments) -> Any:
     from bertkit.training.embedding_losses import make_loss
     from bertkit.training.trainer import Trainer
 
+    # A model id resolves to its cache snapshot once (its sentence-transformers files are there too).
+    args = dataclasses.replace(args, model=str(resolve_model_arg(args.model)))
     claim_training_output(args, "train-embedder", {}, EMBEDDER_OUTPUTS, args.inputs(), dry_run=True)
     encoder = load_sentence_encoder(args.model, pooling=args.pooling, max_seq_length=args.max_length)
     val_rows = (

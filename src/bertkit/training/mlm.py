@@ -20,6 +20,7 @@ from typing import Any
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
+from bertkit.hub import resolve_model_arg
 from bertkit.training.arguments import (
     TRAINING_GROUP,
     TrainingArguments,
@@ -150,7 +151,11 @@ class PretrainingArguments(TrainingArguments):
     )
     vocab: str | None = setting(None, group="model", same_on_resume=False, help="vocab.txt for a new model")
     model: str | None = setting(
-        None, metavar="DIR", group="model", same_on_resume=False, help="continue pretraining from a saved model folder"
+        None,
+        metavar="DIR",
+        group="model",
+        same_on_resume=False,
+        help="continue pretraining from a saved model folder or cached model id",
     )
     config: str = setting(
         "mini",
@@ -503,6 +508,10 @@ def train_mlm(args: PretrainingArguments) -> Any:
 
     # Resolved before the run's identity is taken, so a run started with the default resumes as one.
     args = dataclasses.replace(args, mask_prob=masked_fraction(args))
+    if args.model:
+        # A model id resolves to its cache snapshot once: its config, weights, vocab.txt (and an
+        # ELECTRA run's generator/) are read from there, and the output may not be inside it.
+        args = dataclasses.replace(args, model=str(resolve_model_arg(args.model)))
     check_inputs = {"--model": args.model}
     claim_training_output(args, "pretrain", {}, PRETRAIN_OUTPUTS, check_inputs, dry_run=True)
     parts = build_objective(args)

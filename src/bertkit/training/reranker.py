@@ -13,6 +13,7 @@ The output is a transformers sequence-classification folder with ``num_labels=1`
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from bertkit import _args as A
 from bertkit._args import setting
 from bertkit._io import atomic_write_json
 from bertkit._text import require_file
+from bertkit.hub import resolve_model_arg
 from bertkit.training.embedder import EmbeddingTrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, within_claim
 
@@ -43,7 +45,7 @@ class RerankerArguments(EmbeddingTrainingArguments):
         metavar="DIR",
         group="data",
         same_on_resume=False,
-        help="model folder to start from (an encoder or a cross-encoder)",
+        help="model folder or cached model id to start from (an encoder or a cross-encoder)",
     )
     train: str = setting(
         metavar="FILE",
@@ -191,6 +193,8 @@ def train_reranker(args: RerankerArguments) -> Any:
     from bertkit.modeling.config import check_length_fits
     from bertkit.training.trainer import Trainer, set_seed
 
+    # A model id resolves to its cache snapshot once: weights, vocabulary and fingerprint from there.
+    args = dataclasses.replace(args, model=str(resolve_model_arg(args.model)))
     claim_training_output(args, "train-reranker", {}, RERANKER_OUTPUTS, args.inputs(), dry_run=True)
     rows = read_reranker_rows(args.train)
     val_rows = read_reranker_rows(args.validation) if args.validation else None
