@@ -1,12 +1,14 @@
 """Measuring sentence embeddings: semantic similarity (STS) and retrieval.
 
-* STS: Pearson and Spearman correlation of the cosine of each pair with its human score.
-* Retrieval: every query ranks the whole corpus by cosine (or by hybrid search with BM25,
-  :mod:`bertkit.search.lexical`); nDCG@10, MRR@10, MAP@100 and
-  recall@1/10/100 against the qrels. Relevance is binary (a qrels score above 0), as in
-  sentence-transformers' ``InformationRetrievalEvaluator``; queries without a relevant document
-  are not scored. Ranking is chunked (:func:`bertkit.search.index.top_k_exact`), so memory stays at
-  a block of queries times a block of the corpus.
+* STS: Pearson and Spearman correlation of the similarity of each pair (cosine by default; dot,
+  euclidean or manhattan) with its human score.
+* Retrieval: every query ranks the whole corpus by cosine (or dot product, another similarity, or
+  hybrid search with BM25, :mod:`bertkit.search.lexical`); nDCG@10, MRR@10, MAP@100 and
+  recall@1/10/100 against the qrels by default, any cut-offs of those and of precision@k and
+  accuracy@k on request. Relevance is binary (a qrels score above 0), as in sentence-transformers'
+  ``InformationRetrievalEvaluator``; queries without a relevant document are not scored. Equal
+  scores rank in ascending corpus id, as there, so exact copies in the corpus rank the same way in
+  both. Ranking is chunked, so memory stays at a block of queries times a block of the corpus.
 
 Exact copies: a corpus that holds the same text under two ids (news sets and web crawls often do)
 ranks the copies side by side, and qrels naming only one of them score the other as a miss.
@@ -22,8 +24,9 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +34,9 @@ from bertkit._text import parse_json, read_text, require_file, split_records
 
 __all__ = [
     "RETRIEVAL_KS",
+    "SIMILARITIES",
     "credit_copies",
+    "pair_similarity",
     "read_beir",
     "read_qrels",
     "retrieval_metrics",
@@ -39,6 +44,10 @@ __all__ = [
 ]
 
 RETRIEVAL_KS = {"ndcg": (10,), "mrr": (10,), "map": (100,), "recall": (1, 10, 100)}
+# every metric retrieval_metrics can give, by the name its keys start with
+RETRIEVAL_METRICS = ("accuracy", "precision", "recall", "ndcg", "mrr", "map")
+# sentence-transformers' similarity_fn_name values
+SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 
 
 def read_beir(path: str | Path) -> dict[str, str]:
@@ -123,26 +132,53 @@ def _normalized(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def sts_metrics(emb1: np.ndarray, emb2: np.ndarray, scores: Sequence[float]) -> dict[str, float]:
-    """``pearson`` and ``spearman`` of the pairs' cosine similarity against the gold ``scores``."""
+def _check_similarity(similarity: str) -> None:
+    if similarity not in SIMILARITIES:
+        raise ValueError(f"similarity must be one of {', '.join(SIMILARITIES)}, got {similarity!r}")
+
+
+def pair_similarity(emb1: np.ndarray, emb2: np.ndarray, similarity: str = "cosine") -> np.ndarray:
+    """The ``similarity`` of each row of ``emb1`` with the same row of ``emb2`` (float64, one per pair);
+    euclidean and manhattan are negative distances, so higher is more similar throughout."""
+    _check_similarity(similarity)
+    if similarity == "cosine":
+        return (_normalized(emb1) * _normalized(emb2)).sum(1).astype(np.float64)
+    from bertkit import util
+
+    pairwise = util.SIMILARITY_FUNCTIONS[similarity][1]
+    return pairwise(np.asarray(emb1, np.float32), np.asarray(emb2, np.float32)).numpy().astype(np.float64)
+
+
+def sts_metrics(
+    emb1: np.ndarray, emb2: np.ndarray, scores: Sequence[float], similarity: str = "cosine"
+) -> dict[str, float]:
+    """``pearson`` and ``spearman`` of the pairs' ``similarity`` (cosine by default) against the gold
+    ``scores``."""
     from bertkit.tasks.metrics import pearsonr, spearmanr
 
-    cos = (_normalized(emb1) * _normalized(emb2)).sum(1).astype(np.float64)
+    sim = pair_similarity(emb1, emb2, similarity)
     gold = np.asarray(scores, np.float64)
-    return {"pearson": float(pearsonr(cos, gold)), "spearman": float(spearmanr(cos, gold))}
+    return {"pearson": float(pearsonr(sim, gold)), "spearman": float(spearmanr(sim, gold))}
 
 
-def _query_metrics(hits: Sequence[str], relevant: set[str]) -> dict[str, float]:
+def _query_metrics(
+    hits: Sequence[str], relevant: set[str], ks: Mapping[str, Sequence[int]] = RETRIEVAL_KS
+) -> dict[str, float]:
+    """One query's metrics at the cut-offs ``ks`` (``{metric: cut-offs}``) from its ranked ``hits``."""
     out: dict[str, float] = {}
-    for k in RETRIEVAL_KS["recall"]:
+    for k in ks.get("accuracy", ()):
+        out[f"accuracy@{k}"] = float(any(h in relevant for h in hits[:k]))
+    for k in ks.get("precision", ()):
+        out[f"precision@{k}"] = sum(h in relevant for h in hits[:k]) / k
+    for k in ks.get("recall", ()):
         out[f"recall@{k}"] = sum(h in relevant for h in hits[:k]) / len(relevant)
-    for k in RETRIEVAL_KS["mrr"]:
-        out[f"mrr@{k}"] = next((1.0 / (r + 1) for r, h in enumerate(hits[:k]) if h in relevant), 0.0)
-    for k in RETRIEVAL_KS["ndcg"]:
+    for k in ks.get("ndcg", ()):
         dcg = sum(1.0 / math.log2(r + 2) for r, h in enumerate(hits[:k]) if h in relevant)
         idcg = sum(1.0 / math.log2(r + 2) for r in range(min(k, len(relevant))))
         out[f"ndcg@{k}"] = dcg / idcg
-    for k in RETRIEVAL_KS["map"]:
+    for k in ks.get("mrr", ()):
+        out[f"mrr@{k}"] = next((1.0 / (r + 1) for r, h in enumerate(hits[:k]) if h in relevant), 0.0)
+    for k in ks.get("map", ()):
         found, total = 0, 0.0
         for r, h in enumerate(hits[:k]):
             if h in relevant:
@@ -150,6 +186,69 @@ def _query_metrics(hits: Sequence[str], relevant: set[str]) -> dict[str, float]:
                 total += found / (r + 1)
         out[f"map@{k}"] = total / min(k, len(relevant))
     return out
+
+
+def _check_ks(ks: Mapping[str, Sequence[int]]) -> None:
+    for name, cuts in ks.items():
+        if name not in RETRIEVAL_METRICS:
+            raise ValueError(f"retrieval metric {name!r} is not one of {', '.join(RETRIEVAL_METRICS)}")
+        for k in cuts:
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ValueError(f"{name}@k: k must be a whole number >= 1, got {k!r}")
+    if not any(ks.values()):
+        raise ValueError("retrieval metrics need at least one cut-off k")
+
+
+ScoreFunction = Callable[[Any, Any], Any]
+
+
+def _scorer(corpus_emb: np.ndarray, similarity: str | ScoreFunction) -> Callable[[np.ndarray, int, int], np.ndarray]:
+    """``(queries, start, end)`` -> the (Q, end - start) scores of the queries against those corpus rows."""
+    if isinstance(similarity, str):
+        _check_similarity(similarity)
+        if similarity in ("cosine", "dot"):
+            c = _normalized(corpus_emb) if similarity == "cosine" else np.asarray(corpus_emb, np.float32)
+            return lambda q, start, end: (_normalized(q) if similarity == "cosine" else q) @ c[start:end].T
+        from bertkit import util
+
+        similarity = util.SIMILARITY_FUNCTIONS[similarity][0]
+    import torch
+
+    fn = similarity
+    c_t = torch.as_tensor(np.asarray(corpus_emb, np.float32))
+
+    def score(q: np.ndarray, start: int, end: int) -> np.ndarray:
+        out = fn(torch.as_tensor(q), c_t[start:end])
+        return np.asarray(out.detach().float().cpu().numpy() if hasattr(out, "detach") else out, np.float32)
+
+    return score
+
+
+def _ranked(
+    score: Callable[[np.ndarray, int, int], np.ndarray], q: np.ndarray, n: int, k: int, chunk: int, id_rank: np.ndarray
+) -> np.ndarray:
+    """Row indices (Q, min(k, n)) of each query's best ``k`` corpus rows, best first; equal scores in
+    ascending corpus id (``id_rank``), so a tie at the cut-off never depends on the chunking."""
+    k = min(k, n)
+    keep = min(k + 1, n)  # one row past the cut-off shows a tie across it
+    best_s = np.zeros((len(q), 0), np.float32)
+    best_i = np.zeros((len(q), 0), np.int64)
+    for start in range(0, n, chunk):
+        s = score(q, start, min(n, start + chunk))
+        kk = min(keep, s.shape[1])
+        idx = np.argpartition(-s, kk - 1, axis=1)[:, :kk] if kk < s.shape[1] else np.arange(s.shape[1])[None]
+        idx = np.broadcast_to(idx, (len(q), kk))
+        cand_s = np.concatenate([best_s, np.take_along_axis(s, idx, 1)], 1)
+        cand_i = np.concatenate([best_i, idx + start], 1)
+        order = np.lexsort((id_rank[cand_i], -cand_s), axis=1)[:, :keep]
+        best_s, best_i = np.take_along_axis(cand_s, order, 1), np.take_along_axis(cand_i, order, 1)
+    if keep > k:
+        # a row tied across the cut-off may have left an equal score with a lower id in another
+        # chunk's partition: rank that row's whole corpus
+        for r in np.flatnonzero(best_s[:, k] == best_s[:, k - 1]):
+            full = np.concatenate([score(q[r : r + 1], s, min(n, s + chunk))[0] for s in range(0, n, chunk)])
+            best_i[r] = np.lexsort((id_rank, -full))[:keep]
+    return best_i[:, :k]
 
 
 def retrieval_metrics(
@@ -163,24 +262,45 @@ def retrieval_metrics(
     query_texts: Sequence[str] | None = None,
     corpus_texts: Sequence[str] | None = None,
     lexical_weight: float = 0.0,
+    ks: Mapping[str, Sequence[int]] | None = None,
+    similarity: str | ScoreFunction = "cosine",
 ) -> dict[str, float]:
-    """Mean nDCG@10, MRR@10, MAP@100 and recall@1/10/100 over the queries with a relevant document,
-    ranking ``corpus_emb`` by cosine; ``queries`` counts them. With ``lexical_weight`` > 0 the ranking
-    is hybrid search over ``corpus_texts`` (:func:`bertkit.search.lexical.hybrid_top_k`)."""
+    """Mean nDCG@10, MRR@10, MAP@100 and recall@1/10/100 (or the cut-offs ``ks``, ``{metric: ks}`` of
+    :data:`RETRIEVAL_METRICS`) over the queries with a relevant document, ranking ``corpus_emb`` by
+    ``similarity``: a name of :data:`SIMILARITIES` or a function ``(queries, corpus)`` -> a score
+    matrix on tensors; ``queries`` counts them. With ``lexical_weight`` > 0 the ranking is hybrid
+    search (cosine) over ``corpus_texts`` (:func:`bertkit.search.lexical.hybrid_top_k`)."""
     from bertkit.search.lexical import first_stage
 
-    depth = max(max(ks) for ks in RETRIEVAL_KS.values())
-    q = _normalized(query_emb)
-    c = _normalized(corpus_emb)
+    ks = RETRIEVAL_KS if ks is None else ks
+    _check_ks(ks)
+    depth = max(max(v) for v in ks.values() if v)
+    if lexical_weight:
+        if similarity != "cosine":
+            raise ValueError(f"hybrid search ranks by cosine, not by {similarity!r}")
+        c = _normalized(corpus_emb)
+        lexical = first_stage(c, corpus_texts, lexical_weight, chunk=corpus_chunk)
+
+        def rank(block: list[int], k: int) -> np.ndarray:
+            texts = None if query_texts is None else [query_texts[i] for i in block]
+            return lexical(_normalized(query_emb[block]), texts, k)[1]
+    else:
+        score = _scorer(corpus_emb, similarity)
+        order = sorted(range(len(corpus_ids)), key=corpus_ids.__getitem__)
+        id_rank = np.empty(len(corpus_ids), np.int64)
+        id_rank[order] = np.arange(len(corpus_ids))
+
+        def rank(block: list[int], k: int) -> np.ndarray:
+            q = np.asarray(query_emb, np.float32)[block]
+            return _ranked(score, q, len(corpus_ids), k, corpus_chunk, id_rank)
+
     rows = [i for i, qid in enumerate(query_ids) if any(s > 0 for s in qrels.get(qid, {}).values())]
-    rank = first_stage(c, corpus_texts, lexical_weight, chunk=corpus_chunk)
     sums: dict[str, float] = {}
     for s in range(0, len(rows), query_block):
         block = rows[s : s + query_block]
-        _, idx = rank(q[block], None if query_texts is None else [query_texts[i] for i in block], depth)
-        for i, hit_rows in zip(block, idx):
+        for i, hit_rows in zip(block, rank(block, depth)):
             relevant = {cid for cid, score in qrels[query_ids[i]].items() if score > 0}
-            for name, v in _query_metrics([corpus_ids[j] for j in hit_rows], relevant).items():
+            for name, v in _query_metrics([corpus_ids[j] for j in hit_rows], relevant, ks).items():
                 sums[name] = sums.get(name, 0.0) + v
     n = len(rows)
     out = {name: v / n for name, v in sums.items()} if n else {}
