@@ -238,6 +238,12 @@ def test_folder_saved_by_sentence_transformers_loads_with_its_activation(folders
     assert type(ours.activation_fn) is torch.nn.Identity
     assert ours.max_length == 64
     np.testing.assert_allclose(ours.predict(pairs), ref.predict(pairs), atol=ATOL)
+    # a module config's max_seq_length outranks the tokenizer's limit, in both libraries
+    cfg = tmp_path / "st" / "sentence_bert_config.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "max_seq_length": 40}))
+    ours, ref = CrossEncoder(tmp_path / "st"), st.CrossEncoder(str(tmp_path / "st"), device="cpu")
+    assert ours.max_length == ref.max_seq_length == 40
+    np.testing.assert_allclose(ours.predict(pairs), ref.predict(pairs), atol=ATOL)
 
 
 @pytest.mark.parametrize("method", ["save", "save_pretrained"])

@@ -448,7 +448,6 @@ class CrossEncoder:
         extra = self.config.extra
         extra.pop("sbert_ce_default_activation_function", None)  # superseded by the key written below
         extra["sentence_transformers"] = {"activation_fn": _fullname(self.activation_fn)}
-        self.tokenizer.model_max_length = self.max_length
         self.model.save_pretrained(target, tokenizer=self.tokenizer, safe_serialization=safe_serialization)
 
     def save_pretrained(
