@@ -216,6 +216,94 @@ class PreTrainedModel(nn.Module):
         self.tie_weights()
         return new
 
+    # ----------------------------------------------------------------- activation checkpointing
+    supports_gradient_checkpointing = True
+
+    def activation_checkpointing_enable(
+        self,
+        activation_checkpointing_kwargs: dict[str, Any] | None = None,
+        every_n_layers: int = 1,
+        offload: bool = False,
+    ) -> None:
+        """Recompute each block's activations in the backward pass instead of keeping them (every
+        ``every_n_layers``-th block from the first), as transformers' method of this name: memory
+        for compute, the same gradients. ``activation_checkpointing_kwargs`` go to
+        :func:`torch.utils.checkpoint.checkpoint` (``use_reentrant`` False unless given); ``offload``
+        keeps the blocks' saved inputs in host memory."""
+        from torch.utils.checkpoint import checkpoint
+
+        from .layers import CheckpointedLayer
+
+        if isinstance(every_n_layers, bool) or not isinstance(every_n_layers, int) or every_n_layers < 1:
+            raise ValueError(f"every_n_layers must be an integer >= 1, got {every_n_layers!r}")
+        kwargs = {"use_reentrant": False, **(activation_checkpointing_kwargs or {})}
+
+        def run(function: Any, *args: Any, **kw: Any) -> Any:
+            if offload:
+                with torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available()):
+                    return checkpoint(function, *args, **kwargs, **kw)
+            return checkpoint(function, *args, **kwargs, **kw)
+
+        blocks = [m for m in self.modules() if isinstance(m, CheckpointedLayer)]
+        for i, block in enumerate(blocks):
+            block.gradient_checkpointing = i % every_n_layers == 0
+            block._checkpoint_fn = run
+        # With use_reentrant=True a checkpoint whose inputs need no gradient (frozen embeddings) would
+        # give its block none either; transformers makes the embeddings' output need one, as here.
+        if getattr(self, "main_input_name", "input_ids") == "input_ids":
+            self.enable_input_require_grads()
+
+    def activation_checkpointing_disable(self) -> None:
+        """Keep every block's activations again (the default)."""
+        from .layers import CheckpointedLayer
+
+        for m in self.modules():
+            if isinstance(m, CheckpointedLayer):
+                m.gradient_checkpointing = False
+
+    @property
+    def is_activation_checkpointing(self) -> bool:
+        from .layers import CheckpointedLayer
+
+        return any(isinstance(m, CheckpointedLayer) and m.gradient_checkpointing for m in self.modules())
+
+    # transformers' former names for the same three
+    def gradient_checkpointing_enable(
+        self, gradient_checkpointing_kwargs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        """Same as :meth:`activation_checkpointing_enable`."""
+        self.activation_checkpointing_enable(gradient_checkpointing_kwargs, **kwargs)
+
+    def gradient_checkpointing_disable(self) -> None:
+        """Same as :meth:`activation_checkpointing_disable`."""
+        self.activation_checkpointing_disable()
+
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        return self.is_activation_checkpointing
+
+    def enable_input_require_grads(self) -> None:
+        """Make the input embeddings' output require gradients (for frozen embeddings under
+        reentrant checkpointing or adapters), as transformers' method of this name."""
+        if getattr(self, "_require_grads_hook", None) is None:
+            self._require_grads_hook = self.get_input_embeddings().register_forward_hook(
+                lambda module, args, output: output.requires_grad_(True) if torch.is_grad_enabled() else None
+            )
+
+    def disable_input_require_grads(self) -> None:
+        """Undo :meth:`enable_input_require_grads`."""
+        hook = getattr(self, "_require_grads_hook", None)
+        if hook is not None:
+            hook.remove()
+            self._require_grads_hook = None
+
+    def get_memory_footprint(self, return_buffers: bool = True) -> int:
+        """Bytes held by the parameters (and buffers, with ``return_buffers``)."""
+        size = sum(p.nelement() * p.element_size() for p in self.parameters())
+        if return_buffers:
+            size += sum(b.nelement() * b.element_size() for b in self.buffers())
+        return size
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device

@@ -22,7 +22,7 @@ from torch import nn
 
 from .base import PreTrainedModel
 from .config import SharedConfigFields
-from .layers import dense_residual, get_activation, hooked, multi_head_attention, project_qkv
+from .layers import CheckpointedLayer, dense_residual, get_activation, hooked, multi_head_attention, project_qkv
 from .loading import no_init_weights
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
 from .packing import AttentionMask, inference_rows
@@ -169,7 +169,7 @@ class FFN(nn.Module):
         return self.dropout(self.lin2(h)) if residual is None else dense_residual(self.lin2, self.dropout, h, residual)
 
 
-class TransformerBlock(nn.Module):
+class TransformerBlock(CheckpointedLayer):
     """Post-LN block: attention, add & sa_layer_norm, feed-forward, add & output_layer_norm."""
 
     def __init__(self, config: DistilBertConfig):

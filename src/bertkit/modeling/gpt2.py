@@ -15,6 +15,7 @@ d = H / h head size, V vocabulary.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -24,7 +25,7 @@ from torch import nn
 from .base import PreTrainedModel
 from .config import SharedConfigFields
 from .generation import GenerationMixin
-from .layers import attention, get_activation
+from .layers import CheckpointedLayer, attention, get_activation
 from .loading import no_init_weights
 from .outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from .task_heads import IGNORE_INDEX
@@ -184,7 +185,7 @@ class GPT2MLP(nn.Module):
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))
 
 
-class GPT2Block(nn.Module):
+class GPT2Block(CheckpointedLayer):
     """One pre-LN block: x + attn(ln_1(x)), then + mlp(ln_2(.))."""
 
     def __init__(self, config: GPT2Config, layer_idx: int):
@@ -309,6 +310,15 @@ class GPT2Model(GPT2PreTrainedModel):
         return_dict = cfg.return_dict if return_dict is None else return_dict
         use_cache = (cfg.use_cache and not self.training) if use_cache is None else use_cache
         cache = _one_cache(past_key_values, cache)
+        checkpointing = self.training and torch.is_grad_enabled() and any(b.gradient_checkpointing for b in self.h)
+        if checkpointing and (use_cache or cache is not None):
+            # a recomputed block would write its keys and values into the cache a second time
+            warnings.warn(
+                "use_cache=True is incompatible with activation checkpointing in training: running without "
+                "the cache (use_cache=False)",
+                stacklevel=2,
+            )
+            use_cache, cache = False, None
         if cache is None and use_cache:
             cache = KVCache(cfg.n_layer)
         past = cache.length if cache is not None else 0

@@ -17,7 +17,22 @@ from bertkit._cpu import gemm_attention_max_len
 
 from .packing import AttentionMask
 
-__all__ = ["attention", "dense_residual", "get_activation", "multi_head_attention", "project_qkv"]
+__all__ = ["CheckpointedLayer", "attention", "dense_residual", "get_activation", "multi_head_attention", "project_qkv"]
+
+
+class CheckpointedLayer(nn.Module):
+    """A repeated block that can keep only its inputs in training and recompute its activations in the
+    backward pass (activation checkpointing: memory traded for compute), switched on by the model's
+    ``activation_checkpointing_enable``. The recomputation replays the same dropout masks, so the
+    gradients are those of the plain forward."""
+
+    gradient_checkpointing = False
+    _checkpoint_fn = None
+
+    def __call__(self, *args, **kwargs):
+        if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+            return self._checkpoint_fn(super().__call__, *args, **kwargs)
+        return super().__call__(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------- activations

@@ -25,7 +25,7 @@ from torch import nn
 
 from .base import PreTrainedModel, _check_ids
 from .config import BertConfig
-from .layers import attention, dense_residual, get_activation, multi_head_attention, project_qkv
+from .layers import CheckpointedLayer, attention, dense_residual, get_activation, multi_head_attention, project_qkv
 from .outputs import BaseModelOutputWithPooling
 from .packing import AttentionMask, inference_rows, length_groups
 
@@ -184,7 +184,7 @@ class BertOutput(nn.Module):
         return self.LayerNorm(dense_residual(self.dense, self.dropout, hidden_states, input_tensor))
 
 
-class BertLayer(nn.Module):
+class BertLayer(CheckpointedLayer):
     """One transformer block (post-LN): attention, add & norm, feed-forward, add & norm."""
 
     def __init__(self, config: BertConfig):

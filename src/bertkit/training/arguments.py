@@ -89,6 +89,8 @@ _TRANSFORMERS_ONLY = {
     "remove_unused_columns",
     "label_names",
     "logging_dir",
+    "gradient_checkpointing_kwargs",
+    "activation_checkpointing_kwargs",
     "include_for_metrics",
     "eval_accumulation_steps",
 }
@@ -199,12 +201,16 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         ("push_to_hub", False),
         ("label_smoothing_factor", 0.0),
         ("torch_compile", False),
-        ("gradient_checkpointing", False),
         ("data_seed", None),
         ("logging_dir", None),
     ):
         if name in hf and hf.pop(name) not in (allowed,):
             raise _refuse(name, kwargs[name], f"is not supported: leave it at {allowed!r}")
+    # transformers' former name; the keyword arguments go to the model's activation_checkpointing_enable
+    if hf.pop("gradient_checkpointing", None):
+        out["activation_checkpointing"] = True
+    checkpoint_kwargs = [hf.pop(n, None) for n in ("activation_checkpointing_kwargs", "gradient_checkpointing_kwargs")]
+    checkpoint_kwargs = checkpoint_kwargs[0] or checkpoint_kwargs[1]
     label_names = hf.pop("label_names", None)
     if label_names is not None and (
         isinstance(label_names, str) or not all(isinstance(n, str) for n in label_names) or not label_names
@@ -220,6 +226,7 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         **hf.pop("extra", {}),
         **({"label_names": list(label_names)} if label_names is not None else {}),
         **({"include_for_metrics": list(include)} if include else {}),
+        **({"activation_checkpointing_kwargs": dict(checkpoint_kwargs)} if checkpoint_kwargs else {}),
         "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8),
         "remove_unused_columns": bool(hf.pop("remove_unused_columns", True)),
         "names": "transformers",  # the Trainer then also checks the call as transformers' does
@@ -421,6 +428,13 @@ class TrainingArguments(metaclass=_ArgumentsType):
         cli=False,
         same_on_resume=False,
         help="stop after this many evaluations without improvement",
+    )
+    activation_checkpointing: bool = setting(
+        False,
+        group=TRAINING_GROUP,
+        same_on_resume=False,
+        help="keep only each layer's input and recompute its activations in the backward pass: "
+        "less memory for about a third more compute, the same gradients",
     )
     shuffle: bool = setting(True, cli=False, help="shuffle the training data every epoch")
     drop_last: bool = setting(True, cli=False, help="drop the last incomplete batch of an epoch")

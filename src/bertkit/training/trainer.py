@@ -175,6 +175,14 @@ def _one_or_tuple(arrays: list[np.ndarray]) -> Any:
     return arrays[0] if len(arrays) == 1 else tuple(arrays)
 
 
+def _checkpointing_owners(model: nn.Module) -> list[nn.Module]:
+    """The outermost modules of ``model`` that switch activation checkpointing on: the model itself,
+    or the models a training objective holds (ELECTRA's generator and discriminator)."""
+    if hasattr(model, "activation_checkpointing_enable"):
+        return [model]
+    return [owner for child in model.children() for owner in _checkpointing_owners(child)]
+
+
 class _KnownColumns:
     """A collate_fn that first drops the columns of dict examples that the model's forward does not take
     (a ``text`` column beside the tokenized ones), as transformers' ``remove_unused_columns`` does."""
@@ -640,6 +648,15 @@ class Trainer:
             # A setting of this run, not of the model: the config keeps its own rates, so a model
             # pretrained without dropout is saved with the rates it is fine-tuned with.
             set_dropout(model, config.dropout)
+        if config.activation_checkpointing:
+            owners = _checkpointing_owners(model)
+            if not owners:
+                raise ValueError(
+                    f"activation checkpointing: {type(model).__name__} holds no model with "
+                    "activation_checkpointing_enable(); bertkit's models have it"
+                )
+            for owner in owners:
+                owner.activation_checkpointing_enable(config.extra.get("activation_checkpointing_kwargs"))
         self.model = model.to(self.device)
         self.raw_model = model
         if self.distributed:
