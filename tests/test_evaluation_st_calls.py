@@ -7,7 +7,9 @@ import json
 import re
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import torch
 
 import bertkit
 from bertkit import evaluation as bke
@@ -181,10 +183,11 @@ def test_information_retrieval_score_functions(bbc, ref, ours):
 
 
 def test_exact_copies_rank_by_corpus_id(bbc, ref, ours):
-    """A relevant document's exact copy under a lower id ties with it: both libraries rank the lower
-    id first, so the copy (not relevant) takes rank 1 and the metrics agree."""
+    """A relevant document's exact copy, added last under a lower id, ties with it: both libraries
+    rank the lower id first (not the earlier corpus entry), so the copy (not relevant) takes rank 1
+    and the metrics agree."""
     queries, corpus, rel = bbc
-    corpus = {"a-copy": corpus["d1"], **corpus}
+    corpus = {**corpus, "a-copy": corpus["d1"]}  # last in the corpus, first in id order
     want = STRetrieval(queries, corpus, rel, mrr_at_k=[1, 10])(ref)
     got = bke.InformationRetrievalEvaluator(queries, corpus, rel, mrr_at_k=[1, 10])(ours)
     assert_same_results(got, want)
@@ -192,6 +195,43 @@ def test_exact_copies_rank_by_corpus_id(bbc, ref, ours):
         queries, {k: v for k, v in corpus.items() if k != "a-copy"}, rel, mrr_at_k=[1]
     )
     assert got["cosine_mrr@1"] < plain(ours)["cosine_mrr@1"]  # the copy took q1's first place
+
+
+class FixedVectors:
+    """A model whose texts have given vectors, for both libraries' evaluators."""
+
+    similarity_fn_name = "cosine"
+    model_card_data = SimpleNamespace(set_evaluation_metrics=lambda *args: None)
+
+    def __init__(self, vectors):
+        self.vectors = vectors
+
+    def similarity(self, a, b):
+        return st.util.cos_sim(a, b)
+
+    def encode(self, texts, convert_to_tensor=False, **kwargs):
+        out = np.stack([self.vectors[t] for t in texts])
+        return torch.from_numpy(out) if convert_to_tensor else out
+
+    encode_query = encode_document = encode
+
+
+def test_ties_across_chunks_rank_like_sentence_transformers():
+    """Vectors in a few directions only, so scores tie inside and across corpus chunks and at every
+    cut-off: equal scores rank in ascending corpus id whatever the chunking, as there."""
+    rng = np.random.default_rng(0)
+    directions = rng.normal(size=(4, 8)).astype(np.float32)
+    corpus = {f"c{int(i):03d}": f"doc {n}" for n, i in enumerate(rng.permutation(60))}
+    queries = {f"q{n}": f"query {n}" for n in range(12)}
+    vectors = {t: directions[rng.integers(4)] for t in [*corpus.values(), *queries.values()]}
+    ids = list(corpus)
+    rel = {q: set(rng.choice(ids, size=int(rng.integers(1, 6)), replace=False)) for q in queries}
+    ks = dict(mrr_at_k=[3], ndcg_at_k=[5], accuracy_at_k=[1, 3], precision_recall_at_k=[1, 2, 7], map_at_k=[9])
+    model = FixedVectors(vectors)
+    want = STRetrieval(queries, corpus, rel, **ks)(model)
+    for chunk in (60, 7, 1):
+        got = bke.InformationRetrievalEvaluator(queries, corpus, rel, corpus_chunk_size=chunk, **ks)(model)
+        assert_same_results(got, want, tol=1e-12)
 
 
 def test_sequential_evaluator_equals_sentence_transformers(lee, bbc, ref, ours):

@@ -208,7 +208,15 @@ def _scorer(corpus_emb: np.ndarray, similarity: str | ScoreFunction) -> Callable
         _check_similarity(similarity)
         if similarity in ("cosine", "dot"):
             c = _normalized(corpus_emb) if similarity == "cosine" else np.asarray(corpus_emb, np.float32)
-            return lambda q, start, end: (_normalized(q) if similarity == "cosine" else q) @ c[start:end].T
+
+            def inner(q: np.ndarray, start: int, end: int) -> np.ndarray:
+                # float32 products differ in the last bit with the block's shape, which would break
+                # exact ties (copies) differently per chunking; in float64, rounded back to float32,
+                # the same pair gets the same score in any chunk
+                q = _normalized(q) if similarity == "cosine" else q
+                return (q.astype(np.float64) @ c[start:end].astype(np.float64).T).astype(np.float32)
+
+            return inner
         from bertkit import util
 
         similarity = util.SIMILARITY_FUNCTIONS[similarity][0]
