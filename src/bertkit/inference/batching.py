@@ -122,6 +122,18 @@ def inference_workers(model: Any, n_batches: int, device: torch.device) -> int:
     return threads
 
 
+# Outputs with a value per token are (B, N, ...), and the QA heads' start and end logits (B, N); a
+# (B, C) output (a text's logits or vector) is one value per text, however wide, and is never cut.
+_PER_TOKEN_2D = ("start_logits", "end_logits")
+
+
+def _per_token(name: str, arr: np.ndarray, seq_len: int) -> bool:
+    """Whether ``arr`` (a batch's output ``name``) holds a row per token, to be cut to each text's length."""
+    if arr.ndim >= 3 or (arr.ndim == 2 and name in _PER_TOKEN_2D):
+        return arr.shape[1] == seq_len
+    return False
+
+
 def run_batched(
     model: torch.nn.Module | Callable[..., Any],
     features: Sequence[dict],
@@ -171,15 +183,13 @@ def run_batched(
         for b, got, input_ids in tqdm(
             done, total=len(batches), desc=desc, disable=not progress, leave=False, dynamic_ncols=True
         ):
-            seq_len = input_ids.shape[-1]
+            per_token = {
+                name: input_ids.ndim == 2 and _per_token(name, arr, input_ids.shape[-1]) for name, arr in got.items()
+            }
             for row, i in enumerate(b):
-                res = {}
-                for name, arr in got.items():
-                    a = arr[row]
-                    if a.ndim >= 1 and a.shape[0] == seq_len and input_ids.ndim == 2:
-                        a = a[: lengths[i]]
-                    res[name] = a
-                results[i] = res
+                results[i] = {
+                    name: arr[row][: lengths[i]] if per_token[name] else arr[row] for name, arr in got.items()
+                }
     finally:
         if module is not None:
             module.train(was_training)
