@@ -19,6 +19,9 @@ tokenized, sorted by length, forwarded in batches and returned in input order. `
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,11 @@ __all__ = [
 ]
 
 
+# The keywords the running call took from those given when its pipeline was built (transformers
+# shapes a few answers by where a keyword came from).
+_FROM_BUILD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("from_build", default=frozenset())
+
+
 class Pipeline:
     """Holds a model and its tokenizer; subclasses implement ``__call__``.
 
@@ -57,6 +65,35 @@ class Pipeline:
 
     # the registry's model task whose class a folder loads as (bertkit.modeling.registry)
     model_task = "base"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A keyword given when the pipeline is built is a default of every call, as in transformers
+        (``pipeline("text-classification", model=m, top_k=None)`` scores every label on each call);
+        one the call names itself wins."""
+        super().__init_subclass__(**kwargs)
+        call = cls.__dict__.get("__call__")
+        if call is None or getattr(call, "_takes_built_defaults", False):
+            return
+        params = list(inspect.signature(call).parameters.values())[1:]
+        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        open_ended = any(p.kind == p.VAR_KEYWORD for p in params)
+
+        @functools.wraps(call)
+        def with_built_defaults(self: Pipeline, *args: Any, **kw: Any) -> Any:
+            given = set(positional[: len(args)]) | set(kw)
+            filled = {n for n in self.kwargs if n not in given and (open_ended or n in named)}
+            kw.update({n: self.kwargs[n] for n in filled})
+            token = _FROM_BUILD.set(frozenset(filled))
+            try:
+                return call(self, *args, **kw)
+            finally:
+                _FROM_BUILD.reset(token)
+
+        with_built_defaults._takes_built_defaults = True  # type: ignore[attr-defined]
+        with_built_defaults._call_names = named  # type: ignore[attr-defined]
+        with_built_defaults._open_ended = open_ended  # type: ignore[attr-defined]
+        cls.__call__ = with_built_defaults  # type: ignore[method-assign]
 
     def __init__(
         self,
@@ -108,6 +145,14 @@ class Pipeline:
         self.device = next(self.model.parameters()).device
         self.batch_size = A.positive_int.check("batch_size", batch_size)
         self.max_batch_tokens = max_batch_tokens
+        call = type(self).__call__
+        if kwargs and not getattr(call, "_open_ended", True):
+            unknown = sorted(set(kwargs) - call._call_names)
+            if unknown:
+                raise TypeError(
+                    f"{type(self).__name__} got an unexpected argument {unknown[0]}={kwargs[unknown[0]]!r}; "
+                    f"a call takes {', '.join(sorted(call._call_names))}"
+                )
         self.kwargs = kwargs
 
     def _check_loaded(self, model: Any, missing: list[str], path: Path) -> None:
@@ -307,7 +352,7 @@ class TextClassificationPipeline(Pipeline):
     def __call__(
         self,
         inputs: Any,
-        top_k: int | None = 1,
+        top_k: int | None | str = "",
         max_length: int = 512,
         truncation: str | None = None,
         function_to_apply: str | None = None,
@@ -319,8 +364,13 @@ class TextClassificationPipeline(Pipeline):
         multi-label and single-output models, softmax otherwise."""
         from .long_text import check_truncation, plan_windows, pool_windows, report_cut
 
+        # top_k left out: the best label alone, a dict per text (transformers' legacy form); given, even
+        # as 1, a list of the top_k labels per text
+        legacy = top_k == ""
         if "return_all_scores" in kwargs:  # transformers' older spelling of top_k=None
-            top_k = None if kwargs.pop("return_all_scores") else 1
+            legacy, top_k = False, None if kwargs.pop("return_all_scores") else 1
+        if legacy:
+            top_k = 1
         batch_size = kwargs.pop("batch_size", None)
         _refuse_unknown("text-classification", kwargs, "top_k, function_to_apply, max_length, truncation, batch_size")
         A.positive_int.check("batch_size", batch_size, allow_none=True)
@@ -359,8 +409,10 @@ class TextClassificationPipeline(Pipeline):
             order = np.argsort(-scores)
             rows = [{"label": cfg.id2label[int(k)], "score": float(scores[k])} for k in order]
             out.append(rows if top_k is None else rows[:top_k])
-        if top_k == 1:  # transformers returns a list of dicts, also for one text; a bare dict for one pair dict
+        if legacy:  # transformers returns a list of dicts, also for one text; a bare dict for one pair dict
             return out[0][0] if isinstance(inputs, dict) else [r[0] for r in out]
+        if isinstance(inputs, str) and "top_k" in _FROM_BUILD.get():
+            return out  # one text, top_k from the pipeline's building: transformers wraps its list in one more
         return out if batched else out[0]
 
 
