@@ -136,11 +136,8 @@ class TextRankingPipeline(Pipeline):
             max_batch_tokens=self.max_batch_tokens,
             progress=progress,
             desc="Batches",
-            # One row per pair: the batched path cuts a row as long as the padded batch back to the
-            # pair's own tokens, which a head as wide as the batch is long would otherwise suffer.
-            postprocess=lambda out, batch: {"logits": out.logits[:, None, :]},
         )
-        logits = np.stack([r["logits"][0] for r in rows]).astype(np.float32)
+        logits = np.stack([r["logits"] for r in rows]).astype(np.float32)
         if len(feats) > len(pairs):
             from .long_text import WindowPlan
 
