@@ -9,6 +9,7 @@ import csv
 import json
 import re
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -395,3 +396,19 @@ def test_a_folder_that_is_not_a_cross_encoder_is_refused(tmp_path):
         CrossEncoder(bare)  # an encoder without a head, which ST would give a random one
     with pytest.raises(FileNotFoundError, match="does not exist|neither a local folder"):
         CrossEncoder(tmp_path / "missing")
+
+
+def test_faster_precisions_score_close_to_fp32(folders, models, pairs, tmp_path):
+    from bertkit import CrossEncoder
+
+    want = models[1][1].predict(pairs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bf16 on a CPU without native bf16 says it is slow
+        fast = CrossEncoder(folders[1], dtype="bf16")
+        got = fast.predict(pairs)
+    assert fast.model.dtype == torch.bfloat16
+    np.testing.assert_allclose(got, want, atol=2e-2)
+    assert np.corrcoef(got, want)[0, 1] > 0.999
+    with pytest.raises(ValueError, match=r"save\(\) of a bf16 model would write rounded weights"):
+        fast.save(tmp_path / "never-written")
+    assert not (tmp_path / "never-written").exists()

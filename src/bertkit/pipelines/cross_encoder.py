@@ -45,7 +45,7 @@ _UNSUPPORTED_INIT = {
     "model_card_data": "bertkit writes no model card",
     "prompts": "prompts are not supported",
     "default_prompt_name": "prompts are not supported",
-    "keep_in_fp32_modules": "bertkit's CrossEncoder computes in fp32 throughout",
+    "keep_in_fp32_modules": "bertkit's precision is one setting for the whole model: dtype=",
 }
 # sentence-transformers' module files: present in a folder, they decide what its CrossEncoder loads.
 _ST_FILES = ("modules.json", "config_sentence_transformers.json")
@@ -143,7 +143,8 @@ class CrossEncoder:
     ``num_labels`` must match the folder's head; ``max_length`` is where pairs are cut (default: the
     tokenizer's limit, at most the model's positions); ``activation_fn`` replaces the default (sigmoid
     for one label, identity otherwise, or the one the folder's config names); ``device`` defaults to
-    CUDA when there is one.
+    CUDA when there is one. ``dtype`` (bertkit's own): "fp32" by default, "bf16", "int8" or "auto"
+    for the precision the scores are computed in.
     """
 
     def __init__(
@@ -161,6 +162,7 @@ class CrossEncoder:
         token: bool | str | None = None,
         backend: str = "torch",
         cache_dir: str | os.PathLike | None = None,
+        dtype: str | torch.dtype | None = None,
         **unsupported: Any,
     ) -> None:
         from bertkit.hub import resolve_model_path
@@ -188,7 +190,7 @@ class CrossEncoder:
 
         folder = resolve_model_path(model_name_or_path, cache_dir=cache_folder, revision=revision)
         st_config = self._read_st_files(folder)
-        self._pipe = TextRankingPipeline(folder, device=device, num_labels=None)
+        self._pipe = TextRankingPipeline(folder, device=device, dtype=dtype, num_labels=None)
         self.folder = folder
         config = self._pipe.model.config
         if num_labels is not None and num_labels != self.num_labels:
@@ -438,6 +440,11 @@ class CrossEncoder:
         does not write are kept, but a folder holding another model's sentence-transformers module files
         (which that library would read instead) is refused. No model card is written: ``model_name``,
         ``create_model_card`` and ``train_datasets`` only describe one."""
+        if self._pipe.dtype != "fp32":
+            raise ValueError(
+                f"CrossEncoder.save() of a {self._pipe.dtype} model would write rounded weights: "
+                "load it with dtype='fp32' to save"
+            )
         target = Path(path).expanduser()
         found = [name for name in _ST_FILES if (target / name).exists()]
         if found:

@@ -148,6 +148,8 @@ class SentenceTransformer:
             _refuse("dtype", "and model_kwargs' torch_dtype both set a precision; pass one")
         # token and local_files_only only steer downloads, and bertkit never downloads.
         del token, local_files_only
+        if device is None:  # as sentence-transformers: the GPU when there is one
+            device = "cuda" if torch.cuda.is_available() else "cpu"
         folder = resolve_model_path(model_name_or_path, cache_dir=cache_folder, revision=revision)
         pooling, normalize, max_len = sentence_transformers_pooling(folder, strict=True)
         self.folder = folder
