@@ -244,18 +244,24 @@ def test_new_label_maps_without_a_count_size_the_head_as_transformers_does(minil
     assert ours.classifier.weight.shape == theirs.classifier.weight.shape == (5, 384)
 
 
+@pytest.mark.parametrize("name", ["dtype", "torch_dtype"])
 @pytest.mark.parametrize("saved", [torch.float32, torch.bfloat16, torch.float16])
-def test_torch_dtype_auto_is_the_checkpoints_dtype_as_in_transformers(tmp_path, saved):
-    """transformers snippets pass ``torch_dtype="auto"`` for the dtype the weights were saved in, which
-    is not bertkit's ``dtype="auto"`` (the inference precision): both names keep their own meaning."""
+def test_dtype_auto_is_the_checkpoints_dtype_as_in_transformers(tmp_path, saved, name):
+    """transformers snippets pass ``dtype="auto"`` (``torch_dtype="auto"`` before version 5) for the
+    dtype the weights were saved in: a model that trains, its weights unchanged. bertkit's inference
+    precisions are other names ("fp32", "bf16", "int8")."""
     small = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
     transformers.BertModel(transformers.BertConfig(**small)).to(saved).save_pretrained(str(tmp_path))
-    theirs = transformers.BertModel.from_pretrained(str(tmp_path), torch_dtype="auto")
-    ours = BertModel.from_pretrained(tmp_path, torch_dtype="auto")
+    theirs = transformers.BertModel.from_pretrained(str(tmp_path), **{name: "auto"})
+    ours = BertModel.from_pretrained(tmp_path, **{name: "auto"})
     assert ours.dtype == theirs.dtype == saved
-    for name, p in theirs.state_dict().items():
-        assert torch.equal(ours.state_dict()[name], p), name
+    assert all(p.requires_grad for p in ours.parameters()) and all(p.requires_grad for p in theirs.parameters())
+    assert getattr(ours, "_bertkit_inference_dtype", None) is None  # not prepared for inference
+    for key, p in theirs.state_dict().items():
+        assert torch.equal(ours.state_dict()[key], p), key
     assert BertModel.from_pretrained(tmp_path).dtype == torch.float32  # no dtype asked for: float32
+    prepared = BertModel.from_pretrained(tmp_path, dtype="bf16")  # an inference precision: prepared, frozen
+    assert prepared.dtype == torch.bfloat16 and not any(p.requires_grad for p in prepared.parameters())
 
 
 def test_save_with_tokenizer_and_atomic_replace(minilm_dir, tmp_path):

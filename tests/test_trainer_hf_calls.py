@@ -614,3 +614,25 @@ def test_logits_preprocessed_inputs_and_losses_for_metrics_as_transformers(setup
         bertkit.TrainingArguments(output_dir=str(tmp_path / "x"), include_for_metrics=["logits"])
     with pytest.raises(ValueError, match="label_names='labels'"):
         bertkit.TrainingArguments(output_dir=str(tmp_path / "x"), label_names="labels")
+
+
+def test_a_model_prepared_for_inference_is_refused_with_the_reason(setup, tmp_path):
+    """A model loaded at an inference precision has frozen weights: the Trainer says so in one line
+    (it failed deep inside backward), and transformers' dtype="auto" loads a model that trains."""
+    folder, train, _ = setup
+    args = bertkit.TrainingArguments(output_dir=str(tmp_path / "a"), report_to="none", save_strategy="no")
+    frozen = bertkit.AutoModelForSequenceClassification.from_pretrained(folder, dtype="bf16")
+    with pytest.raises(ValueError, match="prepared for inference at bf16 .* load it without an inference dtype"):
+        bertkit.Trainer(model=frozen, args=args, train_dataset=train)
+    trains = bertkit.AutoModelForSequenceClassification.from_pretrained(folder, dtype="auto")
+    result = bertkit.Trainer(
+        model=trains,
+        args=bertkit.TrainingArguments(
+            output_dir=str(tmp_path / "b"), max_steps=1, report_to="none", save_strategy="no"
+        ),
+        train_dataset=train,
+    ).train()
+    assert result.global_step == 1
+    trains.requires_grad_(False)
+    with pytest.raises(ValueError, match="every parameter has requires_grad=False"):
+        bertkit.Trainer(model=trains, args=args, train_dataset=train)

@@ -454,9 +454,11 @@ class PreTrainedModel(nn.Module):
 
         Keyword arguments that are config fields override the saved config (``num_labels=5``). Others:
         ``config``, ``cache_dir``, ``dtype``, ``device``, ``ignore_mismatched_sizes``,
-        ``output_loading_info``. ``dtype`` takes a torch dtype or an inference precision ("auto",
-        "fp32", "bf16", "int8"); transformers' ``torch_dtype`` takes a torch dtype or "auto", which
-        there means the checkpoint's own dtype. Never touches the network.
+        ``output_loading_info``. ``dtype`` (or transformers' former ``torch_dtype``) takes a torch
+        dtype, "auto" (the checkpoint's own dtype, as in transformers) or one of bertkit's inference
+        precisions "fp32", "bf16", "int8" (the model comes prepared for inference, its weights frozen;
+        :func:`bertkit.inference.prepare_for_inference` with "auto" picks the CPU's fastest). Never
+        touches the network.
         """
         return load_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs)
 

@@ -45,7 +45,7 @@ _IGNORED_HF_KWARGS = frozenset(
 )
 
 
-_INFERENCE_DTYPES = ("auto", "fp32", "bf16", "int8")
+_INFERENCE_DTYPES = ("fp32", "bf16", "int8")
 
 _INIT_WEIGHTS = contextvars.ContextVar("bertkit_init_weights", default=True)
 
@@ -177,11 +177,12 @@ def load_pretrained(
         init_missing=cls.init_missing,
         ignore_mismatched_sizes=ignore_mismatched_sizes,
     )
-    if dtype is None and torch_dtype == "auto":
-        # transformers' torch_dtype="auto": the checkpoint's own dtype (bertkit's dtype="auto" is the
-        # inference precision this CPU runs fastest, a different promise under a different name)
-        torch_dtype = checkpoint_dtype(config, weights_file)
     target_dtype = dtype if dtype is not None else torch_dtype
+    if target_dtype == "auto":
+        # transformers' dtype="auto" (torch_dtype="auto" before it): the checkpoint's own dtype, a model
+        # that trains. The inference precision this CPU runs fastest is a separate step,
+        # prepare_for_inference(model, "auto"), or pipeline(..., dtype="auto").
+        target_dtype = checkpoint_dtype(config, weights_file)
     # "auto" / "fp32" / "bf16" / "int8" name an inference precision (bertkit.inference), applied after loading
     inference_dtype = target_dtype if isinstance(target_dtype, str) and target_dtype in _INFERENCE_DTYPES else None
     if isinstance(target_dtype, str):

@@ -648,6 +648,15 @@ class Trainer:
             # A setting of this run, not of the model: the config keeps its own rates, so a model
             # pretrained without dropout is saved with the rates it is fine-tuned with.
             set_dropout(model, config.dropout)
+        prepared = getattr(model, "_bertkit_inference_dtype", None)
+        if prepared is not None or not any(p.requires_grad for p in model.parameters()):
+            why = (
+                f"it was prepared for inference at {prepared} (from_pretrained(dtype='{prepared}'), a pipeline "
+                "or prepare_for_inference), which freezes its weights: load it without an inference dtype to train"
+                if prepared is not None
+                else "every parameter has requires_grad=False"
+            )
+            raise ValueError(f"Trainer: {type(model).__name__} has nothing to train: {why}")
         if config.activation_checkpointing:
             owners = _checkpointing_owners(model)
             if not owners:
