@@ -251,21 +251,35 @@ def test_sequential_evaluator_equals_sentence_transformers(lee, bbc, ref, ours):
 
 
 def test_sentence_transformers_evaluators_on_bertkit_model(lee, bbc, ref, ours):
-    """sentence-transformers' own retrieval evaluator runs on bertkit's model (encode_query,
-    encode_document, similarity) and gives its own numbers; only its model-card hook needs an
-    attribute bertkit's model does not have."""
+    """sentence-transformers' own evaluators run on bertkit's model (encode, encode_query,
+    encode_document, similarity, the model-card record) and give their own numbers."""
     queries, corpus, rel = bbc
-    with pytest.raises(AttributeError, match="model_card_data"):
-        STRetrieval(queries, corpus, rel)(ours)
     model = bertkit.SentenceTransformer(MINILM)
-    model.model_card_data = SimpleNamespace(set_evaluation_metrics=lambda *args: None)
     assert_same_results(
         STRetrieval(queries, corpus, rel, name="x")(model), STRetrieval(queries, corpus, rel, name="x")(ref)
     )
-    # the similarity evaluator asks encode() for precision=None, which bertkit's encode refuses
     s1, s2, gold = lee
-    with pytest.raises(ValueError, match="precision None"):
-        STSimilarity(s1[:4], s2[:4], gold[:4])(model)
+    assert_same_results(STSimilarity(s1, s2, gold)(model), STSimilarity(s1, s2, gold)(ref))
+    assert [e[0] for e in model.model_card_data.evaluations] == [
+        "InformationRetrievalEvaluator",
+        "EmbeddingSimilarityEvaluator",
+    ]
+
+
+def test_qrels_beyond_the_queries_and_corpus_score_as_sentence_transformers(bbc, ref, ours):
+    """A relevant document missing from the corpus counts as a miss, a query missing from the queries
+    is not scored, as in sentence-transformers; a warning counts them."""
+    queries, corpus, rel = bbc
+    first = sorted(rel)[:5]
+    wider = {**rel, "q-gone": {next(iter(corpus))}, **{q: {*rel[q], f"d-gone-{q}"} for q in first}}
+    with pytest.warns(UserWarning, match="5 corpus id"):
+        got = bke.InformationRetrievalEvaluator(queries, corpus, wider, name="w")(ours)
+    want = STRetrieval(queries, corpus, wider, name="w")(ref)
+    assert_same_results(got, want)
+    assert (
+        got["w_cosine_recall@10"]
+        < bke.InformationRetrievalEvaluator(queries, corpus, rel, name="w")(ours)["w_cosine_recall@10"]
+    )
 
 
 def test_results_csv_with_other_columns_is_refused_and_kept(lee, ours, tmp_path):
@@ -296,9 +310,9 @@ def test_bad_input_is_refused_by_name(lee, bbc):
     with pytest.raises(ValueError, match="main_similarity 'l2'"):
         bke.EmbeddingSimilarityEvaluator(s1[:5], s2[:5], gold[:5], main_similarity="l2")
     queries, corpus, rel = bbc
-    with pytest.raises(ValueError, match="corpus id 'd-gone', which is not in the corpus"):
+    with pytest.warns(UserWarning, match=r"1 corpus id\(s\) not in the corpus \(e.g. 'd-gone'\).*count as misses"):
         bke.InformationRetrievalEvaluator(queries, corpus, {**rel, "q1": {"d1", "d-gone"}})
-    with pytest.raises(ValueError, match="query id.* not in queries, e.g. 'q-gone'"):
+    with pytest.warns(UserWarning, match=r"1 query id\(s\) not in queries \(e.g. 'q-gone'\); they are not scored"):
         bke.InformationRetrievalEvaluator(queries, corpus, {**rel, "q-gone": {"d1"}})
     with pytest.raises(ValueError, match="main_score_function 'cos'"):
         bke.InformationRetrievalEvaluator(queries, corpus, rel, main_score_function="cos")

@@ -16,9 +16,9 @@ sentence-transformers model alike, with prompts and ``truncate_dim`` passed thro
 come from bertkit's one implementation of each metric (:mod:`bertkit.search.evaluation`).
 
 Where sentence-transformers lets bad input through, these refuse it by name before any text is
-embedded: pairs and scores of different lengths, an unknown similarity, a relevant document missing
-from the corpus (it would lower recall with no message) or a relevant-docs query missing from the
-queries.
+embedded: pairs and scores of different lengths, an unknown similarity. Relevant documents missing
+from the corpus and relevant-docs queries missing from the queries are scored as there (a miss; not
+scored) with a warning that counts them.
 
 With ``output_path`` (and ``write_csv``) a call adds one row to the evaluator's results CSV, under
 sentence-transformers' file name and columns: the file is rewritten whole and atomically with the
@@ -33,6 +33,7 @@ import csv
 import io
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -325,24 +326,30 @@ class InformationRetrievalEvaluator(BaseEvaluator):
             raise ValueError("InformationRetrievalEvaluator: write_predictions is not supported by bertkit")
         if isinstance(corpus_chunk_size, bool) or not isinstance(corpus_chunk_size, int) or corpus_chunk_size < 1:
             raise ValueError(f"corpus_chunk_size must be a whole number >= 1, got {corpus_chunk_size!r}")
+        # Ids the qrels name beyond the queries or the corpus are common (qrels of a full collection,
+        # evaluated on a sample of it) and sentence-transformers scores them as it does: such a query
+        # is not scored, such a document counts as a miss. They are never silent here.
         missing_q = [qid for qid in relevant_docs if qid not in queries]
         if missing_q:
-            raise ValueError(
-                f"InformationRetrievalEvaluator: relevant_docs names {len(missing_q)} query id(s) not in queries, "
-                f"e.g. {missing_q[0]!r}"
+            warnings.warn(
+                f"InformationRetrievalEvaluator: relevant_docs names {len(missing_q)} query id(s) not in queries "
+                f"(e.g. {missing_q[0]!r}); they are not scored",
+                stacklevel=2,
             )
+        missing_c: list[Any] = []
         for qid, docs in relevant_docs.items():
             if isinstance(docs, (str, bytes)) or not isinstance(docs, Iterable):
                 raise ValueError(
                     f"InformationRetrievalEvaluator: relevant_docs[{qid!r}] must be a set of corpus ids, "
                     f"got {type(docs).__name__}"
                 )
-            missing_c = [cid for cid in docs if cid not in corpus]
-            if missing_c:
-                raise ValueError(
-                    f"InformationRetrievalEvaluator: relevant_docs[{qid!r}] names corpus id {missing_c[0]!r}, "
-                    "which is not in the corpus (it could never be retrieved, and would lower recall silently)"
-                )
+            missing_c += [cid for cid in docs if cid not in corpus]
+        if missing_c:
+            warnings.warn(
+                f"InformationRetrievalEvaluator: relevant_docs names {len(missing_c)} corpus id(s) not in the "
+                f"corpus (e.g. {missing_c[0]!r}); they can never be retrieved and count as misses",
+                stacklevel=2,
+            )
         self.queries_ids = [qid for qid in queries if len(relevant_docs.get(qid, ())) > 0]
         if not self.queries_ids:
             raise ValueError("InformationRetrievalEvaluator: no query has a relevant document")

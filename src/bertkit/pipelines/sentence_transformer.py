@@ -102,6 +102,17 @@ def _dtype_from_model_kwargs(model_kwargs: dict[str, Any] | None) -> Any:
     return {"float32": "fp32", "bfloat16": "bf16"}.get(dtype, dtype) if isinstance(dtype, str) else dtype
 
 
+class _ModelCardData:
+    """Where sentence-transformers' evaluators and trainers record results for the model card it
+    writes. bertkit writes none, so a record is accepted and kept only here (``evaluations``)."""
+
+    def __init__(self) -> None:
+        self.evaluations: list[tuple[Any, ...]] = []
+
+    def set_evaluation_metrics(self, evaluator: Any, metrics: dict[str, Any], epoch: int = 0, step: int = 0) -> None:
+        self.evaluations.append((type(evaluator).__name__, dict(metrics), epoch, step))
+
+
 class SentenceTransformer:
     """Sentence vectors from a sentence-transformers folder or model id (the local Hugging Face cache).
 
@@ -188,6 +199,7 @@ class SentenceTransformer:
         self.similarity_fn_name = similarity_fn_name or st_cfg.get("similarity_fn_name")
         self.truncate_dim = truncate_dim
         self._includes_prompt = _pooling_includes_prompt(folder)
+        self.model_card_data = _ModelCardData()
 
     # -- what sentence-transformers users read off the model ------------------------------------
 
@@ -339,6 +351,7 @@ class SentenceTransformer:
             _refuse("encode()", "runs in one process: pool=, chunk_size= and a list of devices are not supported")
         if output_value not in _OUTPUT_VALUES:
             _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)}")
+        precision = "float32" if precision is None else precision  # what sentence-transformers' evaluators pass
         if precision not in util.PRECISIONS:
             _refuse(f"precision {precision!r}", f"is not one of {', '.join(util.PRECISIONS)}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
