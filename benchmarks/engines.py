@@ -5,7 +5,8 @@ batch size, the same thread count, mean pooling over the real tokens and L2 norm
 tokenization inside the timed pass. Each engine runs at its documented best CPU setting, converted
 here from the local folder:
 
-- bertkit ``pipeline("sentence-embedding")`` at dtype auto, bf16, fp32 and int8;
+- bertkit ``pipeline("sentence-embedding")`` at dtype auto, bf16, fp32 and int8, and bertkit's
+  ``SentenceTransformer(dtype="auto").encode`` (the class a sentence-transformers script imports);
 - sentence-transformers fp32 and bf16 (the model cast to bfloat16);
 - ONNX Runtime fp32 (graph optimisations on) and dynamic int8 with per-channel weight scales;
 - OpenVINO bf16 (``INFERENCE_PRECISION_HINT``) and int8 (NNCF weight and activation quantization);
@@ -180,6 +181,7 @@ def ctranslate2_engine(folder: Path, batches: Batches, threads: int, work: Path)
 
 ENGINES = (
     "bertkit auto",
+    "bertkit SentenceTransformer auto",
     "bertkit bf16",
     "bertkit fp32",
     "bertkit int8",
@@ -195,6 +197,11 @@ ENGINES = (
 
 def build_engine(name: str, folder: Path, texts: list[str], args: argparse.Namespace, work: Path) -> Embed:
     """The one engine ``name``, behind a ``texts -> (n, 384) unit vectors`` call (ImportError: not installed)."""
+    if name.startswith("bertkit SentenceTransformer"):  # the drop-in class a sentence-transformers script imports
+        from bertkit import SentenceTransformer
+
+        model = SentenceTransformer(folder, dtype=name.split()[-1], device="cpu")
+        return lambda t: model.encode(t, batch_size=args.batch_size, normalize_embeddings=True)
     if name.startswith("bertkit"):
         pipe = pipeline(
             "sentence-embedding", model=folder, dtype=name.split()[1], batch_size=args.batch_size, truncation="cut"
@@ -337,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     for a, b, target in (
         ("bertkit auto", "OpenVINO bf16", ">= 1.5x"),
         ("bertkit auto", "sentence-transformers bf16", ">= 2.5x"),
+        ("bertkit SentenceTransformer auto", "sentence-transformers bf16", ">= 2.5x, the drop-in class"),
         ("bertkit fp32", "ONNX Runtime fp32", ">= 1.3x"),
         ("bertkit int8", "bertkit bf16", "> 1x on a CPU with AMX-INT8 or VNNI"),
     ):
