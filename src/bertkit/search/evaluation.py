@@ -35,10 +35,15 @@ from bertkit._text import parse_json, read_text, require_file, split_records
 __all__ = [
     "RETRIEVAL_KS",
     "SIMILARITIES",
+    "average_precision",
+    "best_accuracy_threshold",
+    "best_f1_threshold",
+    "correlations",
     "credit_copies",
     "pair_similarity",
     "read_beir",
     "read_qrels",
+    "rerank_metrics",
     "retrieval_metrics",
     "sts_metrics",
 ]
@@ -154,17 +159,35 @@ def sts_metrics(
 ) -> dict[str, float]:
     """``pearson`` and ``spearman`` of the pairs' ``similarity`` (cosine by default) against the gold
     ``scores``."""
+    return correlations(pair_similarity(emb1, emb2, similarity), scores)
+
+
+def correlations(predicted: Sequence[float], gold: Sequence[float]) -> dict[str, float]:
+    """``pearson`` and ``spearman`` of one score per pair (``predicted``) against the gold ``scores``."""
     from bertkit.tasks.metrics import pearsonr, spearmanr
 
-    sim = pair_similarity(emb1, emb2, similarity)
-    gold = np.asarray(scores, np.float64)
-    return {"pearson": float(pearsonr(sim, gold)), "spearman": float(spearmanr(sim, gold))}
+    pred = np.asarray(predicted, np.float64)
+    ref = np.asarray(gold, np.float64)
+    if pred.ndim != 1 or pred.shape != ref.shape:
+        raise ValueError(
+            f"correlations need one predicted score per gold score, got shapes {pred.shape} and {ref.shape}"
+        )
+    return {"pearson": float(pearsonr(pred, ref)), "spearman": float(spearmanr(pred, ref))}
 
 
 def _query_metrics(
-    hits: Sequence[str], relevant: set[str], ks: Mapping[str, Sequence[int]] = RETRIEVAL_KS
+    hits: Sequence[Any],
+    relevant: set[Any],
+    ks: Mapping[str, Sequence[int]] = RETRIEVAL_KS,
+    run_end: Sequence[int] | None = None,
 ) -> dict[str, float]:
-    """One query's metrics at the cut-offs ``ks`` (``{metric: cut-offs}``) from its ranked ``hits``."""
+    """One query's metrics at the cut-offs ``ks`` (``{metric: cut-offs}``) from its ranked ``hits``.
+
+    ``run_end`` (per rank, the last rank with the same score) counts equal scores as scikit-learn's
+    ranking metrics do, which sentence-transformers' cross-encoder evaluators use: nDCG gives every
+    rank of a run the run's mean gain, MAP scores a run's relevant hits at the run's end (or at the
+    cut-off). Without it each rank is a run of its own.
+    """
     out: dict[str, float] = {}
     for k in ks.get("accuracy", ()):
         out[f"accuracy@{k}"] = float(any(h in relevant for h in hits[:k]))
@@ -172,20 +195,142 @@ def _query_metrics(
         out[f"precision@{k}"] = sum(h in relevant for h in hits[:k]) / k
     for k in ks.get("recall", ()):
         out[f"recall@{k}"] = sum(h in relevant for h in hits[:k]) / len(relevant)
+    gain = [float(h in relevant) for h in hits]
+    if run_end is not None:
+        start = 0
+        while start < len(gain):
+            end = run_end[start] + 1
+            gain[start:end] = [sum(gain[start:end]) / (end - start)] * (end - start)
+            start = end
     for k in ks.get("ndcg", ()):
-        dcg = sum(1.0 / math.log2(r + 2) for r, h in enumerate(hits[:k]) if h in relevant)
+        dcg = sum(g / math.log2(r + 2) for r, g in enumerate(gain[:k]) if g)
         idcg = sum(1.0 / math.log2(r + 2) for r in range(min(k, len(relevant))))
         out[f"ndcg@{k}"] = dcg / idcg
     for k in ks.get("mrr", ()):
         out[f"mrr@{k}"] = next((1.0 / (r + 1) for r, h in enumerate(hits[:k]) if h in relevant), 0.0)
+    if ks.get("map"):
+        found_by_rank = np.cumsum([h in relevant for h in hits]).tolist()
     for k in ks.get("map", ()):
-        found, total = 0, 0.0
+        total = 0.0
         for r, h in enumerate(hits[:k]):
             if h in relevant:
-                found += 1
-                total += found / (r + 1)
+                last = r if run_end is None else min(run_end[r], k - 1)
+                total += found_by_rank[last] / (last + 1)
         out[f"map@{k}"] = total / min(k, len(relevant))
     return out
+
+
+def _ranked_runs(scores: Sequence[float]) -> tuple[list[int], list[int]]:
+    """Indices of ``scores`` best first, in sentence-transformers' order (``np.argsort`` reversed), and
+    per rank the last rank with the same score."""
+    s = np.asarray(scores)
+    if s.ndim != 1 or not len(s):
+        raise ValueError(f"ranking needs a non-empty list of scores, got shape {s.shape}")
+    if np.isnan(s).any():
+        raise ValueError(
+            f"score {float(s[np.isnan(s)][0])!r} at position {int(np.flatnonzero(np.isnan(s))[0])} is not a number"
+        )
+    order = np.argsort(s)[::-1]
+    ranked = s[order]
+    run_end = [0] * len(s)
+    end = len(s) - 1
+    for r in range(len(s) - 1, -1, -1):
+        if r < len(s) - 1 and ranked[r] != ranked[r + 1]:
+            end = r
+        run_end[r] = end
+    return order.tolist(), run_end
+
+
+def _binary(labels: Sequence[int], n: int, what: str) -> list[int]:
+    """``labels`` as a list of 0 and 1, one per score; anything else is refused by value."""
+    y = np.asarray(labels).reshape(-1).tolist()
+    if len(y) != n:
+        raise ValueError(f"{what} must hold one 0 or 1 per score ({n}), got {len(y)}")
+    bad = next((v for v in y if v not in (0, 1)), None)
+    if bad is not None:
+        raise ValueError(f"{what} must be 0 or 1, got {bad!r}")
+    return [int(v) for v in y]
+
+
+def rerank_metrics(relevance: Sequence[int], scores: Sequence[float], k: int = 10) -> dict[str, float]:
+    """``mrr@k``, ``ndcg@k`` and ``map`` (average precision over every candidate) of one query's
+    candidates, ``relevance`` 1 or 0 each, ranked by ``scores``: sentence-transformers'
+    ``CrossEncoderRerankingEvaluator`` numbers, equal scores included (see :func:`_query_metrics`).
+    A query with no relevant candidate scores 0 on each."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a whole number >= 1, got {k!r}")
+    order, run_end = _ranked_runs(scores)
+    rel = _binary(relevance, len(order), "relevance")
+    relevant = {i for i, r in enumerate(rel) if r}
+    if not relevant:
+        return {f"mrr@{k}": 0.0, f"ndcg@{k}": 0.0, "map": 0.0}
+    m = _query_metrics(order, relevant, {"mrr": [k], "ndcg": [k], "map": [len(order)]}, run_end)
+    return {f"mrr@{k}": m[f"mrr@{k}"], f"ndcg@{k}": m[f"ndcg@{k}"], "map": m[f"map@{len(order)}"]}
+
+
+def average_precision(labels: Sequence[int], scores: Sequence[float]) -> float:
+    """Average precision of binary ``labels`` (1 = positive) ranked by ``scores``, equal scores as one
+    threshold (scikit-learn's ``average_precision_score``); 0 without a positive."""
+    order, run_end = _ranked_runs(scores)
+    relevant = {i for i, y in enumerate(_binary(labels, len(order), "labels")) if y}
+    if not relevant:
+        return 0.0
+    return _query_metrics(order, relevant, {"map": [len(order)]}, run_end)[f"map@{len(order)}"]
+
+
+def best_accuracy_threshold(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:
+    """The best accuracy of "positive when the score is at least the threshold" over binary ``labels``,
+    and that threshold: a midpoint between neighbouring scores (in the scores' precision), as
+    sentence-transformers' ``BinaryClassificationEvaluator.find_best_acc_and_threshold`` picks it."""
+    s = np.asarray(scores)
+    y = _binary(labels, len(s), "labels")
+    dtype = np.result_type(s.dtype, np.float16)
+    rows = sorted(zip(s, y), key=lambda row: row[0], reverse=True)
+    if not rows:
+        return 0.0, -1.0
+    positives, negatives_left = 0, y.count(0)
+    # the threshold above every score: every pair called negative
+    best, threshold = negatives_left / len(y), np.nextafter(rows[0][0], np.inf, dtype=dtype)
+    for i, (score, label) in enumerate(rows):
+        positives += label
+        negatives_left -= 1 - label
+        last = i == len(rows) - 1
+        if not last and score == rows[i + 1][0]:
+            continue
+        acc = (positives + negatives_left) / len(y)
+        if acc > best:
+            best = acc
+            threshold = score if last else (score + rows[i + 1][0]) / 2
+            if not last and threshold == rows[i + 1][0]:  # a rounded midpoint must not take the next score in
+                threshold = score
+    return best, threshold
+
+
+def best_f1_threshold(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float, float, float]:
+    """The best F1 of "positive when the score is at least the threshold" over binary ``labels``, with its
+    precision, recall and threshold, as sentence-transformers'
+    ``BinaryClassificationEvaluator.find_best_f1_and_threshold`` picks them."""
+    s = np.asarray(scores)
+    y = _binary(labels, len(s), "labels")
+    rows = sorted(zip(s, y), key=lambda row: row[0], reverse=True)
+    best_f1 = best_precision = best_recall = 0.0
+    threshold: Any = 0
+    taken = correct = 0
+    for i, (score, label) in enumerate(rows):
+        taken += 1
+        correct += label
+        last = i == len(rows) - 1
+        if not last and score == rows[i + 1][0]:
+            continue
+        if correct > 0:
+            precision, recall = correct / taken, correct / sum(y)
+            f1 = 2 * precision * recall / (precision + recall)
+            if f1 > best_f1:
+                best_f1, best_precision, best_recall = f1, precision, recall
+                threshold = score if last else (score + rows[i + 1][0]) / 2
+                if not last and threshold == rows[i + 1][0]:
+                    threshold = score
+    return best_f1, best_precision, best_recall, threshold
 
 
 def _check_ks(ks: Mapping[str, Sequence[int]]) -> None:

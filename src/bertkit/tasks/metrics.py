@@ -57,7 +57,8 @@ def precision_recall_f1(
 
     ``average="micro"`` pools counts over classes (equals accuracy for single-label data);
     ``"macro"`` is the unweighted mean over the classes present in labels or predictions (a class
-    with no support and no predictions is left out, as scikit-learn does for labels=None).
+    with no support and no predictions is left out, as scikit-learn does for labels=None);
+    ``"weighted"`` weighs each class by its count among the labels.
     Undefined ratios (0/0) count as 0.
     """
     p, y = _as_int_arrays(preds, labels)
@@ -65,18 +66,21 @@ def precision_recall_f1(
     tp = np.array([np.sum((p == c) & (y == c)) for c in classes], dtype=float)
     fp = np.array([np.sum((p == c) & (y != c)) for c in classes], dtype=float)
     fn = np.array([np.sum((p != c) & (y == c)) for c in classes], dtype=float)
+    weights = np.ones_like(tp)
     if average == "micro":
-        tp, fp, fn = tp.sum(keepdims=True), fp.sum(keepdims=True), fn.sum(keepdims=True)
+        tp, fp, fn, weights = tp.sum(keepdims=True), fp.sum(keepdims=True), fn.sum(keepdims=True), weights[:1]
+    elif average == "weighted":
+        weights = tp + fn
     elif average != "macro":
-        raise ValueError(f"average must be 'macro' or 'micro', got {average!r}")
+        raise ValueError(f"average must be 'macro', 'micro' or 'weighted', got {average!r}")
     prec = np.divide(tp, tp + fp, out=np.zeros_like(tp), where=(tp + fp) > 0)
     rec = np.divide(tp, tp + fn, out=np.zeros_like(tp), where=(tp + fn) > 0)
     f1 = np.divide(2 * prec * rec, prec + rec, out=np.zeros_like(tp), where=(prec + rec) > 0)
-    return float(prec.mean()), float(rec.mean()), float(f1.mean())
+    return tuple(float(np.average(x, weights=weights)) for x in (prec, rec, f1))  # type: ignore[return-value]
 
 
 def f1_score(preds: Sequence, labels: Sequence, average: str = "macro") -> float:
-    """F1 with macro or micro averaging (see :func:`precision_recall_f1`)."""
+    """F1 with macro, micro or weighted averaging (see :func:`precision_recall_f1`)."""
     return precision_recall_f1(preds, labels, average)[2]
 
 
