@@ -15,6 +15,11 @@ retrieval, when the model has them), so it measures a ``bertkit.SentenceTransfor
 sentence-transformers model alike, with prompts and ``truncate_dim`` passed through. The numbers
 come from bertkit's one implementation of each metric (:mod:`bertkit.search.evaluation`).
 
+The cross-encoder evaluators (``CrossEncoderRerankingEvaluator``, ``CrossEncoderCorrelationEvaluator``,
+``CrossEncoderClassificationEvaluator``) score pairs through the model's ``predict``, so they measure
+a ``bertkit.CrossEncoder`` or a sentence-transformers one alike; equal scores count as they do there
+(scikit-learn's ranking metrics).
+
 Where sentence-transformers lets bad input through, these refuse it by name before any text is
 embedded: pairs and scores of different lengths, an unknown similarity. Relevant documents missing
 from the corpus and relevant-docs queries missing from the queries are scored as there (a miss; not
@@ -24,7 +29,8 @@ With ``output_path`` (and ``write_csv``) a call adds one row to the evaluator's 
 sentence-transformers' file name and columns: the file is rewritten whole and atomically with the
 row appended, so an interrupted write leaves the previous rows intact. A file of that name with
 other columns (another evaluator's, or another model's similarity) is refused rather than given
-rows under the wrong labels. Model cards are not written.
+rows under the wrong labels. Model cards are not written; the cross-encoder evaluators record their
+results on ``model.model_card_data`` where the model has one, as sentence-transformers' do.
 """
 
 from __future__ import annotations
@@ -40,10 +46,22 @@ from typing import Any
 
 import numpy as np
 
-from bertkit.search.evaluation import SIMILARITIES, retrieval_metrics, sts_metrics
+from bertkit.search.evaluation import (
+    SIMILARITIES,
+    average_precision,
+    best_accuracy_threshold,
+    best_f1_threshold,
+    correlations,
+    rerank_metrics,
+    retrieval_metrics,
+    sts_metrics,
+)
 
 __all__ = [
     "BaseEvaluator",
+    "CrossEncoderClassificationEvaluator",
+    "CrossEncoderCorrelationEvaluator",
+    "CrossEncoderRerankingEvaluator",
     "EmbeddingSimilarityEvaluator",
     "InformationRetrievalEvaluator",
     "SentenceEvaluator",
@@ -109,6 +127,15 @@ class BaseEvaluator:
     def get_config_dict(self) -> dict[str, Any]:
         """The settings worth recording next to the results (the ones not left at their default)."""
         return {}
+
+    def store_metrics_in_model_card_data(
+        self, model: Any, metrics: dict[str, Any], epoch: int = 0, step: int = 0
+    ) -> None:
+        """Record ``metrics`` on ``model.model_card_data`` as sentence-transformers' evaluators do (a
+        model without one records nothing: bertkit writes no model card)."""
+        card = getattr(model, "model_card_data", None)
+        if card is not None:
+            card.set_evaluation_metrics(self, metrics, epoch, step)
 
 
 # sentence-transformers' older name for the base class
@@ -542,3 +569,342 @@ class SequentialEvaluator(BaseEvaluator):
         results = {key: value for evaluation in evaluations for key, value in evaluation.items()}
         results["sequential_score"] = self.main_score_function(scores) if scores else 0.0
         return results
+
+
+# --- cross-encoders: scores of (query, document) pairs from the model's ``predict`` ----------------
+
+
+def _check_pairs(pairs: Any, what: str) -> list[list[str]]:
+    """``pairs`` as a list of [text, text]; any other entry is refused by position and value."""
+    out = []
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise ValueError(f"{what}: sentence_pairs[{i}] must be a pair of texts, got {pair!r:.200}")
+        if not all(isinstance(text, str) for text in pair):
+            raise ValueError(f"{what}: sentence_pairs[{i}] must hold two strings, got {pair!r:.200}")
+        out.append(list(pair))
+    if not out:
+        raise ValueError(f"{what}: sentence_pairs is empty")
+    return out
+
+
+def _predict(evaluator: Any, model: Any, pairs: list[list[str]]) -> np.ndarray:
+    """``model.predict`` of ``pairs`` as numpy, with the evaluator's prompt, batch size and progress bar."""
+    return np.asarray(
+        model.predict(
+            pairs,
+            prompt_name=evaluator.prompt_name,
+            batch_size=evaluator.batch_size,
+            convert_to_numpy=True,
+            show_progress_bar=evaluator.show_progress_bar,
+        )
+    )
+
+
+def _texts(value: Any, where: str) -> list[str]:
+    """A sample's document list (a single text is a list of one); anything but texts is refused."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Sequence) or not all(isinstance(text, str) for text in value):
+        raise ValueError(
+            f"CrossEncoderRerankingEvaluator: {where} must be a text or a list of texts, got {value!r:.200}"
+        )
+    return list(value)
+
+
+class CrossEncoderRerankingEvaluator(BaseEvaluator):
+    """MAP, MRR@k and nDCG@k of each query's documents ranked by the cross-encoder's scores.
+
+    A sample is a dict of "query", "positive" (a text or list of relevant texts) and either
+    "negative" (irrelevant texts) or "documents" (a first-stage ranking, best first, that may hold
+    the positives). With "documents", ``base_map`` / ``base_mrr@k`` / ``base_ndcg@k`` score that
+    ranking too, the positives missing from it placed after it (none found: 0). The reranked list is
+    the positives followed by the other documents (``always_rerank_positives``), or the documents
+    alone, scoring only the positives among them. A query without a relevant document scores 0.
+    Keys and CSV are sentence-transformers'; primary metric ``ndcg@k``.
+    """
+
+    def __init__(
+        self,
+        samples: list[dict[str, Any]] | dict[Any, dict[str, Any]],
+        at_k: int = 10,
+        always_rerank_positives: bool = True,
+        name: str = "",
+        prompt_name: str | None = None,
+        batch_size: int = 64,
+        show_progress_bar: bool = False,
+        write_csv: bool = True,
+        mrr_at_k: int | None = None,
+    ) -> None:
+        super().__init__()
+        if mrr_at_k is not None:
+            warnings.warn(
+                f"CrossEncoderRerankingEvaluator: mrr_at_k is deprecated; use at_k={mrr_at_k}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            at_k = mrr_at_k
+        if isinstance(at_k, bool) or not isinstance(at_k, int) or at_k < 1:
+            raise ValueError(f"CrossEncoderRerankingEvaluator: at_k must be a whole number >= 1, got {at_k!r}")
+        self.samples = list(samples.values()) if isinstance(samples, dict) else list(samples)
+        self.at_k = at_k
+        self.always_rerank_positives = always_rerank_positives
+        self.name = name
+        self.prompt_name = prompt_name
+        self.batch_size = batch_size
+        self.show_progress_bar = show_progress_bar
+        self.write_csv = write_csv
+        self.csv_file = "CrossEncoderRerankingEvaluator" + (f"_{name}" if name else "") + f"_results_@{at_k}.csv"
+        self.csv_headers = ["epoch", "steps", "MAP", f"MRR@{at_k}", f"NDCG@{at_k}"]
+        self.primary_metric = f"ndcg@{at_k}"
+        self._rankings()  # bad samples are refused here, before any model is called
+
+    def _rankings(self) -> list[tuple[str, list[str], list[int], list[int] | None]]:
+        """Per sample: the query, the documents to score, their relevance, and the first-stage
+        relevance (positives missing from "documents" appended; None without "documents")."""
+        out = []
+        for i, sample in enumerate(self.samples):
+            where = f"samples[{i}]"
+            if not isinstance(sample, Mapping):
+                raise ValueError(f"CrossEncoderRerankingEvaluator: {where} must be a dict, got {sample!r:.200}")
+            missing = [key for key in ("query", "positive") if key not in sample]
+            if missing:
+                raise ValueError(f"CrossEncoderRerankingEvaluator: {where} has no {missing[0]!r} key")
+            if ("negative" in sample) == ("documents" in sample):
+                raise ValueError(
+                    f"CrossEncoderRerankingEvaluator: {where} needs exactly one of 'negative' and 'documents', "
+                    f"got keys {sorted(sample)}"
+                )
+            query = sample["query"]
+            if not isinstance(query, str):
+                raise ValueError(f"CrossEncoderRerankingEvaluator: {where}['query'] must be a text, got {query!r:.200}")
+            positive = _texts(sample["positive"], f"{where}['positive']")
+            base: list[int] | None = None
+            if "documents" in sample:
+                documents = _texts(sample["documents"], f"{where}['documents']")
+                if not documents:
+                    raise ValueError(f"CrossEncoderRerankingEvaluator: {where}['documents'] is empty")
+                base = [int(doc in positive) for doc in documents]
+                if sum(base):
+                    # the positives the first stage missed, ranked after everything it found
+                    base += [1] * (len(positive) - sum(base))
+                if self.always_rerank_positives:
+                    docs = positive + [doc for doc in documents if doc not in positive]
+                    relevance = [1] * len(positive) + [0] * (len(docs) - len(positive))
+                else:
+                    docs, relevance = documents, [int(doc in positive) for doc in documents]
+            else:
+                negative = _texts(sample["negative"], f"{where}['negative']")
+                docs, relevance = positive + negative, [1] * len(positive) + [0] * len(negative)
+            for what, ranking in (("documents to rerank", relevance), ("first-stage documents", base)):
+                # nDCG of a single document is undefined (sentence-transformers fails in scikit-learn)
+                if ranking is not None and sum(ranking) and len(ranking) < 2:
+                    raise ValueError(
+                        f"CrossEncoderRerankingEvaluator: {where} has {len(ranking)} {what}; a ranking needs at least 2"
+                    )
+            out.append((query, docs, relevance, base))
+        if not out:
+            raise ValueError("CrossEncoderRerankingEvaluator: samples is empty")
+        return out
+
+    def __call__(
+        self, model: Any, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
+        """MAP, MRR@k and nDCG@k of ``model``'s reranking (and of the first stage), as a dict of floats."""
+        rankings = self._rankings()
+        results = _CsvResults(self.csv_file, self.csv_headers, "\r\n")
+        if output_path is not None and self.write_csv:
+            results.check(output_path)
+        k = self.at_k
+        base = [rerank_metrics(b, np.arange(len(b), 0, -1), k) for _, _, _, b in rankings if b is not None]
+        scored = [(q, docs, rel) for q, docs, rel, _ in rankings if sum(rel)]
+        pairs = [[q, doc] for q, docs, _ in scored for doc in docs]
+        # one predict call for every pair, as sentence-transformers batches them
+        scores = _predict(self, model, pairs) if pairs else np.zeros(0, np.float32)
+        if scores.shape != (len(pairs),):
+            raise ValueError(
+                f"CrossEncoderRerankingEvaluator needs one score per pair, got shape {scores.shape} for "
+                f"{len(pairs)} pairs (a one-label model)"
+            )
+        per_query, start = [], 0
+        for _, docs, rel, _ in rankings:
+            if not sum(rel):
+                per_query.append({f"mrr@{k}": 0.0, f"ndcg@{k}": 0.0, "map": 0.0})
+                continue
+            per_query.append(rerank_metrics(rel, scores[start : start + len(docs)], k))
+            start += len(docs)
+
+        def mean(rows: list[dict[str, float]], key: str) -> float:
+            return float(np.mean([row[key] for row in rows]))
+
+        m = {key: mean(per_query, key) for key in ("map", f"mrr@{k}", f"ndcg@{k}")}
+        metrics: dict[str, Any] = dict(m)
+        if base:
+            b = {key: mean(base, key) for key in ("map", f"mrr@{k}", f"ndcg@{k}")}
+            card = {key: f"{m[key]:.4f} ({m[key] - b[key]:+.4f})" for key in m}
+            self.store_metrics_in_model_card_data(model, self.prefix_name_to_metrics(card, self.name), epoch, steps)
+            metrics.update({f"base_{key}": value for key, value in b.items()})
+            metrics = self.prefix_name_to_metrics(metrics, self.name)
+        else:
+            metrics = self.prefix_name_to_metrics(metrics, self.name)
+            self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        if output_path is not None and self.write_csv:
+            results.append(output_path, [epoch, steps, m["map"], m[f"mrr@{k}"], m[f"ndcg@{k}"]])
+        return metrics
+
+    def get_config_dict(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"at_k": self.at_k}
+        if self.samples and "documents" in self.samples[0]:
+            config["always_rerank_positives"] = self.always_rerank_positives
+        return config
+
+
+class CrossEncoderCorrelationEvaluator(BaseEvaluator):
+    """Pearson and Spearman correlation of the model's score of each pair with the gold ``scores``;
+    keys ``pearson`` and ``spearman`` (primary), prefixed with ``name + "_"``. Needs a one-label model."""
+
+    def __init__(
+        self,
+        sentence_pairs: list[list[str]],
+        scores: list[float],
+        name: str = "",
+        prompt_name: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        write_csv: bool = True,
+    ) -> None:
+        super().__init__()
+        what = "CrossEncoderCorrelationEvaluator"
+        self.sentence_pairs = _check_pairs(sentence_pairs, what)
+        self.scores = list(scores)
+        if len(self.scores) != len(self.sentence_pairs):
+            raise ValueError(
+                f"{what}: sentence_pairs and scores must have one entry per pair, "
+                f"got {len(self.sentence_pairs)} and {len(self.scores)}"
+            )
+        bad = next((v for v in self.scores if not isinstance(v, (int, float, np.number)) or not np.isfinite(v)), None)
+        if bad is not None:
+            raise ValueError(f"{what}: scores must be finite numbers, got {bad!r}")
+        if len(self.scores) < 2:
+            raise ValueError(f"{what}: a correlation needs at least 2 pairs")
+        self.name = name
+        self.prompt_name = prompt_name
+        self.batch_size = batch_size
+        self.show_progress_bar = bool(show_progress_bar)
+        self.write_csv = write_csv
+        self.csv_file = "CrossEncoderCorrelationEvaluator" + (f"_{name}" if name else "") + "_results.csv"
+        self.csv_headers = ["epoch", "steps", "Pearson_Correlation", "Spearman_Correlation"]
+        self.primary_metric = "spearman"
+
+    @classmethod
+    def from_input_examples(cls, examples: Iterable[Any], **kwargs: Any) -> CrossEncoderCorrelationEvaluator:
+        """From ``InputExample``-like objects: ``texts`` the pair, ``label`` the gold score."""
+        examples = list(examples)
+        return cls([e.texts for e in examples], [e.label for e in examples], **kwargs)
+
+    def __call__(
+        self, model: Any, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
+        """Pearson and Spearman correlation of ``model``'s scores with the gold scores."""
+        results = _CsvResults(self.csv_file, self.csv_headers, "\r\n")
+        if output_path is not None and self.write_csv:
+            results.check(output_path)
+        predicted = _predict(self, model, self.sentence_pairs)
+        if predicted.ndim != 1:
+            raise ValueError(
+                f"CrossEncoderCorrelationEvaluator needs one score per pair (a one-label model), got scores of "
+                f"shape {predicted.shape}"
+            )
+        m = correlations(predicted, self.scores)
+        if output_path is not None and self.write_csv:
+            results.append(output_path, [epoch, steps, m["pearson"], m["spearman"]])
+        metrics = self.prefix_name_to_metrics(m, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
+
+
+class CrossEncoderClassificationEvaluator(BaseEvaluator):
+    """Classification of the pairs by the model's scores against gold ``labels``.
+
+    A one-label model (labels 0 or 1): ``accuracy``, ``f1``, ``precision``, ``recall`` at their best
+    thresholds (``accuracy_threshold``, ``f1_threshold``) and ``average_precision`` (primary). A wider
+    head (labels 0 .. num_labels - 1, the highest score wins): ``f1_macro`` (primary), ``f1_micro``
+    and ``f1_weighted``. Keys and CSV are sentence-transformers'.
+    """
+
+    def __init__(
+        self,
+        sentence_pairs: list[list[str]],
+        labels: list[int],
+        *,
+        name: str = "",
+        prompt_name: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        write_csv: bool = True,
+    ) -> None:
+        super().__init__()
+        what = "CrossEncoderClassificationEvaluator"
+        self.sentence_pairs = _check_pairs(sentence_pairs, what)
+        if len(labels) != len(self.sentence_pairs):
+            raise ValueError(
+                f"{what}: sentence_pairs and labels must have one entry per pair, "
+                f"got {len(self.sentence_pairs)} and {len(labels)}"
+            )
+        bad = next((v for v in labels if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0), None)
+        if bad is not None:
+            raise ValueError(f"{what}: labels must be class numbers (whole numbers >= 0), got {bad!r}")
+        self.labels = np.asarray(labels)
+        self.name = name
+        self.prompt_name = prompt_name
+        self.batch_size = batch_size
+        self.show_progress_bar = bool(show_progress_bar)
+        self.write_csv = write_csv
+        self.csv_file = "CrossEncoderClassificationEvaluator" + (f"_{name}" if name else "") + "_results.csv"
+
+    def __call__(
+        self, model: Any, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
+        """The classification metrics of ``model`` on the pairs, as a dict of floats."""
+        from bertkit.tasks.metrics import f1_score
+
+        num_labels = int(model.num_labels)
+        top = int(self.labels.max())
+        if top >= max(num_labels, 2):
+            raise ValueError(
+                f"CrossEncoderClassificationEvaluator: label {top} is beyond the model's "
+                f"{num_labels} label(s) (a one-label model takes 0 or 1)"
+            )
+        if num_labels == 1:
+            headers = ["Accuracy", "Accuracy_Threshold", "F1", "F1_Threshold", "Precision", "Recall"]
+            headers.append("Average_Precision")
+        else:
+            headers = ["Macro_F1", "Micro_F1", "Weighted_F1"]
+        self.csv_headers = ["epoch", "steps", *headers]
+        results = _CsvResults(self.csv_file, self.csv_headers, "\r\n")
+        if output_path is not None and self.write_csv:
+            results.check(output_path)
+        predicted = _predict(self, model, self.sentence_pairs)
+        if num_labels == 1:
+            acc, acc_threshold = best_accuracy_threshold(predicted, self.labels)
+            f1, precision, recall, f1_threshold = best_f1_threshold(predicted, self.labels)
+            metrics = {
+                "accuracy": acc,
+                "accuracy_threshold": acc_threshold,
+                "f1": f1,
+                "f1_threshold": f1_threshold,
+                "precision": precision,
+                "recall": recall,
+                "average_precision": average_precision(self.labels, predicted),
+            }
+            self.primary_metric = "average_precision"
+        else:
+            chosen = np.argmax(predicted, axis=1)
+            metrics = {f"f1_{avg}": f1_score(chosen, self.labels, avg) for avg in ("macro", "micro", "weighted")}
+            self.primary_metric = "f1_macro"
+        metrics = {key: float(value) for key, value in metrics.items()}
+        if output_path is not None and self.write_csv:
+            results.append(output_path, [epoch, steps, *metrics.values()])
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics

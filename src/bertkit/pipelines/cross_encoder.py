@@ -30,6 +30,7 @@ import torch
 
 from bertkit import _args as A
 
+from .sentence_transformer import _ModelCardData
 from .text_ranking import TextRankingPipeline
 
 __all__ = ["CrossEncoder"]
@@ -208,6 +209,8 @@ class CrossEncoder:
         if activation_fn is None:
             activation_fn = torch.nn.Sigmoid() if self.num_labels == 1 else torch.nn.Identity()
         self.activation_fn = activation_fn
+        # where sentence-transformers' evaluators record their results (kept, never written out)
+        self.model_card_data = _ModelCardData()
 
     @staticmethod
     def _read_st_files(folder: Path) -> dict[str, Any]:
