@@ -157,6 +157,7 @@ class GPT2Attention(nn.Module):
         mask: torch.Tensor | None,  # bool (B, 1, N, L), True = attend; None = plain causal
         cache: KVCache | None = None,
         output_attentions: bool = False,
+        blind: torch.Tensor | None = None,  # bool (B, 1, N, 1): queries that may see no key at all
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, N, _ = x.shape
         q, k, v = self.c_attn(x).view(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
@@ -166,6 +167,8 @@ class GPT2Attention(nn.Module):
         y, probs = attention(
             q, k, v, mask, output_attentions, self.attn_dropout, is_causal=mask is None and N > 1, scale=self.scale
         )
+        if blind is not None:  # as SDPA answers a query with every key masked (transformers' default): zeros
+            y = y.masked_fill(blind, 0.0)
         y = y.transpose(1, 2).reshape(B, N, -1)  # (B, N, H)
         return self.resid_dropout(self.c_proj(y)), probs
 
@@ -196,9 +199,14 @@ class GPT2Block(CheckpointedLayer):
         self.mlp = GPT2MLP(config)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None, output_attentions: bool
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        cache: KVCache | None,
+        output_attentions: bool,
+        blind: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        a, probs = self.attn(self.ln_1(x), mask, cache, output_attentions)
+        a, probs = self.attn(self.ln_1(x), mask, cache, output_attentions, blind)
         x = a + x
         return self.mlp(self.ln_2(x)) + x, probs
 
@@ -273,22 +281,30 @@ class GPT2Model(GPT2PreTrainedModel):
         self.post_init()
 
     @staticmethod
-    def _mask(attention_mask: torch.Tensor | None, past: int, n: int, device: torch.device) -> torch.Tensor | None:
-        """(B, L) 0/1 padding mask -> bool (B, 1, N, L): causal and not padding; None when causal alone does."""
+    def _mask(
+        attention_mask: torch.Tensor | None, past: int, n: int, device: torch.device
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(B, L) 0/1 padding mask -> bool (B, 1, N, L): causal and not padding (None when causal alone
+        does), and the bool (B, 1, N, 1) queries that see no key (None when there are none)."""
         if attention_mask is None or bool(attention_mask.all()):
             if past == 0 or n == 1:
-                return None  # SDPA's is_causal (or no mask at all for one new token)
+                return None, None  # SDPA's is_causal (or no mask at all for one new token)
             attention_mask = None
         L = past + n
         rows = torch.arange(past, L, device=device).unsqueeze(1)  # absolute position of each query
         cols = torch.arange(L, device=device).unsqueeze(0)
         causal = cols <= rows  # (N, L)
         if attention_mask is None:
-            return causal[None, None]
+            return causal[None, None], None
         mask = causal[None, None] & attention_mask.bool()[:, None, None, :]
-        # A padding query would see no key at all (SDPA then returns NaN, which the next layer's values
-        # would spread); let it see itself. Real tokens are unaffected.
-        return mask | (cols == rows)[None, None]
+        # A left-padding query sees no key at all. transformers' default (SDPA) answers it with zeros, and
+        # its logits count in the loss (the last pad predicts the first real token), so the attention
+        # zeroes those rows; letting them see themselves keeps every backend (and the explicit softmax
+        # of output_attentions) from producing NaN there. Other queries keep transformers' mask.
+        blind = ~mask.any(dim=-1, keepdim=True)  # (B, 1, N, 1)
+        if not bool(blind.any()):
+            return mask, None
+        return mask | (blind & (cols == rows)[None, None]), blind
 
     def forward(
         self,
@@ -331,11 +347,11 @@ class GPT2Model(GPT2PreTrainedModel):
         if token_type_ids is not None:
             x = x + self.wte(token_type_ids)
         x = self.drop(x)
-        mask = self._mask(attention_mask, past, N, x.device)
+        mask, blind = self._mask(attention_mask, past, N, x.device)
         all_hidden = [x] if output_hidden_states else None
         all_probs = [] if output_attentions else None
         for block in self.h:
-            x, probs = block(x, mask, cache, output_attentions)
+            x, probs = block(x, mask, cache, output_attentions, blind)
             if all_hidden is not None:
                 all_hidden.append(x)
             if all_probs is not None:
