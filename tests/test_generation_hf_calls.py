@@ -127,7 +127,6 @@ def test_beam_search_refusals_name_the_argument(pair, prompts):
     _, ours, _ = pair
     ids = prompts["single"]["input_ids"]
     for kw, text in [
-        ({"num_beams": 3, "do_sample": True}, "num_beams=3 with do_sample=True"),
         ({"num_beams": 2, "num_return_sequences": 3}, "num_return_sequences=3 must be <= num_beams=2"),
         ({"num_beams": 0}, "num_beams must be an integer >= 1, got 0"),
         ({"num_beams": 2.0}, "num_beams must be an integer >= 1, got 2.0"),

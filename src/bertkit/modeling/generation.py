@@ -47,8 +47,137 @@ GENERATION_DEFAULTS: dict[str, Any] = {
     "early_stopping": False,
     "eos_token_id": None,
     "pad_token_id": None,
+    "min_length": 0,
+    "forced_eos_token_id": None,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "exponential_decay_length_penalty": None,
+    "min_p": None,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+    "renormalize_logits": False,
+    "return_dict_in_generate": False,
+    "output_scores": False,
+    "output_logits": False,
 }
 GENERATION_CONFIG_NAME = "generation_config.json"
+
+# The score processors generate() takes beyond the core search settings.
+_PROCESSOR_FIELDS = (
+    "min_new_tokens",
+    "min_length",
+    "forced_eos_token_id",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "exponential_decay_length_penalty",
+    "min_p",
+    "typical_p",
+    "epsilon_cutoff",
+    "eta_cutoff",
+    "renormalize_logits",
+)
+
+# transformers' generation settings that would change the tokens and are not implemented here, with the
+# values that leave them off: a call or a generation config that turns one on is refused by name
+# rather than given other tokens than transformers' (a config may carry them switched off).
+_UNSUPPORTED_FIELDS: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "num_beam_groups": ("diverse (group) beam search", (None, 1)),
+    "diversity_penalty": ("diverse (group) beam search", (None, 0, 0.0)),
+    "stop_strings": ("stopping on strings; stop on token ids with eos_token_id", (None,)),
+    "penalty_alpha": ("contrastive search", (None,)),
+    "force_words_ids": ("constrained beam search", (None,)),
+    "constraints": ("constrained beam search", (None,)),
+    "guidance_scale": ("classifier-free guidance", (None, 1, 1.0)),
+    "sequence_bias": ("sequence bias", (None,)),
+    "forced_bos_token_id": ("forcing the first new token", (None,)),
+    "remove_invalid_values": ("replacing nan/inf scores", (None, False)),
+    "encoder_repetition_penalty": ("an encoder's repetition penalty", (None, 1, 1.0)),
+    "encoder_no_repeat_ngram_size": ("an encoder's no-repeat n-grams", (None, 0)),
+    "top_h": ("top-h sampling", (None,)),
+    "max_time": ("a time limit", (None,)),
+    "watermarking_config": ("watermarking", (None,)),
+    "prompt_lookup_num_tokens": ("prompt lookup decoding", (None,)),
+    "assistant_model": ("assisted generation", (None,)),
+    "logits_processor": ("custom logits processors", (None, [])),
+    "stopping_criteria": ("custom stopping criteria", (None, [])),
+    "prefix_allowed_tokens_fn": ("constrained generation", (None,)),
+    "output_attentions": ("returning attentions", (None, False)),
+    "output_hidden_states": ("returning hidden states", (None, False)),
+}
+
+
+def _refuse_unsupported_fields(config: Any) -> None:
+    """Raise ValueError naming the first setting of ``config`` that is on and not implemented."""
+    for name, (what, off) in _UNSUPPORTED_FIELDS.items():
+        value = getattr(config, name, None)
+        if not any(value is o or (type(value) is type(o) and value == o) for o in off):
+            raise ValueError(f"generate() does not support {name}={value!r} ({what})")
+
+
+class _Unset:
+    """The default of an argument whose None means something of its own (eos_token_id)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()
+
+
+def _token_list(name: str, value: Any, vocab_size: int) -> list[int]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size for t in values):
+        raise ValueError(f"{name} must be a token id or a non-empty list of ids in [0, {vocab_size}), got {value!r}")
+    return [int(t) for t in values]
+
+
+def _check_processor_fields(fields: dict[str, Any], eos: list[int], vocab_size: int) -> dict[str, Any]:
+    """Validate the extra processors' settings; returns them as the decoding loops read them."""
+    out = dict(fields)
+    for name in ("min_new_tokens", "min_length"):
+        value = fields[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    forced = fields["forced_eos_token_id"]
+    out["forced_eos"] = [] if forced is None else _token_list("forced_eos_token_id", forced, vocab_size)
+    for name in ("suppress_tokens", "begin_suppress_tokens"):
+        value = fields[name]
+        if value is not None:
+            if not isinstance(value, (list, tuple)) or any(
+                isinstance(t, bool) or not isinstance(t, int) for t in value
+            ):
+                raise ValueError(f"{name} must be a list of token ids, got {value!r}")
+            out[name] = torch.tensor([int(t) for t in value], dtype=torch.long)
+    decay = fields["exponential_decay_length_penalty"]
+    out["exponential_decay"] = None
+    if decay is not None:
+        if (
+            not isinstance(decay, (list, tuple))
+            or len(decay) != 2
+            or isinstance(decay[0], bool)
+            or not isinstance(decay[0], int)
+            or decay[0] < 0
+            or isinstance(decay[1], bool)
+            or not isinstance(decay[1], (int, float))
+        ):
+            raise ValueError(f"exponential_decay_length_penalty must be (start_index, decay_factor), got {decay!r}")
+        if not eos:
+            raise ValueError("exponential_decay_length_penalty raises the EOS score: it needs an eos_token_id")
+        out["exponential_decay"] = (int(decay[0]), float(decay[1]))
+    checks = {
+        "min_p": (lambda v: v is None or 0 <= v <= 1, "in [0, 1]"),
+        "typical_p": (lambda v: 0 < v <= 1, "in (0, 1] (1 = off)"),
+        "epsilon_cutoff": (lambda v: 0 <= v < 1, "in [0, 1) (0 = off)"),
+        "eta_cutoff": (lambda v: 0 <= v < 1, "in [0, 1) (0 = off)"),
+    }
+    for name, (ok, text) in checks.items():
+        value = fields[name]
+        if (value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)))) or not ok(value):
+            raise ValueError(f"{name} must be a number {text}, got {value!r}")
+    if not isinstance(fields["renormalize_logits"], bool):
+        raise ValueError(f"renormalize_logits must be True or False, got {fields['renormalize_logits']!r}")
+    return out
 
 
 class GenerationConfig:
@@ -195,14 +324,68 @@ def apply_top_k(scores: torch.Tensor, top_k: int) -> torch.Tensor:
     return scores.masked_fill(scores < kth, -float("inf"))
 
 
-def apply_top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Nucleus filtering: keep the smallest set of top tokens whose probability reaches ``top_p``."""
+def apply_top_p(scores: torch.Tensor, top_p: float, keep: int = 1) -> torch.Tensor:
+    """Nucleus filtering: keep the smallest set of top tokens whose probability reaches ``top_p``
+    (and at least the ``keep`` most likely)."""
     sorted_scores, sorted_idx = torch.sort(scores, descending=False)
     cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
     remove_sorted = cumulative <= (1 - top_p)
-    remove_sorted[..., -1:] = False  # always keep the most likely token
+    remove_sorted[..., -keep:] = False
     remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)
     return scores.masked_fill(remove, -float("inf"))
+
+
+def apply_min_p(scores: torch.Tensor, min_p: float, keep: int) -> torch.Tensor:
+    """Drop tokens whose probability is below ``min_p`` times the top one's (the ``keep`` best stay)."""
+    probs = scores.softmax(dim=-1)
+    remove = probs < min_p * probs.amax(dim=-1, keepdim=True)
+    remove.scatter_(-1, torch.topk(probs, min(keep, probs.shape[-1]), dim=-1).indices, False)
+    return scores.masked_fill(remove, -float("inf"))
+
+
+def apply_typical_p(scores: torch.Tensor, mass: float, keep: int) -> torch.Tensor:
+    """Locally typical sampling: keep the tokens whose surprise is closest to the entropy, up to ``mass``."""
+    normalized = torch.log_softmax(scores, dim=-1)
+    entropy = -(normalized * normalized.exp()).nansum(-1, keepdim=True)
+    shifted, order = torch.sort(torch.abs(-normalized - entropy), descending=False)
+    cumulative = scores.gather(-1, order).softmax(dim=-1).cumsum(dim=-1)
+    last = (cumulative < mass).sum(dim=1).clamp_(max=shifted.shape[-1] - 1)
+    remove_sorted = shifted > shifted.gather(1, last.view(-1, 1))
+    remove_sorted[..., :keep] = False
+    return scores.masked_fill(remove_sorted.scatter(1, order, remove_sorted), -float("inf"))
+
+
+def apply_epsilon_cutoff(scores: torch.Tensor, epsilon: float | torch.Tensor, keep: int) -> torch.Tensor:
+    """Drop tokens whose probability is below ``epsilon`` (a float, or a (B, 1) tensor); the ``keep`` best stay."""
+    remove = scores.softmax(dim=-1) < epsilon
+    remove &= scores < torch.topk(scores, min(keep, scores.shape[-1]))[0][..., -1, None]
+    return scores.masked_fill(remove, -float("inf"))
+
+
+def apply_eta_cutoff(scores: torch.Tensor, eta: float, keep: int) -> torch.Tensor:
+    """Epsilon cutoff with ``min(eta, sqrt(eta) * exp(-entropy))`` as the threshold of each row."""
+    eta_t = torch.tensor(eta, device=scores.device)
+    entropy = torch.distributions.Categorical(logits=scores).entropy()
+    return apply_epsilon_cutoff(scores, torch.min(eta_t, torch.sqrt(eta_t) * torch.exp(-entropy))[..., None], keep)
+
+
+def apply_exponential_decay(
+    scores: torch.Tensor, eos: list[int], start: int, factor: float, cur_len: int
+) -> torch.Tensor:
+    """Raise the EOS scores by ``|score| * (factor ** (cur_len - start) - 1)`` once past ``start``."""
+    if cur_len <= start:
+        return scores
+    eos_scores = scores[:, eos]
+    penalty = (torch.abs(eos_scores) * (pow(factor, cur_len - start) - 1)).masked_fill(~torch.isfinite(eos_scores), 0.0)
+    penalties = torch.zeros_like(scores)
+    penalties[:, eos] = penalty
+    return scores + penalties
+
+
+def suppress(scores: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """-inf for the ids in ``tokens`` (ids outside the vocabulary are ignored, as in transformers)."""
+    hit = torch.isin(torch.arange(scores.shape[-1], device=scores.device), tokens.to(scores.device))
+    return torch.where(hit, -float("inf"), scores)
 
 
 @dataclass(frozen=True)
@@ -251,7 +434,6 @@ class GenerationMixin:
         num_beams: Any,
         length_penalty: Any,
         early_stopping: Any,
-        do_sample: bool,
         num_return_sequences: int,
         streamer: Any,
     ) -> None:
@@ -263,11 +445,6 @@ class GenerationMixin:
             raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
         if num_beams == 1:
             return
-        if do_sample:
-            raise ValueError(
-                f"num_beams={num_beams} with do_sample=True (beam sampling) is not supported; "
-                "pass do_sample=False for beam search or num_beams=1 to sample"
-            )
         if num_return_sequences > num_beams:
             raise ValueError(
                 f"num_return_sequences={num_return_sequences} must be <= num_beams={num_beams} in beam search"
@@ -345,13 +522,52 @@ class GenerationMixin:
         scores: torch.Tensor, input_ids: torch.Tensor, first_real: torch.Tensor | None, opts: dict[str, Any]
     ) -> torch.Tensor:
         """The processors every search applies, in transformers' order: repetition penalty, no-repeat
-        n-grams, bad words."""
+        n-grams, bad words, min_length, min_new_tokens, forced EOS, exponential decay, suppressed tokens
+        and tokens suppressed at the first step. ``input_ids`` holds every (padded) token so far."""
+        cur_len, eos = input_ids.shape[1], opts["eos"]
         if opts["repetition_penalty"] != 1.0:
             scores = apply_repetition_penalty(scores, input_ids, opts["repetition_penalty"], first_real)
         if opts["no_repeat_ngram_size"] > 0:
             scores = apply_no_repeat_ngram(scores, input_ids, opts["no_repeat_ngram_size"])
         if opts["bad_words"] is not None:
             scores = apply_bad_words(scores, input_ids, opts["bad_words"])
+        if eos and cur_len < opts["min_length"]:  # counts the prompt (and its padding), as transformers does
+            scores = scores.clone()
+            scores[:, eos] = -float("inf")
+        if eos and cur_len - opts["prompt_len"] < opts["min_new_tokens"]:
+            scores = scores.clone()
+            scores[:, eos] = -float("inf")
+        forced = opts["forced_eos"]
+        if forced and cur_len == opts["max_length"] - 1:
+            scores = torch.full_like(scores, -float("inf"))
+            scores[:, forced] = 0.0
+        if opts["exponential_decay"] is not None:
+            start, factor = opts["exponential_decay"]
+            scores = apply_exponential_decay(scores, eos, opts["prompt_len"] + start, factor, cur_len)
+        if opts["suppress_tokens"] is not None:
+            scores = suppress(scores, opts["suppress_tokens"])
+        if opts["begin_suppress_tokens"] is not None and cur_len == opts["prompt_len"]:
+            scores = suppress(scores, opts["begin_suppress_tokens"])
+        return scores
+
+    @staticmethod
+    def _warp(scores: torch.Tensor, opts: dict[str, Any], keep: int) -> torch.Tensor:
+        """The sampling-only processors in transformers' order (temperature, top-k, top-p, min-p,
+        typical-p, epsilon and eta cutoffs); each filter leaves at least ``keep`` tokens."""
+        if opts["temperature"] != 1.0:
+            scores = scores / opts["temperature"]
+        if opts["top_k"]:
+            scores = apply_top_k(scores, max(opts["top_k"], keep))
+        if opts["top_p"] < 1.0:
+            scores = apply_top_p(scores, opts["top_p"], keep)
+        if opts["min_p"] is not None:
+            scores = apply_min_p(scores, opts["min_p"], keep)
+        if opts["typical_p"] < 1.0:
+            scores = apply_typical_p(scores, opts["typical_p"], keep)
+        if 0.0 < opts["epsilon_cutoff"] < 1.0:
+            scores = apply_epsilon_cutoff(scores, opts["epsilon_cutoff"], keep)
+        if 0.0 < opts["eta_cutoff"] < 1.0:
+            scores = apply_eta_cutoff(scores, opts["eta_cutoff"], keep)
         return scores
 
     @classmethod
@@ -366,12 +582,9 @@ class GenerationMixin:
         """One step's (B,) tokens from (B, V) scores, processed in transformers' order."""
         scores = cls._process_scores(scores, input_ids, first_real, opts)
         if opts["do_sample"]:
-            if opts["temperature"] != 1.0:
-                scores = scores / opts["temperature"]
-            if opts["top_k"]:
-                scores = apply_top_k(scores, opts["top_k"])
-            if opts["top_p"] < 1.0:
-                scores = apply_top_p(scores, opts["top_p"])
+            scores = cls._warp(scores, opts, keep=1)
+        if opts["renormalize_logits"]:
+            scores = torch.log_softmax(scores, dim=-1)
         if record is not None:
             record["scores"].append(scores)
         if not opts["do_sample"]:
@@ -392,12 +605,12 @@ class GenerationMixin:
         num_return_sequences: int | None = None,
         repetition_penalty: float | None = None,
         no_repeat_ngram_size: int | None = None,
-        eos_token_id: int | list[int] | None = None,
+        eos_token_id: int | list[int] | None | _Unset = UNSET,  # None given here: no end-of-text token at all
         pad_token_id: int | None = None,
         use_cache: bool = True,
         truncation: bool = False,
         streamer: TextStreamer | None = None,
-        num_beams: int | None = None,  # > 1: beam search
+        num_beams: int | None = None,  # > 1: beam search (beam sampling with do_sample=True)
         length_penalty: float | None = None,  # beam score = summed log-probs / new length ** length_penalty
         early_stopping: bool | str | None = None,  # beam search: True, False or "never"
         bad_words_ids: list[list[int]] | None = None,  # token sequences that must not be generated
@@ -407,35 +620,51 @@ class GenerationMixin:
 
         ``num_beams`` > 1 runs transformers' beam search (scores are summed log-probs, finished
         hypotheses ranked after ``length_penalty``; ``num_return_sequences`` <= ``num_beams`` best are
-        returned, and with ``return_dict_in_generate`` their ``sequences_scores`` when ``output_scores``).
-        Beam sampling (``do_sample=True`` with beams) and streaming beams are refused.
+        returned, and with ``return_dict_in_generate`` their ``sequences_scores`` when ``output_scores``);
+        with ``do_sample=True`` the candidates of each step are drawn as transformers draws them (beam
+        sampling). Streaming beams is refused.
 
-        An argument left at None takes its value from ``generation_config`` (a keyword argument, else
-        the model's own: the folder's ``generation_config.json``), else transformers' default
-        (``GENERATION_DEFAULTS``: greedy, top_k 50, max_length 20...). As in transformers,
-        ``max_new_tokens`` from either wins over ``max_length``, and temperature, top-k and top-p only
-        apply when sampling.
+        Also taken, with transformers' meaning: ``min_new_tokens``, ``min_length``, ``forced_eos_token_id``,
+        ``suppress_tokens``, ``begin_suppress_tokens``, ``exponential_decay_length_penalty``,
+        ``renormalize_logits`` and, when sampling, ``min_p``, ``typical_p``, ``epsilon_cutoff`` and
+        ``eta_cutoff``. Any other argument, or a generation config field that would change the tokens
+        and is not implemented (diverse beam search, stop strings...), is refused by name.
+
+        An argument left at None takes its value from ``generation_config`` (a keyword argument, then
+        the model's own: the folder's ``generation_config.json``, else its config's special ids), else
+        transformers' default (``GENERATION_DEFAULTS``: greedy, top_k 50, max_length 20...). As in
+        transformers, ``eos_token_id=None`` given to the call means no end-of-text token (generation
+        runs to the length limit), ``max_new_tokens`` from either wins over ``max_length``, and the
+        sampling filters only apply when sampling.
 
         A prompt longer than the model's context is an error naming the limit; with ``truncation=True``
         its left is cut so that prompt and new tokens fit. ``seed`` it with ``torch.manual_seed``.
         """
+        own = self.__dict__.get("_generation_config") or GenerationConfig.from_model_config(self.config)
         gen = kwargs.pop("generation_config", None)
-        if gen is None:  # the model's, without creating one that saving would then write
-            gen = self.__dict__.get("_generation_config") or GenerationConfig.from_model_config(self.config)
+        # transformers fills what a given generation config leaves unset from the model's own
+        sources = [own] if gen is None or gen is own else [gen, own]
 
-        def setting(name: str, given: Any) -> Any:
+        def setting(name: str, given: Any = None) -> Any:
             if given is not None:
                 return given
-            value = getattr(gen, name, None)
-            return GENERATION_DEFAULTS[name] if value is None else value
+            for source in sources:
+                value = getattr(source, name, None)
+                if value is not None:
+                    return value
+            return GENERATION_DEFAULTS[name]
 
+        for source in sources:
+            _refuse_unsupported_fields(source)
         do_sample, temperature = setting("do_sample", do_sample), setting("temperature", temperature)
         top_k, top_p = setting("top_k", top_k), setting("top_p", top_p)
         num_return_sequences = setting("num_return_sequences", num_return_sequences)
         repetition_penalty = setting("repetition_penalty", repetition_penalty)
         no_repeat_ngram_size = setting("no_repeat_ngram_size", no_repeat_ngram_size)
         max_length, max_new_tokens = setting("max_length", max_length), setting("max_new_tokens", max_new_tokens)
-        eos_token_id, pad_token_id = setting("eos_token_id", eos_token_id), setting("pad_token_id", pad_token_id)
+        if eos_token_id is UNSET:
+            eos_token_id = setting("eos_token_id")
+        pad_token_id = setting("pad_token_id", pad_token_id)
         num_beams, length_penalty = setting("num_beams", num_beams), setting("length_penalty", length_penalty)
         early_stopping = setting("early_stopping", early_stopping)
         bad_words_ids = setting("bad_words_ids", bad_words_ids)
@@ -446,12 +675,15 @@ class GenerationMixin:
         # A BertTokenizer's encoding carries token_type_ids; GPT-2 embeds them, and new tokens take
         # the prompt's last type, as in transformers.
         token_type_ids = kwargs.pop("token_type_ids", None)
-        min_new_tokens = setting("min_new_tokens", kwargs.pop("min_new_tokens", None))
-        as_dict = bool(kwargs.pop("return_dict_in_generate", None) or getattr(gen, "return_dict_in_generate", False))
-        want_scores = bool(kwargs.pop("output_scores", None) or getattr(gen, "output_scores", False))
-        want_logits = bool(kwargs.pop("output_logits", None) or getattr(gen, "output_logits", False))
+        extra = {name: setting(name, kwargs.pop(name, None)) for name in _PROCESSOR_FIELDS}
+        as_dict = bool(setting("return_dict_in_generate", kwargs.pop("return_dict_in_generate", None)))
+        want_scores = bool(setting("output_scores", kwargs.pop("output_scores", None)))
+        want_logits = bool(setting("output_logits", kwargs.pop("output_logits", None)))
+        kwargs.pop("tokenizer", None)  # transformers reads it for stop_strings alone, refused above or below
         for key, value in kwargs.items():
-            raise TypeError(f"generate() got an unsupported argument {key}={value!r}")
+            if key not in _UNSUPPORTED_FIELDS:
+                raise TypeError(f"generate() got an unsupported argument {key}={value!r}")
+            _refuse_unsupported_fields(GenerationConfig(**{key: value}))  # one left off is transformers' no-op
         if input_ids is None:
             raise ValueError("generate() needs input_ids (the tokenized prompt)")
         if input_ids.dim() == 1:
@@ -464,14 +696,14 @@ class GenerationMixin:
                 )
         if not do_sample:  # only sampling reads these, so greedy search ignores them, as transformers does
             temperature, top_k, top_p = 1.0, 0, 1.0
+            extra.update(min_p=None, typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0)
         self._validate_generation_args(
             temperature, top_k, top_p, repetition_penalty, num_return_sequences, no_repeat_ngram_size
         )
-        self._validate_beam_args(num_beams, length_penalty, early_stopping, do_sample, num_return_sequences, streamer)
+        self._validate_beam_args(num_beams, length_penalty, early_stopping, num_return_sequences, streamer)
         limits = self.generation_limits()
-        eos = _eos_list(eos_token_id) if eos_token_id is not None else limits.eos_token_ids
-        eos = [e for e in eos if 0 <= e < limits.vocab_size]  # an EOS outside the vocabulary can never be produced
-        pad_token_id = limits.pad_token_id if pad_token_id is None else pad_token_id
+        eos_count = len(_eos_list(eos_token_id))
+        eos = [e for e in _eos_list(eos_token_id) if 0 <= e < limits.vocab_size]  # one outside can never come
         if pad_token_id is None and eos:
             pad_token_id = eos[0]
         new_tokens, keep = self._new_token_count(
@@ -494,10 +726,7 @@ class GenerationMixin:
             and bool((input_ids == pad_token_id).any())
         ):
             attention_mask = (input_ids != pad_token_id).long()  # as transformers: infer padding from pad ids
-        if isinstance(min_new_tokens, bool) or not isinstance(min_new_tokens, int) or min_new_tokens < 0:
-            raise ValueError(f"min_new_tokens must be an integer >= 0, got {min_new_tokens!r}")
         opts = {
-            "min_new_tokens": min_new_tokens,
             "do_sample": do_sample,
             "temperature": temperature,
             "top_k": top_k,
@@ -505,6 +734,11 @@ class GenerationMixin:
             "repetition_penalty": repetition_penalty,
             "no_repeat_ngram_size": no_repeat_ngram_size,
             "bad_words": prepare_bad_words(bad_words_ids, limits.vocab_size, eos),
+            "eos": eos,
+            "eos_count": eos_count,
+            "prompt_len": input_ids.shape[1],
+            "max_length": input_ids.shape[1] + new_tokens,
+            **_check_processor_fields(extra, eos, limits.vocab_size),
         }
         cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
         record: dict[str, list[torch.Tensor]] | None = None
@@ -602,8 +836,6 @@ class GenerationMixin:
             if record is not None:
                 record["logits"].append(logits.float().clone())  # the scores below may change in place
             scores = logits.float()
-            if eos and step < opts["min_new_tokens"]:  # no end of text before min_new_tokens new tokens
-                scores[:, eos] = -float("inf")
             next_tokens = self._next_tokens(scores, input_ids, first_real, opts, record)
             if eos:
                 next_tokens = torch.where(unfinished, next_tokens, pad_token_id)
@@ -656,6 +888,7 @@ class GenerationMixin:
         positions = (mask.cumsum(-1) - 1).clamp_min(0) if padded else None
         first_real = mask.argmax(dim=1) if padded else None
         eos_t = torch.tensor(eos, device=device, dtype=torch.long)
+        sample, n_eos = opts["do_sample"], opts["eos_count"]
 
         running = torch.full((batch, K, max_length), fill, dtype=torch.int64, device=device)
         running[:, :, :prompt_len] = input_ids.view(batch, K, prompt_len)
@@ -668,7 +901,7 @@ class GenerationMixin:
         improvable = torch.ones((batch, 1), dtype=torch.bool, device=device)
         running_idx = torch.full((batch, K, new_tokens), -1, dtype=torch.int32, device=device)
         beam_indices = running_idx.clone()
-        keep = max(2, 1 + len(eos)) * K
+        keep = max(2, 1 + n_eos) * K
         top_k_mask = torch.cat([torch.ones(K, dtype=torch.bool), torch.zeros(keep - K, dtype=torch.bool)]).to(device)
         batch_offset = torch.arange(batch, device=device).view(-1, 1) * K
 
@@ -686,15 +919,23 @@ class GenerationMixin:
             if record is not None:
                 record["logits"].append(logits.clone())
             log_probs = self._process_scores(torch.log_softmax(logits, dim=-1), flat_ids, first_real, opts)
-            if eos and step < opts["min_new_tokens"]:
-                log_probs[:, eos] = -float("inf")
+            if sample:  # each filter keeps enough tokens that a beam can go on past an EOS
+                log_probs = self._warp(log_probs, opts, keep=n_eos + 1 if n_eos else 2)
+            if opts["renormalize_logits"]:
+                log_probs = torch.log_softmax(log_probs, dim=-1)
             if record is not None:
                 record["scores"].append(log_probs.clone())
             vocab = log_probs.shape[-1]
             total = (log_probs.view(batch, K, vocab) + running_scores[:, :, None]).reshape(batch, -1)
 
-            # the best `keep` continuations over all beams of each prompt
-            topk_scores, topk_flat = torch.topk(total, k=keep)
+            # the best `keep` continuations over all beams of each prompt, or (beam sampling) `keep` drawn
+            # without replacement from the softmax of the summed scores, then ranked by those scores
+            if sample:
+                topk_flat = torch.multinomial(torch.softmax(total, dim=-1), num_samples=keep)
+                topk_scores, order = torch.gather(total, 1, topk_flat).sort(dim=-1, descending=True)
+                topk_flat = topk_flat.gather(-1, order)
+            else:
+                topk_scores, topk_flat = torch.topk(total, k=keep)
             src = topk_flat // vocab
             topk_idx = gather(running_idx, src)
             topk_seqs = gather(running, src)
