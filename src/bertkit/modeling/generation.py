@@ -1,10 +1,12 @@
 """Text generation for causal language models, with transformers' ``generate`` semantics.
 
-Greedy search, sampling (temperature, top-k, top-p) and beam search (``num_beams``, ``length_penalty``,
-``early_stopping``), repetition penalty, no-repeat n-grams, ``bad_words_ids``, ``num_return_sequences``,
+Greedy search, sampling (temperature, top-k, top-p, min-p, typical-p, epsilon and eta cutoffs), beam
+search (``num_beams``, ``length_penalty``, ``early_stopping``) and beam sampling, repetition penalty,
+no-repeat n-grams, ``bad_words_ids``, min lengths, forced and suppressed tokens, ``num_return_sequences``,
 EOS/padding handling and left-padded batches with an ``attention_mask``. Scores are processed in
-transformers' order (repetition penalty, no-repeat n-gram, bad words, then for sampling temperature,
-top-k, top-p), so greedy and beam output are token for token the same as ``transformers``.
+transformers' order (the processors of every search, then for sampling the filters), and random draws
+are made in transformers' order and shapes, so output is token for token the same as ``transformers``
+(with the same ``torch.manual_seed`` when sampling).
 
 The loop keeps a preallocated KV cache (one new token per step sees the whole cache) and computes the
 vocabulary projection for the last position only. A decoding step is bound by reading weights, and
