@@ -423,10 +423,11 @@ def predict(
     from bertkit import _args as A
 
     A.positive_int.check("batch_size", batch_size)
+    if output is not None:  # an earlier file is refused before the model is even looked for
+        check_output_file(output, overwrite)
     model_dir = resolve_model_path(model_dir)  # the output may not be inside a cached model either
     if output is not None:
         refuse_inside_input(output, model_dir, data)
-        check_output_file(output, overwrite)
     task, net, tok = load_finetuned(model_dir, device=device, dtype=dtype, **overrides)
     examples = task.read(data, labelled=False)
     rows = task.predict(net, tok, examples, batch_size=batch_size, progress=progress)
