@@ -379,7 +379,7 @@ def test_bad_input_gets_one_clear_line(bk, tmp_path):
         bk.max_seq_length = 1000
     with pytest.raises(ValueError, match="differ in width: 384 and 10"):
         util.cos_sim(np.ones((2, 384)), np.ones((2, 10)))
-    with pytest.raises(ValueError, match="top_k must be a whole number >= 1, got 0"):
+    with pytest.raises(ValueError, match="top_k must be an integer >= 1, got 0"):
         util.semantic_search(np.ones((1, 4)), np.ones((3, 4)), top_k=0)
     with pytest.raises(ValueError, match="cannot be set from a single vector"):
         util.quantize_embeddings(np.ones((1, 4), np.float32), "int8")

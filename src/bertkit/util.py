@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bertkit import _args as A
+
 __all__ = [
     "community_detection",
     "cos_sim",
@@ -163,12 +165,6 @@ def truncate_embeddings(embeddings: Any, truncate_dim: int | None) -> Any:
     return embeddings if truncate_dim is None else embeddings[..., :truncate_dim]
 
 
-def _positive(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    return value
-
-
 def semantic_search(
     query_embeddings: Vectors,
     corpus_embeddings: Vectors,
@@ -186,7 +182,7 @@ def semantic_search(
         ("corpus_chunk_size", corpus_chunk_size),
         ("top_k", top_k),
     ):
-        _positive(name, value)
+        A.positive_int.check(name, value)
     queries, corpus = _rows(query_embeddings, "query_embeddings"), _rows(corpus_embeddings, "corpus_embeddings")
     _same_width(queries, corpus)
     if corpus.device != queries.device:
@@ -263,7 +259,7 @@ def paraphrase_mining_embeddings(
         ("max_pairs", max_pairs),
         ("top_k", top_k),
     ):
-        _positive(name, value)
+        A.positive_int.check(name, value)
     emb = _rows(embeddings)
     pairs: list[tuple[float, int, int]] = []  # min-heap holding the best max_pairs pairs
     queued: set[tuple[int, int]] = set()
@@ -311,8 +307,8 @@ def community_detection(
     ``threshold``; largest first, each led by its centre, no vector in two groups."""
     from tqdm.auto import tqdm
 
-    _positive("min_community_size", min_community_size)
-    _positive("batch_size", batch_size)
+    A.positive_int.check("min_community_size", min_community_size)
+    A.positive_int.check("batch_size", batch_size)
     if len(embeddings) == 0:
         return []
     emb = normalize_embeddings(_rows(embeddings))
