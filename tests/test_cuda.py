@@ -320,3 +320,92 @@ def test_index_and_search_on_the_gpu(texts, tmp_path, capsys):
     assert main(["search", "--index", str(tmp_path / "index-0"), "--device", "cuda", texts[7]]) == 0
     hits = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
     assert hits and hits[0].endswith(texts[7]), hits[:2]
+
+
+def test_sentence_transformer_class_on_the_gpu(texts, reference):
+    """``bertkit.SentenceTransformer(..., device="cuda")``, sentence-transformers' call: its vectors on
+    the GPU in fp32, and in bf16 (``model_kwargs={"dtype": torch.bfloat16}``) within the bf16 gate."""
+    from bertkit import SentenceTransformer
+
+    model = SentenceTransformer(str(asset_path("minilm")), device="cuda")
+    got = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_tensor=True)
+    assert got.device.type == "cuda"
+    cos = torch.nn.functional.cosine_similarity(got.float().cpu(), reference, dim=-1)
+    assert cos.min().item() >= 0.99999, cos.min().item()
+    # the list form and token vectors stay on the model's device too, as sentence-transformers' do
+    assert all(v.device.type == "cuda" for v in model.encode(texts[:4], convert_to_numpy=False))
+    assert model.encode(texts[0], output_value="token_embeddings").device.type == "cuda"
+    assert model.encode(texts[:4], convert_to_tensor=True, precision="int8").dtype == torch.int8
+    sims = model.similarity(got[:8], got[:8])
+    assert torch.allclose(sims.float().cpu(), reference[:8] @ reference[:8].T, atol=1e-4)
+
+    half = SentenceTransformer(str(asset_path("minilm")), device="cuda", model_kwargs={"dtype": torch.bfloat16})
+    got = half.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_tensor=True)
+    cos = torch.nn.functional.cosine_similarity(got.float().cpu(), reference, dim=-1)
+    assert cos.min().item() >= 0.999, cos.min().item()
+
+
+def test_cross_encoder_on_the_gpu_scores_as_sentence_transformers(texts, tmp_path):
+    """``bertkit.CrossEncoder(..., device="cuda")`` against sentence-transformers' ``CrossEncoder`` on the
+    same GPU, for a seeded one-label head (sigmoid scores) and ``rank``'s order."""
+    st = pytest.importorskip("sentence_transformers")
+    from bertkit import CrossEncoder
+    from bertkit.modeling.auto import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(asset_path("minilm"), num_labels=1)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        model.classifier.weight.copy_(torch.randn(model.classifier.weight.shape, generator=gen) * 0.5)
+        model.classifier.bias.copy_(torch.randn(model.classifier.bias.shape, generator=gen) * 0.5)
+    model.save_pretrained(tmp_path / "ce", tokenizer=AutoTokenizer.from_pretrained(asset_path("minilm")))
+    pairs = [(texts[i], texts[i + 1]) for i in range(0, 64, 2)]
+    ours = CrossEncoder(str(tmp_path / "ce"), device="cuda")
+    theirs = st.CrossEncoder(str(tmp_path / "ce"), device="cuda")
+    a = torch.as_tensor(ours.predict(pairs, batch_size=16))
+    b = torch.as_tensor(theirs.predict(pairs, batch_size=16))
+    assert a.shape == b.shape == (32,)
+    assert (a - b).abs().max().item() < TOL
+    assert b.std().item() > 0.01  # the seeded head spreads the scores, so the order below means something
+    query, docs = texts[0], texts[1:21]
+    assert [r["corpus_id"] for r in ours.rank(query, docs)] == [r["corpus_id"] for r in theirs.rank(query, docs)]
+
+
+def test_activation_checkpointing_on_the_gpu_gives_the_same_gradients(batch):
+    """Recomputed blocks replay the GPU's dropout masks: the gradients with checkpointing equal those
+    without, from the same seed, for every family (the CPU test's contract, on CUDA)."""
+    from test_activation_checkpointing import _grads_and_saved_bytes, _models
+    from test_activation_checkpointing import _inputs as _ckpt_inputs
+
+    for name, model in _models().items():
+        model = model.to(CUDA)
+        inputs = {k: v.to(CUDA) for k, v in _ckpt_inputs(name, model, batch).items()}
+        plain, plain_bytes = _grads_and_saved_bytes(model, inputs)
+        model.activation_checkpointing_enable()
+        ckpt, ckpt_bytes = _grads_and_saved_bytes(model, inputs)
+        assert plain.keys() == ckpt.keys() and len(plain) > 10, name
+        for key in plain:
+            torch.testing.assert_close(ckpt[key], plain[key], atol=1e-5, rtol=1e-4, msg=f"{name} {key}")
+        assert ckpt_bytes < plain_bytes * 2 / 3, (name, ckpt_bytes, plain_bytes)
+        other, _ = _grads_and_saved_bytes(model, inputs, seed=1)
+        assert any(not torch.allclose(other[k], ckpt[k]) for k in ckpt), name  # dropout is on
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"num_beams": 3}, {"num_beams": 4, "num_return_sequences": 2, "length_penalty": 0.5, "no_repeat_ngram_size": 2}],
+)
+def test_gpt2_beam_search_is_transformers_on_the_gpu(kwargs, tmp_path):
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=500)
+    ).eval()
+    hf.save_pretrained(tmp_path)
+    ours = auto_class_for_task("causal-lm").from_pretrained(tmp_path).to(CUDA)
+    prompt = torch.tensor([[5, 17, 42, 7], [0, 0, 9, 11]], device=CUDA)
+    mask = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]], device=CUDA)
+    got = ours.generate(prompt, attention_mask=mask, max_new_tokens=10, **kwargs)
+    ref = hf.to(CUDA).generate(
+        prompt, attention_mask=mask, max_new_tokens=10, do_sample=False, pad_token_id=0, **kwargs
+    )
+    assert got.device.type == "cuda"
+    assert torch.equal(got.cpu(), ref.cpu())

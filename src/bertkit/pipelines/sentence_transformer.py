@@ -385,7 +385,8 @@ class SentenceTransformer:
                 desc="Batches",
                 max_batch_tokens=self._pipe.max_batch_tokens,
             )
-            tokens = [torch.from_numpy(r["last_hidden_state"]) for r in res]
+            # on the model's device, as sentence-transformers returns them
+            tokens = [torch.from_numpy(r["last_hidden_state"]).to(self.device) for r in res]
             return tokens[0] if single else tokens
         res = run_batched(
             self.model,
@@ -397,7 +398,8 @@ class SentenceTransformer:
             postprocess=self._pipe._pool,
         )
         if not res:
-            out: Any = torch.tensor([]) if convert_to_tensor else (np.array([]) if convert_to_numpy else [])
+            empty = torch.tensor([], device=self.device)
+            out: Any = empty if convert_to_tensor else (np.array([]) if convert_to_numpy else [])
             return out
         vecs = torch.from_numpy(np.stack([r["embedding"] for r in res]))
         vecs = util.truncate_embeddings(vecs, truncate_dim)
@@ -406,12 +408,12 @@ class SentenceTransformer:
         result: Any = vecs
         if precision != "float32":
             result = util.quantize_embeddings(vecs, precision)
-        if convert_to_tensor:
-            result = torch.as_tensor(result)
+        if convert_to_tensor:  # float vectors on the model's device, as sentence-transformers gives them
+            result = result.to(self.device) if isinstance(result, Tensor) else torch.as_tensor(result)
         elif convert_to_numpy:
             result = result.numpy() if isinstance(result, Tensor) else result
         else:
-            result = list(torch.as_tensor(result))
+            result = list(result.to(self.device) if isinstance(result, Tensor) else torch.as_tensor(result))
         return result[0] if single else result
 
     def _report_cut(self, dropped: list[int]) -> None:
