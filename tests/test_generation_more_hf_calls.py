@@ -216,6 +216,7 @@ PROCESSORS = [
     {"do_sample": True, "epsilon_cutoff": 0.05},
     {"do_sample": True, "eta_cutoff": 0.05},
     {"do_sample": True, "top_k": 0, "temperature": 1.5, "renormalize_logits": True},
+    {"do_sample": True, "top_k": None},  # given as None: no top-k filter, where leaving it out keeps 50
     {"do_sample": True, "num_beams": 2, "top_k": 3, "renormalize_logits": True},
 ]
 

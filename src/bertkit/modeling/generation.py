@@ -602,7 +602,7 @@ class GenerationMixin:
         max_new_tokens: int | None = None,  # wins over max_length
         do_sample: bool | None = None,
         temperature: float | None = None,
-        top_k: int | None = None,
+        top_k: int | None | _Unset = UNSET,  # None given here: no top-k filter (as 0)
         top_p: float | None = None,
         num_return_sequences: int | None = None,
         repetition_penalty: float | None = None,
@@ -636,7 +636,8 @@ class GenerationMixin:
         the model's own: the folder's ``generation_config.json``, else its config's special ids), else
         transformers' default (``GENERATION_DEFAULTS``: greedy, top_k 50, max_length 20...). As in
         transformers, ``eos_token_id=None`` given to the call means no end-of-text token (generation
-        runs to the length limit), ``max_new_tokens`` from either wins over ``max_length``, and the
+        runs to the length limit), ``top_k=None`` given to it means no top-k filter (as ``top_k=0``),
+        ``max_new_tokens`` from either wins over ``max_length``, and the
         sampling filters only apply when sampling.
 
         A prompt longer than the model's context is an error naming the limit; with ``truncation=True``
@@ -659,7 +660,9 @@ class GenerationMixin:
         for source in sources:
             _refuse_unsupported_fields(source)
         do_sample, temperature = setting("do_sample", do_sample), setting("temperature", temperature)
-        top_k, top_p = setting("top_k", top_k), setting("top_p", top_p)
+        # transformers keeps an explicit top_k=None, which turns the filter off; left out, it is 50
+        top_k = setting("top_k") if top_k is UNSET else (0 if top_k is None else top_k)
+        top_p = setting("top_p", top_p)
         num_return_sequences = setting("num_return_sequences", num_return_sequences)
         repetition_penalty = setting("repetition_penalty", repetition_penalty)
         no_repeat_ngram_size = setting("no_repeat_ngram_size", no_repeat_ngram_size)

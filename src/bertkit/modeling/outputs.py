@@ -44,6 +44,8 @@ class ModelOutput(OrderedDict):
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
+            if key == "cache" and "past_key_values" in self.__dataclass_fields__:
+                key = "past_key_values"  # transformers' newer name for the KV cache, as the property
             return super().__getitem__(key)
         return self.to_tuple()[key]
 
