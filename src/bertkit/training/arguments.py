@@ -93,6 +93,7 @@ _TRANSFORMERS_ONLY = {
     "activation_checkpointing_kwargs",
     "include_for_metrics",
     "eval_accumulation_steps",
+    "include_num_input_tokens_seen",
 }
 # What transformers' TrainingArguments defaults to where bertkit's differ (epochs, batch, decay, epsilon,
 # precision, drop_last, and a checkpoint every 500 steps with every one kept).
@@ -219,6 +220,11 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
     include = hf.pop("include_for_metrics", None) or []
     if isinstance(include, str) or any(i not in ("inputs", "loss") for i in include):
         raise _refuse("include_for_metrics", include, "must be a list of 'inputs' and/or 'loss'")
+    tokens_seen = hf.pop("include_num_input_tokens_seen", "no")
+    if isinstance(tokens_seen, bool):  # transformers reads True as "all", False as "no"
+        tokens_seen = "all" if tokens_seen else "no"
+    if tokens_seen not in ("all", "non_padding", "no"):
+        raise _refuse("include_num_input_tokens_seen", tokens_seen, "must be True, False, 'all', 'non_padding' or 'no'")
     # eval_accumulation_steps only bounds accelerator memory: bertkit moves every evaluation batch's
     # outputs to the CPU as it goes, so the results are the same with any value.
     hf.pop("eval_accumulation_steps", None)
@@ -227,6 +233,7 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         **({"label_names": list(label_names)} if label_names is not None else {}),
         **({"include_for_metrics": list(include)} if include else {}),
         **({"activation_checkpointing_kwargs": dict(checkpoint_kwargs)} if checkpoint_kwargs else {}),
+        **({"include_num_input_tokens_seen": tokens_seen} if tokens_seen != "no" else {}),
         "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8),
         "remove_unused_columns": bool(hf.pop("remove_unused_columns", True)),
         "names": "transformers",  # the Trainer then also checks the call as transformers' does
@@ -492,6 +499,7 @@ class TrainingArguments(metaclass=_ArgumentsType):
     per_device_eval_batch_size = property(
         lambda self: int(self.extra.get("per_device_eval_batch_size", self.batch_size))
     )
+    include_num_input_tokens_seen = property(lambda self: self.extra.get("include_num_input_tokens_seen", "no"))
 
     @property
     def schedule_span_minutes(self) -> float | None:

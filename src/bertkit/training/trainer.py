@@ -57,6 +57,11 @@ dir)``. ``resume=True`` restores model, optimizer, scheduler, scaler, RNG states
 position from the newest complete checkpoint. A NaN/inf loss raises :class:`NonFiniteLossError`
 before anything is saved, so the last good checkpoint stays intact.
 
+transformers' calls: ``Trainer(model_init=fn)`` builds a new model at every ``train()``, right after seeding
+with ``seed``; ``state.total_flos`` and train()'s ``total_flos`` count 6 x main-input tokens x non-embedding
+parameters per micro-batch (:meth:`Trainer.floating_point_ops`); ``include_num_input_tokens_seen`` counts the
+input tokens into ``state.num_input_tokens_seen`` and the logged rows; both totals survive a resume.
+
 DDP: launched under ``torchrun`` (``WORLD_SIZE`` > 1) the Trainer initialises the process group
 (NCCL on CUDA, gloo on CPU) and wraps the model (``ddp_find_unused_parameters`` for heads that
 skip parameters); only rank 0 logs, shows the bar and saves; each rank keeps its own RNG state in
@@ -212,7 +217,8 @@ class _KnownColumns:
 @dataclass
 class TrainerState:
     """``Trainer.state`` under transformers' names: the step and epoch reached, the best metric and
-    where its model is, and every logged row (metrics.jsonl) as ``log_history``."""
+    where its model is, every logged row (metrics.jsonl) as ``log_history``, the floating-point operations
+    trained so far (``total_flos``) and, with ``include_num_input_tokens_seen``, the input tokens seen."""
 
     global_step: int
     epoch: float
@@ -221,6 +227,8 @@ class TrainerState:
     best_global_step: int | None
     best_model_checkpoint: str | None
     log_history: list[dict[str, Any]]
+    total_flos: float = 0.0
+    num_input_tokens_seen: int = 0
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
@@ -580,7 +588,7 @@ class Trainer:
 
     def __init__(
         self,
-        model: nn.Module,
+        model: nn.Module | None = None,
         config: TrainingArguments | None = None,
         train_dataset: Any = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
@@ -600,6 +608,7 @@ class Trainer:
         compute_loss_func: Callable[..., torch.Tensor] | None = None,
         optimizers: tuple[torch.optim.Optimizer | None, Any] = (None, None),
         preprocess_logits_for_metrics: Callable[[Any, Any], Any] | None = None,
+        model_init: Callable[..., nn.Module] | None = None,
     ) -> None:
         # transformers' keywords (args, data_collator, processing_class) name the same things
         config = _one_of("config", config, "args", args)
@@ -614,6 +623,21 @@ class Trainer:
             loss_fn = functools.partial(_transformers_loss, compute_loss_func)
         if config is None or train_dataset is None:
             raise TypeError("Trainer needs its arguments (config= or args=) and a train_dataset")
+        # transformers' model_init: one model built now (the Trainer needs its class and parameters) and a
+        # fresh one at every train(), each call seeded with the run's seed first
+        if model is None and model_init is None:
+            raise RuntimeError("Trainer needs a model= or a model_init= that builds one")
+        if model is not None and model_init is not None:
+            raise ValueError("Trainer takes a model= or a model_init= that builds one, not both")
+        if model_init is not None and (optimizer is not None or optimizers[1] is not None):
+            raise RuntimeError(
+                "Trainer(model_init=...) builds a new model at every train(), which an optimizer or scheduler "
+                "given in optimizers= cannot follow: leave optimizers out"
+            )
+        self.model_init = model_init
+        if model is None:
+            set_seed(config.seed)
+            model = self.call_model_init()
         if evaluate is not None and (eval_dataset is not None or compute_metrics is not None):
             raise TypeError("give evaluate= or transformers' eval_dataset= / compute_metrics=, not both")
         if compute_metrics is not None and eval_dataset is None:
@@ -632,7 +656,7 @@ class Trainer:
         self.eval_dataset, self.compute_metrics = eval_dataset, compute_metrics
         self.preprocess_logits_for_metrics = preprocess_logits_for_metrics
         if evaluate is None and eval_dataset is not None:
-            evaluate = lambda model: self._evaluate_dataset(model, self.eval_dataset)[2]  # noqa: E731
+            evaluate = self._evaluate_during_training
         self.evaluate_fn = evaluate
         self.loss_fn: LossFn = loss_fn or model_loss
         self.tokenizer = tokenizer
@@ -644,6 +668,52 @@ class Trainer:
         if config.threads:
             torch.set_num_threads(config.threads)
         set_seed(config.seed)
+        self.batch_sampler = (
+            batch_sampler
+            if batch_sampler is not None
+            else RandomBatchSampler(
+                len(train_dataset),
+                config.batch_size,
+                seed=config.seed,
+                shuffle=config.shuffle,
+                drop_last=config.drop_last,
+                torch_order=config.extra.get("names") == "transformers",
+            )
+        )
+
+        prec = resolve_precision(config.precision, self.device)
+        self.precision = prec
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
+        self.steps_per_epoch = max(1, self._num_batches() // (self.world_size * config.grad_accum_steps))
+        if config.max_steps is not None:
+            self.total_steps = config.max_steps
+        else:
+            self.total_steps = max(1, int(math.ceil(config.epochs * self.steps_per_epoch)))
+        self.warmup_steps = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
+        self._attach_model(model, optimizer, optimizers[1])
+
+    def call_model_init(self, trial: Any = None) -> nn.Module:
+        """A new model from ``model_init`` (called with no argument, or with ``trial`` when it takes one),
+        as transformers' ``call_model_init``."""
+        if self.model_init is None:
+            raise RuntimeError("Trainer.call_model_init: this Trainer was given a model, not a model_init")
+        try:
+            count = len(inspect.signature(self.model_init).parameters)
+        except (TypeError, ValueError):  # a builtin or C callable without a signature: call it bare
+            count = 0
+        if count > 1:
+            raise RuntimeError(f"model_init takes {count} arguments; it must take none, or one (the trial)")
+        model = self.model_init(trial) if count == 1 else self.model_init()
+        if not isinstance(model, nn.Module):
+            raise RuntimeError(f"model_init returned {type(model).__name__}, not a model (an nn.Module)")
+        return model
+
+    def _attach_model(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None, scheduler: Any = None
+    ) -> None:
+        """Train ``model`` from step 0: it goes to the device (and into DDP), with a new optimizer and
+        schedule unless given, and the run's progress counted afresh."""
+        config = self.config
         if config.dropout is not None:
             # A setting of this run, not of the model: the config keeps its own rates, so a model
             # pretrained without dropout is saved with the rates it is fine-tuned with.
@@ -675,51 +745,28 @@ class Trainer:
                 find_unused_parameters=config.ddp_find_unused_parameters,
             )
 
-        self.batch_sampler = (
-            batch_sampler
-            if batch_sampler is not None
-            else RandomBatchSampler(
-                len(train_dataset),
-                config.batch_size,
-                seed=config.seed,
-                shuffle=config.shuffle,
-                drop_last=config.drop_last,
-                torch_order=config.extra.get("names") == "transformers",
-            )
-        )
-
-        prec = resolve_precision(config.precision, self.device)
-        self.precision = prec
-        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
-        self.scaler = torch.amp.GradScaler("cuda") if prec == "fp16" else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
 
         self.optimizer = optimizer if optimizer is not None else _adamw(self.raw_model, config)
 
-        self.steps_per_epoch = max(1, self._num_batches() // (self.world_size * config.grad_accum_steps))
-        if config.max_steps is not None:
-            self.total_steps = config.max_steps
-        else:
-            self.total_steps = max(1, int(math.ceil(config.epochs * self.steps_per_epoch)))
-        warmup = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
-        self.warmup_steps = warmup
         if config.schedule == "time":
             budget = 60.0 * config.schedule_span_minutes  # type: ignore[operator]
             offset = 60.0 * config.schedule_offset_minutes  # a later part of a longer schedule starts there
-            by_steps = _linear_schedule(warmup, 1 << 62, config.warmup_from_zero)  # the warmup part only
+            by_steps = _linear_schedule(self.warmup_steps, 1 << 62, config.warmup_from_zero)  # the warmup part only
             # min(): warmup by steps, then the linear decay by training time; no state beyond the
             # elapsed time, which resume restores. The time is the clock read at the top of the
             # step, which under DDP is one value for all ranks: each rank's own clock would give
             # each its own learning rate, and the replicas' weights would drift apart.
             lr_lambda = lambda step: min(by_steps(step), max(0.0, 1.0 - (offset + self._clock) / budget))  # noqa: E731
         else:
-            lr_lambda = _linear_schedule(warmup, self.total_steps, config.warmup_from_zero)
+            lr_lambda = _linear_schedule(self.warmup_steps, self.total_steps, config.warmup_from_zero)
         self.train_seconds = 0.0  # training wall time of earlier (resumed) runs
         self._elapsed: Callable[[], float] = lambda: self.train_seconds
         self._clock = 0.0  # training seconds at the top of the current step, the same on every rank
         # transformers' optimizers=(optimizer, scheduler): the caller's schedule, and no LambdaLR built over
         # its optimizer (building one sets the optimizer's rate to the warmup's first step)
         self.scheduler = (
-            optimizers[1] if optimizers[1] is not None else torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda)
+            scheduler if scheduler is not None else torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda)
         )
 
         # Progress state, all restored on resume.
@@ -732,6 +779,72 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         self._resumed = False  # a checkpoint was loaded (see _finished)
         self._resume_from: Path | None = None  # train(resume_from_checkpoint=path)
+        # transformers' counters: every rank's floating-point operations and input tokens so far, and this
+        # rank's since they were last added up (see _store_counts)
+        self.total_flos = 0.0
+        self.num_input_tokens_seen = 0
+        self.current_flos = 0.0
+        self._tokens_unstored = 0
+        self._non_embedding_parameters: int | None = None
+        self._warned_tokens = False
+        self._grad_norm: torch.Tensor | None = None  # the last step's gradient norm before clipping
+        self._call_start = (0, 0.0)  # step and training seconds where this train() call began
+
+    def floating_point_ops(self, inputs: Any) -> int:
+        """transformers' estimate of the floating-point operations of one forward and backward pass on
+        ``inputs``: 6 x the tokens of the model's main input x its parameters outside the embedding
+        tables; 0 for a batch without that input or a model that cannot count its parameters."""
+        model = self.raw_model
+        name = getattr(model, "main_input_name", "input_ids")
+        if not (isinstance(inputs, dict) and name in inputs and hasattr(model, "num_parameters")):
+            return 0
+        if self._non_embedding_parameters is None:  # the parameters do not change while training
+            self._non_embedding_parameters = int(model.num_parameters(exclude_embeddings=True))
+        return 6 * inputs[name].numel() * self._non_embedding_parameters
+
+    def _input_tokens(self, inputs: Any) -> int:
+        """The batch's input tokens under transformers' ``include_num_input_tokens_seen``: every position
+        of the main input ("all"), or those the attention mask (else the tokenizer's pad id) marks as
+        text ("non_padding"); 0 when it is "no"."""
+        mode = self.config.extra.get("include_num_input_tokens_seen", "no")
+        if mode == "no":
+            return 0
+        name = getattr(self.raw_model, "main_input_name", "input_ids")
+        if not isinstance(inputs, dict) or name not in inputs:
+            if not self._warned_tokens:
+                self._warned_tokens = True
+                warnings.warn(
+                    f"include_num_input_tokens_seen: the batch has no {name!r} (the model's main_input_name) "
+                    "to count; its tokens are not counted",
+                    stacklevel=2,
+                )
+            return 0
+        ids = inputs[name]
+        if mode == "non_padding":
+            if "attention_mask" in inputs:
+                return int(inputs["attention_mask"].sum())
+            pad = getattr(self.tokenizer, "pad_token_id", None)
+            if pad is not None:
+                return int((ids != pad).sum())
+        return int(ids.numel())
+
+    def _store_counts(self) -> None:
+        """Add every rank's floating-point operations and input tokens since the last call to the totals
+        (called on every rank at the same points: a logged row, an evaluation, a checkpoint, the end)."""
+        flos, tokens = self.current_flos, self._tokens_unstored
+        if self.distributed:
+            import torch.distributed as dist
+
+            both = torch.tensor([flos, float(tokens)], dtype=torch.float64, device=self.device)
+            dist.all_reduce(both)
+            flos, tokens = float(both[0]), int(both[1])
+        self.total_flos += flos
+        self.num_input_tokens_seen += tokens
+        self.current_flos, self._tokens_unstored = 0.0, 0
+
+    @property
+    def _counts_tokens(self) -> bool:
+        return self.config.extra.get("include_num_input_tokens_seen", "no") != "no"
 
     def _setup_distributed(self, config: TrainingArguments) -> None:
         """The device and, under torchrun (WORLD_SIZE / RANK / LOCAL_RANK), the process group."""
@@ -819,6 +932,7 @@ class Trainer:
 
     def save_checkpoint(self) -> Path | None:
         """Publish ``checkpoints/step-N`` (rank 0 writes every rank's RNG state); prune old ones."""
+        self._store_counts()
         rng_states = self._gather_rng()
         final = None
         if self.is_main:
@@ -830,6 +944,8 @@ class Trainer:
                 "best_step": self.best_step,
                 "bad_evals": self.bad_evals,
                 "train_seconds": self._elapsed(),
+                "total_flos": self.total_flos,
+                "num_input_tokens_seen": self.num_input_tokens_seen,
                 "world_size": self.world_size,
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
@@ -863,6 +979,8 @@ class Trainer:
         self.bad_evals = state["bad_evals"]
         self.train_seconds = float(state.get("train_seconds", 0.0))
         self._clock = self.train_seconds
+        self.total_flos = float(state.get("total_flos", 0.0))
+        self.num_input_tokens_seen = int(state.get("num_input_tokens_seen", 0))
         if rng is not None:
             ckpt_io.set_rng_state(rng)
 
@@ -960,6 +1078,8 @@ class Trainer:
         metrics: dict[str, float] = {}
         elapsed = self._elapsed()
         self._last_eval_step = self.step
+        self._store_counts()
+        tokens = {"num_input_tokens_seen": self.num_input_tokens_seen} if self._counts_tokens else {}
         if self.evaluate_fn is not None and self.is_main:
             evaluate = self.evaluate_fn
             metrics = self._in_eval_mode(lambda model: {k: float(v) for k, v in evaluate(model).items()})
@@ -970,6 +1090,7 @@ class Trainer:
                     "epoch": self.epoch,
                     "train_seconds": round(elapsed, 3),
                     **{f"eval_{k}": v for k, v in metrics.items()},
+                    **tokens,
                 }
             )
             name = self.config.best_metric
@@ -1056,6 +1177,9 @@ class Trainer:
         Under torchrun a Trainer trains once: it lets go of its DDP wrapper at the end (:meth:`close`)."""
         if self.distributed and self.model is self.raw_model:
             raise RuntimeError("this Trainer has already trained under torchrun (close()); build a new one")
+        if self.model_init is not None:  # as transformers: every run trains a new model, built under the seed
+            set_seed(self.config.seed)
+            self._attach_model(self.call_model_init())
         if resume_from_checkpoint:
             if resume_from_checkpoint is not True:
                 path = Path(resume_from_checkpoint)
@@ -1084,14 +1208,34 @@ class Trainer:
                 span = max(1, int(row["step"]) - last)
                 total, steps, last = total + float(row["loss"]) * span, steps + span, int(row["step"])
         loss = total / steps if steps else None
-        metrics = {"train_runtime": round(self.elapsed_seconds, 4), "epoch": self.step / self.steps_per_epoch}
+        metrics: dict[str, float] = {"train_runtime": round(self.elapsed_seconds, 4)}
+        # the rates are of this call's steps and time, as transformers' (a resumed run's earlier part not counted)
+        steps_run = self.step - self._call_start[0]
+        seconds = self.elapsed_seconds - self._call_start[1]
+        if seconds > 0:
+            samples = self._train_samples() * steps_run / max(self.total_steps, 1)
+            metrics["train_samples_per_second"] = round(samples / seconds, 3)
+            metrics["train_steps_per_second"] = round(steps_run / seconds, 3)
+        metrics["total_flos"] = self.total_flos
         if loss is not None:
             metrics["train_loss"] = loss
+        metrics["epoch"] = self.step / self.steps_per_epoch
+        if self._counts_tokens:
+            metrics["num_input_tokens_seen"] = self.num_input_tokens_seen
         return loss, metrics
+
+    def _train_samples(self) -> float:
+        """The examples the whole run is sized for, as transformers counts them: max_steps global batches
+        when max_steps is given, else the dataset's length times the epochs."""
+        cfg = self.config
+        if cfg.max_steps is not None:
+            return float(cfg.max_steps * cfg.batch_size * cfg.grad_accum_steps * self.world_size)
+        return float(len(self.dataset) * cfg.epochs)
 
     def _train(self) -> TrainResult:
         cfg = self.config
         self._prepare_output()
+        self._call_start = (self.step, self.train_seconds)
         if self._finished():
             return self._already_finished()
         self._stop = False
@@ -1150,6 +1294,7 @@ class Trainer:
             # save, or from a notebook minutes on) are the run's time, not the time since it started
             stopped = self._elapsed()
             self._elapsed = lambda: stopped
+        self._store_counts()
 
         if cfg.save_every or cfg.save_each_epoch:
             self.save_checkpoint()
@@ -1178,6 +1323,8 @@ class Trainer:
             batch, ends = next(stream)
             epoch_ended = epoch_ended or ends
             step_tokens += _batch_tokens(batch)
+            self.current_flos += float(self.floating_point_ops(batch))
+            self._tokens_unstored += self._input_tokens(batch)
             batch = _to_device(batch, self.device)
             sync = (micro == accum - 1) or not self.distributed
             ctx = contextlib.nullcontext() if sync else self.model.no_sync()
@@ -1202,7 +1349,11 @@ class Trainer:
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         if cfg.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm, foreach=True)
+            self._grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm, foreach=True)
+        elif cfg.extra.get("names") == "transformers":  # its Trainer logs the norm even when it does not clip
+            self._grad_norm = torch.nn.utils.get_total_norm(
+                [p.grad for p in self.model.parameters() if p.grad is not None], foreach=True
+            )
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -1233,8 +1384,13 @@ class Trainer:
             vals = vals / self.world_size
         row.update(dict(zip(keys, vals.cpu().tolist())))
         row["lr"] = lr
+        if self._grad_norm is not None:  # the last step's, before clipping, as transformers logs it
+            row["grad_norm"] = float(self._grad_norm)
         row["tokens_per_sec"] = w["tokens"] / max(now - w["t0"], 1e-9)
         row["train_seconds"] = round(self._elapsed(), 3)
+        self._store_counts()
+        if self._counts_tokens:
+            row["num_input_tokens_seen"] = self.num_input_tokens_seen
         self._log(row)
         if bar is not None:
             bar.set_postfix(
@@ -1316,6 +1472,17 @@ class Trainer:
             metrics.update({k: float(v) for k, v in self.compute_metrics(given).items()})
         return predictions, label_ids, {f"{prefix}{k}": v for k, v in metrics.items()}
 
+    def _evaluate_during_training(self, model: nn.Module) -> dict[str, float]:
+        """The metrics on ``eval_dataset`` an evaluation while training logs; of a dict of datasets, each
+        one's under ``{name}_`` (logged as ``eval_{name}_...``, as transformers names them)."""
+        if isinstance(self.eval_dataset, dict):
+            return {
+                f"{name}_{k}": v
+                for name, part in self.eval_dataset.items()
+                for k, v in self._evaluate_dataset(model, part)[2].items()
+            }
+        return self._evaluate_dataset(model, self.eval_dataset)[2]
+
     def _in_eval_mode(self, work: Callable[[nn.Module], Any]) -> Any:
         """``work(model)`` in eval mode without gradients; the model's own mode comes back after."""
         model = self.raw_model  # on self.device since __init__
@@ -1327,20 +1494,45 @@ class Trainer:
         finally:
             model.train(was_training)
 
+    def _speed_metrics(self, prefix: str, start: float, examples: int) -> dict[str, float]:
+        """transformers' ``{prefix}_runtime`` (seconds since ``start``) and its examples and batches per second."""
+        runtime = time.perf_counter() - start
+        out = {f"{prefix}_runtime": round(runtime, 4)}
+        if runtime > 0:
+            batches = math.ceil(examples / self.config.per_device_eval_batch_size)
+            out[f"{prefix}_samples_per_second"] = round(examples / runtime, 3)
+            out[f"{prefix}_steps_per_second"] = round(batches / runtime, 3)
+        return out
+
     def evaluate(self, eval_dataset: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
         """transformers' ``evaluate``: the loss and ``compute_metrics`` on ``eval_dataset`` (default the
-        Trainer's), keys prefixed ``eval_``, with the ``epoch`` reached."""
+        Trainer's), keys prefixed ``eval_``, its runtime and speed, the ``epoch`` reached (and the input
+        tokens seen, when counted). A dict of datasets is evaluated one by one, each under
+        ``eval_{name}_``."""
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             raise ValueError("Trainer.evaluate needs an eval_dataset (here or when the Trainer was built)")
+        if isinstance(dataset, dict):
+            merged: dict[str, float] = {}
+            for name, part in dataset.items():
+                merged.update(self.evaluate(part, metric_key_prefix=f"{metric_key_prefix}_{name}"))
+            return merged
+        start = time.perf_counter()
         _, _, metrics = self._in_eval_mode(lambda m: self._evaluate_dataset(m, dataset, f"{metric_key_prefix}_"))
-        return {**metrics, "epoch": self.step / self.steps_per_epoch}
+        metrics.update(self._speed_metrics(metric_key_prefix, start, len(dataset)))
+        metrics["epoch"] = self.step / self.steps_per_epoch
+        if self._counts_tokens:
+            metrics["num_input_tokens_seen"] = self.num_input_tokens_seen
+        return metrics
 
     def predict(self, test_dataset: Any, metric_key_prefix: str = "test") -> PredictionOutput:
-        """transformers' ``predict``: predictions (logits), labels and metrics on ``test_dataset``."""
+        """transformers' ``predict``: predictions (logits), labels and metrics (with runtime and speed) on
+        ``test_dataset``."""
+        start = time.perf_counter()
         predictions, label_ids, metrics = self._in_eval_mode(
             lambda m: self._evaluate_dataset(m, test_dataset, f"{metric_key_prefix}_")
         )
+        metrics.update(self._speed_metrics(metric_key_prefix, start, len(test_dataset)))
         return PredictionOutput(predictions, label_ids, metrics)
 
     def save_model(self, output_dir: str | os.PathLike | None = None) -> None:
@@ -1382,8 +1574,20 @@ class Trainer:
             best_metric=self.best_metric,
             best_global_step=self.best_step,
             best_model_checkpoint=str(self.output_dir / "best") if self.best_step is not None else None,
-            log_history=read_jsonl(path) if path.exists() else [],
+            log_history=[self._as_transformers_row(r) for r in read_jsonl(path)] if path.exists() else [],
+            total_flos=self.total_flos,
+            num_input_tokens_seen=self.num_input_tokens_seen,
         )
+
+    def _as_transformers_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A metrics.jsonl row with transformers' keys beside bertkit's: ``epoch`` as the fraction of epochs
+        trained (the row's step over the steps an epoch), the learning rate as ``learning_rate``."""
+        out = dict(row)
+        if "step" in row:
+            out["epoch"] = row["step"] / self.steps_per_epoch
+        if "lr" in row:
+            out["learning_rate"] = row["lr"]
+        return out
 
     def save_state(self) -> None:
         """Write :attr:`state` to ``OUTPUT/trainer_state.json``, as transformers does."""
