@@ -280,7 +280,7 @@ def test_bad_input_is_refused_by_name(bbc, lee, polarity, models):
         rerank([{"query": q, "positive": body, "negative": []}])
     with pytest.raises(ValueError, match=r"samples\[0\]\['negative'\] must be a text or a list of texts, got \[3\]"):
         rerank([{"query": q, "positive": body, "negative": [3]}])
-    with pytest.raises(ValueError, match="at_k must be a whole number >= 1, got 0"):
+    with pytest.raises(ValueError, match="at_k must be an integer >= 1, got 0"):
         rerank([{"query": q, "positive": body, "negative": [body]}], at_k=0)
     pairs, gold = lee
     with pytest.raises(ValueError, match="got 24 and 23"):

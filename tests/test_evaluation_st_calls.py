@@ -323,5 +323,9 @@ def test_bad_input_is_refused_by_name(lee, bbc):
         )
     with pytest.raises(ValueError, match="no query has a relevant document"):
         bke.InformationRetrievalEvaluator(queries, corpus, {})
-    with pytest.raises(ValueError, match="ndcg_at_k"):
-        bke.InformationRetrievalEvaluator(queries, corpus, rel, ndcg_at_k=[0])
+    with pytest.raises(ValueError, match=r"ndcg_at_k\[1\] must be an integer >= 1, got 0"):
+        bke.InformationRetrievalEvaluator(queries, corpus, rel, ndcg_at_k=[5, 0])
+    with pytest.raises(ValueError, match=r"map_at_k must list at least one k, got \[\]"):
+        bke.InformationRetrievalEvaluator(queries, corpus, rel, map_at_k=[])
+    with pytest.raises(ValueError, match=r"corpus_chunk_size must be an integer >= 1, got 2.5 \(float\)"):
+        bke.InformationRetrievalEvaluator(queries, corpus, rel, corpus_chunk_size=2.5)

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from bertkit._args import positive_int
 from bertkit.search.evaluation import (
     SIMILARITIES,
     average_precision,
@@ -351,8 +352,7 @@ class InformationRetrievalEvaluator(BaseEvaluator):
         super().__init__()
         if write_predictions:
             raise ValueError("InformationRetrievalEvaluator: write_predictions is not supported by bertkit")
-        if isinstance(corpus_chunk_size, bool) or not isinstance(corpus_chunk_size, int) or corpus_chunk_size < 1:
-            raise ValueError(f"corpus_chunk_size must be a whole number >= 1, got {corpus_chunk_size!r}")
+        positive_int.check("InformationRetrievalEvaluator: corpus_chunk_size", corpus_chunk_size)
         # Ids the qrels name beyond the queries or the corpus are common (qrels of a full collection,
         # evaluated on a sample of it) and sentence-transformers scores them as it does: such a query
         # is not scored, such a document counts as a miss. They are never silent here.
@@ -401,8 +401,10 @@ class InformationRetrievalEvaluator(BaseEvaluator):
             ("precision_recall_at_k", self.precision_recall_at_k),
             ("map_at_k", self.map_at_k),
         ):
-            if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-                raise ValueError(f"InformationRetrievalEvaluator: {what} must list whole numbers >= 1, got {ks!r}")
+            if not ks:
+                raise ValueError(f"InformationRetrievalEvaluator: {what} must list at least one k, got {ks!r}")
+            for i, k in enumerate(ks):
+                positive_int.check(f"InformationRetrievalEvaluator: {what}[{i}]", k)
         self.show_progress_bar = bool(show_progress_bar)
         self.batch_size = batch_size
         self.name = name
@@ -644,8 +646,7 @@ class CrossEncoderRerankingEvaluator(BaseEvaluator):
                 stacklevel=2,
             )
             at_k = mrr_at_k
-        if isinstance(at_k, bool) or not isinstance(at_k, int) or at_k < 1:
-            raise ValueError(f"CrossEncoderRerankingEvaluator: at_k must be a whole number >= 1, got {at_k!r}")
+        positive_int.check("CrossEncoderRerankingEvaluator: at_k", at_k)
         self.samples = list(samples.values()) if isinstance(samples, dict) else list(samples)
         self.at_k = at_k
         self.always_rerank_positives = always_rerank_positives
