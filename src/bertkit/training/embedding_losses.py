@@ -14,6 +14,7 @@ batch of tokenized texts into vectors (with gradients), ``columns`` holds one su
   is pushed back through the encoder one mini-batch at a time (dropout replayed from the saved RNG
   state), so the large batch's loss and gradients come at a mini-batch's activation memory.
 * :class:`CoSENTLoss`: scored pairs; every pair with a lower score must have a lower cosine.
+* :class:`CosineSimilarityLoss`: scored pairs; the mean squared error of each pair's cosine and score.
 * :class:`TripletLoss`: ``relu(d(a, p) - d(a, n) + margin)``, Euclidean distance by default.
 * :class:`MatryoshkaLoss`: the weighted sum of a loss over the first ``d`` dimensions (each
   prefix renormalised) for every ``d`` in ``dims``, so truncated vectors stay useful.
@@ -32,19 +33,50 @@ __all__ = [
     "LOSSES",
     "CachedLoss",
     "CoSENTLoss",
+    "CosineSimilarityLoss",
     "EmbeddingLoss",
     "MNRLoss",
     "MatryoshkaLoss",
     "TripletLoss",
+    "cosine_distance",
+    "euclidean_distance",
     "make_loss",
+    "manhattan_distance",
 ]
 
 Embed = Callable[[dict[str, Tensor]], Tensor]
+Similarity = Callable[[Tensor, Tensor], Tensor]
 LOSSES = ("mnrl", "cached-mnrl", "cosent", "triplet")
 
 
 def _cos_matrix(a: Tensor, b: Tensor) -> Tensor:
     return F.normalize(a, p=2, dim=-1) @ F.normalize(b, p=2, dim=-1).T
+
+
+def _cos_pairs(a: Tensor, b: Tensor) -> Tensor:
+    return (F.normalize(a, p=2, dim=-1) * F.normalize(b, p=2, dim=-1)).sum(-1)
+
+
+def euclidean_distance(x: Tensor, y: Tensor) -> Tensor:
+    """``res[i] = ||x[i] - y[i]||``."""
+    return torch.sqrt(((x - y) ** 2).sum(-1))
+
+
+def manhattan_distance(x: Tensor, y: Tensor) -> Tensor:
+    """``res[i] = sum |x[i] - y[i]|``."""
+    return (x - y).abs().sum(-1)
+
+
+def cosine_distance(x: Tensor, y: Tensor) -> Tensor:
+    """``res[i] = 1 - cos(x[i], y[i])``."""
+    return 1 - _cos_pairs(x, y)
+
+
+DISTANCES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "euclidean": euclidean_distance,
+    "cosine": cosine_distance,
+    "manhattan": manhattan_distance,
+}
 
 
 class EmbeddingLoss:
@@ -58,18 +90,20 @@ class EmbeddingLoss:
 
 
 class MNRLoss(EmbeddingLoss):
-    """Multiple-negatives ranking: columns anchor, positive, then any number of negative columns."""
+    """Multiple-negatives ranking: columns anchor, positive, then any number of negative columns.
+    ``similarity(a, b) -> (len(a), len(b))`` scores the rows (cosine when None)."""
 
-    def __init__(self, scale: float = 20.0, symmetric: bool = False) -> None:
+    def __init__(self, scale: float = 20.0, symmetric: bool = False, similarity: Similarity | None = None) -> None:
         if not scale > 0:
             raise ValueError(f"scale must be positive, got {scale}")
         self.scale, self.symmetric = float(scale), symmetric
+        self.similarity = similarity or _cos_matrix
 
     def from_embeddings(self, reps: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
         if len(reps) < 2:
             raise ValueError(f"MNRL needs an anchor and a positive column, got {len(reps)} column(s)")
         anchors = reps[0]
-        scores = _cos_matrix(anchors, torch.cat(list(reps[1:]))) * self.scale  # (B, B * (columns - 1))
+        scores = self.similarity(anchors, torch.cat(list(reps[1:]))) * self.scale  # (B, B * (columns - 1))
         target = torch.arange(anchors.shape[0], device=anchors.device)
         loss = F.cross_entropy(scores, target)
         if self.symmetric:  # each positive must also pick its own anchor among the batch's anchors
@@ -77,38 +111,62 @@ class MNRLoss(EmbeddingLoss):
         return loss
 
 
-class CoSENTLoss(EmbeddingLoss):
-    """CoSENT on (sentence1, sentence2) columns with one score per pair in ``labels``."""
+def _pair_labels(name: str, reps: Sequence[Tensor], labels: Tensor | None) -> Tensor:
+    """One score per (sentence1, sentence2) row, flattened; refused by name otherwise."""
+    if len(reps) != 2:
+        raise ValueError(f"{name} needs two columns (sentence1, sentence2), got {len(reps)}")
+    if labels is None or labels.numel() != reps[0].shape[0]:
+        got = "none" if labels is None else f"{labels.numel()}"
+        raise ValueError(f"{name} needs one score per pair: {reps[0].shape[0]} pairs, {got} scores")
+    return labels.view(-1).to(reps[0].device)
 
-    def __init__(self, scale: float = 20.0) -> None:
+
+class CoSENTLoss(EmbeddingLoss):
+    """CoSENT on (sentence1, sentence2) columns with one score per pair in ``labels``;
+    ``similarity(a, b) -> (len(a),)`` scores each pair (cosine when None)."""
+
+    def __init__(self, scale: float = 20.0, similarity: Similarity | None = None) -> None:
         self.scale = float(scale)
+        self.similarity = similarity or _cos_pairs
 
     def from_embeddings(self, reps: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
-        if labels is None:
-            raise ValueError("CoSENT needs a score per pair")
-        a, b = reps[0], reps[1]
-        cos = (F.normalize(a, p=2, dim=-1) * F.normalize(b, p=2, dim=-1)).sum(-1).float() * self.scale
-        labels = labels.view(-1).to(cos.device)
+        labels = _pair_labels("CoSENT", reps, labels)
+        cos = self.similarity(reps[0], reps[1]).float() * self.scale
         # every (i, j) with score_i < score_j contributes exp(cos_i - cos_j); log(1 + sum) over them
         diff = cos[:, None] - cos[None, :]
         diff = diff.masked_fill(~(labels[:, None] < labels[None, :]), float("-inf"))
         return torch.logsumexp(torch.cat([cos.new_zeros(1), diff.reshape(-1)]), dim=0)
 
 
+class CosineSimilarityLoss(EmbeddingLoss):
+    """``loss_fct(transform(cos(a, b)), scores)`` on (sentence1, sentence2) columns: the mean squared
+    error of each pair's cosine and its score by default."""
+
+    def __init__(
+        self,
+        loss_fct: Callable[[Tensor, Tensor], Tensor] | None = None,
+        transform: Callable[[Tensor], Tensor] | None = None,
+    ) -> None:
+        self.loss_fct = loss_fct or F.mse_loss
+        self.transform = transform
+
+    def from_embeddings(self, reps: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
+        labels = _pair_labels("the cosine-similarity loss", reps, labels)
+        cos = torch.cosine_similarity(reps[0], reps[1])
+        if self.transform is not None:
+            cos = self.transform(cos)
+        return self.loss_fct(cos, labels.float())
+
+
 class TripletLoss(EmbeddingLoss):
-    """Triplet margin loss on (anchor, positive, negative) columns."""
+    """Triplet margin loss on (anchor, positive, negative) columns; ``distance`` is a name in
+    :data:`DISTANCES` or a function ``(x, y) -> (len(x),)``."""
 
-    def __init__(self, margin: float = 5.0, distance: str = "euclidean") -> None:
-        if distance not in ("euclidean", "cosine", "manhattan"):
-            raise ValueError(f"distance must be euclidean, cosine or manhattan, got {distance!r}")
+    def __init__(self, margin: float = 5.0, distance: str | Callable[[Tensor, Tensor], Tensor] = "euclidean") -> None:
+        if not callable(distance) and distance not in DISTANCES:
+            raise ValueError(f"distance must be euclidean, cosine, manhattan or a function, got {distance!r}")
         self.margin, self.distance = float(margin), distance
-
-    def _dist(self, x: Tensor, y: Tensor) -> Tensor:
-        if self.distance == "cosine":
-            return 1 - (F.normalize(x, p=2, dim=-1) * F.normalize(y, p=2, dim=-1)).sum(-1)
-        if self.distance == "manhattan":
-            return (x - y).abs().sum(-1)
-        return torch.sqrt(((x - y) ** 2).sum(-1))
+        self._dist = distance if callable(distance) else DISTANCES[distance]
 
     def from_embeddings(self, reps: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
         if len(reps) != 3:
