@@ -74,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     # sentence-transformers' classes, answering the same calls
     "SentenceTransformer": "bertkit.pipelines.sentence_transformer",
     "CrossEncoder": "bertkit.pipelines.cross_encoder",
+    "InputExample": "bertkit.training.sentence_fit",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

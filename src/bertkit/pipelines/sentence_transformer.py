@@ -15,6 +15,11 @@ Normalize), ``1_Pooling/config.json``, ``sentence_bert_config.json`` (``max_seq_
 ``similarity_fn_name``); a plain model folder gets mean pooling without normalisation, as there.
 Texts over ``max_seq_length`` tokens are cut, as there, and a warning says how many tokens went.
 
+Training: ``fit(train_objectives=[(DataLoader(examples), loss)], ...)`` is sentence-transformers'
+pre-v3 call (:mod:`bertkit.training.sentence_fit`) with the losses of :mod:`bertkit.losses`. It
+trains :attr:`SentenceTransformer.training_model`, an fp32 copy of the encoder with gradients that
+``model(features)`` runs; :meth:`encode` and :meth:`save` take its weights whenever they changed.
+
 The vectors come from bertkit's one batched, length-sorted inference path
 (:func:`bertkit.inference.run_batched`): no padding beyond each batch's longest text, fused
 attention, and ``dtype`` ("fp32" by default, "bf16", "int8" or "auto") for speed. A folder whose
@@ -200,6 +205,8 @@ class SentenceTransformer:
         self.truncate_dim = truncate_dim
         self._includes_prompt = _pooling_includes_prompt(folder)
         self.model_card_data = _ModelCardData()
+        self._training: Any = None  # the SentenceEncoder that fit() and the losses train, made on first use
+        self._synced: int | None = None  # the training weights' version the inference model holds
 
     # -- what sentence-transformers users read off the model ------------------------------------
 
@@ -284,6 +291,8 @@ class SentenceTransformer:
 
         self._pipe.model.to(check_device("device", device))
         self._pipe.device = self.device
+        if self._training is not None:
+            self._training.model.to(self.device)
         return self
 
     def tokenize(self, texts: list[str]) -> dict[str, Tensor]:
@@ -293,6 +302,67 @@ class SentenceTransformer:
             texts, padding=True, truncation="longest_first", max_length=self.max_seq_length, return_tensors="pt"
         )
         return {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
+
+    def preprocess(self, texts: list[str]) -> dict[str, Tensor]:
+        """Same as :meth:`tokenize` (sentence-transformers' newer name)."""
+        return self.tokenize(texts)
+
+    # -- training ---------------------------------------------------------------------------------
+
+    @property
+    def training_model(self) -> torch.nn.Module:
+        """The encoder that ``model(features)``, the losses and :meth:`fit` train: fp32 with gradients,
+        loaded from the folder on first use (the inference model's fused, frozen weights cannot train)."""
+        return self._training_encoder().model
+
+    def _training_encoder(self) -> Any:
+        if self._training is None:
+            from bertkit.modeling.auto import auto_class_for
+            from bertkit.modeling.sentence import SentenceEncoder
+
+            if self.dtype != "fp32":
+                _refuse(f"training a {self.dtype} model", "is not supported: load it with dtype='fp32' to train")
+            encoder = auto_class_for("BertModel").from_pretrained(str(self.folder)).to(self.device)
+            self._training = SentenceEncoder(
+                encoder, self.tokenizer, self.pooling, self.normalizes, self.max_seq_length
+            )
+            self._synced = self._weights_version()
+        return self._training
+
+    def _weights_version(self) -> int:
+        # every in-place update (an optimizer step, load_state_dict) bumps a tensor's version
+        return sum(p._version for p in self._training.model.parameters())
+
+    def _sync_inference(self) -> None:
+        """Give the inference model the training weights, if they changed since the last call."""
+        from bertkit.inference.precision import prepare_for_inference
+
+        if self._training is None or self._synced == self._weights_version():
+            return
+        self.model.load_state_dict(self._training.model.state_dict())
+        prepare_for_inference(self.model, "fp32")  # the fused and packed weights are snapshots: redo them
+        self._synced = self._weights_version()
+
+    def forward(self, features: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``features`` (a tokenized batch) with ``sentence_embedding`` added, computed by
+        :attr:`training_model` with gradients: what the losses call."""
+        return {**features, "sentence_embedding": self._training_encoder()(features)}
+
+    __call__ = forward
+
+    def smart_batching_collate(self, batch: list[Any]) -> tuple[list[dict[str, Tensor]], Tensor]:
+        """InputExamples -> (one tokenized batch per text column, the labels as a tensor)."""
+        from bertkit.training.sentence_fit import smart_batching_collate
+
+        return smart_batching_collate(self, batch)
+
+    def fit(self, train_objectives: Any, evaluator: Any = None, epochs: int = 1, **kwargs: Any) -> None:
+        """sentence-transformers' ``fit``: train on ``[(DataLoader(InputExamples), loss), ...]``; see
+        :mod:`bertkit.training.sentence_fit` for every keyword (warmup_steps, optimizer_params,
+        weight_decay, evaluation_steps, output_path, save_best_model, checkpoint_path...)."""
+        from bertkit.training.sentence_fit import fit
+
+        fit(self, train_objectives, evaluator, epochs, **kwargs)
 
     # -- encoding ---------------------------------------------------------------------------------
 
@@ -359,6 +429,7 @@ class SentenceTransformer:
         A.positive_int.check("truncate_dim", truncate_dim, allow_none=True)
         if device is not None:
             self.to(device)
+        self._sync_inference()
         texts, single = _texts(sentences)
         prompt = self._resolve_prompt(prompt, prompt_name)
         if prompt:
@@ -458,6 +529,7 @@ class SentenceTransformer:
         if kwargs.get("safe_serialization") is False:
             _refuse("safe_serialization=False", "is not supported here: the folder holds model.safetensors")
         del model_name, create_model_card  # no model card is written
+        self._sync_inference()
         if self.dtype != "fp32":
             _refuse(
                 f"save() of a {self.dtype} model",

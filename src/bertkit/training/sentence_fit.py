@@ -1,0 +1,362 @@
+"""``SentenceTransformer.fit``: sentence-transformers' pre-v3 training call, run by bertkit's one Trainer.
+
+A script written for sentence-transformers' ``fit`` runs unchanged::
+
+    from torch.utils.data import DataLoader
+    from bertkit import InputExample, SentenceTransformer, losses
+
+    model = SentenceTransformer(folder)
+    examples = [InputExample(texts=[a, b], label=score) for a, b, score in rows]
+    loss = losses.CoSENTLoss(model)
+    model.fit(train_objectives=[(DataLoader(examples, shuffle=True, batch_size=16), loss)],
+              evaluator=evaluator, epochs=1, warmup_steps=100, output_path="out")
+
+What sentence-transformers does, done the same way: each batch of InputExamples becomes one
+tokenized batch per text column and a label tensor (``smart_batching_collate``); several objectives
+take turns batch by batch, for as many rounds as the smallest DataLoader has batches; AdamW over the
+model's and the losses' parameters with ``weight_decay`` except on biases and LayerNorm weights; the
+learning-rate schedule over ``floor(examples / batch_size) x epochs x objectives`` steps (the last
+batch of an epoch may run past it, at a rate of 0); gradients clipped to ``max_grad_norm``; the
+evaluator called at the end of every epoch and every ``evaluation_steps``, with
+``output_path/eval`` for its CSV files; with an evaluator and ``save_best_model`` each better score
+saves the model into ``output_path``, without an evaluator the model is saved there at the end.
+Every folder is written atomically and loads in sentence-transformers with the same vectors.
+
+The loop is :class:`~bertkit.training.trainer.Trainer`'s (progress bar, gradient clipping, AMP,
+checkpoints, resume). Its run folder is ``checkpoint_path`` (``metrics.jsonl``, ``metrics.png``,
+``checkpoints/step-N``), or a temporary folder removed at the end when there is none.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+__all__ = ["InputExample", "fit", "smart_batching_collate"]
+
+SCHEDULERS = ("constantlr", "warmupconstant", "warmuplinear", "warmupcosine")
+
+
+@dataclass
+class InputExample:
+    """One training example: its ``texts`` (one per column the loss reads) and its ``label``."""
+
+    guid: str = ""
+    texts: list[str] = field(default_factory=list)
+    label: int | float | Any = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.texts, str) or not isinstance(self.texts, (list, tuple)):
+            raise TypeError(f"InputExample(guid={self.guid!r}): texts must be a list of strings, got {self.texts!r}")
+        self.texts = list(self.texts)
+        for i, t in enumerate(self.texts):
+            if not isinstance(t, str):
+                raise TypeError(f"InputExample(guid={self.guid!r}): texts[{i}] is {type(t).__name__}, not a string")
+
+    def __str__(self) -> str:
+        return f"<InputExample> label: {self.label}, texts: {'; '.join(self.texts)}"
+
+
+def smart_batching_collate(model: Any, batch: Sequence[Any]) -> tuple[list[dict[str, Tensor]], Tensor]:
+    """InputExamples -> (one tokenized batch per text column, the labels as one tensor)."""
+    texts = [ex.texts for ex in batch]
+    features = [model.tokenize(list(column)) for column in zip(*texts)]
+    labels = [ex.label for ex in batch]
+    if labels and isinstance(labels[0], np.ndarray):
+        return features, torch.from_numpy(np.stack(labels))
+    return features, torch.tensor(labels)
+
+
+class _Collate:
+    """The Trainer's collate_fn: a batch of (objective, example) items, all of one objective."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __call__(self, items: list[tuple[int, Any]]) -> dict[str, Any]:
+        features, labels = smart_batching_collate(self.model, [ex for _, ex in items])
+        return {"objective": items[0][0], "features": features, "labels": labels}
+
+
+class _RoundRobin:
+    """Batches of the objectives in turn (objective 0, 1, ..., 0, 1, ...) until one runs out; each
+    objective's own batches are seeded by (seed, epoch), so a resumed run sees the same order."""
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        batch_sizes: Sequence[int],
+        shuffle: Sequence[bool],
+        drop_last: Sequence[bool],
+        seed: int,
+    ) -> None:
+        from bertkit.training.trainer import RandomBatchSampler
+
+        self.offsets = [0, *np.cumsum(sizes)[:-1].tolist()]
+        self.samplers = [
+            RandomBatchSampler(n, b, seed=seed, shuffle=s, drop_last=d, torch_order=True)
+            for n, b, s, d in zip(sizes, batch_sizes, shuffle, drop_last)
+        ]
+
+    def set_epoch(self, epoch: int) -> None:
+        for s in self.samplers:
+            s.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batches in zip(*self.samplers):
+            for offset, batch in zip(self.offsets, batches):
+                yield [offset + i for i in batch]
+
+    def __len__(self) -> int:
+        return min(len(s) for s in self.samplers) * len(self.samplers)
+
+
+def _schedule(name: str, warmup: int, total: int) -> Callable[[int], float]:
+    """The learning-rate factor at each step, as transformers' schedules of these names compute it."""
+    from bertkit.training.trainer import _linear_schedule
+
+    def warm(step: int) -> float:
+        return step / max(1, warmup)
+
+    if name == "constantlr":
+        return lambda step: 1.0
+    if name == "warmupconstant":
+        return lambda step: warm(step) if step < warmup else 1.0
+    if name == "warmuplinear":
+        return _linear_schedule(warmup, total, from_zero=True)
+
+    def cosine(step: int) -> float:
+        if step < warmup:
+            return warm(step)
+        progress = (step - warmup) / max(1, total - warmup)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    return cosine
+
+
+def _param_groups(modules: Sequence[nn.Module], weight_decay: float) -> list[dict[str, Any]]:
+    """sentence-transformers' two AdamW groups: no weight decay on biases and LayerNorm weights."""
+    no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
+    decay, plain, seen = [], [], set()
+    for module in modules:
+        for name, p in module.named_parameters():
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            (plain if any(nd in name for nd in no_decay) else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+
+
+def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[nn.Module]]:
+    """(DataLoaders, losses), each checked: examples there, the loss trains ``model``, and every
+    example has as many texts as its loss reads."""
+    from bertkit.losses import _Loss
+
+    if (
+        isinstance(train_objectives, tuple)
+        and len(train_objectives) == 2
+        and not isinstance(train_objectives[0], tuple)
+    ):
+        train_objectives = [train_objectives]  # one (DataLoader, loss) pair given bare
+    objectives = list(train_objectives) if isinstance(train_objectives, Iterable) else None
+    if not objectives:
+        raise ValueError(
+            f"fit: train_objectives must be a non-empty list of (DataLoader, loss) pairs, got {train_objectives!r}"
+        )
+    loaders, losses = [], []
+    for i, pair in enumerate(objectives):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"fit: train_objectives[{i}] must be a (DataLoader, loss) pair, got {pair!r}")
+        loader, loss = pair
+        if not isinstance(loss, _Loss):
+            raise TypeError(f"fit: train_objectives[{i}]'s loss is {type(loss).__name__}, not one of bertkit.losses")
+        if loss.model is not model:
+            raise ValueError(
+                f"fit: train_objectives[{i}]'s {type(loss).__name__} was built on another model object "
+                f"({loss.model!r}) than the one fit() is called on"
+            )
+        dataset = getattr(loader, "dataset", None)
+        if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+            raise TypeError(
+                f"fit: train_objectives[{i}] must hold a DataLoader over a list of InputExamples, got {loader!r}"
+            )
+        if len(dataset) == 0:
+            raise ValueError(f"fit: train_objectives[{i}]'s DataLoader holds no examples")
+        width = None
+        for j in range(len(dataset)):
+            ex = dataset[j]
+            texts = getattr(ex, "texts", None)
+            if not isinstance(texts, (list, tuple)):
+                raise TypeError(f"fit: train_objectives[{i}] example {j} is {type(ex).__name__}, not an InputExample")
+            if width is None:
+                loss.check_columns(len(texts))
+                width = len(texts)
+            elif len(texts) != width:
+                raise ValueError(
+                    f"fit: train_objectives[{i}] example {j} has {len(texts)} texts, example 0 has {width}: "
+                    "every example of an objective needs the same columns"
+                )
+        loaders.append(loader)
+        losses.append(loss)
+    return loaders, losses
+
+
+def _batch_size(loader: Any) -> int:
+    size = getattr(loader, "batch_size", None)
+    if size is None:  # a DataLoader built on a batch_sampler: its batches' size
+        size = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    if not isinstance(size, int) or size <= 0:
+        raise ValueError(f"fit: the DataLoader's batch_size must be a positive integer, got {size!r}")
+    return size
+
+
+def fit(
+    model: Any,
+    train_objectives: Iterable[tuple[Any, nn.Module]],
+    evaluator: Any = None,
+    epochs: int = 1,
+    steps_per_epoch: int | None = None,
+    scheduler: str = "WarmupLinear",
+    warmup_steps: int = 10000,
+    optimizer_class: type[torch.optim.Optimizer] = torch.optim.AdamW,
+    optimizer_params: dict[str, Any] | None = None,
+    weight_decay: float = 0.01,
+    evaluation_steps: int = 0,
+    output_path: str | None = None,
+    save_best_model: bool = True,
+    max_grad_norm: float = 1,
+    use_amp: bool = False,
+    callback: Callable[[float, int, int], None] | None = None,
+    show_progress_bar: bool = True,
+    checkpoint_path: str | None = None,
+    checkpoint_save_steps: int = 500,
+    checkpoint_save_total_limit: int = 0,
+    resume_from_checkpoint: bool = False,
+) -> None:
+    """Train ``model`` (a bertkit SentenceTransformer) as sentence-transformers' ``fit`` does (module docs)."""
+    from bertkit.training.arguments import TrainingArguments
+    from bertkit.training.trainer import Trainer
+
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"fit: epochs must be an integer of at least 1, got {epochs!r}")
+    if not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"fit: warmup_steps must be a non-negative integer, got {warmup_steps!r}")
+    if not isinstance(evaluation_steps, int) or evaluation_steps < 0:
+        raise ValueError(f"fit: evaluation_steps must be a non-negative integer, got {evaluation_steps!r}")
+    if steps_per_epoch is not None and (not isinstance(steps_per_epoch, int) or steps_per_epoch < 0):
+        raise ValueError(f"fit: steps_per_epoch must be a non-negative integer or None, got {steps_per_epoch!r}")
+    if not max_grad_norm or max_grad_norm <= 0:
+        raise ValueError(f"fit: max_grad_norm must be positive, got {max_grad_norm!r}")
+    if str(scheduler).lower() not in SCHEDULERS:
+        raise ValueError(f"fit: scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+    if evaluation_steps and evaluator is None:
+        raise ValueError(f"fit: evaluation_steps={evaluation_steps} needs an evaluator to run")
+    if checkpoint_path is None and resume_from_checkpoint:
+        raise ValueError("fit: resume_from_checkpoint=True needs the checkpoint_path of the run to resume")
+    if model.dtype != "fp32":
+        raise ValueError(f"fit: this model computes in {model.dtype}; load it with dtype='fp32' to train it")
+    optimizer_params = dict(optimizer_params if optimizer_params is not None else {"lr": 2e-5})
+    loaders, losses = _objectives(model, train_objectives)
+    if resume_from_checkpoint and any(any(True for _ in loss.parameters()) for loss in losses):
+        raise ValueError("fit: resume_from_checkpoint with a loss that has weights (SoftmaxLoss) is not supported")
+
+    encoder = model.training_model
+    batch_sizes = [_batch_size(loader) for loader in loaders]
+    sizes = [len(loader.dataset) for loader in loaders]
+    # steps_per_epoch bounds a one-epoch run only, as in sentence-transformers
+    max_steps = steps_per_epoch if steps_per_epoch and epochs == 1 else None
+    per_epoch = steps_per_epoch or min(n // b for n, b in zip(sizes, batch_sizes))
+    total = max_steps if max_steps else per_epoch * epochs * len(losses)
+
+    optimizer = optimizer_class(_param_groups([encoder, *losses], weight_decay), **optimizer_params)
+    lr_schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(str(scheduler).lower(), warmup_steps, total))
+    dataset = [(k, loader.dataset[j]) for k, loader in enumerate(loaders) for j in range(len(loader.dataset))]
+    sampler = _RoundRobin(
+        sizes,
+        batch_sizes,
+        [isinstance(loader.sampler, torch.utils.data.RandomSampler) for loader in loaders],
+        [bool(getattr(loader, "drop_last", False)) for loader in loaders],
+        seed=42,  # sentence-transformers' training seed
+    )
+    eval_dir = None
+    if output_path is not None and evaluator is not None:
+        eval_dir = Path(output_path) / "eval"
+        eval_dir.mkdir(parents=True, exist_ok=True)
+    best: list[float] = []
+    trainer: Trainer | None = None
+
+    def evaluate(_: nn.Module) -> dict[str, float]:
+        assert trainer is not None
+        model._sync_inference()
+        epoch, steps = trainer.step / trainer.steps_per_epoch, trainer.step
+        result = evaluator(model, output_path=None if eval_dir is None else str(eval_dir), epoch=epoch, steps=steps)
+        metrics = result if isinstance(result, dict) else {"evaluator": result}
+        key = getattr(evaluator, "primary_metric", None) or "evaluator"
+        score = next((float(v) for k, v in metrics.items() if str(k).endswith(key)), None)
+        if score is not None:
+            if callback is not None:
+                callback(score, epoch, steps)
+            higher = getattr(evaluator, "greater_is_better", True)
+            if not best or (score > best[0] if higher else score < best[0]):
+                best[:] = [score]
+                if save_best_model and output_path is not None:
+                    model.save(output_path)
+        return {str(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float, np.number))}
+
+    def loss_fn(_: nn.Module, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
+        return losses[batch["objective"]](batch["features"], batch["labels"]), {}
+
+    def save_checkpoint_model(_: nn.Module, directory: Path) -> None:
+        model._sync_inference()
+        model.save(directory)
+
+    device = model.device
+    precision = ("fp16" if device.type == "cuda" else "bf16") if use_amp else "fp32"
+    with tempfile.TemporaryDirectory(prefix="bertkit-fit-") as tmp:
+        config = TrainingArguments(
+            output=str(checkpoint_path) if checkpoint_path is not None else tmp,
+            resume=bool(resume_from_checkpoint),
+            epochs=float(epochs),
+            max_steps=max_steps,
+            batch_size=batch_sizes[0],
+            lr=float(optimizer_params.get("lr", 1e-3)),
+            max_grad_norm=float(max_grad_norm),
+            precision=precision,
+            seed=42,
+            eval_every=evaluation_steps,
+            eval_each_epoch=evaluator is not None,
+            save_every=checkpoint_save_steps if checkpoint_path is not None else 0,
+            keep_last=checkpoint_save_total_limit if checkpoint_save_total_limit > 0 else 1 << 30,
+            save_final=False,
+            plot=checkpoint_path is not None,
+            progress=bool(show_progress_bar),
+            device=str(device),
+            run_name="fit",
+        )
+        for loss in losses:
+            loss.to(device)
+        trainer = Trainer(
+            encoder,
+            config,
+            dataset,
+            collate_fn=_Collate(model),
+            batch_sampler=sampler,
+            evaluate=evaluate if evaluator is not None else None,
+            loss_fn=loss_fn,
+            save_model=save_checkpoint_model,
+            optimizers=(optimizer, lr_schedule),
+        )
+        try:
+            trainer.train()
+        finally:
+            model._sync_inference()
+    if evaluator is None and output_path is not None:
+        model.save(output_path)
