@@ -1,4 +1,5 @@
-"""Inference pipelines answering like transformers': fill-mask, classification, NER, QA, embeddings, text generation."""
+"""Inference pipelines answering like transformers': fill-mask, classification, zero-shot classification, NER, QA,
+embeddings, text generation, text ranking."""
 
 from .pipelines import (
     SUPPORTED_TASKS,
@@ -12,6 +13,7 @@ from .pipelines import (
 )
 from .text_generation import TextGenerationPipeline
 from .text_ranking import TextRankingPipeline
+from .zero_shot import ZeroShotClassificationPipeline
 
 SUPPORTED_TASKS["text-generation"] = TextGenerationPipeline
 SUPPORTED_TASKS["text-ranking"] = TextRankingPipeline
@@ -27,4 +29,5 @@ __all__ = [
     "FeatureExtractionPipeline",
     "TextGenerationPipeline",
     "TextRankingPipeline",
+    "ZeroShotClassificationPipeline",
 ]

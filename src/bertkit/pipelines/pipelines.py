@@ -852,7 +852,8 @@ def pipeline(
     (never downloaded), or a model object plus ``tokenizer``.
 
     Tasks: fill-mask, text-classification (alias sentiment-analysis), token-classification (alias
-    ner), question-answering, feature-extraction, sentence-embedding (``pooling="mean"|"cls"|"max"``).
+    ner), question-answering, feature-extraction, sentence-embedding (``pooling="mean"|"cls"|"max"``),
+    zero-shot-classification (an NLI model; ``candidate_labels=...``).
     ``dtype``: "auto" | "fp32" | "bf16" | "int8" (default fp32; "auto" = bf16 where the CPU has it).
     """
     if task not in SUPPORTED_TASKS:
