@@ -409,3 +409,35 @@ def test_gpt2_beam_search_is_transformers_on_the_gpu(kwargs, tmp_path):
     )
     assert got.device.type == "cuda"
     assert torch.equal(got.cpu(), ref.cpu())
+
+
+def test_sentence_transformer_fit_on_the_gpu(tmp_path):
+    """``fit`` on a model loaded with ``device="cuda"``: it trains there, the vectors move, and the
+    saved folder, loaded by sentence-transformers on the GPU, gives the vectors bertkit gives."""
+    st = pytest.importorskip("sentence_transformers")
+    from torch.utils.data import DataLoader
+
+    from bertkit import InputExample, SentenceTransformer, losses
+
+    with open(asset_path("sts-lee"), newline="", encoding="utf-8") as f:
+        rows = [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(f)][:96]
+    texts = [r[0] for r in rows[:16]]
+    model = SentenceTransformer(str(asset_path("minilm")), device="cuda")
+    model.max_seq_length = 64
+    before = model.encode(texts, convert_to_tensor=True)
+    examples = [InputExample(texts=[a, b], label=s) for a, b, s in rows]
+    out = tmp_path / "out"
+    model.fit(
+        train_objectives=[(DataLoader(examples, shuffle=True, batch_size=16), losses.CoSENTLoss(model))],
+        epochs=1,
+        warmup_steps=1,
+        optimizer_params={"lr": 3e-4},
+        output_path=str(out),
+        show_progress_bar=False,
+    )
+    assert all(p.device.type == "cuda" for p in model.training_model.parameters())
+    after = model.encode(texts, convert_to_tensor=True)
+    assert after.device.type == "cuda"
+    assert (after - before).abs().max().item() > 1e-3  # it trained
+    want = st.SentenceTransformer(str(out), device="cuda").encode(texts, convert_to_tensor=True)
+    torch.testing.assert_close(after.float().cpu(), want.float().cpu(), atol=1e-4, rtol=1e-3)
