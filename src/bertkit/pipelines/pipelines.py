@@ -647,6 +647,43 @@ def _pooling_modes(cfg: dict[str, Any]) -> list[str]:
     return [name for key, name in _LEGACY_POOLING_KEYS.items() if cfg.get(key)]
 
 
+def _st_modules(folder: Path) -> list[dict[str, Any]] | None:
+    """A sentence-transformers folder's ``modules.json`` (None when absent; damaged is an error naming it)."""
+    from bertkit._text import read_json
+
+    # Absent files mean "not a sentence-transformers folder"; a damaged one is an error naming it, since
+    # guessing the pooling would give other vectors than the folder's model was trained to give.
+    if not (folder / "modules.json").is_file():
+        return None
+    modules = read_json(folder / "modules.json")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{folder / 'modules.json'}: expected a JSON list of module objects")
+    return modules
+
+
+def _module_kind(module: dict[str, Any]) -> str:
+    return str(module.get("type", "")).rsplit(".", 1)[-1]
+
+
+def sentence_transformers_pooling_config(folder: str | Path) -> tuple[Path, dict[str, Any]] | None:
+    """The path and content of a sentence-transformers folder's Pooling ``config.json`` (the last
+    Pooling module's, as it is the one applied last); None when the folder has none."""
+    from bertkit._text import read_json
+
+    folder = Path(folder)
+    found = None
+    for m in _st_modules(folder) or []:
+        if _module_kind(m) == "Pooling":
+            path = folder / str(m.get("path", "")) / "config.json"
+            if not path.is_file():
+                continue
+            cfg = read_json(path)
+            if not isinstance(cfg, dict):
+                raise ValueError(f"{path}: expected a JSON object")
+            found = (path, cfg)
+    return found
+
+
 def sentence_transformers_pooling(
     folder: str | Path, strict: bool = True
 ) -> tuple[str | None, bool | None, int | None]:
@@ -661,14 +698,10 @@ def sentence_transformers_pooling(
 
     folder = Path(folder)
     pooling = normalize = max_len = None
-    # Absent files mean "not a sentence-transformers folder"; a damaged one is an error naming it, since
-    # guessing the pooling would give other vectors than the folder's model was trained to give.
-    if not (folder / "modules.json").is_file():
+    modules = _st_modules(folder)
+    if modules is None:
         return None, None, None
-    modules = read_json(folder / "modules.json")
-    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
-        raise ValueError(f"{folder / 'modules.json'}: expected a JSON list of module objects")
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    kinds = [_module_kind(m) for m in modules]
     other = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
     if strict and other:
         raise ValueError(
@@ -676,21 +709,16 @@ def sentence_transformers_pooling(
             f"modules only, and this model also has {', '.join(other)}; its vectors would differ"
         )
     normalize = "Normalize" in kinds
-    for m, kind in zip(modules, kinds):
-        if kind == "Pooling":
-            path = folder / str(m.get("path", "")) / "config.json"
-            if not path.is_file():
-                continue
-            cfg = read_json(path)
-            if not isinstance(cfg, dict):
-                raise ValueError(f"{path}: expected a JSON object")
-            modes = _pooling_modes(cfg)
-            if strict and (len(modes) != 1 or modes[0] not in ("mean", "cls", "max")):
-                raise ValueError(
-                    f"{path}: bertkit pools with one of mean, cls and max, and this model's pooling is "
-                    f"{' + '.join(modes) or 'none'}; its vectors would differ"
-                )
-            pooling = modes[0] if len(modes) == 1 and modes[0] in ("mean", "cls", "max") else None
+    found = sentence_transformers_pooling_config(folder)
+    if found is not None:
+        path, cfg = found
+        modes = _pooling_modes(cfg)
+        if strict and (len(modes) != 1 or modes[0] not in ("mean", "cls", "max")):
+            raise ValueError(
+                f"{path}: bertkit pools with one of mean, cls and max, and this model's pooling is "
+                f"{' + '.join(modes) or 'none'}; its vectors would differ"
+            )
+        pooling = modes[0] if len(modes) == 1 and modes[0] in ("mean", "cls", "max") else None
     if (folder / "sentence_bert_config.json").is_file():
         st_config = read_json(folder / "sentence_bert_config.json")
         if not isinstance(st_config, dict):

@@ -81,16 +81,10 @@ def _read_st_config(folder: Path) -> dict[str, Any]:
 
 def _pooling_includes_prompt(folder: Path) -> bool:
     """The Pooling module's ``include_prompt`` (True when the folder has none)."""
-    from bertkit._text import read_json
+    from bertkit.pipelines.pipelines import sentence_transformers_pooling_config
 
-    if not (folder / "modules.json").is_file():
-        return True
-    for m in read_json(folder / "modules.json"):
-        if str(m.get("type", "")).endswith("Pooling"):
-            cfg = folder / str(m.get("path", "")) / "config.json"
-            if cfg.is_file():
-                return bool(read_json(cfg).get("include_prompt", True))
-    return True
+    found = sentence_transformers_pooling_config(folder)
+    return True if found is None else bool(found[1].get("include_prompt", True))
 
 
 def _dtype_from_model_kwargs(model_kwargs: dict[str, Any] | None) -> Any:
