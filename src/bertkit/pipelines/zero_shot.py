@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from bertkit import _args as A
+from bertkit.inference.batching import softmax
 
 from .pipelines import Pipeline, _batched, register_pipeline
 
@@ -66,11 +67,6 @@ def _check_template(template: Any, labels: list[Any]) -> None:
             f'The provided hypothesis_template "{template}" was not able to be formatted with the target labels. '
             "Make sure the passed template includes formatting syntax such as {} where the label should go."
         )
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(-1, keepdims=True))  # shifted: large logits stay finite
-    return e / e.sum(-1, keepdims=True)
 
 
 class ZeroShotClassificationPipeline(Pipeline):
@@ -150,9 +146,9 @@ class ZeroShotClassificationPipeline(Pipeline):
         if multi_label or k == 1:
             entail = self.entailment_id
             contra = -1 if entail == 0 else 0
-            scores = _softmax(logits[..., [contra, entail]])[..., 1]
+            scores = softmax(logits[..., [contra, entail]])[..., 1]
         else:
-            scores = _softmax(logits[..., self.entailment_id])
+            scores = softmax(logits[..., self.entailment_id])
         out = []
         for text, s in zip(texts, scores):
             order = s.argsort()[::-1]  # transformers' order, ties included
