@@ -25,7 +25,7 @@ from .config import SharedConfigFields
 from .layers import CheckpointedLayer, dense_residual, get_activation, hooked, multi_head_attention, project_qkv
 from .loading import no_init_weights
 from .outputs import BaseModelOutput, MaskedLMOutput, ModelOutput, QuestionAnsweringModelOutput
-from .packing import AttentionMask, inference_rows
+from .packing import AttentionMask, inference_rows, packs
 from .task_heads import (
     EncoderHeadMixin,
     EncoderInputs,
@@ -249,7 +249,7 @@ class DistilBertModel(DistilBertPreTrainedModel):
         return_dict = cfg.return_dict if return_dict is None else return_dict
         self.validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         x = self.embeddings(input_ids, inputs_embeds, position_ids)
-        pack = self.pack_padding and not (output_attentions or output_hidden_states)
+        pack = packs(self, x, self.pack_padding and not (output_attentions or output_hidden_states))
         mask = AttentionMask.build(
             attention_mask,
             pack=pack,

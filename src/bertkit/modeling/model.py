@@ -27,7 +27,7 @@ from .base import PreTrainedModel, _check_ids
 from .config import BertConfig
 from .layers import CheckpointedLayer, attention, dense_residual, get_activation, multi_head_attention, project_qkv
 from .outputs import BaseModelOutputWithPooling
-from .packing import AttentionMask, inference_rows, length_groups
+from .packing import AttentionMask, inference_rows, length_groups, packs
 
 # Re-exported: the shared blocks lived here before they had modules of their own.
 _SHARED = (
@@ -259,7 +259,8 @@ class BertModel(BertPreTrainedModel):
     ``pack_padding`` (default True): on padded batches, when neither attentions nor hidden states are
     requested, per-token work runs on the real tokens only and padding positions of
     ``last_hidden_state`` are zeros (transformers computes meaningless values there). Real tokens are
-    unaffected. Set it to False to compute padding positions as transformers does.
+    unaffected. Set it to False to compute padding positions as transformers does. Inference on a GPU
+    (eval mode, no gradients) always pads, which is faster there (:func:`~bertkit.modeling.packing.packs`).
     """
 
     pack_padding: bool = True
@@ -302,7 +303,7 @@ class BertModel(BertPreTrainedModel):
         self.validate_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
 
         x = self._embed(input_ids, token_type_ids, position_ids, inputs_embeds)  # (B, N, H)
-        pack = self.pack_padding and not (output_attentions or output_hidden_states)
+        pack = packs(self, x, self.pack_padding and not (output_attentions or output_hidden_states))
         mask = AttentionMask.build(
             attention_mask, pack, not compiling, cfg.hidden_size, row_multiple=inference_rows(self)
         )

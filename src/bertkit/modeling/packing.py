@@ -47,6 +47,16 @@ def inference_rows(module: torch.nn.Module) -> int:
     return ROW_MULTIPLE if not (module.training or torch.is_grad_enabled()) else 1
 
 
+# On a GPU, inference pads instead: the packing plan reads the mask on the host (syncs and copies)
+# and each length group adds kernel launches, host time that outweighs the padding the GPU computes.
+# Measured on an H200, MiniLM over 4,096 polarity sentences in length-sorted batches of 256, medians
+# of 7 interleaved passes: bf16 201 ms a pass padded against 279 ms packed, fp32 245 against 280.
+def packs(module: torch.nn.Module, x: torch.Tensor, wanted: bool) -> bool:
+    """Whether ``module``'s forward on ``x`` packs: ``wanted`` (its ``pack_padding``, and no per-layer
+    outputs asked for), except inference on a device other than the CPU."""
+    return wanted and (x.device.type == "cpu" or module.training or torch.is_grad_enabled())
+
+
 def padded_rows(tokens: int) -> int:
     """The row count inference rounds a packed batch of ``tokens`` real tokens up to: a multiple of 16
     below 512 tokens, then of 1/16 of the power of two below (32 from 512, 64 from 1,024, ...), so at
