@@ -101,3 +101,18 @@ def test_prepared_minilm_with_filler_rows_equals_the_padded_computation():
         full = model(**enc).last_hidden_state
     real = enc["attention_mask"].bool()
     torch.testing.assert_close(packed[real], full[real], atol=1e-5, rtol=0)
+
+
+def test_inference_packs_on_the_cpu_only_and_training_everywhere():
+    """The policy behind every encoder's forward: inference off the CPU pads (faster on a GPU, where the
+    packing plan's host work outweighs the padding), training packs on every device, and a model whose
+    ``pack_padding`` is off never packs. ``meta`` stands for a device other than the CPU."""
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
+    cpu, other = torch.zeros(2, 3, 16), torch.zeros(2, 3, 16, device="meta")
+    model.eval()
+    with torch.no_grad():
+        assert packing.packs(model, cpu, True) and not packing.packs(model, other, True)
+        assert not packing.packs(model, cpu, False)
+    model.train()
+    assert packing.packs(model, cpu, True) and packing.packs(model, other, True)
+    assert not packing.packs(model, other, False)
