@@ -96,7 +96,7 @@ def test_every_family_matches_transformers_on_the_gpu(model_type, task, batch, t
             continue
         assert (p.grad - g).abs().max().item() < 10 * TOL * max(1.0, g.abs().max().item()), k
 
-    # Prepared for inference: fused projections and the packed, length-grouped attention on the GPU.
+    # Prepared for inference: fused projections, and batches padded rather than packed on the GPU.
     ours.eval()
     prepare_for_inference(ours, "fp32")
     with torch.no_grad():
