@@ -25,6 +25,8 @@ Every folder is written atomically and loads in sentence-transformers with the s
 The loop is :class:`~bertkit.training.trainer.Trainer`'s (progress bar, gradient clipping, AMP,
 checkpoints, resume). Its run folder is ``checkpoint_path`` (``metrics.jsonl``, ``metrics.png``,
 ``checkpoints/step-N``), or a temporary folder removed at the end when there is none.
+:func:`run_fit` is that loop with the optimizer, schedule and evaluator rules, shared with
+``CrossEncoder.fit`` (:mod:`bertkit.training.cross_encoder_fit`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-__all__ = ["InputExample", "fit", "smart_batching_collate"]
+__all__ = ["InputExample", "check_fit_args", "fit", "run_fit", "smart_batching_collate"]
 
 SCHEDULERS = ("constantlr", "warmupconstant", "warmuplinear", "warmupcosine")
 
@@ -209,6 +211,24 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[nn.M
     return loaders, losses
 
 
+def check_fit_args(
+    epochs: Any, warmup_steps: Any, evaluation_steps: Any, max_grad_norm: Any, scheduler: Any, evaluator: Any
+) -> None:
+    """The checks every sentence-transformers ``fit`` makes of the settings it shares, one line each."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"fit: epochs must be an integer of at least 1, got {epochs!r}")
+    if not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError(f"fit: warmup_steps must be a non-negative integer, got {warmup_steps!r}")
+    if not isinstance(evaluation_steps, int) or evaluation_steps < 0:
+        raise ValueError(f"fit: evaluation_steps must be a non-negative integer, got {evaluation_steps!r}")
+    if not max_grad_norm or max_grad_norm <= 0:
+        raise ValueError(f"fit: max_grad_norm must be positive, got {max_grad_norm!r}")
+    if str(scheduler).lower() not in SCHEDULERS:
+        raise ValueError(f"fit: scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+    if evaluation_steps and evaluator is None:
+        raise ValueError(f"fit: evaluation_steps={evaluation_steps} needs an evaluator to run")
+
+
 def _batch_size(loader: Any) -> int:
     size = getattr(loader, "batch_size", None)
     if size is None:  # a DataLoader built on a batch_sampler: its batches' size
@@ -242,23 +262,9 @@ def fit(
     resume_from_checkpoint: bool = False,
 ) -> None:
     """Train ``model`` (a bertkit SentenceTransformer) as sentence-transformers' ``fit`` does (module docs)."""
-    from bertkit.training.arguments import TrainingArguments
-    from bertkit.training.trainer import Trainer
-
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"fit: epochs must be an integer of at least 1, got {epochs!r}")
-    if not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise ValueError(f"fit: warmup_steps must be a non-negative integer, got {warmup_steps!r}")
-    if not isinstance(evaluation_steps, int) or evaluation_steps < 0:
-        raise ValueError(f"fit: evaluation_steps must be a non-negative integer, got {evaluation_steps!r}")
+    check_fit_args(epochs, warmup_steps, evaluation_steps, max_grad_norm, scheduler, evaluator)
     if steps_per_epoch is not None and (not isinstance(steps_per_epoch, int) or steps_per_epoch < 0):
         raise ValueError(f"fit: steps_per_epoch must be a non-negative integer or None, got {steps_per_epoch!r}")
-    if not max_grad_norm or max_grad_norm <= 0:
-        raise ValueError(f"fit: max_grad_norm must be positive, got {max_grad_norm!r}")
-    if str(scheduler).lower() not in SCHEDULERS:
-        raise ValueError(f"fit: scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
-    if evaluation_steps and evaluator is None:
-        raise ValueError(f"fit: evaluation_steps={evaluation_steps} needs an evaluator to run")
     if checkpoint_path is None and resume_from_checkpoint:
         raise ValueError("fit: resume_from_checkpoint=True needs the checkpoint_path of the run to resume")
     if model.dtype != "fp32":
@@ -276,8 +282,6 @@ def fit(
     per_epoch = steps_per_epoch or min(n // b for n, b in zip(sizes, batch_sizes))
     total = max_steps if max_steps else per_epoch * epochs * len(losses)
 
-    optimizer = optimizer_class(_param_groups([encoder, *losses], weight_decay), **optimizer_params)
-    lr_schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(str(scheduler).lower(), warmup_steps, total))
     dataset = [(k, loader.dataset[j]) for k, loader in enumerate(loaders) for j in range(len(loader.dataset))]
     sampler = _RoundRobin(
         sizes,
@@ -285,6 +289,90 @@ def fit(
         [isinstance(loader.sampler, torch.utils.data.RandomSampler) for loader in loaders],
         [bool(getattr(loader, "drop_last", False)) for loader in loaders],
         seed=42,  # sentence-transformers' training seed
+    )
+
+    def loss_fn(_: nn.Module, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
+        return losses[batch["objective"]](batch["features"], batch["labels"]), {}
+
+    for loss in losses:
+        loss.to(model.device)
+    run_fit(
+        model,
+        encoder,
+        [encoder, *losses],
+        dataset,
+        _Collate(model),
+        sampler,
+        loss_fn,
+        total_steps=total,
+        max_steps=max_steps,
+        batch_size=batch_sizes[0],
+        epochs=epochs,
+        evaluator=evaluator,
+        scheduler=scheduler,
+        warmup_steps=warmup_steps,
+        optimizer_class=optimizer_class,
+        optimizer_params=optimizer_params,
+        weight_decay=weight_decay,
+        evaluation_steps=evaluation_steps,
+        output_path=output_path,
+        save_best_model=save_best_model,
+        max_grad_norm=max_grad_norm,
+        use_amp=use_amp,
+        callback=callback,
+        show_progress_bar=show_progress_bar,
+        checkpoint_path=checkpoint_path,
+        checkpoint_save_steps=checkpoint_save_steps,
+        checkpoint_save_total_limit=checkpoint_save_total_limit,
+        resume_from_checkpoint=resume_from_checkpoint,
+    )
+    if evaluator is None and output_path is not None:
+        model.save(output_path)
+
+
+def run_fit(
+    model: Any,
+    module: nn.Module,
+    optimized: Sequence[nn.Module],
+    dataset: Sequence[Any],
+    collate_fn: Callable[[list[Any]], dict[str, Any]],
+    batch_sampler: Any,
+    loss_fn: Callable[[nn.Module, dict[str, Any]], tuple[Tensor, dict[str, Any]]],
+    *,
+    total_steps: int,
+    max_steps: int | None,
+    batch_size: int,
+    epochs: int,
+    evaluator: Any,
+    scheduler: str,
+    warmup_steps: int,
+    optimizer_class: type[torch.optim.Optimizer],
+    optimizer_params: dict[str, Any],
+    weight_decay: float,
+    evaluation_steps: int,
+    output_path: str | None,
+    save_best_model: bool,
+    max_grad_norm: float,
+    use_amp: bool,
+    callback: Callable[[float, int, int], None] | None,
+    show_progress_bar: bool,
+    checkpoint_path: str | None = None,
+    checkpoint_save_steps: int = 500,
+    checkpoint_save_total_limit: int = 0,
+    resume_from_checkpoint: bool = False,
+) -> None:
+    """The training every sentence-transformers ``fit`` shares, on bertkit's Trainer: AdamW groups over
+    ``optimized``, the named schedule over ``total_steps``, the evaluator after every epoch and every
+    ``evaluation_steps`` (``callback`` with its primary score, each better score saved into
+    ``output_path`` with ``save_best_model``). ``model`` (a SentenceTransformer or CrossEncoder) gives
+    ``device``, ``save`` and ``_sync_inference``, which hands ``module``'s trained weights to its
+    inference path; ``loss_fn(module, batch)`` computes the loss of one collated batch."""
+    from bertkit.training.arguments import TrainingArguments
+    from bertkit.training.trainer import Trainer
+
+    optimizer = optimizer_class(_param_groups(optimized, weight_decay), **optimizer_params)
+    lr_schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _schedule(str(scheduler).lower(), warmup_steps, total_steps)
     )
     eval_dir = None
     if output_path is not None and evaluator is not None:
@@ -311,9 +399,6 @@ def fit(
                     model.save(output_path)
         return {str(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float, np.number))}
 
-    def loss_fn(_: nn.Module, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
-        return losses[batch["objective"]](batch["features"], batch["labels"]), {}
-
     def save_checkpoint_model(_: nn.Module, directory: Path) -> None:
         model._sync_inference()
         model.save(directory)
@@ -326,7 +411,7 @@ def fit(
             resume=bool(resume_from_checkpoint),
             epochs=float(epochs),
             max_steps=max_steps,
-            batch_size=batch_sizes[0],
+            batch_size=batch_size,
             lr=float(optimizer_params.get("lr", 1e-3)),
             max_grad_norm=float(max_grad_norm),
             precision=precision,
@@ -341,14 +426,12 @@ def fit(
             device=str(device),
             run_name="fit",
         )
-        for loss in losses:
-            loss.to(device)
         trainer = Trainer(
-            encoder,
+            module,
             config,
             dataset,
-            collate_fn=_Collate(model),
-            batch_sampler=sampler,
+            collate_fn=collate_fn,
+            batch_sampler=batch_sampler,
             evaluate=evaluate if evaluator is not None else None,
             loss_fn=loss_fn,
             save_model=save_checkpoint_model,
@@ -358,5 +441,3 @@ def fit(
             trainer.train()
         finally:
             model._sync_inference()
-    if evaluator is None and output_path is not None:
-        model.save(output_path)
