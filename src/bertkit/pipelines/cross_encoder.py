@@ -14,6 +14,7 @@ optional softmax, the output types and the order of ``rank``. ``save`` writes a 
 sentence-transformers' ``CrossEncoder``, transformers and bertkit all load with the same scores.
 Arguments bertkit cannot honour (remote code, other backends, multi-process pools, prompts) are
 refused by name rather than ignored.
+``fit`` is sentence-transformers' pre-v4 training call (:mod:`bertkit.training.cross_encoder_fit`).
 """
 
 from __future__ import annotations
@@ -211,6 +212,8 @@ class CrossEncoder:
         self.activation_fn = activation_fn
         # where sentence-transformers' evaluators record their results (kept, never written out)
         self.model_card_data = _ModelCardData()
+        self._training: torch.nn.Module | None = None  # fit()'s fp32 copy, made on first use
+        self._synced = 0
 
     @staticmethod
     def _read_st_files(folder: Path) -> dict[str, Any]:
@@ -307,11 +310,18 @@ class CrossEncoder:
     def max_seq_length(self, value: int) -> None:
         self.max_length = value
 
+    @property
+    def dtype(self) -> str:
+        """The precision scores are computed in: "fp32", "bf16" or "int8"."""
+        return self._pipe.dtype
+
     def to(self, device: str | torch.device) -> CrossEncoder:
         """Move the model to ``device``; returns this CrossEncoder."""
         from bertkit._args import check_device
 
         self.model.to(check_device("device", device))
+        if self._training is not None:
+            self._training.to(self.device)
         self._pipe.device = self.device
         return self
 
@@ -320,6 +330,50 @@ class CrossEncoder:
             f"CrossEncoder(model={type(self.model).__name__}, num_labels={self.num_labels}, "
             f"max_length={self.max_length}, activation_fn={self.activation_fn!r}, device={self.device})"
         )
+
+    # ------------------------------------------------------------------ training
+    @property
+    def training_model(self) -> torch.nn.Module:
+        """The sequence-classification model :meth:`fit` trains: fp32 with gradients, loaded from the
+        folder on first use (the inference model's fused, frozen weights cannot train)."""
+        if self._training is None:
+            from bertkit.modeling.auto import AutoModelForSequenceClassification
+
+            if self.dtype != "fp32":
+                raise ValueError(f"training a {self.dtype} CrossEncoder is not supported: load it with dtype='fp32'")
+            model = AutoModelForSequenceClassification.from_pretrained(str(self.folder))
+            self._training = model.to(self.device)
+            self._synced = self._weights_version()
+        return self._training
+
+    def _weights_version(self) -> int:
+        # every in-place update (an optimizer step, load_state_dict) bumps a tensor's version
+        assert self._training is not None
+        return sum(p._version for p in self._training.parameters())
+
+    def _sync_inference(self) -> None:
+        """Give the inference model the training weights, if they changed since the last call."""
+        from bertkit.inference.precision import prepare_for_inference
+
+        if self._training is None or self._synced == self._weights_version():
+            return
+        self.model.load_state_dict(self._training.state_dict())
+        prepare_for_inference(self.model, "fp32")  # the fused and packed weights are snapshots: redo them
+        self._synced = self._weights_version()
+
+    def smart_batching_collate(self, batch: list[Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """InputExamples -> (their pairs tokenized together, the labels: float for one label, else class ids)."""
+        from bertkit.training.cross_encoder_fit import pair_collate
+
+        return pair_collate(self, batch)
+
+    def fit(self, train_dataloader: Any, evaluator: Any = None, epochs: int = 1, **kwargs: Any) -> None:
+        """sentence-transformers' ``CrossEncoder.fit``: train on a DataLoader of (text, text)
+        InputExamples; see :mod:`bertkit.training.cross_encoder_fit` for every keyword (loss_fct,
+        activation_fct, warmup_steps, optimizer_params, evaluation_steps, output_path...)."""
+        from bertkit.training.cross_encoder_fit import fit
+
+        fit(self, train_dataloader, evaluator, epochs, **kwargs)
 
     # ------------------------------------------------------------------ scoring
     def predict(
@@ -353,6 +407,7 @@ class CrossEncoder:
         batch_size = A.positive_int.check("batch_size", batch_size)
         if activation_fn is not None and not callable(activation_fn):
             raise TypeError(f"activation_fn must be callable (e.g. torch.nn.Sigmoid()), got {_shorten(activation_fn)}")
+        self._sync_inference()
         logits = self._pipe.score_pairs(
             pairs, self.max_length, "cut", batch_size=batch_size, progress=bool(show_progress_bar)
         )
@@ -443,6 +498,7 @@ class CrossEncoder:
         does not write are kept, but a folder holding another model's sentence-transformers module files
         (which that library would read instead) is refused. No model card is written: ``model_name``,
         ``create_model_card`` and ``train_datasets`` only describe one."""
+        self._sync_inference()
         if self._pipe.dtype != "fp32":
             raise ValueError(
                 f"CrossEncoder.save() of a {self._pipe.dtype} model would write rounded weights: "
