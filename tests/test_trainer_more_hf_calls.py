@@ -18,48 +18,14 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # transformers' Trainer needs it
 
+from test_trainer_hf_calls import setup  # noqa: E402, F401  (the same tiny classifier and sentences)
+
 import bertkit  # noqa: E402
 from bertkit.assets import asset_path  # noqa: E402
 
 # Trained weights of the two libraries agree to float32 rounding over a few AdamW steps; the tolerance
 # leaves room for another CPU's kernels (AVX2, AVX-512, AMX) summing in another order.
 WEIGHTS = dict(atol=2e-5, rtol=1e-4)
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """A tiny BERT classifier without dropout (saved once, loaded by both libraries) and 24 real polarity
-    sentences tokenized by the MiniLM vocabulary, of different lengths."""
-    folder = tmp_path_factory.mktemp("tiny")
-    tok = bertkit.BertTokenizer.from_pretrained(asset_path("minilm"))
-    torch.manual_seed(0)
-    config = bertkit.BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        num_labels=2,
-    )
-    bertkit.BertForSequenceClassification(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    with open(asset_path("polarity-train"), encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))[:24]
-    items = []
-    for row in rows:
-        enc = tok(row["text"], truncation=True, max_length=48)
-        items.append(
-            {
-                "input_ids": list(enc["input_ids"]),
-                "attention_mask": list(enc["attention_mask"]),
-                "token_type_ids": list(enc["token_type_ids"]),
-                "labels": int(row["label"] == "positive"),
-            }
-        )
-    assert len({len(i["input_ids"]) for i in items}) > 1  # padding is part of what is counted
-    return folder, items[:16], items[16:]
 
 
 def _call(output_dir, **kw) -> dict:
