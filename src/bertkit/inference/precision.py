@@ -42,7 +42,15 @@ from bertkit._cpu import cpu_flags, has_fast_bf16
 from bertkit.modeling.gpt2 import Conv1D
 from bertkit.modeling.layers import NewGELU, hooked
 
-__all__ = ["DTYPES", "inference_dtype", "prepack_linears", "prepare_for_inference", "resolve_dtype", "try_compile"]
+__all__ = [
+    "DTYPES",
+    "TrainedCopy",
+    "inference_dtype",
+    "prepack_linears",
+    "prepare_for_inference",
+    "resolve_dtype",
+    "try_compile",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -396,3 +404,25 @@ def try_compile(model: nn.Module, example: dict[str, torch.Tensor] | None = None
     except Exception as e:  # noqa: BLE001 - no C++ compiler, an unsupported op...: eager is always correct
         logger.warning("torch.compile unavailable (%s: %s); running eagerly", type(e).__name__, e)
         return model, None
+
+
+class TrainedCopy:
+    """A trainable fp32 copy of a prepared inference model (whose fused, frozen weights cannot train),
+    and the one way its weights reach the inference model again: :meth:`sync` copies them over and
+    prepares again, only when they changed since the last call."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self._synced = self._version()
+
+    def _version(self) -> int:
+        # every in-place update (an optimizer step, load_state_dict) bumps a tensor's version
+        return sum(p._version for p in self.model.parameters())
+
+    def sync(self, inference_model: nn.Module) -> None:
+        """Give ``inference_model`` (prepared in fp32) this copy's weights, if they changed."""
+        if self._synced == self._version():
+            return
+        inference_model.load_state_dict(self.model.state_dict())
+        prepare_for_inference(inference_model, "fp32")  # the fused and packed weights are snapshots: redo them
+        self._synced = self._version()

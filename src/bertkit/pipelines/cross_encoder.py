@@ -212,8 +212,7 @@ class CrossEncoder:
         self.activation_fn = activation_fn
         # where sentence-transformers' evaluators record their results (kept, never written out)
         self.model_card_data = _ModelCardData()
-        self._training: torch.nn.Module | None = None  # fit()'s fp32 copy, made on first use
-        self._synced = 0
+        self._trained: Any = None  # fit()'s fp32 copy (TrainedCopy), made on first use
 
     @staticmethod
     def _read_st_files(folder: Path) -> dict[str, Any]:
@@ -320,8 +319,8 @@ class CrossEncoder:
         from bertkit._args import check_device
 
         self.model.to(check_device("device", device))
-        if self._training is not None:
-            self._training.to(self.device)
+        if self._trained is not None:
+            self._trained.model.to(self.device)
         self._pipe.device = self.device
         return self
 
@@ -336,30 +335,20 @@ class CrossEncoder:
     def training_model(self) -> torch.nn.Module:
         """The sequence-classification model :meth:`fit` trains: fp32 with gradients, loaded from the
         folder on first use (the inference model's fused, frozen weights cannot train)."""
-        if self._training is None:
+        if self._trained is None:
+            from bertkit.inference.precision import TrainedCopy
             from bertkit.modeling.auto import AutoModelForSequenceClassification
 
             if self.dtype != "fp32":
                 raise ValueError(f"training a {self.dtype} CrossEncoder is not supported: load it with dtype='fp32'")
             model = AutoModelForSequenceClassification.from_pretrained(str(self.folder))
-            self._training = model.to(self.device)
-            self._synced = self._weights_version()
-        return self._training
-
-    def _weights_version(self) -> int:
-        # every in-place update (an optimizer step, load_state_dict) bumps a tensor's version
-        assert self._training is not None
-        return sum(p._version for p in self._training.parameters())
+            self._trained = TrainedCopy(model.to(self.device))
+        return self._trained.model
 
     def _sync_inference(self) -> None:
         """Give the inference model the training weights, if they changed since the last call."""
-        from bertkit.inference.precision import prepare_for_inference
-
-        if self._training is None or self._synced == self._weights_version():
-            return
-        self.model.load_state_dict(self._training.state_dict())
-        prepare_for_inference(self.model, "fp32")  # the fused and packed weights are snapshots: redo them
-        self._synced = self._weights_version()
+        if self._trained is not None:
+            self._trained.sync(self.model)
 
     def smart_batching_collate(self, batch: list[Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """InputExamples -> (their pairs tokenized together, the labels: float for one label, else class ids)."""
@@ -370,7 +359,9 @@ class CrossEncoder:
     def fit(self, train_dataloader: Any, evaluator: Any = None, epochs: int = 1, **kwargs: Any) -> None:
         """sentence-transformers' ``CrossEncoder.fit``: train on a DataLoader of (text, text)
         InputExamples; see :mod:`bertkit.training.cross_encoder_fit` for every keyword (loss_fct,
-        activation_fct, warmup_steps, optimizer_params, evaluation_steps, output_path...)."""
+        activation_fct, warmup_steps, optimizer_params, evaluation_steps, output_path...), and bertkit's
+        keyword-only extras checkpoint_path, checkpoint_save_steps, checkpoint_save_total_limit and
+        resume_from_checkpoint (sentence-transformers' CrossEncoder.fit has none)."""
         from bertkit.training.cross_encoder_fit import fit
 
         fit(self, train_dataloader, evaluator, epochs, **kwargs)

@@ -200,7 +200,7 @@ class SentenceTransformer:
         self._includes_prompt = _pooling_includes_prompt(folder)
         self.model_card_data = _ModelCardData()
         self._training: Any = None  # the SentenceEncoder that fit() and the losses train, made on first use
-        self._synced: int | None = None  # the training weights' version the inference model holds
+        self._trained: Any = None  # its weights, synced into the inference model (TrainedCopy)
 
     # -- what sentence-transformers users read off the model ------------------------------------
 
@@ -311,6 +311,7 @@ class SentenceTransformer:
 
     def _training_encoder(self) -> Any:
         if self._training is None:
+            from bertkit.inference.precision import TrainedCopy
             from bertkit.modeling.auto import auto_class_for
             from bertkit.modeling.sentence import SentenceEncoder
 
@@ -320,22 +321,13 @@ class SentenceTransformer:
             self._training = SentenceEncoder(
                 encoder, self.tokenizer, self.pooling, self.normalizes, self.max_seq_length
             )
-            self._synced = self._weights_version()
+            self._trained = TrainedCopy(encoder)
         return self._training
-
-    def _weights_version(self) -> int:
-        # every in-place update (an optimizer step, load_state_dict) bumps a tensor's version
-        return sum(p._version for p in self._training.model.parameters())
 
     def _sync_inference(self) -> None:
         """Give the inference model the training weights, if they changed since the last call."""
-        from bertkit.inference.precision import prepare_for_inference
-
-        if self._training is None or self._synced == self._weights_version():
-            return
-        self.model.load_state_dict(self._training.model.state_dict())
-        prepare_for_inference(self.model, "fp32")  # the fused and packed weights are snapshots: redo them
-        self._synced = self._weights_version()
+        if self._trained is not None:
+            self._trained.sync(self.model)
 
     def forward(self, features: dict[str, Tensor]) -> dict[str, Tensor]:
         """``features`` (a tokenized batch) with ``sentence_embedding`` added, computed by
