@@ -423,6 +423,9 @@ class TrainedCopy:
         """Give ``inference_model`` (prepared in fp32) this copy's weights, if they changed."""
         if self._synced == self._version():
             return
-        inference_model.load_state_dict(self.model.state_dict())
-        prepare_for_inference(inference_model, "fp32")  # the fused and packed weights are snapshots: redo them
+        # preparing builds modules whose init draws from the global RNG; a sync (at every checkpoint
+        # and evaluation of a fit) must leave training's dropout stream alone, or a resumed run differs
+        with torch.random.fork_rng():
+            inference_model.load_state_dict(self.model.state_dict())
+            prepare_for_inference(inference_model, "fp32")  # the fused and packed weights are snapshots: redo them
         self._synced = self._version()
