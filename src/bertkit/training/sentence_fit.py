@@ -378,7 +378,6 @@ def run_fit(
     if output_path is not None and evaluator is not None:
         eval_dir = Path(output_path) / "eval"
         eval_dir.mkdir(parents=True, exist_ok=True)
-    best: list[float] = []
     trainer: Trainer | None = None
 
     def evaluate(_: nn.Module) -> dict[str, float]:
@@ -393,8 +392,11 @@ def run_fit(
             if callback is not None:
                 callback(score, epoch, steps)
             higher = getattr(evaluator, "greater_is_better", True)
-            if not best or (score > best[0] if higher else score < best[0]):
-                best[:] = [score]
+            # the best score lives in the Trainer's checkpointed state (fit sets no best_metric, so the
+            # Trainer leaves it to us): a resumed run does not save a score worse than one before the kill
+            best = trainer.best_metric
+            if best is None or (score > best if higher else score < best):
+                trainer.best_metric, trainer.best_step = score, steps
                 if save_best_model and output_path is not None:
                     model.save(output_path)
         return {str(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float, np.number))}
