@@ -115,8 +115,18 @@ def fit(
     use_amp: bool = False,
     callback: Callable[[float, int, int], None] | None = None,
     show_progress_bar: bool = True,
+    *,
+    checkpoint_path: str | None = None,
+    checkpoint_save_steps: int = 500,
+    checkpoint_save_total_limit: int = 0,
+    resume_from_checkpoint: bool = False,
 ) -> None:
-    """Train ``model`` (a bertkit CrossEncoder) as sentence-transformers' ``CrossEncoder.fit`` does (module docs)."""
+    """Train ``model`` (a bertkit CrossEncoder) as sentence-transformers' ``CrossEncoder.fit`` does (module docs).
+
+    ``checkpoint_path``, ``checkpoint_save_steps``, ``checkpoint_save_total_limit`` and
+    ``resume_from_checkpoint`` are bertkit's keyword-only extras (sentence-transformers'
+    ``CrossEncoder.fit`` has no checkpoints): they mean what they mean in ``SentenceTransformer.fit``,
+    and a run killed after a checkpoint resumes to the weights of the uninterrupted run."""
     from bertkit.training.sentence_fit import _batch_size, _RoundRobin, check_fit_args, run_fit
 
     check_fit_args(epochs, warmup_steps, evaluation_steps, max_grad_norm, scheduler, evaluator)
@@ -124,6 +134,8 @@ def fit(
         raise TypeError(f"fit: loss_fct must be callable (e.g. torch.nn.MSELoss()), got {loss_fct!r}")
     if not callable(activation_fct):
         raise TypeError(f"fit: activation_fct must be callable (e.g. torch.nn.Identity()), got {activation_fct!r}")
+    if checkpoint_path is None and resume_from_checkpoint:
+        raise ValueError("fit: resume_from_checkpoint=True needs the checkpoint_path of the run to resume")
     if model.dtype != "fp32":
         raise ValueError(f"fit: this model computes in {model.dtype}; load it with dtype='fp32' to train it")
     optimizer_params = dict(optimizer_params if optimizer_params is not None else {"lr": 2e-5})
@@ -175,4 +187,8 @@ def fit(
         use_amp=use_amp,
         callback=callback,
         show_progress_bar=show_progress_bar,
+        checkpoint_path=checkpoint_path,
+        checkpoint_save_steps=checkpoint_save_steps,
+        checkpoint_save_total_limit=checkpoint_save_total_limit,
+        resume_from_checkpoint=resume_from_checkpoint,
     )
