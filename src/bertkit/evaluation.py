@@ -60,6 +60,7 @@ from bertkit.search.evaluation import (
 
 __all__ = [
     "BaseEvaluator",
+    "CECorrelationEvaluator",
     "CrossEncoderClassificationEvaluator",
     "CrossEncoderCorrelationEvaluator",
     "CrossEncoderRerankingEvaluator",
@@ -241,6 +242,15 @@ class EmbeddingSimilarityEvaluator(BaseEvaluator):
         )
         self.csv_headers = ["epoch", "steps"]
         self._append_csv_headers(self.similarity_fn_names)
+
+    @classmethod
+    def from_input_examples(cls, examples: Iterable[Any], **kwargs: Any) -> EmbeddingSimilarityEvaluator:
+        """From ``InputExample``-like objects (sentence-transformers' v2 scripts build it so): ``texts`` the
+        pair, ``label`` the gold score."""
+        examples = list(examples)
+        return cls(
+            [e.texts[0] for e in examples], [e.texts[1] for e in examples], [e.label for e in examples], **kwargs
+        )
 
     def _append_csv_headers(self, similarity_fn_names: list[str]) -> None:
         self.csv_headers += [f"{fn}_{m}" for fn in similarity_fn_names for m in ("pearson", "spearman")]
@@ -822,6 +832,11 @@ class CrossEncoderCorrelationEvaluator(BaseEvaluator):
         metrics = self.prefix_name_to_metrics(m, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
+
+
+class CECorrelationEvaluator(CrossEncoderCorrelationEvaluator):
+    """sentence-transformers' pre-v4 name of :class:`CrossEncoderCorrelationEvaluator`, which its v2 example
+    scripts import; it still exports the old name as a subclass."""
 
 
 class CrossEncoderClassificationEvaluator(BaseEvaluator):

@@ -142,7 +142,8 @@ class CrossEncoder:
 
     ``model_name_or_path``: a folder, or a model id in the local Hugging Face cache (``cache_folder``,
     ``revision``); nothing is downloaded, so ``token`` and ``local_files_only`` change nothing.
-    ``num_labels`` must match the folder's head; ``max_length`` is where pairs are cut (default: the
+    ``num_labels`` must match the folder's head; a folder with no classifier (a plain BERT) gets a new
+    head of ``num_labels`` (default 1), as in sentence-transformers; ``max_length`` is where pairs are cut (default: the
     tokenizer's limit, at most the model's positions); ``activation_fn`` replaces the default (sigmoid
     for one label, identity otherwise, or the one the folder's config names); ``device`` defaults to
     CUDA when there is one. ``dtype`` (bertkit's own): "fp32" by default, "bf16", "int8" or "auto"
@@ -192,8 +193,19 @@ class CrossEncoder:
 
         folder = resolve_model_path(model_name_or_path, cache_dir=cache_folder, revision=revision)
         st_config = self._read_st_files(folder)
-        self._pipe = TextRankingPipeline(folder, device=device, dtype=dtype, num_labels=None)
         self.folder = folder
+        # a folder without a classifier (a plain BERT, as sentence-transformers' training scripts start
+        # from) gets a new head of num_labels (default 1), as sentence-transformers gives it; its first
+        # weights are kept so that fit() trains the head predict() scores with
+        self._fresh_head: dict[str, torch.Tensor] | None = None
+        if not self._has_classifier(folder):
+            model = self._load_for_training(num_labels or 1)
+            self._fresh_head = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self._pipe = TextRankingPipeline(
+                model, tokenizer=str(folder), device=device, dtype=dtype or "fp32", num_labels=None
+            )
+        else:
+            self._pipe = TextRankingPipeline(folder, device=device, dtype=dtype, num_labels=None)
         config = self._pipe.model.config
         if num_labels is not None and num_labels != self.num_labels:
             raise ValueError(
@@ -213,6 +225,32 @@ class CrossEncoder:
         # where sentence-transformers' evaluators record their results (kept, never written out)
         self.model_card_data = _ModelCardData()
         self._trained: Any = None  # fit()'s fp32 copy (TrainedCopy), made on first use
+
+    @staticmethod
+    def _has_classifier(folder: Path) -> bool:
+        """sentence-transformers' test: the folder's config.json names a ...ForSequenceClassification class."""
+        archs = _read_json(folder / "config.json").get("architectures") if (folder / "config.json").is_file() else None
+        return any(str(a).endswith("ForSequenceClassification") for a in archs or [])
+
+    def _load_for_training(self, num_labels: int | None = None) -> torch.nn.Module:
+        """The folder's fp32 sequence-classification model; a fresh head keeps the weights it was built with."""
+        import logging
+
+        from bertkit.modeling.auto import AutoModelForSequenceClassification
+
+        if num_labels is None:
+            return AutoModelForSequenceClassification.from_pretrained(str(self.folder))
+        if self._fresh_head is None:  # the first build: its "newly initialized" warning is for the user
+            return AutoModelForSequenceClassification.from_pretrained(str(self.folder), num_labels=num_labels)
+        log = logging.getLogger("bertkit")  # a rebuild, given the first build's head at once: no second warning
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(str(self.folder), num_labels=num_labels)
+        finally:
+            log.setLevel(level)
+        model.load_state_dict(self._fresh_head)
+        return model
 
     @staticmethod
     def _read_st_files(folder: Path) -> dict[str, Any]:
@@ -337,11 +375,10 @@ class CrossEncoder:
         folder on first use (the inference model's fused, frozen weights cannot train)."""
         if self._trained is None:
             from bertkit.inference.precision import TrainedCopy
-            from bertkit.modeling.auto import AutoModelForSequenceClassification
 
             if self.dtype != "fp32":
                 raise ValueError(f"training a {self.dtype} CrossEncoder is not supported: load it with dtype='fp32'")
-            model = AutoModelForSequenceClassification.from_pretrained(str(self.folder))
+            model = self._load_for_training(None if self._fresh_head is None else self.num_labels)
             self._trained = TrainedCopy(model.to(self.device))
         return self._trained.model
 
