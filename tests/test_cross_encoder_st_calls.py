@@ -385,15 +385,20 @@ def test_bad_constructor_arguments_are_named(folders, kwargs, message):
         CrossEncoder(folders[1], **kwargs)
 
 
-def test_a_folder_that_is_not_a_cross_encoder_is_refused(tmp_path):
+def test_a_folder_that_is_not_a_cross_encoder_is_refused(tmp_path, caplog):
     from bertkit import CrossEncoder
 
     with pytest.raises(ValueError, match=r"minilm is not a cross-encoder: its modules.json lists .*Pooling"):
         CrossEncoder(MINILM)  # a sentence-embedding folder
+    # A plain encoder (no classifier named in its config) gets a new head, as sentence-transformers gives
+    # it (what its training scripts start from), and the loader says the head is new.
     bare = tmp_path / "bare"
     shutil.copytree(MINILM, bare, ignore=shutil.ignore_patterns("modules.json", "1_Pooling"))
-    with pytest.raises(ValueError, match="bare is not a cross-encoder: .* no trained sequence-classification head"):
-        CrossEncoder(bare)  # an encoder without a head, which ST would give a random one
+    with caplog.at_level("WARNING"):
+        ours = CrossEncoder(str(bare), device="cpu")
+    assert any("classifier.weight, classifier.bias are newly initialized" in r.getMessage() for r in caplog.records)
+    assert ours.num_labels == st.CrossEncoder(str(bare), device="cpu").num_labels == 1
+    assert CrossEncoder(str(bare), num_labels=3, device="cpu").num_labels == 3
     with pytest.raises(FileNotFoundError, match="does not exist|neither a local folder"):
         CrossEncoder(tmp_path / "missing")
 

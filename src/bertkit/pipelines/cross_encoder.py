@@ -19,6 +19,7 @@ refused by name rather than ignored.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import warnings
@@ -233,23 +234,16 @@ class CrossEncoder:
         return any(str(a).endswith("ForSequenceClassification") for a in archs or [])
 
     def _load_for_training(self, num_labels: int | None = None) -> torch.nn.Module:
-        """The folder's fp32 sequence-classification model; a fresh head keeps the weights it was built with."""
-        import logging
-
+        """The folder's fp32 sequence-classification model: with ``num_labels``, the folder's encoder under
+        a new head of that size (the loader says which weights are new); after that first build, the
+        same weights again, so the model fit() trains starts from the head predict() scored with."""
         from bertkit.modeling.auto import AutoModelForSequenceClassification
 
-        if num_labels is None:
-            return AutoModelForSequenceClassification.from_pretrained(str(self.folder))
-        if self._fresh_head is None:  # the first build: its "newly initialized" warning is for the user
-            return AutoModelForSequenceClassification.from_pretrained(str(self.folder), num_labels=num_labels)
-        log = logging.getLogger("bertkit")  # a rebuild, given the first build's head at once: no second warning
-        level = log.level
-        log.setLevel(logging.ERROR)
-        try:
-            model = AutoModelForSequenceClassification.from_pretrained(str(self.folder), num_labels=num_labels)
-        finally:
-            log.setLevel(level)
-        model.load_state_dict(self._fresh_head)
+        if self._fresh_head is None:
+            kwargs = {} if num_labels is None else {"num_labels": num_labels}
+            return AutoModelForSequenceClassification.from_pretrained(str(self.folder), **kwargs)
+        model = AutoModelForSequenceClassification.from_config(copy.deepcopy(self._pipe.model.config))
+        model.load_state_dict(self._fresh_head)  # every weight given: nothing new to report
         return model
 
     @staticmethod
@@ -378,7 +372,7 @@ class CrossEncoder:
 
             if self.dtype != "fp32":
                 raise ValueError(f"training a {self.dtype} CrossEncoder is not supported: load it with dtype='fp32'")
-            model = self._load_for_training(None if self._fresh_head is None else self.num_labels)
+            model = self._load_for_training()
             self._trained = TrainedCopy(model.to(self.device))
         return self._trained.model
 
