@@ -94,3 +94,30 @@ def electra_clf(tmp_path_factory):
     out = tmp_path_factory.mktemp("electra-clf") / "model"
     model.save_pretrained(out, tokenizer=tok)
     return out
+
+
+def without_dropout(folder: Path) -> str:
+    """``folder``'s config.json with dropout off, in place (dropout masks cannot be matched across
+    libraries); returns the folder as a string."""
+    import json
+
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return str(folder)
+
+
+def sentence_transformers_adamw(named_parameters, lr: float, weight_decay: float = 0.01):
+    """The reference optimizer of sentence-transformers' fit, written out: torch's AdamW over two groups,
+    ``weight_decay`` except on biases and LayerNorm weights."""
+    import torch
+
+    no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
+    params = list(named_parameters)
+    return torch.optim.AdamW(
+        [
+            {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": weight_decay},
+            {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
+        ],
+        lr=lr,
+    )

@@ -5,11 +5,11 @@ folder, a short fit on STS-Lee raises sentence-transformers' own Spearman on hel
 saves a folder sentence-transformers scores as bertkit does, and bad input is refused by name."""
 
 import csv
-import json
 
 import numpy as np
 import pytest
 import torch
+from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
 from test_cross_encoder_st_calls import _head_folder  # noqa: E402  (the seeded-head MiniLM folders)
 from torch.utils.data import DataLoader
 
@@ -28,14 +28,6 @@ def lee():
     return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
 
 
-def _no_dropout(folder):
-    # dropout masks cannot be matched across libraries
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return str(folder)
-
-
 def _label(score: float, num_labels: int):
     return score if num_labels == 1 else min(int(score * num_labels), num_labels - 1)
 
@@ -49,7 +41,7 @@ def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path, num_labels):
     change agrees within 2e-3 of its norm (fp32 rounding, which AdamW's division amplifies), and
     predict() afterwards gives sentence-transformers' scores of its stepped model."""
     _head_folder(tmp_path / "head", num_labels, seed=num_labels)
-    folder = _no_dropout(tmp_path / "head")
+    folder = without_dropout(tmp_path / "head")
     rows = lee[::23][:16]
     lr = 5e-5
 
@@ -61,15 +53,7 @@ def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path, num_labels):
 
     ref.train()
     start = {n: p.detach().clone() for n, p in ref.named_parameters()}
-    no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
-    params = list(ref.named_parameters())
-    opt = torch.optim.AdamW(
-        [
-            {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": 0.01},
-            {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
-        ],
-        lr=lr,
-    )
+    opt = sentence_transformers_adamw(ref.named_parameters(), lr)
     ref_loss = cel.BinaryCrossEntropyLoss(ref) if num_labels == 1 else cel.CrossEntropyLoss(ref)
     for i, factor in enumerate((1.0, 0.5)):
         batch = rows[8 * i : 8 * i + 8]

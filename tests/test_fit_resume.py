@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
 from test_cross_encoder_st_calls import _head_folder  # noqa: E402  (the seeded-head MiniLM folders)
 from torch.utils.data import DataLoader
 
@@ -129,10 +130,7 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(kin
 def _no_dropout_minilm(tmp_path):
     folder = tmp_path / "minilm-no-dropout"
     shutil.copytree(asset_path("minilm"), folder)
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return str(folder)
+    return without_dropout(folder)
 
 
 def test_two_objectives_take_turns_as_sentence_transformers_does(lee, tmp_path):
@@ -154,15 +152,7 @@ def test_two_objectives_take_turns_as_sentence_transformers_does(lee, tmp_path):
     ref.train()
     enc = ref[0].auto_model
     start = {n: p.detach().clone() for n, p in enc.named_parameters()}
-    no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
-    params = list(ref.named_parameters())
-    opt = torch.optim.AdamW(
-        [
-            {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": 0.01},
-            {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
-        ],
-        lr=lr,
-    )
+    opt = sentence_transformers_adamw(ref.named_parameters(), lr)
     cosent, mnrl = stl.CoSENTLoss(ref), stl.MultipleNegativesRankingLoss(ref)
     turns = [(cosent, rows_a[0:4]), (mnrl, rows_b[0:4]), (cosent, rows_a[4:8]), (mnrl, rows_b[4:8])]
     for step, (loss_fn, batch) in enumerate(turns):

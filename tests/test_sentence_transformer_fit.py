@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 import torch
+from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
 from torch.utils.data import DataLoader
 
 from bertkit import InputExample, SentenceTransformer, losses
@@ -232,10 +233,7 @@ def test_fit_improves_held_out_spearman_and_saves_the_best(lee, tmp_path, capfd)
 def _no_dropout_minilm(tmp_path):
     folder = tmp_path / "minilm-no-dropout"
     shutil.copytree(asset_path("minilm"), folder)
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return str(folder)
+    return without_dropout(folder)
 
 
 def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path):
@@ -251,15 +249,7 @@ def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path):
     ref.train()
     enc = ref[0].auto_model
     start = {n: p.detach().clone() for n, p in enc.named_parameters()}
-    no_decay = ("bias", "LayerNorm.bias", "LayerNorm.weight")
-    params = list(ref.named_parameters())
-    opt = torch.optim.AdamW(
-        [
-            {"params": [p for n, p in params if not any(k in n for k in no_decay)], "weight_decay": 0.01},
-            {"params": [p for n, p in params if any(k in n for k in no_decay)], "weight_decay": 0.0},
-        ],
-        lr=lr,
-    )
+    opt = sentence_transformers_adamw(ref.named_parameters(), lr)
     ref_loss = stl.CoSENTLoss(ref)
     for i, factor in enumerate((1.0, 0.5)):
         batch = rows[8 * i : 8 * i + 8]
