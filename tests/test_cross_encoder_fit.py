@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
 from test_cross_encoder_st_calls import _head_folder  # noqa: E402  (the seeded-head MiniLM folders)
+from test_sentence_transformer_fit import _split_by_document  # noqa: E402  (held-out documents)
 from torch.utils.data import DataLoader
 
 from bertkit import CrossEncoder, InputExample
@@ -96,16 +97,6 @@ def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path, num_labels):
     after = ours.predict(probe)
     assert np.abs(after - before).max() > 1e-4  # predict() took the trained weights
     np.testing.assert_allclose(after, ref.predict(probe), atol=1e-5)
-
-
-def _split_by_document(lee):
-    """Train on pairs among the first 30 documents, hold out pairs among the last 20: no held-out
-    text is seen in training."""
-    docs = list(dict.fromkeys([t for r in lee for t in r[:2]]))
-    train_docs = set(docs[:30])
-    train = [r for r in lee if r[0] in train_docs and r[1] in train_docs]
-    held = [r for r in lee if r[0] not in train_docs and r[1] not in train_docs]
-    return train, held
 
 
 def test_fit_improves_held_out_spearman_and_saves_a_folder_sentence_transformers_scores_alike(lee, tmp_path, capfd):
