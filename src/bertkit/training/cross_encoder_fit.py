@@ -64,16 +64,11 @@ class _Collate:
 
 def _check_examples(loader: Any, num_labels: int, default_loss: bool) -> list[Any]:
     """The loader's InputExamples, each checked: two texts and a label the head's loss can take."""
-    dataset = getattr(loader, "dataset", None)
-    if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-        raise TypeError(f"fit: train_dataloader must be a DataLoader over a list of InputExamples, got {loader!r}")
-    if len(dataset) == 0:
-        raise ValueError("fit: train_dataloader holds no examples")
-    examples = [dataset[j] for j in range(len(dataset))]
+    from bertkit.training.sentence_fit import loader_examples
+
+    examples = loader_examples(loader, "train_dataloader")
     for j, ex in enumerate(examples):
-        texts = getattr(ex, "texts", None)
-        if not isinstance(texts, (list, tuple)):
-            raise TypeError(f"fit: train_dataloader example {j} is {type(ex).__name__}, not an InputExample")
+        texts = ex.texts
         if len(texts) != 2:
             raise ValueError(
                 f"fit: train_dataloader example {j} has {len(texts)} texts; "

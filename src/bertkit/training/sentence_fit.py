@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-__all__ = ["InputExample", "check_fit_args", "fit", "run_fit", "smart_batching_collate"]
+__all__ = ["InputExample", "check_fit_args", "fit", "loader_examples", "run_fit", "smart_batching_collate"]
 
 SCHEDULERS = ("constantlr", "warmupconstant", "warmuplinear", "warmupcosine")
 
@@ -157,9 +157,24 @@ def _param_groups(modules: Sequence[nn.Module], weight_decay: float) -> list[dic
     return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
 
 
-def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[nn.Module]]:
-    """(DataLoaders, losses), each checked: examples there, the loss trains ``model``, and every
-    example has as many texts as its loss reads."""
+def loader_examples(loader: Any, where: str) -> list[Any]:
+    """The examples of a DataLoader over InputExamples, read once and checked: a dataset with a length,
+    not empty, and every item with ``texts``. ``where`` names the loader in the refusals."""
+    dataset = getattr(loader, "dataset", None)
+    if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
+        raise TypeError(f"fit: {where} must be a DataLoader over a list of InputExamples, got {loader!r}")
+    if len(dataset) == 0:
+        raise ValueError(f"fit: {where} holds no examples")
+    examples = [dataset[j] for j in range(len(dataset))]
+    for j, ex in enumerate(examples):
+        if not isinstance(getattr(ex, "texts", None), (list, tuple)):
+            raise TypeError(f"fit: {where} example {j} is {type(ex).__name__}, not an InputExample")
+    return examples
+
+
+def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list[Any]], list[nn.Module]]:
+    """(DataLoaders, their examples, losses), each checked: examples there, the loss trains ``model``,
+    and every example has as many texts as its loss reads."""
     from bertkit.losses import _Loss
 
     if (
@@ -173,7 +188,7 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[nn.M
         raise ValueError(
             f"fit: train_objectives must be a non-empty list of (DataLoader, loss) pairs, got {train_objectives!r}"
         )
-    loaders, losses = [], []
+    loaders, examples, losses = [], [], []
     for i, pair in enumerate(objectives):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(f"fit: train_objectives[{i}] must be a (DataLoader, loss) pair, got {pair!r}")
@@ -185,30 +200,19 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[nn.M
                 f"fit: train_objectives[{i}]'s {type(loss).__name__} was built on another model object "
                 f"({loss.model!r}) than the one fit() is called on"
             )
-        dataset = getattr(loader, "dataset", None)
-        if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
-            raise TypeError(
-                f"fit: train_objectives[{i}] must hold a DataLoader over a list of InputExamples, got {loader!r}"
-            )
-        if len(dataset) == 0:
-            raise ValueError(f"fit: train_objectives[{i}]'s DataLoader holds no examples")
-        width = None
-        for j in range(len(dataset)):
-            ex = dataset[j]
-            texts = getattr(ex, "texts", None)
-            if not isinstance(texts, (list, tuple)):
-                raise TypeError(f"fit: train_objectives[{i}] example {j} is {type(ex).__name__}, not an InputExample")
-            if width is None:
-                loss.check_columns(len(texts))
-                width = len(texts)
-            elif len(texts) != width:
+        items = loader_examples(loader, f"train_objectives[{i}]'s DataLoader")
+        width = len(items[0].texts)
+        loss.check_columns(width)
+        for j, ex in enumerate(items):
+            if len(ex.texts) != width:
                 raise ValueError(
-                    f"fit: train_objectives[{i}] example {j} has {len(texts)} texts, example 0 has {width}: "
+                    f"fit: train_objectives[{i}] example {j} has {len(ex.texts)} texts, example 0 has {width}: "
                     "every example of an objective needs the same columns"
                 )
         loaders.append(loader)
+        examples.append(items)
         losses.append(loss)
-    return loaders, losses
+    return loaders, examples, losses
 
 
 def check_fit_args(
@@ -270,19 +274,19 @@ def fit(
     if model.dtype != "fp32":
         raise ValueError(f"fit: this model computes in {model.dtype}; load it with dtype='fp32' to train it")
     optimizer_params = dict(optimizer_params if optimizer_params is not None else {"lr": 2e-5})
-    loaders, losses = _objectives(model, train_objectives)
+    loaders, examples, losses = _objectives(model, train_objectives)
     if resume_from_checkpoint and any(any(True for _ in loss.parameters()) for loss in losses):
         raise ValueError("fit: resume_from_checkpoint with a loss that has weights (SoftmaxLoss) is not supported")
 
     encoder = model.training_model
     batch_sizes = [_batch_size(loader) for loader in loaders]
-    sizes = [len(loader.dataset) for loader in loaders]
+    sizes = [len(items) for items in examples]
     # steps_per_epoch bounds a one-epoch run only, as in sentence-transformers
     max_steps = steps_per_epoch if steps_per_epoch and epochs == 1 else None
     per_epoch = steps_per_epoch or min(n // b for n, b in zip(sizes, batch_sizes))
     total = max_steps if max_steps else per_epoch * epochs * len(losses)
 
-    dataset = [(k, loader.dataset[j]) for k, loader in enumerate(loaders) for j in range(len(loader.dataset))]
+    dataset = [(k, ex) for k, items in enumerate(examples) for ex in items]
     sampler = _RoundRobin(
         sizes,
         batch_sizes,
