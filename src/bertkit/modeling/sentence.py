@@ -4,7 +4,10 @@ A sentence-embedding folder is the encoder's ``save_pretrained`` folder plus the
 sentence-transformers reads (``modules.json``, ``1_Pooling/config.json``,
 ``sentence_bert_config.json``), so ``SentenceTransformer(folder)`` and
 ``pipeline("sentence-embedding", model=folder)`` load the same model and give the same vectors.
-Pooling has no weights: the encoder's state dict is the checkpoint's, key for key.
+Pooling has no weights: the encoder's state dict is the checkpoint's, key for key. A folder may add
+Dense projections after the pooling (``2_Dense/config.json`` and ``model.safetensors`` with
+``linear.weight``/``linear.bias``, as sentence-transformers writes them); :class:`Dense` computes them
+in fp32 whatever the encoder's precision (one small matmul on pooled vectors).
 """
 
 from __future__ import annotations
@@ -18,18 +21,51 @@ from torch import nn
 
 from bertkit._io import atomic_write_json
 
-__all__ = ["POOLINGS", "SentenceEncoder", "load_sentence_encoder", "pool", "save_sentence_folder"]
+__all__ = [
+    "ACTIVATIONS",
+    "POOLINGS",
+    "Dense",
+    "SentenceEncoder",
+    "SentenceStack",
+    "load_dense",
+    "load_sentence_encoder",
+    "pool",
+    "save_dense",
+    "save_sentence_folder",
+]
 
-POOLINGS = ("mean", "cls", "max")
+POOLINGS = ("mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+
+# The activations a Dense may end in, by the dotted class path sentence-transformers stores; each is
+# built without arguments, as sentence-transformers builds it on load (so none with settings is listed).
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "torch.nn.modules.activation.Tanh": nn.Tanh,
+    "torch.nn.modules.linear.Identity": nn.Identity,
+    "torch.nn.modules.activation.ReLU": nn.ReLU,
+    "torch.nn.modules.activation.GELU": nn.GELU,
+    "torch.nn.modules.activation.Sigmoid": nn.Sigmoid,
+    "torch.nn.modules.activation.SiLU": nn.SiLU,
+}
+_DENSE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
 def pool(
     hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str = "mean", normalize: bool = False
 ) -> torch.Tensor:
-    """(B, N, H) token vectors -> (B, H) sentence vectors: mask-aware mean, [CLS] or max, then L2."""
+    """(B, N, H) right-padded token vectors -> (B, H) sentence vectors, as sentence-transformers' Pooling
+    computes them: mask-aware mean, [CLS], max, mean over sqrt(length), position-weighted mean or the
+    last real token; then L2 when ``normalize``."""
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     if pooling == "mean":
         vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    elif pooling == "mean_sqrt_len_tokens":
+        vec = (hidden * mask).sum(1) / torch.sqrt(mask.sum(1).clamp(min=1e-9))
+    elif pooling == "weightedmean":
+        weights = mask * torch.arange(1, hidden.shape[1] + 1, device=hidden.device, dtype=hidden.dtype).view(1, -1, 1)
+        vec = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+    elif pooling == "lasttoken":
+        last = (attention_mask.sum(1).long() - 1).clamp(min=0)
+        vec = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
     elif pooling == "cls":
         vec = hidden[:, 0]
     elif pooling == "max":
@@ -39,24 +75,260 @@ def pool(
     return nn.functional.normalize(vec, dim=-1) if normalize else vec
 
 
+def activation_path(activation: Any) -> str:
+    """The dotted class path sentence-transformers stores for ``activation`` (None is Identity), or a
+    ValueError naming it when bertkit cannot write and read it back."""
+    if activation is None:
+        return "torch.nn.modules.linear.Identity"
+    cls = type(activation)
+    path = f"{cls.__module__}.{cls.__qualname__}"
+    if not isinstance(activation, nn.Module) or ACTIVATIONS.get(path) is not cls:
+        raise ValueError(
+            f"Dense: activation_function {activation!r} is not supported; use one of "
+            f"{', '.join(c.__name__ for c in ACTIVATIONS.values())} (torch.nn modules)"
+        )
+    if isinstance(activation, nn.GELU) and activation.approximate != "none":
+        # the config stores the class only: sentence-transformers would load a plain GELU
+        raise ValueError(f"Dense: activation_function {activation!r} is not supported (only GELU())")
+    return path
+
+
+class Dense(nn.Module):
+    """sentence-transformers' Dense module: ``activation(linear(x))`` (``+ x`` or a projection of ``x``
+    with ``use_residual``) on the pooled sentence vectors; kept in fp32."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        activation_function: Any = nn.Tanh(),  # noqa: B008 (sentence-transformers' default, never mutated)
+        init_weight: torch.Tensor | None = None,
+        init_bias: torch.Tensor | None = None,
+        module_input_name: str = "sentence_embedding",
+        module_output_name: str | None = None,
+        use_residual: bool = False,
+    ) -> None:
+        super().__init__()
+        for name, value in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"Dense: {name} must be a positive integer, got {value!r}")
+        for name, value in (("module_input_name", module_input_name), ("module_output_name", module_output_name)):
+            if value not in (None, "sentence_embedding"):
+                raise ValueError(f"Dense: {name}={value!r} is not supported (bertkit's Dense maps sentence_embedding)")
+        self.activation_name = activation_path(activation_function)
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.bias, self.use_residual = bool(bias), bool(use_residual)
+        self.activation_function = ACTIVATIONS[self.activation_name]()
+        self.linear = nn.Linear(self.in_features, self.out_features, bias=self.bias)
+        if self.use_residual and self.in_features != self.out_features:
+            self.residual = nn.Linear(self.in_features, self.out_features, bias=False)
+        with torch.no_grad():
+            for name, init, param in (
+                ("init_weight", init_weight, self.linear.weight),
+                ("init_bias", init_bias, self.linear.bias),
+            ):
+                if init is None:
+                    continue
+                if param is None:
+                    raise ValueError("Dense: init_bias was given but bias=False")
+                if tuple(init.shape) != tuple(param.shape):
+                    raise ValueError(f"Dense: {name} has shape {tuple(init.shape)}, expected {tuple(param.shape)}")
+                param.copy_(init)
+
+    def forward(self, x: Any) -> Any:
+        """A (B, in_features) tensor -> (B, out_features); a features dict gets its
+        ``sentence_embedding`` replaced, as sentence-transformers' module does."""
+        if isinstance(x, dict):
+            return {**x, "sentence_embedding": self(x["sentence_embedding"])}
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"Dense: input has {x.shape[-1]} features, in_features is {self.in_features}")
+        x = x.to(self.linear.weight.dtype)
+        out = self.activation_function(self.linear(x))
+        if self.use_residual:
+            out = out + (x if self.in_features == self.out_features else self.residual(x))
+        return out
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.out_features
+
+    def get_embedding_dimension(self) -> int:
+        return self.out_features
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The ``config.json`` sentence-transformers writes for this module."""
+        cfg: dict[str, Any] = {
+            "in_features": self.in_features,
+            "out_features": self.out_features,
+            "bias": self.bias,
+            "activation_function": self.activation_name,
+            "module_input_name": "sentence_embedding",
+            "module_output_name": "sentence_embedding",
+        }
+        if self.use_residual:  # omitted at its default, as sentence-transformers does
+            cfg["use_residual"] = True
+        return cfg
+
+    def save(self, directory: str | Path) -> None:
+        save_dense(self, directory)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features} -> {self.out_features}, activation={type(self.activation_function).__name__}"
+
+
+_DENSE_KEYS = {"in_features", "out_features", "bias", "activation_function", "module_input_name"}
+_DENSE_KEYS |= {"module_output_name", "use_residual"}
+
+
+def load_dense(directory: str | Path) -> Dense:
+    """A Dense module from its folder (``config.json`` and ``model.safetensors`` or ``pytorch_model.bin``,
+    as sentence-transformers writes them); every problem is a ValueError naming the file."""
+    from bertkit._text import read_json
+
+    d = Path(directory)
+    path = d / "config.json"
+    if not path.is_file():
+        raise ValueError(f"{path}: missing; a Dense module needs its config.json")
+    cfg = read_json(path)
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    unknown = sorted(set(cfg) - _DENSE_KEYS)
+    if unknown:
+        raise ValueError(f"{path}: Dense setting(s) {unknown} are not supported")
+    missing = [k for k in ("in_features", "out_features") if k not in cfg]
+    if missing:
+        raise ValueError(f"{path}: Dense config lacks {', '.join(missing)}")
+    name = cfg.get("activation_function", "torch.nn.modules.activation.Tanh")
+    if name not in ACTIVATIONS:
+        raise ValueError(
+            f"{path}: activation_function {name!r} is not supported; bertkit runs "
+            f"{', '.join(c.__name__ for c in ACTIVATIONS.values())}"
+        )
+    try:
+        dense = Dense(
+            cfg["in_features"],
+            cfg["out_features"],
+            bias=bool(cfg.get("bias", True)),
+            activation_function=ACTIVATIONS[name](),
+            module_input_name=cfg.get("module_input_name", "sentence_embedding"),
+            module_output_name=cfg.get("module_output_name"),
+            use_residual=bool(cfg.get("use_residual", False)),
+        )
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    weights = next((d / f for f in _DENSE_WEIGHTS if (d / f).is_file()), None)
+    if weights is None:
+        raise ValueError(f"{d}: no Dense weights ({' or '.join(_DENSE_WEIGHTS)})")
+    if weights.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(str(weights))
+    else:
+        state = torch.load(str(weights), map_location="cpu", weights_only=True)
+    want = dense.state_dict()
+    if set(state) != set(want):
+        raise ValueError(f"{weights}: Dense weights {sorted(state)} do not match the config's {sorted(want)}")
+    for k, v in state.items():
+        if tuple(v.shape) != tuple(want[k].shape):
+            raise ValueError(f"{weights}: {k} has shape {tuple(v.shape)}, the config gives {tuple(want[k].shape)}")
+    dense.load_state_dict({k: v.float() for k, v in state.items()})
+    return dense
+
+
+def save_dense(dense: Dense, directory: str | Path) -> None:
+    """Write ``dense`` as sentence-transformers does: ``config.json`` and ``model.safetensors``."""
+    from safetensors.torch import save_file
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(d / "config.json", dense.get_config_dict(), indent=4)
+    state = {k: v.detach().float().cpu().contiguous() for k, v in dense.state_dict().items()}
+    save_file(state, str(d / "model.safetensors"))
+
+
+def check_dense_chain(dense: Sequence[Dense], width: int, where: str) -> int:
+    """Each Dense's in_features must be the width before it (``width``, the pooled vectors' first);
+    returns the final width. ``where`` names the source in the error."""
+    for i, layer in enumerate(dense):
+        if layer.in_features != width:
+            raise ValueError(
+                f"{where}: Dense {i} has in_features={layer.in_features}, but the vectors before it have {width}"
+            )
+        width = layer.out_features
+    return width
+
+
+def apply_dense(vec: torch.Tensor, dense: Sequence[Dense], normalize: bool) -> torch.Tensor:
+    """Pooled vectors through the Dense modules (fp32, on their device), then L2 when ``normalize``."""
+    for layer in dense:
+        if layer.linear.weight.device != vec.device:
+            layer.to(vec.device)
+        vec = layer(vec.float())
+    return nn.functional.normalize(vec, dim=-1) if normalize else vec
+
+
+class SentenceStack(nn.Module):
+    """The encoder and its Dense modules as one module, so fit's optimizer, gradient clipping and
+    checkpoints cover the Dense weights too (``training_model`` of a model with a Dense)."""
+
+    def __init__(self, encoder: nn.Module, dense: Sequence[Dense]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.dense = nn.ModuleList(dense)
+
+    @property
+    def config(self) -> Any:
+        return self.encoder.config
+
+    def load_folder_weights(self, directory: str | Path) -> None:
+        """Read back a folder :func:`save_sentence_folder` wrote (a fit checkpoint): the encoder's
+        ``*.safetensors`` and each Dense folder of its ``modules.json``, in order."""
+        from safetensors.torch import load_file
+
+        from bertkit._text import read_json
+        from bertkit.checkpoint import load_checkpoint_state
+
+        d = Path(directory)
+        state: dict[str, torch.Tensor] = {}
+        for f in sorted(d.glob("*.safetensors")):
+            state.update(load_file(str(f)))
+        load_checkpoint_state(self.encoder, state, d)
+        modules = read_json(d / "modules.json")
+        paths = [m["path"] for m in modules if str(m.get("type", "")).endswith("Dense")]
+        if len(paths) != len(self.dense):
+            raise ValueError(f"{d / 'modules.json'}: {len(paths)} Dense modules, this model has {len(self.dense)}")
+        for layer, sub in zip(self.dense, paths, strict=True):
+            layer.load_state_dict(load_dense(d / sub).state_dict())
+
+
 class SentenceEncoder:
     """Embeds tokenized texts with gradients: ``enc(features) -> (B, H)``.
 
     ``model`` is a bare encoder (BertModel and kin), ``tokenizer`` its tokenizer; ``tokenize(texts)``
-    pads a batch to its longest text (at most ``max_seq_length`` tokens).
+    pads a batch to its longest text (at most ``max_seq_length`` tokens). ``dense``: Dense modules
+    applied after pooling and before the normalisation; :attr:`stack` holds them with the encoder.
     """
 
     def __init__(
-        self, model: nn.Module, tokenizer: Any, pooling: str = "mean", normalize: bool = True, max_seq_length: int = 256
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        pooling: str = "mean",
+        normalize: bool = True,
+        max_seq_length: int = 256,
+        dense: Sequence[Dense] = (),
     ) -> None:
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.model, self.tokenizer = model, tokenizer
         self.pooling, self.normalize, self.max_seq_length = pooling, normalize, int(max_seq_length)
+        self.dense = list(dense)
+        check_dense_chain(self.dense, int(model.config.hidden_size), "SentenceEncoder")
+        self.stack: nn.Module = SentenceStack(model, self.dense) if self.dense else model
 
     @property
     def dim(self) -> int:
-        return int(self.model.config.hidden_size)
+        return self.dense[-1].out_features if self.dense else int(self.model.config.hidden_size)
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         enc = self.tokenizer(
@@ -68,7 +340,9 @@ class SentenceEncoder:
         """Sentence vectors of a padded batch; ``model`` (e.g. the DDP wrapper) replaces ``self.model``."""
         out = (model or self.model)(**features)
         hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-        return pool(hidden.float(), features["attention_mask"], self.pooling, self.normalize)
+        if not self.dense:
+            return pool(hidden.float(), features["attention_mask"], self.pooling, self.normalize)
+        return apply_dense(pool(hidden.float(), features["attention_mask"], self.pooling), self.dense, self.normalize)
 
     @torch.no_grad()
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> torch.Tensor:
@@ -91,31 +365,52 @@ class SentenceEncoder:
     def save(self, directory: str | Path) -> None:
         """Write the encoder, tokenizer and sentence-transformers files into ``directory``."""
         self.model.save_pretrained(str(directory), tokenizer=self.tokenizer)
-        save_sentence_folder(directory, self.dim, self.pooling, self.normalize, self.max_seq_length)
+        save_sentence_folder(
+            directory, int(self.model.config.hidden_size), self.pooling, self.normalize, self.max_seq_length, self.dense
+        )
 
 
-def save_sentence_folder(directory: str | Path, dim: int, pooling: str, normalize: bool, max_seq_length: int) -> None:
-    """The sentence-transformers module files next to an encoder's ``save_pretrained`` files."""
+def save_sentence_folder(
+    directory: str | Path,
+    dim: int,
+    pooling: str,
+    normalize: bool,
+    max_seq_length: int,
+    dense: Sequence[Dense] = (),
+    include_prompt: bool = True,
+) -> None:
+    """The sentence-transformers module files next to an encoder's ``save_pretrained`` files
+    (``dim``: the encoder's width); each Dense in its ``{idx}_Dense`` folder, before the Normalize."""
     d = Path(directory)
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
     ]
+    for layer in dense:
+        idx = len(modules)
+        path = f"{idx}_Dense"
+        modules.append({"idx": idx, "name": str(idx), "path": path, "type": "sentence_transformers.models.Dense"})
+        save_dense(layer, d / path)
     if normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
-        (d / "2_Normalize").mkdir(exist_ok=True)
+        idx = len(modules)
+        path = f"{idx}_Normalize"
+        modules.append({"idx": idx, "name": str(idx), "path": path, "type": "sentence_transformers.models.Normalize"})
+        (d / path).mkdir(exist_ok=True)
     (d / "1_Pooling").mkdir(exist_ok=True)
+    legacy = {
+        "pooling_mode_cls_token": "cls",
+        "pooling_mode_mean_tokens": "mean",
+        "pooling_mode_max_tokens": "max",
+        "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+        "pooling_mode_weightedmean_tokens": "weightedmean",
+        "pooling_mode_lasttoken": "lasttoken",
+    }
     atomic_write_json(
         d / "1_Pooling" / "config.json",
         {
             "word_embedding_dimension": dim,
-            "pooling_mode_cls_token": pooling == "cls",
-            "pooling_mode_mean_tokens": pooling == "mean",
-            "pooling_mode_max_tokens": pooling == "max",
-            "pooling_mode_mean_sqrt_len_tokens": False,
-            "pooling_mode_weightedmean_tokens": False,
-            "pooling_mode_lasttoken": False,
-            "include_prompt": True,
+            **{key: pooling == mode for key, mode in legacy.items()},
+            "include_prompt": bool(include_prompt),
         },
         indent=2,
     )

@@ -690,11 +690,14 @@ def sentence_transformers_pooling(
     """(pooling, normalize, max_seq_length) read from a sentence-transformers folder's
     ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json``; None where absent.
 
-    With ``strict`` (sentence vectors are wanted), a module other than Transformer, Pooling and
-    Normalize (a Dense projection, say), or a pooling other than one of mean, CLS and max, is a
-    ValueError naming it: the defaults would give other vectors than the folder's model gives.
+    With ``strict`` (sentence vectors are wanted), a module other than Transformer, Pooling, Dense and
+    Normalize, Dense modules anywhere but between the Pooling and the Normalize, or a pooling other
+    than one of :data:`~bertkit.modeling.sentence.POOLINGS`, is a ValueError naming it: the defaults
+    would give other vectors than the folder's model gives. The Dense modules are
+    :func:`sentence_transformers_dense`'s to read.
     """
     from bertkit._text import read_json
+    from bertkit.modeling.sentence import POOLINGS
 
     folder = Path(folder)
     pooling = normalize = max_len = None
@@ -702,23 +705,32 @@ def sentence_transformers_pooling(
     if modules is None:
         return None, None, None
     kinds = [_module_kind(m) for m in modules]
-    other = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
+    other = [k for k in kinds if k not in ("Transformer", "Pooling", "Dense", "Normalize")]
     if strict and other:
         raise ValueError(
-            f"{folder / 'modules.json'}: bertkit's sentence vectors follow Transformer, Pooling and Normalize "
-            f"modules only, and this model also has {', '.join(other)}; its vectors would differ"
+            f"{folder / 'modules.json'}: bertkit's sentence vectors follow Transformer, Pooling, Dense and "
+            f"Normalize modules only, and this model also has {', '.join(other)}; its vectors would differ"
         )
+    if strict and "Dense" in kinds:
+        dense_at = [i for i, k in enumerate(kinds) if k == "Dense"]
+        pooling_at = [i for i, k in enumerate(kinds) if k == "Pooling"]
+        normalize_at = [i for i, k in enumerate(kinds) if k == "Normalize"]
+        if not pooling_at or min(dense_at) < max(pooling_at) or (normalize_at and max(dense_at) > min(normalize_at)):
+            raise ValueError(
+                f"{folder / 'modules.json'}: modules in the order {', '.join(kinds)}; bertkit runs a Dense "
+                "only after the Pooling and before the Normalize"
+            )
     normalize = "Normalize" in kinds
     found = sentence_transformers_pooling_config(folder)
     if found is not None:
         path, cfg = found
         modes = _pooling_modes(cfg)
-        if strict and (len(modes) != 1 or modes[0] not in ("mean", "cls", "max")):
+        if strict and (len(modes) != 1 or modes[0] not in POOLINGS):
             raise ValueError(
-                f"{path}: bertkit pools with one of mean, cls and max, and this model's pooling is "
+                f"{path}: bertkit pools with one of {', '.join(POOLINGS)}, and this model's pooling is "
                 f"{' + '.join(modes) or 'none'}; its vectors would differ"
             )
-        pooling = modes[0] if len(modes) == 1 and modes[0] in ("mean", "cls", "max") else None
+        pooling = modes[0] if len(modes) == 1 and modes[0] in POOLINGS else None
     if (folder / "sentence_bert_config.json").is_file():
         st_config = read_json(folder / "sentence_bert_config.json")
         if not isinstance(st_config, dict):
@@ -727,11 +739,25 @@ def sentence_transformers_pooling(
     return pooling, normalize, max_len
 
 
+def sentence_transformers_dense(folder: str | Path) -> list[Any]:
+    """The Dense modules of a sentence-transformers folder, in ``modules.json`` order, with their
+    weights (:func:`bertkit.modeling.sentence.load_dense`); empty when it has none."""
+    from bertkit.modeling.sentence import load_dense
+
+    folder = Path(folder)
+    return [
+        load_dense(folder / str(m.get("path", ""))) for m in _st_modules(folder) or [] if _module_kind(m) == "Dense"
+    ]
+
+
 class FeatureExtractionPipeline(Pipeline):
     """``feature-extraction``: token vectors ``[1][tokens][hidden]`` per text, as transformers.
-    ``sentence-embedding``: one vector per text, ``pooling`` "mean" (mask-aware), "cls" or "max",
-    L2-normalised when ``normalize``. Both default to the folder's sentence-transformers config
-    (mean and normalised when the folder has none); ``max_length`` to its ``max_seq_length`` (else 512)."""
+    ``sentence-embedding``: one vector per text, ``pooling`` "mean" (mask-aware), "cls", "max" (or
+    sentence-transformers' other single modes), through the folder's Dense modules (fp32), then
+    L2-normalised when ``normalize``. All default to the folder's sentence-transformers config
+    (mean and normalised when the folder has none); ``max_length`` to its ``max_seq_length`` (else 512).
+    ``dense`` (a list, maybe empty) replaces the folder's modules: the caller built the model in code
+    and gives pooling, normalize and max_length, so the folder's module files are not read."""
 
     model_task = "base"
 
@@ -745,23 +771,34 @@ class FeatureExtractionPipeline(Pipeline):
         normalize: bool | None = None,
         max_length: int | None = None,
         truncation: str = "error",
+        dense: Sequence[Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        from bertkit.modeling.sentence import POOLINGS, check_dense_chain
+
         from .long_text import check_truncation
 
         super().__init__(model, tokenizer, device, **kwargs)
         self.truncation = check_truncation(truncation)
         self.last_dropped_tokens: list[int] = []
+        read_folder = self.folder is not None and dense is None
         st_pool, st_norm, st_len = (
-            sentence_transformers_pooling(self.folder, strict=sentence) if self.folder else (None, None, None)
+            sentence_transformers_pooling(self.folder, strict=sentence) if read_folder else (None, None, None)
         )
         pooling = pooling or st_pool or "mean"
-        if pooling not in ("mean", "cls", "max"):
-            raise ValueError(f"pooling must be mean, cls or max, got {pooling!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.sentence = sentence
         self.pooling = pooling
         self.normalize = normalize if normalize is not None else (st_norm if st_norm is not None else sentence)
         self.max_length = int(max_length or st_len or 512)
+        # The Dense modules stay fp32 on the model's device whatever dtype the encoder runs in: they are
+        # one small matmul on pooled vectors, and fit() trains these same modules.
+        if dense is None:
+            dense = sentence_transformers_dense(self.folder) if (sentence and self.folder is not None) else []
+        self.dense: list[Any] = [layer.to(self.device) for layer in dense]
+        where = str(self.folder / "modules.json") if read_folder and self.folder is not None else "modules"
+        self.dim = check_dense_chain(self.dense, int(self.model.config.hidden_size), where)
 
     def encode_features(self, texts: Sequence[str], max_length: int | None = None) -> list[dict]:
         """Token features of ``texts`` (truncated to ``max_length``), ready for :meth:`forward_features`."""
@@ -771,16 +808,19 @@ class FeatureExtractionPipeline(Pipeline):
         return self._features(enc, len(texts))
 
     def _pool(self, out: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        from bertkit.modeling.sentence import pool
+        from bertkit.modeling.sentence import apply_dense, pool
 
         hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
-        return {"embedding": pool(hidden, batch["attention_mask"], self.pooling, self.normalize)}
+        if not self.dense:
+            return {"embedding": pool(hidden, batch["attention_mask"], self.pooling, self.normalize)}
+        vec = pool(hidden, batch["attention_mask"], self.pooling)
+        return {"embedding": apply_dense(vec, self.dense, self.normalize)}
 
     def forward_features(self, features: Sequence[dict], batch_size: int | None = None) -> np.ndarray:
         """Sentence vectors (len(features), hidden) as float32, in input order."""
         res = self._run(features, postprocess=self._pool, batch_size=batch_size)
         if not res:
-            return np.zeros((0, self.model.config.hidden_size), np.float32)
+            return np.zeros((0, self.dim), np.float32)
         return np.stack([r["embedding"] for r in res])
 
     def embed(

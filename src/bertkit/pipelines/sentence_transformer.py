@@ -9,21 +9,26 @@ A sentence-transformers script switches with its import line alone::
     scores = model.similarity(vectors, vectors)            # (n, n) tensor
     hits = util.semantic_search(model.encode(query), vectors, top_k=5)
 
-The folder is read as sentence-transformers reads it: ``modules.json`` (Transformer, Pooling,
-Normalize), ``1_Pooling/config.json``, ``sentence_bert_config.json`` (``max_seq_length``) and
-``config_sentence_transformers.json`` (``prompts``, ``default_prompt_name``,
+The folder is read as sentence-transformers reads it: ``modules.json`` (Transformer, Pooling, Dense,
+Normalize), ``1_Pooling/config.json``, ``2_Dense/`` (config and weights), ``sentence_bert_config.json``
+(``max_seq_length``) and ``config_sentence_transformers.json`` (``prompts``, ``default_prompt_name``,
 ``similarity_fn_name``); a plain model folder gets mean pooling without normalisation, as there.
 Texts over ``max_seq_length`` tokens are cut, as there, and a warning says how many tokens went.
+A model built in code, ``SentenceTransformer(modules=[models.Transformer(...), models.Pooling(...),
+models.Dense(...), models.Normalize()])`` (:mod:`bertkit.models`), runs on the same path.
 
 Training: ``fit(train_objectives=[(DataLoader(examples), loss)], ...)`` is sentence-transformers'
 pre-v3 call (:mod:`bertkit.training.sentence_fit`) with the losses of :mod:`bertkit.losses`. It
 trains :attr:`SentenceTransformer.training_model`, an fp32 copy of the encoder with gradients that
-``model(features)`` runs; :meth:`encode` and :meth:`save` take its weights whenever they changed.
+``model(features)`` runs (with the Dense modules, when there are any: they are the same modules the
+inference path runs, fp32 whatever ``dtype``); :meth:`encode` and :meth:`save` take its weights
+whenever they changed.
 
 The vectors come from bertkit's one batched, length-sorted inference path
 (:func:`bertkit.inference.run_batched`): no padding beyond each batch's longest text, fused
 attention, and ``dtype`` ("fp32" by default, "bf16", "int8" or "auto") for speed. A folder whose
-vectors bertkit cannot reproduce (a Dense layer, weighted-mean pooling) is refused by name.
+vectors bertkit cannot reproduce (a module other than Transformer, Pooling, Dense and Normalize, several
+pooling modes at once, a Dense activation it does not know) is refused by name.
 """
 
 from __future__ import annotations
@@ -101,6 +106,44 @@ def _dtype_from_model_kwargs(model_kwargs: dict[str, Any] | None) -> Any:
     return {"float32": "fp32", "bfloat16": "bf16"}.get(dtype, dtype) if isinstance(dtype, str) else dtype
 
 
+def _from_modules(modules: Any) -> tuple[Path, str, list[Any], bool, int]:
+    """(folder, pooling, dense, normalize, max_seq_length) of ``modules=[Transformer, Pooling, Dense...,
+    Normalize]`` (:mod:`bertkit.models`); any other module, order or width is a ValueError naming it."""
+    from bertkit import models
+    from bertkit.modeling.sentence import check_dense_chain
+
+    if not isinstance(modules, (list, tuple)) or not modules:
+        _refuse(f"modules={modules!r}", "must be a non-empty list of bertkit.models modules")
+    modules = list(modules)
+    names = [type(m).__module__ + "." + type(m).__qualname__ for m in modules]
+    order = "bertkit.models Transformer, Pooling, any Dense, then an optional Normalize"
+    for i, m in enumerate(modules):
+        if not isinstance(m, (models.Transformer, models.Pooling, models.Dense, models.Normalize)):
+            _refuse(f"modules[{i}] ({names[i]})", f"is not a module bertkit runs: it runs {order}")
+    if not isinstance(modules[0], models.Transformer):
+        _refuse(f"modules[0] ({names[0]})", f"is not a models.Transformer: bertkit runs {order}")
+    transformer: Any = modules[0]
+    rest = modules[1:]
+    pooling_mod: Any = None
+    if rest and isinstance(rest[0], models.Pooling):
+        pooling_mod, rest = rest[0], rest[1:]
+    normalize = bool(rest) and isinstance(rest[-1], models.Normalize)
+    dense = rest[:-1] if normalize else rest
+    for i, m in enumerate(dense, start=len(modules) - len(rest)):
+        if not isinstance(m, models.Dense):
+            _refuse(f"modules[{i}] ({names[i]})", f"is out of place: bertkit runs {order}")
+    if pooling_mod is None:  # sentence-transformers 6.2 gives no sentence vectors from token vectors either
+        _refuse("modules", f"have no models.Pooling after the Transformer: bertkit runs {order}")
+    width = transformer.get_word_embedding_dimension()
+    if pooling_mod.embedding_dimension != width:
+        _refuse(
+            f"models.Pooling embedding_dimension={pooling_mod.embedding_dimension}",
+            f"does not match the Transformer's {width} ({transformer.folder})",
+        )
+    check_dense_chain(dense, width, "SentenceTransformer(modules=...)")
+    return transformer.folder, pooling_mod.pooling_mode, dense, normalize, transformer.max_seq_length
+
+
 class _ModelCardData:
     """Where sentence-transformers' evaluators and trainers record results for the model card it
     writes. bertkit writes none, so a record is accepted and kept only here (``evaluations``)."""
@@ -140,12 +183,15 @@ class SentenceTransformer:
         dtype: str | torch.dtype | None = None,
         batch_size: int = 32,
         max_batch_tokens: int | None = 16384,
+        modules: list[Any] | None = None,
     ) -> None:
         from bertkit.hub import resolve_model_path
         from bertkit.pipelines.pipelines import FeatureExtractionPipeline, sentence_transformers_pooling
 
-        if model_name_or_path is None:
-            _refuse("model_name_or_path", "is required: bertkit builds no model from modules in code")
+        if model_name_or_path is None and modules is None:
+            _refuse("model_name_or_path", "is required (or modules=[models.Transformer(...), models.Pooling(...)])")
+        if model_name_or_path is not None and modules is not None:
+            _refuse("model_name_or_path", "and modules= both give the model; pass one")
         if trust_remote_code:
             _refuse("trust_remote_code=True", "is not supported: bertkit runs no code from a model folder")
         if backend != "torch":
@@ -160,8 +206,17 @@ class SentenceTransformer:
         del token, local_files_only
         if device is None:  # as sentence-transformers: the GPU when there is one
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        folder = resolve_model_path(model_name_or_path, cache_dir=cache_folder, revision=revision)
-        pooling, normalize, max_len = sentence_transformers_pooling(folder, strict=True)
+        dense: list[Any] | None = None
+        if modules is not None:
+            folder, pooling, dense, normalize, max_len = _from_modules(modules)
+            # the precision models.Transformer(model_kwargs={"torch_dtype": ...}) asked for
+            tf_dtype = _dtype_from_model_kwargs(modules[0].model_kwargs)
+            if tf_dtype is not None and (dtype is not None or kw_dtype is not None):
+                _refuse("dtype", "is set both here and in models.Transformer's model_kwargs; pass one")
+            kw_dtype = kw_dtype if tf_dtype is None else tf_dtype
+        else:
+            folder = resolve_model_path(model_name_or_path, cache_dir=cache_folder, revision=revision)
+            pooling, normalize, max_len = sentence_transformers_pooling(folder, strict=True)
         self.folder = folder
         self._pipe = FeatureExtractionPipeline(
             str(folder),
@@ -175,6 +230,7 @@ class SentenceTransformer:
             truncation="cut",
             batch_size=batch_size,
             max_batch_tokens=max_batch_tokens,
+            dense=dense,  # None: the folder's own Dense modules
         )
         if max_len is None:  # no sentence_bert_config.json: the model's and tokenizer's limit
             limits = [
@@ -182,7 +238,8 @@ class SentenceTransformer:
                 getattr(self._pipe.tokenizer, "model_max_length", None),
             ]
             self._pipe.max_length = min(int(v) for v in limits if isinstance(v, int) and 0 < v < 10**9)
-        st_cfg = _read_st_config(folder)
+        # a model built in code is a new model: the Transformer folder's own settings are not its
+        st_cfg = _read_st_config(folder) if modules is None else {}
         # "query" and "document" always exist (blank unless set), so encode_document never falls
         # through to a "passage" prompt where sentence-transformers would use none.
         self.prompts: dict[str, str] = {"query": "", "document": ""}
@@ -197,7 +254,7 @@ class SentenceTransformer:
         self._similarity_fn_name: str | None = None
         self.similarity_fn_name = similarity_fn_name or st_cfg.get("similarity_fn_name")
         self.truncate_dim = truncate_dim
-        self._includes_prompt = _pooling_includes_prompt(folder)
+        self._includes_prompt = _pooling_includes_prompt(folder) if modules is None else True
         self.model_card_data = _ModelCardData()
         self._training: Any = None  # the SentenceEncoder that fit() and the losses train, made on first use
         self._trained: Any = None  # its weights, synced into the inference model (TrainedCopy)
@@ -249,9 +306,14 @@ class SentenceTransformer:
         """Whether the folder's model ends in a Normalize module (unit-length vectors)."""
         return bool(self._pipe.normalize)
 
+    @property
+    def dense(self) -> list[torch.nn.Module]:
+        """The Dense modules after the pooling (fp32, trained by :meth:`fit`); empty when none."""
+        return self._pipe.dense
+
     def get_embedding_dimension(self) -> int:
         """The width of :meth:`encode`'s vectors (``truncate_dim`` when that is narrower)."""
-        dim = int(self.model.config.hidden_size)
+        dim = int(self._pipe.dim)
         return dim if self.truncate_dim is None else min(dim, self.truncate_dim)
 
     def get_sentence_embedding_dimension(self) -> int:
@@ -285,6 +347,8 @@ class SentenceTransformer:
 
         self._pipe.model.to(check_device("device", device))
         self._pipe.device = self.device
+        for layer in self.dense:
+            layer.to(self.device)
         if self._training is not None:
             self._training.model.to(self.device)
         return self
@@ -306,8 +370,10 @@ class SentenceTransformer:
     @property
     def training_model(self) -> torch.nn.Module:
         """The encoder that ``model(features)``, the losses and :meth:`fit` train: fp32 with gradients,
-        loaded from the folder on first use (the inference model's fused, frozen weights cannot train)."""
-        return self._training_encoder().model
+        loaded from the folder on first use (the inference model's fused, frozen weights cannot train).
+        With Dense modules it is a :class:`~bertkit.modeling.sentence.SentenceStack` (``.encoder``,
+        ``.dense``), so the optimizer and the gradient clipping cover the Dense weights too."""
+        return self._training_encoder().stack
 
     def _training_encoder(self) -> Any:
         if self._training is None:
@@ -318,8 +384,9 @@ class SentenceTransformer:
             if self.dtype != "fp32":
                 _refuse(f"training a {self.dtype} model", "is not supported: load it with dtype='fp32' to train")
             encoder = auto_class_for("BertModel").from_pretrained(str(self.folder)).to(self.device)
+            # the Dense modules are shared with the inference path: a step shows in encode() at once
             self._training = SentenceEncoder(
-                encoder, self.tokenizer, self.pooling, self.normalizes, self.max_seq_length
+                encoder, self.tokenizer, self.pooling, self.normalizes, self.max_seq_length, self.dense
             )
             self._trained = TrainedCopy(encoder)
         return self._training
@@ -524,7 +591,13 @@ class SentenceTransformer:
         with atomic_update_dir(path) as tmp:
             self.model.save_pretrained(tmp, tokenizer=self.tokenizer)
             save_sentence_folder(
-                tmp, int(self.model.config.hidden_size), self.pooling, self.normalizes, self.max_seq_length
+                tmp,
+                int(self.model.config.hidden_size),
+                self.pooling,
+                self.normalizes,
+                self.max_seq_length,
+                self.dense,
+                include_prompt=self._includes_prompt,
             )
             atomic_write_json(
                 Path(tmp) / _ST_CONFIG,
@@ -542,5 +615,6 @@ class SentenceTransformer:
     def __repr__(self) -> str:
         return (
             f"SentenceTransformer({self.folder}, {type(self.model).__name__}, pooling={self.pooling}, "
+            f"dense={[f'{d.in_features}->{d.out_features}' for d in self.dense]}, "
             f"normalize={self.normalizes}, max_seq_length={self.max_seq_length}, dtype={self.dtype})"
         )
