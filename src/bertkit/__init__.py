@@ -75,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "SentenceTransformer": "bertkit.pipelines.sentence_transformer",
     "CrossEncoder": "bertkit.pipelines.cross_encoder",
     "InputExample": "bertkit.training.sentence_fit",
+    "LoggingHandler": "bertkit.training.sentence_fit",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -22,6 +22,13 @@ evaluator called at the end of every epoch and every ``evaluation_steps``, with
 saves the model into ``output_path``, without an evaluator the model is saved there at the end.
 Every folder is written atomically and loads in sentence-transformers with the same vectors.
 
+A :class:`bertkit.datasets.NoDuplicatesDataLoader` in place of a DataLoader gets batches with no text
+twice, drawn as sentence-transformers 6's ``fit`` draws them for it (its no-duplicates batch sampler,
+seeded by the training seed and the epoch: :func:`bertkit.datasets.no_duplicate_batches`). The
+evaluator runs inside a fork of the RNGs (torch's, Python's, NumPy's): what it draws does not change the
+dropout masks of the steps after it, so a fit takes the same steps whatever ``evaluation_steps`` is, and
+a resumed one the same as the run it continues.
+
 The loop is :class:`~bertkit.training.trainer.Trainer`'s (progress bar, gradient clipping, AMP,
 checkpoints, resume). Its run folder is ``checkpoint_path`` (``metrics.jsonl``, ``metrics.png``,
 ``checkpoints/step-N``), or a temporary folder removed at the end when there is none.
@@ -31,7 +38,10 @@ checkpoints, resume). Its run folder is ``checkpoint_path`` (``metrics.jsonl``, 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
+import random
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +52,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-__all__ = ["InputExample", "check_fit_args", "fit", "loader_examples", "run_fit", "smart_batching_collate"]
+__all__ = [
+    "InputExample",
+    "LoggingHandler",
+    "check_fit_args",
+    "fit",
+    "loader_examples",
+    "run_fit",
+    "smart_batching_collate",
+]
 
 SCHEDULERS = ("constantlr", "warmupconstant", "warmuplinear", "warmupcosine")
 
@@ -67,6 +85,25 @@ class InputExample:
         return f"<InputExample> label: {self.label}, texts: {'; '.join(self.texts)}"
 
 
+class LoggingHandler(logging.Handler):
+    """sentence-transformers' ``LoggingHandler``: log records written through ``tqdm.write``, so that
+    they print above a progress bar instead of breaking it."""
+
+    def __init__(self, level: int = logging.NOTSET) -> None:
+        super().__init__(level)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record))
+            self.flush()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception:
+            self.handleError(record)
+
+
 def smart_batching_collate(model: Any, batch: Sequence[Any]) -> tuple[list[dict[str, Tensor]], Tensor]:
     """InputExamples -> (one tokenized batch per text column, the labels as one tensor)."""
     texts = [ex.texts for ex in batch]
@@ -88,9 +125,30 @@ class _Collate:
         return {"objective": items[0][0], "features": features, "labels": labels}
 
 
+class _NoDuplicatesSampler:
+    """A NoDuplicatesDataLoader's batches in fit: indices into its examples, a function of (seed, epoch)
+    so that a resumed run draws the same ones."""
+
+    def __init__(self, examples: Sequence[Any], batch_size: int, seed: int) -> None:
+        self.examples, self.batch_size, self.seed, self.epoch = examples, batch_size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        from bertkit.datasets import no_duplicate_batches
+
+        # sentence-transformers' sampler seeds its generator with seed + epoch at each epoch
+        yield from no_duplicate_batches(self.examples, self.batch_size, self.seed + self.epoch)
+
+    def __len__(self) -> int:
+        return len(self.examples) // self.batch_size
+
+
 class _RoundRobin:
     """Batches of the objectives in turn (objective 0, 1, ..., 0, 1, ...) until one runs out; each
-    objective's own batches are seeded by (seed, epoch), so a resumed run sees the same order."""
+    objective's own batches are seeded by (seed, epoch), so a resumed run sees the same order.
+    ``custom[k]``, where given, is objective k's own batch sampler (indices into its examples)."""
 
     def __init__(
         self,
@@ -99,13 +157,14 @@ class _RoundRobin:
         shuffle: Sequence[bool],
         drop_last: Sequence[bool],
         seed: int,
+        custom: Sequence[Any | None] | None = None,
     ) -> None:
         from bertkit.training.trainer import RandomBatchSampler
 
         self.offsets = [0, *np.cumsum(sizes)[:-1].tolist()]
         self.samplers = [
-            RandomBatchSampler(n, b, seed=seed, shuffle=s, drop_last=d, torch_order=True)
-            for n, b, s, d in zip(sizes, batch_sizes, shuffle, drop_last)
+            RandomBatchSampler(n, b, seed=seed, shuffle=s, drop_last=d, torch_order=True) if c is None else c
+            for n, b, s, d, c in zip(sizes, batch_sizes, shuffle, drop_last, custom or [None] * len(sizes))
         ]
 
     def set_epoch(self, epoch: int) -> None:
@@ -161,6 +220,12 @@ def loader_examples(loader: Any, where: str) -> list[Any]:
     """The examples of a DataLoader over InputExamples, read once and checked: a dataset with a length,
     not empty, and every item with ``texts``. ``where`` names the loader in the refusals."""
     dataset = getattr(loader, "dataset", None)
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        raise TypeError(
+            f"fit: {where} streams its examples ({type(dataset).__name__}); fit needs a DataLoader over a "
+            "list of InputExamples or a NoDuplicatesDataLoader (SentenceLabelDataset feeds batch-hard "
+            "triplet losses, which bertkit.losses does not have)"
+        )
     if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise TypeError(f"fit: {where} must be a DataLoader over a list of InputExamples, got {loader!r}")
     if len(dataset) == 0:
@@ -286,13 +351,20 @@ def fit(
     per_epoch = steps_per_epoch or min(n // b for n, b in zip(sizes, batch_sizes))
     total = max_steps if max_steps else per_epoch * epochs * len(losses)
 
+    from bertkit.datasets import NoDuplicatesDataLoader
+
+    seed = 42  # sentence-transformers' training seed
     dataset = [(k, ex) for k, items in enumerate(examples) for ex in items]
     sampler = _RoundRobin(
         sizes,
         batch_sizes,
-        [isinstance(loader.sampler, torch.utils.data.RandomSampler) for loader in loaders],
+        [isinstance(getattr(loader, "sampler", None), torch.utils.data.RandomSampler) for loader in loaders],
         [bool(getattr(loader, "drop_last", False)) for loader in loaders],
-        seed=42,  # sentence-transformers' training seed
+        seed=seed,
+        custom=[
+            _NoDuplicatesSampler(items, b, seed) if isinstance(loader, NoDuplicatesDataLoader) else None
+            for loader, items, b in zip(loaders, examples, batch_sizes)
+        ],
     )
 
     def loss_fn(_: nn.Module, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]:
@@ -332,6 +404,22 @@ def fit(
     )
     if evaluator is None and output_path is not None:
         model.save(output_path)
+
+
+@contextlib.contextmanager
+def _rng_fence(device: torch.device) -> Iterator[None]:
+    """Torch's (CPU, and the training GPU's), Python's and NumPy's RNG states as they were before, whatever
+    the body draws: an evaluation does not shift the dropout masks or draws of the training after it."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    devices: list[int] = []
+    if device.type == "cuda":
+        devices = [device.index if device.index is not None else torch.cuda.current_device()]
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 def run_fit(
@@ -384,7 +472,11 @@ def run_fit(
         eval_dir.mkdir(parents=True, exist_ok=True)
     trainer: Trainer | None = None
 
-    def evaluate(_: nn.Module) -> dict[str, float]:
+    def evaluate(module: nn.Module) -> dict[str, float]:
+        with _rng_fence(model.device):
+            return _evaluate(module)
+
+    def _evaluate(_: nn.Module) -> dict[str, float]:
         assert trainer is not None
         model._sync_inference()
         epoch, steps = trainer.step / trainer.steps_per_epoch, trainer.step
