@@ -225,8 +225,8 @@ def test_sentence_embedding_mean_pooling_matches_transformers():
 
 def test_sentence_transformers_folders_pool_as_saved_or_are_refused(tmp_path):
     """sentence-transformers now writes its pooling as ``pooling_mode`` (bertkit read only the older
-    booleans, so a CLS-pooled folder got mean pooling); a module or pooling bertkit does not follow
-    (a Dense projection, last-token pooling) was ignored, giving other vectors: it is now refused."""
+    booleans, so a CLS-pooled folder got mean pooling); a Dense projection is followed, and a pooling
+    bertkit does not follow (several modes at once) was ignored, giving other vectors: it is now refused."""
     st = pytest.importorskip("sentence_transformers")
     base = st.SentenceTransformer(str(asset_path("minilm")), device="cpu")
     texts = ["A gorgeous, witty film.", "dull"]
@@ -238,10 +238,12 @@ def test_sentence_transformers_folders_pool_as_saved_or_are_refused(tmp_path):
     torch.manual_seed(0)
     dense = st.models.Dense(384, 128, activation_function=torch.nn.Tanh())
     st.SentenceTransformer(modules=[base[0], base[1], dense]).save(str(tmp_path / "dense"))
-    with pytest.raises(ValueError, match="also has Dense"):
-        pipeline("sentence-embedding", model=tmp_path / "dense")
+    # a Dense projection is now computed (tests/test_st_modules.py), after the pooling
+    want = st.SentenceTransformer(str(tmp_path / "dense"), device="cpu").encode(texts)
+    got = np.asarray(pipeline("sentence-embedding", model=tmp_path / "dense", dtype="fp32")(texts))
+    np.testing.assert_allclose(got, want, atol=1e-5)
     assert pipeline("feature-extraction", model=tmp_path / "dense") is not None  # token vectors need no pooling
-    last = st.models.Pooling(384, pooling_mode="lasttoken")
-    st.SentenceTransformer(modules=[base[0], last]).save(str(tmp_path / "last"))
-    with pytest.raises(ValueError, match="pooling is lasttoken"):
-        pipeline("sentence-embedding", model=tmp_path / "last")
+    both = st.models.Pooling(384, pooling_mode=("mean", "max"))
+    st.SentenceTransformer(modules=[base[0], both]).save(str(tmp_path / "both"))
+    with pytest.raises(ValueError, match="pooling is mean \\+ max"):
+        pipeline("sentence-embedding", model=tmp_path / "both")

@@ -8,9 +8,8 @@ a stand-in for NLI's labelled pairs, polarity sentences paired by label (same po
 sentence-transformers, which must give bertkit's vectors or scores, and the evaluators' results must have
 sentence-transformers' keys and values on that loaded model.
 
-The v2 scripts build the bi-encoder from ``models.Transformer`` + ``models.Pooling`` modules; bertkit builds no
-model from modules in code, so the ports call ``SentenceTransformer(model_name)`` on the plain BERT folder (which
-sentence-transformers mean-pools, as those modules do) and the refusal of ``modules=`` is asserted."""
+The v2 scripts build the bi-encoder from ``models.Transformer`` + ``models.Pooling`` modules
+(``SentenceTransformer(modules=[...])``), and so do the ports, unchanged, from ``bertkit.models``."""
 
 import csv
 import math
@@ -23,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader
 
 # ---- the ported import lines (sentence_transformers -> bertkit) -------------------------------------
-from bertkit import CrossEncoder, InputExample, SentenceTransformer, losses, util
+from bertkit import CrossEncoder, InputExample, SentenceTransformer, losses, models, util
 from bertkit.assets import asset_path
 from bertkit.evaluation import CECorrelationEvaluator, CrossEncoderCorrelationEvaluator, EmbeddingSimilarityEvaluator
 
@@ -103,7 +102,14 @@ def _same_sts_results(ours_results, ref_model, test_samples, name):
 def training_stsbenchmark(model_name, model_save_path, train_samples, dev_samples, test_samples):
     train_batch_size = 8
     num_epochs = 1
-    model = SentenceTransformer(model_name, device="cpu")
+    word_embedding_model = models.Transformer(model_name)
+    pooling_model = models.Pooling(
+        word_embedding_model.get_word_embedding_dimension(),
+        pooling_mode_mean_tokens=True,
+        pooling_mode_cls_token=False,
+        pooling_mode_max_tokens=False,
+    )
+    model = SentenceTransformer(modules=[word_embedding_model, pooling_model], device="cpu")
     model.max_seq_length = MAX_LEN
     train_dataloader = DataLoader(train_samples, shuffle=True, batch_size=train_batch_size)
     train_loss = losses.CosineSimilarityLoss(model=model)
@@ -137,11 +143,18 @@ def test_training_stsbenchmark_runs_unchanged(plain_bert, sts, tmp_path):
     assert np.abs(before - model.encode(PROBE)).max() > 1e-3
 
 
-def test_v2_module_construction_is_refused_by_name(plain_bert):
-    """``SentenceTransformer(modules=[Transformer, Pooling])``: bertkit builds no model from modules."""
-    with pytest.raises(TypeError, match="modules"):
-        SentenceTransformer(modules=[object(), object()])
-    with pytest.raises(ValueError, match="model_name_or_path"):
+def test_v2_module_construction_embeds_as_sentence_transformers(plain_bert):
+    """The scripts' ``SentenceTransformer(modules=[Transformer, Pooling])`` on a plain BERT folder: bertkit's
+    model embeds as sentence-transformers' built from its own modules; no model at all is refused by name."""
+    ours = SentenceTransformer(
+        modules=[models.Transformer(plain_bert), models.Pooling(384, pooling_mode_mean_tokens=True)], device="cpu"
+    )
+    ref = st.SentenceTransformer(
+        modules=[st.models.Transformer(plain_bert), st.models.Pooling(384, pooling_mode="mean")], device="cpu"
+    )
+    assert ours.max_seq_length == ref.max_seq_length
+    np.testing.assert_allclose(ours.encode(PROBE), ref.encode(PROBE), atol=1e-5)
+    with pytest.raises(ValueError, match="model_name_or_path is required"):
         SentenceTransformer()
 
 
@@ -150,7 +163,14 @@ def training_nli(model_name, model_save_path, train_samples, dev_samples):
     train_batch_size = 8
     num_epochs = 1
     label2int = {"different": 0, "same": 1}
-    model = SentenceTransformer(model_name, device="cpu")
+    word_embedding_model = models.Transformer(model_name)
+    pooling_model = models.Pooling(
+        word_embedding_model.get_word_embedding_dimension(),
+        pooling_mode_mean_tokens=True,
+        pooling_mode_cls_token=False,
+        pooling_mode_max_tokens=False,
+    )
+    model = SentenceTransformer(modules=[word_embedding_model, pooling_model], device="cpu")
     model.max_seq_length = MAX_LEN
     train_dataloader = DataLoader(train_samples, shuffle=True, batch_size=train_batch_size)
     train_loss = losses.SoftmaxLoss(
