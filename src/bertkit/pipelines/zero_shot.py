@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from bertkit.inference.batching import softmax
 
 from .pipelines import Pipeline, _batched, register_pipeline
 
-__all__ = ["ZeroShotClassificationPipeline", "entailment_id", "parse_labels"]
+__all__ = ["PairCuts", "ZeroShotClassificationPipeline", "check_template", "entailment_id", "pair_cuts", "parse_labels"]
 
 DEFAULT_TEMPLATE = "This example is {}."
 
@@ -52,7 +52,7 @@ def parse_labels(labels: Any) -> list[Any]:
     return list(labels)
 
 
-def _check_template(template: Any, labels: list[Any]) -> None:
+def check_template(template: Any, labels: list[Any]) -> None:
     if not isinstance(template, str):
         raise TypeError(f"hypothesis_template must be a string with {{}} where the label goes, got {template!r}")
     try:
@@ -120,7 +120,7 @@ class ZeroShotClassificationPipeline(Pipeline):
             raise ValueError(
                 f"zero-shot-classification needs at least one label in candidate_labels, got {candidate_labels!r}"
             )
-        _check_template(hypothesis_template, labels)
+        check_template(hypothesis_template, labels)
         if not isinstance(multi_label, (bool, np.bool_)):
             raise TypeError(f"multi_label must be True or False, got {multi_label!r}")
         if truncation not in ("cut", "error"):
@@ -158,36 +158,60 @@ class ZeroShotClassificationPipeline(Pipeline):
     def _dropped(self, texts: list[str], hypotheses: list[str], limit: int, refuse: bool) -> list[int]:
         """Tokens each text loses to fit its longest pair into ``limit``; a hypothesis that leaves its
         text no room, or any cut when ``refuse``, is a ValueError naming it."""
-        tok = self.tokenizer
-        plain = {"add_special_tokens": False, "verbose": False}
-        text_len = [len(x) for x in tok(texts, **plain)["input_ids"]]
-        hyp_len = [len(x) for x in tok(hypotheses, **plain)["input_ids"]]
-        special = tok.num_special_tokens_to_add(pair=True)
-        longest = max(range(len(hypotheses)), key=lambda j: hyp_len[j])
-        room = limit - special - hyp_len[longest]
-        dropped = []
-        for i, n in enumerate(text_len):
-            cut = max(0, n - room)
-            if cut and (room < 1 or refuse):
-                total = n + hyp_len[longest] + special
+        cuts = pair_cuts(self.tokenizer, texts, hypotheses, limit)
+        for i, (cut, total) in enumerate(zip(cuts.dropped, cuts.longest_pair)):
+            if cut and (cuts.room < 1 or refuse):
                 where = f"sequences[{i}]" if len(texts) > 1 else "the sequence"
                 why = (
-                    f"the hypothesis {hypotheses[longest]!r} alone fills it"
-                    if room < 1
+                    f"the hypothesis {hypotheses[cuts.longest_hypothesis]!r} alone fills it"
+                    if cuts.room < 1
                     else "pass truncation='cut' to drop the end of the text"
                 )
                 raise ValueError(
                     f"{where} and its hypothesis make {total} tokens, over the model's limit of {limit}; {why}"
                 )
-            dropped.append(cut)
-        cut = [d for d in dropped if d]
+        cut = [d for d in cuts.dropped if d]
         if cut:
             warnings.warn(
                 f"{len(cut)} sequence(s) were cut to fit {limit} tokens with their hypotheses: "
                 f"{sum(cut):,} tokens dropped from their ends",
                 stacklevel=4,  # the caller of the pipeline, past __call__ and its built-defaults wrapper
             )
-        return dropped
+        return cuts.dropped
+
+
+class PairCuts(NamedTuple):
+    """What fitting each text's (text, hypothesis) pairs into a token limit costs.
+
+    ``dropped[i]``: tokens text i loses (only its end is cut, so its longest hypothesis sets it);
+    ``longest_pair[i]``: tokens of text i's longest pair uncut; ``room``: tokens left for the text
+    beside the longest hypothesis (the same for every text); ``tokens``: tokens of all the pairs as
+    they will run, cut; ``longest_hypothesis``: that hypothesis' index.
+    """
+
+    dropped: list[int]
+    longest_pair: list[int]
+    room: int
+    tokens: int
+    longest_hypothesis: int
+
+
+def pair_cuts(tokenizer: Any, texts: list[str], hypotheses: list[str], limit: int) -> PairCuts:
+    """The cuts and token counts of every (text, hypothesis) pair within ``limit`` (see :class:`PairCuts`)."""
+    plain = {"add_special_tokens": False, "verbose": False}
+    text_len = [len(x) for x in tokenizer(texts, **plain)["input_ids"]]
+    hyp_len = [len(x) for x in tokenizer(hypotheses, **plain)["input_ids"]]
+    special = tokenizer.num_special_tokens_to_add(pair=True)
+    longest = max(range(len(hypotheses)), key=lambda j: hyp_len[j])
+    room = limit - special - hyp_len[longest]
+    tokens = sum(min(n + h + special, limit) for n in text_len for h in hyp_len)
+    return PairCuts(
+        dropped=[max(0, n - room) for n in text_len],
+        longest_pair=[n + hyp_len[longest] + special for n in text_len],
+        room=room,
+        tokens=tokens,
+        longest_hypothesis=longest,
+    )
 
 
 def _check_nli_head(model: Any, where: str) -> None:

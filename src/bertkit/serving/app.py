@@ -17,7 +17,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
@@ -26,6 +26,7 @@ from .truncation import (
     admit_classification,
     admit_fill_mask,
     admit_windowed,
+    admit_zero_shot,
     embed_texts,
     run_by_mode,
     tei_truncation_mode,
@@ -43,7 +44,16 @@ _CONFIG_ENV = "BERTKIT_SERVE_CONFIG"
 # what a 413 for a long text suggests, on every endpoint
 _HOW_TO_CUT = "send truncation 'cut' or 'chunk', or start the server with --truncate"
 
-TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask", "sentence-embedding")
+TASKS = (
+    "text-classification",
+    "token-classification",
+    "question-answering",
+    "fill-mask",
+    "zero-shot-classification",
+    "sentence-embedding",
+)
+# at most this many candidate labels in one zero-shot request: each label is one more pass per text
+MAX_CANDIDATE_LABELS = 64
 
 
 @dataclass
@@ -216,6 +226,22 @@ class ModelService:
             return pipe(question=qs, context=cs, max_seq_len=self.window_limit())
         if t == "fill-mask":  # admission refused a long text unless its request cuts it
             return pipe(items, max_length=self.classify_limit())
+        if t == "zero-shot-classification":
+            # each item is (text, ZeroShotAsk); requests asking the same run as one pipeline call
+            out: list[Any] = [None] * len(items)
+            for ask in dict.fromkeys(a for _, a in items):
+                idx = [i for i, (_, a) in enumerate(items) if a == ask]
+                found = pipe(
+                    [items[i][0] for i in idx],
+                    list(ask.labels),
+                    hypothesis_template=ask.template,
+                    multi_label=ask.multi_label,
+                    max_length=self.classify_limit(),
+                    truncation=ask.mode,
+                )
+                for i, r in zip(idx, found):
+                    out[i] = r
+            return out
         raise ApiError(404, f"this model ({self.task}) has no task head; use /embed")
 
     # ----------------------------------------------------------------- admission (event loop)
@@ -349,12 +375,61 @@ def _predict_items(task: str, items: list[Any], batched: bool, mask_token: str) 
                 raise ApiError(422, f"{f}.text_pair must be a string")
             out.append({"text": x["text"], "text_pair": x.get("text_pair")})
         else:
+            if task == "zero-shot-classification" and isinstance(x, str) and not x.strip():
+                raise ApiError(422, f"{f} is empty; there is nothing to classify")
             if not isinstance(x, str):
                 raise ApiError(422, f"{f} must be a string, got {type(x).__name__}")
             if task == "fill-mask" and mask_token not in x:
                 raise ApiError(422, f"{f} has no {mask_token} token")
             out.append(x)
     return out
+
+
+class ZeroShotAsk(NamedTuple):
+    """What a zero-shot request asks, besides its texts; requests asking the same share one call."""
+
+    labels: tuple[str, ...]
+    template: str
+    multi_label: bool
+    mode: str
+
+
+def zero_shot_ask(payload: dict[str, Any], mode: str) -> ZeroShotAsk:
+    """A zero-shot request's ``parameters`` (``candidate_labels``, ``hypothesis_template``,
+    ``multi_label``, as transformers' pipeline and the Hugging Face inference API name them), checked;
+    a 422 naming the field otherwise."""
+    from bertkit.pipelines.zero_shot import DEFAULT_TEMPLATE, check_template, parse_labels
+
+    params = payload.get("parameters", {})
+    if not isinstance(params, dict):
+        raise ApiError(422, f"field 'parameters' must be an object, got {type(params).__name__}")
+    unknown = sorted(set(params) - {"candidate_labels", "hypothesis_template", "multi_label"})
+    if unknown:
+        raise ApiError(422, f"field 'parameters' has unknown key(s) {unknown}")
+    raw = params.get("candidate_labels")
+    if raw is None:
+        raise ApiError(422, "zero-shot needs field 'parameters.candidate_labels': a list of labels or 'a,b,c'")
+    if not isinstance(raw, (str, list)) or (isinstance(raw, list) and not all(isinstance(x, str) for x in raw)):
+        raise ApiError(422, f"field 'parameters.candidate_labels' must be a list of strings or 'a,b,c', got {raw!r}")
+    labels = parse_labels(raw)
+    if not labels or not all(x.strip() for x in labels):
+        raise ApiError(422, f"field 'parameters.candidate_labels' needs non-empty labels, got {raw!r}")
+    if len(labels) > MAX_CANDIDATE_LABELS:
+        raise ApiError(
+            413,
+            f"field 'parameters.candidate_labels' has {len(labels)} labels, over the limit of {MAX_CANDIDATE_LABELS}",
+        )
+    template = params.get("hypothesis_template", DEFAULT_TEMPLATE)
+    try:
+        check_template(template, labels)
+    except (TypeError, ValueError) as e:
+        raise ApiError(422, f"field 'parameters.hypothesis_template': {e}") from None
+    multi = params.get("multi_label", False)
+    if not isinstance(multi, bool):
+        raise ApiError(422, f"field 'parameters.multi_label' must be true or false, got {multi!r}")
+    if mode == "chunk":
+        raise ApiError(422, "field 'truncation' must be 'error' or 'cut' for zero-shot classification")
+    return ZeroShotAsk(tuple(labels), template, multi, mode)
 
 
 def _check_contexts(tokenizer: Any, items: list[dict], batched: bool) -> None:
@@ -543,8 +618,16 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
 
     @app.post(
         "/predict",
-        openapi_extra=_body_schema({"description": "text, {text, text_pair}, {question, context}, or a list of them"}),
-        summary="The model's task (classification, token classification, QA, fill-mask)",
+        openapi_extra=_body_schema(
+            {"description": "text, {text, text_pair}, {question, context}, or a list of them"},
+            {
+                "parameters": {
+                    "type": "object",
+                    "description": "zero-shot: candidate_labels, hypothesis_template, multi_label",
+                }
+            },
+        ),
+        summary="The model's task (classification, token classification, QA, fill-mask, zero-shot)",
     )
     async def predict(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
@@ -556,7 +639,11 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
             _check_contexts(service.tokenizer, items, batched)
         dropped: list[int] = []
         windowed: list[bool] = []
-        if service.task in ("token-classification", "question-answering"):
+        if service.task == "zero-shot-classification":
+            ask = zero_shot_ask(payload, truncation_mode(payload, config.truncate))
+            tokens, dropped = admit_zero_shot(service, items, ask, batched)
+            items = [(x, ask) for x in items]
+        elif service.task in ("token-classification", "question-answering"):
             tokens, windowed = admit_windowed(service, payload, items, batched)
         elif service.task == "fill-mask":
             tokens, dropped = admit_fill_mask(service, items, truncation_mode(payload, config.truncate), batched)

@@ -21,6 +21,7 @@ __all__ = [
     "admit_fill_mask",
     "admit_pairs",
     "admit_windowed",
+    "admit_zero_shot",
     "embed_texts",
     "tei_truncation_mode",
     "run_by_mode",
@@ -143,6 +144,32 @@ def admit_classification(service: Any, items: list[Any], mode: str, batched: boo
         dropped.append(max(0, n - limit) if mode == "cut" else 0)
         tokens += n if mode == "chunk" else min(n, limit)
     return tokens, dropped
+
+
+def admit_zero_shot(service: Any, texts: list[str], ask: Any, batched: bool) -> tuple[int, list[int]]:
+    """Token count (for the batcher) and tokens each text will lose, before a zero-shot job is queued:
+    every (text, hypothesis) pair must fit the limit, so "error" answers 413 for a text whose longest
+    pair is over it, and "cut" drops the end of the text (never of a hypothesis); a hypothesis that
+    leaves no room for any text is a 413 in either mode."""
+    from bertkit.pipelines.zero_shot import pair_cuts
+
+    from .app import ApiError, _field
+
+    limit, flag = service.classify_limit(), service.config.max_input_tokens
+    hypotheses = [ask.template.format(x) for x in ask.labels]
+    cuts = pair_cuts(service.tokenizer, texts, hypotheses, limit)
+    over = f"--max-input-tokens {flag}" if limit == flag else f"the model's limit of {limit}"
+    if cuts.room < 1:
+        longest = hypotheses[cuts.longest_hypothesis]
+        raise ApiError(413, f"the hypothesis {longest!r} alone fills {over}, leaving no room for the text")
+    for i, (cut, n) in enumerate(zip(cuts.dropped, cuts.longest_pair)):
+        if cut and ask.mode == "error":
+            raise ApiError(
+                413,
+                f"{_field(batched, i)} has {n} tokens with its longest hypothesis, over {over} "
+                "(send truncation 'cut', or start the server with --truncate)",
+            )
+    return cuts.tokens, cuts.dropped if ask.mode == "cut" else [0] * len(texts)
 
 
 def admit_pairs(service: Any, query: str, texts: list[str], mode: str) -> tuple[int, list[int]]:
