@@ -164,8 +164,6 @@ def no_duplicate_batches(examples: Sequence[Any], batch_size: int, seed: int) ->
             batches.append(batch)
             if len(batches) == want:
                 return batches
-        if not batches:
-            break  # sentence-transformers does not retry a pass that filled no batch at all
     raise ValueError(
         f"NoDuplicatesDataLoader: {len(batches)} batches of {batch_size} examples without a repeated text "
         f"in {1 + _MAX_RESAMPLE_PASSES} shuffled passes over {n} examples, fewer than the {want} an epoch "
