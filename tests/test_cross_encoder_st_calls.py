@@ -385,11 +385,38 @@ def test_bad_constructor_arguments_are_named(folders, kwargs, message):
         CrossEncoder(folders[1], **kwargs)
 
 
-def test_a_folder_that_is_not_a_cross_encoder_is_refused(tmp_path, caplog):
+def test_a_sentence_transformer_folder_is_converted_as_sentence_transformers_converts_it(pairs, tmp_path):
+    """A bi-encoder's folder (Transformer, Pooling, Normalize) becomes a cross-encoder as in
+    sentence-transformers: its model with a new 1-label head, the model's own length limit (not the
+    bi-encoder's max_seq_length, 256), sigmoid scores, and a warning naming the conversion. What it
+    saves is a cross-encoder that sentence-transformers loads with bertkit's scores."""
     from bertkit import CrossEncoder
 
-    with pytest.raises(ValueError, match=r"minilm is not a cross-encoder: its modules.json lists .*Pooling"):
-        CrossEncoder(MINILM)  # a sentence-embedding folder
+    with pytest.warns(UserWarning, match=r"Converting SentenceTransformer model .*minilm to CrossEncoder"):
+        ours = CrossEncoder(MINILM, device="cpu")
+    theirs = st.CrossEncoder(MINILM, device="cpu")
+    assert ours.num_labels == theirs.num_labels == 1
+    assert ours.max_length == theirs.max_seq_length == 512
+    assert type(ours.activation_fn).__name__ == type(theirs.activation_fn).__name__ == "Sigmoid"
+    ours.save(tmp_path / "converted")
+    reloaded = st.CrossEncoder(str(tmp_path / "converted"), device="cpu")
+    np.testing.assert_allclose(reloaded.predict(pairs[:8]), ours.predict(pairs[:8]), atol=ATOL)
+    # a folder saved as a CrossEncoder that lists modules after its model is not one bertkit runs
+    bad = tmp_path / "ce-with-pooling"
+    shutil.copytree(tmp_path / "converted", bad)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (bad / "modules.json").write_text(json.dumps(modules))
+    (bad / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "CrossEncoder"}))
+    with pytest.raises(ValueError, match=r"ce-with-pooling is not a cross-encoder: its modules.json lists .*Pooling"):
+        CrossEncoder(str(bad))
+
+
+def test_a_plain_folder_gets_a_new_head(tmp_path, caplog):
+    from bertkit import CrossEncoder
+
     # A plain encoder (no classifier named in its config) gets a new head, as sentence-transformers gives
     # it (what its training scripts start from), and the loader says the head is new.
     bare = tmp_path / "bare"

@@ -249,9 +249,24 @@ class CrossEncoder:
     @staticmethod
     def _read_st_files(folder: Path) -> dict[str, Any]:
         """What a sentence-transformers save adds beside the model: its activation and max_seq_length.
-        A module list bertkit does not run (extra layers after the model) is refused."""
+
+        A save of another model type (``config_sentence_transformers.json``'s ``model_type``, a
+        SentenceTransformer when absent) is converted as sentence-transformers converts it: its model
+        folder gets the CrossEncoder's default module and a new head unless it has one, and its modules
+        and settings are not read. A CrossEncoder save listing more than its one Transformer is refused."""
         out: dict[str, Any] = {}
         if not (folder / "modules.json").is_file():
+            return out
+        cfg = folder / "config_sentence_transformers.json"
+        data = _read_json(cfg) if cfg.is_file() else {}
+        model_type = data.get("model_type") if isinstance(data, dict) else None
+        model_type = str(model_type or "SentenceTransformer")
+        if model_type != "CrossEncoder":
+            warnings.warn(
+                f"Converting {model_type} model {folder} to CrossEncoder (its modules.json and "
+                "sentence-transformers settings are not used: only the model folder is)",
+                stacklevel=3,
+            )
             return out
         modules = _read_json(folder / "modules.json")
         kinds = [str(m.get("type", "")) if isinstance(m, dict) else repr(m) for m in modules]
@@ -261,12 +276,8 @@ class CrossEncoder:
                 f"{folder} is not a cross-encoder: its modules.json lists {', '.join(kinds) or 'no modules'}, and "
                 "bertkit's CrossEncoder runs one Transformer module (a sequence-classification model), nothing after it"
             )
-        cfg = folder / "config_sentence_transformers.json"
-        if cfg.is_file():
-            data = _read_json(cfg)
-            # sentence-transformers reads this file's activation only for a folder saved as a CrossEncoder
-            if isinstance(data, dict) and data.get("model_type") == "CrossEncoder" and data.get("activation_fn"):
-                out["activation_fn"] = (data["activation_fn"], str(cfg))
+        if data.get("activation_fn"):
+            out["activation_fn"] = (data["activation_fn"], str(cfg))
         st = folder / "sentence_bert_config.json"
         if st.is_file():
             data = _read_json(st)
