@@ -217,8 +217,6 @@ def test_fit_trains_the_dense_as_hand_written_adamw_steps(lee, tmp_path):
         show_progress_bar=False,
         output_path=str(tmp_path / "out"),
     )
-    stack = ours.training_model
-    assert stack.dense[0] is ours.dense[0]  # the module fit trained is the one encode() runs
     pairs = [("linear.weight", w), ("linear.bias", b)]
     got_dense = dict(ours.dense[0].named_parameters())
     want_dense = dict(ref_dense.named_parameters())
@@ -227,6 +225,8 @@ def test_fit_trains_the_dense_as_hand_written_adamw_steps(lee, tmp_path):
         assert float(got_delta.norm()) > 0, name  # fit moved the Dense
         err = float((got_delta - want_delta).norm()) / float(want_delta.norm())
         assert err < 2e-3, (name, err)
+    stack = ours.training_model
+    assert stack.dense[0] is ours.dense[0]  # the module fit trained is the one encode() runs
     start = dict(st.SentenceTransformer(folder, device="cpu")[0].auto_model.named_parameters())
     got = dict(stack.encoder.named_parameters())
     for name in ("encoder.layer.0.attention.self.query.weight", "encoder.layer.5.output.dense.weight"):
