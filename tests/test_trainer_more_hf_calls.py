@@ -277,3 +277,104 @@ def test_total_flos_and_tokens_seen_survive_a_resume(setup, tmp_path):
     assert again.state.num_input_tokens_seen == whole.state.num_input_tokens_seen
     assert out.metrics["num_input_tokens_seen"] == whole.state.num_input_tokens_seen
     assert np.isfinite(out.metrics["train_steps_per_second"])
+
+
+def test_ignore_keys_leave_outputs_out_of_the_predictions_as_transformers(setup, tmp_path):
+    """A model that also returns its hidden states and attentions: ``predict(ds, ignore_keys)``,
+    ``evaluate(ds, ignore_keys, prefix)`` (transformers' positional order) and
+    ``train(ignore_keys_for_eval=...)`` hand compute_metrics the logits alone, with transformers' values."""
+    folder, train, held_out = setup
+    ignore = ["hidden_states", "attentions"]
+
+    def run(lib, out):
+        seen = []
+
+        def metrics(p):
+            seen.append(type(p.predictions).__name__)
+            return {"acc": float((np.asarray(p.predictions).argmax(-1) == p.label_ids).mean())}
+
+        model = lib.AutoModelForSequenceClassification.from_pretrained(
+            folder, output_hidden_states=True, output_attentions=True
+        )
+        trainer = lib.Trainer(
+            model=model,
+            args=lib.TrainingArguments(**_call(out, eval_strategy="epoch", num_train_epochs=1)),
+            train_dataset=train,
+            eval_dataset=held_out,
+            processing_class=lib.AutoTokenizer.from_pretrained(folder),
+            compute_metrics=metrics,
+        )
+        trainer.train(ignore_keys_for_eval=ignore)
+        pred = trainer.predict(held_out, ignore)
+        return pred, trainer.evaluate(held_out, ignore, "dev"), seen
+
+    want, want_eval, their_seen = run(transformers, tmp_path / "hf")
+    got, got_eval, our_seen = run(bertkit, tmp_path / "bk")
+    assert our_seen == their_seen == ["ndarray"] * 3  # during training, predict, evaluate
+    assert isinstance(got.predictions, np.ndarray) and got.predictions.shape == want.predictions.shape == (8, 2)
+    np.testing.assert_allclose(got.predictions, want.predictions, **WEIGHTS)
+    assert sorted(got_eval) == sorted(want_eval) and "dev_loss" in got_eval and "dev_acc" in got_eval
+    assert got_eval["dev_loss"] == pytest.approx(want_eval["dev_loss"], rel=1e-4)
+
+
+def test_bad_ignore_keys_and_a_search_trial_are_named(setup, tmp_path):
+    folder, train, held_out = setup
+    trainer = bertkit.Trainer(
+        model=bertkit.AutoModelForSequenceClassification.from_pretrained(folder),
+        args=bertkit.TrainingArguments(**_call(tmp_path)),
+        train_dataset=train,
+    )
+    with pytest.raises(TypeError, match="ignore_keys must be a list of output names.*'hidden_states'"):
+        trainer.predict(held_out, "hidden_states")
+    with pytest.raises(TypeError, match="metric_key_prefix must be a string"):
+        trainer.evaluate(held_out, None, ["eval"])
+    with pytest.raises(ValueError, match=r"train\(trial=...\) is not supported"):
+        trainer.train(trial={"learning_rate": 1e-3})
+
+
+def test_a_trainer_without_train_dataset_predicts_every_output_as_transformers(setup, tmp_path):
+    """Trainer(model, args) with no train_dataset evaluates and predicts (train() is refused by name);
+    without ignore_keys the predictions hold every output, hidden states and attentions as nested
+    tuples, equal to transformers' (one batch: transformers cannot join attentions of batches of
+    different lengths, which bertkit pads with -100 on every axis)."""
+    folder, _, held_out = setup
+
+    def run(lib):
+        model = lib.AutoModelForSequenceClassification.from_pretrained(
+            folder, output_hidden_states=True, output_attentions=True
+        )
+        trainer = lib.Trainer(
+            model=model,
+            args=lib.TrainingArguments(**_call(tmp_path / lib.__name__)),
+            processing_class=lib.AutoTokenizer.from_pretrained(folder),
+        )
+        return trainer, trainer.predict(held_out[:3])
+
+    _, want = run(transformers)
+    ours, got = run(bertkit)
+
+    def check(a, b, where="predictions"):
+        assert isinstance(a, tuple) == isinstance(b, tuple), where
+        if isinstance(b, tuple):
+            assert len(a) == len(b), where
+            for i, (x, y) in enumerate(zip(a, b)):
+                check(x, y, f"{where}[{i}]")
+        else:
+            np.testing.assert_allclose(a, b, err_msg=where, **WEIGHTS)
+
+    check(got.predictions, want.predictions)
+    assert len(got.predictions) == 3 and len(got.predictions[1]) == 3 and len(got.predictions[2]) == 2
+    np.testing.assert_array_equal(got.label_ids, want.label_ids)
+    assert got.metrics["test_loss"] == pytest.approx(want.metrics["test_loss"], rel=1e-4)
+    # batches of different lengths: each batch's part of the padded whole is that batch's own output
+    full = ours.predict(held_out).predictions[2][0]  # the first layer's attentions, (8, H, N, N)
+    widths = []
+    for start in range(0, len(held_out), 3):  # per_device_eval_batch_size=3
+        part = ours.predict(held_out[start : start + 3]).predictions[2][0]
+        n = part.shape[-1]
+        widths.append(n)
+        np.testing.assert_allclose(full[start : start + 3, :, :n, :n], part, **WEIGHTS)
+        assert (full[start : start + 3, :, n:, :] == -100).all() and (full[start : start + 3, :, :, n:] == -100).all()
+    assert len(set(widths)) > 1 and full.shape[-1] == max(widths)
+    with pytest.raises(ValueError, match="Trainer.train needs a train_dataset"):
+        ours.train()

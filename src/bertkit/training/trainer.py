@@ -214,6 +214,23 @@ class _KnownColumns:
             self.collate_fn.set_epoch(epoch)
 
 
+def _ignore_keys(name: str, keys: Any) -> list[str] | None:
+    """``ignore_keys`` as a list of output names (None: the model config's default); one string, or
+    anything but strings, is refused by name (a bare string would ignore its letters)."""
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not isinstance(keys, (list, tuple, set)) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"{name} must be a list of output names (e.g. ['hidden_states']), got {keys!r}")
+    return list(keys)
+
+
+def _metric_key_prefix(prefix: Any) -> str:
+    """A metric key prefix is a string (a list here is ``ignore_keys`` passed in its place)."""
+    if not isinstance(prefix, str):
+        raise TypeError(f"metric_key_prefix must be a string such as 'eval', got {prefix!r}")
+    return prefix
+
+
 @dataclass
 class TrainerState:
     """``Trainer.state`` under transformers' names: the step and epoch reached, the best metric and
@@ -293,10 +310,30 @@ def _concat_padded(parts: list[torch.Tensor]) -> np.ndarray:
     """Batches concatenated along the first axis, the second padded with -100 to the longest; half
     precision comes out as float32 (numpy has no bfloat16)."""
     parts = [p.float() if p.dtype in (torch.bfloat16, torch.float16) else p for p in parts]
-    if parts[0].ndim >= 2 and len({p.shape[1] for p in parts}) > 1:
-        width = max(p.shape[1] for p in parts)
-        parts = [torch.cat([p, p.new_full((p.shape[0], width - p.shape[1], *p.shape[2:]), -100)], 1) for p in parts]
+    if len({p.shape[1:] for p in parts}) > 1:
+        # every axis after the first to the longest: (B, N) logits, and (B, H, N, N) attentions too
+        shape = [max(p.shape[d] for p in parts) for d in range(1, parts[0].ndim)]
+        padded = []
+        for p in parts:
+            full = p.new_full((p.shape[0], *shape), -100)
+            full[tuple(slice(0, n) for n in p.shape)] = p
+            padded.append(full)
+        parts = padded
     return torch.cat(parts).numpy()
+
+
+def _nested(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    """``fn`` on every tensor of a model output: a tensor, or tuples of them (hidden states, attentions)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_nested(fn, v) for v in value)
+    return fn(value)
+
+
+def _is_tensors(value: Any) -> bool:
+    """A tensor or a non-empty tuple of them (nested): an output that goes into the predictions."""
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_is_tensors(v) for v in value)
+    return isinstance(value, torch.Tensor)
 
 
 def _concat_nested(parts: list[Any]) -> Any:
@@ -621,8 +658,8 @@ class Trainer:
             if loss_fn is not None:
                 raise TypeError("give loss_fn= or transformers' compute_loss_func=, not both")
             loss_fn = functools.partial(_transformers_loss, compute_loss_func)
-        if config is None or train_dataset is None:
-            raise TypeError("Trainer needs its arguments (config= or args=) and a train_dataset")
+        if config is None:
+            raise TypeError("Trainer needs its arguments (config= or args=)")
         # transformers' model_init: one model built now (the Trainer needs its class and parameters) and a
         # fresh one at every train(), each call seeded with the run's seed first
         if model is None and model_init is None:
@@ -672,7 +709,8 @@ class Trainer:
             batch_sampler
             if batch_sampler is not None
             else RandomBatchSampler(
-                len(train_dataset),
+                # no train_dataset: a Trainer built to evaluate or predict only, as transformers allows
+                len(train_dataset) if train_dataset is not None else 0,
                 config.batch_size,
                 seed=config.seed,
                 shuffle=config.shuffle,
@@ -1169,12 +1207,27 @@ class Trainer:
         as train_seconds; evaluation pauses are not counted)."""
         return float(self._elapsed())
 
-    def train(self, resume_from_checkpoint: bool | str | os.PathLike | None = None) -> TrainResult:
+    def train(
+        self,
+        resume_from_checkpoint: bool | str | os.PathLike | None = None,
+        trial: Any = None,
+        ignore_keys_for_eval: Sequence[str] | None = None,
+    ) -> TrainResult:
         """Run until max_steps / num_epochs or early stopping; returns a :class:`TrainResult`.
 
         ``resume_from_checkpoint`` is transformers' way to ask for ``resume``: True continues from the
         newest complete checkpoint in the output folder, a path from that checkpoint folder.
+        ``ignore_keys_for_eval``: model outputs the evaluations while training leave out of the
+        predictions (as :meth:`evaluate`'s ``ignore_keys``). A hyperparameter-search ``trial`` is refused.
         Under torchrun a Trainer trains once: it lets go of its DDP wrapper at the end (:meth:`close`)."""
+        if trial is not None:
+            raise ValueError(
+                "Trainer.train(trial=...) is not supported: bertkit has no hyperparameter search; "
+                "run one train() per setting instead"
+            )
+        self._ignore_keys_for_eval = _ignore_keys("ignore_keys_for_eval", ignore_keys_for_eval)
+        if self.dataset is None:
+            raise ValueError("Trainer.train needs a train_dataset, given when the Trainer is built")
         if self.distributed and self.model is self.raw_model:
             raise RuntimeError("this Trainer has already trained under torchrun (close()); build a new one")
         if self.model_init is not None:  # as transformers: every run trains a new model, built under the seed
@@ -1420,11 +1473,16 @@ class Trainer:
         self._t_paused += t1 - t0
         self._window["t0"] += t1 - t0  # throughput counts training time only
 
-    def _evaluate_dataset(self, model: nn.Module, dataset: Any, prefix: str = "") -> tuple[Any, Any, dict[str, float]]:
+    def _evaluate_dataset(
+        self, model: nn.Module, dataset: Any, prefix: str = "", ignore_keys: Sequence[str] | None = None
+    ) -> tuple[Any, Any, dict[str, float]]:
         """Predictions, labels and metrics of ``model`` on ``dataset`` as transformers' Trainer gives them:
-        batches of ``per_device_eval_batch_size`` in order, each batch's outputs through
-        ``preprocess_logits_for_metrics`` when given, ``loss`` as the mean over examples, then
-        ``compute_metrics``; keys get ``prefix``."""
+        batches of ``per_device_eval_batch_size`` in order, each batch's outputs (but ``ignore_keys``,
+        by default the config's ``keys_to_ignore_at_inference``) through ``preprocess_logits_for_metrics``
+        when given, ``loss`` as the mean over examples, then ``compute_metrics``; keys get ``prefix``."""
+        if ignore_keys is None:
+            ignore_keys = getattr(getattr(model, "config", None), "keys_to_ignore_at_inference", None) or ()
+        skip = {"loss", *ignore_keys}
         size = self.config.per_device_eval_batch_size
         label_names = self.config.extra.get("label_names") or _LABEL_NAMES
         include = self.config.extra.get("include_for_metrics") or ()
@@ -1445,7 +1503,9 @@ class Trainer:
                 losses.append(out.loss.detach().float().cpu().reshape(1).repeat(n))
             # every output but the loss (QA: start and end logits), as transformers' prediction_step takes them
             fields = out.items() if isinstance(out, dict) else enumerate(out if isinstance(out, tuple) else (out,))
-            logits = _one_or_tuple([v.detach() for k, v in fields if k != "loss" and isinstance(v, torch.Tensor)])
+            logits = _one_or_tuple(
+                [_nested(torch.Tensor.detach, v) for k, v in fields if k not in skip and _is_tensors(v)]
+            )
             batch_labels = [batch[k] for k in label_names if k in batch]
             for key in label_names:
                 if key in batch:
@@ -1455,7 +1515,7 @@ class Trainer:
                     logits, _one_or_tuple(batch_labels) if batch_labels else None
                 )
             else:
-                logits = tuple(t.float() for t in logits) if isinstance(logits, tuple) else logits.float()
+                logits = _nested(torch.Tensor.float, logits)
             preds.append(logits)
             if "inputs" in include:
                 inputs.append(batch["input_ids"].cpu())
@@ -1475,13 +1535,14 @@ class Trainer:
     def _evaluate_during_training(self, model: nn.Module) -> dict[str, float]:
         """The metrics on ``eval_dataset`` an evaluation while training logs; of a dict of datasets, each
         one's under ``{name}_`` (logged as ``eval_{name}_...``, as transformers names them)."""
+        ignore = getattr(self, "_ignore_keys_for_eval", None)
         if isinstance(self.eval_dataset, dict):
             return {
                 f"{name}_{k}": v
                 for name, part in self.eval_dataset.items()
-                for k, v in self._evaluate_dataset(model, part)[2].items()
+                for k, v in self._evaluate_dataset(model, part, ignore_keys=ignore)[2].items()
             }
-        return self._evaluate_dataset(model, self.eval_dataset)[2]
+        return self._evaluate_dataset(model, self.eval_dataset, ignore_keys=ignore)[2]
 
     def _in_eval_mode(self, work: Callable[[nn.Module], Any]) -> Any:
         """``work(model)`` in eval mode without gradients; the model's own mode comes back after."""
@@ -1504,33 +1565,44 @@ class Trainer:
             out[f"{prefix}_steps_per_second"] = round(batches / runtime, 3)
         return out
 
-    def evaluate(self, eval_dataset: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
+    def evaluate(
+        self, eval_dataset: Any = None, ignore_keys: Sequence[str] | None = None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
         """transformers' ``evaluate``: the loss and ``compute_metrics`` on ``eval_dataset`` (default the
         Trainer's), keys prefixed ``eval_``, its runtime and speed, the ``epoch`` reached (and the input
         tokens seen, when counted). A dict of datasets is evaluated one by one, each under
-        ``eval_{name}_``."""
+        ``eval_{name}_``. ``ignore_keys``: model outputs left out of the predictions ``compute_metrics``
+        sees (default: the config's ``keys_to_ignore_at_inference``)."""
+        ignore_keys = _ignore_keys("ignore_keys", ignore_keys)
+        metric_key_prefix = _metric_key_prefix(metric_key_prefix)
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             raise ValueError("Trainer.evaluate needs an eval_dataset (here or when the Trainer was built)")
         if isinstance(dataset, dict):
             merged: dict[str, float] = {}
             for name, part in dataset.items():
-                merged.update(self.evaluate(part, metric_key_prefix=f"{metric_key_prefix}_{name}"))
+                merged.update(self.evaluate(part, ignore_keys, metric_key_prefix=f"{metric_key_prefix}_{name}"))
             return merged
         start = time.perf_counter()
-        _, _, metrics = self._in_eval_mode(lambda m: self._evaluate_dataset(m, dataset, f"{metric_key_prefix}_"))
+        _, _, metrics = self._in_eval_mode(
+            lambda m: self._evaluate_dataset(m, dataset, f"{metric_key_prefix}_", ignore_keys)
+        )
         metrics.update(self._speed_metrics(metric_key_prefix, start, len(dataset)))
         metrics["epoch"] = self.step / self.steps_per_epoch
         if self._counts_tokens:
             metrics["num_input_tokens_seen"] = self.num_input_tokens_seen
         return metrics
 
-    def predict(self, test_dataset: Any, metric_key_prefix: str = "test") -> PredictionOutput:
-        """transformers' ``predict``: predictions (logits), labels and metrics (with runtime and speed) on
-        ``test_dataset``."""
+    def predict(
+        self, test_dataset: Any, ignore_keys: Sequence[str] | None = None, metric_key_prefix: str = "test"
+    ) -> PredictionOutput:
+        """transformers' ``predict``: predictions (logits; every output but ``ignore_keys``), labels and
+        metrics (with runtime and speed) on ``test_dataset``."""
+        ignore_keys = _ignore_keys("ignore_keys", ignore_keys)
+        metric_key_prefix = _metric_key_prefix(metric_key_prefix)
         start = time.perf_counter()
         predictions, label_ids, metrics = self._in_eval_mode(
-            lambda m: self._evaluate_dataset(m, test_dataset, f"{metric_key_prefix}_")
+            lambda m: self._evaluate_dataset(m, test_dataset, f"{metric_key_prefix}_", ignore_keys)
         )
         metrics.update(self._speed_metrics(metric_key_prefix, start, len(test_dataset)))
         return PredictionOutput(predictions, label_ids, metrics)
