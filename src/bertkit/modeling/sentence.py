@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit._io import atomic_write_json
+from bertkit._io import atomic_path, atomic_write_json
 
 __all__ = [
     "ACTIVATIONS",
@@ -243,7 +243,8 @@ def save_dense(dense: Dense, directory: str | Path) -> None:
     d.mkdir(parents=True, exist_ok=True)
     atomic_write_json(d / "config.json", dense.get_config_dict(), indent=4)
     state = {k: v.detach().float().cpu().contiguous() for k, v in dense.state_dict().items()}
-    save_file(state, str(d / "model.safetensors"))
+    with atomic_path(d / "model.safetensors") as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt"})
 
 
 def check_dense_chain(dense: Sequence[Dense], width: int, where: str) -> int:
@@ -429,13 +430,19 @@ def load_sentence_encoder(
     from bertkit.hub import resolve_model_path
     from bertkit.modeling.auto import AutoTokenizer, auto_class_for
     from bertkit.modeling.config import check_length_fits
-    from bertkit.pipelines.pipelines import sentence_transformers_pooling
+    from bertkit.pipelines.pipelines import sentence_transformers_dense, sentence_transformers_pooling
 
     # A model id resolves to its cache snapshot, where its sentence-transformers files are too.
     folder = resolve_model_path(folder)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder}: not a model folder (no config.json)")
-    st_pool, st_norm, st_len = sentence_transformers_pooling(folder)
+    # strict: a module the encoder would silently leave out (a Dense, an unknown kind) is named instead
+    st_pool, st_norm, st_len = sentence_transformers_pooling(folder, strict=True)
+    if sentence_transformers_dense(folder):
+        raise ValueError(
+            f"{folder / 'modules.json'}: the model has Dense modules after its pooling, which this trainer "
+            "would leave out of what it trains and saves; train it with SentenceTransformer(folder).fit(...)"
+        )
     model = auto_class_for("BertModel").from_pretrained(str(folder))
     check_length_fits(model, max_seq_length)
     tok = AutoTokenizer.from_pretrained(str(folder))

@@ -77,7 +77,7 @@ def embed_texts(
     from tqdm.auto import tqdm
 
     texts = list(texts)
-    out = np.zeros((len(texts), emb.model.config.hidden_size), np.float32)
+    out = np.zeros((len(texts), emb.dim), np.float32)  # the folder's Dense modules may change the width
     with tqdm(total=len(texts), desc=desc, unit="text", disable=not progress, file=sys.stderr) as bar:
         for s in range(0, len(texts), block):
             part = texts[s : s + block]

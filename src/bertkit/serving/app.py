@@ -161,7 +161,7 @@ class ModelService:
             from bertkit.search import load_index
 
             self.index = load_index(config.index)
-            dim = self.embedder.model.config.hidden_size
+            dim = self.embedder.dim
             if self.index.dim != dim:
                 raise ValueError(f"{config.index}: vectors have {self.index.dim} dimensions but the model gives {dim}")
             if config.lexical_weight:
@@ -304,6 +304,7 @@ class ModelService:
             + (["/rerank"] if self._is_cross_encoder() else [])
             + (["/search"] if self.index is not None else []),
             "hidden_size": self.embedder.model.config.hidden_size,
+            "embedding_size": self.embedder.dim,
             "pooling": self.embedder.pooling,
             "normalize": self.embedder.normalize,
             "limits": {

@@ -98,7 +98,7 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
-    size = int(service.embedder.model.config.hidden_size)
+    size = int(service.embedder.dim)  # the vectors' width: a Dense module may change the encoder's
     served = Path(config.model).name
     ranker = _ranker(service)
 
