@@ -171,6 +171,10 @@ def test_fit_refuses_bad_input_by_name(lee, tmp_path):
         one.fit(loader, loss_fct="bce")
     with pytest.raises(TypeError, match=r"train_dataloader must be a DataLoader over a list of InputExamples"):
         one.fit(pairs)
+    from bertkit.datasets import NoDuplicatesDataLoader
+
+    with pytest.raises(TypeError, match=r"got NoDuplicatesDataLoader \(no-duplicates batches are for a bi-encoder"):
+        one.fit(NoDuplicatesDataLoader(pairs, batch_size=2), show_progress_bar=False)
     # a label outside 0..1 is the caller's choice with a loss of their own
     fit(one, [InputExample(texts=["a", "b"], label=4.0)] * 2, loss_fct=torch.nn.MSELoss(), warmup_steps=0)
     # a bf16 model's weights are rounded: training it is refused, not silently done in fp32

@@ -133,9 +133,15 @@ def fit(
         raise ValueError("fit: resume_from_checkpoint=True needs the checkpoint_path of the run to resume")
     if model.dtype != "fp32":
         raise ValueError(f"fit: this model computes in {model.dtype}; load it with dtype='fp32' to train it")
+    examples = _check_examples(train_dataloader, model.num_labels, loss_fct is None)
+    if not isinstance(train_dataloader, torch.utils.data.DataLoader):
+        # a NoDuplicatesDataLoader batches a bi-encoder's in-batch negatives; a cross-encoder has none
+        raise TypeError(
+            f"fit: train_dataloader must be a DataLoader over a list of InputExamples, got "
+            f"{type(train_dataloader).__name__} (no-duplicates batches are for a bi-encoder's in-batch negatives)"
+        )
     optimizer_params = dict(optimizer_params if optimizer_params is not None else {"lr": 2e-5})
     num_labels = model.num_labels
-    examples = _check_examples(train_dataloader, num_labels, loss_fct is None)
     batch_size = _batch_size(train_dataloader)
     if loss_fct is None:
         loss_fct = nn.BCEWithLogitsLoss() if num_labels == 1 else nn.CrossEntropyLoss()
