@@ -184,6 +184,7 @@ def load_dense(directory: str | Path) -> Dense:
     """A Dense module from its folder (``config.json`` and ``model.safetensors`` or ``pytorch_model.bin``,
     as sentence-transformers writes them); every problem is a ValueError naming the file."""
     from bertkit._text import read_json
+    from bertkit.checkpoint import load_state_dict
 
     d = Path(directory)
     path = d / "config.json"
@@ -219,12 +220,8 @@ def load_dense(directory: str | Path) -> Dense:
     weights = next((d / f for f in _DENSE_WEIGHTS if (d / f).is_file()), None)
     if weights is None:
         raise ValueError(f"{d}: no Dense weights ({' or '.join(_DENSE_WEIGHTS)})")
-    if weights.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        state = load_file(str(weights))
-    else:
-        state = torch.load(str(weights), map_location="cpu", weights_only=True)
+    # the one checkpoint reader: a truncated file, or a .bin holding code, is named, never loaded
+    state = load_state_dict(weights)
     want = dense.state_dict()
     if set(state) != set(want):
         raise ValueError(f"{weights}: Dense weights {sorted(state)} do not match the config's {sorted(want)}")
