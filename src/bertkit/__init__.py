@@ -76,6 +76,10 @@ _EXPORTS: dict[str, str] = {
     "CrossEncoder": "bertkit.pipelines.cross_encoder",
     "InputExample": "bertkit.training.sentence_fit",
     "LoggingHandler": "bertkit.training.sentence_fit",
+    "SentenceTransformerTrainer": "bertkit.training.st_trainer",
+    "SentenceTransformerTrainingArguments": "bertkit.training.st_trainer",
+    "BatchSamplers": "bertkit.training.st_trainer",
+    "MultiDatasetBatchSamplers": "bertkit.training.st_trainer",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -124,10 +124,12 @@ class NoDuplicatesDataLoader:
         return math.floor(len(self.train_examples) / self.batch_size)
 
 
-def _one_pass(keys: Sequence[frozenset[str]], order: list[int], batch_size: int) -> Iterator[list[int]]:
-    """Full batches from one shuffled pass: each batch takes the first examples in ``order`` that share
-    no text with it; the ones skipped wait, in order, for the next batch; a batch that cannot fill is
-    dropped (sentence-transformers' NoDuplicatesBatchSampler with drop_last)."""
+def _one_pass(
+    keys: Sequence[frozenset[str]], order: list[int], batch_size: int, drop_last: bool = True
+) -> Iterator[list[int]]:
+    """Batches from one shuffled pass: each batch takes the first examples in ``order`` that share no
+    text with it; the ones skipped wait, in order, for the next batch; a batch that cannot fill is
+    dropped, or with ``drop_last=False`` yielded as it is (sentence-transformers' NoDuplicatesBatchSampler)."""
     remaining = order
     while remaining:
         batch: list[int] = []
@@ -143,7 +145,7 @@ def _one_pass(keys: Sequence[frozenset[str]], order: list[int], batch_size: int)
                 break
             seen.update(keys[i])
         remaining = rest
-        if len(batch) == batch_size:
+        if len(batch) == batch_size or (batch and not drop_last):
             yield batch
 
 
