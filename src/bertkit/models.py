@@ -42,10 +42,14 @@ def _refuse(module: str, name: str, why: str) -> None:
     raise ValueError(f"models.{module}: {name} {why}")
 
 
-class Transformer:
+class Transformer(nn.Module):
     """The encoder of a model built in code: a model folder (or a model id in the local Hugging Face
     cache), cut to ``max_seq_length`` tokens. Its weights are loaded by the SentenceTransformer built
-    from it; the tokenizer and config are read here for the scripts' questions."""
+    from it; the tokenizer and config are read here for the scripts' questions.
+
+    It is also ``model[0]`` of a SentenceTransformer or CrossEncoder: there :attr:`auto_model` (and
+    ``model``) is the trainable model whose weights ``state_dict()`` names ``0.model.*``, as in
+    sentence-transformers, and ``max_seq_length`` and ``tokenizer`` are the owner's."""
 
     def __init__(
         self,
@@ -68,6 +72,8 @@ class Transformer:
         from bertkit._text import read_json
         from bertkit.hub import resolve_model_path
 
+        super().__init__()
+        self._owner: Any = None
         for name, value in (
             ("tokenizer_args", tokenizer_args),
             ("config_args", config_args),
@@ -104,9 +110,58 @@ class Transformer:
             max_seq_length = min(int(v) for v in limits if isinstance(v, int) and 0 < v < 10**9)
         self.max_seq_length = int(max_seq_length)
 
+    @classmethod
+    def _bound(cls, owner: Any, model: nn.Module) -> Transformer:
+        """``owner[0]``: ``model`` (the owner's trainable model) under the owner's folder, tokenizer and
+        ``max_seq_length``, so that a change through either side is seen by both."""
+        from bertkit._text import read_json
+
+        self = cls.__new__(cls)
+        nn.Module.__init__(self)
+        self._owner = owner
+        self.model_kwargs = {}
+        self.folder = owner.folder
+        self.config = read_json(self.folder / "config.json")
+        self.model_name_or_path = str(owner.folder)
+        self.do_lower_case = False
+        self._tokenizer = None
+        self.model = model
+        return self
+
+    @property
+    def max_seq_length(self) -> int:
+        """Texts are cut to this many tokens (the owner's setting, once the module is bound)."""
+        return int(self._owner.max_seq_length if self._owner is not None else self._max_seq_length)
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        if self._owner is not None:
+            self._owner.max_seq_length = value
+        else:
+            self._max_seq_length = int(value)
+
+    @property
+    def auto_model(self) -> nn.Module:
+        """The encoder with gradients (fp32): the owner's trainable model, or, for a module not yet
+        in a model, the folder's weights loaded on first use."""
+        if "model" not in self._modules:
+            from bertkit.modeling.auto import auto_class_for
+
+            self.model = auto_class_for("BertModel").from_pretrained(str(self.folder))
+        return self._modules["model"]
+
+    def forward(self, features: dict[str, Any]) -> dict[str, Any]:
+        """``features`` with ``token_embeddings`` added (the encoder's last hidden state), as
+        sentence-transformers' Transformer module gives them to the Pooling."""
+        keys = ("input_ids", "attention_mask", "token_type_ids")
+        out = self.auto_model(**{k: features[k] for k in keys if k in features})
+        return {**features, "token_embeddings": out[0]}
+
     @property
     def tokenizer(self) -> Any:
         """The folder's tokenizer (loaded on first use)."""
+        if self._owner is not None:
+            return self._owner.tokenizer
         if self._tokenizer is None:
             from bertkit.modeling.auto import AutoTokenizer
 
@@ -129,7 +184,7 @@ class Transformer:
         return f"Transformer({self.folder}, max_seq_length={self.max_seq_length})"
 
 
-class Pooling:
+class Pooling(nn.Module):
     """Token vectors -> one sentence vector, in one of :data:`bertkit.modeling.sentence.POOLINGS`
     ("mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")."""
 
@@ -141,6 +196,7 @@ class Pooling:
         word_embedding_dimension: int | None = None,
         **legacy: bool,
     ) -> None:
+        super().__init__()
         unknown = sorted(set(legacy) - set(_LEGACY_POOLING_KWARGS))
         if unknown:
             raise TypeError(f"models.Pooling got unexpected keyword argument(s) {', '.join(unknown)}")
@@ -166,6 +222,14 @@ class Pooling:
         self.embedding_dimension = self.word_embedding_dimension = int(dim)
         self.pooling_mode: str = modes[0]
         self.include_prompt = True
+
+    def forward(self, features: dict[str, Any]) -> dict[str, Any]:
+        """``features`` with ``sentence_embedding`` added: ``token_embeddings`` pooled over
+        ``attention_mask``, as sentence-transformers' Pooling module does."""
+        from bertkit.modeling.sentence import pool
+
+        vec = pool(features["token_embeddings"], features["attention_mask"], self.pooling_mode)
+        return {**features, "sentence_embedding": vec}
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.embedding_dimension
