@@ -32,7 +32,7 @@ import torch
 
 from bertkit import _args as A
 
-from .sentence_transformer import _ModelCardData
+from .sentence_transformer import _ModelCardData, _ModuleCalls, _to_dtype
 from .text_ranking import TextRankingPipeline
 
 __all__ = ["CrossEncoder"]
@@ -138,7 +138,7 @@ def _refuse_per_call(method: str, given: dict[str, Any]) -> None:
             )
 
 
-class CrossEncoder:
+class CrossEncoder(_ModuleCalls):
     """sentence-transformers' ``CrossEncoder`` over a bertkit sequence-classification folder.
 
     ``model_name_or_path``: a folder, or a model id in the local Hugging Face cache (``cache_folder``,
@@ -226,6 +226,9 @@ class CrossEncoder:
         # where sentence-transformers' evaluators record their results (kept, never written out)
         self.model_card_data = _ModelCardData()
         self._trained: Any = None  # fit()'s fp32 copy (TrainedCopy), made on first use
+        # after a bfloat16() the folder's weights are no longer the model's: a new training copy
+        # starts from the inference model's (rounded) weights, as sentence-transformers' would
+        self._weights_from_inference = False
 
     @staticmethod
     def _has_classifier(folder: Path) -> bool:
@@ -357,10 +360,13 @@ class CrossEncoder:
         """The precision scores are computed in: "fp32", "bf16" or "int8"."""
         return self._pipe.dtype
 
-    def to(self, device: str | torch.device) -> CrossEncoder:
-        """Move the model to ``device``; returns this CrossEncoder."""
+    def to(self, device: str | torch.device | torch.dtype) -> CrossEncoder:
+        """Move the model to ``device`` (a ``torch.dtype`` instead: :meth:`float`, :meth:`bfloat16`,
+        :meth:`half`); returns this CrossEncoder."""
         from bertkit._args import check_device
 
+        if isinstance(device, torch.dtype):
+            return _to_dtype(self, device)
         self.model.to(check_device("device", device))
         if self._trained is not None:
             self._trained.model.to(self.device)
@@ -373,6 +379,41 @@ class CrossEncoder:
             f"max_length={self.max_length}, activation_fn={self.activation_fn!r}, device={self.device})"
         )
 
+    # ------------------------------------------------------------------ the module list (see _ModuleCalls)
+    _CALLER = "pairs"
+
+    def _build_modules(self) -> list[torch.nn.Module]:
+        from bertkit import models
+
+        # fp32: the trainable model; bf16 has none, so the (frozen) inference model is shown
+        model = self.training_model if self.dtype == "fp32" else self.model
+        return [models.Transformer._bound(self, model)]
+
+    def _module_count(self) -> int:
+        return 1
+
+    def _precision(self, dtype: str, call: str) -> CrossEncoder:
+        from bertkit.inference import prepare_for_inference
+
+        if self.dtype == "int8":
+            raise ValueError(
+                f"CrossEncoder.{call} is not supported on an int8 model (its weights are quantized): "
+                "load it with dtype='fp32'"
+            )
+        if dtype == self.dtype:
+            return self
+        self._sync_inference()  # trained weights first, then the cast
+        prepare_for_inference(self.model, dtype)
+        # the fp32 training copy no longer holds the model's weights: the next one starts from these
+        self._trained = None
+        self._weights_from_inference = True
+        self._drop_modules()
+        return self
+
+    def get_max_seq_length(self) -> int:
+        """Same as :attr:`max_length`."""
+        return self.max_length
+
     # ------------------------------------------------------------------ training
     @property
     def training_model(self) -> torch.nn.Module:
@@ -384,6 +425,8 @@ class CrossEncoder:
             if self.dtype != "fp32":
                 raise ValueError(f"training a {self.dtype} CrossEncoder is not supported: load it with dtype='fp32'")
             model = self._load_for_training()
+            if self._weights_from_inference:
+                model.load_state_dict(self.model.state_dict())
             self._trained = TrainedCopy(model.to(self.device))
         return self._trained.model
 
