@@ -362,6 +362,10 @@ def test_cross_encoder_precision_and_evaluate(ce_folder, ce_pairs):
     assert bk.float() is bk and bk.dtype == "fp32"
     ref.float()
     np.testing.assert_allclose(bk.predict(ce_pairs), ref.predict(ce_pairs), atol=ATOL)
+    # the trainable weights are the rounded ones too, as sentence-transformers' are
+    ref_sd, bk_sd = ref.state_dict(), bk.state_dict()
+    for k in list(ref_sd)[:10]:
+        torch.testing.assert_close(bk_sd[k], ref_sd[k], rtol=0, atol=0)
     assert bk.cpu() is bk and bk.to(torch.float32) is bk
 
 
