@@ -378,3 +378,24 @@ def test_a_trainer_without_train_dataset_predicts_every_output_as_transformers(s
     assert len(set(widths)) > 1 and full.shape[-1] == max(widths)
     with pytest.raises(ValueError, match="Trainer.train needs a train_dataset"):
         ours.train()
+
+
+def test_a_warmup_share_rounds_up_as_transformers(setup, tmp_path):
+    """warmup_steps=0.3 of 8 steps is 2.4: transformers warms up over 3 steps (rounded up), and so
+    does a call in its names; the learning rates logged at every step are transformers'."""
+    folder, train, _ = setup
+
+    def run(lib, out):
+        trainer = lib.Trainer(
+            model=lib.AutoModelForSequenceClassification.from_pretrained(folder),
+            args=lib.TrainingArguments(**_call(out, warmup_steps=0.3, logging_steps=1, max_grad_norm=0.0)),
+            train_dataset=train,
+            processing_class=lib.AutoTokenizer.from_pretrained(folder),
+        )
+        trainer.train()
+        return [r["learning_rate"] for r in _loss_rows(trainer.state.log_history)]
+
+    want, got = run(transformers, tmp_path / "hf"), run(bertkit, tmp_path / "bk")
+    assert len(got) == len(want) == 8
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert want[0] < want[1] < want[2] < want[3] == max(want)  # 3 warmup steps: 2.4 rounded up

@@ -414,18 +414,34 @@ class TrainedCopy:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self._synced = self._version()
+        # A fused optimizer kernel updates the weights without bumping their versions, so every
+        # optimizer step over this copy's weights is also noted, by a hook that holds no reference
+        # to the copy (it is removed when the copy goes).
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._stepped = False
+        ids = {id(p) for p in model.parameters()}
+        ref = weakref.ref(self)
+
+        def stepped(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            copy = ref()
+            if copy is not None and not copy._stepped:
+                copy._stepped = any(id(p) in ids for g in optimizer.param_groups for p in g["params"])
+
+        handle = register_optimizer_step_post_hook(stepped)
+        weakref.finalize(self, handle.remove)
 
     def _version(self) -> int:
-        # every in-place update (an optimizer step, load_state_dict) bumps a tensor's version
+        # every unfused in-place update (an optimizer step, load_state_dict) bumps a tensor's version
         return sum(p._version for p in self.model.parameters())
 
     def sync(self, inference_model: nn.Module) -> None:
         """Give ``inference_model`` (prepared in fp32) this copy's weights, if they changed."""
-        if self._synced == self._version():
+        if self._synced == self._version() and not self._stepped:
             return
         # preparing builds modules whose init draws from the global RNG; a sync (at every checkpoint
         # and evaluation of a fit) must leave training's dropout stream alone, or a resumed run differs
         with torch.random.fork_rng():
             inference_model.load_state_dict(self.model.state_dict())
             prepare_for_inference(inference_model, "fp32")  # the fused and packed weights are snapshots: redo them
-        self._synced = self._version()
+        self._synced, self._stepped = self._version(), False

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -552,7 +551,7 @@ class SentenceTransformerTrainer:
     ) -> None:
         from bertkit.losses import CoSENTLoss, _Loss
         from bertkit.pipelines.sentence_transformer import SentenceTransformer
-        from bertkit.training.trainer import Trainer, _param_groups
+        from bertkit.training.trainer import Trainer
 
         for name, value, why in (
             ("model_init", model_init, "is not supported: pass model="),
@@ -640,26 +639,15 @@ class SentenceTransformerTrainer:
             args.seed,
             "train",
         )
-        # transformers' warmup_ratio is a share of the steps rounded up; the schedule is fixed here
-        per_epoch = max(1, len(self._sampler) // args.grad_accum_steps)
-        total = args.max_steps if args.max_steps is not None else max(1, math.ceil(args.epochs * per_epoch))
-        config = args
-        if not args.warmup_steps and args.warmup_ratio:
-            config = dataclasses.replace(args, warmup_steps=math.ceil(total * args.warmup_ratio), warmup_ratio=0.0)
-        # transformers' adamw_torch: torch's AdamW without the fused kernel, whose in-place updates leave the
-        # weights' version counters alone, so the inference copy would never learn that they changed
-        groups = _param_groups(self._module, args.weight_decay)
-        optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=args.adam_betas, eps=args.adam_eps)
         self._trainer = Trainer(
             self._module,
-            config,
+            args,
             _Rows(self.train_tables),
             collate_fn=_Collate(model, self.train_tables),
             batch_sampler=self._sampler,
             evaluate=self._evaluate_while_training if evaluates else None,
             loss_fn=self._loss_fn,
             save_model=lambda module, directory: module.save_folder(directory),
-            optimizer=optimizer,
             callbacks=callbacks,
         )
 

@@ -727,7 +727,11 @@ class Trainer:
             self.total_steps = config.max_steps
         else:
             self.total_steps = max(1, int(math.ceil(config.epochs * self.steps_per_epoch)))
-        self.warmup_steps = config.warmup_steps or int(config.warmup_ratio * self.total_steps)
+        share = config.warmup_ratio * self.total_steps
+        # transformers rounds its warmup share up; bertkit's own runs have always rounded it down
+        self.warmup_steps = config.warmup_steps or (
+            math.ceil(share) if config.extra.get("names") == "transformers" else int(share)
+        )
         self._attach_model(model, optimizer, optimizers[1])
 
     def call_model_init(self, trial: Any = None) -> nn.Module:
