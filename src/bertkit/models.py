@@ -23,19 +23,9 @@ from typing import Any
 
 from torch import nn
 
-from bertkit.modeling.sentence import POOLINGS, Dense
+from bertkit.modeling.sentence import POOLING_MODE_KEYS, POOLINGS, Dense
 
 __all__ = ["Dense", "Normalize", "Pooling", "Transformer"]
-
-# v2's one boolean per mode, in the order sentence-transformers concatenates them
-_LEGACY_POOLING_KWARGS = {
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": "max",
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens": "weightedmean",
-    "pooling_mode_lasttoken": "lasttoken",
-}
 
 
 def _refuse(module: str, name: str, why: str) -> None:
@@ -197,7 +187,7 @@ class Pooling(nn.Module):
         **legacy: bool,
     ) -> None:
         super().__init__()
-        unknown = sorted(set(legacy) - set(_LEGACY_POOLING_KWARGS))
+        unknown = sorted(set(legacy) - set(POOLING_MODE_KEYS))
         if unknown:
             raise TypeError(f"models.Pooling got unexpected keyword argument(s) {', '.join(unknown)}")
         if embedding_dimension is not None and word_embedding_dimension is not None:
@@ -207,7 +197,7 @@ class Pooling(nn.Module):
             _refuse("Pooling", f"embedding_dimension {dim!r}", "must be a positive integer")
         if pooling_mode is None:
             # v2's booleans (sentence-transformers 6 reads them too): the modes set True, else mean
-            modes = [mode for key, mode in _LEGACY_POOLING_KWARGS.items() if legacy.get(key)] or ["mean"]
+            modes = [mode for key, mode in POOLING_MODE_KEYS.items() if legacy.get(key)] or ["mean"]
         else:
             modes = [pooling_mode] if isinstance(pooling_mode, str) else list(pooling_mode)
         for mode in modes:

@@ -24,6 +24,7 @@ from bertkit._io import atomic_path, atomic_write_json
 __all__ = [
     "ACTIVATIONS",
     "POOLINGS",
+    "POOLING_MODE_KEYS",
     "Dense",
     "SentenceEncoder",
     "SentenceStack",
@@ -35,6 +36,17 @@ __all__ = [
 ]
 
 POOLINGS = ("mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+
+# sentence-transformers' Pooling config and v2 constructor: one boolean per mode, in the order
+# sentence-transformers concatenates the modes it turns on
+POOLING_MODE_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
 
 # The activations a Dense may end in, by the dotted class path sentence-transformers stores; each is
 # built without arguments, as sentence-transformers builds it on load (so none with settings is listed).
@@ -395,19 +407,11 @@ def save_sentence_folder(
         modules.append({"idx": idx, "name": str(idx), "path": path, "type": "sentence_transformers.models.Normalize"})
         (d / path).mkdir(exist_ok=True)
     (d / "1_Pooling").mkdir(exist_ok=True)
-    legacy = {
-        "pooling_mode_cls_token": "cls",
-        "pooling_mode_mean_tokens": "mean",
-        "pooling_mode_max_tokens": "max",
-        "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-        "pooling_mode_weightedmean_tokens": "weightedmean",
-        "pooling_mode_lasttoken": "lasttoken",
-    }
     atomic_write_json(
         d / "1_Pooling" / "config.json",
         {
             "word_embedding_dimension": dim,
-            **{key: pooling == mode for key, mode in legacy.items()},
+            **{key: pooling == mode for key, mode in POOLING_MODE_KEYS.items()},
             "include_prompt": bool(include_prompt),
         },
         indent=2,

@@ -625,17 +625,6 @@ class QuestionAnsweringPipeline(Pipeline):
         return results if batched else results[0]
 
 
-# sentence-transformers' older Pooling config: one boolean per mode
-_LEGACY_POOLING_KEYS = {
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": "max",
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens": "weightedmean",
-    "pooling_mode_lasttoken": "lasttoken",
-}
-
-
 def _pooling_modes(cfg: dict[str, Any]) -> list[str]:
     """The pooling modes a Pooling config turns on: its ``pooling_mode`` (a name or a list, what
     sentence-transformers writes now), else the older ``pooling_mode_*`` booleans."""
@@ -644,7 +633,9 @@ def _pooling_modes(cfg: dict[str, Any]) -> list[str]:
         return [mode]
     if isinstance(mode, list):
         return [str(m) for m in mode]
-    return [name for key, name in _LEGACY_POOLING_KEYS.items() if cfg.get(key)]
+    from bertkit.modeling.sentence import POOLING_MODE_KEYS
+
+    return [name for key, name in POOLING_MODE_KEYS.items() if cfg.get(key)]
 
 
 def _st_modules(folder: Path) -> list[dict[str, Any]] | None:
