@@ -121,3 +121,35 @@ def sentence_transformers_adamw(named_parameters, lr: float, weight_decay: float
         ],
         lr=lr,
     )
+
+
+def logged_losses(run_dir: Path) -> list[tuple[int, float]]:
+    """(step, loss) of every training row in a run's metrics.jsonl."""
+    import json
+
+    rows = [json.loads(x) for x in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return [(r["step"], r["loss"]) for r in rows if "loss" in r]
+
+
+def kill_when_written(cmd: list[str], marker: Path, env: dict | None = None, timeout: float = 300.0) -> None:
+    """Run ``cmd`` (from the repository root) and SIGKILL it as soon as ``marker`` exists (a checkpoint
+    folder, say): a failure names the run's stderr if it ended first, or the wait if it took too long."""
+    import signal
+    import subprocess
+    import tempfile
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.time() + timeout
+        while not Path(marker).exists():
+            if proc.poll() is not None:
+                err.seek(0)
+                pytest.fail(f"the run ended before writing {marker}: {err.read()[-2000:]}")
+            if time.time() > deadline:
+                proc.kill()
+                pytest.fail(f"the run wrote no {marker} within {timeout:g} s")
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()

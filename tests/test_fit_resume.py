@@ -10,19 +10,16 @@ training calls, on the real MiniLM checkpoint and real STS-Lee pairs:
 """
 
 import csv
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
+from conftest import kill_when_written, logged_losses, sentence_transformers_adamw, without_dropout  # noqa: E402
 from test_cross_encoder_st_calls import _head_folder  # noqa: E402  (the seeded-head MiniLM folders)
 from torch.utils.data import DataLoader
 
@@ -72,11 +69,6 @@ def head_folder(tmp_path_factory):
     return _head_folder(tmp_path_factory.mktemp("ce") / "one", 1, seed=0)
 
 
-def _losses(folder: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    return [(r["step"], r["loss"]) for r in rows if "loss" in r]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["st", "ce"])
 def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(kind, head_folder, tmp_path):
@@ -97,27 +89,16 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(kin
     r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
 
-    cut, log = tmp_path / "cut", tmp_path / "stderr.txt"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            cmd(cut, "0", tmp_path / "cut.pt"), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err
-        )
-    ckpt = cut / "checkpoints" / "step-0000006"
-    deadline = time.time() + 300
-    while not ckpt.exists():
-        assert proc.poll() is None, f"the fit ended before its step-6 checkpoint: {log.read_text()[-2000:]}"
-        assert time.time() < deadline
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    cut = tmp_path / "cut"
+    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000006", env)
     assert not (tmp_path / "cut.pt").exists()  # really interrupted before the end
-    assert max(s for s, _ in _losses(cut)) < STEPS
+    assert max(s for s, _ in logged_losses(cut)) < STEPS
 
     r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "resumed from" in r.stderr and "step 6" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in _losses(full)] == list(range(1, STEPS + 1))
-    assert _losses(cut) == _losses(full)
+    assert [s for s, _ in logged_losses(full)] == list(range(1, STEPS + 1))
+    assert logged_losses(cut) == logged_losses(full)
     a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), [
         k for k in a if not torch.equal(a[k], b[k])
@@ -178,7 +159,7 @@ def test_two_objectives_take_turns_as_sentence_transformers_does(lee, tmp_path):
         checkpoint_path=str(run),
         checkpoint_save_steps=100,
     )
-    assert [s for s, _ in _losses(run)] == [1, 2, 3, 4]  # 2 rounds of 2 objectives, no third batch of a
+    assert [s for s, _ in logged_losses(run)] == [1, 2, 3, 4]  # 2 rounds of 2 objectives, no third batch of a
     got = dict(ours.training_model.named_parameters())
     checked = 0
     for name, p in enc.named_parameters():

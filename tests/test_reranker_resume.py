@@ -5,14 +5,13 @@ the same weights and the same per-step losses as a run that was never interrupte
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import kill_when_written, logged_losses
 from safetensors.torch import load_file
 
 from bertkit.assets import asset_path
@@ -70,11 +69,6 @@ def _cmd(train: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
-def _losses(folder: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    return [(r["step"], r["loss"]) for r in rows if "loss" in r]
-
-
 @pytest.mark.slow
 def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(train_file, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -82,24 +76,15 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tra
     r = subprocess.run(_cmd(train_file, full), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
 
-    out, log = tmp_path / "cut", tmp_path / "stderr.txt"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(_cmd(train_file, out), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
-    ckpt = out / "checkpoints" / "step-0000002"
-    deadline = time.time() + 300
-    while not ckpt.exists():
-        assert proc.poll() is None, f"the run ended before its step-2 checkpoint: {log.read_text()[-2000:]}"
-        assert time.time() < deadline
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    out = tmp_path / "cut"
+    kill_when_written(_cmd(train_file, out), out / "checkpoints" / "step-0000002", env)
     assert not (out / "model.safetensors").exists()  # really interrupted before the end
-    assert max(s for s, _ in _losses(out)) < 8
+    assert max(s for s, _ in logged_losses(out)) < 8
 
     r = subprocess.run(_cmd(train_file, out, "--resume"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "resumed from" in r.stderr
-    assert _losses(out) == _losses(full) and [s for s, _ in _losses(full)] == list(range(1, 9))
+    assert logged_losses(out) == logged_losses(full) and [s for s, _ in logged_losses(full)] == list(range(1, 9))
     a, b = load_file(str(full / "model.safetensors")), load_file(str(out / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     start = load_file(str(asset_path("minilm") / "model.safetensors"))

@@ -11,19 +11,17 @@ on the real MiniLM checkpoint, real STS-Lee pairs and real polarity sentences:
 """
 
 import csv
-import json
 import logging
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import kill_when_written, logged_losses
 from torch.utils.data import DataLoader
 
 from bertkit import InputExample, LoggingHandler, SentenceTransformer, losses
@@ -253,11 +251,6 @@ def _mnrl_loss(model, pairs, batch_size):
     return float(np.mean(values))
 
 
-def _losses(folder: Path) -> list[tuple[int, float]]:
-    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    return [(r["step"], r["loss"]) for r in rows if "loss" in r]
-
-
 def test_mnrl_fit_with_no_duplicates_loader_lowers_the_loss(lee, tmp_path):
     """MultipleNegativesRankingLoss on real STS-Lee positive pairs (every document in many of them)
     through a NoDuplicatesDataLoader, 2 epochs of 13 batches of 8: the loss on those pairs, in batches
@@ -280,7 +273,7 @@ def test_mnrl_fit_with_no_duplicates_loader_lowers_the_loss(lee, tmp_path):
         checkpoint_save_steps=1000,
     )
     after = _mnrl_loss(model, probe, 8)
-    assert [s for s, _ in _losses(run)] == list(range(1, 27))
+    assert [s for s, _ in logged_losses(run)] == list(range(1, 27))
     assert after < 0.67 * before, (before, after)
 
 
@@ -329,7 +322,7 @@ def test_an_evaluator_drawing_random_numbers_does_not_change_the_fit(lee, tmp_pa
         )
         state = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
         weights = {k: v.detach().clone() for k, v in model.training_model.state_dict().items()}
-        return _losses(tmp_path / name), weights, state
+        return logged_losses(tmp_path / name), weights, state
 
     evaluator = DrawingEvaluator(held)
     plain_losses, plain_weights, plain_state = run(None, "plain")
@@ -389,27 +382,16 @@ def test_sigkill_then_resume_with_no_duplicates_loader_equals_the_uninterrupted_
     r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
 
-    cut, log = tmp_path / "cut", tmp_path / "stderr.txt"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            cmd(cut, "0", tmp_path / "cut.pt"), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err
-        )
-    ckpt = cut / "checkpoints" / "step-0000006"
-    deadline = time.time() + 300
-    while not ckpt.exists():
-        assert proc.poll() is None, f"the fit ended before its step-6 checkpoint: {log.read_text()[-2000:]}"
-        assert time.time() < deadline
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    cut = tmp_path / "cut"
+    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000006", env)
     assert not (tmp_path / "cut.pt").exists()
-    assert max(s for s, _ in _losses(cut)) < 10
+    assert max(s for s, _ in logged_losses(cut)) < 10
 
     r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "resumed from" in r.stderr and "step 6" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in _losses(full)] == list(range(1, 11))
-    assert _losses(cut) == _losses(full)
+    assert [s for s, _ in logged_losses(full)] == list(range(1, 11))
+    assert logged_losses(cut) == logged_losses(full)
     a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
     assert a.keys() == b.keys()
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
