@@ -80,6 +80,8 @@ _EXPORTS: dict[str, str] = {
     "SentenceTransformerTrainingArguments": "bertkit.training.st_trainer",
     "BatchSamplers": "bertkit.training.st_trainer",
     "MultiDatasetBatchSamplers": "bertkit.training.st_trainer",
+    "CrossEncoderTrainer": "bertkit.training.cross_encoder_trainer",
+    "CrossEncoderTrainingArguments": "bertkit.training.cross_encoder_trainer",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

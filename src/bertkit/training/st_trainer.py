@@ -74,7 +74,7 @@ class _Choice(str, enum.Enum):
     """A setting's choices: the enum members or their string values, refused by name otherwise."""
 
     @classmethod
-    def parse(cls, name: str, value: Any) -> Any:
+    def parse(cls, name: str, value: Any, owner: str = "SentenceTransformerTrainingArguments") -> Any:
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
@@ -83,13 +83,10 @@ class _Choice(str, enum.Enum):
                     return member
         if isinstance(value, type) or callable(value):
             raise ValueError(
-                f"SentenceTransformerTrainingArguments: {name}={value!r} is not supported: bertkit draws the "
+                f"{owner}: {name}={value!r} is not supported: bertkit draws the "
                 f"batches itself; give one of {', '.join(repr(m.value) for m in cls)}"
             )
-        raise ValueError(
-            f"SentenceTransformerTrainingArguments: {name}={value!r} is not one of "
-            f"{', '.join(repr(m.value) for m in cls)}"
-        )
+        raise ValueError(f"{owner}: {name}={value!r} is not one of {', '.join(repr(m.value) for m in cls)}")
 
     def __str__(self) -> str:
         return str(self.value)
@@ -121,8 +118,8 @@ class _STArgumentsType(_ArgumentsType):
         return super().__call__(*args, **kwargs)
 
 
-def _refuse_arg(name: str, value: Any, why: str) -> ValueError:
-    return ValueError(f"SentenceTransformerTrainingArguments: {name}={value!r} is not supported: {why}")
+def _refuse_arg(name: str, value: Any, why: str, owner: str = "SentenceTransformerTrainingArguments") -> ValueError:
+    return ValueError(f"{owner}: {name}={value!r} is not supported: {why}")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -142,19 +139,26 @@ class SentenceTransformerTrainingArguments(TrainingArguments, metaclass=_STArgum
     )
 
     def __post_init__(self) -> None:
-        self.batch_sampler = BatchSamplers.parse("batch_sampler", self.batch_sampler)
+        owner = type(self).__name__  # the cross-encoder's arguments share these checks
+        self.batch_sampler = BatchSamplers.parse("batch_sampler", self.batch_sampler, owner)
         self.multi_dataset_batch_sampler = MultiDatasetBatchSamplers.parse(
-            "multi_dataset_batch_sampler", self.multi_dataset_batch_sampler
+            "multi_dataset_batch_sampler", self.multi_dataset_batch_sampler, owner
         )
         if self.prompts:
             raise _refuse_arg(
-                "prompts", self.prompts, "bertkit's training path does not prepend prompts; add them to the texts"
+                "prompts",
+                self.prompts,
+                "bertkit's training path does not prepend prompts; add them to the texts",
+                owner,
             )
         if self.router_mapping:
-            raise _refuse_arg("router_mapping", self.router_mapping, "bertkit's SentenceTransformer has no Router")
+            raise _refuse_arg("router_mapping", self.router_mapping, "bertkit's models have no Router", owner)
         if self.learning_rate_mapping:
             raise _refuse_arg(
-                "learning_rate_mapping", self.learning_rate_mapping, "bertkit trains every weight at learning_rate"
+                "learning_rate_mapping",
+                self.learning_rate_mapping,
+                "bertkit trains every weight at learning_rate",
+                owner,
             )
         super().__post_init__()
 
@@ -472,12 +476,16 @@ class _Collate:
         k = items[0][0]
         table = self.tables[k]
         rows = [i for _, i in items]
-        features = [self.model.preprocess([column[i] for i in rows]) for column in table.texts]
+        features = self.features(table, rows)
         labels = None
         if table.labels is not None:
             values = [table.labels[i] for i in rows]
             labels = torch.stack(values) if isinstance(values[0], Tensor) else torch.tensor(values)
         return {"table": k, "features": features, "labels": labels}
+
+    def features(self, table: _Table, rows: list[int]) -> list[Any]:
+        """What the loss gets of each text column: here its texts tokenized."""
+        return [self.model.preprocess([column[i] for i in rows]) for column in table.texts]
 
 
 # -- the trained module -------------------------------------------------------------------------------
@@ -509,9 +517,8 @@ class _Trained(nn.Module):
 
     def load_folder_weights(self, directory: Path) -> None:
         """The weights of a folder :meth:`save_folder` wrote, read as bertkit reads a model folder."""
-        from bertkit.pipelines.sentence_transformer import SentenceTransformer
-
-        saved = SentenceTransformer(str(directory), device="cpu").training_model.state_dict()
+        # the model's own class (SentenceTransformer or CrossEncoder) reads the folder it wrote
+        saved = type(self.st[0])(str(directory), device="cpu").training_model.state_dict()
         self.encoder.load_state_dict(saved)
         if self.has_loss_weights():
             from safetensors.torch import load_file
@@ -523,14 +530,49 @@ class _Trained(nn.Module):
 # -- the trainer --------------------------------------------------------------------------------------
 
 
-def _refuse(name: str, why: str) -> ValueError:
-    return ValueError(f"SentenceTransformerTrainer: {name} {why}")
+def _refuse(name: str, why: str, owner: str = "SentenceTransformerTrainer") -> ValueError:
+    return ValueError(f"{owner}: {name} {why}")
 
 
 class SentenceTransformerTrainer:
     """sentence-transformers' ``SentenceTransformerTrainer`` on bertkit's Trainer (module docs).
     ``trainer.model`` is the SentenceTransformer; what the Trainer offers besides (``state``,
     ``log_metrics``, ``save_metrics``, ``save_state``...) is reached through this object."""
+
+    # what the cross-encoder trainer changes (see CrossEncoderTrainer)
+    _model_name = "SentenceTransformer"
+    _args_type: type = SentenceTransformerTrainingArguments
+    _collate_type: type = _Collate
+
+    def _model_type(self) -> type:
+        from bertkit.pipelines.sentence_transformer import SentenceTransformer
+
+        return SentenceTransformer
+
+    def _loss_type(self) -> tuple[type, str]:
+        """The losses this trainer takes, and where they live (for the message refusing others)."""
+        from bertkit.losses import _Loss
+
+        return _Loss, "bertkit.losses"
+
+    def _default_loss(self, model: Any) -> nn.Module:
+        from bertkit.losses import CoSENTLoss
+
+        return CoSENTLoss(model)
+
+    def _check_table(self, fn: Any, table: _Table, where: str) -> None:
+        """Refuse a dataset ``fn`` cannot read: here, a number of text columns it does not take."""
+        try:
+            fn.check_columns(len(table.text_columns))
+        except ValueError:
+            raise self._refuse(
+                where,
+                f"has {len(table.text_columns)} text columns {table.text_columns}, which "
+                f"{type(fn).__name__} cannot take",
+            ) from None
+
+    def _refuse(self, name: str, why: str) -> ValueError:
+        return _refuse(name, why, type(self).__name__)
 
     def __init__(
         self,
@@ -549,8 +591,6 @@ class SentenceTransformerTrainer:
         optimizer_cls_and_kwargs: tuple[type, dict[str, Any]] | None = None,
         preprocess_logits_for_metrics: Callable[..., Any] | None = None,
     ) -> None:
-        from bertkit.losses import CoSENTLoss, _Loss
-        from bertkit.pipelines.sentence_transformer import SentenceTransformer
         from bertkit.training.trainer import Trainer
 
         for name, value, why in (
@@ -562,25 +602,27 @@ class SentenceTransformerTrainer:
             ("preprocess_logits_for_metrics", preprocess_logits_for_metrics, "is not supported (no logits here)"),
         ):
             if value is not None:
-                raise _refuse(f"{name}={value!r}", why)
+                raise self._refuse(f"{name}={value!r}", why)
         if optimizers != (None, None):
-            raise _refuse("optimizers=", "is not supported: the optimizer is AdamW as the arguments set it")
-        if not isinstance(model, SentenceTransformer):
-            raise _refuse("model=", f"must be a bertkit SentenceTransformer, got {type(model).__name__}")
+            raise self._refuse("optimizers=", "is not supported: the optimizer is AdamW as the arguments set it")
+        if not isinstance(model, self._model_type()):
+            raise self._refuse("model=", f"must be a bertkit {self._model_name}, got {type(model).__name__}")
         if model.dtype != "fp32":
-            raise _refuse("model=", f"computes in {model.dtype}; load it with dtype='fp32' to train it")
+            raise self._refuse("model=", f"computes in {model.dtype}; load it with dtype='fp32' to train it")
         if args is None:
-            args = SentenceTransformerTrainingArguments(output_dir="tmp_trainer")
-        if not isinstance(args, SentenceTransformerTrainingArguments):
-            raise _refuse("args=", f"must be SentenceTransformerTrainingArguments, got {type(args).__name__}")
+            args = self._args_type(output_dir="tmp_trainer")
+        if not isinstance(args, self._args_type):
+            raise self._refuse("args=", f"must be {self._args_type.__name__}, got {type(args).__name__}")
         evaluates = bool(args.eval_every or args.eval_each_epoch)
         if evaluates and eval_dataset is None and evaluator is None:
-            raise _refuse(
+            raise self._refuse(
                 "eval_strategy",
                 "asks for evaluations, but there is no eval_dataset and no evaluator: pass one, or eval_strategy='no'",
             )
         if train_dataset is None:
-            raise _refuse("train_dataset=", "is needed (bertkit's trainer trains; evaluate() alone is not offered)")
+            raise self._refuse(
+                "train_dataset=", "is needed (bertkit's trainer trains; evaluate() alone is not offered)"
+            )
         if isinstance(evaluator, (list, tuple)):
             from bertkit.evaluation import SequentialEvaluator
 
@@ -592,15 +634,18 @@ class SentenceTransformerTrainer:
         assert self.train_tables is not None
         multi = self.train_tables[0].name is not None
         if loss is None:
-            loss = CoSENTLoss(model)
+            loss = self._default_loss(model)
+        loss_type, loss_home = self._loss_type()
 
         def build(value: Any, where: str) -> nn.Module:
             if not isinstance(value, nn.Module) and callable(value):
                 value = value(model)  # sentence-transformers also takes a function of the model
-            if not isinstance(value, _Loss):
-                raise _refuse(f"{where}", f"is {type(value).__name__}, not one of bertkit.losses")
+            if not isinstance(value, loss_type):
+                raise self._refuse(f"{where}", f"is {type(value).__name__}, not one of {loss_home}")
             if value.model is not model:
-                raise _refuse(f"{where}", f"({type(value).__name__}) was built on another model object than model=")
+                raise self._refuse(
+                    f"{where}", f"({type(value).__name__}) was built on another model object than model="
+                )
             return value.to(model.device)
 
         if isinstance(loss, Mapping):
@@ -609,24 +654,16 @@ class SentenceTransformerTrainer:
                 if tables is None:
                     continue
                 if tables[0].name is None:
-                    raise _refuse("loss", f"is a dict, so {kind}_dataset must be a dict of named datasets too")
+                    raise self._refuse("loss", f"is a dict, so {kind}_dataset must be a dict of named datasets too")
                 if missing := sorted({t.name for t in tables} - set(self.loss)):  # type: ignore[misc]
-                    raise _refuse(
+                    raise self._refuse(
                         "loss", f"has no entry for {missing}, which {kind}_dataset holds (it has {sorted(self.loss)})"
                     )
         else:
             self.loss = build(loss, "loss")
         for kind, tables in (("train", self.train_tables), ("eval", self.eval_tables)):
             for table in tables or []:
-                fn = self._loss_for(table)
-                try:
-                    fn.check_columns(len(table.text_columns))
-                except ValueError:
-                    raise _refuse(
-                        f"{_where(kind, table.name)}",
-                        f"has {len(table.text_columns)} text columns {table.text_columns}, which "
-                        f"{type(fn).__name__} cannot take",
-                    ) from None
+                self._check_table(self._loss_for(table), table, _where(kind, table.name))
 
         losses = list(self.loss.values()) if isinstance(self.loss, dict) else [self.loss]
         self._module = _Trained(model, list({id(x): x for x in losses}.values()))
@@ -643,7 +680,7 @@ class SentenceTransformerTrainer:
             self._module,
             args,
             _Rows(self.train_tables),
-            collate_fn=_Collate(model, self.train_tables),
+            collate_fn=self._collate_type(model, self.train_tables),
             batch_sampler=self._sampler,
             evaluate=self._evaluate_while_training if evaluates else None,
             loss_fn=self._loss_fn,
@@ -678,7 +715,7 @@ class SentenceTransformerTrainer:
             self.args.seed,
             "eval",
         )
-        collate, fn = _Collate(self.model, [table]), self._loss_for(table)
+        collate, fn = self._collate_type(self.model, [table]), self._loss_for(table)
         total, count = 0.0, 0
         for rows in sampler:
             batch = _to_device(collate([(0, i) for i in rows]), self.model.device)
@@ -727,11 +764,11 @@ class SentenceTransformerTrainer:
         del ignore_keys  # no model outputs to leave out: the losses return a number
         tables = _tables(eval_dataset, "eval") if eval_dataset is not None else self.eval_tables
         if tables is None and self.evaluator is None:
-            raise _refuse("evaluate()", "needs an eval_dataset or an evaluator")
+            raise self._refuse("evaluate()", "needs an eval_dataset or an evaluator")
         for table in tables or []:
             if isinstance(self.loss, dict) and table.name not in self.loss:
-                raise _refuse("evaluate()", f"has no loss for eval dataset {table.name!r}")
-            self._loss_for(table).check_columns(len(table.text_columns))
+                raise self._refuse("evaluate()", f"has no loss for eval dataset {table.name!r}")
+            self._check_table(self._loss_for(table), table, _where("eval", table.name))
         start = time.perf_counter()
         metrics = self._trainer._in_eval_mode(lambda _: self._metrics(tables, True))
         out = {f"{metric_key_prefix}_{k}": v for k, v in metrics.items()}

@@ -1,0 +1,102 @@
+"""``CrossEncoderTrainer``: sentence-transformers' v4+ cross-encoder training call, run by bertkit's one Trainer.
+
+A script written for sentence-transformers 4 to 6 runs with its import lines changed::
+
+    from bertkit import CrossEncoder
+    from bertkit.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
+
+    model = CrossEncoder(folder)                       # a 1-label head (or a plain BERT: a new head)
+    train = {"query": [...], "passage": [...], "label": [...]}   # or a datasets.Dataset, or row dicts
+    args = CrossEncoderTrainingArguments(output_dir="out", num_train_epochs=1, per_device_train_batch_size=16,
+        learning_rate=2e-5, warmup_ratio=0.1, eval_strategy="steps", eval_steps=100)
+    trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=train,
+        loss=losses.BinaryCrossEntropyLoss(model), evaluator=dev_evaluator)
+    trainer.train()
+    model.save_pretrained("out/final")
+
+Everything but the model and the losses is :class:`~bertkit.training.st_trainer.SentenceTransformerTrainer`'s:
+the datasets and their label column rule, the batch samplers drawn as sentence-transformers' draw,
+transformers' AdamW, schedule and clipping, ``eval_loss`` and the evaluator's metrics under ``eval_``,
+checkpoints that resume exactly. As in sentence-transformers, a batch reaches the loss as raw texts,
+one list per text column (the loss pairs and tokenizes them), with the label tensor. The default loss
+is sentence-transformers': ``BinaryCrossEntropyLoss`` for a 1-label head, ``CrossEntropyLoss`` for a
+wider one. Before training, every dataset is checked against its loss: the number of text columns,
+a label column when the loss needs one, and each label (a 0..1 number for BCE, a class id of the head
+for cross-entropy, a finite number for MSE).
+
+The weights trained are the CrossEncoder's fp32 training model; ``predict``, ``rank`` and ``save`` use
+them after ``train()``, and every checkpoint is a folder sentence-transformers' CrossEncoder loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from torch import nn
+
+from bertkit.training.st_trainer import (
+    LABEL_COLUMNS,
+    SentenceTransformerTrainer,
+    SentenceTransformerTrainingArguments,
+    _Collate,
+    _STArgumentsType,
+    _Table,
+)
+
+__all__ = ["CrossEncoderTrainer", "CrossEncoderTrainingArguments"]
+
+
+@dataclasses.dataclass(kw_only=True)
+class CrossEncoderTrainingArguments(SentenceTransformerTrainingArguments, metaclass=_STArgumentsType):
+    """sentence-transformers' cross-encoder training arguments: transformers' (every name and default
+    of :class:`~bertkit.training.arguments.TrainingArguments` in transformers' names) and the same
+    ``batch_sampler`` / ``multi_dataset_batch_sampler`` as the sentence-transformer's; ``prompts``,
+    ``router_mapping`` and ``learning_rate_mapping`` are refused by name."""
+
+
+class _TextCollate(_Collate):
+    """sentence-transformers' CrossEncoderDataCollator: each text column's raw texts (the loss
+    tokenizes the pairs), and the labels."""
+
+    def features(self, table: _Table, rows: list[int]) -> list[Any]:
+        return [[column[i] for i in rows] for column in table.texts]
+
+
+class CrossEncoderTrainer(SentenceTransformerTrainer):
+    """sentence-transformers' ``CrossEncoderTrainer`` on bertkit's Trainer (module docs). ``trainer.model``
+    is the CrossEncoder; ``train()``, ``evaluate()``, ``state``, ``save_model`` and the rest are the
+    sentence-transformer trainer's."""
+
+    _model_name = "CrossEncoder"
+    _args_type = CrossEncoderTrainingArguments
+    _collate_type = _TextCollate
+
+    def _model_type(self) -> type:
+        from bertkit.pipelines.cross_encoder import CrossEncoder
+
+        return CrossEncoder
+
+    def _loss_type(self) -> tuple[type, str]:
+        from bertkit.cross_encoder.losses import CrossEncoderLoss
+
+        return CrossEncoderLoss, "bertkit.cross_encoder.losses"
+
+    def _default_loss(self, model: Any) -> nn.Module:
+        from bertkit.cross_encoder.losses import BinaryCrossEntropyLoss, CrossEntropyLoss
+
+        # sentence-transformers' default: BCE for one label, cross-entropy over a wider head
+        return BinaryCrossEntropyLoss(model) if model.num_labels == 1 else CrossEntropyLoss(model)
+
+    def _check_table(self, fn: Any, table: _Table, where: str) -> None:
+        """Refuse a dataset ``fn`` cannot read: its text columns, a missing label column, a bad label."""
+        super()._check_table(fn, table, where)
+        name = type(fn).__name__
+        if fn.needs_labels and table.labels is None:
+            raise self._refuse(where, f"has no label column ({', '.join(LABEL_COLUMNS)}), which {name} needs")
+        bad = fn.check_labels(table.labels) if fn.needs_labels else None
+        if bad is not None:
+            row, why = bad
+            raise self._refuse(
+                where, f"label column {table.label_column!r} row {row} is {table.labels[row]!r}: {why} ({name})"
+            )
