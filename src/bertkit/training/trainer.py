@@ -138,7 +138,10 @@ def _with_callbacks(config: TrainingArguments, callbacks: Sequence[Any]) -> Trai
     """``config`` with what the callbacks ask for; a callback bertkit cannot run is refused by name."""
     for cb in callbacks:
         cb = cb() if isinstance(cb, type) else cb
-        if not isinstance(cb, EarlyStoppingCallback):
+        # transformers' own EarlyStoppingCallback (sentence-transformers scripts import it from there)
+        # has the same two settings, read the same way
+        theirs = type(cb).__name__ == "EarlyStoppingCallback" and type(cb).__module__.startswith("transformers.")
+        if not isinstance(cb, EarlyStoppingCallback) and not theirs:
             raise TypeError(
                 f"Trainer(callbacks=...): {type(cb).__name__} cannot run in bertkit's Trainer; it takes "
                 "EarlyStoppingCallback (metrics go to metrics.jsonl and metrics.png)"
