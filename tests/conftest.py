@@ -153,3 +153,43 @@ def kill_when_written(cmd: list[str], marker: Path, env: dict | None = None, tim
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+
+
+@pytest.fixture(scope="session")
+def lee() -> list[tuple[str, str, float]]:
+    """STS-Lee: (document, document, human similarity score) rows."""
+    import csv
+
+    from bertkit.assets import asset_path
+
+    with open(asset_path("sts-lee"), newline="", encoding="utf-8") as f:
+        return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(f)]
+
+
+def seeded_head_folder(
+    path: Path, labels: "int | dict[int, str]", seed: int, cls: str = "AutoModelForSequenceClassification"
+) -> str:
+    """MiniLM with a seeded head (std 0.5, so its scores spread) over ``labels`` (a count, or id2label
+    names), saved by bertkit's save_pretrained; returns the folder as a string."""
+    import torch
+
+    from bertkit.assets import asset_path
+    from bertkit.modeling import auto
+
+    minilm = asset_path("minilm")
+    kwargs: dict = (
+        {"num_labels": labels}
+        if isinstance(labels, int)
+        else {
+            "num_labels": len(labels),
+            "id2label": labels,
+            "label2id": {v: k for k, v in labels.items()},
+        }
+    )
+    model = getattr(auto, cls).from_pretrained(minilm, **kwargs)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        model.classifier.weight.copy_(torch.randn(model.classifier.weight.shape, generator=gen) * 0.5)
+        model.classifier.bias.copy_(torch.randn(model.classifier.bias.shape, generator=gen) * 0.5)
+    model.save_pretrained(path, tokenizer=auto.AutoTokenizer.from_pretrained(minilm))
+    return str(path)

@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 import bertkit
 from bertkit import evaluation as bke
@@ -22,6 +21,7 @@ from bertkit.search.evaluation import (
 )
 
 st = pytest.importorskip("sentence_transformers")
+from conftest import seeded_head_folder  # noqa: E402
 from sentence_transformers.cross_encoder.evaluation import (
     CrossEncoderClassificationEvaluator as STClassification,
 )
@@ -37,25 +37,12 @@ MINILM = str(asset_path("minilm"))
 TOL = 1e-5
 
 
-def _head_folder(path, num_labels: int, seed: int) -> str:
-    """MiniLM with a seeded classification head of ``num_labels`` (std 0.5, so scores spread)."""
-    from bertkit.modeling.auto import AutoModelForSequenceClassification, AutoTokenizer
-
-    model = AutoModelForSequenceClassification.from_pretrained(MINILM, num_labels=num_labels)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        model.classifier.weight.copy_(torch.randn(model.classifier.weight.shape, generator=gen) * 0.5)
-        model.classifier.bias.copy_(torch.randn(model.classifier.bias.shape, generator=gen) * 0.5)
-    model.save_pretrained(path, tokenizer=AutoTokenizer.from_pretrained(MINILM))
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """(bertkit, sentence-transformers) CrossEncoders over a 1-label and a 3-label folder; pairs are
     cut at 256 tokens by both, which keeps the long Lee documents quick."""
     d = tmp_path_factory.mktemp("cross-encoders")
-    folders = {1: _head_folder(d / "one", 1, seed=0), 3: _head_folder(d / "three", 3, seed=1)}
+    folders = {1: seeded_head_folder(d / "one", 1, seed=0), 3: seeded_head_folder(d / "three", 3, seed=1)}
     return {
         n: (bertkit.CrossEncoder(f, max_length=256), st.CrossEncoder(f, device="cpu", max_length=256))
         for n, f in folders.items()

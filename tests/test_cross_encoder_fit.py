@@ -4,29 +4,24 @@ hand-written AdamW steps of sentence-transformers' losses on its CrossEncoder lo
 folder, a short fit on STS-Lee raises sentence-transformers' own Spearman on held-out documents and
 saves a folder sentence-transformers scores as bertkit does, and bad input is refused by name."""
 
-import csv
-
 import numpy as np
 import pytest
 import torch
-from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
-from test_cross_encoder_st_calls import _head_folder  # noqa: E402  (the seeded-head MiniLM folders)
+from conftest import (  # noqa: E402
+    seeded_head_folder,  # noqa: E402
+    sentence_transformers_adamw,
+    without_dropout,
+)
 from test_sentence_transformer_fit import _split_by_document  # noqa: E402  (held-out documents)
 from torch.utils.data import DataLoader
 
 from bertkit import CrossEncoder, InputExample
-from bertkit.assets import asset_path
 
 st = pytest.importorskip("sentence_transformers")
 from sentence_transformers.cross_encoder import losses as cel  # noqa: E402
 from sentence_transformers.cross_encoder.evaluation import CrossEncoderCorrelationEvaluator  # noqa: E402
 
 LENGTH = 32  # tokens per pair in the step check: the documents' first words, seconds on 2 cores
-
-
-@pytest.fixture(scope="module")
-def lee():
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
 
 
 def _label(score: float, num_labels: int):
@@ -41,7 +36,7 @@ def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path, num_labels):
     groups (weight decay 0.01, none on biases and LayerNorm), clipping to norm 1. Each parameter's
     change agrees within 2e-3 of its norm (fp32 rounding, which AdamW's division amplifies), and
     predict() afterwards gives sentence-transformers' scores of its stepped model."""
-    _head_folder(tmp_path / "head", num_labels, seed=num_labels)
+    seeded_head_folder(tmp_path / "head", num_labels, seed=num_labels)
     folder = without_dropout(tmp_path / "head")
     rows = lee[::23][:16]
     lr = 5e-5
@@ -104,7 +99,7 @@ def test_fit_improves_held_out_spearman_and_saves_a_folder_sentence_transformers
     Spearman (CrossEncoderCorrelationEvaluator) on pairs of the other 20; the evaluator's result is
     passed to the callback and saved into output_path, whose folder sentence-transformers loads and
     scores as bertkit's model in memory does."""
-    folder = _head_folder(tmp_path / "head", 1, seed=0)
+    folder = seeded_head_folder(tmp_path / "head", 1, seed=0)
     train, held = _split_by_document(lee)
     evaluator = CrossEncoderCorrelationEvaluator([(r[0], r[1]) for r in held], [r[2] for r in held], name="lee-held")
     before = evaluator(st.CrossEncoder(folder, device="cpu", max_length=64))[evaluator.primary_metric]
@@ -141,8 +136,8 @@ def test_fit_improves_held_out_spearman_and_saves_a_folder_sentence_transformers
 
 
 def test_fit_refuses_bad_input_by_name(lee, tmp_path):
-    one = CrossEncoder(_head_folder(tmp_path / "one", 1, seed=0), device="cpu")
-    three = CrossEncoder(_head_folder(tmp_path / "three", 3, seed=1), device="cpu")
+    one = CrossEncoder(seeded_head_folder(tmp_path / "one", 1, seed=0), device="cpu")
+    three = CrossEncoder(seeded_head_folder(tmp_path / "three", 3, seed=1), device="cpu")
     pairs = [InputExample(texts=[a, b], label=s) for a, b, s in lee[:4]]
     loader = DataLoader(pairs, batch_size=2)
 

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import seeded_head_folder  # noqa: E402
 
 from bertkit.assets import asset_path
 
@@ -23,23 +24,10 @@ MINILM = str(asset_path("minilm"))
 ATOL = 1e-5
 
 
-def _head_folder(path, num_labels: int, seed: int) -> str:
-    """MiniLM with a seeded classification head of ``num_labels`` (std 0.5, so scores spread)."""
-    from bertkit.modeling.auto import AutoModelForSequenceClassification, AutoTokenizer
-
-    model = AutoModelForSequenceClassification.from_pretrained(MINILM, num_labels=num_labels)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        model.classifier.weight.copy_(torch.randn(model.classifier.weight.shape, generator=gen) * 0.5)
-        model.classifier.bias.copy_(torch.randn(model.classifier.bias.shape, generator=gen) * 0.5)
-    model.save_pretrained(path, tokenizer=AutoTokenizer.from_pretrained(MINILM))
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     d = tmp_path_factory.mktemp("cross-encoders")
-    return {1: _head_folder(d / "one", 1, seed=0), 3: _head_folder(d / "three", 3, seed=1)}
+    return {1: seeded_head_folder(d / "one", 1, seed=0), 3: seeded_head_folder(d / "three", 3, seed=1)}
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +99,7 @@ def test_a_head_as_wide_as_the_batch_is_long(tmp_path):
     cuts rows as long as the batch back to each pair's tokens, which must not touch a head's scores)."""
     from bertkit import CrossEncoder
 
-    folder = _head_folder(tmp_path / "five", 5, seed=2)
+    folder = seeded_head_folder(tmp_path / "five", 5, seed=2)
     batch = [("", ""), ("north", "south"), ("", "east")]  # 3, 5 and 4 tokens
     got = CrossEncoder(folder).predict(batch)
     assert got.shape == (3, 5)

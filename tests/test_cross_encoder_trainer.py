@@ -7,19 +7,21 @@ with transformers' linear schedule and clipping to norm 1: each parameter's chan
 equal sentence-transformers' on the same model and batch; the evaluator's metrics are logged under
 sentence-transformers' names; a killed run resumes bit for bit; the saved folder scores alike there."""
 
-import csv
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
-from test_cross_encoder_st_calls import _head_folder  # noqa: E402  (the seeded-head MiniLM folders)
+from conftest import (  # noqa: E402
+    kill_when_written,
+    logged_losses,
+    seeded_head_folder,  # noqa: E402
+    sentence_transformers_adamw,
+    without_dropout,
+)
 from test_st_trainer import Dataset, _logged, _seedable_batches  # noqa: E402
 
 from bertkit import CrossEncoder
@@ -37,21 +39,16 @@ LENGTH = 32  # tokens per pair: the documents' first words, seconds a step on 2 
 
 
 @pytest.fixture(scope="module")
-def lee():
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
-
-
-@pytest.fixture(scope="module")
 def head1(tmp_path_factory):
     path = tmp_path_factory.mktemp("ce") / "head1"
-    _head_folder(path, 1, seed=1)
+    seeded_head_folder(path, 1, seed=1)
     return without_dropout(path)  # dropout masks cannot be matched across libraries
 
 
 @pytest.fixture(scope="module")
 def head3(tmp_path_factory):
     path = tmp_path_factory.mktemp("ce") / "head3"
-    _head_folder(path, 3, seed=3)
+    seeded_head_folder(path, 3, seed=3)
     return without_dropout(path)
 
 
@@ -330,7 +327,7 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp
     of 4 steps, a checkpoint every 3 steps: a run killed with SIGKILL after its step-3 checkpoint and
     run again with resume_from_checkpoint=True logs the same per-step losses and ends with the same
     weights as the uninterrupted run, bit for bit (one thread)."""
-    folder = _head_folder(tmp_path / "head", 1, seed=5)
+    folder = seeded_head_folder(tmp_path / "head", 1, seed=5)
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -338,30 +335,17 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp
     def cmd(out, resume, final):
         return [sys.executable, str(script), str(out), resume, str(final), folder]
 
-    def losses_of(out):
-        return [(r["step"], r["loss"]) for r in _logged(out) if "loss" in r]
-
     full = tmp_path / "full"
     r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     cut = tmp_path / "cut"
-    with open(tmp_path / "stderr.txt", "w") as err:
-        proc = subprocess.Popen(
-            cmd(cut, "0", tmp_path / "cut.pt"), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err
-        )
-    deadline = time.time() + 300
-    while not (cut / "checkpoints" / "step-0000003").exists():
-        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()[-2000:]
-        assert time.time() < deadline
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not (tmp_path / "cut.pt").exists() and max(s for s, _ in losses_of(cut)) < 8
+    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000003", env)
+    assert not (tmp_path / "cut.pt").exists() and max(s for s, _ in logged_losses(cut)) < 8
     r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "resumed from" in r.stderr and "step 3" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in losses_of(full)] == list(range(1, 9))
-    assert losses_of(cut) == losses_of(full)
+    assert [s for s, _ in logged_losses(full)] == list(range(1, 9))
+    assert logged_losses(cut) == logged_losses(full)
     a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     # the checkpoint folder is one sentence-transformers loads

@@ -9,7 +9,6 @@ training calls, on the real MiniLM checkpoint and real STS-Lee pairs:
 - with save_best_model, a later worse score does not overwrite ``output_path``, also across a resume.
 """
 
-import csv
 import os
 import shutil
 import subprocess
@@ -19,8 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import kill_when_written, logged_losses, sentence_transformers_adamw, without_dropout  # noqa: E402
-from test_cross_encoder_st_calls import _head_folder  # noqa: E402  (the seeded-head MiniLM folders)
+from conftest import (  # noqa: E402
+    kill_when_written,
+    logged_losses,
+    seeded_head_folder,  # noqa: E402
+    sentence_transformers_adamw,
+    without_dropout,
+)
 from torch.utils.data import DataLoader
 
 from bertkit import CrossEncoder, InputExample, SentenceTransformer, losses
@@ -60,13 +64,8 @@ torch.save({k: v.detach().clone() for k, v in model.training_model.state_dict().
 
 
 @pytest.fixture(scope="module")
-def lee():
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
-
-
-@pytest.fixture(scope="module")
 def head_folder(tmp_path_factory):
-    return _head_folder(tmp_path_factory.mktemp("ce") / "one", 1, seed=0)
+    return seeded_head_folder(tmp_path_factory.mktemp("ce") / "one", 1, seed=0)
 
 
 @pytest.mark.slow

@@ -32,11 +32,6 @@ NAMED = (
 
 
 @pytest.fixture(scope="module")
-def lee():
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
-
-
-@pytest.fixture(scope="module")
 def polarity():
     rows = list(csv.DictReader(open(asset_path("polarity-test"), encoding="utf-8")))
     return [(r["text"], r["label"]) for r in rows[:64]]

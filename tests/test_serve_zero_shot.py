@@ -25,7 +25,8 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 transformers = pytest.importorskip("transformers")
 
-from test_zero_shot import NLI, _head_folder  # noqa: E402  (after the skips: it imports transformers too)
+from conftest import seeded_head_folder  # noqa: E402
+from test_zero_shot import NLI  # noqa: E402  (after the skips: it imports transformers too)
 
 ATOL = 1e-5
 LIMIT = 64  # --max-input-tokens: small, so that real reviews go over it
@@ -39,7 +40,7 @@ def _reviews(n: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return _head_folder(tmp_path_factory.mktemp("nli") / "nli", NLI, seed=1)
+    return seeded_head_folder(tmp_path_factory.mktemp("nli") / "nli", NLI, seed=1)
 
 
 @pytest.fixture(scope="module")

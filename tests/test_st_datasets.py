@@ -44,11 +44,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def lee():
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
-
-
-@pytest.fixture(scope="module")
 def polarity():
     rows = list(csv.DictReader(open(asset_path("polarity-train"), encoding="utf-8")))
     return [(r["text"], r["label"]) for r in rows[:900]]

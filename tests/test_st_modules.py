@@ -36,11 +36,6 @@ def texts():
     return [" ".join(r["sentence1"].split()[:40]) for r in lee[::50][:8]] + [r["text"] for r in pol[:8]]
 
 
-@pytest.fixture(scope="module")
-def lee():
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
-
-
 def _init(out_features, in_features, seed):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(out_features, in_features, generator=g) * 0.05, torch.randn(out_features, generator=g) * 0.05

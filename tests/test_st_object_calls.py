@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import seeded_head_folder  # noqa: E402
 
 from bertkit.assets import asset_path
 
@@ -279,18 +280,9 @@ def test_int8_model_refuses_module_calls_by_name():
 @pytest.fixture(scope="module")
 def ce_folder(tmp_path_factory) -> str:
     """MiniLM with a seeded one-label head (std 0.5 so scores spread), saved by bertkit."""
-    from bertkit.modeling.auto import AutoModelForSequenceClassification, AutoTokenizer
-
-    path = tmp_path_factory.mktemp("ce") / "one"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = AutoModelForSequenceClassification.from_pretrained(MINILM, num_labels=1)
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        model.classifier.weight.copy_(torch.randn(model.classifier.weight.shape, generator=gen) * 0.5)
-        model.classifier.bias.copy_(torch.randn(model.classifier.bias.shape, generator=gen) * 0.5)
-    model.save_pretrained(path, tokenizer=AutoTokenizer.from_pretrained(MINILM))
-    return str(path)
+        return seeded_head_folder(tmp_path_factory.mktemp("ce") / "one", 1, seed=0)
 
 
 @pytest.fixture(scope="module")

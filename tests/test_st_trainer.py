@@ -12,15 +12,13 @@ import csv
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import sentence_transformers_adamw, without_dropout  # noqa: E402
+from conftest import kill_when_written, logged_losses, sentence_transformers_adamw, without_dropout  # noqa: E402
 
 from bertkit import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
 from bertkit.assets import asset_path
@@ -57,11 +55,6 @@ class Dataset:
 
     def remove_columns(self, names):
         return Dataset({c: v for c, v in self.columns.items() if c not in names})
-
-
-@pytest.fixture(scope="module")
-def lee():
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
 
 
 @pytest.fixture(scope="module")
@@ -425,30 +418,17 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp
     def cmd(out, resume, final):
         return [sys.executable, str(script), str(out), resume, str(final)]
 
-    def losses_of(out):
-        return [(r["step"], r["loss"]) for r in _logged(out) if "loss" in r]
-
     full = tmp_path / "full"
     r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     cut = tmp_path / "cut"
-    with open(tmp_path / "stderr.txt", "w") as err:
-        proc = subprocess.Popen(
-            cmd(cut, "0", tmp_path / "cut.pt"), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err
-        )
-    deadline = time.time() + 300
-    while not (cut / "checkpoints" / "step-0000003").exists():
-        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()[-2000:]
-        assert time.time() < deadline
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not (tmp_path / "cut.pt").exists() and max(s for s, _ in losses_of(cut)) < 8
+    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000003", env)
+    assert not (tmp_path / "cut.pt").exists() and max(s for s, _ in logged_losses(cut)) < 8
     r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "resumed from" in r.stderr and "step 3" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in losses_of(full)] == list(range(1, 9))
-    assert losses_of(cut) == losses_of(full)
+    assert [s for s, _ in logged_losses(full)] == list(range(1, 9))
+    assert logged_losses(cut) == logged_losses(full)
     a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     key = next(k for k in a if k.endswith("encoder.layer.0.attention.self.query.weight"))

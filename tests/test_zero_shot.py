@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
+from conftest import seeded_head_folder  # noqa: E402
 
 from bertkit.assets import asset_path
 from bertkit.pipelines import pipeline
@@ -30,28 +30,13 @@ TOPICS = ["sport", "politics", "business", "entertainment", "technology"]
 TEMPLATES = ["This example is {}.", "The topic of this text is {}", "{} news: yes or no?"]
 
 
-def _head_folder(path, id2label: dict[int, str], seed: int, cls: str = "AutoModelForSequenceClassification") -> str:
-    """MiniLM with a seeded head over ``id2label`` (std 0.5, so the labels' scores spread)."""
-    from bertkit.modeling import auto
-
-    model = getattr(auto, cls).from_pretrained(
-        MINILM, num_labels=len(id2label), id2label=id2label, label2id={v: k for k, v in id2label.items()}
-    )
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        model.classifier.weight.copy_(torch.randn(model.classifier.weight.shape, generator=gen) * 0.5)
-        model.classifier.bias.copy_(torch.randn(model.classifier.bias.shape, generator=gen) * 0.5)
-    model.save_pretrained(path, tokenizer=auto.AutoTokenizer.from_pretrained(MINILM))
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     d = tmp_path_factory.mktemp("nli")
     return {
-        "nli": _head_folder(d / "nli", NLI, seed=1),
-        "entailment-first": _head_folder(d / "entailment-first", NLI_ENTAILMENT_FIRST, seed=2),
-        "no-entailment": _head_folder(d / "no-entailment", NO_ENTAILMENT, seed=3),
+        "nli": seeded_head_folder(d / "nli", NLI, seed=1),
+        "entailment-first": seeded_head_folder(d / "entailment-first", NLI_ENTAILMENT_FIRST, seed=2),
+        "no-entailment": seeded_head_folder(d / "no-entailment", NO_ENTAILMENT, seed=3),
     }
 
 
@@ -266,10 +251,10 @@ def test_bad_input_is_one_clear_error(pipes, texts):
 
 
 def test_a_folder_that_is_no_nli_classifier_is_refused_by_name(tmp_path):
-    one = _head_folder(tmp_path / "one-label", {0: "score"}, seed=4)
+    one = seeded_head_folder(tmp_path / "one-label", {0: "score"}, seed=4)
     with pytest.raises(ValueError, match=r"one-label has 1 output label\(s\); zero-shot-classification needs"):
         pipeline("zero-shot-classification", model=one)
-    tagger = _head_folder(tmp_path / "tagger", NLI, seed=5, cls="AutoModelForTokenClassification")
+    tagger = seeded_head_folder(tmp_path / "tagger", NLI, seed=5, cls="AutoModelForTokenClassification")
     with pytest.raises(ValueError, match=r"tagger is not a sequence classifier \(BertForTokenClassification\)"):
         pipeline("zero-shot-classification", model=tagger)
     with pytest.raises(ValueError, match=r"minilm is not a sequence classifier \(BertModel\)"):
