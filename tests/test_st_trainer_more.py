@@ -36,11 +36,6 @@ def polarity() -> list[tuple[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def lee() -> list[tuple[str, str, float]]:
-    return [(r["sentence1"], r["sentence2"], float(r["score"])) for r in csv.DictReader(open(asset_path("sts-lee")))]
-
-
-@pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("minilm") / "minilm-no-dropout"
     shutil.copytree(asset_path("minilm"), out)
@@ -364,3 +359,39 @@ def test_callbacks_the_trainer_cannot_run_are_refused_by_name(folder: str, lee: 
         with pytest.raises(ValueError, match=r"EarlyStoppingCallback needs metric_for_best_model") as e:
             _sts_run(folder, lee, tmp_path / "y", callbacks=[cls(early_stopping_patience=1)])
         assert "\n" not in str(e.value)
+
+
+# -- a loss with weights of its own -------------------------------------------------------------------
+
+
+def test_softmax_loss_classifier_is_checkpointed_and_resumed(folder, polarity, tmp_path):
+    """SoftmaxLoss trains a classifier of its own: each checkpoint holds it beside the model's folder,
+    and a run resumed from the step-2 checkpoint ends with the uninterrupted run's model and classifier
+    weights (one process, dropout off: the same arithmetic, tolerance 0)."""
+    rows = _pairs_with_labels(polarity, 12)
+
+    def run(out: Path, resume: bool) -> tuple[dict, dict]:
+        model = _model(folder)
+        loss = losses.SoftmaxLoss(model, model.get_sentence_embedding_dimension(), num_labels=4)
+        args = SentenceTransformerTrainingArguments(
+            output_dir=str(out), max_steps=4, per_device_train_batch_size=4, learning_rate=1e-3,
+            save_strategy="steps", save_steps=2, logging_steps=1, seed=5, disable_tqdm=True,
+        )  # fmt: skip
+        SentenceTransformerTrainer(model=model, args=args, train_dataset=rows, loss=loss).train(
+            resume_from_checkpoint=resume
+        )
+        return _weights(model), {k: v.detach().clone() for k, v in loss.state_dict().items()}
+
+    full = run(tmp_path / "full", False)
+    step2 = tmp_path / "full" / "checkpoints" / "step-0000002"
+    assert (step2 / "trainer_losses.safetensors").is_file()
+    # a second output folder holding only the step-2 checkpoint: the resumed run starts there
+    cut = tmp_path / "cut"
+    (cut / "checkpoints").mkdir(parents=True)
+    shutil.copytree(step2, cut / "checkpoints" / "step-0000002")
+    resumed = run(cut, True)
+    assert _same_weights(full[0], resumed[0])
+    assert _same_weights(full[1], resumed[1])
+    start = SentenceTransformer(folder, device="cpu")
+    key = next(k for k in full[0] if k.endswith("encoder.layer.0.attention.self.query.weight"))
+    assert not torch.equal(start.training_model.state_dict()[key], full[0][key])  # it trained

@@ -512,8 +512,11 @@ class _Trained(nn.Module):
         if self.has_loss_weights():
             from safetensors.torch import save_file
 
-            state = {k: v.detach().contiguous() for k, v in self.losses.state_dict().items()}
-            save_file(state, str(Path(directory) / _LOSS_WEIGHTS))
+            from bertkit._io import atomic_path
+
+            state = {k: v.detach().cpu().contiguous() for k, v in self.losses.state_dict().items()}
+            with atomic_path(Path(directory) / _LOSS_WEIGHTS) as tmp:
+                save_file(state, str(tmp), metadata={"format": "pt"})
 
     def load_folder_weights(self, directory: Path) -> None:
         """The weights of a folder :meth:`save_folder` wrote, read as bertkit reads a model folder."""
@@ -521,9 +524,9 @@ class _Trained(nn.Module):
         saved = type(self.st[0])(str(directory), device="cpu").training_model.state_dict()
         self.encoder.load_state_dict(saved)
         if self.has_loss_weights():
-            from safetensors.torch import load_file
+            from bertkit.checkpoint import load_state_dict
 
-            self.losses.load_state_dict(load_file(str(Path(directory) / _LOSS_WEIGHTS)))
+            self.losses.load_state_dict(load_state_dict(Path(directory) / _LOSS_WEIGHTS))
         self.st[0]._sync_inference()
 
 
