@@ -193,3 +193,29 @@ def seeded_head_folder(
         model.classifier.bias.copy_(torch.randn(model.classifier.bias.shape, generator=gen) * 0.5)
     model.save_pretrained(path, tokenizer=auto.AutoTokenizer.from_pretrained(minilm))
     return str(path)
+
+
+def killed_run_resumes_exactly(cmd, tmp_path: Path, checkpoint: int, steps: int) -> tuple[dict, dict]:
+    """The kill-and-resume check of a training script ``cmd(run_dir, resume "0"/"1", final_file)`` that
+    saves its final weights with ``torch.save``: run uninterrupted in ``tmp_path/full``; run again in
+    ``tmp_path/cut``, killed with SIGKILL once its step-``checkpoint`` checkpoint exists; resume it.
+    Asserts the resumed run says where it resumed and logs the uninterrupted run's ``steps`` losses;
+    returns both runs' final weights (one thread, so they can be compared bit for bit)."""
+    import subprocess
+
+    import torch
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / f"step-{checkpoint:07d}", env)
+    assert not (tmp_path / "cut.pt").exists()  # really interrupted before the end
+    assert max(s for s, _ in logged_losses(cut)) < steps
+    r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "resumed from" in r.stderr and f"step {checkpoint}" in r.stderr, r.stderr[-2000:]
+    assert [s for s, _ in logged_losses(full)] == list(range(1, steps + 1))
+    assert logged_losses(cut) == logged_losses(full)
+    return torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")

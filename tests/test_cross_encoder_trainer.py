@@ -7,8 +7,6 @@ with transformers' linear schedule and clipping to norm 1: each parameter's chan
 equal sentence-transformers' on the same model and batch; the evaluator's metrics are logged under
 sentence-transformers' names; a killed run resumes bit for bit; the saved folder scores alike there."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,9 +14,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import (  # noqa: E402
-    kill_when_written,
-    logged_losses,
-    seeded_head_folder,  # noqa: E402
+    killed_run_resumes_exactly,
+    seeded_head_folder,
     sentence_transformers_adamw,
     without_dropout,
 )
@@ -330,26 +327,14 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp
     folder = seeded_head_folder(tmp_path / "head", 1, seed=5)
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def cmd(out, resume, final):
         return [sys.executable, str(script), str(out), resume, str(final), folder]
 
-    full = tmp_path / "full"
-    r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    cut = tmp_path / "cut"
-    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000003", env)
-    assert not (tmp_path / "cut.pt").exists() and max(s for s, _ in logged_losses(cut)) < 8
-    r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "resumed from" in r.stderr and "step 3" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in logged_losses(full)] == list(range(1, 9))
-    assert logged_losses(cut) == logged_losses(full)
-    a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
+    a, b = killed_run_resumes_exactly(cmd, tmp_path, checkpoint=3, steps=8)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     # the checkpoint folder is one sentence-transformers loads
-    ckpt = st.CrossEncoder(str(cut / "checkpoints" / "step-0000006"), device="cpu")
+    ckpt = st.CrossEncoder(str(tmp_path / "cut" / "checkpoints" / "step-0000006"), device="cpu")
     assert ckpt.num_labels == 1
 
 

@@ -9,9 +9,7 @@ training calls, on the real MiniLM checkpoint and real STS-Lee pairs:
 - with save_best_model, a later worse score does not overwrite ``output_path``, also across a resume.
 """
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 from conftest import (  # noqa: E402
-    kill_when_written,
+    killed_run_resumes_exactly,
     logged_losses,
-    seeded_head_folder,  # noqa: E402
+    seeded_head_folder,
     sentence_transformers_adamw,
     without_dropout,
 )
@@ -79,26 +77,11 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(kin
     folder = str(asset_path("minilm")) if kind == "st" else head_folder
     script = tmp_path / "fit.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def cmd(ckpt: Path, resume: str, final: Path) -> list[str]:
         return [sys.executable, str(script), kind, folder, str(ckpt), resume, str(final)]
 
-    full = tmp_path / "full"
-    r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-
-    cut = tmp_path / "cut"
-    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000006", env)
-    assert not (tmp_path / "cut.pt").exists()  # really interrupted before the end
-    assert max(s for s, _ in logged_losses(cut)) < STEPS
-
-    r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "resumed from" in r.stderr and "step 6" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in logged_losses(full)] == list(range(1, STEPS + 1))
-    assert logged_losses(cut) == logged_losses(full)
-    a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
+    a, b = killed_run_resumes_exactly(cmd, tmp_path, checkpoint=6, steps=STEPS)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), [
         k for k in a if not torch.equal(a[k], b[k])
     ]

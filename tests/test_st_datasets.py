@@ -12,16 +12,14 @@ on the real MiniLM checkpoint, real STS-Lee pairs and real polarity sentences:
 
 import csv
 import logging
-import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import kill_when_written, logged_losses
+from conftest import killed_run_resumes_exactly, logged_losses
 from torch.utils.data import DataLoader
 
 from bertkit import InputExample, LoggingHandler, SentenceTransformer, losses
@@ -368,25 +366,10 @@ def test_sigkill_then_resume_with_no_duplicates_loader_equals_the_uninterrupted_
     unseeded in each process: fit's batches do not depend on it."""
     script = tmp_path / "fit.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def cmd(ckpt: Path, resume: str, final: Path) -> list[str]:
         return [sys.executable, str(script), str(ckpt), resume, str(final)]
 
-    full = tmp_path / "full"
-    r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-
-    cut = tmp_path / "cut"
-    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000006", env)
-    assert not (tmp_path / "cut.pt").exists()
-    assert max(s for s, _ in logged_losses(cut)) < 10
-
-    r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "resumed from" in r.stderr and "step 6" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in logged_losses(full)] == list(range(1, 11))
-    assert logged_losses(cut) == logged_losses(full)
-    a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
+    a, b = killed_run_resumes_exactly(cmd, tmp_path, checkpoint=6, steps=10)
     assert a.keys() == b.keys()
     assert [k for k in a if not torch.equal(a[k], b[k])] == []

@@ -10,15 +10,13 @@ after a checkpoint and resumed with the uninterrupted one, bit for bit."""
 
 import csv
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import kill_when_written, logged_losses, sentence_transformers_adamw, without_dropout  # noqa: E402
+from conftest import killed_run_resumes_exactly, sentence_transformers_adamw, without_dropout  # noqa: E402
 
 from bertkit import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
 from bertkit.assets import asset_path
@@ -413,23 +411,11 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp
     thread; the checkpoint restores weights, AdamW's moments, the schedule, the data position, the RNG)."""
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def cmd(out, resume, final):
         return [sys.executable, str(script), str(out), resume, str(final)]
 
-    full = tmp_path / "full"
-    r = subprocess.run(cmd(full, "0", tmp_path / "full.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    cut = tmp_path / "cut"
-    kill_when_written(cmd(cut, "0", tmp_path / "cut.pt"), cut / "checkpoints" / "step-0000003", env)
-    assert not (tmp_path / "cut.pt").exists() and max(s for s, _ in logged_losses(cut)) < 8
-    r = subprocess.run(cmd(cut, "1", tmp_path / "cut.pt"), env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "resumed from" in r.stderr and "step 3" in r.stderr, r.stderr[-2000:]
-    assert [s for s, _ in logged_losses(full)] == list(range(1, 9))
-    assert logged_losses(cut) == logged_losses(full)
-    a, b = torch.load(tmp_path / "full.pt"), torch.load(tmp_path / "cut.pt")
+    a, b = killed_run_resumes_exactly(cmd, tmp_path, checkpoint=3, steps=8)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     key = next(k for k in a if k.endswith("encoder.layer.0.attention.self.query.weight"))
     assert not torch.equal(SentenceTransformer(str(asset_path("minilm"))).training_model.state_dict()[key], a[key])
