@@ -231,19 +231,10 @@ def _no_dropout_minilm(tmp_path):
     return without_dropout(folder)
 
 
-def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path):
-    """Two fit steps (batches in order, no warmup: the rate at step 1 is lr, at step 2 lr/2) equal two
-    hand-written steps on sentence-transformers' model: its CoSENTLoss, torch's AdamW over its two
-    parameter groups (weight decay 0.01, none on biases and LayerNorm), clipping to norm 1."""
-    folder = _no_dropout_minilm(tmp_path)  # dropout masks cannot be matched across libraries
-    rows = lee[::23][:16]
-    lr = 5e-5
-
-    ref = st.SentenceTransformer(folder, device="cpu")
-    ref.max_seq_length = 32
-    ref.train()
-    enc = ref[0].auto_model
-    start = {n: p.detach().clone() for n, p in enc.named_parameters()}
+def reference_cosent_steps(ref, rows, lr: float) -> None:
+    """Two steps of sentence-transformers' CoSENTLoss on its model ``ref``, written out as its fit takes
+    them: batches of 8 (text, text, score) rows, AdamW in two weight-decay groups, the second step at
+    half the rate (the linear schedule of a 2-step fit), gradients clipped to norm 1."""
     opt = sentence_transformers_adamw(ref.named_parameters(), lr)
     ref_loss = stl.CoSENTLoss(ref)
     for i, factor in enumerate((1.0, 0.5)):
@@ -258,6 +249,22 @@ def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path):
         torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
         opt.step()
         opt.zero_grad()
+
+
+def test_first_steps_equal_hand_written_adamw_steps(lee, tmp_path):
+    """Two fit steps (batches in order, no warmup: the rate at step 1 is lr, at step 2 lr/2) equal two
+    hand-written steps on sentence-transformers' model: its CoSENTLoss, torch's AdamW over its two
+    parameter groups (weight decay 0.01, none on biases and LayerNorm), clipping to norm 1."""
+    folder = _no_dropout_minilm(tmp_path)  # dropout masks cannot be matched across libraries
+    rows = lee[::23][:16]
+    lr = 5e-5
+
+    ref = st.SentenceTransformer(folder, device="cpu")
+    ref.max_seq_length = 32
+    ref.train()
+    enc = ref[0].auto_model
+    start = {n: p.detach().clone() for n, p in enc.named_parameters()}
+    reference_cosent_steps(ref, rows, lr)
 
     ours = SentenceTransformer(folder, device="cpu")
     ours.max_seq_length = 32

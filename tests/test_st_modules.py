@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import sentence_transformers_adamw, without_dropout
+from conftest import without_dropout
+from test_sentence_transformer_fit import reference_cosent_steps  # noqa: E402  (the same two reference steps)
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -22,7 +23,6 @@ from bertkit.assets import asset_path
 
 st = pytest.importorskip("sentence_transformers")
 from sentence_transformers import models as st_models  # noqa: E402
-from sentence_transformers.sentence_transformer import losses as stl  # noqa: E402
 
 MINILM = str(asset_path("minilm"))
 ATOL = 1e-5  # fp32 on both sides: float rounding only
@@ -188,20 +188,7 @@ def test_fit_trains_the_dense_as_hand_written_adamw_steps(lee, tmp_path):
     ref = st.SentenceTransformer(modules=build(st_models), device="cpu")
     ref.train()
     enc, ref_dense = ref[0].auto_model, ref[2]
-    opt = sentence_transformers_adamw(ref.named_parameters(), lr)
-    ref_loss = stl.CoSENTLoss(ref)
-    for i, factor in enumerate((1.0, 0.5)):
-        batch = rows[8 * i : 8 * i + 8]
-        for g in opt.param_groups:
-            g["lr"] = lr * factor
-        loss = ref_loss(
-            [ref.preprocess([r[0] for r in batch]), ref.preprocess([r[1] for r in batch])],
-            torch.tensor([r[2] for r in batch]),
-        )
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad()
+    reference_cosent_steps(ref, rows, lr)
 
     ours = SentenceTransformer(modules=build(models), device="cpu")
     examples = [InputExample(texts=[a, b], label=s) for a, b, s in rows]
