@@ -113,8 +113,16 @@ class CrossEncoderLoss(nn.Module):
         return labels.view(-1)
 
 
-def _is_real(label: Any) -> bool:
+def is_score(label: Any) -> bool:
+    """A finite real number (not a bool): what a 1-label head's losses take as a label."""
     return isinstance(label, numbers.Real) and not isinstance(label, bool) and math.isfinite(label)
+
+
+def class_id_problem(label: Any, num_labels: int) -> str | None:
+    """Why ``label`` is not a class id of a ``num_labels``-label head (None when it is)."""
+    if isinstance(label, bool) or not isinstance(label, numbers.Integral) or not 0 <= label < num_labels:
+        return f"not a class id 0..{num_labels - 1} of this {num_labels}-label head"
+    return None
 
 
 class BinaryCrossEntropyLoss(CrossEncoderLoss):
@@ -136,7 +144,7 @@ class BinaryCrossEntropyLoss(CrossEncoderLoss):
         _check_one_label(type(self).__name__, model)
 
     def check_label(self, label: Any) -> str | None:
-        if not _is_real(label) or not 0.0 <= float(label) <= 1.0:
+        if not is_score(label) or not 0.0 <= float(label) <= 1.0:
             return "not a number in 0..1, which binary cross-entropy takes as a probability"
         return None
 
@@ -169,10 +177,7 @@ class CrossEntropyLoss(CrossEncoderLoss):
         self.ce_loss = nn.CrossEntropyLoss(**kwargs)
 
     def check_label(self, label: Any) -> str | None:
-        n = self.model.num_labels
-        if isinstance(label, bool) or not isinstance(label, numbers.Integral) or not 0 <= label < n:
-            return f"not a class id 0..{n - 1} of this {n}-label head"
-        return None
+        return class_id_problem(label, self.model.num_labels)
 
     def forward(
         self, inputs: list[list[str]], labels: Tensor, prompt: str | None = None, task: str | None = None
@@ -199,7 +204,7 @@ class MSELoss(CrossEncoderLoss):
         _check_one_label(type(self).__name__, model)
 
     def check_label(self, label: Any) -> str | None:
-        return None if _is_real(label) else "not a finite number"
+        return None if is_score(label) else "not a finite number"
 
     def forward(
         self, inputs: list[list[str]], labels: Tensor, prompt: str | None = None, task: str | None = None

@@ -27,8 +27,6 @@ at the end.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -64,6 +62,7 @@ class _Collate:
 
 def _check_examples(loader: Any, num_labels: int, default_loss: bool) -> list[Any]:
     """The loader's InputExamples, each checked: two texts and a label the head's loss can take."""
+    from bertkit.cross_encoder.losses import class_id_problem, is_score
     from bertkit.training.sentence_fit import loader_examples
 
     examples = loader_examples(loader, "train_dataloader")
@@ -76,18 +75,15 @@ def _check_examples(loader: Any, num_labels: int, default_loss: bool) -> list[An
             )
         label = ex.label
         if num_labels == 1:
-            if isinstance(label, bool) or not isinstance(label, numbers.Real) or not math.isfinite(label):
+            if not is_score(label):
                 raise ValueError(f"fit: example {j}'s label {label!r} is not a number; a 1-label head takes a score")
             if default_loss and not 0.0 <= label <= 1.0:
                 raise ValueError(
                     f"fit: example {j}'s label {label!r} is outside 0..1, which BCEWithLogitsLoss takes as a "
                     "probability; scale the scores or pass loss_fct"
                 )
-        elif isinstance(label, bool) or not isinstance(label, numbers.Integral) or not 0 <= label < num_labels:
-            raise ValueError(
-                f"fit: example {j}'s label {label!r} is not a class id 0..{num_labels - 1} "
-                f"of this {num_labels}-label head"
-            )
+        elif (why := class_id_problem(label, num_labels)) is not None:
+            raise ValueError(f"fit: example {j}'s label {label!r} is {why}")
     return examples
 
 
