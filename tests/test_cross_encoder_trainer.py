@@ -81,7 +81,7 @@ def _reference_steps(ref, steps, lr, warmup_ratio):
     warmup = HFArgs(output_dir="unused", warmup_steps=warmup_ratio).get_warmup_steps(len(steps))
     schedule = get_linear_schedule_with_warmup(opt, warmup, len(steps))
     for loss_fn, columns, labels in steps:
-        loss_fn(columns, labels).backward()
+        loss_fn(columns, None if labels is None else labels.to(ref.device)).backward()
         torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
         opt.step()
         schedule.step()

@@ -441,3 +441,167 @@ def test_sentence_transformer_fit_on_the_gpu(tmp_path):
     assert (after - before).abs().max().item() > 1e-3  # it trained
     want = st.SentenceTransformer(str(out), device="cuda").encode(texts, convert_to_tensor=True)
     torch.testing.assert_close(after.float().cpu(), want.float().cpu(), atol=1e-4, rtol=1e-3)
+
+
+def test_sentence_transformer_trainer_on_the_gpu_equals_hand_written_steps(lee, tmp_path):
+    """``SentenceTransformerTrainer`` picks the GPU as sentence-transformers' Trainer does and trains in
+    fp32 there (transformers' names, no ``bf16=True``): 3 MNRL steps change every weight as 3
+    hand-written AdamW steps of sentence-transformers' loss on its model on the same GPU do (the CPU
+    test's contract and tolerance); encode() then gives the trained vectors on the GPU, and the saved
+    folder gives them in sentence-transformers."""
+    import shutil
+
+    st = pytest.importorskip("sentence_transformers")
+    from conftest import without_dropout
+    from sentence_transformers.sentence_transformer import losses as stl
+    from test_st_trainer import LENGTH, _args, _assert_same_changes, _reference_steps, _seedable_batches
+
+    from bertkit import SentenceTransformer, SentenceTransformerTrainer, losses
+
+    folder = without_dropout(shutil.copytree(asset_path("minilm"), tmp_path / "minilm"))
+    rows = lee[::23][:12]
+    ref = st.SentenceTransformer(str(folder), device=CUDA.type)
+    ref.max_seq_length = LENGTH
+    ref.train()
+    batches = _seedable_batches(12, 4, seed=12)
+    mnrl = stl.MultipleNegativesRankingLoss(ref)
+    steps = [(mnrl, [[rows[i][0] for i in b], [rows[i][1] for i in b]], None) for b in batches]
+    start, enc = _reference_steps(ref, steps, 5e-5, 0.25)
+
+    ours = SentenceTransformer(str(folder), device=CUDA.type)
+    ours.max_seq_length = LENGTH
+    data = {"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows]}
+    args = _args(tmp_path / "run", per_device_train_batch_size=4, warmup_ratio=0.25, logging_steps=1)
+    SentenceTransformerTrainer(
+        model=ours, args=args, train_dataset=data, loss=losses.MultipleNegativesRankingLoss(ours)
+    ).train()
+    assert all(p.device.type == CUDA.type for p in ours.training_model.parameters())
+    _assert_same_changes(start, enc, ours)
+
+    probe = [r[0] for r in lee[1::41][:8]]
+    got = ours.encode(probe, convert_to_tensor=True)
+    assert got.device.type == CUDA.type
+    ref.eval()
+    want = ref.encode(probe, convert_to_tensor=True)
+    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=1e-4, rtol=1e-3)
+    ours.save_pretrained(str(tmp_path / "final"))
+    back = st.SentenceTransformer(str(tmp_path / "final"), device=CUDA.type)
+    back.max_seq_length = LENGTH
+    torch.testing.assert_close(
+        back.encode(probe, convert_to_tensor=True).float().cpu(), got.float().cpu(), atol=1e-4, rtol=1e-3
+    )
+
+
+def test_cross_encoder_trainer_on_the_gpu_equals_hand_written_steps(lee, tmp_path):
+    """``CrossEncoderTrainer`` with its default BCE loss on the GPU: 2 steps change every weight as 2
+    hand-written steps of sentence-transformers' loss on its CrossEncoder on the same GPU do; predict()
+    and the saved folder loaded by sentence-transformers give the same scores."""
+    import numpy as np
+
+    st = pytest.importorskip("sentence_transformers")
+    from conftest import seeded_head_folder, without_dropout
+    from sentence_transformers.cross_encoder import losses as cel
+    from test_cross_encoder_trainer import LENGTH, _args, _assert_same_changes, _reference_steps
+    from test_st_trainer import _seedable_batches
+
+    from bertkit.cross_encoder import CrossEncoder, CrossEncoderTrainer
+
+    head = tmp_path / "head1"
+    seeded_head_folder(head, 1, seed=1)
+    without_dropout(head)
+    # documents cut to 8 words, so no pair is truncated: tokenizers 0.23.2 and 0.23.3 split an odd
+    # truncation budget between a pair's two texts differently, and that is not what this test checks
+    rows = [(" ".join(a.split()[:8]), " ".join(b.split()[:8]), s) for a, b, s in lee[::19][:16]]
+    lo, hi = min(r[2] for r in lee), max(r[2] for r in lee)
+    label = [(r[2] - lo) / (hi - lo) for r in rows]
+    ref = st.CrossEncoder(str(head), device=CUDA.type, max_length=LENGTH)
+    ref.train()
+    bce = cel.BinaryCrossEntropyLoss(ref)
+    batches = _seedable_batches(16, 8, seed=12)
+    steps = [
+        (bce, [[rows[i][0] for i in b], [rows[i][1] for i in b]], torch.tensor([label[i] for i in b])) for b in batches
+    ]
+    start = _reference_steps(ref, steps, 5e-5, 0.5)
+
+    ours = CrossEncoder(str(head), device=CUDA.type, max_length=LENGTH)
+    data = {"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows], "score": label}
+    args = _args(tmp_path / "run", per_device_train_batch_size=8, warmup_ratio=0.5, logging_steps=1)
+    CrossEncoderTrainer(model=ours, args=args, train_dataset=data).train()
+    assert all(p.device.type == CUDA.type for p in ours.training_model.parameters())
+    _assert_same_changes(start, ref, ours)
+
+    probe = [(" ".join(r[0].split()[:8]), " ".join(r[1].split()[:8])) for r in lee[1::41][:8]]
+    ref.eval()
+    got = ours.predict(probe)
+    np.testing.assert_allclose(got, ref.predict(probe), atol=1e-4)
+    ours.save_pretrained(str(tmp_path / "final"))
+    back = st.CrossEncoder(str(tmp_path / "final"), device=CUDA.type, max_length=LENGTH)
+    np.testing.assert_allclose(back.predict(probe), got, atol=1e-4)
+
+
+def test_object_calls_move_a_model_to_the_gpu_as_sentence_transformers(texts, reference, tmp_path):
+    """sentence-transformers' moves on a model loaded on the CPU: ``.cuda()`` and ``.to("cuda")`` put the
+    weights (``model[0].auto_model``, ``state_dict()``) and the vectors on the GPU with fp32 vectors;
+    ``.bfloat16()`` there stays within the bf16 gate; ``.cpu()`` brings it back. A CrossEncoder's
+    ``.cuda()`` scores as sentence-transformers' on the GPU."""
+    import numpy as np
+
+    st = pytest.importorskip("sentence_transformers")
+    from conftest import seeded_head_folder
+
+    from bertkit import CrossEncoder, SentenceTransformer
+
+    def cos_min(vectors):
+        got = torch.as_tensor(vectors).float().cpu()
+        return torch.nn.functional.cosine_similarity(got, reference, dim=-1).min().item()
+
+    for move in ("cuda", "to"):
+        model = SentenceTransformer(str(asset_path("minilm")), device="cpu")
+        moved = model.cuda() if move == "cuda" else model.to(CUDA.type)
+        assert moved is model and model.device.type == CUDA.type
+        assert next(model[0].auto_model.parameters()).device.type == CUDA.type
+        assert model.state_dict()["0.model.embeddings.word_embeddings.weight"].device.type == CUDA.type
+        got = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_tensor=True)
+        assert got.device.type == CUDA.type and cos_min(got) >= 0.99999, (move, cos_min(got))
+    assert model.bfloat16() is model
+    got = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_tensor=True)
+    assert got.device.type == CUDA.type and cos_min(got) >= 0.999, cos_min(got)
+    model.float().cpu()
+    assert model.device.type == "cpu"
+    got = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_tensor=True)
+    assert got.device.type == "cpu" and cos_min(got) >= 0.999  # bf16-rounded weights stay rounded, as there
+
+    seeded_head_folder(tmp_path / "ce", 1, seed=0)
+    pairs = [(texts[i], texts[i + 1]) for i in range(0, 32, 2)]
+    ours = CrossEncoder(str(tmp_path / "ce"), device="cpu")
+    assert ours.cuda() is ours
+    theirs = st.CrossEncoder(str(tmp_path / "ce"), device=CUDA.type)
+    np.testing.assert_allclose(ours.predict(pairs), theirs.predict(pairs), atol=TOL)
+
+
+def test_a_dense_folder_on_the_gpu_embeds_as_sentence_transformers(texts, tmp_path):
+    """A folder sentence-transformers saved with a Dense after pooling: bertkit on the GPU gives its
+    vectors on the GPU (fp32), and ``fit`` trains it there (the Dense moves)."""
+    st = pytest.importorskip("sentence_transformers")
+    from sentence_transformers import models as st_models
+    from torch import nn
+
+    from bertkit import SentenceTransformer
+
+    tf = st_models.Transformer(str(asset_path("minilm")), max_seq_length=128)
+    pool = st_models.Pooling(384, pooling_mode="mean")
+    gen = torch.Generator().manual_seed(0)
+    dense = st_models.Dense(
+        384,
+        256,
+        activation_function=nn.Tanh(),
+        init_weight=torch.randn(256, 384, generator=gen) * 0.05,
+        init_bias=torch.randn(256, generator=gen) * 0.05,
+    )
+    ref = st.SentenceTransformer(modules=[tf, pool, dense, st_models.Normalize()], device=CUDA.type)
+    ref.save(str(tmp_path / "dense"))
+    want = ref.encode(texts[:32], convert_to_tensor=True)
+    ours = SentenceTransformer(str(tmp_path / "dense"), device=CUDA.type)
+    got = ours.encode(texts[:32], convert_to_tensor=True)
+    assert got.device.type == CUDA.type and got.shape == (32, 256)
+    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=1e-4, rtol=1e-3)
