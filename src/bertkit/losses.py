@@ -16,22 +16,48 @@ constructor arguments onto them and refuses, by name, settings bertkit does not 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertkit import util
 from bertkit.training import embedding_losses as E
 
 __all__ = [
+    "AdaptiveLayerLoss",
+    "AnglELoss",
+    "BatchAllTripletLoss",
+    "BatchHardSoftMarginTripletLoss",
+    "BatchHardTripletLoss",
+    "BatchHardTripletLossDistanceFunction",
+    "BatchSemiHardTripletLoss",
+    "CachedGISTEmbedLoss",
     "CachedMultipleNegativesRankingLoss",
+    "CachedMultipleNegativesSymmetricRankingLoss",
     "CoSENTLoss",
+    "ContrastiveLoss",
+    "ContrastiveTensionDataLoader",
+    "ContrastiveTensionLoss",
+    "ContrastiveTensionLossInBatchNegatives",
     "CosineSimilarityLoss",
+    "DenoisingAutoEncoderLoss",
+    "DistillKLDivLoss",
+    "EmbedDistillLoss",
+    "GISTEmbedLoss",
+    "GlobalOrthogonalRegularizationLoss",
+    "MSELoss",
+    "MarginMSELoss",
+    "Matryoshka2dLoss",
     "MatryoshkaLoss",
+    "MegaBatchMarginLoss",
     "MultipleNegativesRankingLoss",
     "MultipleNegativesSymmetricRankingLoss",
+    "OnlineContrastiveLoss",
+    "SiameseDistanceMetric",
     "SoftmaxLoss",
     "TripletDistanceMetric",
     "TripletLoss",
@@ -53,6 +79,8 @@ class _Loss(nn.Module):
     ``columns`` is how many text columns an example must have (None: two or more)."""
 
     columns: int | None = None
+    min_columns: int = 2  # without ``columns``: the fewest and most texts an example may have
+    max_columns: int | None = None
 
     def __init__(self, model: Any, inner: E.EmbeddingLoss) -> None:
         super().__init__()
@@ -73,10 +101,18 @@ class _Loss(nn.Module):
 
     def check_columns(self, n: int) -> None:
         """Refuse examples with a number of texts this loss cannot read."""
-        need = self.columns
-        if (need is not None and n != need) or (need is None and n < 2):
-            want = f"{need}" if need is not None else "at least 2"
+        need, low, high = self.columns, self.min_columns, self.max_columns
+        if need is not None:
+            ok, want = n == need, f"{need}"
+        else:
+            ok = n >= low and (high is None or n <= high)
+            want = f"at least {low}" if high is None else f"{low} to {high}"
+        if not ok:
             raise ValueError(f"{type(self).__name__} takes {want} texts per InputExample, got {n}")
+
+    def check_labels(self, labels: Tensor | None, columns: int) -> None:
+        """Refuse, before training, labels this loss cannot read: ``labels`` are a whole dataset's
+        (one row per example), ``columns`` its number of text columns. Here: anything goes."""
 
 
 def _mnrl(
@@ -247,6 +283,8 @@ class MatryoshkaLoss(_Loss):
         name = type(self).__name__
         if not isinstance(loss, _Loss) or isinstance(loss, (MatryoshkaLoss, SoftmaxLoss)):
             raise TypeError(f"{name}: loss must be one of bertkit.losses' embedding losses, got {type(loss).__name__}")
+        if isinstance(loss, (GISTEmbedLoss, CachedGISTEmbedLoss)):
+            _refuse(name, "loss", type(loss).__name__, "bertkit truncates no guide model's vectors")
         if loss.model is not model:
             raise ValueError(f"{name}: the inner {type(loss).__name__} trains another model object than this loss")
         if 0 < n_dims_per_step < len(matryoshka_dims or []):
@@ -257,7 +295,11 @@ class MatryoshkaLoss(_Loss):
             raise ValueError(f"{name}: matryoshka_dims {dims} go above the model's embedding dimension {full}")
         super().__init__(model, E.MatryoshkaLoss(loss.inner, dims, matryoshka_weights))
         self.loss, self.columns = loss, loss.columns
+        self.min_columns, self.max_columns = loss.min_columns, loss.max_columns
         self.matryoshka_dims, self.matryoshka_weights = tuple(self.inner.dims), tuple(self.inner.weights)
+
+    def check_labels(self, labels: Tensor | None, columns: int) -> None:
+        self.loss.check_labels(labels, columns)
 
 
 class SoftmaxLoss(_Loss):
@@ -314,3 +356,511 @@ class SoftmaxLoss(_Loss):
 
     def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
         raise NotImplementedError("SoftmaxLoss computes its loss in forward (it has a classifier to run)")
+
+
+# -- distillation ---------------------------------------------------------------------------------------
+
+
+class EmbedDistillLoss(_Loss):
+    """The student's vectors against a teacher's, given as each row's label: one vector per row
+    ``(batch, H)`` for every column, or one per column ``(batch, columns, H)``. ``distance_metric``:
+    ``mse``, ``l2`` or ``cosine``; ``projection_dim`` adds a trained linear map from the student's width
+    to the teacher's."""
+
+    min_columns = 1
+
+    def __init__(self, model: Any, distance_metric: str = "cosine", projection_dim: int | None = None) -> None:
+        name = type(self).__name__
+        _check_model(name, model)
+        if distance_metric not in E.EmbedDistillLoss.METRICS:
+            raise ValueError(
+                f"{name}: distance_metric={distance_metric!r} is not one of {', '.join(E.EmbedDistillLoss.METRICS)}"
+            )
+        projection = None
+        if projection_dim is not None:
+            if isinstance(projection_dim, bool) or not isinstance(projection_dim, int) or projection_dim < 1:
+                raise ValueError(f"{name}: projection_dim={projection_dim!r} must be a positive integer or None")
+            projection = nn.Linear(model.get_embedding_dimension(), projection_dim, device=model.device)
+        super().__init__(model, E.EmbedDistillLoss(distance_metric, projection, name))
+        self.projection, self.projection_dim, self.distance_metric = projection, projection_dim, distance_metric
+
+    def _width(self) -> int:
+        return self.projection_dim if self.projection_dim is not None else int(self.model.get_embedding_dimension())
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        """The distance to the teacher's vectors ``labels`` (checked before any text is embedded)."""
+        features = list(sentence_features)
+        self.inner.teacher(labels, len(features), self._width())
+        return self.inner(self._embed, features, labels)
+
+    def check_labels(self, labels: Tensor | None, columns: int) -> None:
+        self.inner.teacher(labels, columns, self._width())
+
+
+class MSELoss(EmbedDistillLoss):
+    """The mean squared error of the student's vectors against the teacher's (each row's label), e.g.
+    to make a model multilingual: (English text, translation) columns, label the English vector."""
+
+    def __init__(self, model: Any, projection_dim: int | None = None) -> None:
+        super().__init__(model, distance_metric="mse", projection_dim=projection_dim)
+
+
+class MarginMSELoss(_Loss):
+    """(query, positive, negative...) texts, labelled with a teacher's margins ``score(q, pos) -
+    score(q, neg)`` (one number, or one per negative) or its scores (positive first): the mean squared
+    error of the student's margins (``similarity_fct`` per pair, the dot product by default)."""
+
+    min_columns = 3
+
+    def __init__(
+        self, model: Any, similarity_fct: Callable[[Tensor, Tensor], Tensor] = util.pairwise_dot_score
+    ) -> None:
+        super().__init__(model, E.MarginMSELoss(similarity_fct, type(self).__name__))
+        self.similarity_fct, self.loss_fct = similarity_fct, nn.MSELoss()
+
+    def check_labels(self, labels: Tensor | None, columns: int) -> None:
+        self.inner.margins(labels, 0 if labels is None else labels.shape[0], columns - 2)
+
+
+class DistillKLDivLoss(_Loss):
+    """(query, candidate, candidate...) texts labelled with a teacher's score per candidate: the KL
+    divergence of the student's softmax over the candidates (``similarity_fct``, over
+    ``student_temperature``) from the teacher's (over ``teacher_temperature``), times
+    ``student_temperature ** 2``; both temperatures default to ``temperature``."""
+
+    min_columns = 3
+
+    def __init__(
+        self,
+        model: Any,
+        similarity_fct: Callable[[Tensor, Tensor], Tensor] = util.pairwise_dot_score,
+        temperature: float = 1.0,
+        student_temperature: float | None = None,
+        teacher_temperature: float | None = None,
+    ) -> None:
+        name = type(self).__name__
+        student = temperature if student_temperature is None else student_temperature
+        teacher = temperature if teacher_temperature is None else teacher_temperature
+        for label, value in (
+            ("temperature", temperature),
+            ("student_temperature", student),
+            ("teacher_temperature", teacher),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name}: {label}={value!r} must be a positive finite number")
+        super().__init__(model, E.DistillKLDivLoss(similarity_fct, student, teacher, name))
+        self.similarity_fct, self.temperature = similarity_fct, float(temperature)
+        self.student_temperature, self.teacher_temperature = float(student), float(teacher)
+        self.loss_fct = nn.KLDivLoss(reduction="batchmean")
+
+    def check_labels(self, labels: Tensor | None, columns: int) -> None:
+        self.inner.scores(labels, 0 if labels is None else labels.shape[0], columns - 1)
+
+
+# -- labelled pairs -------------------------------------------------------------------------------------
+
+
+def _one_label_per_row(loss: str, labels: Tensor | None, what: str) -> None:
+    """Refuse a dataset's labels unless each row has one number (``what`` names it)."""
+    if labels is None:
+        raise ValueError(f"{loss} needs a label per row ({what}), got none")
+    if labels.dim() > 1 and labels[0].numel() != 1:
+        raise ValueError(
+            f"{loss}: each row's label must be one number ({what}), got labels of shape {tuple(labels.shape)}"
+        )
+
+
+def _distance(loss: str, value: Any, names: str) -> Callable[..., Tensor]:
+    if not callable(value):
+        raise ValueError(f"{loss}: distance_metric={value!r} is not a distance function: give one of {names}")
+    return value
+
+
+class SiameseDistanceMetric:
+    """The distances :class:`ContrastiveLoss` and :class:`OnlineContrastiveLoss` take, per pair."""
+
+    EUCLIDEAN = staticmethod(lambda x, y: F.pairwise_distance(x, y, p=2))
+    MANHATTAN = staticmethod(lambda x, y: F.pairwise_distance(x, y, p=1))
+    COSINE_DISTANCE = staticmethod(lambda x, y: 1 - F.cosine_similarity(x, y))
+
+
+_SIAMESE = "SiameseDistanceMetric.EUCLIDEAN, MANHATTAN, COSINE_DISTANCE, or a function (x, y) -> distances"
+
+
+class _LabelledPairs(_Loss):
+    """(text, text) pairs, each labelled 1 (similar) or 0."""
+
+    columns = 2
+
+    def check_labels(self, labels: Tensor | None, columns: int) -> None:
+        _one_label_per_row(type(self).__name__, labels, "1 for a similar pair, 0 otherwise")
+
+
+class ContrastiveLoss(_LabelledPairs):
+    """(text, text) pairs labelled 1 (similar) or 0: similar pairs pulled together, dissimilar ones pushed
+    to at least ``margin`` apart (``distance_metric``, the cosine distance by default)."""
+
+    def __init__(
+        self,
+        model: Any,
+        distance_metric: Callable[[Tensor, Tensor], Tensor] = SiameseDistanceMetric.COSINE_DISTANCE,
+        margin: float = 0.5,
+        size_average: bool = True,
+    ) -> None:
+        distance = _distance(type(self).__name__, distance_metric, _SIAMESE)
+        super().__init__(model, E.ContrastiveLoss(distance, margin, size_average))
+        self.distance_metric, self.margin, self.size_average = distance_metric, float(margin), size_average
+
+
+class OnlineContrastiveLoss(_LabelledPairs):
+    """:class:`ContrastiveLoss` on the batch's hard pairs only (similar pairs farther apart than the
+    closest dissimilar one, dissimilar pairs closer than the farthest similar one), summed."""
+
+    def __init__(
+        self,
+        model: Any,
+        distance_metric: Callable[[Tensor, Tensor], Tensor] = SiameseDistanceMetric.COSINE_DISTANCE,
+        margin: float = 0.5,
+    ) -> None:
+        distance = _distance(type(self).__name__, distance_metric, _SIAMESE)
+        super().__init__(model, E.OnlineContrastiveLoss(distance, margin))
+        self.distance_metric, self.margin = distance_metric, float(margin)
+
+
+# -- one labelled column: triplets mined in the batch ---------------------------------------------------
+
+
+class BatchHardTripletLossDistanceFunction:
+    """The distance matrices the batch triplet losses take: ``f(embeddings) -> (B, B)``."""
+
+    cosine_distance = staticmethod(E.batch_cosine_distance)
+    euclidean_distance = staticmethod(E.batch_euclidean_distance)
+    eucledian_distance = euclidean_distance  # sentence-transformers' older spelling
+
+
+_MATRIX = (
+    "BatchHardTripletLossDistanceFunction.euclidean_distance, cosine_distance, "
+    "or a function (embeddings) -> (batch, batch) distances"
+)
+
+
+class _BatchTriplet(_Loss):
+    """One text column with a class label per row; triplets mined within each batch."""
+
+    columns = 1
+    kind = ""
+
+    def __init__(self, model: Any, distance_metric: Callable[[Tensor], Tensor], margin: float) -> None:
+        name = type(self).__name__
+        distance = _distance(name, distance_metric, _MATRIX)
+        super().__init__(model, E.BatchTripletLoss(self.kind, distance, margin, name))
+        self.sentence_embedder, self.distance_metric = model, distance_metric
+
+    def check_labels(self, labels: Tensor | None, columns: int) -> None:
+        _one_label_per_row(type(self).__name__, labels, "its class")
+
+
+class BatchHardTripletLoss(_BatchTriplet):
+    """Per row: its farthest same-class row and its closest other-class row, ``relu(d_pos - d_neg +
+    margin)``, averaged. Batches should hold several rows of each class."""
+
+    kind = "hard"
+
+    def __init__(
+        self,
+        model: Any,
+        distance_metric: Callable[[Tensor], Tensor] = BatchHardTripletLossDistanceFunction.euclidean_distance,
+        margin: float = 5,
+    ) -> None:
+        super().__init__(model, distance_metric, margin)
+        self.triplet_margin = float(margin)
+
+
+class BatchHardSoftMarginTripletLoss(BatchHardTripletLoss):
+    """:class:`BatchHardTripletLoss` with ``softplus(d_pos - d_neg)`` in place of the margin."""
+
+    kind = "soft_margin"
+
+    def __init__(
+        self,
+        model: Any,
+        distance_metric: Callable[[Tensor], Tensor] = BatchHardTripletLossDistanceFunction.euclidean_distance,
+    ) -> None:
+        super().__init__(model, distance_metric)
+
+
+class BatchAllTripletLoss(_BatchTriplet):
+    """Every (anchor, positive, negative) of the batch: ``relu(d_ap - d_an + margin)`` summed over the
+    number of those above 0."""
+
+    kind = "all"
+
+    def __init__(
+        self,
+        model: Any,
+        distance_metric: Callable[[Tensor], Tensor] = BatchHardTripletLossDistanceFunction.euclidean_distance,
+        margin: float = 5,
+    ) -> None:
+        super().__init__(model, distance_metric, margin)
+        self.triplet_margin = float(margin)
+
+
+class BatchSemiHardTripletLoss(_BatchTriplet):
+    """Per (anchor, positive): the closest negative farther than the positive (the farthest negative
+    when none is), ``relu(d_ap - d_an + margin)``, averaged over the (anchor, positive) pairs."""
+
+    kind = "semi_hard"
+
+    def __init__(
+        self,
+        model: Any,
+        distance_metric: Callable[[Tensor], Tensor] = BatchHardTripletLossDistanceFunction.euclidean_distance,
+        margin: float = 5,
+    ) -> None:
+        super().__init__(model, distance_metric, margin)
+        self.margin = float(margin)
+
+
+# -- more pair losses -----------------------------------------------------------------------------------
+
+
+class AnglELoss(CoSENTLoss):
+    """CoSENT over the AnglE similarity (cosine and the complex angle between the halves of the
+    vectors). Pairs take a score; with more columns the anchor is scored against each other column (its
+    label, 1 without one, for the first; the complement for the rest)."""
+
+    columns = None
+
+    def __init__(self, model: Any, scale: float = 20.0) -> None:
+        _Loss.__init__(self, model, E.AnglELoss(scale))
+        self.scale, self.similarity_fct = float(scale), E.pairwise_angle_sim
+
+
+class CachedMultipleNegativesSymmetricRankingLoss(CachedMultipleNegativesRankingLoss):
+    """:class:`MultipleNegativesSymmetricRankingLoss` by GradCache, ``mini_batch_size`` rows at a time."""
+
+    def __init__(
+        self,
+        model: Any,
+        scale: float = 20.0,
+        similarity_fct: Callable[[Tensor, Tensor], Tensor] = util.cos_sim,
+        mini_batch_size: int = 32,
+        mini_batch_num_tokens: int | None = None,
+        gather_across_devices: bool = False,
+        show_progress_bar: bool = False,
+    ) -> None:
+        super().__init__(
+            model,
+            scale,
+            similarity_fct,
+            mini_batch_size,
+            mini_batch_num_tokens,
+            gather_across_devices,
+            directions=("query_to_doc", "doc_to_query"),
+            partition_mode="per_direction",
+            show_progress_bar=show_progress_bar,
+        )
+
+
+class MegaBatchMarginLoss(_Loss):
+    """(anchor, positive) texts: each positive's cosine above ``positive_margin``, each anchor's closest
+    other positive below ``negative_margin``. ``use_mini_batched_version`` computes it by GradCache,
+    ``mini_batch_size`` rows at a time (the same loss and gradients)."""
+
+    columns = 2
+
+    def __init__(
+        self,
+        model: Any,
+        positive_margin: float = 0.8,
+        negative_margin: float = 0.3,
+        use_mini_batched_version: bool = True,
+        mini_batch_size: int = 50,
+        mini_batch_num_tokens: int | None = None,
+        show_progress_bar: bool = False,
+    ) -> None:
+        name = type(self).__name__
+        if mini_batch_num_tokens is not None:
+            _refuse(name, "mini_batch_num_tokens", mini_batch_num_tokens, "mini-batches are counted in rows")
+        inner: E.EmbeddingLoss = E.MegaBatchMarginLoss(positive_margin, negative_margin)
+        if use_mini_batched_version:
+            inner = E.CachedLoss(inner, mini_batch_size)
+        super().__init__(model, inner)
+        self.positive_margin, self.negative_margin = float(positive_margin), float(negative_margin)
+        self.mini_batch_size, self.mini_batch_num_tokens = int(mini_batch_size), mini_batch_num_tokens
+
+
+class GlobalOrthogonalRegularizationLoss(_Loss):
+    """A regularizer for any columns: the squared mean and the excess second moment (above ``1 / H``) of
+    each column's off-diagonal similarities, weighted and averaged (or summed) over the columns. It
+    returns their sum, one tensor (sentence-transformers returns them as a dict its trainer sums);
+    :meth:`terms` gives them by name."""
+
+    min_columns = 1
+
+    def __init__(
+        self,
+        model: Any,
+        similarity_fct: Callable[[Tensor, Tensor], Tensor] = util.cos_sim,
+        mean_weight: float | None = 1.0,
+        second_moment_weight: float | None = 1.0,
+        aggregation: str = "mean",
+    ) -> None:
+        name = type(self).__name__
+        if not mean_weight and not second_moment_weight:
+            raise ValueError(f"{name}: at least one of mean_weight or second_moment_weight must be non-zero")
+        if aggregation not in ("mean", "sum"):
+            raise ValueError(f"{name}: aggregation={aggregation!r} is not 'mean' or 'sum'")
+        super().__init__(
+            model, E.GlobalOrthogonalRegularizationLoss(similarity_fct, mean_weight, second_moment_weight, aggregation)
+        )
+        self.similarity_fct, self.mean_weight = similarity_fct, mean_weight
+        self.second_moment_weight, self.aggregation = second_moment_weight, aggregation
+
+    def terms(self, sentence_features: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
+        """The weighted terms by sentence-transformers' names (``gor_mean``, ``gor_second_moment``)."""
+        return self.inner.terms([self._embed(f) for f in sentence_features])
+
+
+# -- guided in-batch negatives --------------------------------------------------------------------------
+
+
+class GISTEmbedLoss(_Loss):
+    """In-batch negatives (anchor, positive[, negative]) at ``1 / temperature``, where the ``guide``
+    model (a bertkit or sentence-transformers SentenceTransformer, not trained) drops likely false
+    negatives: every candidate it scores above the row's own pair (less ``margin``, ``absolute`` or
+    ``relative``). The guide re-tokenizes the texts when its vocabulary or max_seq_length differ."""
+
+    min_columns, max_columns = 2, 3
+
+    def __init__(
+        self,
+        model: Any,
+        guide: Any,
+        temperature: float = 0.01,
+        margin_strategy: str = "absolute",
+        margin: float = 0.0,
+        contrast_anchors: bool = True,
+        contrast_positives: bool = True,
+        gather_across_devices: bool = False,
+    ) -> None:
+        self._init_guided(model, guide, temperature, margin_strategy, margin, contrast_anchors, contrast_positives)
+        if gather_across_devices:
+            _refuse(type(self).__name__, "gather_across_devices", True, "fit trains in one process")
+        super().__init__(model, self._formula)
+        self.gather_across_devices = gather_across_devices
+
+    def _init_guided(
+        self,
+        model: Any,
+        guide: Any,
+        temperature: float,
+        margin_strategy: str,
+        margin: float,
+        contrast_anchors: bool,
+        contrast_positives: bool,
+    ) -> None:
+        name = type(self).__name__
+        _check_model(name, model)
+        if not callable(guide) or not callable(getattr(guide, "preprocess", None)) or not hasattr(guide, "tokenizer"):
+            raise ValueError(
+                f"{name}: guide must be a SentenceTransformer (bertkit's or sentence-transformers'), got {guide!r}"
+            )
+        if margin_strategy not in ("absolute", "relative"):
+            raise ValueError(f"{name}: margin_strategy={margin_strategy!r} is not 'absolute' or 'relative'")
+        if not temperature > 0:
+            raise ValueError(f"{name}: temperature={temperature!r} must be positive")
+        self._formula = E.GISTEmbedLoss(temperature, margin_strategy, margin, contrast_anchors, contrast_positives)
+        self.temperature, self.margin_strategy, self.margin = float(temperature), margin_strategy, float(margin)
+        self.contrast_anchors, self.contrast_positives = contrast_anchors, contrast_positives
+        self._guide = [guide]  # in a list: the guide's weights are not the loss's (nothing trains them)
+        self.must_retokenize = (
+            model.tokenizer.get_vocab() != guide.tokenizer.get_vocab() or guide.max_seq_length < model.max_seq_length
+        )
+
+    @property
+    def guide(self) -> Any:
+        """The guide model."""
+        return self._guide[0]
+
+    def guide_embeddings(self, sentence_features: Sequence[dict[str, Tensor]]) -> list[Tensor]:
+        """The guide's vectors of each column, without gradients, on the model's device."""
+        guide, out = self.guide, []
+        device = getattr(guide, "device", None)
+        with torch.no_grad():
+            for features in sentence_features:
+                if self.must_retokenize:
+                    texts = self.model.tokenizer.batch_decode(features["input_ids"].tolist(), skip_special_tokens=True)
+                    features = guide.preprocess(texts)
+                if device is not None:
+                    features = {k: v.to(device) if torch.is_tensor(v) else v for k, v in features.items()}
+                out.append(guide(features)["sentence_embedding"].detach().to(features["input_ids"].device))
+        return [o.to(self.model.device) for o in out]
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        """The loss of one batch (``labels`` are not read)."""
+        features = list(sentence_features)
+        self.check_columns(len(features))
+        return self.inner(self._embed, features, self.guide_embeddings(features))
+
+    def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} computes its loss in forward (it runs the guide model)")
+
+
+class CachedGISTEmbedLoss(GISTEmbedLoss):
+    """:class:`GISTEmbedLoss` by GradCache: the whole batch's loss and gradients at ``mini_batch_size``
+    rows' activation memory (the guide runs on the whole batch without gradients)."""
+
+    def __init__(
+        self,
+        model: Any,
+        guide: Any,
+        temperature: float = 0.01,
+        mini_batch_size: int = 32,
+        mini_batch_num_tokens: int | None = None,
+        show_progress_bar: bool = False,
+        margin_strategy: str = "absolute",
+        margin: float = 0.0,
+        contrast_anchors: bool = True,
+        contrast_positives: bool = True,
+        gather_across_devices: bool = False,
+    ) -> None:
+        name = type(self).__name__
+        self._init_guided(model, guide, temperature, margin_strategy, margin, contrast_anchors, contrast_positives)
+        if gather_across_devices:
+            _refuse(name, "gather_across_devices", True, "fit trains in one process")
+        if mini_batch_num_tokens is not None:
+            _refuse(name, "mini_batch_num_tokens", mini_batch_num_tokens, "mini-batches are counted in rows")
+        _Loss.__init__(self, model, E.CachedLoss(self._formula, mini_batch_size))
+        self.gather_across_devices, self.mini_batch_size = gather_across_devices, int(mini_batch_size)
+
+
+# -- losses bertkit does not compute --------------------------------------------------------------------
+
+
+def _not_computed(loss: str, why: str) -> type:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(f"bertkit.losses.{loss} is not supported: {why}")
+
+    doc = f"sentence-transformers' {loss}, which bertkit does not compute: {why}. Constructing it raises."
+    return type(loss, (), {"__init__": __init__, "__doc__": doc, "__module__": __name__})
+
+
+_DECODER = "it trains a decoder to rebuild the text from the vector, and bertkit has no text decoder"
+DenoisingAutoEncoderLoss = _not_computed("DenoisingAutoEncoderLoss", _DECODER)
+ContrastiveTensionLoss = _not_computed(
+    "ContrastiveTensionLoss", "it trains a second copy of the encoder against the first, which bertkit does not keep"
+)
+ContrastiveTensionLossInBatchNegatives = _not_computed(
+    "ContrastiveTensionLossInBatchNegatives",
+    "it trains a second copy of the encoder against the first, which bertkit does not keep",
+)
+ContrastiveTensionDataLoader = _not_computed(
+    "ContrastiveTensionDataLoader", "it feeds ContrastiveTensionLoss, which bertkit does not compute"
+)
+AdaptiveLayerLoss = _not_computed(
+    "AdaptiveLayerLoss", "it trains on the vectors of every layer, and bertkit's losses see the last layer only"
+)
+Matryoshka2dLoss = _not_computed(
+    "Matryoshka2dLoss", "it trains on the vectors of every layer, and bertkit's losses see the last layer only"
+)

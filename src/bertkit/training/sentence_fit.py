@@ -60,6 +60,7 @@ __all__ = [
     "loader_examples",
     "run_fit",
     "smart_batching_collate",
+    "stack_labels",
 ]
 
 SCHEDULERS = ("constantlr", "warmupconstant", "warmuplinear", "warmupcosine")
@@ -108,10 +109,17 @@ def smart_batching_collate(model: Any, batch: Sequence[Any]) -> tuple[list[dict[
     """InputExamples -> (one tokenized batch per text column, the labels as one tensor)."""
     texts = [ex.texts for ex in batch]
     features = [model.tokenize(list(column)) for column in zip(*texts)]
-    labels = [ex.label for ex in batch]
+    return features, stack_labels([ex.label for ex in batch])
+
+
+def stack_labels(labels: Sequence[Any]) -> Tensor:
+    """Rows' labels as one tensor: numbers -> (N,); vectors (lists, NumPy arrays or tensors, such as a
+    teacher's embeddings) -> (N, ...), as sentence-transformers stacks them."""
+    if labels and isinstance(labels[0], Tensor):
+        return torch.stack([torch.as_tensor(x) for x in labels])
     if labels and isinstance(labels[0], np.ndarray):
-        return features, torch.from_numpy(np.stack(labels))
-    return features, torch.tensor(labels)
+        return torch.from_numpy(np.stack(labels))
+    return torch.tensor(labels)
 
 
 class _Collate:
@@ -223,8 +231,9 @@ def loader_examples(loader: Any, where: str) -> list[Any]:
     if isinstance(dataset, torch.utils.data.IterableDataset):
         raise TypeError(
             f"fit: {where} streams its examples ({type(dataset).__name__}); fit needs a DataLoader over a "
-            "list of InputExamples or a NoDuplicatesDataLoader (SentenceLabelDataset feeds batch-hard "
-            "triplet losses, which bertkit.losses does not have)"
+            "list of InputExamples or a NoDuplicatesDataLoader (for the batch triplet losses, give the "
+            "labelled InputExamples to a shuffled DataLoader, or SentenceTransformerTrainer with "
+            "batch_sampler='group_by_label')"
         )
     if dataset is None or not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
         raise TypeError(f"fit: {where} must be a DataLoader over a list of InputExamples, got {loader!r}")
@@ -268,6 +277,15 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list
         items = loader_examples(loader, f"train_objectives[{i}]'s DataLoader")
         width = len(items[0].texts)
         loss.check_columns(width)
+        if type(loss).check_labels is not _Loss.check_labels:  # a loss that reads its labels: all of them, now
+            try:
+                labels = stack_labels([ex.label for ex in items])
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise ValueError(
+                    f"fit: train_objectives[{i}]'s labels do not stack into one tensor for "
+                    f"{type(loss).__name__} (each example's label must have the same shape): {e}"
+                ) from None
+            loss.check_labels(labels, width)
         for j, ex in enumerate(items):
             if len(ex.texts) != width:
                 raise ValueError(

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,11 +51,13 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from bertkit._args import setting
 from bertkit.training.arguments import TrainingArguments, _ArgumentsType
+from bertkit.training.sentence_fit import stack_labels
 
 __all__ = [
     "BatchSamplers",
@@ -247,14 +250,39 @@ def _table(data: Any, kind: str, name: str | None) -> _Table:
     labels = None
     if label is not None:
         labels = columns[label]
+        shape = None
         for i, value in enumerate(labels):
-            if isinstance(value, Tensor):
-                continue
-            if not isinstance(value, (int, float)) and not (
-                isinstance(value, Sequence) and all(isinstance(x, (int, float)) for x in value)
-            ):
+            # a number, or a vector / matrix of numbers (a teacher's embeddings or scores), one shape for all rows
+            row_shape = _label_shape(value)
+            if row_shape is None:
                 raise ValueError(f"{where}: label column {label!r} row {i} is {value!r}, not a number")
+            if shape is None:
+                shape = row_shape
+            elif row_shape != shape:
+                raise ValueError(
+                    f"{where}: label column {label!r} row {i} has the shape {row_shape}, row 0 {shape}: "
+                    "every row's label needs the same shape"
+                )
     return _Table(name, text_columns, [columns[c] for c in text_columns], label, labels)
+
+
+def _label_shape(value: Any) -> tuple[int, ...] | None:
+    """A label's shape (``()`` for a number), or None when it is not numbers."""
+    if isinstance(value, Tensor):
+        return tuple(value.shape)
+    if isinstance(value, bool) or isinstance(value, (str, bytes)):
+        return () if isinstance(value, bool) else None
+    if isinstance(value, numbers.Real):
+        return ()
+    if isinstance(value, (Sequence, np.ndarray)):
+        array = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+        if array.dtype == object:
+            shapes = {_label_shape(x) for x in value}
+            if len(shapes) != 1 or None in shapes:
+                return None
+            return (len(value), *shapes.pop())
+        return tuple(array.shape) if np.issubdtype(array.dtype, np.number) else None
+    return None
 
 
 def _is_dataset(value: Any) -> bool:
@@ -479,8 +507,7 @@ class _Collate:
         features = self.features(table, rows)
         labels = None
         if table.labels is not None:
-            values = [table.labels[i] for i in rows]
-            labels = torch.stack(values) if isinstance(values[0], Tensor) else torch.tensor(values)
+            labels = stack_labels([table.labels[i] for i in rows])
         return {"table": k, "features": features, "labels": labels}
 
     def features(self, table: _Table, rows: list[int]) -> list[Any]:
@@ -573,6 +600,14 @@ class SentenceTransformerTrainer:
                 f"has {len(table.text_columns)} text columns {table.text_columns}, which "
                 f"{type(fn).__name__} cannot take",
             ) from None
+        check_labels = getattr(fn, "check_labels", None)
+        if check_labels is not None:
+            labels = None if table.labels is None else stack_labels(table.labels)
+            try:
+                check_labels(labels, len(table.text_columns))
+            except ValueError as e:
+                label = f"label column {table.label_column!r}" if table.labels is not None else "no label column"
+                raise self._refuse(where, f"({label}): {e}") from None
 
     def _refuse(self, name: str, why: str) -> ValueError:
         return _refuse(name, why, type(self).__name__)
