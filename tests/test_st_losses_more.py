@@ -107,6 +107,12 @@ def _guide(kind, length):
 CASES = {
     "MSELoss": ("teacher", lambda m: losses.MSELoss(m), lambda m: stl.MSELoss(m), None),
     "MSELoss-per-column": ("teacher-per-col", lambda m: losses.MSELoss(m), lambda m: stl.MSELoss(m), None),
+    "MatryoshkaLoss-MSELoss": (
+        "teacher",
+        lambda m: losses.MatryoshkaLoss(m, losses.MSELoss(m), [384, 128, 32], [1.0, 0.5, 0.25]),
+        lambda m: stl.MatryoshkaLoss(m, stl.MSELoss(m), [384, 128, 32], [1.0, 0.5, 0.25]),
+        None,
+    ),
     "EmbedDistillLoss-l2": (
         "teacher",
         lambda m: losses.EmbedDistillLoss(m, "l2"),

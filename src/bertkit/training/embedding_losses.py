@@ -224,9 +224,13 @@ class MatryoshkaLoss(EmbeddingLoss):
         full = reps[0].shape[-1]
         if self.dims[0] > full:
             raise ValueError(f"matryoshka dim {self.dims[0]} is above the model's embedding size {full}")
+        # labels as wide as the vectors are a teacher's vectors (distillation): cut to each prefix too
+        vectors = isinstance(labels, Tensor) and labels.ndim in (2, 3) and labels.shape[-1] == full
         loss = reps[0].new_zeros(())
         for d, w in zip(self.dims, self.weights):
-            loss = loss + w * self.inner.from_embeddings([F.normalize(r[..., :d], p=2, dim=-1) for r in reps], labels)
+            prefix_labels = labels[..., :d] if vectors else labels  # type: ignore[index]
+            prefixes = [F.normalize(r[..., :d], p=2, dim=-1) for r in reps]
+            loss = loss + w * self.inner.from_embeddings(prefixes, prefix_labels)
         return loss
 
 
