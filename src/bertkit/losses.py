@@ -12,6 +12,14 @@ Each loss is an ``nn.Module`` whose ``forward(sentence_features, labels)`` embed
 ``model(features)["sentence_embedding"]`` (with gradients) and returns the loss sentence-transformers
 returns. The formulas live in :mod:`bertkit.training.embedding_losses`; this module maps the
 constructor arguments onto them and refuses, by name, settings bertkit does not compute.
+
+Labels are what each loss reads: scores (CoSENT, AnglE), 1/0 (the contrastive losses), class ids (the
+batch triplet losses, over one text column), a teacher's vectors (MSELoss, EmbedDistillLoss: one per
+row, or one per column) or scores (MarginMSELoss, DistillKLDivLoss). ``fit`` and
+``SentenceTransformerTrainer`` check a dataset's labels against the loss (:meth:`_Loss.check_labels`)
+before the first step. The losses bertkit does not compute (DenoisingAutoEncoderLoss, the
+ContrastiveTension losses, AdaptiveLayerLoss, Matryoshka2dLoss) keep their names here, and constructing
+one raises NotImplementedError saying why.
 """
 
 from __future__ import annotations
@@ -109,6 +117,11 @@ class _Loss(nn.Module):
             want = f"at least {low}" if high is None else f"{low} to {high}"
         if not ok:
             raise ValueError(f"{type(self).__name__} takes {want} texts per InputExample, got {n}")
+
+    @property
+    def reads_labels(self) -> bool:
+        """Whether :meth:`check_labels` has anything to check (this loss reads its labels)."""
+        return type(self).check_labels is not _Loss.check_labels
 
     def check_labels(self, labels: Tensor | None, columns: int) -> None:
         """Refuse, before training, labels this loss cannot read: ``labels`` are a whole dataset's
@@ -297,6 +310,10 @@ class MatryoshkaLoss(_Loss):
         self.loss, self.columns = loss, loss.columns
         self.min_columns, self.max_columns = loss.min_columns, loss.max_columns
         self.matryoshka_dims, self.matryoshka_weights = tuple(self.inner.dims), tuple(self.inner.weights)
+
+    @property
+    def reads_labels(self) -> bool:
+        return self.loss.reads_labels
 
     def check_labels(self, labels: Tensor | None, columns: int) -> None:
         self.loss.check_labels(labels, columns)

@@ -12,7 +12,8 @@ A script written for sentence-transformers' ``fit`` runs unchanged::
               evaluator=evaluator, epochs=1, warmup_steps=100, output_path="out")
 
 What sentence-transformers does, done the same way: each batch of InputExamples becomes one
-tokenized batch per text column and a label tensor (``smart_batching_collate``); several objectives
+tokenized batch per text column and a label tensor (``smart_batching_collate``; a label is a number, or
+a list / NumPy array / tensor such as a teacher's vector, which the loss checks before training); several objectives
 take turns batch by batch, for as many rounds as the smallest DataLoader has batches; AdamW over the
 model's and the losses' parameters with ``weight_decay`` except on biases and LayerNorm weights; the
 learning-rate schedule over ``floor(examples / batch_size) x epochs x objectives`` steps (the last
@@ -277,7 +278,7 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list
         items = loader_examples(loader, f"train_objectives[{i}]'s DataLoader")
         width = len(items[0].texts)
         loss.check_columns(width)
-        if type(loss).check_labels is not _Loss.check_labels:  # a loss that reads its labels: all of them, now
+        if loss.reads_labels:  # all of the labels, checked now rather than at the batch that holds a bad one
             try:
                 labels = stack_labels([ex.label for ex in items])
             except (TypeError, ValueError, RuntimeError) as e:

@@ -19,7 +19,9 @@ What sentence-transformers does, done the same way. A dataset is a ``datasets.Da
 its ``column_names`` and columns; the ``datasets`` library itself is not needed), a dict of equal-length
 columns, or a list of row dicts; a dict of such datasets trains on several, each with the loss of its
 name when ``loss`` is a dict. The label column is the first of ``label``, ``labels``, ``score``,
-``scores``; every other column is a text column, in column order, tokenized with ``model.preprocess``.
+``scores``; every other column is a text column, in column order, tokenized with ``model.preprocess``. A
+label is a number or, for the distillation losses, a list or array of them (a teacher's vector), the
+same shape on every row; the loss checks the labels before training.
 The batches are those of sentence-transformers' samplers for the same seed: a shuffle seeded by the
 seed plus the epoch (accelerate's seedable sampler), ``NO_DUPLICATES`` batches with no value twice,
 ``GROUP_BY_LABEL`` batches of label pairs, and over several datasets ``PROPORTIONAL`` (every batch of
@@ -600,11 +602,10 @@ class SentenceTransformerTrainer:
                 f"has {len(table.text_columns)} text columns {table.text_columns}, which "
                 f"{type(fn).__name__} cannot take",
             ) from None
-        check_labels = getattr(fn, "check_labels", None)
-        if check_labels is not None:
+        if getattr(fn, "reads_labels", False):
             labels = None if table.labels is None else stack_labels(table.labels)
             try:
-                check_labels(labels, len(table.text_columns))
+                fn.check_labels(labels, len(table.text_columns))
             except ValueError as e:
                 label = f"label column {table.label_column!r}" if table.labels is not None else "no label column"
                 raise self._refuse(where, f"({label}): {e}") from None
