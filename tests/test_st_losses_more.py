@@ -13,6 +13,7 @@ of sentence-transformers' MSELoss on its model (each parameter's change within 2
 test_st_trainer). Bad input is refused with one ValueError naming the loss, the value and the limit."""
 
 import csv
+import functools
 import shutil
 
 import numpy as np
@@ -92,6 +93,7 @@ def _copy_projection(ours, ref):
     ours.projection.load_state_dict(ref.projection.state_dict())
 
 
+@functools.cache  # a guide is not trained: the cases share each one
 def _guide(kind, length):
     path = str(asset_path("minilm"))
     guide = st.SentenceTransformer(path, device="cpu") if kind == "st" else SentenceTransformer(path, device="cpu")

@@ -277,13 +277,12 @@ def _label_shape(value: Any) -> tuple[int, ...] | None:
     if isinstance(value, numbers.Real):
         return ()
     if isinstance(value, (Sequence, np.ndarray)):
-        array = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
-        if array.dtype == object:
-            shapes = {_label_shape(x) for x in value}
-            if len(shapes) != 1 or None in shapes:
-                return None
-            return (len(value), *shapes.pop())
-        return tuple(array.shape) if np.issubdtype(array.dtype, np.number) else None
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged
+            return None
+        numeric = np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+        return tuple(array.shape) if numeric and array.size else None
     return None
 
 
