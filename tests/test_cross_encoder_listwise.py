@@ -223,9 +223,9 @@ def test_lambda_loss_trainer_steps_equal_hand_written_steps_and_the_folder_score
 
 def test_listnet_eval_loss_over_row_dicts_and_no_duplicate_batches(head1, lee, tmp_path):
     """Listwise row dicts as an eval_dataset: evaluate()'s eval_loss is sentence-transformers' ListNetLoss
-    over the eval batches (mean over rows) on the same weights; with batch_sampler='no_duplicates' two
-    rows whose query repeats never share a batch (the lists compared whole, as sentence-transformers
-    compares them by their text)."""
+    over the eval batches (mean over rows) on the same weights; with batch_sampler='no_duplicates' rows
+    holding equal lists of documents never share a batch (a list compared whole, by its text, as
+    sentence-transformers compares it)."""
     rows = _listwise(lee, 2, [3, 5, 2, 4, 1])
     data = [{"query": q, "docs": d, "labels": y} for q, d, y in rows]
     model = _ours(head1)
@@ -241,16 +241,17 @@ def test_listnet_eval_loss_over_row_dicts_and_no_duplicate_batches(head1, lee, t
             total += float(cel.ListNetLoss(ref)(*_inputs([rows[i] for i in b]))) * len(b)
     assert trainer.evaluate()["eval_loss"] == pytest.approx(total / 5, rel=1e-5)
 
-    same_query = data + [{"query": rows[0][0], "docs": rows[1][1], "labels": rows[1][2]}]
+    # five queries, each with its own copy of one list of documents: no two may share a batch
+    same_docs = [{"query": q, "docs": list(rows[0][1]), "labels": rows[0][2]} for q, _, _ in rows]
     nodup = CrossEncoderTrainer(
         model=model,
         args=_args(tmp_path / "nodup", per_device_train_batch_size=2, batch_sampler="no_duplicates"),
-        train_dataset=same_query,
+        train_dataset=same_docs,
         loss=losses.ListNetLoss(model),
     )
     batches = [list(b) for b in nodup.batch_sampler]
-    assert sorted(i for b in batches for i in b) == list(range(6))
-    assert not any({0, 5} <= set(b) or {1, 5} <= set(b) for b in batches)
+    assert sorted(i for b in batches for i in b) == list(range(5))
+    assert all(len(b) == 1 for b in batches)
 
 
 def test_bad_listwise_input_is_refused_by_name(head1, lee):
