@@ -349,14 +349,6 @@ def test_early_stopping_and_the_best_model_at_end_as_transformers(setup, tmp_pat
     saved = bertkit.AutoModelForSequenceClassification.from_pretrained(tmp_path / "bk")
     torch.testing.assert_close(saved.state_dict()["classifier.weight"], model.state_dict()["classifier.weight"])
 
-    with pytest.raises(TypeError, match="PrinterCallback cannot run"):
-        bertkit.Trainer(
-            model=model,
-            args=bertkit.TrainingArguments(**call),
-            train_dataset=train,
-            callbacks=[transformers.PrinterCallback],
-        )
-
 
 @pytest.mark.parametrize(
     "settings",

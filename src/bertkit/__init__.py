@@ -62,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "Trainer": "bertkit.training",
     "EvalPrediction": "bertkit.training",
     "EarlyStoppingCallback": "bertkit.training",
+    "TrainerCallback": "bertkit.training",
+    "TrainerControl": "bertkit.training",
     "DataCollatorWithPadding": "bertkit.training",
     "DataCollatorForLanguageModeling": "bertkit.training",
     "DefaultDataCollator": "bertkit.training",

@@ -25,7 +25,9 @@ def plot_metrics(jsonl: str | os.PathLike, png: str | os.PathLike) -> Path:
     train = [r for r in rows if "loss" in r]
     evals = [r for r in rows if any(k.startswith("eval_") for k in r)]
     loss_keys = sorted({k for r in train for k in r if k == "loss" or k.endswith("_loss")})
-    eval_keys = sorted({k for r in evals for k in r if k.startswith("eval_")})
+    # an evaluation's runtime and speed are not a measure of the model
+    timing = ("_runtime", "_samples_per_second", "_steps_per_second")
+    eval_keys = sorted({k for r in evals for k in r if k.startswith("eval_") and not k.endswith(timing)})
     unit = [k for k in eval_keys if all(0.0 <= r[k] <= 1.0 for r in evals if r.get(k) is not None)]
     other = [k for k in eval_keys if k not in unit]
     panels = [("training loss", loss_keys, train), ("learning rate", ["lr"], train)]

@@ -100,6 +100,7 @@ from bertkit._io import atomic_write_json
 from bertkit._text import read_jsonl
 from bertkit.modeling.inspect import set_dropout
 from bertkit.training.arguments import TrainingArguments
+from bertkit.training.callbacks import CallbackHandler, TrainerCallback, TrainerControl
 from bertkit.training.checkpointing import latest_checkpoint
 from bertkit.training.plots import plot_metrics
 
@@ -109,6 +110,8 @@ __all__ = [
     "Trainer",
     "TrainResult",
     "EarlyStoppingCallback",
+    "TrainerCallback",
+    "TrainerControl",
     "EvalPrediction",
     "PredictionOutput",
     "TrainerState",
@@ -134,18 +137,22 @@ class EarlyStoppingCallback:
     early_stopping_threshold: float = 0.0
 
 
-def _with_callbacks(config: TrainingArguments, callbacks: Sequence[Any]) -> TrainingArguments:
-    """``config`` with what the callbacks ask for; a callback bertkit cannot run is refused by name."""
+def _is_early_stopping(cb: Any) -> bool:
+    # transformers' own EarlyStoppingCallback (sentence-transformers scripts import it from there) has
+    # the same two settings, read the same way
+    theirs = type(cb).__name__ == "EarlyStoppingCallback" and type(cb).__module__.startswith("transformers.")
+    return isinstance(cb, EarlyStoppingCallback) or theirs
+
+
+def _with_callbacks(config: TrainingArguments, callbacks: Sequence[Any]) -> tuple[TrainingArguments, list[Any]]:
+    """``config`` with the patience an EarlyStoppingCallback asks for, and the other callbacks (run
+    at their events by the Trainer)."""
+    others = []
     for cb in callbacks:
         cb = cb() if isinstance(cb, type) else cb
-        # transformers' own EarlyStoppingCallback (sentence-transformers scripts import it from there)
-        # has the same two settings, read the same way
-        theirs = type(cb).__name__ == "EarlyStoppingCallback" and type(cb).__module__.startswith("transformers.")
-        if not isinstance(cb, EarlyStoppingCallback) and not theirs:
-            raise TypeError(
-                f"Trainer(callbacks=...): {type(cb).__name__} cannot run in bertkit's Trainer; it takes "
-                "EarlyStoppingCallback (metrics go to metrics.jsonl and metrics.png)"
-            )
+        if not _is_early_stopping(cb):
+            others.append(cb)
+            continue
         if cb.early_stopping_threshold:
             raise ValueError(
                 f"EarlyStoppingCallback(early_stopping_threshold={cb.early_stopping_threshold}) is not supported: "
@@ -154,7 +161,7 @@ def _with_callbacks(config: TrainingArguments, callbacks: Sequence[Any]) -> Trai
         if not config.best_metric:
             raise ValueError("EarlyStoppingCallback needs metric_for_best_model (best_metric) to watch")
         config = dataclasses.replace(config, patience=int(cb.early_stopping_patience))
-    return config
+    return config, others
 
 
 def _format_metric(key: str, value: Any) -> Any:
@@ -249,6 +256,15 @@ class TrainerState:
     log_history: list[dict[str, Any]]
     total_flos: float = 0.0
     num_input_tokens_seen: int = 0
+    num_train_epochs: int = 0
+    logging_steps: int = 500
+    eval_steps: int = 0
+    save_steps: int = 0
+    train_batch_size: int | None = None
+    is_local_process_zero: bool = True
+    is_world_process_zero: bool = True
+    is_hyper_param_search: bool = False
+    trial_name: str | None = None
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
@@ -652,8 +668,10 @@ class Trainer:
     ) -> None:
         # transformers' keywords (args, data_collator, processing_class) name the same things
         config = _one_of("config", config, "args", args)
+        others: list[Any] = []
         if callbacks and config is not None:
-            config = _with_callbacks(config, callbacks)
+            config, others = _with_callbacks(config, callbacks)
+        self.callback_handler = CallbackHandler(others)
         collate_fn = _one_of("collate_fn", collate_fn, "data_collator", data_collator)
         tokenizer = _one_of("tokenizer", tokenizer, "processing_class", processing_class)
         optimizer = _one_of("optimizer", optimizer, "optimizers[0]", optimizers[0])
@@ -736,6 +754,50 @@ class Trainer:
             math.ceil(share) if config.extra.get("names") == "transformers" else int(share)
         )
         self._attach_model(model, optimizer, optimizers[1])
+        self._history: list[dict[str, Any]] | None = None  # log_history for callbacks, kept in memory
+        self._fire("on_init_end")
+
+    # ------------------------------------------------------------------ callbacks
+    def add_callback(self, callback: Any) -> None:
+        """Add a TrainerCallback (an instance or a class), as transformers' ``add_callback``."""
+        if _is_early_stopping(callback() if isinstance(callback, type) else callback):
+            raise ValueError(
+                "add_callback(EarlyStoppingCallback): give it when the Trainer is built (callbacks=[...]), "
+                "where it sets the run's patience"
+            )
+        self.callback_handler.add(callback)
+
+    def pop_callback(self, callback: Any) -> Any:
+        """Remove a callback (an instance, or the first of a class) and return it (None if absent)."""
+        return self.callback_handler.pop(callback)
+
+    def remove_callback(self, callback: Any) -> None:
+        """Remove a callback (an instance, or the first of a class)."""
+        self.callback_handler.pop(callback)
+
+    def _fire(self, event: str, **kwargs: Any) -> TrainerControl:
+        """Run ``event`` on the callbacks with transformers' arguments; nothing to do without callbacks."""
+        handler = self.callback_handler
+        if not handler.callbacks:
+            return handler.control
+        return handler.call(
+            event,
+            self.config,
+            self._callback_state(),
+            model=getattr(self, "raw_model", None),
+            processing_class=self.tokenizer,
+            optimizer=getattr(self, "optimizer", None),
+            lr_scheduler=getattr(self, "scheduler", None),
+            train_dataloader=None,
+            eval_dataloader=None,
+            **kwargs,
+        )
+
+    def _callback_state(self) -> TrainerState:
+        if self._history is None:
+            path = self.output_dir / "metrics.jsonl"
+            self._history = [self._as_transformers_row(r) for r in read_jsonl(path)] if path.exists() else []
+        return self._make_state(self._history)
 
     def call_model_init(self, trial: Any = None) -> nn.Module:
         """A new model from ``model_init`` (called with no argument, or with ``trial`` when it takes one),
@@ -954,11 +1016,21 @@ class Trainer:
             dist.barrier()
 
     def _log(self, row: dict[str, Any]) -> None:
-        if not self.is_main:
-            return
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        if self.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.output_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        if self.callback_handler.callbacks:
+            logs = self._as_transformers_row(row)
+            self._callback_state()  # the history up to this row, read once
+            assert self._history is not None
+            self._history.append(logs)
+            self._fire("on_log", logs={k: v for k, v in logs.items() if k != "step"})
+
+    def log(self, logs: dict[str, float]) -> None:
+        """transformers' ``log``: one row (with the step and epoch reached) in metrics.jsonl, and
+        ``on_log`` on the callbacks."""
+        self._log({"step": self.step, "epoch": self.epoch, **logs})
 
     # ------------------------------------------------------------------ checkpoints
     def _write_model(self, directory: Path) -> None:
@@ -977,6 +1049,7 @@ class Trainer:
 
     def save_checkpoint(self) -> Path | None:
         """Publish ``checkpoints/step-N`` (rank 0 writes every rank's RNG state); prune old ones."""
+        self._last_save_step = self.step
         self._store_counts()
         rng_states = self._gather_rng()
         final = None
@@ -1001,6 +1074,7 @@ class Trainer:
                 self.output_dir, self.step, self._write_model, state, rng_states, self.config.keep_last
             )
         self._barrier()
+        self._fire("on_save")
         return final
 
     def load_checkpoint(self, ckpt: Path) -> None:
@@ -1159,7 +1233,10 @@ class Trainer:
             flag = torch.tensor([1.0 if stop else 0.0], device=self.device)
             dist.broadcast(flag, src=0)
             stop = bool(flag.item())
-        self._stop = stop
+        self._stop = self._stop or stop
+        if self.evaluate_fn is not None:
+            done = {f"eval_{k}": v for k, v in metrics.items()}
+            self._fire("on_evaluate", metrics={**done, "epoch": self.step / self.steps_per_epoch})
         return metrics
 
     def _load_best(self) -> None:
@@ -1200,13 +1277,19 @@ class Trainer:
                     f"needs ({self.world_size} processes x {self.config.grad_accum_steps} accumulation)"
                 )
             start = self.batches_done_in_epoch
+            self._epoch_batches_used = n_use
+            cut = False
             for i in range(start + self.rank, n_use, self.world_size):
+                if self._epoch_cut:  # the epoch was ended early; _cut_epoch moved the position on
+                    self._epoch_cut, cut = False, True
+                    break
                 items = [self.dataset[j] for j in batches[i]]
                 batch = self.collate_fn(items)
                 self.batches_done_in_epoch = i - self.rank + self.world_size
                 yield batch, self.batches_done_in_epoch >= n_use
-            self.epoch += 1
-            self.batches_done_in_epoch = 0
+            if not cut:
+                self.epoch += 1
+                self.batches_done_in_epoch = 0
 
     @property
     def elapsed_seconds(self) -> float:
@@ -1255,6 +1338,10 @@ class Trainer:
         finally:
             self.close()
         result.training_loss, result.metrics = self._train_summary()
+        if self.callback_handler.callbacks:
+            # transformers logs the run's summary last, then ends the training
+            self._fire("on_log", logs=dict(result.metrics))
+            self._fire("on_train_end")
         return result
 
     def _train_summary(self) -> tuple[float | None, dict[str, float]]:
@@ -1267,6 +1354,10 @@ class Trainer:
             if "loss" in row and "step" in row:
                 span = max(1, int(row["step"]) - last)
                 total, steps, last = total + float(row["loss"]) * span, steps + span, int(row["step"])
+        window = getattr(self, "_window", None)
+        if window and window["steps"] and "loss" in window["sums"] and self.is_main:
+            # the steps after the last logged row (transformers' schedule logs no final row)
+            total, steps = total + float(window["sums"]["loss"]), steps + window["steps"]
         loss = total / steps if steps else None
         metrics: dict[str, float] = {"train_runtime": round(self.elapsed_seconds, 4)}
         # the rates are of this call's steps and time, as transformers' (a resumed run's earlier part not counted)
@@ -1299,7 +1390,11 @@ class Trainer:
         if self._finished():
             return self._already_finished()
         self._stop = False
-        self._last_eval_step = -1
+        self._last_eval_step = self._last_save_step = -1
+        self._history = None  # the run's log rows as _prepare_output left them
+        self._epoch_cut, self._steps_cut = False, 0
+        control = self.callback_handler.control
+        control._new_training()
         self.model.train()
         if self.step == 0 and self.world_size > 1:
             # Different dropout per rank, same weights (DDP broadcasts them); a resumed run has its
@@ -1334,19 +1429,42 @@ class Trainer:
         t_start = time.perf_counter()
         self._t_paused = 0.0  # evaluation and checkpoint time does not count against max_minutes
         self._elapsed = lambda: self.train_seconds + time.perf_counter() - t_start - self._t_paused
+        self._fire("on_train_begin")
+        epoch_begun = False
         try:
-            while self.step < self.total_steps and not self._stop:
+            while self.step + self._steps_cut < self.total_steps and not self._stop:
                 if cfg.max_minutes is not None and self._out_of_time():
                     if self.is_main:
                         print(f"stopping at step {self.step}: max_minutes={cfg.max_minutes} reached", file=sys.stderr)
                     break
+                if not epoch_begun:
+                    control._new_epoch()
+                    self._fire("on_epoch_begin")
+                    epoch_begun = True
+                control._new_step()
+                self._fire("on_step_begin")
                 lr, epoch_ended = self._step(stream)
-                self._maybe_log(lr, bar)
+                self._fire("on_step_end")
+                if (control.should_epoch_stop or control.should_training_stop) and not epoch_ended:
+                    if control.should_epoch_stop:
+                        self._cut_epoch()
+                    epoch_ended = True  # as transformers: a stopped run still ends its epoch
+                self._maybe_log(lr, bar, forced=control.should_log)
                 if bar is not None:
                     bar.update(1 if cfg.schedule == "steps" else max(0, min(bar.total, round(self._elapsed())) - bar.n))
-                self._maybe_eval_or_save(epoch_ended)
-            if self.evaluate_fn is not None and self._last_eval_step != self.step and not self._stop:
-                self.run_evaluation()  # always end with an evaluation of the final weights
+                # what this step's schedule (or a callback) asks for, then the epoch's end and what that asks
+                # for: transformers' order of events
+                self._maybe_eval_or_save(False, control.should_evaluate, control.should_save)
+                if epoch_ended:
+                    self._fire("on_epoch_end")
+                    epoch_begun = False
+                    self._maybe_eval_or_save(True, control.should_evaluate, control.should_save)
+                self._stop = self._stop or control.should_training_stop
+            # bertkit's own runs end with an evaluation of the final weights; a call in transformers'
+            # names evaluates on its schedule only, as transformers does
+            final_eval = cfg.extra.get("names") != "transformers"
+            if final_eval and self.evaluate_fn is not None and self._last_eval_step != self.step and not self._stop:
+                self.run_evaluation()
         finally:
             if bar is not None:
                 bar.close()
@@ -1356,13 +1474,13 @@ class Trainer:
             self._elapsed = lambda: stopped
         self._store_counts()
 
-        if cfg.save_every or cfg.save_each_epoch:
+        if (cfg.save_every or cfg.save_each_epoch) and self._last_save_step != self.step:
             self.save_checkpoint()
         if cfg.load_best_at_end:
             self._load_best()
         if self.is_main and cfg.save_final:
             self.save_final()
-        if self.is_main and cfg.plot:
+        if self.is_main and cfg.plot and (self.output_dir / "metrics.jsonl").is_file():  # nothing logged: no plot
             try:
                 plot_metrics(self.output_dir / "metrics.jsonl", self.output_dir / "metrics.png")
             except Exception as e:  # a plot must never cost the trained model
@@ -1371,6 +1489,16 @@ class Trainer:
         return TrainResult(
             self.step, self.epoch, self.best_metric, self.best_step, self._stop, self.last_metrics, str(self.output_dir)
         )
+
+    def _cut_epoch(self) -> None:
+        """End the epoch after this step (a callback's ``should_epoch_stop``): the next batch is the next
+        epoch's first, and a checkpoint written now records that position."""
+        self._epoch_cut = True
+        left = self._epoch_batches_used - self.batches_done_in_epoch
+        if self.config.max_steps is None:  # a run of whole epochs loses the epoch's remaining steps
+            self._steps_cut += left // (self.world_size * self.config.grad_accum_steps)
+        self.epoch += 1
+        self.batches_done_in_epoch = 0
 
     def _step(self, stream: Iterator[tuple[Any, bool]]) -> tuple[float, bool]:
         """One optimizer step over ``grad_accum_steps`` micro-batches; returns (lr used, epoch ended)."""
@@ -1406,6 +1534,8 @@ class Trainer:
             for k, v in (("loss", loss), *extra.items()):
                 v = v.detach().float() if isinstance(v, torch.Tensor) else torch.tensor(float(v))
                 sums[k] = sums.get(k, 0) + v / accum
+            if micro < accum - 1:
+                self._fire("on_substep_end")
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         if cfg.max_grad_norm:
@@ -1414,11 +1544,13 @@ class Trainer:
             self._grad_norm = torch.nn.utils.get_total_norm(
                 [p.grad for p in self.model.parameters() if p.grad is not None], foreach=True
             )
+        self._fire("on_pre_optimizer_step")
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
+        self._fire("on_optimizer_step")
         lr = max(self.scheduler.get_last_lr())  # the peak group's: the top of a layer-wise decay
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -1427,9 +1559,12 @@ class Trainer:
         self._window["tokens"] += step_tokens * self.world_size
         return lr, epoch_ended
 
-    def _maybe_log(self, lr: float, bar: Any) -> None:
-        """Every ``log_every`` steps: the window's mean loss terms (over ranks), lr and throughput."""
-        if not (self.step % self.config.log_every == 0 or self.step == self.total_steps):
+    def _maybe_log(self, lr: float, bar: Any, forced: bool = False) -> None:
+        """Every ``log_every`` steps (and when a callback asks): the window's mean loss terms (over
+        ranks), lr and throughput."""
+        # transformers logs on its schedule only; bertkit's own runs also log the last step's window
+        last = self.step == self.total_steps and self.config.extra.get("names") != "transformers"
+        if not (forced or self.step % self.config.log_every == 0 or last):
             return
         w = self._window
         now = time.perf_counter()
@@ -1462,13 +1597,23 @@ class Trainer:
             )
         self._window = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
 
-    def _maybe_eval_or_save(self, epoch_ended: bool) -> None:
-        """Evaluate and/or write a checkpoint when due; their time is not training time."""
+    def _maybe_eval_or_save(self, epoch_end: bool, eval_asked: bool = False, save_asked: bool = False) -> None:
+        """Evaluate and/or write a checkpoint when the step schedule (``epoch_end``: the epoch schedule)
+        or a callback asks, at most once a step; their time is not training time."""
         cfg = self.config
-        due_eval = (cfg.eval_every and self.step % cfg.eval_every == 0) or (cfg.eval_each_epoch and epoch_ended)
-        due_save = (
-            (cfg.save_every and self.step % cfg.save_every == 0) or (cfg.save_each_epoch and epoch_ended)
-        ) and self.step < self.total_steps
+        every_eval, every_save = (
+            (cfg.eval_each_epoch, cfg.save_each_epoch)
+            if epoch_end
+            else (
+                bool(cfg.eval_every and self.step % cfg.eval_every == 0),
+                bool(cfg.save_every and self.step % cfg.save_every == 0),
+            )
+        )
+        due_eval = (every_eval or (eval_asked and self.evaluate_fn is not None)) and self._last_eval_step != self.step
+        due_save = (every_save or save_asked) and self._last_save_step != self.step
+        if self.step >= self.total_steps and cfg.extra.get("names") != "transformers":
+            # bertkit's own runs write the last checkpoint after their final evaluation, so it holds it
+            due_save = False
         if not (due_eval or due_save):
             return
         t0 = time.perf_counter()
@@ -1543,13 +1688,17 @@ class Trainer:
         """The metrics on ``eval_dataset`` an evaluation while training logs; of a dict of datasets, each
         one's under ``{name}_`` (logged as ``eval_{name}_...``, as transformers names them)."""
         ignore = getattr(self, "_ignore_keys_for_eval", None)
+
+        def metrics(part: Any) -> dict[str, float]:
+            start = time.perf_counter()
+            out = self._evaluate_dataset(model, part, ignore_keys=ignore)[2]
+            # transformers' runtime and speed beside them ("p_runtime" -> "runtime")
+            out.update({k[2:]: v for k, v in self._speed_metrics("p", start, len(part)).items()})
+            return out
+
         if isinstance(self.eval_dataset, dict):
-            return {
-                f"{name}_{k}": v
-                for name, part in self.eval_dataset.items()
-                for k, v in self._evaluate_dataset(model, part, ignore_keys=ignore)[2].items()
-            }
-        return self._evaluate_dataset(model, self.eval_dataset, ignore_keys=ignore)[2]
+            return {f"{name}_{k}": v for name, part in self.eval_dataset.items() for k, v in metrics(part).items()}
+        return metrics(self.eval_dataset)
 
     def _in_eval_mode(self, work: Callable[[nn.Module], Any]) -> Any:
         """``work(model)`` in eval mode without gradients; the model's own mode comes back after."""
@@ -1598,6 +1747,9 @@ class Trainer:
         metrics["epoch"] = self.step / self.steps_per_epoch
         if self._counts_tokens:
             metrics["num_input_tokens_seen"] = self.num_input_tokens_seen
+        if self.callback_handler.callbacks:
+            self._fire("on_log", logs=dict(metrics))
+            self._fire("on_evaluate", metrics=metrics)
         return metrics
 
     def predict(
@@ -1612,6 +1764,7 @@ class Trainer:
             lambda m: self._evaluate_dataset(m, test_dataset, f"{metric_key_prefix}_", ignore_keys)
         )
         metrics.update(self._speed_metrics(metric_key_prefix, start, len(test_dataset)))
+        self._fire("on_predict", metrics=metrics)
         return PredictionOutput(predictions, label_ids, metrics)
 
     def save_model(self, output_dir: str | os.PathLike | None = None) -> None:
@@ -1646,6 +1799,10 @@ class Trainer:
     def state(self) -> TrainerState:
         """Where the run stands, as transformers' ``trainer.state`` (``log_history`` read from metrics.jsonl)."""
         path = self.output_dir / "metrics.jsonl"
+        return self._make_state([self._as_transformers_row(r) for r in read_jsonl(path)] if path.exists() else [])
+
+    def _make_state(self, log_history: list[dict[str, Any]]) -> TrainerState:
+        cfg = self.config
         return TrainerState(
             global_step=self.step,
             epoch=self.step / self.steps_per_epoch,
@@ -1653,9 +1810,16 @@ class Trainer:
             best_metric=self.best_metric,
             best_global_step=self.best_step,
             best_model_checkpoint=str(self.output_dir / "best") if self.best_step is not None else None,
-            log_history=[self._as_transformers_row(r) for r in read_jsonl(path)] if path.exists() else [],
+            log_history=log_history,
             total_flos=self.total_flos,
             num_input_tokens_seen=self.num_input_tokens_seen,
+            num_train_epochs=math.ceil(self.total_steps / self.steps_per_epoch),
+            logging_steps=cfg.log_every,
+            eval_steps=cfg.eval_every or 0,
+            save_steps=cfg.save_every or 0,
+            train_batch_size=cfg.batch_size,
+            is_local_process_zero=self.local_rank == 0,
+            is_world_process_zero=self.is_main,
         )
 
     def _as_transformers_row(self, row: dict[str, Any]) -> dict[str, Any]:
