@@ -173,7 +173,9 @@ def test_margin_mse_value_and_gradients_equal_sentence_transformers(negatives, k
 
 
 def test_config_dicts_name_the_settings_as_sentence_transformers_does(pair):
-    """Each loss's get_config_dict has sentence-transformers' keys and values (class paths aside)."""
+    """Each loss's get_config_dict has sentence-transformers' keys and values (class paths aside), and
+    bertkit.cross_encoder.losses names every loss sentence-transformers' does."""
+    assert set(losses.__all__) == set(cel.__all__)
     ref, ours = pair
     for name, (make, _) in CASES.items():
         want, got = make(ref, cel).get_config_dict(), make(ours, losses).get_config_dict()
@@ -345,10 +347,48 @@ def test_bad_listwise_input_is_refused_by_name(head1, lee):
     )
 
 
-def test_the_loss_not_offered_says_so_when_built(head1):
-    """CachedMultipleNegativesRankingLoss is named in the module but not written: building it raises a
-    one-line NotImplementedError naming it, with the loss to use instead."""
-    with pytest.raises(NotImplementedError, match=r"^CachedMultipleNegativesRankingLoss is not implemented") as e:
-        losses.CachedMultipleNegativesRankingLoss(CrossEncoder(head1, device="cpu"), mini_batch_size=8)
-    assert "\n" not in str(e.value) and "MultipleNegativesRankingLoss" in str(e.value)
-    assert set(losses.__all__) == set(cel.__all__)
+@pytest.mark.parametrize("mini_batch_size", [4, 5])
+def test_cached_mnrl_value_and_gradients_equal_sentence_transformers(mini_batch_size, pair, lee):
+    """CachedMultipleNegativesRankingLoss on (query, positive, negative) columns of six rows, three
+    drawn negatives: the value and gradients of sentence-transformers' cached loss (the draws from the
+    global RNG seeded alike), in mini-batches that do and do not divide the pairs of a slot; the value
+    is the uncached loss's too."""
+    rows = lee[6::29][:6]
+    texts = [[_short(r[0]) for r in rows], [_short(r[1]) for r in rows], [_short(r[1]) for r in lee[13::29][:6]]]
+    ref, ours = pair
+    _zero(ref, ours)
+    torch.manual_seed(5)
+    want = cel.CachedMultipleNegativesRankingLoss(ref, num_negatives=3, mini_batch_size=mini_batch_size)(texts)
+    want.backward()
+    torch.manual_seed(5)
+    got = losses.CachedMultipleNegativesRankingLoss(ours, num_negatives=3, mini_batch_size=mini_batch_size)(texts)
+    got.backward()
+    _assert_same_value_and_gradients(want, got, ref, ours)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        plain = losses.MultipleNegativesRankingLoss(ours, num_negatives=3)(texts)
+    assert float(plain) == pytest.approx(float(got.detach()), abs=1e-5)
+
+
+def test_cached_mnrl_trainer_steps_equal_hand_written_steps(head1, lee, tmp_path):
+    """CrossEncoderTrainer with CachedMultipleNegativesRankingLoss (mini-batches of 5 pairs, two drawn
+    negatives): the backward pass runs from the hook on the loss, and 3 steps over 9 rows in batches of
+    3 make the same changes as hand-written steps of sentence-transformers' cached loss (the draws
+    from the global RNG, which both sides seed with the training seed)."""
+    rows = lee[7::23][:9]
+    negs = [_short(r[1]) for r in lee[15::23][:9]]
+    columns = [[_short(r[0]) for r in rows], [_short(r[1]) for r in rows], negs]
+    ref = _theirs(head1)
+    cached = cel.CachedMultipleNegativesRankingLoss(ref, num_negatives=2, mini_batch_size=5)
+    batches = _seedable_batches(9, 3, seed=12)
+    steps = [(cached, [[c[i] for i in b] for c in columns], None) for b in batches]
+    torch.manual_seed(12)
+    start = _reference_steps(ref, steps, 5e-5, 0.0)
+
+    ours = _ours(head1)
+    data = {"query": columns[0], "positive": columns[1], "negative": columns[2]}
+    loss = losses.CachedMultipleNegativesRankingLoss(ours, num_negatives=2, mini_batch_size=5)
+    CrossEncoderTrainer(
+        model=ours, args=_args(tmp_path / "run", per_device_train_batch_size=3), train_dataset=data, loss=loss
+    ).train()
+    _assert_same_changes(start, ref, ours)

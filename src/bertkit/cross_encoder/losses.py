@@ -13,6 +13,8 @@ by its fp32 training model (``model.training_model``), the weights the trainer u
 - :class:`MultipleNegativesRankingLoss`: (query, positive[, negative...]) columns, no labels needed;
   each query ranks its positive above ``num_negatives`` candidates drawn from the other rows'
   positives and negatives (torch's global RNG, as sentence-transformers draws) and its own hard negatives.
+- :class:`CachedMultipleNegativesRankingLoss`: the same loss with the memory of ``mini_batch_size`` pairs
+  (scores first without a graph, then again mini-batch by mini-batch in the backward pass).
 - :class:`MarginMSELoss`: (query, positive, negative...) columns; the label is the teacher's margin
   (or margins, or the positive's and negatives' scores); squared error of the head's margins.
 
@@ -29,8 +31,6 @@ forwards of ``mini_batch_size`` pairs (None: as many pairs as queries in the bat
 - :class:`PListMLELoss`: the Plackett-Luce likelihood of the labels' order, positions weighed by a
   :class:`PListMLELambdaWeight`; :class:`ListMLELoss`: the same unweighted.
 - :class:`ADRMSELoss`: squared error between each document's label rank and its approximate (sigmoid) rank.
-
-``CachedMultipleNegativesRankingLoss`` is not offered: building it raises NotImplementedError.
 """
 
 from __future__ import annotations
@@ -460,15 +460,81 @@ class MarginMSELoss(CrossEncoderLoss):
         return {"activation_fn": _fullname(self.activation_fn)}
 
 
-class CachedMultipleNegativesRankingLoss(CrossEncoderLoss):
-    """sentence-transformers' ``CachedMultipleNegativesRankingLoss`` (MNRL with cached logit gradients for
-    large batches) is not offered by bertkit: building it raises NotImplementedError."""
+class CachedMultipleNegativesRankingLoss(MultipleNegativesRankingLoss):
+    """sentence-transformers' cross-encoder ``CachedMultipleNegativesRankingLoss``: the loss of
+    :class:`MultipleNegativesRankingLoss` (same candidates, same random draws) with the memory of
+    ``mini_batch_size`` pairs. All pairs are first scored without a graph, ``mini_batch_size`` at a
+    time; the loss and its gradients with respect to those scores are computed; when the backward pass
+    reaches the loss, each mini-batch is scored again with a graph (the same dropout, its RNG state
+    replayed) and its cached score gradients pushed through the model. ``show_progress_bar`` is
+    accepted and not drawn."""
 
-    def __init__(self, model: Any, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            "CachedMultipleNegativesRankingLoss is not implemented in bertkit (its gradient caching is not "
-            "written); use MultipleNegativesRankingLoss, which computes the same loss in one pass"
-        )
+    def __init__(
+        self,
+        model: Any,
+        num_negatives: int | None = 4,
+        scale: float = 10.0,
+        activation_fn: nn.Module | None = nn.Sigmoid(),
+        mini_batch_size: int = 32,
+        show_progress_bar: bool = False,
+    ) -> None:
+        super().__init__(model, num_negatives=num_negatives, scale=scale, activation_fn=activation_fn)
+        if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size <= 0:
+            raise ValueError(
+                f"CachedMultipleNegativesRankingLoss: mini_batch_size={mini_batch_size!r} is not a positive count"
+            )
+        self.mini_batch_size = mini_batch_size
+        self.show_progress_bar = show_progress_bar
+
+    def forward(
+        self, inputs: list[list[str]], labels: Tensor | None = None, prompt: str | None = None, task: str | None = None
+    ) -> Tensor:
+        """The loss of one batch, its backward pass run mini-batch by mini-batch (see the class docs)."""
+        from bertkit.training.embedding_losses import _RandState
+
+        if prompt is not None or task is not None:
+            raise ValueError(
+                "CachedMultipleNegativesRankingLoss: prompt= and task= are not supported by bertkit's CrossEncoder"
+            )
+        self.check_columns(len(inputs))
+        queries = list(inputs[0])
+        batch_size = len(queries)
+        # the pairs slot after slot, as the uncached loss scores them: positives, drawn negatives, hard negatives
+        candidates = list(inputs[1])
+        for negatives in self.get_in_batch_negatives(queries, [list(c) for c in inputs[1:]]):
+            candidates.extend(negatives)
+        for negatives in inputs[2:]:
+            candidates.extend(negatives)
+        anchors = queries * (len(candidates) // batch_size)
+        size = self.mini_batch_size
+        chunks = [(anchors[i : i + size], candidates[i : i + size]) for i in range(0, len(anchors), size)]
+        device = self.model.device
+        grad_enabled = torch.is_grad_enabled()
+        logits, states = [], []
+        for first, second in chunks:
+            states.append(_RandState(torch.device(device)))
+            with torch.no_grad():
+                logits.append(self.scores(first, second).squeeze(1).detach().requires_grad_())
+        if not grad_enabled:  # evaluation: no backward pass will come
+            return self.calculate_loss(logits, batch_size)
+        loss = self.calculate_loss(logits, batch_size)
+        cache = torch.autograd.grad(loss, logits)
+        out = loss.detach().requires_grad_()
+
+        def backward_hook(grad_output: Tensor) -> None:
+            # the outer backward pass reached the loss: each mini-batch's scores again, with a graph
+            with torch.enable_grad():
+                for (first, second), grad, state in zip(chunks, cache, states):
+                    with state.replay():
+                        scores = self.scores(first, second).squeeze(1)
+                    (scores * grad).sum().mul(grad_output).backward()
+
+        out.register_hook(backward_hook)
+        return out
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers records for this loss."""
+        return {**super().get_config_dict(), "mini_batch_size": self.mini_batch_size}
 
 
 # -- listwise (learning-to-rank) losses -----------------------------------------------------------------
