@@ -14,6 +14,7 @@ test_st_trainer). Bad input is refused with one ValueError naming the loss, the 
 
 import csv
 import functools
+import re
 import shutil
 
 import numpy as np
@@ -74,7 +75,11 @@ def data(lee, polarity):
     dot = st.util.pairwise_dot_score
     margin = dot(enc["a"], enc["b"]) - dot(enc["a"], enc["neg"])
     three = torch.stack([dot(enc["a"], enc["b"]), dot(enc["a"], enc["neg"]), dot(enc["a"], enc["neg2"])], 1)
+    # matched pairs: a document's first sentence and its second (each anchor's positive is its own)
+    sentences = [re.split(r"(?<=[.!?])\s+", d) for d in sorted({r[0] for r in lee})]
+    matched = [s for s in sentences if len(s) >= 2][:N]
     return {
+        "matched": ([[s[0] for s in matched], [s[1] for s in matched]], None),
         "teacher": ([a], enc["b"]),
         "teacher-per-col": ([a, b], torch.stack([enc["b"], enc["a"]], 1)),
         "margin": ([a, b, neg], margin),
@@ -211,13 +216,13 @@ CASES = {
         None,
     ),
     "MegaBatchMarginLoss": (
-        "pair",
+        "matched",
         lambda m: losses.MegaBatchMarginLoss(m, mini_batch_size=3),
         lambda m: stl.MegaBatchMarginLoss(m, mini_batch_size=3),
         None,
     ),
     "MegaBatchMarginLoss-whole-batch": (
-        "pair",
+        "matched",
         lambda m: losses.MegaBatchMarginLoss(m, 0.9, 0.1, use_mini_batched_version=False),
         lambda m: stl.MegaBatchMarginLoss(m, 0.9, 0.1, use_mini_batched_version=False),
         None,
