@@ -418,7 +418,7 @@ def test_bad_input_is_refused_by_name(models, lee, tmp_path):
         _fit(model, [InputExample(texts=[t, t], label=[1.0]) for t in texts], losses.DistillKLDivLoss(model))
     with pytest.raises(ValueError, match=r"DistillKLDivLoss: temperature=0 must be a positive finite number"):
         losses.DistillKLDivLoss(model, temperature=0)
-    with pytest.raises(ValueError, match=r"BatchHardTripletLoss takes 1 texts per InputExample, got 2"):
+    with pytest.raises(ValueError, match=r"BatchHardTripletLoss takes 1 text per InputExample, got 2"):
         _fit(model, [InputExample(texts=[t, t], label=1) for t in texts], losses.BatchHardTripletLoss(model))
     with pytest.raises(ValueError, match=r"BatchAllTripletLoss: each row's label must be one number .its class."):
         _fit(model, [InputExample(texts=[t], label=[1, 2]) for t in texts], losses.BatchAllTripletLoss(model))

@@ -116,7 +116,8 @@ class _Loss(nn.Module):
             ok = n >= low and (high is None or n <= high)
             want = f"at least {low}" if high is None else f"{low} to {high}"
         if not ok:
-            raise ValueError(f"{type(self).__name__} takes {want} texts per InputExample, got {n}")
+            noun = "text" if want == "1" else "texts"
+            raise ValueError(f"{type(self).__name__} takes {want} {noun} per InputExample, got {n}")
 
     @property
     def reads_labels(self) -> bool:

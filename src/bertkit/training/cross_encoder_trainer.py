@@ -39,7 +39,6 @@ them after ``train()``, and every checkpoint is a folder sentence-transformers' 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -51,11 +50,9 @@ from bertkit.training.st_trainer import (
     SentenceTransformerTrainer,
     SentenceTransformerTrainingArguments,
     _Collate,
-    _columns_of,
-    _is_dataset,
+    _is_list,
     _STArgumentsType,
     _Table,
-    _where,
 )
 
 __all__ = ["CrossEncoderTrainer", "CrossEncoderTrainingArguments"]
@@ -69,66 +66,6 @@ class CrossEncoderTrainingArguments(SentenceTransformerTrainingArguments, metacl
     ``router_mapping`` and ``learning_rate_mapping`` are refused by name."""
 
 
-class _Docs(str):
-    """A row's list of documents inside a text column. The shared dataset reader takes text columns of
-    strings only, so a list travels as a string: its ``str()``, which is also the value
-    sentence-transformers' no-duplicates sampler compares, carrying the list itself in ``docs``."""
-
-    docs: list[Any]
-
-    def __new__(cls, docs: Sequence[Any]) -> _Docs:
-        out = super().__new__(cls, str(list(docs)))
-        out.docs = list(docs)
-        return out
-
-
-class _LabelList(float):
-    """A listwise row's labels inside the label column. The shared dataset reader takes labels of one
-    shape for all rows, and each row has as many labels as documents, so the list travels as a number
-    (0.0), carrying the list itself in ``values``."""
-
-    values: list[Any]
-
-    def __new__(cls, values: Sequence[Any]) -> _LabelList:
-        out = super().__new__(cls, 0.0)
-        out.values = list(values)
-        return out
-
-
-def _unwrap(value: Any) -> Any:
-    if isinstance(value, _Docs):
-        return value.docs
-    return value.values if isinstance(value, _LabelList) else value
-
-
-def _is_list(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-
-
-def _with_lists(data: Any, kind: str) -> Any:
-    """``data`` (a dataset, or a dict of named datasets) with every list in a text column carried as a
-    :class:`_Docs`, and then every list in its label column as a :class:`_LabelList`; anything the
-    shared reader will refuse is left for it to refuse in its own words."""
-    if data is None:
-        return None
-    named = getattr(data, "column_names", None)
-    several = isinstance(data, Mapping) and (
-        isinstance(named, Mapping) or (bool(data) and all(_is_dataset(v) for v in data.values()))
-    )
-    if several:
-        return {name: _with_lists(part, kind) for name, part in data.items()}
-    try:
-        columns = _columns_of(data, _where(kind, None))
-    except ValueError:
-        return data
-    if not any(_is_list(v) for c, values in columns.items() if c not in LABEL_COLUMNS for v in values):
-        return data
-    return {
-        c: [(_LabelList if c in LABEL_COLUMNS else _Docs)(v) if _is_list(v) else v for v in values]
-        for c, values in columns.items()
-    }
-
-
 class _TextCollate(_Collate):
     """sentence-transformers' CrossEncoderDataCollator: each text column's raw texts (a listwise row's
     documents as a list; the loss tokenizes the pairs), and the labels: a tensor of one value per row,
@@ -140,7 +77,7 @@ class _TextCollate(_Collate):
         rows = [i for _, i in items]
         labels: Any = None
         if table.labels is not None:
-            values = [_unwrap(table.labels[i]) for i in rows]
+            values = [table.labels[i] for i in rows]
             if isinstance(values[0], Tensor):
                 labels = torch.stack(values)
             elif _is_list(values[0]):
@@ -150,7 +87,7 @@ class _TextCollate(_Collate):
         return {"table": k, "features": self.features(table, rows), "labels": labels}
 
     def features(self, table: _Table, rows: list[int]) -> list[Any]:
-        return [[_unwrap(column[i]) for i in rows] for column in table.texts]
+        return [[column[i] for i in rows] for column in table.texts]
 
 
 class CrossEncoderTrainer(SentenceTransformerTrainer):
@@ -161,25 +98,7 @@ class CrossEncoderTrainer(SentenceTransformerTrainer):
     _model_name = "CrossEncoder"
     _args_type = CrossEncoderTrainingArguments
     _collate_type = _TextCollate
-
-    def __init__(
-        self,
-        model: Any = None,
-        args: Any = None,
-        train_dataset: Any = None,
-        eval_dataset: Any = None,
-        *rest: Any,
-        **kwargs: Any,
-    ) -> None:
-        # the arguments after the datasets (loss, evaluator, callbacks...) are the sentence-transformer trainer's
-        train, evals = _with_lists(train_dataset, "train"), _with_lists(eval_dataset, "eval")
-        super().__init__(model, args, train, evals, *rest, **kwargs)
-
-    def evaluate(
-        self, eval_dataset: Any = None, ignore_keys: list[str] | None = None, metric_key_prefix: str = "eval"
-    ) -> dict[str, float]:
-        """The eval loss(es) and the evaluator's metrics, as sentence-transformers' ``evaluate``."""
-        return super().evaluate(_with_lists(eval_dataset, "eval"), ignore_keys, metric_key_prefix)
+    _listwise_rows = True
 
     def _model_type(self) -> type:
         from bertkit.pipelines.cross_encoder import CrossEncoder
@@ -210,8 +129,8 @@ class CrossEncoderTrainer(SentenceTransformerTrainer):
             ) from None
         if fn.needs_labels and table.labels is None:
             raise self._refuse(where, f"has no label column ({', '.join(LABEL_COLUMNS)}), which {name} needs")
-        texts = [[_unwrap(v) for v in column] for column in table.texts]
-        labels = None if table.labels is None or not fn.needs_labels else [_unwrap(v) for v in table.labels]
+        texts = table.texts
+        labels = None if table.labels is None or not fn.needs_labels else table.labels
         bad = fn.find_problem(texts, labels)
         if bad is None:
             return

@@ -177,7 +177,7 @@ class _Table:
 
     name: str | None
     text_columns: list[str]
-    texts: list[list[str]]  # one list per text column
+    texts: list[list[Any]]  # one list per text column: texts (a listwise row: its list of documents)
     label_column: str | None
     labels: list[Any] | None
 
@@ -186,7 +186,8 @@ class _Table:
 
     def row_values(self, i: int) -> frozenset[str]:
         """The row's values as sentence-transformers' no-duplicates sampler compares them (labels aside)."""
-        return frozenset(column[i] for column in self.texts)
+        # a list of documents as its str(), which is what sentence-transformers compares
+        return frozenset(v if isinstance(v, str) else str(v) for v in (column[i] for column in self.texts))
 
 
 def _where(kind: str, name: str | None) -> str:
@@ -222,8 +223,14 @@ def _columns_of(data: Any, where: str) -> dict[str, list[Any]]:
     )
 
 
-def _table(data: Any, kind: str, name: str | None) -> _Table:
-    """``data`` read and checked as sentence-transformers reads a dataset (see the module docs)."""
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _table(data: Any, kind: str, name: str | None, lists: bool = False) -> _Table:
+    """``data`` read and checked as sentence-transformers reads a dataset (see the module docs).
+    ``lists``: a text column may hold a list per row (a listwise row's documents) and a label column a
+    list per row of any length (their labels); the trainer's loss checks them."""
     where = _where(kind, name)
     columns = _columns_of(data, where)
     if not columns:
@@ -247,13 +254,15 @@ def _table(data: Any, kind: str, name: str | None) -> _Table:
         raise ValueError(f"{where} has no text column beside its label column {label!r}")
     for c in text_columns:
         for i, value in enumerate(columns[c]):
-            if not isinstance(value, str):
+            if not isinstance(value, str) and not (lists and _is_list(value)):
                 raise ValueError(f"{where}: column {c!r} row {i} is {type(value).__name__} ({value!r}), not a text")
     labels = None
     if label is not None:
         labels = columns[label]
         shape = None
         for i, value in enumerate(labels):
+            if lists and _is_list(value):
+                continue
             # a number, or a vector / matrix of numbers (a teacher's embeddings or scores), one shape for all rows
             row_shape = _label_shape(value)
             if row_shape is None:
@@ -294,7 +303,7 @@ def _is_dataset(value: Any) -> bool:
     )
 
 
-def _tables(data: Any, kind: str) -> list[_Table] | None:
+def _tables(data: Any, kind: str, lists: bool = False) -> list[_Table] | None:
     """A dataset, or a dict (DatasetDict) of named datasets, as tables; None for None."""
     if data is None:
         return None
@@ -303,10 +312,10 @@ def _tables(data: Any, kind: str) -> list[_Table] | None:
         isinstance(named, Mapping) or (bool(data) and all(_is_dataset(v) for v in data.values()))
     )
     if not several:
-        return [_table(data, kind, None)]
+        return [_table(data, kind, None, lists)]
     if not data:
         raise ValueError(f"{kind}_dataset is an empty dict of datasets")
-    return [_table(part, kind, str(name)) for name, part in data.items()]
+    return [_table(part, kind, str(name), lists) for name, part in data.items()]
 
 
 # -- batches --------------------------------------------------------------------------------------------
@@ -574,6 +583,7 @@ class SentenceTransformerTrainer:
     _model_name = "SentenceTransformer"
     _args_type: type = SentenceTransformerTrainingArguments
     _collate_type: type = _Collate
+    _listwise_rows = False  # a text column may hold lists of documents, a label column lists of labels
 
     def _model_type(self) -> type:
         from bertkit.pipelines.sentence_transformer import SentenceTransformer
@@ -667,8 +677,8 @@ class SentenceTransformerTrainer:
             evaluator = SequentialEvaluator(list(evaluator))
 
         self.model, self.args, self.evaluator = model, args, evaluator
-        self.train_tables = _tables(train_dataset, "train")
-        self.eval_tables = _tables(eval_dataset, "eval")
+        self.train_tables = _tables(train_dataset, "train", self._listwise_rows)
+        self.eval_tables = _tables(eval_dataset, "eval", self._listwise_rows)
         assert self.train_tables is not None
         multi = self.train_tables[0].name is not None
         if loss is None:
@@ -800,7 +810,7 @@ class SentenceTransformerTrainer:
         """The eval loss(es) and the evaluator's metrics, under ``{metric_key_prefix}_``, with the
         runtime and the epoch reached, as sentence-transformers' ``evaluate``."""
         del ignore_keys  # no model outputs to leave out: the losses return a number
-        tables = _tables(eval_dataset, "eval") if eval_dataset is not None else self.eval_tables
+        tables = _tables(eval_dataset, "eval", self._listwise_rows) if eval_dataset is not None else self.eval_tables
         if tables is None and self.evaluator is None:
             raise self._refuse("evaluate()", "needs an eval_dataset or an evaluator")
         for table in tables or []:
