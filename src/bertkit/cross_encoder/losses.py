@@ -628,12 +628,30 @@ class _ListwiseLoss(CrossEncoderLoss):
             parts.append(self.scores([q for q, _ in chunk], [d for _, d in chunk]).view(-1))
         return self.activation_fn(torch.cat(parts, dim=0).float())
 
-    def _layout(self, docs_list: list[list[str]]) -> tuple[Tensor, Tensor, int]:
-        """The (row, position) of each document end to end, and the longest list's length."""
+    def _matrices(
+        self,
+        inputs: list[Any],
+        labels: list[Tensor],
+        prompt: str | None,
+        task: str | None,
+        logit_fill: float,
+        label_fill: float,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The batch's scores and labels as (queries, longest list) matrices, each shorter list padded
+        with ``logit_fill`` and ``label_fill``, and the mask of the real documents."""
+        queries, docs_list, flat_labels = self._lists(inputs, labels, prompt, task)
+        logits = self.list_logits(queries, docs_list)
         per_query = [len(docs) for docs in docs_list]
-        doc_indices = torch.cat([torch.arange(n) for n in per_query], dim=0)
-        batch_indices = torch.repeat_interleave(torch.arange(len(docs_list)), torch.tensor(per_query))
-        return batch_indices, doc_indices, max(per_query)
+        cols = torch.cat([torch.arange(n) for n in per_query], dim=0)
+        rows = torch.repeat_interleave(torch.arange(len(docs_list)), torch.tensor(per_query))
+        shape, device = (len(queries), max(per_query)), logits.device
+        logits_matrix = torch.full(shape, logit_fill, device=device)
+        logits_matrix[rows, cols] = logits
+        labels_matrix = torch.full(shape, label_fill, device=device)
+        labels_matrix[rows, cols] = flat_labels.to(device)
+        mask = torch.zeros(shape, dtype=torch.bool, device=device)
+        mask[rows, cols] = True
+        return logits_matrix, labels_matrix, mask
 
     def get_config_dict(self) -> dict[str, Any]:
         """The settings sentence-transformers records for this loss."""
@@ -651,15 +669,8 @@ class ListNetLoss(_ListwiseLoss):
         self, inputs: list[Any], labels: list[Tensor], prompt: str | None = None, task: str | None = None
     ) -> Tensor:
         """The mean ListNet loss of one batch: ``inputs`` [queries, documents lists], ``labels`` a list per query."""
-        queries, docs_list, flat_labels = self._lists(inputs, labels, prompt, task)
-        logits = self.list_logits(queries, docs_list)
-        rows, cols, width = self._layout(docs_list)
-        device = logits.device
         # a padded score of -1e16 has zero probability; a padded label of -inf has zero target probability
-        logits_matrix = torch.full((len(queries), width), -1e16, device=device)
-        logits_matrix[rows, cols] = logits
-        labels_matrix = torch.full_like(logits_matrix, float("-inf"))
-        labels_matrix[rows, cols] = flat_labels.to(device)
+        logits_matrix, labels_matrix, _ = self._matrices(inputs, labels, prompt, task, -1e16, float("-inf"))
         return nn.functional.cross_entropy(logits_matrix, labels_matrix.softmax(dim=1))
 
 
@@ -757,14 +768,8 @@ class LambdaLoss(_ListwiseLoss):
         self, inputs: list[Any], labels: list[Tensor], prompt: str | None = None, task: str | None = None
     ) -> Tensor:
         """The LambdaLoss of one batch: ``inputs`` [queries, documents lists], ``labels`` a list per query."""
-        queries, docs_list, flat_labels = self._lists(inputs, labels, prompt, task)
-        logits = self.list_logits(queries, docs_list)
-        rows, cols, max_docs = self._layout(docs_list)
-        device = logits.device
-        logits_matrix = torch.full((len(queries), max_docs), -1e16, device=device)
-        logits_matrix[rows, cols] = logits
-        labels_matrix = torch.full_like(logits_matrix, float("-inf"))
-        labels_matrix[rows, cols] = flat_labels.to(device)
+        logits_matrix, labels_matrix, _ = self._matrices(inputs, labels, prompt, task, -1e16, float("-inf"))
+        device, max_docs = logits_matrix.device, logits_matrix.shape[1]
 
         logits_sorted, indices_pred = logits_matrix.sort(descending=True, dim=-1)
         labels_sorted, _ = labels_matrix.sort(descending=True, dim=-1)
@@ -886,16 +891,8 @@ class PListMLELoss(_ListwiseLoss):
         self, inputs: list[Any], labels: list[Tensor], prompt: str | None = None, task: str | None = None
     ) -> Tensor:
         """The mean (P)ListMLE loss of one batch: ``inputs`` [queries, documents lists], ``labels`` a list per query."""
-        queries, docs_list, flat_labels = self._lists(inputs, labels, prompt, task)
-        logits = self.list_logits(queries, docs_list)
-        rows, cols, width = self._layout(docs_list)
-        device = logits.device
-        logits_matrix = torch.full((len(queries), width), 1e-16, device=device)
-        logits_matrix[rows, cols] = logits
-        mask = torch.zeros_like(logits_matrix, dtype=torch.bool)
-        mask[rows, cols] = True
-        labels_matrix = torch.full_like(logits_matrix, -float("inf"))
-        labels_matrix[rows, cols] = flat_labels.to(device)
+        logits_matrix, labels_matrix, mask = self._matrices(inputs, labels, prompt, task, 1e-16, float("-inf"))
+        device = logits_matrix.device
 
         if not self.respect_input_order:
             # padding (label -inf) stays at the end of each list
@@ -980,16 +977,7 @@ class ADRMSELoss(_ListwiseLoss):
         self, inputs: list[Any], labels: list[Tensor], prompt: str | None = None, task: str | None = None
     ) -> Tensor:
         """The mean discounted squared rank error of one batch."""
-        queries, docs_list, flat_labels = self._lists(inputs, labels, prompt, task)
-        logits = self.list_logits(queries, docs_list)
-        rows, cols, width = self._layout(docs_list)
-        device = logits.device
-        logits_matrix = torch.full((len(queries), width), -1e16, device=device)
-        logits_matrix[rows, cols] = logits
-        mask = torch.zeros((len(queries), width), dtype=torch.bool, device=device)
-        mask[rows, cols] = True
-        labels_matrix = torch.full((len(queries), width), 0.0, device=device)
-        labels_matrix[rows, cols] = flat_labels.to(device)
+        logits_matrix, labels_matrix, mask = self._matrices(inputs, labels, prompt, task, -1e16, 0.0)
 
         labels_j, labels_i, valid_j = labels_matrix.unsqueeze(1), labels_matrix.unsqueeze(2), mask.unsqueeze(1)
         greater = ((labels_j > labels_i) & valid_j).sum(dim=-1).float()
