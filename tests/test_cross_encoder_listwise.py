@@ -22,7 +22,7 @@ from test_cross_encoder_trainer import (  # noqa: F401 (head1 is a fixture used 
     LENGTH,
     _args,
     _assert_same_changes,
-    _grads,
+    _assert_same_value_and_gradients,
     _ours,
     _reference_steps,
     _theirs,
@@ -121,17 +121,6 @@ def _zero(ref, ours):
     ours.training_model.zero_grad(set_to_none=True)
 
 
-def _assert_same_value_and_gradients(want, got, ref, ours):
-    assert float(got.detach()) == pytest.approx(float(want.detach()), abs=1e-5)
-    theirs = _grads(ref.named_parameters())
-    mine = _grads(ours.training_model.named_parameters())
-    assert len(theirs) == len(mine)
-    for n, g in theirs.items():
-        h = mine[next(k for k in mine if n.endswith("." + k))]
-        assert float((h - g).norm()) <= 1e-4 * float(g.norm()) + 1e-6, n
-    assert sum(float(g.norm()) > 0 for g in mine.values()) > len(mine) - 8
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_listwise_loss_value_and_gradients_equal_sentence_transformers(name, pair, lee):
     """Four queries with 4, 2, 3 and 1 documents (the labels tie within lists): the value within 1e-5
@@ -147,7 +136,7 @@ def test_listwise_loss_value_and_gradients_equal_sentence_transformers(name, pai
     got = make(ours, losses)(inputs, labels)
     got.backward()
     assert float(want.detach()) != 0.0
-    _assert_same_value_and_gradients(want, got, ref, ours)
+    _assert_same_value_and_gradients(want, got, ref, ours, slack=1e-6)
 
 
 @pytest.mark.parametrize("negatives,kind", [(2, "scores"), (1, "margin")])
@@ -169,7 +158,7 @@ def test_margin_mse_value_and_gradients_equal_sentence_transformers(negatives, k
     want.backward()
     got = losses.MarginMSELoss(ours)(texts, labels)
     got.backward()
-    _assert_same_value_and_gradients(want, got, ref, ours)
+    _assert_same_value_and_gradients(want, got, ref, ours, slack=1e-6)
 
 
 def test_config_dicts_name_the_settings_as_sentence_transformers_does(pair):
@@ -363,7 +352,7 @@ def test_cached_mnrl_value_and_gradients_equal_sentence_transformers(pair, lee):
     torch.manual_seed(5)
     got = losses.CachedMultipleNegativesRankingLoss(ours, num_negatives=3, mini_batch_size=mini_batch_size)(texts)
     got.backward()
-    _assert_same_value_and_gradients(want, got, ref, ours)
+    _assert_same_value_and_gradients(want, got, ref, ours, slack=1e-6)
     torch.manual_seed(5)
     with torch.no_grad():
         plain = losses.MultipleNegativesRankingLoss(ours, num_negatives=3)(texts)

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import without_dropout  # noqa: E402
-from test_st_trainer import _assert_same_changes, _reference_steps, _seedable_batches  # noqa: E402
+from test_sentence_transformer_fit import models  # noqa: E402, F401  (both models in eval mode, 32 tokens)
+from test_st_trainer import _assert_same_changes, _ours, _reference_steps, _seedable_batches, _theirs  # noqa: E402
 from torch.utils.data import DataLoader
 
 from bertkit import InputExample, SentenceTransformer, SentenceTransformerTrainer, losses
@@ -39,17 +40,6 @@ LENGTH = 32  # tokens per text: a document's first sentence or so
 def polarity():
     rows = list(csv.DictReader(open(asset_path("polarity-test"), encoding="utf-8")))
     return [(r["text"], int(r["label"] == "positive")) for r in rows]
-
-
-@pytest.fixture(scope="module")
-def models():
-    path = str(asset_path("minilm"))
-    ref = st.SentenceTransformer(path, device="cpu")
-    ours = SentenceTransformer(path, device="cpu")
-    ref.max_seq_length = ours.max_seq_length = LENGTH
-    ref.eval()
-    ours.training_model.eval()  # no dropout: both sides compute the same function
-    return ref, ours
 
 
 @pytest.fixture(scope="module")
@@ -322,19 +312,6 @@ def distill_rows(lee, folder):
     teacher = st.SentenceTransformer(folder, device="cpu")
     vectors = teacher.encode([r[1] for r in rows], convert_to_numpy=True)
     return [r[0] for r in rows], vectors
-
-
-def _theirs(folder):
-    ref = st.SentenceTransformer(folder, device="cpu")
-    ref.max_seq_length = LENGTH
-    ref.train()
-    return ref
-
-
-def _ours(folder):
-    model = SentenceTransformer(folder, device="cpu")
-    model.max_seq_length = LENGTH
-    return model
 
 
 def test_mse_fit_with_vector_labels_equals_hand_written_steps(folder, distill_rows):

@@ -116,8 +116,7 @@ class CallbackHandler:
     def add(self, callback: Any) -> None:
         """Add a callback (an instance, or a class built with no arguments)."""
         cb = callback() if isinstance(callback, type) else callback
-        missing = [e for e in EVENTS if e != "on_pre_optimizer_step" and not callable(getattr(cb, e, None))]
-        if len(missing) == len(EVENTS) - 1:
+        if not any(callable(getattr(cb, event, None)) for event in EVENTS):
             raise TypeError(
                 f"Trainer callback {type(cb).__name__} has none of a TrainerCallback's events "
                 f"({', '.join(EVENTS[:4])}, ...): subclass TrainerCallback"

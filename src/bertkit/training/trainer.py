@@ -760,7 +760,8 @@ class Trainer:
     # ------------------------------------------------------------------ callbacks
     def add_callback(self, callback: Any) -> None:
         """Add a TrainerCallback (an instance or a class), as transformers' ``add_callback``."""
-        if _is_early_stopping(callback() if isinstance(callback, type) else callback):
+        callback = callback() if isinstance(callback, type) else callback
+        if _is_early_stopping(callback):
             raise ValueError(
                 "add_callback(EarlyStoppingCallback): give it when the Trainer is built (callbacks=[...]), "
                 "where it sets the run's patience"
