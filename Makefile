@@ -36,6 +36,7 @@ chromium:
 # pytest exits 5 when it collects no tests: that is not a failure of the suite.
 test: assets chromium
 	@$(PY) -c "from bertkit.inference import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
+	@$(PY) -c "import shutil, tempfile; d = tempfile.gettempdir(); print(f'free disk in {d}: {shutil.disk_usage(d).free / 2**30:.1f} GiB (a test run needs a few)')"
 	$(PY) -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The inner loop: everything except the tests marked slow (fine-tuning runs, multi-process runs).

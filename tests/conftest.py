@@ -11,6 +11,23 @@ if "BERTKIT_ASSETS" not in os.environ and _REPO_ASSETS.is_dir():
 import pytest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temp_files_in_basetemp(tmp_path_factory):
+    """Point TMPDIR (this process's and its children's) into pytest's base folder: a training run a
+    test kills mid-way cannot clean its own temporary folders, and there they go with the rest."""
+    import tempfile
+
+    folder = tmp_path_factory.mktemp("tmp", numbered=False)
+    before = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = str(folder), str(folder)
+    yield folder
+    if before[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[0]
+    tempfile.tempdir = before[1]
+
+
 def finetune_polarity(out: Path, **settings) -> Path:
     """A small real fine-tune of MiniLM on polarity (1,600 sentences, one epoch) into ``out``;
     ``settings`` override the fine-tuning arguments (``device="cuda"``)."""
