@@ -20,11 +20,17 @@ row, or one per column) or scores (MarginMSELoss, DistillKLDivLoss). ``fit`` and
 before the first step. The losses bertkit does not compute (DenoisingAutoEncoderLoss, the
 ContrastiveTension losses, AdaptiveLayerLoss, Matryoshka2dLoss) keep their names here, and constructing
 one raises NotImplementedError saying why.
+
+Each loss's ``get_config_dict()`` and ``citation`` are what sentence-transformers' loss of the same name
+gives for the same arguments (a model card records them): names as it writes them (``"cos_sim"``,
+``"TripletDistanceMetric.EUCLIDEAN"``, an inner loss's class name, torch class paths) and its BibTeX text.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -79,6 +85,49 @@ def _refuse(loss: str, name: str, value: Any, why: str) -> None:
 def _check_model(loss: str, model: Any) -> None:
     if not callable(getattr(model, "forward", None)) or not hasattr(model, "get_embedding_dimension"):
         raise TypeError(f"{loss}: model must be a bertkit SentenceTransformer, got {type(model).__name__}")
+
+
+def _fullname(obj: Any) -> str:
+    """The dotted class name of ``obj`` (of its class), as sentence-transformers' model card writes it."""
+    from bertkit.pipelines.cross_encoder import _fullname as fullname
+
+    return fullname(obj)
+
+
+def _similarity_name(fct: Any) -> str:
+    """A similarity function as sentence-transformers' model card names it: its name, a partial with its
+    keywords, a model's ``similarity`` / ``similarity_pairwise`` method as the function it computes."""
+    if isinstance(fct, functools.partial):
+        name = getattr(fct.func, "__name__", type(fct.func).__name__)
+        args = ", ".join(f"{key}={value!r}" for key, value in fct.keywords.items())
+        return f"{name}({args})" if args else name
+    owner = getattr(fct, "__self__", None)
+    name = getattr(fct, "__name__", type(fct).__name__)
+    if name in ("similarity", "similarity_pairwise") and hasattr(owner, "similarity_fn_name"):
+        kind = owner.similarity_fn_name
+        pair = util.SIMILARITY_FUNCTIONS.get(getattr(kind, "value", kind))
+        if pair is not None:
+            return pair[name == "similarity_pairwise"].__name__
+    settings = getattr(fct, "get_config_dict", None)
+    if settings is not None:
+        args = ", ".join(f"{key}={value!r}" for key, value in settings().items())
+        return f"{name}({args})"
+    return name
+
+
+def _metric_name(fn: Any, holder: type) -> str:
+    """``Holder.NAME`` for a distance of ``holder`` (bertkit's class, or sentence-transformers' of the
+    same name, whose members are the functions themselves), else the function's name."""
+    for key, value in vars(holder).items():
+        if isinstance(value, staticmethod) and value.__func__ is fn:
+            return f"{holder.__name__}.{key}"
+    if getattr(fn, "__qualname__", "").startswith(f"{holder.__name__}."):
+        # sentence-transformers' own distance: its module is loaded already, as the function exists
+        theirs = getattr(sys.modules.get(getattr(fn, "__module__", "")), holder.__name__, None)
+        for key, value in vars(theirs).items() if theirs is not None else ():
+            if value is fn:
+                return f"{holder.__name__}.{key}"
+    return getattr(fn, "__name__", str(fn))
 
 
 class _Loss(nn.Module):
@@ -183,7 +232,31 @@ class MultipleNegativesRankingLoss(_Loss):
         super().__init__(
             model, _mnrl(name, scale, similarity_fct, gather_across_devices, directions, partition_mode, hardness_mode)
         )
-        self.scale, self.similarity_fct = float(scale), similarity_fct
+        self.scale, self.similarity_fct, self.gather_across_devices = scale, similarity_fct, gather_across_devices
+        self.directions, self.partition_mode = tuple(directions), partition_mode
+        self.hardness_mode, self.hardness_strength = hardness_mode, hardness_strength
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "scale": self.scale,
+            "similarity_fct": _similarity_name(self.similarity_fct),
+            "gather_across_devices": self.gather_across_devices,
+            "directions": self.directions,
+            "partition_mode": self.partition_mode,
+            "hardness_mode": self.hardness_mode,
+            "hardness_strength": self.hardness_strength,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for these directions."""
+        every = {"query_to_doc", "query_to_query", "doc_to_query", "doc_to_doc"}
+        if set(self.directions) == every and self.partition_mode == "joint":
+            return _LI2023_GTE
+        if set(self.directions) == {"query_to_doc", "doc_to_query"} and self.partition_mode == "per_direction":
+            return _GUNTHER2024_JINA
+        return _OORD2019_CPC
 
 
 class MultipleNegativesSymmetricRankingLoss(MultipleNegativesRankingLoss):
@@ -219,7 +292,29 @@ class CachedMultipleNegativesRankingLoss(_Loss):
             _refuse(name, "mini_batch_num_tokens", mini_batch_num_tokens, "mini-batches are counted in rows")
         inner = _mnrl(name, scale, similarity_fct, gather_across_devices, directions, partition_mode, hardness_mode)
         super().__init__(model, E.CachedLoss(inner, mini_batch_size))
-        self.scale, self.similarity_fct, self.mini_batch_size = float(scale), similarity_fct, int(mini_batch_size)
+        self.scale, self.similarity_fct, self.mini_batch_size = scale, similarity_fct, mini_batch_size
+        self.mini_batch_num_tokens, self.gather_across_devices = mini_batch_num_tokens, gather_across_devices
+        self.directions, self.partition_mode = tuple(directions), partition_mode
+        self.hardness_mode, self.hardness_strength = hardness_mode, hardness_strength
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "scale": self.scale,
+            "similarity_fct": _similarity_name(self.similarity_fct),
+            "mini_batch_size": self.mini_batch_size,
+            "mini_batch_num_tokens": self.mini_batch_num_tokens,
+            "gather_across_devices": self.gather_across_devices,
+            "directions": self.directions,
+            "partition_mode": self.partition_mode,
+            "hardness_mode": self.hardness_mode,
+            "hardness_strength": self.hardness_strength,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _GAO2021_GRADCACHE
 
 
 class CoSENTLoss(_Loss):
@@ -234,7 +329,16 @@ class CoSENTLoss(_Loss):
         similarity_fct: Callable[[Tensor, Tensor], Tensor] = util.pairwise_cos_sim,
     ) -> None:
         super().__init__(model, E.CoSENTLoss(scale, similarity=similarity_fct))
-        self.scale, self.similarity_fct = float(scale), similarity_fct
+        self.scale, self.similarity_fct = scale, similarity_fct
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"scale": self.scale, "similarity_fct": self.similarity_fct.__name__}
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _HUANG2024_COSENT
 
 
 class CosineSimilarityLoss(_Loss):
@@ -252,6 +356,13 @@ class CosineSimilarityLoss(_Loss):
         transform = cos_score_transformation if cos_score_transformation is not None else nn.Identity()
         super().__init__(model, E.CosineSimilarityLoss(loss_fct, transform))
         self.loss_fct, self.cos_score_transformation = loss_fct, transform
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "loss_fct": _fullname(self.loss_fct),
+            "cos_score_transformation": _fullname(self.cos_score_transformation),
+        }
 
 
 class TripletDistanceMetric:
@@ -279,7 +390,19 @@ class TripletLoss(_Loss):
                 f"TripletDistanceMetric.EUCLIDEAN; got {distance_metric!r}"
             )
         super().__init__(model, E.TripletLoss(triplet_margin, distance_metric))
-        self.distance_metric, self.triplet_margin = distance_metric, float(triplet_margin)
+        self.distance_metric, self.triplet_margin = distance_metric, triplet_margin
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "distance_metric": _metric_name(self.distance_metric, TripletDistanceMetric),
+            "triplet_margin": self.triplet_margin,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _HERMANS2017
 
 
 class MatryoshkaLoss(_Loss):
@@ -310,7 +433,25 @@ class MatryoshkaLoss(_Loss):
         super().__init__(model, E.MatryoshkaLoss(loss.inner, dims, matryoshka_weights))
         self.loss, self.columns = loss, loss.columns
         self.min_columns, self.max_columns = loss.min_columns, loss.max_columns
-        self.matryoshka_dims, self.matryoshka_weights = tuple(self.inner.dims), tuple(self.inner.weights)
+        # as sentence-transformers keeps them: sorted by dimension (a stable sort), weights 1 by default
+        weights = [1] * len(dims) if matryoshka_weights is None else matryoshka_weights
+        pairs = sorted(zip(matryoshka_dims, weights), key=lambda pair: pair[0], reverse=True)
+        self.matryoshka_dims, self.matryoshka_weights = (tuple(column) for column in zip(*pairs))
+        self.n_dims_per_step = n_dims_per_step
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "loss": type(self.loss).__name__,
+            "matryoshka_dims": self.matryoshka_dims,
+            "matryoshka_weights": self.matryoshka_weights,
+            "n_dims_per_step": self.n_dims_per_step,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _KUSUPATI2024_MATRYOSHKA
 
     @property
     def reads_labels(self) -> bool:
@@ -352,6 +493,20 @@ class SoftmaxLoss(_Loss):
         self.concatenation_sent_multiplication = concatenation_sent_multiplication
         self.classifier = nn.Linear(parts * int(dim), self.num_labels, device=model.device)
         self.loss_fct = loss_fct if loss_fct is not None else nn.CrossEntropyLoss()
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "num_labels": self.num_labels,
+            "concatenation_sent_rep": self.concatenation_sent_rep,
+            "concatenation_sent_difference": self.concatenation_sent_difference,
+            "concatenation_sent_multiplication": self.concatenation_sent_multiplication,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _REIMERS2019_SBERT
 
     def forward(
         self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
@@ -414,6 +569,15 @@ class EmbedDistillLoss(_Loss):
     def check_labels(self, labels: Tensor | None, columns: int) -> None:
         self.inner.teacher(labels, columns, self._width())
 
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"distance_metric": self.distance_metric, "projection_dim": self.projection_dim}
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _KIM2023_EMBEDDISTILL
+
 
 class MSELoss(EmbedDistillLoss):
     """The mean squared error of the student's vectors against the teacher's (each row's label), e.g.
@@ -421,6 +585,15 @@ class MSELoss(EmbedDistillLoss):
 
     def __init__(self, model: Any, projection_dim: int | None = None) -> None:
         super().__init__(model, distance_metric="mse", projection_dim=projection_dim)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"projection_dim": self.projection_dim}
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _REIMERS2020_MULTILINGUAL
 
 
 class MarginMSELoss(_Loss):
@@ -438,6 +611,15 @@ class MarginMSELoss(_Loss):
 
     def check_labels(self, labels: Tensor | None, columns: int) -> None:
         self.inner.margins(labels, 0 if labels is None else labels.shape[0], columns - 2)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"similarity_fct": _similarity_name(self.similarity_fct)}
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _HOFSTATTER2021
 
 
 class DistillKLDivLoss(_Loss):
@@ -467,12 +649,30 @@ class DistillKLDivLoss(_Loss):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name}: {label}={value!r} must be a positive finite number")
         super().__init__(model, E.DistillKLDivLoss(similarity_fct, student, teacher, name))
-        self.similarity_fct, self.temperature = similarity_fct, float(temperature)
-        self.student_temperature, self.teacher_temperature = float(student), float(teacher)
+        self.similarity_fct, self.temperature = similarity_fct, temperature
+        self.student_temperature, self.teacher_temperature = student, teacher
         self.loss_fct = nn.KLDivLoss(reduction="batchmean")
 
     def check_labels(self, labels: Tensor | None, columns: int) -> None:
         self.inner.scores(labels, 0 if labels is None else labels.shape[0], columns - 1)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        config: dict[str, Any] = {
+            "similarity_fct": _similarity_name(self.similarity_fct),
+            "temperature": self.temperature,
+        }
+        # a temperature the loss overrides is recorded only when it differs
+        if self.student_temperature != self.temperature:
+            config["student_temperature"] = self.student_temperature
+        if self.teacher_temperature != self.temperature:
+            config["teacher_temperature"] = self.teacher_temperature
+        return config
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _LIN2020_DISTILL
 
 
 # -- labelled pairs -------------------------------------------------------------------------------------
@@ -527,7 +727,20 @@ class ContrastiveLoss(_LabelledPairs):
     ) -> None:
         distance = _distance(type(self).__name__, distance_metric, _SIAMESE)
         super().__init__(model, E.ContrastiveLoss(distance, margin, size_average))
-        self.distance_metric, self.margin, self.size_average = distance_metric, float(margin), size_average
+        self.distance_metric, self.margin, self.size_average = distance_metric, margin, size_average
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "distance_metric": _metric_name(self.distance_metric, SiameseDistanceMetric),
+            "margin": self.margin,
+            "size_average": self.size_average,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _HADSELL2006
 
 
 class OnlineContrastiveLoss(_LabelledPairs):
@@ -542,7 +755,11 @@ class OnlineContrastiveLoss(_LabelledPairs):
     ) -> None:
         distance = _distance(type(self).__name__, distance_metric, _SIAMESE)
         super().__init__(model, E.OnlineContrastiveLoss(distance, margin))
-        self.distance_metric, self.margin = distance_metric, float(margin)
+        self.distance_metric, self.margin = distance_metric, margin
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"distance_metric": _metric_name(self.distance_metric, SiameseDistanceMetric), "margin": self.margin}
 
 
 # -- one labelled column: triplets mined in the batch ---------------------------------------------------
@@ -577,6 +794,24 @@ class _BatchTriplet(_Loss):
     def check_labels(self, labels: Tensor | None, columns: int) -> None:
         _one_label_per_row(type(self).__name__, labels, "its class")
 
+    def _distance_name(self) -> str:
+        """The distance's name: a :class:`BatchHardTripletLossDistanceFunction` member by its attribute
+        name (sentence-transformers' functions carry those names)."""
+        fn = self.distance_metric
+        for key, value in vars(BatchHardTripletLossDistanceFunction).items():
+            if isinstance(value, staticmethod) and value.__func__ is fn:
+                return key
+        return getattr(fn, "__name__", str(fn))
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"distance_metric": self._distance_name(), "margin": self.triplet_margin}
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _HERMANS2017
+
 
 class BatchHardTripletLoss(_BatchTriplet):
     """Per row: its farthest same-class row and its closest other-class row, ``relu(d_pos - d_neg +
@@ -591,7 +826,7 @@ class BatchHardTripletLoss(_BatchTriplet):
         margin: float = 5,
     ) -> None:
         super().__init__(model, distance_metric, margin)
-        self.triplet_margin = float(margin)
+        self.triplet_margin = margin
 
 
 class BatchHardSoftMarginTripletLoss(BatchHardTripletLoss):
@@ -605,6 +840,10 @@ class BatchHardSoftMarginTripletLoss(BatchHardTripletLoss):
         distance_metric: Callable[[Tensor], Tensor] = BatchHardTripletLossDistanceFunction.euclidean_distance,
     ) -> None:
         super().__init__(model, distance_metric)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"distance_metric": self._distance_name()}
 
 
 class BatchAllTripletLoss(_BatchTriplet):
@@ -620,7 +859,7 @@ class BatchAllTripletLoss(_BatchTriplet):
         margin: float = 5,
     ) -> None:
         super().__init__(model, distance_metric, margin)
-        self.triplet_margin = float(margin)
+        self.triplet_margin = margin
 
 
 class BatchSemiHardTripletLoss(_BatchTriplet):
@@ -636,7 +875,11 @@ class BatchSemiHardTripletLoss(_BatchTriplet):
         margin: float = 5,
     ) -> None:
         super().__init__(model, distance_metric, margin)
-        self.margin = float(margin)
+        self.margin = margin
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {"distance_metric": self._distance_name(), "margin": self.margin}
 
 
 # -- more pair losses -----------------------------------------------------------------------------------
@@ -651,7 +894,12 @@ class AnglELoss(CoSENTLoss):
 
     def __init__(self, model: Any, scale: float = 20.0) -> None:
         _Loss.__init__(self, model, E.AnglELoss(scale))
-        self.scale, self.similarity_fct = float(scale), E.pairwise_angle_sim
+        self.scale, self.similarity_fct = scale, E.pairwise_angle_sim
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _LI2024_ANGLE
 
 
 class CachedMultipleNegativesSymmetricRankingLoss(CachedMultipleNegativesRankingLoss):
@@ -704,8 +952,22 @@ class MegaBatchMarginLoss(_Loss):
         if use_mini_batched_version:
             inner = E.CachedLoss(inner, mini_batch_size)
         super().__init__(model, inner)
-        self.positive_margin, self.negative_margin = float(positive_margin), float(negative_margin)
-        self.mini_batch_size, self.mini_batch_num_tokens = int(mini_batch_size), mini_batch_num_tokens
+        self.positive_margin, self.negative_margin = positive_margin, negative_margin
+        self.mini_batch_size, self.mini_batch_num_tokens = mini_batch_size, mini_batch_num_tokens
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "positive_margin": self.positive_margin,
+            "negative_margin": self.negative_margin,
+            "mini_batch_size": self.mini_batch_size,
+            "mini_batch_num_tokens": self.mini_batch_num_tokens,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _WIETING2018_PARANMT
 
 
 class GlobalOrthogonalRegularizationLoss(_Loss):
@@ -738,6 +1000,20 @@ class GlobalOrthogonalRegularizationLoss(_Loss):
     def terms(self, sentence_features: Iterable[dict[str, Tensor]]) -> dict[str, Tensor]:
         """The weighted terms by sentence-transformers' names (``gor_mean``, ``gor_second_moment``)."""
         return self.inner.terms([self._embed(f) for f in sentence_features])
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "similarity_fct": self.similarity_fct.__name__,
+            "mean_weight": self.mean_weight,
+            "second_moment_weight": self.second_moment_weight,
+            "aggregation": self.aggregation,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _ZHANG2017_GOR
 
 
 # -- guided in-batch negatives --------------------------------------------------------------------------
@@ -789,7 +1065,7 @@ class GISTEmbedLoss(_Loss):
         if not temperature > 0:
             raise ValueError(f"{name}: temperature={temperature!r} must be positive")
         self._formula = E.GISTEmbedLoss(temperature, margin_strategy, margin, contrast_anchors, contrast_positives)
-        self.temperature, self.margin_strategy, self.margin = float(temperature), margin_strategy, float(margin)
+        self.temperature, self.margin_strategy, self.margin = temperature, margin_strategy, margin
         self.contrast_anchors, self.contrast_positives = contrast_anchors, contrast_positives
         self._guide = [guide]  # in a list: the guide's weights are not the loss's (nothing trains them)
         self.must_retokenize = (
@@ -824,6 +1100,23 @@ class GISTEmbedLoss(_Loss):
     def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} computes its loss in forward (it runs the guide model)")
 
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "guide": self.guide,
+            "temperature": self.temperature,
+            "margin_strategy": self.margin_strategy,
+            "margin": self.margin,
+            "contrast_anchors": self.contrast_anchors,
+            "contrast_positives": self.contrast_positives,
+            "gather_across_devices": self.gather_across_devices,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _SOLATORIO2024_GIST
+
 
 class CachedGISTEmbedLoss(GISTEmbedLoss):
     """:class:`GISTEmbedLoss` by GradCache: the whole batch's loss and gradients at ``mini_batch_size``
@@ -850,7 +1143,27 @@ class CachedGISTEmbedLoss(GISTEmbedLoss):
         if mini_batch_num_tokens is not None:
             _refuse(name, "mini_batch_num_tokens", mini_batch_num_tokens, "mini-batches are counted in rows")
         _Loss.__init__(self, model, E.CachedLoss(self._formula, mini_batch_size))
-        self.gather_across_devices, self.mini_batch_size = gather_across_devices, int(mini_batch_size)
+        self.gather_across_devices, self.mini_batch_size = gather_across_devices, mini_batch_size
+        self.mini_batch_num_tokens = mini_batch_num_tokens
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss."""
+        return {
+            "guide": self.guide,
+            "temperature": self.temperature,
+            "mini_batch_size": self.mini_batch_size,
+            "mini_batch_num_tokens": self.mini_batch_num_tokens,
+            "margin_strategy": self.margin_strategy,
+            "margin": self.margin,
+            "contrast_anchors": self.contrast_anchors,
+            "contrast_positives": self.contrast_positives,
+            "gather_across_devices": self.gather_across_devices,
+        }
+
+    @property
+    def citation(self) -> str | None:
+        """None: sentence-transformers' model card cites no paper for the cached GISTEmbed loss."""
+        return None
 
 
 # -- losses bertkit does not compute --------------------------------------------------------------------
@@ -882,3 +1195,190 @@ AdaptiveLayerLoss = _not_computed(
 Matryoshka2dLoss = _not_computed(
     "Matryoshka2dLoss", "it trains on the vectors of every layer, and bertkit's losses see the last layer only"
 )
+
+
+# -- citations: the BibTeX entries sentence-transformers' model card lists, character for character -------
+
+_GAO2021_GRADCACHE = """
+@misc{gao2021scaling,
+    title={Scaling Deep Contrastive Learning Batch Size under Memory Limited Setup},
+    author={Luyu Gao and Yunyi Zhang and Jiawei Han and Jamie Callan},
+    year={2021},
+    eprint={2101.06983},
+    archivePrefix={arXiv},
+    primaryClass={cs.LG}
+}
+"""
+_GUNTHER2024_JINA = """
+@misc{günther2024jinaembeddings28192token,
+      title={Jina Embeddings 2: 8192-Token General-Purpose Text Embeddings for Long Documents},
+      author={Michael Günther and Jackmin Ong and Isabelle Mohr and Alaeddine Abdessalem and Tanguy Abel and Mohammad Kalim Akram and Susana Guzman and Georgios Mastrapas and Saba Sturua and Bo Wang and Maximilian Werk and Nan Wang and Han Xiao},
+      year={2024},
+      eprint={2310.19923},
+      archivePrefix={arXiv},
+      primaryClass={cs.CL},
+      url={https://arxiv.org/abs/2310.19923},
+}
+"""  # noqa: E501 (the entry as sentence-transformers writes it)
+_HADSELL2006 = """
+@inproceedings{hadsell2006dimensionality,
+    author={Hadsell, R. and Chopra, S. and LeCun, Y.},
+    booktitle={2006 IEEE Computer Society Conference on Computer Vision and Pattern Recognition (CVPR'06)},
+    title={Dimensionality Reduction by Learning an Invariant Mapping},
+    year={2006},
+    volume={2},
+    number={},
+    pages={1735-1742},
+    doi={10.1109/CVPR.2006.100}
+}
+"""
+_HERMANS2017 = """
+@misc{hermans2017defense,
+    title={In Defense of the Triplet Loss for Person Re-Identification},
+    author={Alexander Hermans and Lucas Beyer and Bastian Leibe},
+    year={2017},
+    eprint={1703.07737},
+    archivePrefix={arXiv},
+    primaryClass={cs.CV}
+}
+"""
+_HOFSTATTER2021 = """
+@misc{hofstätter2021improving,
+    title={Improving Efficient Neural Ranking Models with Cross-Architecture Knowledge Distillation},
+    author={Sebastian Hofstätter and Sophia Althammer and Michael Schröder and Mete Sertkan and Allan Hanbury},
+    year={2021},
+    eprint={2010.02666},
+    archivePrefix={arXiv},
+    primaryClass={cs.IR}
+}
+"""
+_HUANG2024_COSENT = """
+@article{10531646,
+    author={Huang, Xiang and Peng, Hao and Zou, Dongcheng and Liu, Zhiwei and Li, Jianxin and Liu, Kay and Wu, Jia and Su, Jianlin and Yu, Philip S.},
+    journal={IEEE/ACM Transactions on Audio, Speech, and Language Processing},
+    title={CoSENT: Consistent Sentence Embedding via Similarity Ranking},
+    year={2024},
+    doi={10.1109/TASLP.2024.3402087}
+}
+"""  # noqa: E501 (the entry as sentence-transformers writes it)
+_KIM2023_EMBEDDISTILL = """
+@article{kim2023embeddistill,
+    title={EmbedDistill: A Geometric Knowledge Distillation for Information Retrieval},
+    author={Kim, Seungyeon and Rawat, Ankit Singh and Zaheer, Manzil and Jayasumana, Sadeep and Sadhanala, Veeranjaneyulu and Jitkrittum, Wittawat and Menon, Aditya Krishna and Fergus, Rob and Kumar, Sanjiv},
+    year={2023},
+    eprint={2301.12005},
+    archivePrefix={arXiv},
+    primaryClass={cs.IR}
+}
+"""  # noqa: E501 (the entry as sentence-transformers writes it)
+_KUSUPATI2024_MATRYOSHKA = """
+@misc{kusupati2024matryoshka,
+    title={Matryoshka Representation Learning},
+    author={Aditya Kusupati and Gantavya Bhatt and Aniket Rege and Matthew Wallingford and Aditya Sinha and Vivek Ramanujan and William Howard-Snyder and Kaifeng Chen and Sham Kakade and Prateek Jain and Ali Farhadi},
+    year={2024},
+    eprint={2205.13147},
+    archivePrefix={arXiv},
+    primaryClass={cs.LG}
+}
+"""  # noqa: E501 (the entry as sentence-transformers writes it)
+_LI2023_GTE = """
+@misc{li2023generaltextembeddingsmultistage,
+      title={Towards General Text Embeddings with Multi-stage Contrastive Learning},
+      author={Zehan Li and Xin Zhang and Yanzhao Zhang and Dingkun Long and Pengjun Xie and Meishan Zhang},
+      year={2023},
+      eprint={2308.03281},
+      archivePrefix={arXiv},
+      primaryClass={cs.CL},
+      url={https://arxiv.org/abs/2308.03281},
+}
+"""
+_LI2024_ANGLE = """
+@inproceedings{li-li-2024-aoe,
+    title = "{A}o{E}: Angle-optimized Embeddings for Semantic Textual Similarity",
+    author = "Li, Xianming and Li, Jing",
+    year = "2024",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/2024.acl-long.101/",
+    doi = "10.18653/v1/2024.acl-long.101"
+}
+"""
+_LIN2020_DISTILL = """
+@misc{lin2020distillingdenserepresentationsranking,
+      title={Distilling Dense Representations for Ranking using Tightly-Coupled Teachers},
+      author={Sheng-Chieh Lin and Jheng-Hong Yang and Jimmy Lin},
+      year={2020},
+      eprint={2010.11386},
+      archivePrefix={arXiv},
+      primaryClass={cs.IR},
+      url={https://arxiv.org/abs/2010.11386},
+}
+"""
+_OORD2019_CPC = """
+@misc{oord2019representationlearningcontrastivepredictive,
+      title={Representation Learning with Contrastive Predictive Coding},
+      author={Aaron van den Oord and Yazhe Li and Oriol Vinyals},
+      year={2019},
+      eprint={1807.03748},
+      archivePrefix={arXiv},
+      primaryClass={cs.LG},
+      url={https://arxiv.org/abs/1807.03748},
+}
+"""
+_REIMERS2019_SBERT = """
+@inproceedings{reimers-2019-sentence-bert,
+    title = "Sentence-BERT: Sentence Embeddings using Siamese BERT-Networks",
+    author = "Reimers, Nils and Gurevych, Iryna",
+    booktitle = "Proceedings of the 2019 Conference on Empirical Methods in Natural Language Processing",
+    month = "11",
+    year = "2019",
+    publisher = "Association for Computational Linguistics",
+    url = "https://arxiv.org/abs/1908.10084",
+}
+"""
+_REIMERS2020_MULTILINGUAL = """
+@inproceedings{reimers-2020-multilingual-sentence-bert,
+    title = "Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation",
+    author = "Reimers, Nils and Gurevych, Iryna",
+    booktitle = "Proceedings of the 2020 Conference on Empirical Methods in Natural Language Processing",
+    month = "11",
+    year = "2020",
+    publisher = "Association for Computational Linguistics",
+    url = "https://arxiv.org/abs/2004.09813",
+}
+"""
+_SOLATORIO2024_GIST = """
+@misc{solatorio2024gistembed,
+    title={GISTEmbed: Guided In-sample Selection of Training Negatives for Text Embedding Fine-tuning},
+    author={Aivin V. Solatorio},
+    year={2024},
+    eprint={2402.16829},
+    archivePrefix={arXiv},
+    primaryClass={cs.LG}
+}
+"""
+_WIETING2018_PARANMT = """
+@inproceedings{wieting-gimpel-2018-paranmt,
+    title = "{P}ara{NMT}-50{M}: Pushing the Limits of Paraphrastic Sentence Embeddings with Millions of Machine Translations",
+    author = "Wieting, John and Gimpel, Kevin",
+    editor = "Gurevych, Iryna and Miyao, Yusuke",
+    booktitle = "Proceedings of the 56th Annual Meeting of the Association for Computational Linguistics (Volume 1: Long Papers)",
+    month = jul,
+    year = "2018",
+    address = "Melbourne, Australia",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/P18-1042",
+    doi = "10.18653/v1/P18-1042",
+    pages = "451--462",
+}
+"""  # noqa: E501 (the entry as sentence-transformers writes it)
+_ZHANG2017_GOR = """
+@misc{zhang2017learningspreadoutlocalfeature,
+      title={Learning Spread-out Local Feature Descriptors},
+      author={Xu Zhang and Felix X. Yu and Sanjiv Kumar and Shih-Fu Chang},
+      year={2017},
+      eprint={1708.06320},
+      archivePrefix={arXiv},
+      primaryClass={cs.CV},
+      url={https://arxiv.org/abs/1708.06320},
+}
+"""

@@ -31,6 +31,10 @@ forwards of ``mini_batch_size`` pairs (None: as many pairs as queries in the bat
 - :class:`PListMLELoss`: the Plackett-Luce likelihood of the labels' order, positions weighed by a
   :class:`PListMLELambdaWeight`; :class:`ListMLELoss`: the same unweighted.
 - :class:`ADRMSELoss`: squared error between each document's label rank and its approximate (sigmoid) rank.
+
+Each loss's ``get_config_dict()`` and ``citation`` (where sentence-transformers' loss has one) are what
+sentence-transformers' loss of the same name gives for the same arguments, for a model card; the
+weighting classes bertkit mirrors are named by sentence-transformers' class paths.
 """
 
 from __future__ import annotations
@@ -258,6 +262,10 @@ class CrossEntropyLoss(CrossEncoderLoss):
             labels = labels.view(-1)
         return self.ce_loss(logits, labels)
 
+    def get_config_dict(self) -> dict[str, Any]:
+        """No settings: sentence-transformers' model card records none for this loss."""
+        return {}
+
 
 class MSELoss(CrossEncoderLoss):
     """sentence-transformers' ``MSELoss``: squared error of a 1-label head's logits (after
@@ -458,6 +466,11 @@ class MarginMSELoss(CrossEncoderLoss):
         from bertkit.pipelines.cross_encoder import _fullname
 
         return {"activation_fn": _fullname(self.activation_fn)}
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _HOFSTATTER2021
 
 
 class CachedMultipleNegativesRankingLoss(MultipleNegativesRankingLoss):
@@ -673,6 +686,11 @@ class ListNetLoss(_ListwiseLoss):
         logits_matrix, labels_matrix, _ = self._matrices(inputs, labels, prompt, task, -1e16, float("-inf"))
         return nn.functional.cross_entropy(logits_matrix, labels_matrix.softmax(dim=1))
 
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _CAO2007_LISTNET
+
 
 class BaseWeightingScheme(nn.Module):
     """A LambdaLoss weighting scheme: weights of the document pairs from the normalized gains, the
@@ -807,7 +825,7 @@ class LambdaLoss(_ListwiseLoss):
         from bertkit.pipelines.cross_encoder import _fullname
 
         return {
-            "weighting_scheme": _fullname(self.weighting_scheme),
+            "weighting_scheme": _class_path(self.weighting_scheme),
             "k": self.k,
             "sigma": self.sigma,
             "eps": self.eps,
@@ -815,6 +833,11 @@ class LambdaLoss(_ListwiseLoss):
             "activation_fn": _fullname(self.activation_fn),
             "mini_batch_size": self.mini_batch_size,
         }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _WANG2018_LAMBDALOSS
 
 
 class RankNetLoss(LambdaLoss):
@@ -845,6 +868,11 @@ class RankNetLoss(LambdaLoss):
         config = super().get_config_dict()
         del config["weighting_scheme"]
         return config
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _BURGES2005_RANKNET
 
 
 class PListMLELambdaWeight(nn.Module):
@@ -920,11 +948,16 @@ class PListMLELoss(_ListwiseLoss):
         from bertkit.pipelines.cross_encoder import _fullname
 
         return {
-            "lambda_weight": None if self.lambda_weight is None else _fullname(self.lambda_weight),
+            "lambda_weight": None if self.lambda_weight is None else _class_path(self.lambda_weight),
             "activation_fn": _fullname(self.activation_fn),
             "mini_batch_size": self.mini_batch_size,
             "respect_input_order": self.respect_input_order,
         }
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _LAN2014_PLISTMLE
 
 
 class ListMLELoss(PListMLELoss):
@@ -949,6 +982,11 @@ class ListMLELoss(PListMLELoss):
         config = super().get_config_dict()
         del config["lambda_weight"]
         return config
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _XIA2008_LISTMLE
 
 
 class ADRMSELoss(_ListwiseLoss):
@@ -991,3 +1029,102 @@ class ADRMSELoss(_ListwiseLoss):
     def get_config_dict(self) -> dict[str, Any]:
         config = super().get_config_dict()
         return {"alpha": self.alpha, **config}
+
+    @property
+    def citation(self) -> str | None:
+        """The BibTeX entry sentence-transformers' model card cites for this loss."""
+        return _SCHLATT2025_RANKDISTILLM
+
+
+# sentence-transformers' modules of the weighting classes bertkit mirrors under the same names: the model
+# card names the class a script of either library builds alike
+_ST_CLASS_MODULES = {
+    BaseWeightingScheme: "lambda_loss",
+    NoWeightingScheme: "lambda_loss",
+    NDCGLoss1Scheme: "lambda_loss",
+    NDCGLoss2Scheme: "lambda_loss",
+    LambdaRankScheme: "lambda_loss",
+    NDCGLoss2PPScheme: "lambda_loss",
+    PListMLELambdaWeight: "plist_mle",
+}
+
+
+def _class_path(obj: Any) -> str:
+    """The dotted class name of ``obj`` as sentence-transformers writes it: its own path for the
+    weighting classes bertkit mirrors, else the class's own path."""
+    from bertkit.pipelines.cross_encoder import _fullname
+
+    module = _ST_CLASS_MODULES.get(type(obj))
+    if module is None:
+        return _fullname(obj)
+    return f"sentence_transformers.cross_encoder.losses.{module}.{type(obj).__name__}"
+
+
+# -- citations: the BibTeX entries sentence-transformers' model card lists, character for character -------
+
+_BURGES2005_RANKNET = """
+@inproceedings{burges2005learning,
+  title={Learning to Rank using Gradient Descent},
+  author={Burges, Chris and Shaked, Tal and Renshaw, Erin and Lazier, Ari and Deeds, Matt and Hamilton, Nicole and Hullender, Greg},
+  booktitle={Proceedings of the 22nd international conference on Machine learning},
+  pages={89--96},
+  year={2005}
+}
+"""  # noqa: E501 (the entry as sentence-transformers writes it)
+_CAO2007_LISTNET = """
+@inproceedings{cao2007learning,
+    title={Learning to Rank: From Pairwise Approach to Listwise Approach},
+    author={Cao, Zhe and Qin, Tao and Liu, Tie-Yan and Tsai, Ming-Feng and Li, Hang},
+    booktitle={Proceedings of the 24th international conference on Machine learning},
+    pages={129--136},
+    year={2007}
+}
+"""
+_HOFSTATTER2021 = """
+@misc{hofstätter2021improving,
+    title={Improving Efficient Neural Ranking Models with Cross-Architecture Knowledge Distillation},
+    author={Sebastian Hofstätter and Sophia Althammer and Michael Schröder and Mete Sertkan and Allan Hanbury},
+    year={2021},
+    eprint={2010.02666},
+    archivePrefix={arXiv},
+    primaryClass={cs.IR}
+}
+"""
+_LAN2014_PLISTMLE = """
+@inproceedings{lan2014position,
+  title={Position-Aware ListMLE: A Sequential Learning Process for Ranking},
+  author={Lan, Yanyan and Zhu, Yadong and Guo, Jiafeng and Niu, Shuzi and Cheng, Xueqi},
+  booktitle={UAI},
+  volume={14},
+  pages={449--458},
+  year={2014}
+}
+"""
+_SCHLATT2025_RANKDISTILLM = """
+@inproceedings{schlatt2025rankdistillm,
+    title={Rank-DistiLLM: Closing the Effectiveness Gap Between Cross-Encoders and LLMs for Passage Re-ranking},
+    author={Schlatt, Ferdinand and Fröbe, Maik and Scells, Harrisen and Zhuang, Shengyao and Koopman, Bevan and Zuccon, Guido and Stein, Benno and Potthast, Martin and Hagen, Matthias},
+    booktitle={Advances in Information Retrieval (ECIR 2025)},
+    year={2025},
+    doi={10.1007/978-3-031-88714-7_31},
+}
+"""  # noqa: E501 (the entry as sentence-transformers writes it)
+_WANG2018_LAMBDALOSS = """
+@inproceedings{wang2018lambdaloss,
+  title={The LambdaLoss Framework for Ranking Metric Optimization},
+  author={Wang, Xuanhui and Li, Cheng and Golbandi, Nadav and Bendersky, Michael and Najork, Marc},
+  booktitle={Proceedings of the 27th ACM international conference on information and knowledge management},
+  pages={1313--1322},
+  year={2018}
+}
+"""
+_XIA2008_LISTMLE = """
+@inproceedings{10.1145/1390156.1390306,
+    title = {Listwise Approach to Learning to Rank - Theory and Algorithm},
+    author = {Xia, Fen and Liu, Tie-Yan and Wang, Jue and Zhang, Wensheng and Li, Hang},
+    booktitle = {Proceedings of the 25th International Conference on Machine Learning},
+    pages = {1192-1199},
+    year = {2008},
+    url = {https://doi.org/10.1145/1390156.1390306},
+}
+"""
