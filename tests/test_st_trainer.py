@@ -458,8 +458,8 @@ def test_bad_input_is_refused_by_name(lee):
         ValueError, match=r"eval_strategy asks for evaluations, but there is no eval_dataset and no evaluator"
     ):
         make(pairs, a=SentenceTransformerTrainingArguments(output_dir="unused", eval_strategy="steps", eval_steps=2))
-    with pytest.raises(ValueError, match=r"prompts=\{'anchor': 'query: '\} is not supported"):
-        SentenceTransformerTrainingArguments(output_dir="unused", prompts={"anchor": "query: "})
+    with pytest.raises(ValueError, match=r"prompts\['anchor'\]=1 is not supported: must be a string"):
+        SentenceTransformerTrainingArguments(output_dir="unused", prompts={"anchor": 1})
     with pytest.raises(ValueError, match=r"router_mapping=\{'anchor': 'query'\} is not supported"):
         SentenceTransformerTrainingArguments(output_dir="unused", router_mapping={"anchor": "query"})
     with pytest.raises(ValueError, match=r"learning_rate_mapping=\{'.*': 0.001\} is not supported"):

@@ -84,6 +84,8 @@ _EXPORTS: dict[str, str] = {
     "MultiDatasetBatchSamplers": "bertkit.training.st_trainer",
     "CrossEncoderTrainer": "bertkit.training.cross_encoder_trainer",
     "CrossEncoderTrainingArguments": "bertkit.training.cross_encoder_trainer",
+    "SentenceTransformerModelCardData": "bertkit.model_card",
+    "CrossEncoderModelCardData": "bertkit.model_card",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -133,8 +133,8 @@ class BaseEvaluator:
     def store_metrics_in_model_card_data(
         self, model: Any, metrics: dict[str, Any], epoch: int = 0, step: int = 0
     ) -> None:
-        """Record ``metrics`` on ``model.model_card_data`` as sentence-transformers' evaluators do (a
-        model without one records nothing: bertkit writes no model card)."""
+        """Record ``metrics`` on ``model.model_card_data`` as sentence-transformers' evaluators do, for
+        the model card its save() writes (a model without one records nothing)."""
         card = getattr(model, "model_card_data", None)
         if card is not None:
             card.set_evaluation_metrics(self, metrics, epoch, step)
@@ -313,7 +313,9 @@ class EmbeddingSimilarityEvaluator(BaseEvaluator):
             self.primary_metric = "spearman_max"
         else:
             self.primary_metric = f"spearman_{self.similarity_fn_names[0]}"
-        return self.prefix_name_to_metrics(metrics, self.name)
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
 
     @property
     def description(self) -> str:
@@ -542,7 +544,9 @@ class InformationRetrievalEvaluator(BaseEvaluator):
                 best = self.main_score_function
             self.primary_metric = f"{best}_ndcg@{top}"
         metrics = {f"{fn}_{key}": v for fn, s in scores.items() for key, v in s.items()}
-        return self.prefix_name_to_metrics(metrics, self.name)
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
 
     def get_config_dict(self) -> dict[str, Any]:
         keys = ("truncate_dim", "query_prompt", "query_prompt_name", "corpus_prompt", "corpus_prompt_name")

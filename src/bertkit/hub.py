@@ -100,6 +100,15 @@ def resolve_model_path(
     )
 
 
+def hub_id(folder: str | os.PathLike) -> str | None:
+    """The model id (``org/name``) of a folder in the Hugging Face cache layout
+    (``models--org--name/snapshots/<revision>``), or None for any other folder."""
+    parts = Path(folder).resolve().parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return parts[-3].removeprefix("models--").replace("--", "/")
+    return None
+
+
 def resolve_model_arg(value: str | os.PathLike, flag: str = "--model") -> Path:
     """The model folder a command's ``flag`` names: a local folder, or a model id in the cache.
 

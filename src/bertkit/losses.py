@@ -213,6 +213,21 @@ def _mnrl(
     return E.MNRLoss(scale, symmetric=symmetric, similarity=similarity_fct)
 
 
+def _mnrl_config(loss: Any, **cached: Any) -> dict[str, Any]:
+    """An MNRL's settings in sentence-transformers' order (a cached one's mini-batch settings after the
+    similarity)."""
+    return {
+        "scale": loss.scale,
+        "similarity_fct": _similarity_name(loss.similarity_fct),
+        **cached,
+        "gather_across_devices": loss.gather_across_devices,
+        "directions": loss.directions,
+        "partition_mode": loss.partition_mode,
+        "hardness_mode": loss.hardness_mode,
+        "hardness_strength": loss.hardness_strength,
+    }
+
+
 class MultipleNegativesRankingLoss(_Loss):
     """In-batch negatives: (anchor, positive[, negative...]) texts; each anchor must score its own
     positive above every other positive and negative of the batch."""
@@ -238,15 +253,7 @@ class MultipleNegativesRankingLoss(_Loss):
 
     def get_config_dict(self) -> dict[str, Any]:
         """The settings sentence-transformers' model card records for this loss."""
-        return {
-            "scale": self.scale,
-            "similarity_fct": _similarity_name(self.similarity_fct),
-            "gather_across_devices": self.gather_across_devices,
-            "directions": self.directions,
-            "partition_mode": self.partition_mode,
-            "hardness_mode": self.hardness_mode,
-            "hardness_strength": self.hardness_strength,
-        }
+        return _mnrl_config(self)
 
     @property
     def citation(self) -> str | None:
@@ -299,17 +306,9 @@ class CachedMultipleNegativesRankingLoss(_Loss):
 
     def get_config_dict(self) -> dict[str, Any]:
         """The settings sentence-transformers' model card records for this loss."""
-        return {
-            "scale": self.scale,
-            "similarity_fct": _similarity_name(self.similarity_fct),
-            "mini_batch_size": self.mini_batch_size,
-            "mini_batch_num_tokens": self.mini_batch_num_tokens,
-            "gather_across_devices": self.gather_across_devices,
-            "directions": self.directions,
-            "partition_mode": self.partition_mode,
-            "hardness_mode": self.hardness_mode,
-            "hardness_strength": self.hardness_strength,
-        }
+        return _mnrl_config(
+            self, mini_batch_size=self.mini_batch_size, mini_batch_num_tokens=self.mini_batch_num_tokens
+        )
 
     @property
     def citation(self) -> str | None:
@@ -1100,11 +1099,13 @@ class GISTEmbedLoss(_Loss):
     def compute_loss_from_embeddings(self, embeddings: Sequence[Tensor], labels: Tensor | None = None) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} computes its loss in forward (it runs the guide model)")
 
-    def get_config_dict(self) -> dict[str, Any]:
-        """The settings sentence-transformers' model card records for this loss."""
+    def get_config_dict(self, **cached: Any) -> dict[str, Any]:
+        """The settings sentence-transformers' model card records for this loss (a cached one's
+        mini-batch settings after the temperature)."""
         return {
             "guide": self.guide,
             "temperature": self.temperature,
+            **cached,
             "margin_strategy": self.margin_strategy,
             "margin": self.margin,
             "contrast_anchors": self.contrast_anchors,
@@ -1146,19 +1147,11 @@ class CachedGISTEmbedLoss(GISTEmbedLoss):
         self.gather_across_devices, self.mini_batch_size = gather_across_devices, mini_batch_size
         self.mini_batch_num_tokens = mini_batch_num_tokens
 
-    def get_config_dict(self) -> dict[str, Any]:
+    def get_config_dict(self) -> dict[str, Any]:  # type: ignore[override]
         """The settings sentence-transformers' model card records for this loss."""
-        return {
-            "guide": self.guide,
-            "temperature": self.temperature,
-            "mini_batch_size": self.mini_batch_size,
-            "mini_batch_num_tokens": self.mini_batch_num_tokens,
-            "margin_strategy": self.margin_strategy,
-            "margin": self.margin,
-            "contrast_anchors": self.contrast_anchors,
-            "contrast_positives": self.contrast_positives,
-            "gather_across_devices": self.gather_across_devices,
-        }
+        return super().get_config_dict(
+            mini_batch_size=self.mini_batch_size, mini_batch_num_tokens=self.mini_batch_num_tokens
+        )
 
     @property
     def citation(self) -> str | None:

@@ -47,6 +47,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bertkit.losses import _HOFSTATTER2021  # the same paper cited by the bi-encoder MarginMSELoss
+
 __all__ = [
     "ADRMSELoss",
     "BinaryCrossEntropyLoss",
@@ -1078,16 +1080,6 @@ _CAO2007_LISTNET = """
     booktitle={Proceedings of the 24th international conference on Machine learning},
     pages={129--136},
     year={2007}
-}
-"""
-_HOFSTATTER2021 = """
-@misc{hofstätter2021improving,
-    title={Improving Efficient Neural Ranking Models with Cross-Architecture Knowledge Distillation},
-    author={Sebastian Hofstätter and Sophia Althammer and Michael Schröder and Mete Sertkan and Allan Hanbury},
-    year={2021},
-    eprint={2010.02666},
-    archivePrefix={arXiv},
-    primaryClass={cs.IR}
 }
 """
 _LAN2014_PLISTMLE = """

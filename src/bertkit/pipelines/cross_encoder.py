@@ -32,7 +32,7 @@ import torch
 
 from bertkit import _args as A
 
-from .sentence_transformer import _ModelCardData, _ModuleCalls, _to_dtype
+from .sentence_transformer import _ModuleCalls, _to_dtype
 from .text_ranking import TextRankingPipeline
 
 __all__ = ["CrossEncoder"]
@@ -45,7 +45,6 @@ _UNSUPPORTED_INIT = {
     "processor_kwargs": "set max_length=... for the truncation length; other tokenizer options are not taken",
     "tokenizer_kwargs": "set max_length=... for the truncation length; other tokenizer options are not taken",
     "config_kwargs": "bertkit uses the folder's config.json as saved (num_labels must match it)",
-    "model_card_data": "bertkit writes no model card",
     "prompts": "prompts are not supported",
     "default_prompt_name": "prompts are not supported",
     "keep_in_fp32_modules": "bertkit's precision is one setting for the whole model: dtype=",
@@ -167,9 +166,11 @@ class CrossEncoder(_ModuleCalls):
         backend: str = "torch",
         cache_dir: str | os.PathLike | None = None,
         dtype: str | torch.dtype | None = None,
+        model_card_data: Any = None,
         **unsupported: Any,
     ) -> None:
-        from bertkit.hub import resolve_model_path
+        from bertkit.hub import hub_id, resolve_model_path
+        from bertkit.model_card import CrossEncoderModelCardData, adopt, read_original
 
         for name, value in unsupported.items():
             if name not in _UNSUPPORTED_INIT:
@@ -223,8 +224,11 @@ class CrossEncoder(_ModuleCalls):
         if activation_fn is None:
             activation_fn = torch.nn.Sigmoid() if self.num_labels == 1 else torch.nn.Identity()
         self.activation_fn = activation_fn
-        # where sentence-transformers' evaluators record their results (kept, never written out)
-        self.model_card_data = _ModelCardData()
+        # what the README.md written by save() says (the folder's own card, kept while untrained)
+        self.model_card_data = adopt(model_card_data, CrossEncoderModelCardData)
+        self.model_card_data.original_text = read_original(folder)
+        if self.model_card_data.base_model is None:
+            self.model_card_data.base_model = hub_id(folder)
         self._trained: Any = None  # fit()'s fp32 copy (TrainedCopy), made on first use
         # after a bfloat16() the folder's weights are no longer the model's: a new training copy
         # starts from the inference model's (rounded) weights, as sentence-transformers' would
@@ -572,8 +576,9 @@ class CrossEncoder(_ModuleCalls):
         The folder is one transformers' sequence-classification layout, which sentence-transformers'
         CrossEncoder loads with this activation and max_length. Files already in ``path`` that this save
         does not write are kept, but a folder holding another model's sentence-transformers module files
-        (which that library would read instead) is refused. No model card is written: ``model_name``,
-        ``create_model_card`` and ``train_datasets`` only describe one."""
+        (which that library would read instead) is refused. With ``create_model_card`` a README.md
+        model card is written (:mod:`bertkit.model_card`), titled ``model_name`` unless
+        ``model_card_data`` names the model; ``train_datasets`` is accepted and not read."""
         self._sync_inference()
         if self._pipe.dtype != "fp32":
             raise ValueError(
@@ -591,6 +596,10 @@ class CrossEncoder(_ModuleCalls):
         extra.pop("sbert_ce_default_activation_function", None)  # superseded by the key written below
         extra["sentence_transformers"] = {"activation_fn": _fullname(self.activation_fn)}
         self.model.save_pretrained(target, tokenizer=self.tokenizer, safe_serialization=safe_serialization)
+        if create_model_card:
+            from bertkit.model_card import write_card
+
+            write_card(self, target, target, cross=True, model_name=model_name)
 
     def save_pretrained(
         self,

@@ -145,17 +145,6 @@ def _from_modules(modules: Any) -> tuple[Path, str, list[Any], bool, int]:
     return transformer.folder, pooling_mod.pooling_mode, dense, normalize, transformer.max_seq_length
 
 
-class _ModelCardData:
-    """Where sentence-transformers' evaluators and trainers record results for the model card it
-    writes. bertkit writes none, so a record is accepted and kept only here (``evaluations``)."""
-
-    def __init__(self) -> None:
-        self.evaluations: list[tuple[Any, ...]] = []
-
-    def set_evaluation_metrics(self, evaluator: Any, metrics: dict[str, Any], epoch: int = 0, step: int = 0) -> None:
-        self.evaluations.append((type(evaluator).__name__, dict(metrics), epoch, step))
-
-
 # sentence-transformers calls bertkit cannot make, and why: each is refused by name in one line
 _REFUSED_CALLS = {
     "push_to_hub": "bertkit never uses the network; save(path) writes the folder, upload it yourself",
@@ -456,8 +445,10 @@ class SentenceTransformer(_ModuleCalls):
         batch_size: int = 32,
         max_batch_tokens: int | None = 16384,
         modules: list[Any] | None = None,
+        model_card_data: Any = None,
     ) -> None:
-        from bertkit.hub import resolve_model_path
+        from bertkit.hub import hub_id, resolve_model_path
+        from bertkit.model_card import SentenceTransformerModelCardData, adopt, read_original
         from bertkit.pipelines.pipelines import FeatureExtractionPipeline, sentence_transformers_pooling
 
         if model_name_or_path is None and modules is None:
@@ -527,7 +518,12 @@ class SentenceTransformer(_ModuleCalls):
         self.similarity_fn_name = similarity_fn_name or st_cfg.get("similarity_fn_name")
         self.truncate_dim = truncate_dim
         self._includes_prompt = _pooling_includes_prompt(folder) if modules is None else True
-        self.model_card_data = _ModelCardData()
+        # what the README.md written by save() says (the folder's own card, kept while untrained)
+        self.model_card_data = adopt(model_card_data, SentenceTransformerModelCardData)
+        if modules is None:
+            self.model_card_data.original_text = read_original(folder)
+            if self.model_card_data.base_model is None:
+                self.model_card_data.base_model = hub_id(folder)
         self._training: Any = None  # the SentenceEncoder that fit() and the losses train, made on first use
         self._trained: Any = None  # its weights, synced into the inference model (TrainedCopy)
         # modules=[...]: the caller's own module objects are model[0], model[1]... as in sentence-transformers
@@ -928,11 +924,11 @@ class SentenceTransformer(_ModuleCalls):
         tokenizer, the module files and ``config_sentence_transformers.json``. Files of the same
         names are replaced in one rename each; other files in the folder are kept."""
         from bertkit._io import atomic_update_dir, atomic_write_json
+        from bertkit.model_card import write_card
         from bertkit.modeling.sentence import save_sentence_folder
 
         if kwargs.get("safe_serialization") is False:
             _refuse("safe_serialization=False", "is not supported here: the folder holds model.safetensors")
-        del model_name, create_model_card  # no model card is written
         self._sync_inference()
         if self.dtype != "fp32":
             _refuse(
@@ -958,6 +954,8 @@ class SentenceTransformer(_ModuleCalls):
                     "similarity_fn_name": self._similarity_fn_name,
                 },
             )
+            if create_model_card:
+                write_card(self, Path(tmp), Path(path).expanduser(), model_name=model_name)
 
     def save_pretrained(self, path: str | Path, **kwargs: Any) -> None:
         """Same as :meth:`save`."""

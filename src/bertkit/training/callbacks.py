@@ -29,6 +29,7 @@ EVENTS = (
     "on_substep_end",
     "on_step_end",
     "on_log",
+    "on_prediction_step",
     "on_evaluate",
     "on_predict",
     "on_save",
@@ -89,6 +90,9 @@ class TrainerCallback:
 
     def on_step_end(self, args: Any, state: Any, control: TrainerControl, **kwargs: Any) -> None:
         """After an optimizer step."""
+
+    def on_prediction_step(self, args: Any, state: Any, control: TrainerControl, **kwargs: Any) -> None:
+        """After each batch of an evaluation or prediction."""
 
     def on_evaluate(self, args: Any, state: Any, control: TrainerControl, **kwargs: Any) -> None:
         """After an evaluation (``metrics`` in kwargs)."""

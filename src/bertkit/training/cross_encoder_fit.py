@@ -188,4 +188,5 @@ def fit(
         checkpoint_save_steps=checkpoint_save_steps,
         checkpoint_save_total_limit=checkpoint_save_total_limit,
         resume_from_checkpoint=resume_from_checkpoint,
+        losses=[loss_fct],
     )

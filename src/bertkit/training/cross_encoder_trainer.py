@@ -51,6 +51,7 @@ from bertkit.training.st_trainer import (
     SentenceTransformerTrainingArguments,
     _Collate,
     _is_list,
+    _refuse_arg,
     _STArgumentsType,
     _Table,
 )
@@ -64,6 +65,16 @@ class CrossEncoderTrainingArguments(SentenceTransformerTrainingArguments, metacl
     of :class:`~bertkit.training.arguments.TrainingArguments` in transformers' names) and the same
     ``batch_sampler`` / ``multi_dataset_batch_sampler`` as the sentence-transformer's; ``prompts``,
     ``router_mapping`` and ``learning_rate_mapping`` are refused by name."""
+
+    def __post_init__(self) -> None:
+        if self.prompts:
+            raise _refuse_arg(
+                "prompts",
+                self.prompts,
+                "a cross-encoder's training texts take no prompts here; add them to the texts",
+                type(self).__name__,
+            )
+        super().__post_init__()
 
 
 class _TextCollate(_Collate):

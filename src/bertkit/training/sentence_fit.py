@@ -420,6 +420,7 @@ def fit(
         checkpoint_save_steps=checkpoint_save_steps,
         checkpoint_save_total_limit=checkpoint_save_total_limit,
         resume_from_checkpoint=resume_from_checkpoint,
+        losses=losses,
     )
     if evaluator is None and output_path is not None:
         model.save(output_path)
@@ -471,6 +472,7 @@ def run_fit(
     checkpoint_save_steps: int = 500,
     checkpoint_save_total_limit: int = 0,
     resume_from_checkpoint: bool = False,
+    losses: Sequence[Any] = (),
 ) -> None:
     """The training every sentence-transformers ``fit`` shares, on bertkit's Trainer: AdamW groups over
     ``optimized``, the named schedule over ``total_steps``, the evaluator after every epoch and every
@@ -554,7 +556,24 @@ def run_fit(
             save_model=save_checkpoint_model,
             optimizers=(optimizer, lr_schedule),
         )
+        from bertkit.model_card import keep_logs, record_training
+
+        settings = {
+            "num_train_epochs": epochs,
+            "per_device_train_batch_size": batch_size,
+            "scheduler": str(scheduler),
+            "warmup_steps": warmup_steps,
+            "learning_rate": optimizer_params.get("lr", 2e-5),
+            "weight_decay": weight_decay,
+            "max_grad_norm": max_grad_norm,
+            "fp16" if device.type == "cuda" else "bf16": use_amp,
+        }
+        defaults = {"num_train_epochs": 1, "scheduler": "WarmupLinear", "warmup_steps": 10000}
+        defaults.update({"learning_rate": 2e-5, "weight_decay": 0.01, "max_grad_norm": 1, "fp16": False, "bf16": False})
+        changed = {k: v for k, v in settings.items() if defaults.get(k, object()) != v}
+        record_training(model, [{"name": None, "size": len(dataset), "columns": []}], list(losses), changed, trainer)
         try:
             trainer.train()
         finally:
+            keep_logs(model)  # the run's folder may be a temporary one
             model._sync_inference()

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import numbers
 import time
 import warnings
@@ -127,6 +128,42 @@ def _refuse_arg(name: str, value: Any, why: str, owner: str = "SentenceTransform
     return ValueError(f"{owner}: {name}={value!r} is not supported: {why}")
 
 
+def _check_prompts(prompts: Any, owner: str) -> Any:
+    """``prompts`` as sentence-transformers takes them: None, a string (a JSON object given as a
+    string is read as one), a dict of strings (column or dataset names to prompts), or a dict of such
+    dicts (dataset names to column names to prompts)."""
+    if isinstance(prompts, str):
+        try:
+            prompts = json.loads(prompts)
+        except json.JSONDecodeError:
+            return prompts  # one prompt for every column
+        if not isinstance(prompts, dict):
+            raise _refuse_arg("prompts", prompts, "a JSON string must hold an object of prompts", owner)
+    if prompts is None or prompts == {}:
+        return None
+    if not isinstance(prompts, Mapping) or not all(isinstance(k, str) for k in prompts):
+        raise _refuse_arg("prompts", prompts, "give a string, or a dict of strings (or of dicts of strings)", owner)
+    for key, value in prompts.items():
+        inner = value.values() if isinstance(value, Mapping) else [value]
+        if not all(isinstance(v, str) for v in inner):
+            raise _refuse_arg(
+                f"prompts[{key!r}]", value, "must be a string or a dict of column names to strings", owner
+            )
+    return dict(prompts)
+
+
+def _prompt_for(prompts: Any, dataset: str | None, column: str) -> str | None:
+    """The prompt of one text column of one dataset, as sentence-transformers' data collator picks it."""
+    if not isinstance(prompts, dict):
+        return prompts
+    if dataset is not None and dataset in prompts:
+        prompts = prompts[dataset]
+        return prompts if isinstance(prompts, str) else prompts.get(column)
+    if isinstance(next(iter(prompts.values())), dict):
+        return None  # prompts for other datasets only
+    return prompts.get(column)
+
+
 @dataclasses.dataclass(kw_only=True)
 class SentenceTransformerTrainingArguments(TrainingArguments, metaclass=_STArgumentsType):
     """sentence-transformers' training arguments: transformers' (every name and default of
@@ -137,7 +174,11 @@ class SentenceTransformerTrainingArguments(TrainingArguments, metaclass=_STArgum
     multi_dataset_batch_sampler: Any = setting(
         MultiDatasetBatchSamplers.PROPORTIONAL, cli=False, help="in which order several datasets' batches come"
     )
-    prompts: Any = setting(None, cli=False, help="sentence-transformers' training prompts (refused)")
+    prompts: Any = setting(
+        None,
+        cli=False,
+        help="texts put before each text: one string, per column, per dataset, or per dataset and column",
+    )
     router_mapping: Any = setting(default_factory=dict, cli=False, help="Router routes per column (refused)")
     learning_rate_mapping: Any = setting(
         default_factory=dict, cli=False, help="learning rates per parameter pattern (refused)"
@@ -149,13 +190,7 @@ class SentenceTransformerTrainingArguments(TrainingArguments, metaclass=_STArgum
         self.multi_dataset_batch_sampler = MultiDatasetBatchSamplers.parse(
             "multi_dataset_batch_sampler", self.multi_dataset_batch_sampler, owner
         )
-        if self.prompts:
-            raise _refuse_arg(
-                "prompts",
-                self.prompts,
-                "bertkit's training path does not prepend prompts; add them to the texts",
-                owner,
-            )
+        self.prompts = _check_prompts(self.prompts, owner)
         if self.router_mapping:
             raise _refuse_arg("router_mapping", self.router_mapping, "bertkit's models have no Router", owner)
         if self.learning_rate_mapping:
@@ -507,8 +542,8 @@ class _Collate:
     """A batch of (table, row) items of one table -> one tokenized batch per text column and the labels
     (None without a label column), as sentence-transformers' data collator gives them to the loss."""
 
-    def __init__(self, model: Any, tables: list[_Table]) -> None:
-        self.model, self.tables = model, tables
+    def __init__(self, model: Any, tables: list[_Table], prompts: Any = None) -> None:
+        self.model, self.tables, self.prompts = model, tables, prompts
 
     def __call__(self, items: list[tuple[int, int]]) -> dict[str, Any]:
         k = items[0][0]
@@ -521,8 +556,12 @@ class _Collate:
         return {"table": k, "features": features, "labels": labels}
 
     def features(self, table: _Table, rows: list[int]) -> list[Any]:
-        """What the loss gets of each text column: here its texts tokenized."""
-        return [self.model.preprocess([column[i] for i in rows]) for column in table.texts]
+        """What the loss gets of each text column: here its texts, after the column's prompt, tokenized."""
+        out = []
+        for name, column in zip(table.text_columns, table.texts):
+            prompt = _prompt_for(self.prompts, table.name, name) if self.prompts else None
+            out.append(self.model.preprocess([(prompt or "") + column[i] for i in rows]))
+        return out
 
 
 # -- the trained module -------------------------------------------------------------------------------
@@ -622,6 +661,23 @@ class SentenceTransformerTrainer:
     def _refuse(self, name: str, why: str) -> ValueError:
         return _refuse(name, why, type(self).__name__)
 
+    def _check_prompts(self, prompts: Any) -> None:
+        """Refuse prompts this run cannot apply as sentence-transformers would."""
+        if not prompts:
+            return
+        if not getattr(self.model, "_includes_prompt", True):
+            raise self._refuse(
+                "args.prompts", "with a Pooling that leaves the prompt out (include_prompt=False) is not supported"
+            )
+        nested = isinstance(prompts, dict) and isinstance(next(iter(prompts.values())), dict)
+        for kind, tables in (("train", self.train_tables), ("eval", self.eval_tables)):
+            if nested and tables and tables[0].name is None:
+                raise self._refuse(
+                    "args.prompts",
+                    f"is a dict of dicts (dataset names to column names to prompts), but {kind}_dataset is one "
+                    f"dataset without a name; its keys are {list(prompts)}",
+                )
+
     def __init__(
         self,
         model: Any = None,
@@ -712,6 +768,7 @@ class SentenceTransformerTrainer:
         for kind, tables in (("train", self.train_tables), ("eval", self.eval_tables)):
             for table in tables or []:
                 self._check_table(self._loss_for(table), table, _where(kind, table.name))
+        self._check_prompts(args.prompts)
 
         losses = list(self.loss.values()) if isinstance(self.loss, dict) else [self.loss]
         self._module = _Trained(model, list({id(x): x for x in losses}.values()))
@@ -728,13 +785,24 @@ class SentenceTransformerTrainer:
             self._module,
             args,
             _Rows(self.train_tables),
-            collate_fn=self._collate_type(model, self.train_tables),
+            collate_fn=self._collate_type(model, self.train_tables, args.prompts),
             batch_sampler=self._sampler,
             evaluate=self._evaluate_while_training if evaluates else None,
             loss_fn=self._loss_fn,
             save_model=lambda module, directory: module.save_folder(directory),
             callbacks=callbacks,
         )
+        from bertkit.model_card import changed_arguments, record_training
+
+        sizes = [
+            {
+                "name": t.name,
+                "size": len(t),
+                "columns": [*t.text_columns, *([t.label_column] if t.labels is not None else [])],
+            }
+            for t in self.train_tables
+        ]
+        record_training(model, sizes, losses, changed_arguments(args), self._trainer)
 
     # the Trainer's own attributes (state, log_metrics, save_metrics, save_state, output_dir...)
     def __getattr__(self, name: str) -> Any:
@@ -763,12 +831,13 @@ class SentenceTransformerTrainer:
             self.args.seed,
             "eval",
         )
-        collate, fn = self._collate_type(self.model, [table]), self._loss_for(table)
+        collate, fn = self._collate_type(self.model, [table], self.args.prompts), self._loss_for(table)
         total, count = 0.0, 0
         for rows in sampler:
             batch = _to_device(collate([(0, i) for i in rows]), self.model.device)
             total += float(fn(batch["features"], batch["labels"])) * len(rows)
             count += len(rows)
+            self._trainer._fire("on_prediction_step")  # after each evaluation batch, as transformers' loop does
         return total / max(1, count)
 
     def _metrics(self, tables: list[_Table] | None, run_evaluator: bool) -> dict[str, float]:
@@ -799,9 +868,15 @@ class SentenceTransformerTrainer:
     def train(self, resume_from_checkpoint: bool | str | None = None, **kwargs: Any) -> Any:
         """Train (or, with ``resume_from_checkpoint``, continue the run in ``output_dir``); the model's
         :meth:`encode` and :meth:`save` then use the trained weights."""
+        from bertkit.model_card import keep_logs
+
+        card = getattr(self.model, "model_card_data", None)
+        if card is not None and hasattr(card, "trainer"):
+            card.trainer = self._trainer  # the card reads the run's logs while it trains
         try:
             return self._trainer.train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         finally:
+            keep_logs(self.model)  # then keeps them, not the Trainer (and its optimizer's state)
             self.model._sync_inference()
 
     def evaluate(

@@ -1672,6 +1672,7 @@ class Trainer:
             preds.append(logits)
             if "inputs" in include:
                 inputs.append(batch["input_ids"].cpu())
+            self._fire("on_prediction_step")  # after each evaluation batch, as transformers' loop does
         predictions = _concat_nested(preds) if preds else None
         label_ids = _one_or_tuple([_concat_padded(parts) for parts in labels.values()]) if labels else None
         metrics: dict[str, float] = {"loss": loss_sum / count} if count else {}
