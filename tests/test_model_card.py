@@ -232,6 +232,30 @@ def test_named_datasets_reach_the_metadata_and_the_description(tmp_path):
     assert _fact(text, "Training Dataset") == "Lee"
 
 
+def test_a_card_that_cannot_be_written_does_not_stop_the_save(tmp_path, lee):
+    """A user's loss whose settings cannot be read: the card is skipped with a warning naming the
+    error, and the folder is saved and loads to the same vectors."""
+
+    class MyLoss(losses.MultipleNegativesRankingLoss):
+        def get_config_dict(self):
+            raise RuntimeError("settings unavailable")
+
+    model = bertkit.SentenceTransformer(MINILM)
+    s1, s2, _ = lee
+    args = bertkit.SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=4, report_to="none"
+    )
+    bertkit.SentenceTransformerTrainer(
+        model=model, args=args, train_dataset={"anchor": s1[:4], "positive": s2[:4]}, loss=MyLoss(model)
+    ).train()
+    with pytest.warns(UserWarning, match=r"no model card written .*RuntimeError: settings unavailable"):
+        model.save(tmp_path / "out")
+    assert not (tmp_path / "out" / "README.md").exists()
+    texts = ["saved all the same"]
+    back = bertkit.SentenceTransformer(tmp_path / "out").encode(texts)
+    assert torch.allclose(torch.from_numpy(back), torch.from_numpy(model.encode(texts)), atol=1e-5)
+
+
 def test_bad_model_card_data_is_refused_by_name():
     with pytest.raises(TypeError, match=r"model_card_data must be a SentenceTransformerModelCardData, got int"):
         bertkit.SentenceTransformer(MINILM, model_card_data=3)

@@ -551,7 +551,14 @@ def write_card(model: Any, folder: Path, target: Path, cross: bool = False, mode
     if data.original_text is not None and "generated_from_trainer" not in data.tags:
         text = data.original_text
     else:
-        text = card_text(model, cross, model_name)
+        try:
+            text = card_text(model, cross, model_name)
+        except Exception as e:  # a card is a description: a failure in it must not lose the model's save
+            warnings.warn(
+                f"no model card written into {target}: {type(e).__name__}: {e} (the model itself is saved)",
+                stacklevel=3,
+            )
+            return False
     from bertkit._io import atomic_write_text
 
     atomic_write_text(folder / "README.md", text)
