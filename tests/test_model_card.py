@@ -158,6 +158,13 @@ def test_trained_card_records_the_run(tmp_path, lee):
     scored = [r for r in rows if r[3] != "-"]
     assert [int(r[1]) for r in scored] == [2]  # the evaluator's primary metric, at its step
 
+    # the trainer's own call, as in sentence-transformers' training scripts: the card in output_dir
+    trainer.create_model_card(language="en", license="mit", tags="lee-demo", model_name="MiniLM on Lee")
+    card = (tmp_path / "run" / "README.md").read_text()
+    head = _header(card)
+    assert (head["language"], head["license"]) == (["en"], "mit") and "lee-demo" in head["tags"]
+    assert "\n# MiniLM on Lee\n" in card and head["model-index"][0]["name"] == "MiniLM on Lee"
+
 
 def test_fit_records_the_run_too(tmp_path, lee):
     from bertkit import InputExample

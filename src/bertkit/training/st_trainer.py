@@ -899,6 +899,31 @@ class SentenceTransformerTrainer:
         out["epoch"] = self._trainer.step / self._trainer.steps_per_epoch
         return out
 
+    def create_model_card(
+        self,
+        language: str | None = None,
+        license: str | None = None,
+        tags: str | list[str] | None = None,
+        model_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Write the model's card (README.md) into ``output_dir``, as sentence-transformers' trainer
+        does: ``language``, ``license`` and ``tags`` are set on ``model.model_card_data`` first.
+        transformers' other arguments (``finetuned_from``, ``dataset``...) are accepted and not read."""
+        from bertkit.model_card import write_card
+
+        del kwargs
+        data = self.model.model_card_data
+        if language:
+            data.set_language(language)
+        if license:
+            data.set_license(license)
+        if tags:
+            data.add_tags(tags)
+        out = Path(self.args.output)
+        out.mkdir(parents=True, exist_ok=True)
+        write_card(self.model, out, out, cross=self._model_name == "CrossEncoder", model_name=model_name)
+
     def save_model(self, output_dir: str | None = None) -> None:
         """Write the model into ``output_dir`` (default the run's), a folder sentence-transformers loads."""
         self.model.save(output_dir if output_dir is not None else self.args.output)
