@@ -63,8 +63,8 @@ __all__ = ["CrossEncoderTrainer", "CrossEncoderTrainingArguments"]
 class CrossEncoderTrainingArguments(SentenceTransformerTrainingArguments, metaclass=_STArgumentsType):
     """sentence-transformers' cross-encoder training arguments: transformers' (every name and default
     of :class:`~bertkit.training.arguments.TrainingArguments` in transformers' names) and the same
-    ``batch_sampler`` / ``multi_dataset_batch_sampler`` as the sentence-transformer's; ``prompts``,
-    ``router_mapping`` and ``learning_rate_mapping`` are refused by name."""
+    ``batch_sampler`` / ``multi_dataset_batch_sampler`` and ``learning_rate_mapping`` as the
+    sentence-transformer's; ``prompts`` and ``router_mapping`` are refused by name."""
 
     def __post_init__(self) -> None:
         if self.prompts:

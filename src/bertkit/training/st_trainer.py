@@ -47,6 +47,7 @@ import dataclasses
 import enum
 import json
 import numbers
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -152,6 +153,63 @@ def _check_prompts(prompts: Any, owner: str) -> Any:
     return dict(prompts)
 
 
+def _check_rate_mapping(mapping: Any, owner: str) -> dict[str, float]:
+    """``learning_rate_mapping``: regular expressions over parameter names to learning rates (a JSON
+    string of one is read)."""
+    if isinstance(mapping, str):
+        try:
+            mapping = json.loads(mapping)
+        except json.JSONDecodeError:
+            raise _refuse_arg("learning_rate_mapping", mapping, "a string must be a JSON object", owner) from None
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise _refuse_arg("learning_rate_mapping", mapping, "give a dict of name patterns to learning rates", owner)
+    out = {}
+    for pattern, lr in mapping.items():
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as e:
+            raise _refuse_arg(
+                f"learning_rate_mapping[{pattern!r}]", lr, f"the pattern is no regex ({e})", owner
+            ) from None
+        if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 <= lr < float("inf"):
+            raise _refuse_arg(f"learning_rate_mapping[{pattern!r}]", lr, "must be a learning rate >= 0", owner)
+        out[pattern] = lr
+    return out
+
+
+def _mapped_rates(
+    mapping: dict[str, float], loss: Any, model: Any, refuse: Callable[..., Exception]
+) -> dict[int, float]:
+    """Each parameter (by id) a pattern of ``mapping`` matches, with its rate: the names are those of
+    sentence-transformers' loss module (``model.0.model.encoder...``, a loss's own ``classifier.weight``;
+    with a dict of losses each under its key, the shared model under the first), a later pattern
+    winning over an earlier one, as there."""
+    if not mapping:
+        return {}
+    parts = loss.items() if isinstance(loss, dict) else [(None, loss)]
+    named: list[tuple[str, nn.Parameter]] = []
+    seen: set[int] = set()
+    for key, fn in parts:
+        prefix = "" if key is None else f"{key}."
+        own = [(f"{prefix}{n}", p) for n, p in fn.named_parameters()]
+        for name, p in [*((f"{prefix}model.{n}", p) for n, p in model.named_parameters()), *own]:
+            if id(p) not in seen:
+                seen.add(id(p))
+                named.append((name, p))
+    rates: dict[int, float] = {}
+    for pattern, lr in mapping.items():
+        matched = [p for n, p in named if re.search(pattern, n)]
+        if not matched:
+            raise refuse(
+                f"args.learning_rate_mapping[{pattern!r}]",
+                f"matches no parameter; the names look like {named[0][0]!r} and {named[-1][0]!r}",
+            )
+        rates.update((id(p), float(lr)) for p in matched)
+    return rates
+
+
 def _prompt_for(prompts: Any, dataset: str | None, column: str) -> str | None:
     """The prompt of one text column of one dataset, as sentence-transformers' data collator picks it."""
     if not isinstance(prompts, dict):
@@ -181,7 +239,7 @@ class SentenceTransformerTrainingArguments(TrainingArguments, metaclass=_STArgum
     )
     router_mapping: Any = setting(default_factory=dict, cli=False, help="Router routes per column (refused)")
     learning_rate_mapping: Any = setting(
-        default_factory=dict, cli=False, help="learning rates per parameter pattern (refused)"
+        default_factory=dict, cli=False, help="learning rates of the parameters whose names match each regex"
     )
 
     def __post_init__(self) -> None:
@@ -193,13 +251,7 @@ class SentenceTransformerTrainingArguments(TrainingArguments, metaclass=_STArgum
         self.prompts = _check_prompts(self.prompts, owner)
         if self.router_mapping:
             raise _refuse_arg("router_mapping", self.router_mapping, "bertkit's models have no Router", owner)
-        if self.learning_rate_mapping:
-            raise _refuse_arg(
-                "learning_rate_mapping",
-                self.learning_rate_mapping,
-                "bertkit trains every weight at learning_rate",
-                owner,
-            )
+        self.learning_rate_mapping = _check_rate_mapping(self.learning_rate_mapping, owner)
         super().__post_init__()
 
 
@@ -572,11 +624,16 @@ class _Trained(nn.Module):
     modules) and the losses' own weights. A checkpoint is the model's folder, which sentence-transformers
     loads, and the loss weights beside it."""
 
-    def __init__(self, model: Any, losses: list[nn.Module]) -> None:
+    def __init__(self, model: Any, losses: list[nn.Module], rates: dict[int, float] | None = None) -> None:
         super().__init__()
         self.st = [model]  # in a list: not a submodule (it is not an nn.Module)
         self.encoder = model.training_model
         self.losses = nn.ModuleList(losses)
+        self._rates = rates or {}
+
+    def parameter_learning_rates(self) -> dict[int, float]:
+        """The parameters (by id) that ``learning_rate_mapping`` gives rates of their own."""
+        return self._rates
 
     def has_loss_weights(self) -> bool:
         return any(True for _ in self.losses.parameters())
@@ -771,7 +828,8 @@ class SentenceTransformerTrainer:
         self._check_prompts(args.prompts)
 
         losses = list(self.loss.values()) if isinstance(self.loss, dict) else [self.loss]
-        self._module = _Trained(model, list({id(x): x for x in losses}.values()))
+        rates = _mapped_rates(args.learning_rate_mapping, self.loss, model, self._refuse)
+        self._module = _Trained(model, list({id(x): x for x in losses}.values()), rates)
         self._sampler = _Batches(
             self.train_tables,
             args.batch_sampler,

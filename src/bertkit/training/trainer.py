@@ -479,11 +479,15 @@ def layer_depths(names: list[str]) -> dict[str, int]:
     return depths
 
 
-def _param_groups(model: nn.Module, weight_decay: float, layer_lr_decay: float = 1.0) -> list[dict[str, Any]]:
+def _param_groups(
+    model: nn.Module, weight_decay: float, layer_lr_decay: float = 1.0, rates: dict[int, float] | None = None
+) -> list[dict[str, Any]]:
     """No weight decay on biases and LayerNorm (and other norm) weights, as in BERT. With
     ``layer_lr_decay`` < 1, each group also carries ``lr_scale = layer_lr_decay ** (top - depth)``
     (:func:`layer_depths`): the heads learn at the full rate, each layer below at a fraction of the one
-    above, the embeddings least (ELECTRA's fine-tuning uses 0.8)."""
+    above, the embeddings least (ELECTRA's fine-tuning uses 0.8). ``rates`` (a parameter's id -> its
+    own learning rate) puts those parameters in groups of their own, with an ``lr``, after the others."""
+    rates = rates or {}
     norm_params = set()
     for module in model.modules():
         if isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.RMSNorm)):
@@ -495,15 +499,21 @@ def _param_groups(model: nn.Module, weight_decay: float, layer_lr_decay: float =
     groups: dict[tuple[int, bool], list[nn.Parameter]] = (
         {} if layer_lr_decay != 1.0 else {(0, False): [], (0, True): []}
     )
+    own: dict[tuple[float, bool], list[nn.Parameter]] = {}
     for name, p in named:
         no_decay = name.endswith("bias") or id(p) in norm_params or "LayerNorm" in name or p.ndim < 2
-        groups.setdefault((depths[name], no_decay), []).append(p)
+        if id(p) in rates:
+            own.setdefault((rates[id(p)], no_decay), []).append(p)
+        else:
+            groups.setdefault((depths[name], no_decay), []).append(p)
     out = []
     for depth, no_decay in sorted(groups, key=lambda k: (k[1], -k[0])):  # the first group runs at the peak rate
         group: dict[str, Any] = {"params": groups[depth, no_decay], "weight_decay": 0.0 if no_decay else weight_decay}
         if layer_lr_decay != 1.0:
             group["lr_scale"] = layer_lr_decay ** (top - depth)
         out.append(group)
+    for (lr, no_decay), params in own.items():
+        out.append({"params": params, "weight_decay": 0.0 if no_decay else weight_decay, "lr": lr})
     return out
 
 
@@ -621,9 +631,11 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 def _adamw(model: nn.Module, config: TrainingArguments) -> torch.optim.Optimizer:
     kwargs: dict[str, Any] = dict(lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
-    groups = _param_groups(model, config.weight_decay, config.layer_lr_decay)
+    # a model may give some parameters rates of their own (sentence-transformers' learning_rate_mapping)
+    rates = getattr(model, "parameter_learning_rates", None)
+    groups = _param_groups(model, config.weight_decay, config.layer_lr_decay, rates() if callable(rates) else None)
     for g in groups:  # LambdaLR scales each group's own initial rate
-        g["lr"] = config.lr * g.pop("lr_scale", 1.0)
+        g.setdefault("lr", config.lr * g.pop("lr_scale", 1.0))
     try:  # one fused kernel over all parameters (CUDA and, in recent torch, CPU)
         return torch.optim.AdamW(groups, fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):
