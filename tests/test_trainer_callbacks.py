@@ -248,3 +248,35 @@ def test_transformers_printer_callback_prints_the_same_rows(setup, tmp_path, cap
         for key in ("loss", "eval_loss", "train_loss"):
             if key in b:
                 assert float(a[key]) == pytest.approx(float(b[key]), abs=1e-4), key
+
+
+class StepCounter(transformers.TrainerCallback, transformers.trainer_callback.ExportableState):
+    """A callback with a state: transformers records it in trainer_state.json."""
+
+    def __init__(self, every=1):
+        self.every, self.seen = every, 0
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.seen += 1
+
+    def state(self):
+        return {"args": {"every": self.every}, "attributes": {"seen": self.seen}}
+
+
+def test_stateful_callbacks_are_recorded_as_transformers_records_them(setup, tmp_path):
+    """A callback with a ``state()`` (transformers' ExportableState): trainer_state.json holds its state
+    under its class name beside TrainerControl's flags, as transformers' checkpoint at the last step
+    holds them, and transformers' TrainerState reads it."""
+    states = {}
+    for lib in ("transformers", "bertkit"):
+        trainer = _run(lib, setup, tmp_path / lib, [StepCounter(every=3)], eval_strategy="no")
+        if lib == "bertkit":
+            trainer.save_state()
+            path = tmp_path / lib / "trainer_state.json"
+        else:  # transformers records them with the checkpoint (its last one is at the last step)
+            path = tmp_path / lib / f"checkpoint-{trainer.state.global_step}" / "trainer_state.json"
+        states[lib] = transformers.TrainerState.load_from_json(str(path)).stateful_callbacks
+    ours, theirs = states["bertkit"], states["transformers"]
+    assert ours["StepCounter"] == theirs["StepCounter"] == {"args": {"every": 3}, "attributes": {"seen": 4}}
+    assert set(ours["TrainerControl"]["args"]) == set(theirs["TrainerControl"]["args"])
+    assert ours["TrainerControl"]["attributes"] == theirs["TrainerControl"]["attributes"] == {}

@@ -265,6 +265,9 @@ class TrainerState:
     is_world_process_zero: bool = True
     is_hyper_param_search: bool = False
     trial_name: str | None = None
+    # transformers' record of the callbacks with a state(): TrainerControl's flags, and each callback's
+    # (a list where a class is given twice), so its TrainerState.load_from_json reads the file
+    stateful_callbacks: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
@@ -1834,7 +1837,24 @@ class Trainer:
             train_batch_size=cfg.batch_size,
             is_local_process_zero=self.local_rank == 0,
             is_world_process_zero=self.is_main,
+            stateful_callbacks=self._stateful_callbacks(),
         )
+
+    def _stateful_callbacks(self) -> dict[str, Any]:
+        """transformers' ``stateful_callbacks``: the control's flags and every callback's ``state()``."""
+        control = self.callback_handler.control
+        flags = ("should_training_stop", "should_epoch_stop", "should_save", "should_evaluate", "should_log")
+        out: dict[str, Any] = {"TrainerControl": {"args": {k: getattr(control, k) for k in flags}, "attributes": {}}}
+        for cb in self.callback_handler.callbacks:
+            state = getattr(cb, "state", None)
+            if not callable(state):
+                continue
+            name, value = type(cb).__name__, state()
+            if name in out:
+                out[name] = [*(out[name] if isinstance(out[name], list) else [out[name]]), value]
+            else:
+                out[name] = value
+        return out
 
     def _as_transformers_row(self, row: dict[str, Any]) -> dict[str, Any]:
         """A metrics.jsonl row with transformers' keys beside bertkit's: ``epoch`` as the fraction of epochs
