@@ -148,6 +148,7 @@ def test_trained_card_records_the_run(tmp_path, lee):
     assert json.loads(config.group(1)) == json.loads(json.dumps(loss.get_config_dict()))
     assert json.loads(config.group(1))["scale"] == 10.0
     assert "- `learning_rate`: 3e-05" in text and "- `per_device_train_batch_size`: 4" in text
+    assert f"#### MultipleNegativesRankingLoss\n\n```bibtex\n{loss.citation.strip()}\n```" in text
 
     logged = {row["step"]: row["loss"] for row in trainer.state.log_history if "loss" in row}
     table = text.split("### Training Logs", 1)[1]

@@ -520,11 +520,15 @@ def card_text(model: Any, cross: bool = False, model_name: str | None = None) ->
             lines += ["", "* The bold row denotes the saved checkpoint."]
     level = "###" if data.train_sizes or data.losses or data.hyperparameters or rows else "##"
     lines += ["", f"{level} Framework Versions", "", *_versions()]
-    citations = [c for c in dict.fromkeys(getattr(loss, "citation", None) for loss in data.losses) if c]
+    citations: dict[str, str] = {}  # each paper once, under the first loss that cites it
+    for loss in data.losses:
+        text = getattr(loss, "citation", None)
+        if text and text not in citations:
+            citations[text] = type(loss).__name__
     if citations:
         lines += ["", "## Citation", "", "### BibTeX"]
-        for loss, text in zip(data.losses, citations):
-            lines += ["", f"#### {type(loss).__name__}", "", "```bibtex", text.strip(), "```"]
+        for text, name in citations.items():
+            lines += ["", f"#### {name}", "", "```bibtex", text.strip(), "```"]
     return "\n".join(lines) + "\n"
 
 
