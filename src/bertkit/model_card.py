@@ -414,9 +414,10 @@ def _usage(model: Any, data: SentenceTransformerModelCardData, cross: bool) -> s
     )
 
 
-def card_text(model: Any, cross: bool = False, model_name: str | None = None) -> str:
-    """The whole card for ``model`` (a SentenceTransformer, or with ``cross`` a CrossEncoder)."""
+def card_text(model: Any, model_name: str | None = None) -> str:
+    """The whole card for ``model``: a SentenceTransformer, or a CrossEncoder (whose card data says so)."""
     data: SentenceTransformerModelCardData = model.model_card_data
+    cross = isinstance(data, CrossEncoderModelCardData)
     kind = data.kind
     model_name = (
         data.model_name
@@ -532,7 +533,7 @@ def card_text(model: Any, cross: bool = False, model_name: str | None = None) ->
     return "\n".join(lines) + "\n"
 
 
-def write_card(model: Any, folder: Path, target: Path, cross: bool = False, model_name: str | None = None) -> bool:
+def write_card(model: Any, folder: Path, target: Path, model_name: str | None = None) -> bool:
     """Write README.md into ``folder`` (a save's staging folder, or the target itself) unless
     ``target`` holds a README.md bertkit did not write; an untrained model with the card its folder
     came with writes that one back. ``model_name`` titles the card when model_card_data has none.
@@ -540,11 +541,10 @@ def write_card(model: Any, folder: Path, target: Path, cross: bool = False, mode
     existing = target / "README.md"
     if existing.is_file():
         try:
-            mine = MARK in existing.read_text(encoding="utf-8", errors="replace")
+            found: str | None = existing.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            mine = False
-        original = model.model_card_data.original_text
-        if not mine and (original is None or existing.read_text(encoding="utf-8", errors="replace") != original):
+            found = None
+        if found is None or (MARK not in found and found != model.model_card_data.original_text):
             warnings.warn(
                 f"{existing} was not written by bertkit: it is kept, and no model card is written "
                 "(remove it, or save into another folder, for bertkit's card)",
@@ -556,7 +556,7 @@ def write_card(model: Any, folder: Path, target: Path, cross: bool = False, mode
         text = data.original_text
     else:
         try:
-            text = card_text(model, cross, model_name)
+            text = card_text(model, model_name)
         except Exception as e:  # a card is a description: a failure in it must not lose the model's save
             warnings.warn(
                 f"no model card written into {target}: {type(e).__name__}: {e} (the model itself is saved)",

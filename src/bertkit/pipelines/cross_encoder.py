@@ -599,7 +599,7 @@ class CrossEncoder(_ModuleCalls):
         if create_model_card:
             from bertkit.model_card import write_card
 
-            write_card(self, target, target, cross=True, model_name=model_name)
+            write_card(self, target, target, model_name=model_name)
 
     def save_pretrained(
         self,

@@ -568,8 +568,16 @@ def run_fit(
             "max_grad_norm": max_grad_norm,
             "fp16" if device.type == "cuda" else "bf16": use_amp,
         }
-        defaults = {"num_train_epochs": 1, "scheduler": "WarmupLinear", "warmup_steps": 10000}
-        defaults.update({"learning_rate": 2e-5, "weight_decay": 0.01, "max_grad_norm": 1, "fp16": False, "bf16": False})
+        defaults = {
+            "num_train_epochs": 1,
+            "scheduler": "WarmupLinear",
+            "warmup_steps": 10000,
+            "learning_rate": 2e-5,
+            "weight_decay": 0.01,
+            "max_grad_norm": 1,
+            "fp16": False,
+            "bf16": False,
+        }
         changed = {k: v for k, v in settings.items() if defaults.get(k, object()) != v}
         record_training(model, [{"name": None, "size": len(dataset), "columns": []}], list(losses), changed, trainer)
         try:

@@ -980,7 +980,7 @@ class SentenceTransformerTrainer:
             data.add_tags(tags)
         out = Path(self.args.output)
         out.mkdir(parents=True, exist_ok=True)
-        write_card(self.model, out, out, cross=self._model_name == "CrossEncoder", model_name=model_name)
+        write_card(self.model, out, out, model_name=model_name)
 
     def save_model(self, output_dir: str | None = None) -> None:
         """Write the model into ``output_dir`` (default the run's), a folder sentence-transformers loads."""

@@ -266,7 +266,8 @@ class TrainerState:
     is_hyper_param_search: bool = False
     trial_name: str | None = None
     # transformers' record of the callbacks with a state(): TrainerControl's flags, and each callback's
-    # (a list where a class is given twice), so its TrainerState.load_from_json reads the file
+    # (a list where a class is given twice), so its TrainerState.load_from_json reads the file; filled
+    # by Trainer.state (and so save_state), as transformers fills it at its checkpoints
     stateful_callbacks: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -1816,7 +1817,10 @@ class Trainer:
     def state(self) -> TrainerState:
         """Where the run stands, as transformers' ``trainer.state`` (``log_history`` read from metrics.jsonl)."""
         path = self.output_dir / "metrics.jsonl"
-        return self._make_state([self._as_transformers_row(r) for r in read_jsonl(path)] if path.exists() else [])
+        state = self._make_state([self._as_transformers_row(r) for r in read_jsonl(path)] if path.exists() else [])
+        # read here, not in every event's state: a callback's state() need not run at each step
+        state.stateful_callbacks = self._stateful_callbacks()
+        return state
 
     def _make_state(self, log_history: list[dict[str, Any]]) -> TrainerState:
         cfg = self.config
@@ -1837,7 +1841,6 @@ class Trainer:
             train_batch_size=cfg.batch_size,
             is_local_process_zero=self.local_rank == 0,
             is_world_process_zero=self.is_main,
-            stateful_callbacks=self._stateful_callbacks(),
         )
 
     def _stateful_callbacks(self) -> dict[str, Any]:
