@@ -276,6 +276,86 @@ def test_mlm_objective_outputs_a_masked_lm_transformers_loads(corpus, tmp_path):
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("objective", ["mlm", "mlm+nsp"])
+def test_cls_bag_of_words_step_equals_transformers_with_the_loss_written_out(corpus, tmp_path, objective):
+    """--cls-bow-weight: the loss and every gradient equal transformers' model of the same weights
+    with the objective written out densely here: masked-LM cross-entropy over the masked tokens (+ NSP)
+    plus the weight x the cross-entropy of the [CLS] position's MLM logits against the uniform
+    distribution over the distinct real, non-special tokens of the sequence before masking."""
+    from bertkit.data.collator import MaskingCollator
+    from bertkit.modeling import BertConfig, BertForMaskedLM, BertForPreTraining
+    from bertkit.tokenization import load_tokenizer, load_vocab
+    from bertkit.training.mlm import mlm_nsp_loss
+    from bertkit.training.objectives import cls_bag_of_words_loss, mlm_loss
+
+    vocab = list(load_vocab(asset_path("vocab-uncased")))
+    tok = load_tokenizer(asset_path("vocab-uncased"), True)
+    lines = [line for line in Path(corpus[0]).read_text(encoding="utf-8").splitlines() if len(line) > 60][:12]
+    items = [{"input_ids": tok.encode(line)[: 14 + i]} for i, line in enumerate(lines)]
+    batch = MaskingCollator(vocab, mask_prob=0.3, seed=4)(items)
+    assert batch["attention_mask"].eq(0).any() and (batch["labels"][:, 0] == -100).all()
+    nsp = objective == "mlm+nsp"
+    if nsp:
+        batch["next_sentence_label"] = torch.arange(len(items)) % 2
+    torch.manual_seed(0)
+    cfg = BertConfig.from_preset("tiny", vocab_size=len(vocab))
+    ours = (BertForPreTraining if nsp else BertForMaskedLM)(cfg).eval()
+    ours.save_pretrained(tmp_path / "m")
+    special = [vocab.index(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]")]
+    weight = 0.7
+    loss, logs = cls_bag_of_words_loss(mlm_nsp_loss if nsp else mlm_loss, weight, special)(ours, dict(batch))
+    loss.backward()
+
+    ref_cls = transformers.BertForPreTraining if nsp else transformers.BertForMaskedLM
+    ref = ref_cls.from_pretrained(tmp_path / "m").eval()
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    out = ref(**inputs)
+    logits = out.prediction_logits if nsp else out.logits  # (B, N, V)
+    labels = batch["labels"]
+    mlm = torch.nn.functional.cross_entropy(logits[labels != -100], labels[labels != -100])
+    ref_bows = []
+    for b in range(len(items)):
+        real = [
+            int(labels[b, j]) if labels[b, j] != -100 else int(batch["input_ids"][b, j])
+            for j in range(labels.shape[1])
+            if batch["attention_mask"][b, j]
+        ]
+        words = sorted(set(real) - set(special))
+        assert len(words) > 3 and vocab.index("[MASK]") not in words
+        ref_bows.append(-torch.log_softmax(logits[b, 0], -1)[words].mean())
+    bow = torch.stack(ref_bows).mean()
+    ref_loss = mlm + weight * bow
+    if nsp:
+        ref_loss = ref_loss + torch.nn.functional.cross_entropy(
+            out.seq_relationship_logits, batch["next_sentence_label"]
+        )
+    ref_loss.backward()
+    torch.testing.assert_close(loss, ref_loss, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logs["cls_bow_loss"], bow, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logs["mlm_loss"], mlm, atol=1e-5, rtol=1e-5)
+    theirs = dict(ref.named_parameters())
+    scale = max(float(p.grad.abs().max()) for p in theirs.values() if p.grad is not None)
+    for name, p in ours.named_parameters():
+        if theirs[name].grad is None:  # the pooler: no NSP label without NSP
+            assert p.grad is None or not p.grad.any(), name
+            continue
+        torch.testing.assert_close(p.grad, theirs[name].grad, atol=1e-5 * scale, rtol=1e-4, msg=name)
+
+
+def test_cls_bag_of_words_in_a_run_logs_its_loss_and_is_part_of_the_runs_identity(corpus, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = _cli(corpus, out, "--objective", "mlm", "--cls-bow-weight", "1", "--save-every", "1")
+    assert cli_main(argv) == 0
+    rows = [r for r in _rows(out) if "loss" in r]
+    assert len(rows) == 2 and all(r["loss"] > r["mlm_loss"] and r["cls_bow_loss"] > 0 for r in rows)
+    # math.log(30522) ~ 10.3: an untrained [CLS] spreads its guess over the whole vocabulary
+    assert all(abs(r["loss"] - r["mlm_loss"] - r["cls_bow_loss"]) < 1e-3 for r in rows)
+    capsys.readouterr()
+    changed = [*_cli(corpus, out, "--objective", "mlm", "--cls-bow-weight", "2", "--save-every", "1"), "--resume"]
+    assert cli_main(changed) == 1
+    assert "cls_bow_weight" in capsys.readouterr().err
+
+
 def _cli(corpus: list[str], out: Path, *extra: str) -> list[str]:
     return [
         "pretrain",
@@ -360,6 +440,7 @@ def test_tiny_electra_runs_with_the_default_generator(corpus, tmp_path, capsys):
         (["--model", "MODEL", "--config", "mini"], ["--config mini", "--model"]),
         (["--generator-size", "0.5"], ["--generator-size 0.5", "--objective mlm+nsp"]),
         (["--objective", "mlm", "--generator-temperature", "2"], ["--generator-temperature 2", "--objective mlm"]),
+        (["--objective", "electra", "--cls-bow-weight", "1"], ["--cls-bow-weight 1", "--objective electra"]),
         (["--data", "DATA", "--format", "bert"], ["--format bert", "--data"]),
     ],
 )

@@ -149,6 +149,14 @@ class PretrainingArguments(TrainingArguments):
         help="electra: the generator samples replacements from softmax(logits / T); T > 1 gives the "
         "discriminator easier replacements while it learns",
     )
+    cls_bow_weight: float = setting(
+        0.0,
+        type=A.nonnegative_float,
+        group="model",
+        same_on_resume=False,
+        help="masked LM: weight of a second loss in which [CLS], through the MLM head, predicts the "
+        "sequence's bag of words, so that the token a classifier reads summarises the text (0: off)",
+    )
     vocab: str | None = setting(None, group="model", same_on_resume=False, help="vocab.txt for a new model")
     model: str | None = setting(
         None,
@@ -213,6 +221,7 @@ def check_unused_settings(args: PretrainingArguments, given: Sequence[str] = ())
         ("eval_data", not data, f"is checked against --corpus lines; --data {data} has none to check"),
         ("generator_size", objective == "electra", f"shapes ELECTRA's generator; --objective {objective} has none"),
         ("generator_temperature", objective == "electra", f"is ELECTRA's; --objective {objective} has no generator"),
+        ("cls_bow_weight", objective != "electra", "is a masked LM's; --objective electra's discriminator has none"),
     ):
         A.refuse_unused(args, name, used, why, given)
 
@@ -235,11 +244,11 @@ def _token_weight(labels: Any) -> Any:
     return n * dist.get_world_size() / total.clamp_min(1.0)
 
 
-def mlm_nsp_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Sparse-MLM forward; returns (loss to optimise, {mlm_loss, nsp_loss})."""
+def mlm_nsp_loss(model: Any, batch: dict[str, Any], out: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Sparse-MLM forward (or its output ``out``); returns (loss to optimise, {mlm_loss, nsp_loss})."""
     import torch.nn.functional as F
 
-    out = model(**batch, sparse_mlm=True)
+    out = out if out is not None else model(**batch, sparse_mlm=True)
     nsp_logits = out.seq_relationship_logits
     labels = batch["labels"]
     weight = _token_weight(labels)
@@ -248,7 +257,8 @@ def mlm_nsp_loss(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]
         mlm_loss = out.loss - nsp_loss  # the model's loss is mlm + nsp
         loss = out.loss if isinstance(weight, float) else mlm_loss * weight + nsp_loss
         return loss, {"mlm_loss": mlm_loss, "nsp_loss": nsp_loss}
-    mlm_loss = F.cross_entropy(out.prediction_logits.float(), labels[labels != -100])
+    # the model gives no loss without NSP labels (an objective that adds rows of its own gives it)
+    mlm_loss = F.cross_entropy(out.prediction_logits.float(), labels[labels != -100]) if out.loss is None else out.loss
     # Touch the unused NSP head so DDP sees a gradient (zero) for every parameter.
     return mlm_loss * weight + 0.0 * nsp_logits.sum(), {"mlm_loss": mlm_loss}
 
@@ -479,6 +489,8 @@ def mlm_identity(args: Any, parts: dict[str, Any]) -> dict[str, Any]:
             objective["generator_size"] = parts.get("generator_size", args.generator_size)
             if args.generator_temperature != 1.0:  # runs from before the setting keep their identity
                 objective["generator_temperature"] = args.generator_temperature
+    if getattr(args, "cls_bow_weight", 0.0):  # runs from before the setting keep their identity
+        objective["cls_bow_weight"] = args.cls_bow_weight
     model = {k: getattr(config, k, None) for k in _MODEL_KEYS}
     if args.dropout is not None:  # the rates the run trains at (runs that wrote them into the config match)
         model["hidden_dropout_prob"] = model["attention_probs_dropout_prob"] = args.dropout

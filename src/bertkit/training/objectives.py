@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ __all__ = [
     "ElectraPretrainingModel",
     "build_objective",
     "check_objective_args",
+    "cls_bag_of_words_loss",
     "electra_loss",
     "evaluate_electra",
     "evaluate_mlm",
@@ -99,12 +101,61 @@ def _check_model_folder(args: Any) -> None:
 # ---------------------------------------------------------------------------------------- mlm
 
 
-def mlm_loss(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Sparse-MLM loss of a ``BertForMaskedLM``; under DDP weighted to the global masked-token mean."""
+def mlm_loss(model: nn.Module, batch: dict[str, Any], out: Any = None) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Sparse-MLM loss of a ``BertForMaskedLM`` (of its output ``out`` when given); under DDP weighted
+    to the global masked-token mean."""
     from bertkit.training.mlm import _token_weight
 
-    out = model(**batch, sparse_mlm=True)
+    out = out if out is not None else model(**batch, sparse_mlm=True)
     return out.loss * _token_weight(batch["labels"]), {"mlm_loss": out.loss}
+
+
+def cls_bag_of_words_loss(
+    base: Any, weight: float, special_ids: Sequence[int]
+) -> Any:  # (model, batch) -> (loss, metrics)
+    """``base`` (:func:`mlm_loss` or ``mlm_nsp_loss``) plus ``weight`` x the bag-of-words loss of the
+    first token: [CLS]'s final hidden state, through the MLM head, predicts the distribution of the
+    sequence's own (unmasked, original) tokens, uniform over the distinct ones.
+
+    Masked LM never trains [CLS]: it is never masked, so its state is whatever helps the other
+    positions attend. A classifier fine-tuned on [CLS] then starts from a token that summarises
+    nothing, and on short-text tasks a pretrained model scored below a random one (whose uniform
+    attention makes [CLS] a mean of the tokens). The bag of words makes [CLS] that summary.
+
+    The first position joins the sparse MLM rows (its label is set to its own id), so the one
+    forward through the model, packing and DDP included, gives its logits: no hook, no second pass.
+    """
+    special = torch.tensor(sorted(set(int(i) for i in special_ids)), dtype=torch.long)
+
+    def loss_fn(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
+        labels, ids = batch["labels"], batch["input_ids"]
+        with_first = labels.clone()
+        with_first[:, 0] = ids[:, 0]  # (B, N): [CLS] is never masked, so its label was -100
+        out = model(**{**batch, "labels": with_first}, sparse_mlm=True)
+        logits = out.logits if getattr(out, "logits", None) is not None else out.prediction_logits
+        rows = with_first != -100  # (B, N), the rows of ``logits`` in row-major order
+        first = rows.nonzero()[:, 1] == 0  # (M,) the [CLS] rows, one per sequence
+        # The masked rows' mean cross-entropy (the [CLS] rows ignored) is the loss the base objective
+        # reads, as the model gives it without the extra rows: the logits are not copied.
+        targets = torch.where(first, -100, with_first[rows])  # (M,)
+        out.loss = F.cross_entropy(logits.float(), targets)
+        if getattr(out, "seq_relationship_logits", None) is not None and "next_sentence_label" in batch:
+            out.loss = out.loss + F.cross_entropy(out.seq_relationship_logits, batch["next_sentence_label"])
+        loss, metrics = base(model, batch, out)
+        # (B, V) target: the distinct real tokens of each sequence, as they were before masking
+        original = torch.where(labels != -100, labels, ids)
+        keep = ~torch.isin(original, special.to(original.device))
+        if "attention_mask" in batch:
+            keep &= batch["attention_mask"].bool()
+        vocab = logits.shape[-1]
+        target = torch.zeros(ids.shape[0], vocab + 1, device=logits.device)
+        target.scatter_(1, torch.where(keep, original, vocab), 1.0)
+        target = target[:, :vocab]
+        target = target / target.sum(-1, keepdim=True).clamp_min(1.0)
+        bow = -(target * F.log_softmax(logits[first].float(), dim=-1)).sum(-1).mean()
+        return loss + weight * bow, {**metrics, "cls_bow_loss": bow}
+
+    return loss_fn
 
 
 def evaluate_mlm(
@@ -373,15 +424,23 @@ def build_objective(args: Any) -> dict[str, Any]:
 
     objective = getattr(args, "objective", "mlm+nsp")
     _check_model_folder(args)
-    if objective == "mlm+nsp":
-        return {**build_pretraining(args), "loss_fn": mlm_nsp_loss, "evaluate": evaluate_pretraining}
-    if objective == "mlm":
-        from bertkit.modeling import BertForMaskedLM
+    if objective in ("mlm+nsp", "mlm"):
+        if objective == "mlm+nsp":
+            parts = {**build_pretraining(args), "loss_fn": mlm_nsp_loss, "evaluate": evaluate_pretraining}
+        else:
+            from bertkit.modeling import BertForMaskedLM
 
-        def make_mlm(config: Any, tokenizer: Any) -> nn.Module:
-            return BertForMaskedLM.from_pretrained(args.model, config=config) if args.model else BertForMaskedLM(config)
+            def make_mlm(config: Any, tokenizer: Any) -> nn.Module:
+                if args.model:
+                    return BertForMaskedLM.from_pretrained(args.model, config=config)
+                return BertForMaskedLM(config)
 
-        return {**build_pretraining(args, make_model=make_mlm), "loss_fn": mlm_loss, "evaluate": evaluate_mlm}
+            parts = {**build_pretraining(args, make_model=make_mlm), "loss_fn": mlm_loss, "evaluate": evaluate_mlm}
+        if getattr(args, "cls_bow_weight", 0.0):
+            vocab = parts["vocab"]
+            special = [vocab.index(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]") if t in vocab]
+            parts["loss_fn"] = cls_bag_of_words_loss(parts["loss_fn"], args.cls_bow_weight, special)
+        return parts
 
     from bertkit.data.replaced_tokens import electra_collator
     from bertkit.modeling import BertConfig
