@@ -272,3 +272,33 @@ def test_rerank_metrics_per_fusion_scores_each_pair_once(reranker, pairs):
     with pytest.raises(ValueError, match="fusion 'borda' is not one of none, rrf, zscore"):
         rerank_metrics_per_fusion(counted, q, list(qs), qs, c, list(docs), docs, qrels, ("none", "borda"))
     assert len(calls) == 20  # refused before any query was scored
+
+
+def test_train_reranker_writes_the_model_card_sentence_transformers_writes(reranker):
+    """README.md in the trained folder: the loss's parameters are sentence-transformers' own
+    BinaryCrossEntropyLoss.get_config_dict() for the same model, the data size is the rows trained
+    on, the flags that differ from their defaults are listed, and the training-log table holds the
+    losses the run logged."""
+    yaml = pytest.importorskip("yaml")
+    from sentence_transformers.cross_encoder import CrossEncoder
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    folder = reranker / "bce"
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    head = yaml.safe_load(text.split("---\n", 2)[1])
+    assert head["library_name"] == "sentence-transformers" and head["pipeline_tag"] == "text-ranking"
+    for tag in ("cross-encoder", "generated_from_trainer", "dataset_size:48", "loss:BinaryCrossEntropyLoss"):
+        assert tag in head["tags"], tag
+    config = re.search(r"`BinaryCrossEntropyLoss` with these parameters:\n  ```json\n(.*?)\n  ```", text, re.S)
+    ref = BinaryCrossEntropyLoss(CrossEncoder(str(folder), device="cpu")).get_config_dict()
+    assert config and json.loads(config.group(1)) == json.loads(json.dumps(ref))
+    assert "- `max_steps`: 3" in text and "- `lr`: 5e-05" in text and "- `batch_size`: 8" in text
+    logged = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    losses = {r["step"]: r["loss"] for r in logged if "loss" in r}
+    table = text.split("### Training Logs", 1)[1]
+    rows = re.findall(r"^\| [\d.]+ \| (\d+) \| ([\d.]+) \|", table, re.M)
+    assert [int(s) for s, _ in rows] == sorted(losses) == [1, 2, 3]
+    assert all(abs(float(v) - losses[int(s)]) <= 6e-5 for s, v in rows)
+    # listwise has no sentence-transformers loss of its own: the card names the flag instead
+    listwise = (reranker / "listwise" / "README.md").read_text(encoding="utf-8")
+    assert "- `loss`: listwise" in listwise and "BinaryCrossEntropyLoss" not in listwise

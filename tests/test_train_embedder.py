@@ -94,6 +94,34 @@ def test_interrupted_run_resumes_exactly_and_loads_in_sentence_transformers(data
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-4)
 
 
+def test_the_trained_folder_has_the_model_card_sentence_transformers_writes(data, tmp_path):
+    """README.md after `train-embedder`: the loss's parameters are sentence-transformers' own
+    get_config_dict() of the loss the flags stand for, the data size is the rows trained on, the flags
+    that differ from their defaults are listed, and the log table holds the losses the run logged."""
+    yaml = pytest.importorskip("yaml")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    out = tmp_path / "out"
+    argv = ["train-embedder", "--model", MINILM, "--train", str(data / "train.jsonl"), "--output", str(out)]
+    assert main([*argv, "--max-steps", "3", "--scale", "10", "--symmetric", *FAST]) == 0
+    text = (out / "README.md").read_text(encoding="utf-8")
+    head = yaml.safe_load(text.split("---\n", 2)[1])
+    for tag in ("generated_from_trainer", "dataset_size:32", "loss:MultipleNegativesRankingLoss"):
+        assert tag in head["tags"], tag
+    config = re.search(r"`MultipleNegativesRankingLoss` with these parameters:\n  ```json\n(.*?)\n  ```", text, re.S)
+    both = {"directions": ("query_to_doc", "doc_to_query"), "partition_mode": "per_direction"}  # --symmetric
+    ref = MultipleNegativesRankingLoss(SentenceTransformer(str(out), device="cpu"), scale=10.0, **both)
+    assert config and json.loads(config.group(1)) == json.loads(json.dumps(ref.get_config_dict()))
+    assert "- `max_steps`: 3" in text and "- `scale`: 10.0" in text and "- `symmetric`: True" in text
+    logged = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    want = {r["step"]: r["loss"] for r in logged if "loss" in r}
+    rows = re.findall(r"^\| [\d.]+ \| (\d+) \| ([\d.]+) \|", text.split("### Training Logs", 1)[1], re.M)
+    assert [int(s) for s, _ in rows] == sorted(want) == [1, 2, 3]
+    assert all(abs(float(v) - want[int(s)]) <= 6e-5 for s, v in rows)
+    assert "- **Output Dimensionality:** 384 dimensions" in text
+
+
 def test_cosent_cached_matryoshka_and_mining(data, tmp_path):
     scored = tmp_path / "sts.csv"
     rows = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()][:16]

@@ -175,6 +175,55 @@ def changed_arguments(args: Any) -> dict[str, Any]:
     return out
 
 
+def changed_settings(args: Any) -> dict[str, Any]:
+    """A command's settings (a dataclass of ``setting`` fields) that differ from their defaults, by
+    their flag names: what a card lists as the non-default hyperparameters of a CLI run."""
+    import dataclasses
+
+    out = {}
+    for f in dataclasses.fields(args):
+        if f.name in _NOT_HYPERPARAMETERS or not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:  # a required argument: the data and model, listed elsewhere on the card
+            continue
+        value = getattr(args, f.name)
+        if value != default:
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def write_command_card(
+    model_class: type,
+    output: Path,
+    base: str,
+    sizes: list[dict[str, Any]],
+    make_losses: Any,  # (model) -> the losses the run trained with, as sentence-transformers' classes
+    settings: dict[str, Any],
+    trainer: Any,
+) -> None:
+    """README.md in a training command's ``output``: the card of the model saved there (loaded as
+    ``model_class``), trained from ``base`` on ``sizes`` with ``make_losses(model)``, ``settings`` and
+    ``trainer``'s logs. A user's own README.md is kept; a failure warns and the saved model stands."""
+    from bertkit.hub import hub_id
+
+    try:
+        model = model_class(str(output), device="cpu")
+        data = model.model_card_data
+        data.base_model = data.base_model or hub_id(base)
+        data.original_text = None  # a trained model gets its own card, not its base model's
+        record_training(model, sizes, make_losses(model), settings, trainer)
+    except Exception as e:  # a card is a description: a failure in it must not fail the finished run
+        warnings.warn(
+            f"no model card written into {output}: {type(e).__name__}: {e} (the model is saved)", stacklevel=3
+        )
+        return
+    write_card(model, output, output)
+
+
 def record_training(
     model: Any, sizes: list[dict[str, Any]], losses: list[Any], settings: dict[str, Any], trainer: Any
 ) -> None:

@@ -37,6 +37,7 @@ EMBEDDER_OUTPUTS = (
     "sentence_bert_config.json",
     "mined-negatives.jsonl",
     "eval_results.json",
+    "README.md",
 )
 MINED = "mined-negatives.jsonl"
 
@@ -329,6 +330,40 @@ def train_embedder(args: EmbedderArguments) -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
+        write_embedder_card(args, len(rows), trainer)
         return result
 
     return within_claim(claim, work)
+
+
+def _card_loss(args: EmbedderArguments, model: Any) -> Any:
+    """The sentence-transformers loss ``--loss`` and its flags train as (its name, settings and paper)."""
+    from bertkit import losses as L
+
+    if args.loss == "cosent":
+        loss = L.CoSENTLoss(model, scale=args.scale)
+    elif args.loss == "triplet":
+        loss = L.TripletLoss(model)
+    else:  # --symmetric: both directions, each ranked over its own candidates (the deprecated
+        # MultipleNegativesSymmetricRankingLoss, written as sentence-transformers now recommends)
+        both = {"directions": ("query_to_doc", "doc_to_query"), "partition_mode": "per_direction"}
+        kw: dict[str, Any] = {"scale": args.scale, **(both if args.symmetric else {})}
+        if args.loss == "cached-mnrl":
+            loss = L.CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.mini_batch_size, **kw)
+        else:
+            loss = L.MultipleNegativesRankingLoss(model, **kw)
+    return L.MatryoshkaLoss(model, loss, list(args.matryoshka_dims)) if args.matryoshka_dims else loss
+
+
+def write_embedder_card(args: EmbedderArguments, size: int, trainer: Any) -> None:
+    """README.md in OUTPUT, the model card sentence-transformers' trainer writes: base model, data,
+    loss, the flags that differ from their defaults, the training log."""
+    from bertkit.model_card import changed_settings, write_command_card
+    from bertkit.pipelines.sentence_transformer import SentenceTransformer
+    from bertkit.training.embedding_losses import loss_columns
+
+    sizes = [{"name": Path(args.train).name, "size": size, "columns": list(loss_columns(args.loss))}]
+    losses = lambda model: [_card_loss(args, model)]  # noqa: E731
+    write_command_card(
+        SentenceTransformer, Path(args.output), args.model, sizes, losses, changed_settings(args), trainer
+    )

@@ -34,7 +34,7 @@ from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, wit
 __all__ = ["RERANKER_OUTPUTS", "RerankerArguments", "read_reranker_rows", "train_reranker"]
 
 # What `bertkit train-reranker` writes into its --output.
-RERANKER_OUTPUTS = (*TRAINER_OUTPUTS, "eval_results.json")
+RERANKER_OUTPUTS = (*TRAINER_OUTPUTS, "eval_results.json", "README.md")
 
 
 @dataclass(kw_only=True)
@@ -223,6 +223,21 @@ def train_reranker(args: RerankerArguments) -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
+        write_reranker_card(args, len(data), trainer)
         return result
 
     return within_claim(claim, work)
+
+
+def write_reranker_card(args: RerankerArguments, size: int, trainer: Any) -> None:
+    """README.md in OUTPUT, the model card sentence-transformers' cross-encoder trainer writes: base
+    model, data, loss, the flags that differ from their defaults, the training log."""
+    from bertkit.cross_encoder import CrossEncoder
+    from bertkit.cross_encoder.losses import BinaryCrossEntropyLoss
+    from bertkit.model_card import changed_settings, write_command_card
+
+    columns = ["query", "passage", "label"] if args.loss == "bce" else ["query", "passages"]
+    sizes = [{"name": Path(args.train).name, "size": size, "columns": columns}]
+    # listwise (softmax cross-entropy over a positive and its hard negatives) is named by its flag alone
+    losses = lambda model: [BinaryCrossEntropyLoss(model)] if args.loss == "bce" else []  # noqa: E731
+    write_command_card(CrossEncoder, Path(args.output), args.model, sizes, losses, changed_settings(args), trainer)
