@@ -327,6 +327,40 @@ def test_sparse_mlm_matches_dense_loss_and_gradients(cls, batch):
     assert _maxdiff(dense[1][selected], logits) < 1e-5
 
 
+@pytest.mark.parametrize("cls", [BertForMaskedLM, BertForPreTraining])
+def test_sparse_mlm_with_extra_rows_matches_transformers(cls, batch, tmp_path):
+    """A (B, N) bool ``sparse_mlm`` predicts the marked positions beside the masked ones, in row-major
+    order, and leaves them out of the loss; without NSP labels the sparse path's loss is the masked-LM
+    loss (transformers' dense heads of the same weights give the reference)."""
+    torch.manual_seed(6)
+    cfg = BertConfig.from_preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = cls(cfg).train()
+    model.save_pretrained(tmp_path)
+    hf = getattr(transformers, cls.__name__).from_pretrained(str(tmp_path), attn_implementation="eager").train()
+    labels = _labels_for("BertForMaskedLM", batch)["labels"]
+    extra = torch.zeros_like(labels, dtype=torch.bool)
+    extra[:, 0] = True  # [CLS], never masked
+    extra[1, 3] = True  # an extra row that may also be masked: it is predicted once, scored if masked
+    out = model(**batch, labels=labels, sparse_mlm=extra)
+    ref = hf(**batch)
+    ref_logits = ref.logits if cls is BertForMaskedLM else ref.prediction_logits
+    rows = extra | (labels != -100)
+    logits = out[1]
+    assert logits.shape == (int(rows.sum()), cfg.vocab_size)
+    assert _maxdiff(logits, ref_logits[rows]) < 1e-5
+    masked = labels != -100
+    expected = torch.nn.functional.cross_entropy(ref_logits[masked], labels[masked])
+    assert abs(out.loss.item() - expected.item()) < 1e-5
+    grads = torch.autograd.grad(out.loss, list(model.parameters()), allow_unused=True)
+    ref_grads = torch.autograd.grad(expected, list(hf.parameters()), allow_unused=True)
+    named = dict(zip((n for n, _ in hf.named_parameters()), ref_grads))
+    for (name, _), g in zip(model.named_parameters(), grads):
+        if name in named and named[name] is not None:
+            assert torch.allclose(g, named[name], atol=1e-6, rtol=1e-4), name
+    with pytest.raises(ValueError, match=r"bool mask of the labels' shape .* of shape \(8, 3\)"):
+        model(**batch, labels=labels, sparse_mlm=extra[:, :3])
+
+
 def test_training_step_under_bf16_autocast(batch):
     """The pretraining path runs under CPU bf16 autocast (sparse MLM + NSP), close to the fp32 loss."""
     torch.manual_seed(5)

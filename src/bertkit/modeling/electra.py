@@ -263,7 +263,7 @@ class ElectraForMaskedLM(MaskedLMHead, _ElectraHeadModel):
         self.generator_lm_head = new
 
     def _masked_lm(
-        self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool
+        self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         return masked_lm_logits_and_loss(
             self._generate, sequence_output, labels, sparse, vocab_size=self.config.vocab_size

@@ -161,7 +161,7 @@ class _MaskedLMMixin:
         self.cls.predictions.bias = new.bias  # tie_weights keeps decoder.bias the same parameter
 
     def _masked_lm(
-        self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool
+        self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         predictions = self.cls.predictions
         return masked_lm_logits_and_loss(
@@ -194,7 +194,7 @@ class BertForPreTraining(_MaskedLMMixin, _BertHeadModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        sparse_mlm: bool = False,
+        sparse_mlm: bool | torch.Tensor = False,
     ) -> BertForPreTrainingOutput | tuple:
         inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         out = self._encode(inputs, output_attentions, output_hidden_states)
@@ -203,6 +203,10 @@ class BertForPreTraining(_MaskedLMMixin, _BertHeadModel):
         loss = None
         if labels is not None and next_sentence_label is not None:
             loss = mlm_loss + F.cross_entropy(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
+        elif labels is not None and (isinstance(sparse_mlm, torch.Tensor) or sparse_mlm):
+            # The sparse path is bertkit's own (pretraining without NSP): it returns the masked-LM
+            # loss it computed rather than None, so the caller need not compute it again.
+            loss = mlm_loss
         output = head_output(
             BertForPreTrainingOutput,
             out,

@@ -103,13 +103,15 @@ def masked_lm_logits_and_loss(
     head: Callable[[torch.Tensor], torch.Tensor],  # (..., H) -> (..., V), per token
     sequence_output: torch.Tensor,  # (B, N, H)
     labels: torch.Tensor | None,  # (B, N), -100 = not predicted
-    sparse: bool,
+    sparse: bool | torch.Tensor,  # or (B, N) bool: positions predicted beside the masked ones
     vocab_size: int,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """MLM logits and mean cross-entropy. ``sparse`` runs the head only where labels != -100.
 
     Sparse gives logits of shape (num_masked, V) and the same loss as dense: the head is per-token,
     and the dense loss ignores every other position anyway. It skips most of the (B*N, V) decoder GEMM.
+    A (B, N) bool ``sparse`` also predicts the positions it marks (rows in row-major order among the
+    masked ones), for a loss of the caller's own; the cross-entropy still covers the masked ones only.
     """
     if labels is None:
         return head(sequence_output), None
@@ -118,6 +120,15 @@ def masked_lm_logits_and_loss(
             f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(sequence_output.shape[:-1])}"
         )
     check_class_labels("labels", labels, vocab_size, "vocab_size")
+    if isinstance(sparse, torch.Tensor):
+        if sparse.shape != labels.shape or sparse.dtype != torch.bool:
+            raise ValueError(
+                f"sparse_mlm, when a tensor, is a bool mask of the labels' shape {tuple(labels.shape)}; "
+                f"got {sparse.dtype} of shape {tuple(sparse.shape)}"
+            )
+        selected = (labels != IGNORE_INDEX) | sparse  # (B, N)
+        logits = head(sequence_output[selected])  # (M, V); the extra rows' labels are -100, ignored
+        return logits, F.cross_entropy(logits, labels[selected])
     if sparse:
         selected = labels != IGNORE_INDEX  # (B, N)
         logits = head(sequence_output[selected])  # (M, V)
@@ -285,7 +296,8 @@ class MultipleChoiceHead(LabelledHead):
 class MaskedLMHead:
     """Masked LM (fill-mask): the model supplies ``_masked_lm(sequence_output, labels, sparse)``, its
     logits and loss (see :func:`masked_lm_logits_and_loss`). ``labels``: (B, N) token ids, -100 where not
-    masked; ``sparse_mlm``: logits only where labels != -100, (num_masked, V)."""
+    masked; ``sparse_mlm``: logits only where labels != -100, (num_masked, V), or also where a (B, N)
+    bool ``sparse_mlm`` is True."""
 
     def forward(
         self,
@@ -298,7 +310,7 @@ class MaskedLMHead:
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        sparse_mlm: bool = False,
+        sparse_mlm: bool | torch.Tensor = False,
     ) -> MaskedLMOutput | tuple:
         inputs = EncoderInputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
         out = self._encode(inputs, output_attentions, output_hidden_states)

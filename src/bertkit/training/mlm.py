@@ -257,7 +257,7 @@ def mlm_nsp_loss(model: Any, batch: dict[str, Any], out: Any = None) -> tuple[An
         mlm_loss = out.loss - nsp_loss  # the model's loss is mlm + nsp
         loss = out.loss if isinstance(weight, float) else mlm_loss * weight + nsp_loss
         return loss, {"mlm_loss": mlm_loss, "nsp_loss": nsp_loss}
-    # the model gives no loss without NSP labels (an objective that adds rows of its own gives it)
+    # Without NSP labels the sparse path's loss is the masked-LM loss; a dense call gives none.
     mlm_loss = F.cross_entropy(out.prediction_logits.float(), labels[labels != -100]) if out.loss is None else out.loss
     # Touch the unused NSP head so DDP sees a gradient (zero) for every parameter.
     return mlm_loss * weight + 0.0 * nsp_logits.sum(), {"mlm_loss": mlm_loss}

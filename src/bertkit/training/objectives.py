@@ -122,25 +122,20 @@ def cls_bag_of_words_loss(
     nothing, and on short-text tasks a pretrained model scored below a random one (whose uniform
     attention makes [CLS] a mean of the tokens). The bag of words makes [CLS] that summary.
 
-    The first position joins the sparse MLM rows (its label is set to its own id), so the one
-    forward through the model, packing and DDP included, gives its logits: no hook, no second pass.
+    The first position joins the sparse MLM rows (the model predicts it beside the masked ones and
+    leaves it out of its masked-LM loss), so the one forward through the model, packing and DDP
+    included, gives its logits: no hook, no second pass, no second cross-entropy.
     """
     special = torch.tensor(sorted(set(int(i) for i in special_ids)), dtype=torch.long)
 
     def loss_fn(model: nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
         labels, ids = batch["labels"], batch["input_ids"]
-        with_first = labels.clone()
-        with_first[:, 0] = ids[:, 0]  # (B, N): [CLS] is never masked, so its label was -100
-        out = model(**{**batch, "labels": with_first}, sparse_mlm=True)
+        first = torch.zeros_like(labels, dtype=torch.bool)  # (B, N)
+        first[:, 0] = True
+        out = model(**batch, sparse_mlm=first)
         logits = out.logits if getattr(out, "logits", None) is not None else out.prediction_logits
-        rows = with_first != -100  # (B, N), the rows of ``logits`` in row-major order
+        rows = first | (labels != -100)  # (B, N), the rows of ``logits`` in row-major order
         first = rows.nonzero()[:, 1] == 0  # (M,) the [CLS] rows, one per sequence
-        # The masked rows' mean cross-entropy (the [CLS] rows ignored) is the loss the base objective
-        # reads, as the model gives it without the extra rows: the logits are not copied.
-        targets = torch.where(first, -100, with_first[rows])  # (M,)
-        out.loss = F.cross_entropy(logits.float(), targets)
-        if getattr(out, "seq_relationship_logits", None) is not None and "next_sentence_label" in batch:
-            out.loss = out.loss + F.cross_entropy(out.seq_relationship_logits, batch["next_sentence_label"])
         loss, metrics = base(model, batch, out)
         # (B, V) target: the distinct real tokens of each sequence, as they were before masking
         original = torch.where(labels != -100, labels, ids)
