@@ -198,6 +198,14 @@ def test_a_readme_bertkit_did_not_write_is_kept(tmp_path):
     model.model_card_data.license = "mit"
     model.save(other)
     assert _header((other / "README.md").read_text())["license"] == "mit" != _header(first).get("license")
+    # a card bertkit wrote and someone edited since is theirs: kept, with a warning that says so
+    card = (other / "README.md").read_text()
+    assert card.count("written again on each save unless edited (digest ") == 1
+    (other / "README.md").write_text(card.replace("## Model Details", "## Model Details\n\nOur notes.", 1))
+    model.model_card_data.license = "apache-2.0"
+    with pytest.warns(UserWarning, match=r"README.md was edited since bertkit wrote it: it is kept"):
+        model.save(other)
+    assert "Our notes." in (other / "README.md").read_text()
     (other / "README.md").write_text("edited by hand\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -120,6 +120,17 @@ def test_the_trained_folder_has_the_model_card_sentence_transformers_writes(data
     assert [int(s) for s, _ in rows] == sorted(want) == [1, 2, 3]
     assert all(abs(float(v) - want[int(s)]) <= 6e-5 for s, v in rows)
     assert "- **Output Dimensionality:** 384 dimensions" in text
+    # A rerun with --overwrite replaces the card it wrote, but not one a person has edited since.
+    edited = text + "\nOur notes: evaluated on the team's queries.\n"
+    (out / "README.md").write_text(edited, encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"README.md changed since `bertkit train-embedder` wrote it: kept"):
+        assert main([*argv, "--max-steps", "2", "--overwrite", *FAST]) == 0
+    assert (out / "README.md").read_text(encoding="utf-8") == edited
+    rerun = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    assert max(r["step"] for r in rerun if "loss" in r) == 2  # the new run replaced the rest
+    (out / "README.md").unlink()
+    assert main([*argv, "--max-steps", "2", "--overwrite", *FAST]) == 0
+    assert "- `max_steps`: 2" in (out / "README.md").read_text(encoding="utf-8")
 
 
 def test_cosent_cached_matryoshka_and_mining(data, tmp_path):

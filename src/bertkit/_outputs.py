@@ -4,7 +4,9 @@
 * A non-empty folder that is not the command's own earlier output is refused, with an error that
   names it and says what to do.
 * The command's own earlier output is replaced only with ``overwrite=True`` (``--overwrite``), and
-  even then only the files that the earlier run wrote are removed; anything else stays.
+  even then only the files that the earlier run wrote are removed; anything else stays. A file
+  written for people to edit (the model card, README.md) that someone has edited since is theirs
+  now: it stays too, with a warning (the marker keeps its digest for this).
 * ``resume=True`` (``--resume``) continues the earlier run only when it is the same run (the same
   command, settings, model configuration, data, objective); otherwise the error lists what differs.
 * A command never writes into a folder that holds one of its inputs (:func:`check_not_input`).
@@ -25,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +48,23 @@ __all__ = [
 
 MARKER = ".bertkit-output.json"
 R = TypeVar("R")
+# Files a command writes for people to read and edit: the marker keeps their digests, and an
+# edited one is not replaced. (The rest are the run's own: weights, configs, logs, which later
+# commands may rewrite in place.)
+EDITABLE = ("README.md",)
+DIGEST_MAX_BYTES = 1 << 20
+
+
+def _digest(path: Path) -> str | None:
+    """sha256 of an :data:`EDITABLE` regular file of at most :data:`DIGEST_MAX_BYTES` (else None)."""
+    try:
+        if path.name not in EDITABLE or path.is_symlink() or not path.is_file():
+            return None
+        if path.stat().st_size > DIGEST_MAX_BYTES:
+            return None
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 class RunFinished(Exception):
@@ -108,10 +128,16 @@ class OutputClaim:
     foreign: set[str] = field(default_factory=set)  # entries that are not this command's to touch
     resumed: bool = False
 
-    def marker(self, files: Sequence[str] | None = None) -> dict[str, Any]:
+    def marker(self, files: Sequence[str] | None = None, folder: Path | None = None) -> dict[str, Any]:
+        """The marker's content; with ``files``, their list and (read from ``folder``, default the
+        output) the digests of the :data:`EDITABLE` ones."""
         data: dict[str, Any] = {"command": self.command, "run": self.run}
         if files is not None:
             data["files"] = sorted(files)
+            where = Path(folder or self.path)
+            digests = {n: d for n in data["files"] if (d := _digest(where / n)) is not None}
+            if digests:
+                data["digests"] = digests
         return data
 
     def write_marker(self, folder: str | os.PathLike | None = None) -> None:
@@ -266,6 +292,9 @@ def _claim_marked(
             f"`bertkit {command}`; choose another {flag}"
         )
     ours = set(marker.get("files") or mine) & set(entries)
+    digests = marker.get("digests") if isinstance(marker.get("digests"), dict) else {}
+    edited = sorted(n for n in ours if n in digests and _digest(folder / n) != digests[n])
+    ours -= set(edited)  # changed by hand since the run wrote them: the user's now
     foreign = {n for n in entries if n not in ours}
     if resume:
         # An empty ``run`` is a check made before the run's identity is known (e.g. a dry run).
@@ -296,6 +325,13 @@ def _claim_marked(
         )
     if dry_run:
         return OutputClaim(folder, command, run, created=False, foreign=foreign)
+    if edited:
+        warnings.warn(
+            f"{flag} {folder}: {_show(edited)} changed since `bertkit {command}` wrote "
+            f"{'them' if len(edited) > 1 else 'it'}: kept, not replaced (move {'them' if len(edited) > 1 else 'it'} "
+            "away for the new run's own)",
+            stacklevel=3,
+        )
     for name in sorted(ours):
         p = folder / name
         if p.is_dir() and not p.is_symlink():

@@ -16,6 +16,7 @@ README.md that bertkit did not write; an untrained model keeps the card its fold
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import platform
@@ -27,8 +28,30 @@ from typing import Any
 
 __all__ = ["CrossEncoderModelCardData", "SentenceTransformerModelCardData", "card_text", "write_card"]
 
-# the first line of every card bertkit writes: a README.md without it is the user's, and stays
+# The mark in every card bertkit writes: a README.md without it is the user's, and stays. The
+# digest is of the card as written (with the digest zeroed), so a card the user has edited since is
+# theirs too and stays. Cards from before the digest carry the mark alone.
 MARK = "<!-- model card written by bertkit's save(); it is written again on each save -->"
+_SEAL_ZERO = "0" * 16
+_SEALED_MARK = "<!-- model card written by bertkit's save(); written again on each save unless edited (digest {}) -->"
+_SEALED_RE = re.compile(re.escape(_SEALED_MARK).replace(r"\{\}", "([0-9a-f]{16})"))
+
+
+def _seal(text: str) -> str:
+    """``text`` with its zeroed digest replaced by the digest of the whole (zeroed) text."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return text.replace(_SEALED_MARK.format(_SEAL_ZERO), _SEALED_MARK.format(digest), 1)
+
+
+def card_origin(text: str) -> str:
+    """Who wrote a README.md's ``text``: "bertkit" (a card as bertkit wrote it), "edited" (a card
+    bertkit wrote and someone changed since) or "user"."""
+    found = _SEALED_RE.search(text)
+    if found is not None:
+        zeroed = text[: found.start(1)] + _SEAL_ZERO + text[found.end(1) :]
+        return "bertkit" if _seal(zeroed) == text else "edited"
+    return "bertkit" if MARK in text else "user"
+
 
 _USER_FIELDS = (
     "language",
@@ -474,7 +497,7 @@ def card_text(model: Any, model_name: str | None = None) -> str:
         or (f"{kind.replace(' ', '')} based on {data.base_model}" if data.base_model else kind.replace(" ", ""))
     )
     head = to_yaml(metadata(data, model_name))
-    lines = ["---", *head, "---", "", MARK, "", f"# {model_name}", ""]
+    lines = ["---", *head, "---", "", _SEALED_MARK.format(_SEAL_ZERO), "", f"# {model_name}", ""]
     trained = (
         f"finetuned from [{data.base_model}](https://huggingface.co/{data.base_model})"
         if data.base_model
@@ -579,7 +602,7 @@ def card_text(model: Any, model_name: str | None = None) -> str:
         lines += ["", "## Citation", "", "### BibTeX"]
         for text, name in citations.items():
             lines += ["", f"#### {name}", "", "```bibtex", text.strip(), "```"]
-    return "\n".join(lines) + "\n"
+    return _seal("\n".join(lines) + "\n")
 
 
 def write_card(model: Any, folder: Path, target: Path, model_name: str | None = None) -> bool:
@@ -593,9 +616,11 @@ def write_card(model: Any, folder: Path, target: Path, model_name: str | None = 
             found: str | None = existing.read_text(encoding="utf-8", errors="replace")
         except OSError:
             found = None
-        if found is None or (MARK not in found and found != model.model_card_data.original_text):
+        origin = "user" if found is None else card_origin(found)
+        if origin != "bertkit" and found != model.model_card_data.original_text:
+            why = "was edited since bertkit wrote it" if origin == "edited" else "was not written by bertkit"
             warnings.warn(
-                f"{existing} was not written by bertkit: it is kept, and no model card is written "
+                f"{existing} {why}: it is kept, and no model card is written "
                 "(remove it, or save into another folder, for bertkit's card)",
                 stacklevel=3,
             )

@@ -312,7 +312,7 @@ def prepare_corpus(
             progress,
             word_boundaries,
         )
-        atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir())), indent=1)
+        atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir()), tmp), indent=1)
     return output
 
 
