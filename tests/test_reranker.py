@@ -299,6 +299,25 @@ def test_train_reranker_writes_the_model_card_sentence_transformers_writes(reran
     rows = re.findall(r"^\| [\d.]+ \| (\d+) \| ([\d.]+) \|", table, re.M)
     assert [int(s) for s, _ in rows] == sorted(losses) == [1, 2, 3]
     assert all(abs(float(v) - losses[int(s)]) <= 6e-5 for s, v in rows)
+    # The Evaluation section: sentence-transformers' reranking evaluator over the validation rows
+    # grouped by query, on the saved model, gives the same scores (to the card's 4 decimals).
+    from sentence_transformers.cross_encoder.evaluation import CrossEncoderRerankingEvaluator
+
+    val = [json.loads(x) for x in (reranker / "train.jsonl").read_text().splitlines()]
+    groups: dict = {}
+    for r in val:
+        groups.setdefault(r["query"], {"positive": [], "negative": []})[
+            "positive" if r["label"] else "negative"
+        ].append(r["passage"])
+    samples = [{"query": q, **g} for q, g in groups.items()]
+    ref = CrossEncoderRerankingEvaluator(samples, name="train", write_csv=False)(
+        CrossEncoder(str(folder), device="cpu")
+    )
+    section = text.split("## Evaluation", 1)[1].split("## Training Details", 1)[0]
+    shown = {k: float(v) for k, v in re.findall(r"^\| \**([a-z0-9_@]+)\** \| \**([\d.]+)\** \|$", section, re.M)}
+    assert {"map", "mrr@10", "ndcg@10"} <= set(shown)
+    for key, value in shown.items():
+        assert abs(value - ref[f"train_{key}"]) <= 1e-3, key
     # listwise has no sentence-transformers loss of its own: the card names the flag instead
     listwise = (reranker / "listwise" / "README.md").read_text(encoding="utf-8")
     assert "- `loss`: listwise" in listwise and "BinaryCrossEntropyLoss" not in listwise

@@ -104,7 +104,8 @@ def test_the_trained_folder_has_the_model_card_sentence_transformers_writes(data
 
     out = tmp_path / "out"
     argv = ["train-embedder", "--model", MINILM, "--train", str(data / "train.jsonl"), "--output", str(out)]
-    assert main([*argv, "--max-steps", "3", "--scale", "10", "--symmetric", *FAST]) == 0
+    val = ["--validation", str(data / "val.jsonl")]
+    assert main([*argv, *val, "--max-steps", "3", "--scale", "10", "--symmetric", *FAST]) == 0
     text = (out / "README.md").read_text(encoding="utf-8")
     head = yaml.safe_load(text.split("---\n", 2)[1])
     for tag in ("generated_from_trainer", "dataset_size:32", "loss:MultipleNegativesRankingLoss"):
@@ -120,6 +121,26 @@ def test_the_trained_folder_has_the_model_card_sentence_transformers_writes(data
     assert [int(s) for s, _ in rows] == sorted(want) == [1, 2, 3]
     assert all(abs(float(v) - want[int(s)]) <= 6e-5 for s, v in rows)
     assert "- **Output Dimensionality:** 384 dimensions" in text
+    # The Evaluation section: sentence-transformers' own evaluator for the validation pairs, on the
+    # saved model, gives the same scores (to the card's 4 decimals and a little float drift).
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+
+    pairs = [json.loads(x) for x in (data / "val.jsonl").read_text().splitlines()]
+    passages = list(dict.fromkeys(r["positive"] for r in pairs))
+    ref = InformationRetrievalEvaluator(
+        {f"q{i}": r["anchor"] for i, r in enumerate(pairs)},
+        {f"d{i}": t for i, t in enumerate(passages)},
+        {f"q{i}": {f"d{passages.index(r['positive'])}"} for i, r in enumerate(pairs)},
+        name="val",
+        write_csv=False,
+    )(SentenceTransformer(str(out), device="cpu"))
+    section = text.split("## Evaluation", 1)[1].split("## Training Details", 1)[0]
+    assert "#### val" in section and "InformationRetrievalEvaluator" in section
+    shown = {k: float(v) for k, v in re.findall(r"^\| \**([a-z0-9_@]+)\** \| \**([\d.]+)\** \|$", section, re.M)}
+    assert {"cosine_ndcg@10", "cosine_mrr@10", "cosine_accuracy@1", "cosine_map@100"} <= set(shown)
+    for key, value in shown.items():
+        assert abs(value - ref[f"val_{key}"]) <= 1e-3, key
+    assert head["model-index"][0]["results"][0]["metrics"]  # the Hub's model-index from the same results
     # A rerun with --overwrite replaces the card it wrote, but not one a person has edited since.
     edited = text + "\nOur notes: evaluated on the team's queries.\n"
     (out / "README.md").write_text(edited, encoding="utf-8")

@@ -227,10 +227,13 @@ def write_command_card(
     make_losses: Any,  # (model) -> the losses the run trained with, as sentence-transformers' classes
     settings: dict[str, Any],
     trainer: Any,
+    make_evaluators: Any = None,  # () -> evaluators to run on the saved model for the card's Evaluation
 ) -> None:
     """README.md in a training command's ``output``: the card of the model saved there (loaded as
     ``model_class``), trained from ``base`` on ``sizes`` with ``make_losses(model)``, ``settings`` and
-    ``trainer``'s logs. A user's own README.md is kept; a failure warns and the saved model stands."""
+    ``trainer``'s logs, with the scores ``make_evaluators()`` give it (each evaluator records its own on
+    the card, as sentence-transformers' do). A user's own README.md is kept; a failure warns and the
+    saved model stands."""
     from bertkit.hub import hub_id
 
     try:
@@ -239,6 +242,8 @@ def write_command_card(
         data.base_model = data.base_model or hub_id(base)
         data.original_text = None  # a trained model gets its own card, not its base model's
         record_training(model, sizes, make_losses(model), settings, trainer)
+        for evaluator in make_evaluators() if make_evaluators is not None else []:
+            evaluator(model)
     except Exception as e:  # a card is a description: a failure in it must not fail the finished run
         warnings.warn(
             f"no model card written into {output}: {type(e).__name__}: {e} (the model is saved)", stacklevel=3

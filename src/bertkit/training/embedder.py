@@ -228,12 +228,33 @@ def evaluate_rows(encoder: Any, rows: list[dict[str, Any]], batch_size: int = 64
         e1 = encoder.encode([r["sentence1"] for r in rows], batch_size).numpy()
         e2 = encoder.encode([r["sentence2"] for r in rows], batch_size).numpy()
         return sts_metrics(e1, e2, [r["score"] for r in rows])
+    queries, corpus, relevant = retrieval_task(rows)
+    qrels = {q: {d: 1.0 for d in docs} for q, docs in relevant.items()}
+    q = encoder.encode(list(queries.values()), batch_size).numpy()
+    c = encoder.encode(list(corpus.values()), batch_size).numpy()
+    return retrieval_metrics(q, list(queries), c, list(corpus), qrels)
+
+
+def retrieval_task(rows: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str], dict[str, set[str]]]:
+    """Pairs as a retrieval task: queries (the anchors), the corpus (every positive and negative, once)
+    and each query's relevant document (its own positive), keyed by id."""
     corpus = list(dict.fromkeys([r["positive"] for r in rows] + [t for r in rows for t in r["negatives"]]))
     where = {t: str(i) for i, t in enumerate(corpus)}
-    qrels = {f"q{i}": {where[r["positive"]]: 1.0} for i, r in enumerate(rows)}
-    q = encoder.encode([r["anchor"] for r in rows], batch_size).numpy()
-    c = encoder.encode(corpus, batch_size).numpy()
-    return retrieval_metrics(q, list(qrels), c, [str(i) for i in range(len(corpus))], qrels)
+    queries = {f"q{i}": r["anchor"] for i, r in enumerate(rows)}
+    relevant = {f"q{i}": {where[r["positive"]]} for i, r in enumerate(rows)}
+    return queries, {str(i): t for i, t in enumerate(corpus)}, relevant
+
+
+def card_evaluator(rows: list[dict[str, Any]], name: str) -> Any:
+    """The sentence-transformers evaluator that scores the validation ``rows`` as :func:`evaluate_rows`
+    does (similarity correlations of scored pairs, else retrieval), for the model card."""
+    from bertkit.evaluation import EmbeddingSimilarityEvaluator, InformationRetrievalEvaluator
+
+    if "score" in rows[0]:
+        s1, s2 = [r["sentence1"] for r in rows], [r["sentence2"] for r in rows]
+        return EmbeddingSimilarityEvaluator(s1, s2, [r["score"] for r in rows], name=name, write_csv=False)
+    queries, corpus, relevant = retrieval_task(rows)
+    return InformationRetrievalEvaluator(queries, corpus, relevant, name=name, write_csv=False)
 
 
 def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]]:
@@ -330,7 +351,7 @@ def train_embedder(args: EmbedderArguments) -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
-        write_embedder_card(args, len(rows), trainer)
+        write_embedder_card(args, len(rows), trainer, val_rows)
         return result
 
     return within_claim(claim, work)
@@ -355,15 +376,26 @@ def _card_loss(args: EmbedderArguments, model: Any) -> Any:
     return L.MatryoshkaLoss(model, loss, list(args.matryoshka_dims)) if args.matryoshka_dims else loss
 
 
-def write_embedder_card(args: EmbedderArguments, size: int, trainer: Any) -> None:
+def write_embedder_card(
+    args: EmbedderArguments, size: int, trainer: Any, val_rows: list[dict[str, Any]] | None = None
+) -> None:
     """README.md in OUTPUT, the model card sentence-transformers' trainer writes: base model, data,
-    loss, the flags that differ from their defaults, the training log."""
+    loss, the flags that differ from their defaults, the training log, and with --validation the
+    final model's scores there (as sentence-transformers' evaluator for the rows gives them)."""
     from bertkit.model_card import changed_settings, write_command_card
     from bertkit.pipelines.sentence_transformer import SentenceTransformer
     from bertkit.training.embedding_losses import loss_columns
 
     sizes = [{"name": Path(args.train).name, "size": size, "columns": list(loss_columns(args.loss))}]
     losses = lambda model: [_card_loss(args, model)]  # noqa: E731
+    evaluators = (lambda: [card_evaluator(val_rows, Path(args.validation).stem)]) if val_rows else None
     write_command_card(
-        SentenceTransformer, Path(args.output), args.model, sizes, losses, changed_settings(args), trainer
+        SentenceTransformer,
+        Path(args.output),
+        args.model,
+        sizes,
+        losses,
+        changed_settings(args),
+        trainer,
+        evaluators,
     )

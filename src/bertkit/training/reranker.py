@@ -187,6 +187,20 @@ def evaluate_reranker(model: Any, collator: RerankCollator, rows: list[dict[str,
     return {k: v / n for k, v in sums.items()} if n else {}
 
 
+def card_evaluator(rows: list[dict[str, Any]], name: str) -> Any:
+    """sentence-transformers' reranking evaluator over the validation ``rows`` grouped by query
+    (relevant: label >= 0.5; queries without a relevant passage left out, as
+    :func:`evaluate_reranker` does), for the model card."""
+    from bertkit.evaluation import CrossEncoderRerankingEvaluator
+
+    by_query: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        group = by_query.setdefault(r["query"], {"positive": [], "negative": []})
+        group["positive" if r["label"] >= 0.5 else "negative"].append(r["passage"])
+    samples = [{"query": q, **g} for q, g in by_query.items() if g["positive"]]
+    return CrossEncoderRerankingEvaluator(samples, name=name, write_csv=False)
+
+
 def train_reranker(args: RerankerArguments) -> Any:
     """Run `bertkit train-reranker`; returns the Trainer's result."""
     from bertkit.modeling.auto import AutoTokenizer, auto_class_for
@@ -223,15 +237,18 @@ def train_reranker(args: RerankerArguments) -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
-        write_reranker_card(args, len(data), trainer)
+        write_reranker_card(args, len(data), trainer, val_rows)
         return result
 
     return within_claim(claim, work)
 
 
-def write_reranker_card(args: RerankerArguments, size: int, trainer: Any) -> None:
+def write_reranker_card(
+    args: RerankerArguments, size: int, trainer: Any, val_rows: list[dict[str, Any]] | None = None
+) -> None:
     """README.md in OUTPUT, the model card sentence-transformers' cross-encoder trainer writes: base
-    model, data, loss, the flags that differ from their defaults, the training log."""
+    model, data, loss, the flags that differ from their defaults, the training log, and with
+    --validation the final model's reranking scores there."""
     from bertkit.cross_encoder import CrossEncoder
     from bertkit.cross_encoder.losses import BinaryCrossEntropyLoss
     from bertkit.model_card import changed_settings, write_command_card
@@ -240,4 +257,6 @@ def write_reranker_card(args: RerankerArguments, size: int, trainer: Any) -> Non
     sizes = [{"name": Path(args.train).name, "size": size, "columns": columns}]
     # listwise (softmax cross-entropy over a positive and its hard negatives) is named by its flag alone
     losses = lambda model: [BinaryCrossEntropyLoss(model)] if args.loss == "bce" else []  # noqa: E731
-    write_command_card(CrossEncoder, Path(args.output), args.model, sizes, losses, changed_settings(args), trainer)
+    evaluators = (lambda: [card_evaluator(val_rows, Path(args.validation).stem)]) if val_rows else None
+    settings = changed_settings(args)
+    write_command_card(CrossEncoder, Path(args.output), args.model, sizes, losses, settings, trainer, evaluators)
