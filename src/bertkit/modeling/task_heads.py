@@ -120,18 +120,15 @@ def masked_lm_logits_and_loss(
             f"labels has shape {tuple(labels.shape)} but the input has shape {tuple(sequence_output.shape[:-1])}"
         )
     check_class_labels("labels", labels, vocab_size, "vocab_size")
-    if isinstance(sparse, torch.Tensor):
-        if sparse.shape != labels.shape or sparse.dtype != torch.bool:
-            raise ValueError(
-                f"sparse_mlm, when a tensor, is a bool mask of the labels' shape {tuple(labels.shape)}; "
-                f"got {sparse.dtype} of shape {tuple(sparse.shape)}"
-            )
-        selected = (labels != IGNORE_INDEX) | sparse  # (B, N)
-        logits = head(sequence_output[selected])  # (M, V); the extra rows' labels are -100, ignored
-        return logits, F.cross_entropy(logits, labels[selected])
-    if sparse:
-        selected = labels != IGNORE_INDEX  # (B, N)
-        logits = head(sequence_output[selected])  # (M, V)
+    extra = sparse if isinstance(sparse, torch.Tensor) else None
+    if extra is not None and (extra.shape != labels.shape or extra.dtype != torch.bool):
+        raise ValueError(
+            f"sparse_mlm, when a tensor, is a bool mask of the labels' shape {tuple(labels.shape)}; "
+            f"got {extra.dtype} of shape {tuple(extra.shape)}"
+        )
+    if extra is not None or sparse:
+        selected = labels != IGNORE_INDEX if extra is None else (labels != IGNORE_INDEX) | extra  # (B, N)
+        logits = head(sequence_output[selected])  # (M, V); extra rows' labels are -100: not in the loss
         return logits, F.cross_entropy(logits, labels[selected])
     logits = head(sequence_output)  # (B, N, V)
     return logits, F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))

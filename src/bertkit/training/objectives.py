@@ -135,7 +135,7 @@ def cls_bag_of_words_loss(
         out = model(**batch, sparse_mlm=first)
         logits = out.logits if getattr(out, "logits", None) is not None else out.prediction_logits
         rows = first | (labels != -100)  # (B, N), the rows of ``logits`` in row-major order
-        first = rows.nonzero()[:, 1] == 0  # (M,) the [CLS] rows, one per sequence
+        cls_rows = rows.nonzero()[:, 1] == 0  # (M,) the [CLS] rows, one per sequence
         loss, metrics = base(model, batch, out)
         # (B, V) target: the distinct real tokens of each sequence, as they were before masking
         original = torch.where(labels != -100, labels, ids)
@@ -147,7 +147,7 @@ def cls_bag_of_words_loss(
         target.scatter_(1, torch.where(keep, original, vocab), 1.0)
         target = target[:, :vocab]
         target = target / target.sum(-1, keepdim=True).clamp_min(1.0)
-        bow = -(target * F.log_softmax(logits[first].float(), dim=-1)).sum(-1).mean()
+        bow = -(target * F.log_softmax(logits[cls_rows].float(), dim=-1)).sum(-1).mean()
         return loss + weight * bow, {**metrics, "cls_bow_loss": bow}
 
     return loss_fn
