@@ -206,6 +206,10 @@ def test_a_readme_bertkit_did_not_write_is_kept(tmp_path):
     with pytest.warns(UserWarning, match=r"README.md was edited since bertkit wrote it: it is kept"):
         model.save(other)
     assert "Our notes." in (other / "README.md").read_text()
+    with warnings.catch_warnings():  # the same card met again: said once a process, still kept
+        warnings.simplefilter("error")
+        model.save(other)
+    assert "Our notes." in (other / "README.md").read_text()
     (other / "README.md").write_text("edited by hand\n")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -33,6 +34,7 @@ __all__ = [
     "fsync_dir",
     "fsync_tree",
     "file_mode",
+    "warn_kept",
 ]
 
 
@@ -234,3 +236,23 @@ def atomic_update_dir(path: str | os.PathLike) -> Iterator[Path]:
         raise named from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_KEPT_SAID: set[tuple[str, int, int]] = set()
+
+
+def warn_kept(path: str | os.PathLike, message: str, stacklevel: int = 2) -> None:
+    """Warn that a person's file at ``path`` is kept rather than replaced, once a process for the file as
+    it stands: a command that claims its folder and the saves inside it all meet the same edited file, and
+    one notice says it. An edit made after the notice is a new file, and warns again."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None:
+        if key in _KEPT_SAID:
+            return
+        _KEPT_SAID.add(key)
+    warnings.warn(message, stacklevel=stacklevel + 1)

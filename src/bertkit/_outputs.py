@@ -27,13 +27,12 @@ import hashlib
 import json
 import os
 import shutil
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bertkit._io import atomic_write_json
+from bertkit._io import atomic_write_json, warn_kept
 
 __all__ = [
     "MARKER",
@@ -326,12 +325,12 @@ def _claim_marked(
     if dry_run:
         return OutputClaim(folder, command, run, created=False, foreign=foreign)
     if edited:
-        warnings.warn(
-            f"{flag} {folder}: {_show(edited)} changed since `bertkit {command}` wrote "
-            f"{'them' if len(edited) > 1 else 'it'}: kept, not replaced (move {'them' if len(edited) > 1 else 'it'} "
-            "away for the new run's own)",
-            stacklevel=3,
+        them = "them" if len(edited) > 1 else "it"
+        message = (
+            f"{flag} {folder}: {_show(edited)} changed since `bertkit {command}` wrote {them}: kept, not "
+            f"replaced (move {them} away for the new run's own)"
         )
+        warn_kept(folder / edited[0], message, stacklevel=3)  # the save that follows meets it too: one notice
     for name in sorted(ours):
         p = folder / name
         if p.is_dir() and not p.is_symlink():

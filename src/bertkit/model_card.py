@@ -624,7 +624,10 @@ def write_card(model: Any, folder: Path, target: Path, model_name: str | None = 
         origin = "user" if found is None else card_origin(found)
         if origin != "bertkit" and found != model.model_card_data.original_text:
             why = "was edited since bertkit wrote it" if origin == "edited" else "was not written by bertkit"
-            warnings.warn(
+            from bertkit._io import warn_kept
+
+            warn_kept(
+                existing,
                 f"{existing} {why}: it is kept, and no model card is written "
                 "(remove it, or save into another folder, for bertkit's card)",
                 stacklevel=3,
