@@ -33,16 +33,22 @@ chromium:
 	else echo "!!! no CJK font and fonts-wqy-zenhei could not be installed:" \
 	          "the Chinese PNG test of tests/test_explain.py will be SKIPPED !!!"; fi
 
+# The suite runs in TEST_JOBS processes (pytest-xdist), each taking whole test files so that a file's
+# shared fixtures are built once. Most tests are small and keep one core busy: on 2 cores one process
+# took over 90 minutes on an AVX2 machine, where two took 40. At most 4, since every process loads its own
+# models and torch threads.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; then n=4; fi; echo $$n)
+XDIST := -n $(TEST_JOBS) --dist loadfile
 # pytest exits 5 when it collects no tests: that is not a failure of the suite.
 test: assets chromium
 	@$(PY) -c "from bertkit.inference import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
 	@$(PY) -c "import shutil, tempfile; d = tempfile.gettempdir(); print(f'free disk in {d}: {shutil.disk_usage(d).free / 2**30:.1f} GiB (a test run needs a few)')"
-	$(PY) -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q $(XDIST) tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The inner loop: everything except the tests marked slow (fine-tuning runs, multi-process runs).
 test-fast: assets
 	@$(PY) -c "from bertkit.inference import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
-	$(PY) -m pytest -q -m "not slow" tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q $(XDIST) -m "not slow" tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The tests again on the paths of the two other CPU kinds, on a machine with AMX (hiding cannot add a
 # flag): AVX-512 BF16 without AMX, then AVX2 alone. bertkit hides the flags from its own choices
@@ -56,7 +62,7 @@ test-cpu-kinds: assets chromium
 	@for kind in '$(KIND_AVX512_BF16)' '$(KIND_AVX2)'; do \
 	  echo "== $$kind"; \
 	  env $$kind $(PY) -c "from bertkit.inference import describe_cpu; print('CPU flags:', describe_cpu())" || exit 1; \
-	  env $$kind $(PY) -m pytest -q $(TESTS) || exit 1; \
+	  env $$kind $(PY) -m pytest -q $(XDIST) $(TESTS) || exit 1; \
 	done
 
 # ruff's rules and line length are in pyproject.toml; the code is kept in ruff format's layout.
