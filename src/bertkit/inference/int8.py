@@ -38,15 +38,14 @@ down-projection 1.1-1.5x alone (in the fp32 model a bf16 one also converts its i
 the int8 sentence-embedding pipeline takes 0.84-0.95x of bf16's time (``benchmarks/int8_linear.py``
 for the projections).
 
-**Without VNNI** (AVX2 alone, or AVX-512 without VNNI) both kernels multiply with ``vpmaddubsw``, whose
+**Without VNNI** (AVX2 alone, or AVX-512 without VNNI) oneDNN multiplies with ``vpmaddubsw``, whose
 int16 pair sums saturate: with 8-bit weights the products are wrong, not merely rounded. There the
-weights keep 7 bits (:func:`weight_qmax`, chosen by a trial of both kernels at the extremes, not by
-the CPU's name), which keeps every sum exact: MiniLM held to AVX2 gives min cosine 0.9939, mean
-0.9975 against fp32 on 256 real sentences. On a real AVX2 CPU (an AMD EPYC of the Zen 3 generation)
-``torch._int_mm`` summed exactly at 8 bits, while oneDNN's u8 x s8 kernel passed the trial at the
-extremes and missed the sums of MiniLM's real weights by up to 4x: that kernel runs only where it also
-passes a trial of mixed random weights (:func:`onednn_int8_available`), so there every product is
-``torch._int_mm``'s.
+weights keep 7 bits (:func:`weight_qmax`, chosen by trials of the kernel, not by the CPU's name), which
+keeps every sum exact: MiniLM held to AVX2 gives min cosine 0.9939, mean 0.9975 against fp32 on 256 real
+sentences. On a real AVX2 CPU (an AMD EPYC of the Zen 3 generation) oneDNN's kernel passed a trial of
+equal weights at 127 and missed the sums of MiniLM's real weights by up to 4x, so it is also tried on
+mixed random weights; at 63 it sums them exactly. ``torch._int_mm`` summed them exactly at 127 there,
+but about 150 times slower: oneDNN's kernel is preferred, at 7 bits.
 """
 
 from __future__ import annotations
@@ -109,51 +108,62 @@ def _onednn_product(q: torch.Tensor, scale: torch.Tensor) -> Callable[[torch.Ten
     return product if torch.allclose(got.double(), want, rtol=1e-5, atol=1e-6) else None
 
 
-@functools.cache
-def onednn_int8_available() -> bool:
-    """True when :class:`Int8Linear` runs oneDNN's u8 x s8 kernel here: it exists and sums exactly for
-    weights of either sign over the whole range :func:`weight_qmax` allows.
-
-    Uniform weights are not enough to tell: on an AVX2 CPU without VNNI, oneDNN's kernel passed a trial of
-    equal weights at 127 and missed the exact sums of MiniLM's real weights by up to 4x.
-    """
-    qmax = weight_qmax()
-    q = torch.randint(-qmax, qmax + 1, (64, 384), generator=torch.Generator().manual_seed(0)).to(torch.int8)
-    q[:, :2] = qmax  # the extremes, with the trial row's largest activations
-    q[1::2, :2] = -qmax
-    return _onednn_product(q, torch.ones(64)) is not None
-
-
-def _products_exact(qmax: int) -> bool:
-    """Whether both int8 products (``torch._int_mm`` and, where it runs, oneDNN's u8 x s8 kernel) give the
-    exact sums of int8 activations at their extreme, 127, against weights of magnitude ``qmax``."""
+def _extremes_exact(qmax: int, onednn: bool) -> bool:
+    """Whether one int8 product (oneDNN's u8 x s8 kernel, or ``torch._int_mm``) gives the exact sums of
+    int8 activations at their extreme, 127, against weights of magnitude ``qmax`` of either sign."""
     q = torch.full((16, 64), qmax, dtype=torch.int8)
     q[1::2].neg_()  # both signs: a saturated sum is clipped at either end
     x = torch.full((_INT_MM_MIN_ROWS, 64), 127, dtype=torch.int8)
     want = x[0].long() @ q.long().t()  # (16,)
-    if not torch.equal(torch._int_mm(x, q.t().contiguous())[0].long(), want):
-        return False
+    if not onednn:
+        return torch.equal(torch._int_mm(x, q.t().contiguous())[0].long(), want)
     product = _onednn_product(q, torch.ones(16))
-    return product is None or torch.equal(product(x[:1].view(torch.uint8) ^ 128)[0].long(), want)
+    return product is not None and torch.equal(product(x[:1].view(torch.uint8) ^ 128)[0].long(), want)
+
+
+def _onednn_exact(qmax: int) -> bool:
+    """Whether oneDNN's u8 x s8 kernel sums exactly at weights of magnitude ``qmax``: at the extremes, and
+    for mixed random weights over the whole range (its one-row trial against the exact product)."""
+    if not _extremes_exact(qmax, onednn=True):
+        return False
+    q = torch.randint(-qmax, qmax + 1, (64, 384), generator=torch.Generator().manual_seed(0)).to(torch.int8)
+    return _onednn_product(q, torch.ones(64)) is not None
 
 
 @functools.cache
+def _plan() -> tuple[int, bool]:
+    """(weight magnitude, whether oneDNN's kernel runs): the widest weights oneDNN's u8 x s8 kernel sums
+    exactly, else the widest ``torch._int_mm`` does. oneDNN comes first even at 7 bits: on an AVX2 CPU
+    ``torch._int_mm`` took 728 ms for a (512, 384) x (384, 1536) product that oneDNN's kernel did in 4.7 ms
+    and float32 in 8.8 (one thread)."""
+    for qmax in (127, 63):
+        if _onednn_exact(qmax):
+            return qmax, True
+    for qmax in (127, 63):
+        if _extremes_exact(qmax, onednn=False):
+            return qmax, False
+    raise RuntimeError(
+        "int8: this CPU's int8 matrix products do not sum exactly even with 7-bit weights; use dtype 'bf16' or 'fp32'"
+    )
+
+
+def onednn_int8_available() -> bool:
+    """True when :class:`Int8Linear` runs oneDNN's u8 x s8 kernel here: it exists and sums exactly over the
+    whole range of :func:`weight_qmax`."""
+    return _plan()[1]
+
+
 def weight_qmax() -> int:
     """The largest int8 weight magnitude :class:`Int8Linear` stores on this CPU: 127 where its int8
     products sum exactly (AVX-512 VNNI, AVX-VNNI, AMX-INT8), else 63.
 
-    Without VNNI, oneDNN (and ``torch._int_mm``, which runs on it) multiplies with ``vpmaddubsw``, which
-    adds each pair of uint8 x int8 products in int16 and saturates past 32,767: an activation of 255
-    (127 shifted by the zero point 128) against two weights of 127 gives 64,770, and MiniLM's products
-    came out wrong by orders of magnitude. Weights of at most 63 keep every pair under the limit
-    (255 x 63 x 2 = 32,130) at the cost of one bit of weight precision, where activations keep all 8.
+    Without VNNI, oneDNN multiplies with ``vpmaddubsw``, which adds each pair of uint8 x int8 products in
+    int16 and saturates past 32,767: an activation of 255 (127 shifted by the zero point 128) against two
+    weights of 127 gives 64,770, and MiniLM's products came out wrong by orders of magnitude. Weights of at
+    most 63 keep every pair under the limit (255 x 63 x 2 = 32,130) at the cost of one bit of weight
+    precision, where activations keep all 8.
     """
-    for qmax in (127, 63):
-        if _products_exact(qmax):
-            return qmax
-    raise RuntimeError(
-        "int8: this CPU's int8 matrix products do not sum exactly even with 7-bit weights; use dtype 'bf16' or 'fp32'"
-    )
+    return _plan()[0]
 
 
 class Int8Linear(nn.Module):
