@@ -28,6 +28,14 @@ def _temp_files_in_basetemp(tmp_path_factory):
     tempfile.tempdir = before[1]
 
 
+def card_log_table(text: str) -> list[dict[str, str]]:
+    """The rows of a model card's "Training Logs" table, each as {column: cell}."""
+    lines = text.split("### Training Logs", 1)[1].strip().splitlines()
+    lines = lines[: next((i for i, line in enumerate(lines) if not line.startswith("|")), len(lines))]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+    return [dict(zip(cells[0], row)) for row in cells[2:]]
+
+
 def finetune_polarity(out: Path, **settings) -> Path:
     """A small real fine-tune of MiniLM on polarity (1,600 sentences, one epoch) into ``out``;
     ``settings`` override the fine-tuning arguments (``device="cuda"``)."""

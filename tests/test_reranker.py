@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from conftest import card_log_table
 
 from bertkit.assets import asset_path
 from bertkit.cli import main
@@ -318,6 +319,13 @@ def test_train_reranker_writes_the_model_card_sentence_transformers_writes(reran
     assert {"map", "mrr@10", "ndcg@10"} <= set(shown)
     for key, value in shown.items():
         assert abs(value - ref[f"train_{key}"]) <= 1e-3, key
+    # The log table shows each evaluation's nDCG@10 under the evaluator's name, as sentence-transformers'
+    # trainer logs it; the last one is the final model's, which the Evaluation section shows too.
+    evals = {r["step"]: r["eval_ndcg@10"] for r in logged if "eval_ndcg@10" in r}
+    table = {int(r["Step"]): r["train_ndcg@10"] for r in card_log_table(text)}
+    assert evals and {s for s, v in table.items() if v != "-"} == set(evals)
+    assert all(abs(float(table[s]) - v) <= 6e-5 for s, v in evals.items())
+    assert max(evals) == 3 and abs(evals[3] - shown["ndcg@10"]) <= 1e-3
     # listwise has no sentence-transformers loss of its own: the card names the flag instead
     listwise = (reranker / "listwise" / "README.md").read_text(encoding="utf-8")
     assert "- `loss`: listwise" in listwise and "BinaryCrossEntropyLoss" not in listwise

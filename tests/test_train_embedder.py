@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import card_log_table
 from safetensors.torch import load_file
 
 from bertkit.assets import asset_path
@@ -141,6 +142,13 @@ def test_the_trained_folder_has_the_model_card_sentence_transformers_writes(data
     assert {"cosine_ndcg@10", "cosine_mrr@10", "cosine_accuracy@1", "cosine_map@100"} <= set(shown)
     for key, value in shown.items():
         assert abs(value - ref[f"val_{key}"]) <= 1e-3, key
+    # The log table shows each evaluation's nDCG@10 under the evaluator's name, as sentence-transformers'
+    # trainer logs it; the last one is the final model's, which the Evaluation section shows too.
+    evals = {r["step"]: r["eval_ndcg@10"] for r in logged if "eval_ndcg@10" in r}
+    table = {int(r["Step"]): r["val_cosine_ndcg@10"] for r in card_log_table(text)}
+    assert evals and {s for s, v in table.items() if v != "-"} == set(evals)
+    assert all(abs(float(table[s]) - v) <= 6e-5 for s, v in evals.items())
+    assert max(evals) == 3 and abs(evals[3] - shown["cosine_ndcg@10"]) <= 1e-3
     assert head["model-index"][0]["results"][0]["metrics"]  # the Hub's model-index from the same results
     # A rerun with --overwrite replaces the card it wrote, but not one a person has edited since.
     edited = text + "\nOur notes: evaluated on the team's queries.\n"

@@ -98,6 +98,9 @@ class SentenceTransformerModelCardData:
     hyperparameters: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     trainer: Any = field(default=None, init=False, repr=False)
     training_logs: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
+    # a metric a command's own evaluation logs (without "eval_") -> the evaluator metric it equals, so the
+    # training log shows it under the evaluator's name, as sentence-transformers' trainer logs it
+    log_names: dict[str, str] = field(default_factory=dict, init=False, repr=False)
     best_model_step: int | None = field(default=None, init=False, repr=False)
     original_text: str | None = field(default=None, init=False, repr=False)
 
@@ -228,6 +231,7 @@ def write_command_card(
     settings: dict[str, Any],
     trainer: Any,
     make_evaluators: Any = None,  # () -> evaluators to run on the saved model for the card's Evaluation
+    log_names: dict[str, str] | None = None,  # the trainer's metric -> the evaluator's name for it
 ) -> None:
     """README.md in a training command's ``output``: the card of the model saved there (loaded as
     ``model_class``), trained from ``base`` on ``sizes`` with ``make_losses(model)``, ``settings`` and
@@ -242,6 +246,7 @@ def write_command_card(
         data.base_model = data.base_model or hub_id(base)
         data.original_text = None  # a trained model gets its own card, not its base model's
         record_training(model, sizes, make_losses(model), settings, trainer)
+        data.log_names = dict(log_names or {})
         for evaluator in make_evaluators() if make_evaluators is not None else []:
             evaluator(model)
     except Exception as e:  # a card is a description: a failure in it must not fail the finished run
@@ -415,8 +420,11 @@ def training_rows(data: SentenceTransformerModelCardData) -> list[dict[str, Any]
             row["Training Loss"] = entry["loss"]
         for key, value in entry.items():
             # as sentence-transformers' cards: the losses and each evaluator's primary metric
-            if key.startswith("eval_") and (key.endswith("loss") or key.removeprefix("eval_") in primaries):
-                row["Validation Loss" if key == "eval_loss" else key.removeprefix("eval_")] = value
+            if not key.startswith("eval_"):
+                continue
+            name = data.log_names.get(key.removeprefix("eval_"), key.removeprefix("eval_"))
+            if key.endswith("loss") or name in primaries:
+                row["Validation Loss" if key == "eval_loss" else name] = value
     return [rows[s] for s in sorted(rows)]
 
 

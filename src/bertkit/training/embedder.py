@@ -398,4 +398,11 @@ def write_embedder_card(
         changed_settings(args),
         trainer,
         evaluators,
+        card_log_names(val_rows, Path(args.validation).stem) if val_rows else None,
     )
+
+
+def card_log_names(rows: list[dict[str, Any]], name: str) -> dict[str, str]:
+    """The metric each evaluation logs (:func:`evaluate_rows`) -> the same number under the name
+    :func:`card_evaluator`'s primary metric has: the card's training log shows it as that column."""
+    return {"spearman": f"{name}_spearman_cosine"} if "score" in rows[0] else {"ndcg@10": f"{name}_cosine_ndcg@10"}

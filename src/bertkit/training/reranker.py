@@ -259,4 +259,6 @@ def write_reranker_card(
     losses = lambda model: [BinaryCrossEntropyLoss(model)] if args.loss == "bce" else []  # noqa: E731
     evaluators = (lambda: [card_evaluator(val_rows, Path(args.validation).stem)]) if val_rows else None
     settings = changed_settings(args)
-    write_command_card(CrossEncoder, Path(args.output), args.model, sizes, losses, settings, trainer, evaluators)
+    # the nDCG@10 each evaluation logs is the card evaluator's primary metric: the log shows it so
+    names = {"ndcg@10": f"{Path(args.validation).stem}_ndcg@10"} if val_rows else None
+    write_command_card(CrossEncoder, Path(args.output), args.model, sizes, losses, settings, trainer, evaluators, names)
