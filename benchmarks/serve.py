@@ -207,7 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         if name in ref:
             n, diff, cos = ref[name]
-            same = diff <= (1e-5 if offline.dtype == "fp32" else 2e-2) and cos >= 0.9999
+            # int8: the float rounding that differs with the batch (attention in length groups) moves a
+            # value across a rounding boundary now and then, one code; a sentence alone and in a batch of
+            # 32 measured min cosine 0.9990 (MiniLM, AVX2); the test of that promise holds it to 0.995
+            same = diff <= (1e-5 if offline.dtype == "fp32" else 2e-2) and cos >= (
+                0.995 if offline.dtype == "int8" else 0.9999
+            )
             all_ok &= same
             print(
                 f"    {n} distinct texts vs offline pipeline ({offline.dtype}): max |diff| {diff:.1e}, "

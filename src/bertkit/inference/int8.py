@@ -6,7 +6,10 @@ states that drops the sentence-embedding cosine against fp32 to about 0.92. Two 
 
 - **one activation scale per token** (computed at run time), and **one weight scale per output
   channel**, symmetric, so a product ``int8 x int8 -> int32`` is rescaled by ``s_token * s_channel``;
-  it also keeps a sentence's vector independent of the other sentences in its batch;
+  the quantization never mixes tokens, so an int8 product gives a row the same output in any batch
+  (what still changes with the batch is the float rounding of attention over length groups, in the
+  last bits, which a value on a rounding boundary turns into one code: a sentence's int8 vector alone
+  and in a batch of 32 differ by min cosine 0.9990 on MiniLM, where fp32's differ by 2e-7);
 - **smoothing** (SmoothQuant, Xiao et al. 2023): a LayerNorm or GELU output has a few channels far
   larger than the rest. Dividing input channel ``j`` by ``s_j = max|x_j|^a / max|w_j|^(1-a)``
   (a = 0.5) and multiplying the weight's column ``j`` by it leaves the product unchanged but spreads
