@@ -221,7 +221,7 @@ def test_int8_vector_alone_and_in_a_batch():
     """A sentence's int8 vector alone and in a length-sorted batch of 32: an int8 product treats every row
     on its own, so what differs is attention's float rounding in another length group, now and then one
     code apart: min cosine >= 0.995 (measured 0.9990 on AVX2; where the CPU has bf16, attention runs in
-    bf16 and rounds coarser), where fp32 agrees to 1e-5. Quantizing with one scale per batch gives 0.92."""
+    bf16 and rounds coarser), where fp32 agrees to 1e-5. One scale per batch would tie it to the others."""
     texts = [r["text"] for r in _polarity("test", 32)]
     for dtype, gate in (("fp32", 0.99999), ("int8", 0.995)):
         pipe = pipeline("sentence-embedding", model=asset_path("minilm"), dtype=dtype, batch_size=32)
