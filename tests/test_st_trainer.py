@@ -382,6 +382,44 @@ def test_evaluator_and_eval_loss_logged_as_sentence_transformers_names_them(lee,
     assert metrics["eval_sts-dev_spearman_cosine"] == pytest.approx(evals[-1]["eval_sts-dev_spearman_cosine"], abs=1e-6)
 
 
+def test_a_trainer_without_train_dataset_evaluates_only(lee, tmp_path):
+    """No train_dataset, as sentence-transformers allows: evaluate() gives the eval loss and the
+    evaluator's metrics of the untouched model, equal to sentence-transformers' own loss and evaluator on
+    the same folder (the loss over the eval batches its sampler draws, mean over rows), and no epoch, as
+    nothing trained. train() is refused in one line, and so is a trainer with nothing to train or evaluate."""
+    dev = lee[3::13][:12]
+    model = SentenceTransformer(str(asset_path("minilm")), device="cpu")
+    model.max_seq_length = LENGTH
+    evaluator = EmbeddingSimilarityEvaluator(
+        [r[0] for r in dev], [r[1] for r in dev], [r[2] for r in dev], name="sts-dev"
+    )
+    data = {"sentence1": [r[0] for r in dev], "sentence2": [r[1] for r in dev], "score": [r[2] for r in dev]}
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=_args(tmp_path / "run", per_device_eval_batch_size=5),
+        eval_dataset=data,
+        loss=losses.CoSENTLoss(model),
+        evaluator=evaluator,
+    )
+    metrics = trainer.evaluate()
+    assert "epoch" not in metrics and metrics["eval_runtime"] > 0
+    ref = _theirs(str(asset_path("minilm")))
+    ref.eval()
+    want = evaluator(ref)
+    assert metrics["eval_sts-dev_spearman_cosine"] == pytest.approx(want["sts-dev_spearman_cosine"], abs=1e-4)
+    assert metrics["eval_sts-dev_pearson_cosine"] == pytest.approx(want["sts-dev_pearson_cosine"], abs=1e-4)
+    cosent, total = stl.CoSENTLoss(ref), 0.0
+    with torch.no_grad():
+        for b in _seedable_batches(12, 5, seed=12):
+            feats = [ref.preprocess([dev[i][0] for i in b]), ref.preprocess([dev[i][1] for i in b])]
+            total += float(cosent(feats, torch.tensor([dev[i][2] for i in b]))) * len(b)
+    assert metrics["eval_loss"] == pytest.approx(total / 12, rel=1e-4)
+    with pytest.raises(ValueError, match=r"train\(\) needs a train_dataset="):
+        trainer.train()
+    with pytest.raises(ValueError, match="an eval_dataset= or evaluator= to evaluate only"):
+        SentenceTransformerTrainer(model=model, args=_args(tmp_path / "nothing"))
+
+
 # One training run, in a subprocess that can be killed: argv = output_dir resume weights_out
 SCRIPT = r"""
 import csv, sys

@@ -780,9 +780,9 @@ class SentenceTransformerTrainer:
                 "eval_strategy",
                 "asks for evaluations, but there is no eval_dataset and no evaluator: pass one, or eval_strategy='no'",
             )
-        if train_dataset is None:
+        if train_dataset is None and eval_dataset is None and evaluator is None:
             raise self._refuse(
-                "train_dataset=", "is needed (bertkit's trainer trains; evaluate() alone is not offered)"
+                "train_dataset=", "is needed to train, and an eval_dataset= or evaluator= to evaluate only"
             )
         if isinstance(evaluator, (list, tuple)):
             from bertkit.evaluation import SequentialEvaluator
@@ -792,8 +792,8 @@ class SentenceTransformerTrainer:
         self.model, self.args, self.evaluator = model, args, evaluator
         self.train_tables = _tables(train_dataset, "train", self._listwise_rows)
         self.eval_tables = _tables(eval_dataset, "eval", self._listwise_rows)
-        assert self.train_tables is not None
-        multi = self.train_tables[0].name is not None
+        # no train_dataset: a trainer built to evaluate only, as sentence-transformers allows
+        multi = self.train_tables is not None and self.train_tables[0].name is not None
         if loss is None:
             loss = self._default_loss(model)
         loss_type, loss_home = self._loss_type()
@@ -830,26 +830,33 @@ class SentenceTransformerTrainer:
         losses = list(self.loss.values()) if isinstance(self.loss, dict) else [self.loss]
         rates = _mapped_rates(args.learning_rate_mapping, self.loss, model, self._refuse)
         self._module = _Trained(model, list({id(x): x for x in losses}.values()), rates)
-        self._sampler = _Batches(
-            self.train_tables,
-            args.batch_sampler,
-            args.multi_dataset_batch_sampler if multi else None,
-            args.batch_size,
-            args.drop_last,
-            args.seed,
-            "train",
+        trains = self.train_tables is not None
+        self._sampler = (
+            _Batches(
+                self.train_tables,  # type: ignore[arg-type]
+                args.batch_sampler,
+                args.multi_dataset_batch_sampler if multi else None,
+                args.batch_size,
+                args.drop_last,
+                args.seed,
+                "train",
+            )
+            if trains
+            else None
         )
         self._trainer = Trainer(
             self._module,
             args,
-            _Rows(self.train_tables),
-            collate_fn=self._collate_type(model, self.train_tables, args.prompts),
+            _Rows(self.train_tables) if trains else None,  # type: ignore[arg-type]
+            collate_fn=self._collate_type(model, self.train_tables, args.prompts) if trains else None,
             batch_sampler=self._sampler,
             evaluate=self._evaluate_while_training if evaluates else None,
             loss_fn=self._loss_fn,
             save_model=lambda module, directory: module.save_folder(directory),
             callbacks=callbacks,
         )
+        if not trains:
+            return
         from bertkit.model_card import changed_arguments, record_training
 
         sizes = [
@@ -928,6 +935,8 @@ class SentenceTransformerTrainer:
         :meth:`encode` and :meth:`save` then use the trained weights."""
         from bertkit.model_card import keep_logs
 
+        if self.train_tables is None:
+            raise self._refuse("train()", "needs a train_dataset=, given when the trainer is built")
         card = getattr(self.model, "model_card_data", None)
         if card is not None and hasattr(card, "trainer"):
             card.trainer = self._trainer  # the card reads the run's logs while it trains
@@ -954,7 +963,8 @@ class SentenceTransformerTrainer:
         metrics = self._trainer._in_eval_mode(lambda _: self._metrics(tables, True))
         out = {f"{metric_key_prefix}_{k}": v for k, v in metrics.items()}
         out[f"{metric_key_prefix}_runtime"] = round(time.perf_counter() - start, 4)
-        out["epoch"] = self._trainer.step / self._trainer.steps_per_epoch
+        if self.train_tables is not None:  # as transformers: no epoch where nothing trains
+            out["epoch"] = self._trainer.step / self._trainer.steps_per_epoch
         return out
 
     def create_model_card(
