@@ -150,6 +150,24 @@ def test_trained_card_records_the_run(tmp_path, lee):
     assert "- `learning_rate`: 3e-05" in text and "- `per_device_train_batch_size`: 4" in text
     assert f"#### MultipleNegativesRankingLoss\n\n```bibtex\n{loss.citation.strip()}\n```" in text
 
+    # the training data's statistics and samples, as sentence-transformers' card code computes them
+    from sentence_transformers import SentenceTransformer as TheirModel
+
+    class Rows:  # a datasets.Dataset as that code reads one: a row by index, columns by slice
+        def __len__(self):
+            return len(train["anchor"])
+
+        def __getitem__(self, i):
+            return {k: v[i] for k, v in train.items()}
+
+    theirs = TheirModel(str(tmp_path / "out"), device="cpu").model_card_data
+    details = next(line for line in text.splitlines() if line.startswith("  | details |"))
+    for column in train:
+        stats = theirs._compute_column_stats(Rows(), column)
+        assert "<ul><li>" + "</li><li>".join(f"{k}: {v}" for k, v in stats["data"].items()) + "</li></ul>" in details
+    assert "* Approximate statistics based on the first 12 samples:" in text
+    assert f"| <code>{train['anchor'][0]}</code> | <code>{train['positive'][0]}</code> |" in text
+
     logged = {row["step"]: row["loss"] for row in trainer.state.log_history if "loss" in row}
     table = text.split("### Training Logs", 1)[1]
     rows = re.findall(r"^\| ([\d.]+) \| (\d+) \| ([\d.]+) \| ([\d.-]+) \|$", table, re.M)

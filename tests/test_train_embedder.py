@@ -123,6 +123,32 @@ def test_the_trained_folder_has_the_model_card_sentence_transformers_writes(data
     assert [int(s) for s, _ in rows] == sorted(want) == [1, 2, 3]
     assert all(abs(float(v) - want[int(s)]) <= 6e-5 for s, v in rows)
     assert "- **Output Dimensionality:** 384 dimensions" in text
+    # The training data's statistics (its 32 rows, under 100) and first 3 rows, as sentence-transformers'
+    # own card code computes them from the same columns with the saved model's tokenizer.
+    train_rows = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()]
+    cols = {k: [r[k] for r in train_rows] for k in ("anchor", "positive")}
+
+    class Rows:  # a datasets.Dataset as that code reads one: a row by index, columns by slice
+        def __len__(self):
+            return len(train_rows)
+
+        def __getitem__(self, i):
+            return {k: v[i] for k, v in cols.items()}
+
+    trained = SentenceTransformer(str(out), device="cpu")
+    training = text.split("### Training Dataset", 1)[1].split("### Training Hyperparameters", 1)[0]
+    assert "* Approximate statistics based on the first 32 samples:" in training
+    stats_rows = [line for line in training.splitlines() if line.startswith("  | details |")]
+    assert len(stats_rows) == 1
+    for column in cols:
+        theirs = trained.model_card_data._compute_column_stats(Rows(), column)
+        assert theirs["dtype"] == "string" and theirs["data"]["min"].endswith(" tokens")
+        listed = "<ul><li>" + "</li><li>".join(f"{k}: {v}" for k, v in theirs["data"].items()) + "</li></ul>"
+        assert listed in stats_rows[0], (column, theirs)
+    samples = training.split("* Samples:", 1)[1]
+    for r in train_rows[:3]:
+        assert f"| <code>{r['anchor']}</code> | <code>{r['positive']}</code> |" in samples
+    assert f"<code>{train_rows[3]['anchor']}</code>" not in samples
     # The Evaluation section: sentence-transformers' own evaluator for the validation pairs, on the
     # saved model, gives the same scores (to the card's 4 decimals and a little float drift).
     from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator

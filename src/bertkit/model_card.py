@@ -5,7 +5,7 @@ The card holds the Hub's metadata (a YAML header: library, tags, pipeline, base 
 the ``model-index`` of evaluation results), what the model is (type, base model, sequence length,
 vector size, similarity, architecture), how to use it in bertkit and in sentence-transformers (with
 scores the model computes on example texts), and how it was trained: the datasets' sizes and
-columns, each loss with its parameters, the hyperparameters that differ from the defaults, the
+columns, statistics and samples, each loss with its parameters, the hyperparameters that differ from the defaults, the
 training logs and the evaluators' metrics.
 
 What goes in is recorded on ``model.model_card_data`` (a :class:`SentenceTransformerModelCardData` or
@@ -22,6 +22,7 @@ import math
 import platform
 import re
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,11 +262,98 @@ def record_training(
     model: Any, sizes: list[dict[str, Any]], losses: list[Any], settings: dict[str, Any], trainer: Any
 ) -> None:
     """What a trainer tells the card of the model it trains: the datasets (``name``, ``size``,
-    ``columns``), the losses, the settings that differ from the defaults, and itself (its logs)."""
+    ``columns``, and ``data``, its columns' values, for the statistics and samples), the losses, the
+    settings that differ from the defaults, and itself (its logs)."""
     data = getattr(model, "model_card_data", None)
     if isinstance(data, SentenceTransformerModelCardData):
+        sizes = [
+            {**{k: v for k, v in size.items() if k != "data"}, "statistics": column_statistics(model, size["data"])}
+            if size.get("data")
+            else size
+            for size in sizes
+        ]
         data._record_training(sizes, settings, trainer)
         data.set_losses(losses)
+
+
+STATS_ROWS = 100  # sentence-transformers' cards describe each dataset's first 100 rows
+
+
+def column_statistics(model: Any, columns: dict[str, list[Any]]) -> dict[str, Any]:
+    """A dataset's card statistics, as sentence-transformers computes them on its first 100 rows: per
+    column its type, modality and details (a text's tokens with the model's tokenizer, special tokens
+    and truncation included; a float's range; each int's share; a list's length), and the first 3 rows
+    as samples. Texts are counted in characters where the model has no ``preprocess``."""
+    stats: dict[str, dict[str, Any]] = {}
+    for name, values in columns.items():
+        head = list(values[:STATS_ROWS])
+        if not head:
+            continue
+        first = head[0]
+        if isinstance(first, str):
+            unit, counts = "characters", [len(t) for t in head]
+            if callable(getattr(model, "preprocess", None)):
+                unit, counts = "tokens", [int(n) for n in model.preprocess(head)["attention_mask"].sum(1).tolist()]
+            data: dict[str, Any] = {
+                "min": f"{min(counts)} {unit}",
+                "mean": f"{round(sum(counts) / len(counts), 2)} {unit}",
+                "max": f"{max(counts)} {unit}",
+            }
+            stats[name] = {"dtype": "string", "modality": "text", "data": data}
+        elif isinstance(first, (bool, int)):
+            counter = Counter(head)
+            share = {k: f"{'~' if len(counter) > 1 else ''}{counter[k] / len(head):.2%}" for k in sorted(counter)}
+            stats[name] = {"dtype": type(first).__name__, "modality": "", "data": share}
+        elif isinstance(first, float):
+            data = {"min": round(min(head), 2), "mean": round(sum(head) / len(head), 2), "max": round(max(head), 2)}
+            stats[name] = {"dtype": "float", "modality": "", "data": data}
+        elif isinstance(first, (list, tuple)):
+            sizes = [len(v) for v in head]
+            if min(sizes) == max(sizes):
+                data = {"size": f"{sizes[0]} elements"}
+            else:
+                mean = sum(sizes) / len(sizes)
+                data = {"min": f"{min(sizes)} elements", "mean": f"{mean:.2f} elements"}
+                data["max"] = f"{max(sizes)} elements"
+            text = bool(first) and all(isinstance(v, str) for v in first)
+            stats[name] = {"dtype": "list", "modality": "text" if text else "", "data": data}
+    rows = min(3, min((len(v) for v in columns.values()), default=0))
+    samples = [{name: values[i] for name, values in columns.items()} for i in range(rows)]
+    return {"stats": stats, "samples": samples}
+
+
+def _sample_cell(value: Any) -> str:
+    """One sample as sentence-transformers' cards show it: in <code>, long lists and texts cut."""
+    if isinstance(value, (list, tuple)) and len(value) > 5:
+        value = str(list(value[:5]))[:-1] + ", ...]"
+    if isinstance(value, str) and len(value) > 1000:
+        value = value[:1000] + "..."
+    return "<code>" + str(value).replace("\n", "<br>").replace("|", "\\|") + "</code>"
+
+
+def _statistics_lines(size: dict[str, Any]) -> list[str]:
+    """The card lines of a dataset's statistics and samples (none where they were not recorded)."""
+    recorded = size.get("statistics") or {}
+    stats, samples = recorded.get("stats") or {}, recorded.get("samples") or []
+    lines: list[str] = []
+    if stats:
+        lists = {
+            k: "<ul><li>" + "</li><li>".join(f"{a}: {b}" for a, b in v["data"].items()) + "</li></ul>"
+            if v["data"]
+            else ""
+            for k, v in stats.items()
+        }
+        rows = [
+            {"": "type", **{k: v["dtype"] for k, v in stats.items()}},
+            {"": "modality", **{k: v["modality"] for k, v in stats.items()}},
+            {"": "details", **lists},
+        ]
+        lines += [f"* Approximate statistics based on the first {min(size['size'], STATS_ROWS)} samples:"]
+        lines += ["  " + line for line in _table(rows).splitlines()]
+    if samples:
+        table = _table([{k: _sample_cell(v) for k, v in r.items()} for r in samples])
+        lines += ["* Samples:", *("  " + line for line in table.splitlines())]
+    return lines
 
 
 def keep_logs(model: Any) -> None:
@@ -583,6 +671,7 @@ def card_text(model: Any, model_name: str | None = None) -> str:
             lines += ["", f"#### {title}", "", f"* Size: {size['size']:,} training samples"]
             if columns:
                 lines.append(f"* Columns: {columns}")
+            lines += _statistics_lines(size)
         for loss in data.losses:
             config = _loss_config(loss)
             if config is None:  # a loss without settings is named alone, as sentence-transformers does

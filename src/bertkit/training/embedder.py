@@ -351,7 +351,7 @@ def train_embedder(args: EmbedderArguments) -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
-        write_embedder_card(args, len(rows), trainer, val_rows)
+        write_embedder_card(args, rows, trainer, val_rows)
         return result
 
     return within_claim(claim, work)
@@ -377,7 +377,7 @@ def _card_loss(args: EmbedderArguments, model: Any) -> Any:
 
 
 def write_embedder_card(
-    args: EmbedderArguments, size: int, trainer: Any, val_rows: list[dict[str, Any]] | None = None
+    args: EmbedderArguments, rows: list[dict[str, Any]], trainer: Any, val_rows: list[dict[str, Any]] | None = None
 ) -> None:
     """README.md in OUTPUT, the model card sentence-transformers' trainer writes: base model, data,
     loss, the flags that differ from their defaults, the training log, and with --validation the
@@ -386,7 +386,9 @@ def write_embedder_card(
     from bertkit.pipelines.sentence_transformer import SentenceTransformer
     from bertkit.training.embedding_losses import loss_columns
 
-    sizes = [{"name": Path(args.train).name, "size": size, "columns": list(loss_columns(args.loss))}]
+    columns = list(loss_columns(args.loss))
+    data = _card_columns(rows, columns)
+    sizes = [{"name": Path(args.train).name, "size": len(rows), "columns": columns, "data": data}]
     losses = lambda model: [_card_loss(args, model)]  # noqa: E731
     evaluators = (lambda: [card_evaluator(val_rows, Path(args.validation).stem)]) if val_rows else None
     write_command_card(
@@ -400,6 +402,21 @@ def write_embedder_card(
         evaluators,
         card_log_names(val_rows, Path(args.validation).stem) if val_rows else None,
     )
+
+
+def _card_columns(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, list[Any]]:
+    """The first rows' values of each card column (a row's first negative as its ``negative``)."""
+    from bertkit.model_card import STATS_ROWS
+
+    head = rows[:STATS_ROWS]
+    out = {}
+    for name in columns:
+        if name == "negative":
+            if all(r["negatives"] for r in head):
+                out[name] = [r["negatives"][0] for r in head]
+        elif all(name in r for r in head):
+            out[name] = [r[name] for r in head]
+    return out
 
 
 def card_log_names(rows: list[dict[str, Any]], name: str) -> dict[str, str]:
