@@ -4,9 +4,9 @@ the weights, as sentence-transformers writes its own.
 The card holds the Hub's metadata (a YAML header: library, tags, pipeline, base model, datasets and
 the ``model-index`` of evaluation results), what the model is (type, base model, sequence length,
 vector size, similarity, architecture), how to use it in bertkit and in sentence-transformers (with
-scores the model computes on example texts), and how it was trained: the datasets' sizes and
-columns, statistics and samples, each loss with its parameters, the hyperparameters that differ from the defaults, the
-training logs and the evaluators' metrics.
+scores the model computes on example texts), and how it was trained: the datasets' sizes, columns,
+statistics and samples, each loss with its parameters, the hyperparameters that differ from the
+defaults, the training logs and the evaluators' metrics.
 
 What goes in is recorded on ``model.model_card_data`` (a :class:`SentenceTransformerModelCardData` or
 :class:`CrossEncoderModelCardData`): the user's fields (language, license, model_id, datasets...),

@@ -94,7 +94,7 @@ def _quantize_rows(
     if asymmetric:
         sx = (hi - lo).clamp_min_(1e-8).div_(255.0)
         inv = sx.reciprocal()
-        shift = torch.addcmul(torch.full_like(lo, -128.0), lo, inv, value=-1.0)  # -min / s - 128
+        shift = lo.mul(inv).neg_().sub_(128.0)  # (T, 1): -min / s - 128
         # (x - min) / s - 128 in one pass, in [-128, 127]; never written into the caller's tensor
         xs = torch.addcmul(shift, xs, inv) if inv_smooth is None else torch.addcmul(shift, xs, inv, out=xs)
         return xs.round_().to(torch.int8), sx, sx * 128.0 + lo

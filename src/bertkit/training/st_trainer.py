@@ -857,16 +857,16 @@ class SentenceTransformerTrainer:
         )
         if not trains:
             return
-        from bertkit.model_card import STATS_ROWS, changed_arguments, record_training
+        from bertkit.model_card import changed_arguments, record_training
 
         sizes = [
             {
                 "name": t.name,
                 "size": len(t),
                 "columns": [*t.text_columns, *([t.label_column] if t.labels is not None else [])],
-                "data": {
-                    **dict(zip(t.text_columns, (col[:STATS_ROWS] for col in t.texts))),
-                    **({t.label_column: t.labels[:STATS_ROWS]} if t.labels is not None else {}),
+                "data": {  # the card describes the first rows of these
+                    **dict(zip(t.text_columns, t.texts)),
+                    **({t.label_column: t.labels} if t.labels is not None else {}),
                 },
             }
             for t in self.train_tables
