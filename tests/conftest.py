@@ -28,6 +28,26 @@ def _temp_files_in_basetemp(tmp_path_factory):
     tempfile.tempdir = before[1]
 
 
+class Dataset:
+    """A datasets.Dataset as sentence-transformers' samplers and bertkit read one: ``column_names``,
+    a column by name, a row by index, ``remove_columns``."""
+
+    def __init__(self, columns: dict) -> None:
+        self.columns = columns
+        self.column_names = list(columns)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return self.columns[key]
+        return {c: v[key] for c, v in self.columns.items()}
+
+    def remove_columns(self, names):
+        return Dataset({c: v for c, v in self.columns.items() if c not in names})
+
+
 def card_log_table(text: str) -> list[dict[str, str]]:
     """The rows of a model card's "Training Logs" table, each as {column: cell}."""
     lines = text.split("### Training Logs", 1)[1].strip().splitlines()

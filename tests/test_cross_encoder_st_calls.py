@@ -184,6 +184,26 @@ def test_max_length_cuts_as_sentence_transformers(folders, pairs):
     np.testing.assert_allclose(ours.predict(long_pairs), ref.predict(long_pairs), atol=ATOL)
 
 
+def test_preprocess_equals_sentence_transformers(folders, pairs):
+    """``preprocess`` (and its old name ``tokenize``) gives sentence-transformers' model inputs: pairs
+    tokenized together and cut longest-first to max_length, single texts each alone; bad input is
+    named."""
+    from bertkit import CrossEncoder
+
+    ours, ref = CrossEncoder(folders[1], max_length=40), st.CrossEncoder(folders[1], max_length=40, device="cpu")
+    singles = [p for pair in pairs[:6] for p in pair]
+    for inputs in (pairs[:20], singles):
+        got, want = ours.preprocess(inputs), ref.preprocess(inputs)
+        assert set(got) == {"input_ids", "token_type_ids", "attention_mask"}
+        for key in got:
+            assert torch.equal(got[key], want[key]), key
+        assert int(got["attention_mask"].sum(1).max()) == 40  # the long BBC passages were cut
+        assert torch.equal(ours.tokenize(inputs)["input_ids"], got["input_ids"])
+    for bad, message in (([], "non-empty list"), ("one text", "non-empty list"), ([("a", "b", "c")], "pair 0")):
+        with pytest.raises(ValueError, match=message):
+            ours.preprocess(bad)
+
+
 def test_attributes_sentence_transformers_users_touch(models, folders):
     from bertkit.modeling.auto import AutoModelForSequenceClassification
 

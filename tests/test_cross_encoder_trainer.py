@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import (  # noqa: E402
+    Dataset,
     killed_run_resumes_exactly,
     seeded_head_folder,
     sentence_transformers_adamw,
     without_dropout,
 )
-from test_st_trainer import Dataset, _logged, _seedable_batches  # noqa: E402
+from test_st_trainer import _logged, _seedable_batches  # noqa: E402
 
 from bertkit import CrossEncoder
 from bertkit.assets import asset_path
@@ -144,6 +145,14 @@ def test_bce_on_a_score_column_equals_hand_written_steps_and_saves_a_folder_scor
     ours.save_pretrained(tmp_path / "final")
     loaded = st.CrossEncoder(str(tmp_path / "final"), device="cpu", max_length=LENGTH)
     np.testing.assert_allclose(loaded.predict(probe), after, atol=1e-5)
+    # the card's dataset statistics are sentence-transformers' for the same columns and tokenizer:
+    # each text alone in tokens (cut to max_length), the score's range
+    card = (tmp_path / "final" / "README.md").read_text(encoding="utf-8")
+    details = next(line for line in card.splitlines() if line.startswith("  | details |"))
+    for column in data.columns:
+        stats = loaded.model_card_data._compute_column_stats(data, column)
+        assert column == "score" or stats["data"]["max"].endswith(" tokens"), stats
+        assert "<ul><li>" + "</li><li>".join(f"{k}: {v}" for k, v in stats["data"].items()) + "</li></ul>" in details
 
 
 def test_cross_entropy_on_three_labels_equals_hand_written_steps(head3, lee, tmp_path):

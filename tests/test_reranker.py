@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from conftest import card_log_table
+from conftest import Dataset, card_log_table
 
 from bertkit.assets import asset_path
 from bertkit.cli import main
@@ -326,6 +326,25 @@ def test_train_reranker_writes_the_model_card_sentence_transformers_writes(reran
     assert evals and {s for s, v in table.items() if v != "-"} == set(evals)
     assert all(abs(float(table[s]) - v) <= 6e-5 for s, v in evals.items())
     assert max(evals) == 3 and abs(evals[3] - shown["ndcg@10"]) <= 1e-3
+    # The training data's statistics (its 48 rows, under 100) and first 3 rows, as sentence-transformers'
+    # own card code computes them from the file's columns with the saved model's tokenizer: the
+    # query and passage alone in tokens, the 0/1 labels as each value's share.
+    cols = {k: [r[k] for r in val] for k in ("query", "passage", "label")}
+    theirs = CrossEncoder(str(folder), device="cpu").model_card_data
+    training = text.split("### Training Dataset", 1)[1].split("### Training Hyperparameters", 1)[0]
+    assert "* Approximate statistics based on the first 48 samples:" in training
+    details = [line for line in training.splitlines() if line.startswith("  | details |")]
+    assert len(details) == 1
+    for column in cols:
+        stats = theirs._compute_column_stats(Dataset(cols), column)
+        if column != "label":
+            assert stats["data"]["min"].endswith(" tokens"), stats
+        listed = "<ul><li>" + "</li><li>".join(f"{k}: {v}" for k, v in stats["data"].items()) + "</li></ul>"
+        assert listed in details[0], (column, stats)
+    samples = training.split("* Samples:", 1)[1]
+    for r in val[:3]:
+        assert f"| <code>{r['query']}</code> | <code>{r['passage']}</code> | <code>{r['label']}</code> |" in samples
     # listwise has no sentence-transformers loss of its own: the card names the flag instead
     listwise = (reranker / "listwise" / "README.md").read_text(encoding="utf-8")
     assert "- `loss`: listwise" in listwise and "BinaryCrossEntropyLoss" not in listwise
+    assert "<li>size: 3 elements</li>" in listwise  # each group's passages: the positive and 2 negatives

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import killed_run_resumes_exactly, sentence_transformers_adamw, without_dropout  # noqa: E402
+from conftest import Dataset, killed_run_resumes_exactly, sentence_transformers_adamw, without_dropout
 
 from bertkit import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses
 from bertkit.assets import asset_path
@@ -33,26 +33,6 @@ from transformers import get_linear_schedule_with_warmup  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTH = 32  # tokens per text: the documents' first sentence or so, seconds a step on 2 cores
-
-
-class Dataset:
-    """A datasets.Dataset as sentence-transformers' samplers and bertkit read one: ``column_names``,
-    a column by name, a row by index, ``remove_columns``."""
-
-    def __init__(self, columns: dict) -> None:
-        self.columns = columns
-        self.column_names = list(columns)
-
-    def __len__(self) -> int:
-        return len(next(iter(self.columns.values())))
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            return self.columns[key]
-        return {c: v[key] for c, v in self.columns.items()}
-
-    def remove_columns(self, names):
-        return Dataset({c: v for c, v in self.columns.items() if c not in names})
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import without_dropout  # noqa: E402
-from test_st_trainer import Dataset, _assert_same_changes, _reference_steps, _theirs  # noqa: E402
+from conftest import Dataset, without_dropout  # noqa: E402
+from test_st_trainer import _assert_same_changes, _reference_steps, _theirs  # noqa: E402
 
 import bertkit
 from bertkit import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments, losses

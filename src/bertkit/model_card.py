@@ -279,6 +279,20 @@ def record_training(
 STATS_ROWS = 100  # sentence-transformers' cards describe each dataset's first 100 rows
 
 
+def card_columns(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, list[Any]]:
+    """The first rows' values of each card column that every one of them has, for
+    :func:`column_statistics` (a row's first negative as its ``negative``)."""
+    head = rows[:STATS_ROWS]
+    out = {}
+    for name in columns:
+        if name == "negative":
+            if all(r["negatives"] for r in head):
+                out[name] = [r["negatives"][0] for r in head]
+        elif all(name in r for r in head):
+            out[name] = [r[name] for r in head]
+    return out
+
+
 def column_statistics(model: Any, columns: dict[str, list[Any]]) -> dict[str, Any]:
     """A dataset's card statistics, as sentence-transformers computes them on its first 100 rows: per
     column its type, modality and details (a text's tokens with the model's tokenizer, special tokens

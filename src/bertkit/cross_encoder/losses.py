@@ -111,15 +111,7 @@ class CrossEncoderLoss(nn.Module):
     def scores(self, first: Sequence[str], second: Sequence[str]) -> Tensor:
         """The head's logits (pairs, labels) of the pairs (first[i], second[i])."""
         model = self.model
-        enc = model.tokenizer(
-            list(first),
-            list(second),
-            padding=True,
-            truncation="longest_first",
-            max_length=model.max_length,
-            return_tensors="pt",
-        )
-        features = {k: enc[k].to(model.device) for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
+        features = {k: v.to(model.device) for k, v in model.preprocess(list(zip(first, second))).items()}
         return model.training_model(**features).logits
 
     def check_columns(self, n: int) -> None:

@@ -418,6 +418,28 @@ class CrossEncoder(_ModuleCalls):
         """Same as :attr:`max_length`."""
         return self.max_length
 
+    def preprocess(self, inputs: list[str] | list[tuple[str, str]]) -> dict[str, torch.Tensor]:
+        """The padded model inputs for ``inputs``: (text, text) pairs tokenized together as
+        :meth:`predict` reads them, or single texts each alone, cut to :attr:`max_length` tokens (the
+        longer text of a pair first)."""
+        if not isinstance(inputs, (list, tuple)) or not inputs:
+            raise ValueError(
+                f"preprocess takes a non-empty list of texts or (text, text) pairs, got {_shorten(inputs)}"
+            )
+        if all(isinstance(t, str) for t in inputs):
+            first, second = list(inputs), None
+        else:
+            pairs, _ = _check_pairs(list(inputs))
+            first, second = [q for q, _ in pairs], [p for _, p in pairs]
+        enc = self.tokenizer(
+            first, second, padding=True, truncation="longest_first", max_length=self.max_length, return_tensors="pt"
+        )
+        return {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
+
+    def tokenize(self, inputs: list[str] | list[tuple[str, str]]) -> dict[str, torch.Tensor]:
+        """Same as :meth:`preprocess` (sentence-transformers' older name)."""
+        return self.preprocess(inputs)
+
     # ------------------------------------------------------------------ training
     @property
     def training_model(self) -> torch.nn.Module:

@@ -39,12 +39,7 @@ __all__ = ["fit", "pair_collate"]
 def pair_collate(model: Any, batch: Sequence[Any]) -> tuple[dict[str, Tensor], Tensor]:
     """InputExamples -> (their (text, text) pairs tokenized together, the labels: float for a 1-label
     head, class ids for a wider one)."""
-    first = [ex.texts[0] for ex in batch]
-    second = [ex.texts[1] for ex in batch]
-    enc = model.tokenizer(
-        first, second, padding=True, truncation="longest_first", max_length=model.max_length, return_tensors="pt"
-    )
-    features = {k: enc[k] for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}
+    features = model.preprocess([(ex.texts[0], ex.texts[1]) for ex in batch])
     dtype = torch.float if model.num_labels == 1 else torch.long
     return features, torch.tensor([ex.label for ex in batch], dtype=dtype)
 

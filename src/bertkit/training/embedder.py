@@ -382,12 +382,12 @@ def write_embedder_card(
     """README.md in OUTPUT, the model card sentence-transformers' trainer writes: base model, data,
     loss, the flags that differ from their defaults, the training log, and with --validation the
     final model's scores there (as sentence-transformers' evaluator for the rows gives them)."""
-    from bertkit.model_card import changed_settings, write_command_card
+    from bertkit.model_card import card_columns, changed_settings, write_command_card
     from bertkit.pipelines.sentence_transformer import SentenceTransformer
     from bertkit.training.embedding_losses import loss_columns
 
     columns = list(loss_columns(args.loss))
-    data = _card_columns(rows, columns)
+    data = card_columns(rows, columns)
     sizes = [{"name": Path(args.train).name, "size": len(rows), "columns": columns, "data": data}]
     losses = lambda model: [_card_loss(args, model)]  # noqa: E731
     evaluators = (lambda: [card_evaluator(val_rows, Path(args.validation).stem)]) if val_rows else None
@@ -402,21 +402,6 @@ def write_embedder_card(
         evaluators,
         card_log_names(val_rows, Path(args.validation).stem) if val_rows else None,
     )
-
-
-def _card_columns(rows: list[dict[str, Any]], columns: list[str]) -> dict[str, list[Any]]:
-    """The first rows' values of each card column (a row's first negative as its ``negative``)."""
-    from bertkit.model_card import STATS_ROWS
-
-    head = rows[:STATS_ROWS]
-    out = {}
-    for name in columns:
-        if name == "negative":
-            if all(r["negatives"] for r in head):
-                out[name] = [r["negatives"][0] for r in head]
-        elif all(name in r for r in head):
-            out[name] = [r[name] for r in head]
-    return out
 
 
 def card_log_names(rows: list[dict[str, Any]], name: str) -> dict[str, str]:

@@ -76,14 +76,17 @@ class RerankerArguments(EmbeddingTrainingArguments):
 
 
 def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows ``{"query", "passage", "label"}`` with a label in [0, 1]; errors name the file and line."""
+    """Rows ``{"query", "passage", "label"}`` with a label in [0, 1] (int where the file's are all whole
+    numbers, else float); errors name the file and line."""
     from bertkit.training.embedding_data import _records, _text
 
     path = require_file(path)
     rows = []
+    integers = True  # a column of whole numbers stays int, as datasets reads one (the card shows its shares)
     for n, rec in _records(path):
         key = "label" if "label" in rec else "score"
         raw = rec.get(key)
+        integers = integers and (type(raw) is int or (isinstance(raw, str) and raw.strip().isdigit()))
         try:
             label = float(raw)  # type: ignore[arg-type]
         except (TypeError, ValueError):
@@ -95,6 +98,9 @@ def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
         rows.append({"query": _text(path, n, rec, "query"), "passage": _text(path, n, rec, "passage"), "label": label})
     if not rows:
         raise ValueError(f"{path}: no rows")
+    if integers:
+        for r in rows:
+            r["label"] = int(r["label"])
     return rows
 
 
@@ -237,24 +243,26 @@ def train_reranker(args: RerankerArguments) -> Any:
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
-        write_reranker_card(args, len(data), trainer, val_rows)
+        write_reranker_card(args, data, trainer, val_rows)
         return result
 
     return within_claim(claim, work)
 
 
 def write_reranker_card(
-    args: RerankerArguments, size: int, trainer: Any, val_rows: list[dict[str, Any]] | None = None
+    args: RerankerArguments, rows: list[dict[str, Any]], trainer: Any, val_rows: list[dict[str, Any]] | None = None
 ) -> None:
     """README.md in OUTPUT, the model card sentence-transformers' cross-encoder trainer writes: base
-    model, data, loss, the flags that differ from their defaults, the training log, and with
-    --validation the final model's reranking scores there."""
+    model, the data trained on (``rows``: pairs, or listwise groups) with its statistics and first
+    rows, loss, the flags that differ from their defaults, the training log, and with --validation the
+    final model's reranking scores there."""
     from bertkit.cross_encoder import CrossEncoder
     from bertkit.cross_encoder.losses import BinaryCrossEntropyLoss
-    from bertkit.model_card import changed_settings, write_command_card
+    from bertkit.model_card import card_columns, changed_settings, write_command_card
 
     columns = ["query", "passage", "label"] if args.loss == "bce" else ["query", "passages"]
-    sizes = [{"name": Path(args.train).name, "size": size, "columns": columns}]
+    data = card_columns(rows, columns)
+    sizes = [{"name": Path(args.train).name, "size": len(rows), "columns": columns, "data": data}]
     # listwise (softmax cross-entropy over a positive and its hard negatives) is named by its flag alone
     losses = lambda model: [BinaryCrossEntropyLoss(model)] if args.loss == "bce" else []  # noqa: E731
     evaluators = (lambda: [card_evaluator(val_rows, Path(args.validation).stem)]) if val_rows else None
