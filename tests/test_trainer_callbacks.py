@@ -280,3 +280,47 @@ def test_stateful_callbacks_are_recorded_as_transformers_records_them(setup, tmp
     assert ours["StepCounter"] == theirs["StepCounter"] == {"args": {"every": 3}, "attributes": {"seen": 4}}
     assert set(ours["TrainerControl"]["args"]) == set(theirs["TrainerControl"]["args"])
     assert ours["TrainerControl"]["attributes"] == theirs["TrainerControl"]["attributes"] == {}
+
+
+@pytest.mark.parametrize("restore", [True, False])
+def test_restore_callback_states_from_checkpoint_as_transformers(setup, tmp_path, restore):
+    """A run stopped at its step-2 checkpoint, resumed to step 4 with a new StepCounter(every=5): with
+    restore_callback_states_from_checkpoint the counter is rebuilt from the checkpoint's state (every 3,
+    2 steps seen, then 2 more), without it (transformers' default) the new one counts from 0. Both
+    Trainers end with the same counter; a stored state whose callback the run lacks is named."""
+    ends = {}
+    for lib in ("transformers", "bertkit"):
+        out = tmp_path / lib
+        _run(lib, setup, out, [StepCounter(every=3)], eval_strategy="no", max_steps=2)
+        counter = StepCounter(every=5)
+        folder, train, held_out = setup
+        module = transformers if lib == "transformers" else bertkit
+        tok = (transformers.AutoTokenizer if lib == "transformers" else bertkit.BertTokenizer).from_pretrained(folder)
+        trainer = module.Trainer(
+            model=module.AutoModelForSequenceClassification.from_pretrained(folder),
+            args=module.TrainingArguments(
+                **_call(out, eval_strategy="no", max_steps=4, restore_callback_states_from_checkpoint=restore)
+            ),
+            train_dataset=train,
+            processing_class=tok,
+            callbacks=[counter],
+        )
+        trainer.train(resume_from_checkpoint=True)
+        assert trainer.state.global_step == 4
+        kept = trainer.pop_callback(StepCounter)
+        ends[lib] = (type(kept).__name__, kept.every, kept.seen, kept is counter)
+    want = ("StepCounter", 3, 4, False) if restore else ("StepCounter", 5, 2, True)
+    assert ends["bertkit"] == ends["transformers"] == want
+    if restore:  # the checkpoint holds a StepCounter state; a run without one is told it is ignored
+        trainer = bertkit.Trainer(
+            model=bertkit.AutoModelForSequenceClassification.from_pretrained(setup[0]),
+            args=bertkit.TrainingArguments(
+                **_call(
+                    tmp_path / "bertkit", eval_strategy="no", max_steps=5, restore_callback_states_from_checkpoint=True
+                )
+            ),
+            train_dataset=setup[1],
+            processing_class=bertkit.BertTokenizer.from_pretrained(setup[0]),
+        )
+        with pytest.warns(UserWarning, match=r"callbacks this run does not have \(StepCounter\)"):
+            trainer.train(resume_from_checkpoint=True)

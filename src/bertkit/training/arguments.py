@@ -94,6 +94,7 @@ _TRANSFORMERS_ONLY = {
     "include_for_metrics",
     "eval_accumulation_steps",
     "include_num_input_tokens_seen",
+    "restore_callback_states_from_checkpoint",
 }
 # What transformers' TrainingArguments defaults to where bertkit's differ (epochs, batch, decay, epsilon,
 # precision, drop_last, and a checkpoint every 500 steps with every one kept).
@@ -225,6 +226,9 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         tokens_seen = "all" if tokens_seen else "no"
     if tokens_seen not in ("all", "non_padding", "no"):
         raise _refuse("include_num_input_tokens_seen", tokens_seen, "must be True, False, 'all', 'non_padding' or 'no'")
+    restore = hf.pop("restore_callback_states_from_checkpoint", False)
+    if not isinstance(restore, bool):
+        raise _refuse("restore_callback_states_from_checkpoint", restore, "must be True or False")
     # eval_accumulation_steps only bounds accelerator memory: bertkit moves every evaluation batch's
     # outputs to the CPU as it goes, so the results are the same with any value.
     hf.pop("eval_accumulation_steps", None)
@@ -234,6 +238,8 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         **({"include_for_metrics": list(include)} if include else {}),
         **({"activation_checkpointing_kwargs": dict(checkpoint_kwargs)} if checkpoint_kwargs else {}),
         **({"include_num_input_tokens_seen": tokens_seen} if tokens_seen != "no" else {}),
+        # a resume rebuilds each callback from the state its checkpoint holds (transformers' default: not)
+        **({"restore_callback_states_from_checkpoint": True} if restore else {}),
         "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8),
         "remove_unused_columns": bool(hf.pop("remove_unused_columns", True)),
         "names": "transformers",  # the Trainer then also checks the call as transformers' does

@@ -1086,6 +1086,7 @@ class Trainer:
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                 "config": dataclasses.asdict(self.config),
+                "stateful_callbacks": self._stateful_callbacks(),
             }
             final = ckpt_io.write_checkpoint(
                 self.output_dir, self.step, self._write_model, state, rng_states, self.config.keep_last
@@ -1119,6 +1120,37 @@ class Trainer:
         self.num_input_tokens_seen = int(state.get("num_input_tokens_seen", 0))
         if rng is not None:
             ckpt_io.set_rng_state(rng)
+        if self.config.extra.get("restore_callback_states_from_checkpoint"):
+            self._restore_callbacks(state.get("stateful_callbacks") or {})
+
+    def _restore_callbacks(self, stored: dict[str, Any]) -> None:
+        """transformers' ``restore_callback_states_from_checkpoint``: each callback whose class name has a
+        state in the checkpoint is rebuilt from it (``type(cb)(**args)``, then its ``attributes`` set) and
+        moved to the end of the list; the control gets its saved flags. Names the run no longer has are
+        named in a warning."""
+        handler = self.callback_handler
+        missing = []
+        for name, data in stored.items():
+            saved = data if isinstance(data, list) else [data]
+            if name == "TrainerControl":
+                for flag, value in saved[0].get("args", {}).items():
+                    setattr(handler.control, flag, value)
+                continue
+            same = [cb for cb in handler.callbacks if type(cb).__name__ == name]
+            if not same:
+                missing.append(name)
+            for cb, entry in zip(same, saved):
+                rebuilt = type(cb)(**entry.get("args", {}))
+                for attribute, value in entry.get("attributes", {}).items():
+                    setattr(rebuilt, attribute, value)
+                handler.pop(cb)
+                handler.add(rebuilt)
+        if missing and self.is_main:
+            warnings.warn(
+                f"resume: the checkpoint holds the state of callbacks this run does not have ({', '.join(missing)}); "
+                "ignored",
+                stacklevel=2,
+            )
 
     def _prepare_output(self) -> None:
         """Resume from the newest checkpoint that loads, or start a fresh metrics log."""
