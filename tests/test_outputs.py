@@ -408,3 +408,64 @@ def test_predict_output_file_is_not_replaced(tmp_path):
     with pytest.raises(FileExistsError, match="preds.jsonl already exists; pass --overwrite"):
         predict("no-model", "no-input", output=out)
     assert out.read_text() == "earlier predictions\n"
+
+
+# ------------------------------------------------------------------------------- one writer at a time
+
+
+def _wait_for(check, what: str, proc: subprocess.Popen, seconds: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not check():
+        if proc.poll() is not None:
+            raise AssertionError(f"the first run ended (rc {proc.returncode}) before {what}: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {seconds:.0f} s")
+        time.sleep(0.2)
+
+
+def test_a_folder_a_live_run_writes_is_refused_and_freed_when_that_run_is_killed(capsys, tmp_path, prepared, run_a):
+    out = _copy(run_a, tmp_path / "run")
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1"
+    )
+    # A long run replaces the earlier one; it writes a checkpoint every 2 steps.
+    first = subprocess.Popen(
+        [sys.executable, "-m", "bertkit", *_pretrain(prepared, out, "--overwrite", "--max-steps", "100000")],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: (out / "checkpoints" / "step-0000006").is_dir(), "checkpoint at step 6", first)
+        for mode in ("--overwrite", "--resume"):
+            rc, _, err = run(capsys, *_pretrain(prepared, out, mode))
+            assert rc == 1, err
+            assert f"{out} is being written by `bertkit pretrain` (process {first.pid}" in err, err
+            assert first.poll() is None  # untouched: it trains on
+        assert (out / "checkpoints").is_dir() and (out / "metrics.jsonl").is_file()
+    finally:
+        first.kill()  # as a crash or `kill -9` would: no chance to let go of anything itself
+        first.wait(timeout=60)
+    assert (out / ".bertkit-output.lock").exists()  # left behind by the killed run, and free
+    rc, _, err = run(capsys, *_pretrain(prepared, out, "--overwrite", "--max-steps", "2"))
+    assert rc == 0, err
+    assert not (out / ".bertkit-output.lock").exists()
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().split("\n") if line]
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2]
+
+
+def test_a_claim_left_by_a_failure_in_the_same_process_is_taken_over(tmp_path):
+    from bertkit._outputs import LOCK, claim_output_dir
+
+    out = tmp_path / "out"
+    claim_output_dir(out, "finetune")  # never finished nor abandoned: a notebook cell that raised
+    (out / "config.json").write_text("{}\n")
+    claim = claim_output_dir(out, "finetune", overwrite=True, owned=("config.json",))
+    assert not (out / "config.json").exists()
+    claim.finish()
+    assert not (out / LOCK).exists()
+    assert json.loads((out / ".bertkit-output.json").read_text())["files"] == []

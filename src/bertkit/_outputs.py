@@ -18,15 +18,23 @@ without that list; then the command's known entry names (``owned``) stand in for
 
 A failed command leaves no empty output folder behind: :meth:`OutputClaim.abandon` removes the
 marker and the folder when nothing else was written.
+
+One process writes a folder at a time: a claim holds an exclusive lock on :data:`LOCK` in the folder
+until the command finishes or fails, so a second command on the same folder (``--overwrite`` or
+``--resume`` included) is refused while the first runs, naming its process, instead of removing
+files under it. The operating system drops the lock when its process dies, so a killed run's folder
+is free at once and a stale lock file is simply taken over.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +43,9 @@ from typing import Any, TypeVar
 from bertkit._io import atomic_write_json, warn_kept
 
 __all__ = [
+    "LOCK",
     "MARKER",
+    "OutputBusy",
     "OutputClaim",
     "RunFinished",
     "check_not_input",
@@ -46,6 +56,7 @@ __all__ = [
 ]
 
 MARKER = ".bertkit-output.json"
+LOCK = ".bertkit-output.lock"
 R = TypeVar("R")
 # Files a command writes for people to read and edit: the marker keeps their digests, and an
 # edited one is not replaced. (The rest are the run's own: weights, configs, logs, which later
@@ -83,7 +94,93 @@ def _read_marker(folder: Path) -> dict[str, Any] | None:
 
 
 def _entries(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name != MARKER)
+    return sorted(p.name for p in folder.iterdir() if p.name not in (MARKER, LOCK))
+
+
+class OutputBusy(FileExistsError):
+    """The output folder is being written by another live process (see :func:`claim_output_dir`)."""
+
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: folders are not locked there
+    fcntl = None  # type: ignore[assignment]
+
+# Locks this process holds, by folder: a claim left unreleased by an earlier failure in the same
+# process (a notebook keeps the failed call's frames) hands its lock over instead of refusing.
+_HELD: dict[str, int] = {}
+
+
+def _lock_key(folder: Path) -> str:
+    return os.path.realpath(folder)
+
+
+def _holder(path: Path) -> str:
+    """Who holds the lock file ``path``, as its holder wrote it (best effort)."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info["since"])))
+        return f"`bertkit {info['command']}` (process {int(info['pid'])}, since {when})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another bertkit process"
+
+
+def _lock(folder: Path, command: str, flag: str, probe: bool = False) -> int | None:
+    """Take the exclusive lock of ``folder`` for ``command``; its file descriptor (None where locks
+    are unavailable, or with ``probe``, which only checks that nobody holds it). Raises
+    :class:`OutputBusy` naming the holder while another process holds it."""
+    if fcntl is None:
+        return None
+    key = _lock_key(folder)
+    if key in _HELD:
+        return None if probe else _HELD[key]
+    path = folder / LOCK
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                path.unlink(missing_ok=True)
+                return None  # a file system without locks (some network mounts): unlocked, as before
+            if not isinstance(e, BlockingIOError):
+                raise
+            raise OutputBusy(
+                f"{flag} {folder} is being written by {_holder(path)}; wait for it to finish, or choose another "
+                f"{flag} (a killed run frees its folder at once)"
+            ) from None
+        # The holder unlinks the file before it lets go: a lock taken on an unlinked file is no lock.
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    if probe:
+        _release_fd(path, fd)
+        return None
+    info = json.dumps({"command": command, "pid": os.getpid(), "since": time.time()})
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, info.encode("utf-8"), 0)
+    _HELD[key] = fd
+    return fd
+
+
+def _release_fd(path: Path, fd: int) -> None:
+    try:
+        path.unlink()  # while still held: a process waiting on this file sees it is gone
+    except OSError:
+        pass
+    os.close(fd)
+
+
+def _unlock(folder: Path) -> None:
+    """Let go of the lock this process holds on ``folder`` (no-op when it holds none)."""
+    fd = _HELD.pop(_lock_key(folder), None)
+    if fd is not None:
+        _release_fd(folder / LOCK, fd)
 
 
 def _show(names: Sequence[str], limit: int = 4) -> str:
@@ -143,15 +240,28 @@ class OutputClaim:
         """Mark ``folder`` (default: the output) as this command's output, before writing into it."""
         atomic_write_json(Path(folder or self.path) / MARKER, self.marker(), indent=1)
 
+    def lock(self, flag: str = "--output") -> None:
+        """Hold the folder's lock until :meth:`finish`, :meth:`abandon` or :meth:`release` (see :data:`LOCK`)."""
+        _lock(self.path, self.command, flag)
+
+    def release(self) -> None:
+        """Let go of the folder's lock (for a caller that writes its marker itself)."""
+        _unlock(self.path)
+
     def finish(self) -> None:
-        """Record the entries this command wrote (all but the foreign ones) in the marker."""
-        if not self.path.is_dir():
-            return
-        files = [n for n in _entries(self.path) if n not in self.foreign and not n.startswith(".")]
-        atomic_write_json(self.path / MARKER, self.marker(files), indent=1)
+        """Record the entries this command wrote (all but the foreign ones) in the marker; let go of the folder."""
+        try:
+            if not self.path.is_dir():
+                return
+            files = [n for n in _entries(self.path) if n not in self.foreign and not n.startswith(".")]
+            atomic_write_json(self.path / MARKER, self.marker(files), indent=1)
+        finally:
+            _unlock(self.path)
 
     def abandon(self) -> None:
-        """After a failure: remove the marker, and the folder if it was new, when nothing else is in it."""
+        """After a failure: remove the marker, and the folder if it was new, when nothing else is in it;
+        let go of the folder."""
+        _unlock(self.path)
         if not self.path.is_dir() or self.resumed:
             return
         if _entries(self.path):
@@ -225,8 +335,50 @@ def claim_output_dir(
         claim = OutputClaim(folder, command, run, created=True)
         if create:
             folder.mkdir(parents=True)
+            claim.lock(flag)
             claim.write_marker()
         return claim
+    # Before anything is read or removed: a folder another live process writes is refused.
+    _lock(folder, command, flag, probe=dry_run)
+    try:
+        return _claim_existing(
+            folder,
+            command,
+            run,
+            overwrite,
+            resume,
+            owned,
+            can_resume,
+            create,
+            dry_run,
+            legacy,
+            resume_needs,
+            run_defaults,
+            flag,
+            flag_hint,
+        )
+    except BaseException:
+        _unlock(folder)
+        raise
+
+
+def _claim_existing(
+    folder: Path,
+    command: str,
+    run: dict[str, Any],
+    overwrite: bool,
+    resume: bool,
+    owned: Sequence[str],
+    can_resume: bool,
+    create: bool,
+    dry_run: bool,
+    legacy: Callable[[Path], bool] | None,
+    resume_needs: Sequence[str],
+    run_defaults: Mapping[str, Any] | None,
+    flag: str,
+    flag_hint: str,
+) -> OutputClaim:
+    """:func:`claim_output_dir` for a folder that exists (and whose lock this process holds)."""
     entries = _entries(folder)
     marker = _read_marker(folder)
     mine = [n for n in entries if any(fnmatch.fnmatchcase(n, pat) for pat in owned)]

@@ -299,20 +299,23 @@ def prepare_corpus(
     else:
         # The whole folder is published (or swapped for our earlier one) in one rename when complete.
         writer = atomic_dir(output, replace=output.exists())
-    with writer as tmp:
-        _write_shards(
-            files,
-            tokenizer,
-            tmp,
-            vocab_tokens,
-            fmt,
-            jsonl_field,
-            shard_tokens,
-            batch_sentences,
-            progress,
-            word_boundaries,
-        )
-        atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir()), tmp), indent=1)
+    try:
+        with writer as tmp:
+            _write_shards(
+                files,
+                tokenizer,
+                tmp,
+                vocab_tokens,
+                fmt,
+                jsonl_field,
+                shard_tokens,
+                batch_sentences,
+                progress,
+                word_boundaries,
+            )
+            atomic_write_json(tmp / MARKER, claim.marker(sorted(p.name for p in tmp.iterdir()), tmp), indent=1)
+    finally:
+        claim.release()
     return output
 
 

@@ -551,9 +551,13 @@ def build_index(
         publish = atomic_update_dir(output)
     else:
         publish = atomic_dir(output, replace=True)  # one rename; an old index stays whole until then
-    with publish as tmp:
-        claim.write_marker(tmp)
-        _write_index(tmp, vectors, rows, meta, backend)
+    try:
+        with publish as tmp:
+            claim.write_marker(tmp)
+            _write_index(tmp, vectors, rows, meta, backend)
+    except BaseException:
+        claim.release()
+        raise
     claim.finish()
     shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
     _report_cut(dropped, emb.max_length, on_cut)
