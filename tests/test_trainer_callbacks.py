@@ -324,3 +324,73 @@ def test_restore_callback_states_from_checkpoint_as_transformers(setup, tmp_path
         )
         with pytest.warns(UserWarning, match=r"callbacks this run does not have \(StepCounter\)"):
             trainer.train(resume_from_checkpoint=True)
+
+
+class Loaders(transformers.TrainerCallback):
+    """Keeps the dataloaders the callbacks are handed, by event."""
+
+    def __init__(self):
+        self.seen: dict[str, tuple] = {}
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, eval_dataloader=None, **kwargs):
+        self.seen.setdefault("train_begin", (train_dataloader, eval_dataloader))
+
+    def on_evaluate(self, args, state, control, train_dataloader=None, eval_dataloader=None, **kwargs):
+        self.seen.setdefault("evaluate", (train_dataloader, eval_dataloader))
+
+
+def _batches(loader) -> list[dict]:
+    return [{k: v for k, v in b.items() if isinstance(v, torch.Tensor)} for b in loader]
+
+
+def test_dataloaders_are_transformers_and_the_batches_train_takes(setup, tmp_path):
+    """get_eval_dataloader and get_test_dataloader give transformers' batches, tensor for tensor (the
+    same rows, padding and labels); get_train_dataloader has transformers' length (16 sentences in
+    batches of 4) and holds exactly the batches train() then feeds the model in the first epoch. The
+    callbacks are handed a training dataloader from on_train_begin and, from the first evaluation, an
+    evaluation one, each as long as transformers'."""
+    theirs, ours = Loaders(), Loaders()
+    hf = _run("transformers", setup, tmp_path / "hf", [theirs], gradient_accumulation_steps=1)
+    folder, train, held_out = setup
+    model = bertkit.AutoModelForSequenceClassification.from_pretrained(folder)
+    bk = bertkit.Trainer(
+        model=model,
+        args=bertkit.TrainingArguments(**_call(tmp_path / "bk", gradient_accumulation_steps=1)),
+        train_dataset=train,
+        eval_dataset=held_out,
+        processing_class=bertkit.BertTokenizer.from_pretrained(folder),
+        compute_metrics=_accuracy,
+        callbacks=[ours],
+    )
+    for a, b in [
+        (bk.get_eval_dataloader(), hf.get_eval_dataloader()),
+        (bk.get_test_dataloader(held_out), hf.get_test_dataloader(held_out)),
+    ]:
+        mine, ref = _batches(a), _batches(b)
+        assert len(mine) == len(ref) == 2
+        for x, y in zip(mine, ref):
+            assert set(y) <= set(x), set(y) - set(x)
+            for key in y:
+                assert torch.equal(x[key], y[key].to(x[key].dtype)), key
+    loader = bk.get_train_dataloader()
+    assert len(loader) == len(hf.get_train_dataloader()) == 4
+    expected = [b["input_ids"] for b in loader]
+    fed: list[tuple[bool, torch.Tensor]] = []
+    hook = model.register_forward_pre_hook(
+        lambda m, a, kw: fed.append((m.training, kw["input_ids"].clone())), with_kwargs=True
+    )
+    try:
+        bk.train()
+    finally:
+        hook.remove()
+    training = [x for is_training, x in fed if is_training]
+    assert len(training) == 8 and len(fed) > 8  # two epochs, and the evaluations' batches
+    training = training[: len(expected)]
+    for x, y in zip(training, expected):
+        assert torch.equal(x, y)
+    for seen in (ours.seen, theirs.seen):
+        assert seen["train_begin"][0] is not None and seen["evaluate"][1] is not None
+    assert len(ours.seen["train_begin"][0]) == len(theirs.seen["train_begin"][0])
+    assert len(ours.seen["evaluate"][1]) == len(theirs.seen["evaluate"][1])
+    with pytest.raises(ValueError, match="get_eval_dataloader\\('dev'\\): no eval_dataset of that name"):
+        bk.get_eval_dataloader("dev")

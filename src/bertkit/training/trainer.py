@@ -416,6 +416,26 @@ class TrainResult:
         return self.step
 
 
+class _ProcessBatches:
+    """The batch sampler of :meth:`Trainer.get_train_dataloader`: this process's share of the
+    current epoch's batches, as ``Trainer._micro_batches`` takes them."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+
+    def _batches(self) -> list[list[int]]:
+        t = self.trainer
+        batches = t._epoch_batches()
+        per_step = t.world_size * t.config.grad_accum_steps
+        return batches[t.rank : (len(batches) // per_step) * per_step : t.world_size]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self._batches())
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
 class RandomBatchSampler:
     """Seeded batches of indices: a fresh permutation per epoch (or in order without shuffle). With
     ``torch_order`` the permutation is ``torch.randperm`` seeded with seed + epoch, the order
@@ -723,6 +743,9 @@ class Trainer:
                 "pass eval_dataset=, or eval_strategy='no'"
             )
         self.config = config
+        # the dataloaders callbacks are handed, as transformers' are: the training one from train(),
+        # the last evaluation's from then on
+        self._loaders: dict[str, torch.utils.data.DataLoader] = {}
         self.dataset = train_dataset
         self.collate_fn = collate_fn or functools.partial(default_collate, pad_token_id=_pad_id(tokenizer))
         if config.extra.get("remove_unused_columns"):  # a call in transformers' names, as its Trainer does
@@ -805,8 +828,8 @@ class Trainer:
             processing_class=self.tokenizer,
             optimizer=getattr(self, "optimizer", None),
             lr_scheduler=getattr(self, "scheduler", None),
-            train_dataloader=None,
-            eval_dataloader=None,
+            train_dataloader=self._loaders.get("train"),
+            eval_dataloader=self._loaders.get("eval"),
             **kwargs,
         )
 
@@ -979,6 +1002,58 @@ class Trainer:
         self.distributed = self.world_size > 1
         self._owns_group = start_process_group(self.device)
         self.is_main = self.rank == 0
+
+    def is_world_process_zero(self) -> bool:
+        """Whether this is the main process of the whole run (the one that logs and saves)."""
+        return self.is_main
+
+    def is_local_process_zero(self) -> bool:
+        """Whether this is the main process on its machine (``LOCAL_RANK`` 0)."""
+        return self.local_rank == 0
+
+    # ------------------------------------------------------------------ data, as transformers hands it out
+    def get_train_dataloader(self) -> torch.utils.data.DataLoader:
+        """transformers' ``get_train_dataloader``: the current epoch's training batches of this process,
+        collated, in the order :meth:`train` takes them (the whole epoch, from its first batch). Its
+        ``len`` is this process's batches per epoch. Iterating it does not move the run's data order:
+        an epoch's batches are a function of the seed and the epoch."""
+        if self.dataset is None:
+            raise ValueError("Trainer.get_train_dataloader needs a train_dataset, given when the Trainer is built")
+        return torch.utils.data.DataLoader(
+            self.dataset, batch_sampler=_ProcessBatches(self), collate_fn=self.collate_fn
+        )
+
+    def get_eval_dataloader(self, eval_dataset: Any = None) -> torch.utils.data.DataLoader:
+        """transformers' ``get_eval_dataloader``: ``eval_dataset`` (default the Trainer's; a name picks one
+        of a dict of them) in order, in batches of ``per_device_eval_batch_size``, collated as
+        :meth:`evaluate` reads it."""
+        dataset = self.eval_dataset if eval_dataset is None else eval_dataset
+        if isinstance(eval_dataset, str):
+            if not isinstance(self.eval_dataset, dict) or eval_dataset not in self.eval_dataset:
+                names = ", ".join(map(str, self.eval_dataset)) if isinstance(self.eval_dataset, dict) else "none"
+                raise ValueError(
+                    f"get_eval_dataloader({eval_dataset!r}): no eval_dataset of that name (names: {names})"
+                )
+            dataset = self.eval_dataset[eval_dataset]
+        if dataset is None:
+            raise ValueError("Trainer.get_eval_dataloader needs an eval_dataset (here or when the Trainer was built)")
+        if isinstance(dataset, dict):
+            raise ValueError(
+                f"get_eval_dataloader: the eval_dataset is a dict of {len(dataset)}; name one "
+                f"({', '.join(map(str, dataset))})"
+            )
+        return self._in_order(dataset)
+
+    def get_test_dataloader(self, test_dataset: Any) -> torch.utils.data.DataLoader:
+        """transformers' ``get_test_dataloader``: ``test_dataset`` in order, batched as :meth:`predict` reads it."""
+        if test_dataset is None or isinstance(test_dataset, dict):
+            raise ValueError("Trainer.get_test_dataloader needs one dataset (len + indexing)")
+        return self._in_order(test_dataset)
+
+    def _in_order(self, dataset: Any) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(
+            dataset, batch_size=self.config.per_device_eval_batch_size, shuffle=False, collate_fn=self.collate_fn
+        )
 
     # ------------------------------------------------------------------ helpers
     def _num_batches(self) -> int:
@@ -1474,6 +1549,7 @@ class Trainer:
                     file=sys.stderr,
                 )
         stream = self._micro_batches()
+        self._loaders["train"] = self.get_train_dataloader()
         self._window: dict[str, Any] = {"sums": {}, "steps": 0, "tokens": 0, "t0": time.perf_counter()}
         t_start = time.perf_counter()
         self._t_paused = 0.0  # evaluation and checkpoint time does not count against max_minutes
@@ -1685,6 +1761,7 @@ class Trainer:
             ignore_keys = getattr(getattr(model, "config", None), "keys_to_ignore_at_inference", None) or ()
         skip = {"loss", *ignore_keys}
         size = self.config.per_device_eval_batch_size
+        self._loaders["eval"] = self._in_order(dataset)  # the batches below, for callbacks
         label_names = self.config.extra.get("label_names") or _LABEL_NAMES
         include = self.config.extra.get("include_for_metrics") or ()
         preds: list[Any] = []
