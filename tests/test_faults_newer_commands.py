@@ -134,9 +134,9 @@ def test_explain_python_api_follows_the_folder_rule(tmp_path, tiny_model):
     (user / "report.html").write_text("my report", encoding="utf-8")
     (user / "figure.png").write_bytes(b"my figure")
     before = tree_hash(tmp_path)
-    with pytest.raises(FileExistsError, match=f"--output {user / 'report.html'} already exists"):
+    with pytest.raises(FileExistsError, match=f"output={user / 'report.html'} already exists"):
         explain(tiny_model, "a film", output=user / "report.html")
-    with pytest.raises(FileExistsError, match=f"--png {user} is not empty"):
+    with pytest.raises(FileExistsError, match=f"png_dir={user} is not empty"):
         explain(tiny_model, "a film", png_dir=user)
     with pytest.raises(ValueError, match="the input model folder"):
         explain(tiny_model, "a film", png_dir=tiny_model / "figs", overwrite=True)
@@ -144,7 +144,7 @@ def test_explain_python_api_follows_the_folder_rule(tmp_path, tiny_model):
     figs = tmp_path / "figs"
     assert explain(tiny_model, "a film", png_dir=figs, layers="0").pngs
     (figs / "notes.txt").write_text("keep", encoding="utf-8")
-    with pytest.raises(FileExistsError, match=f"--png {figs} already holds the output of an earlier"):
+    with pytest.raises(FileExistsError, match=f"png_dir={figs} already holds the output of an earlier"):
         explain(tiny_model, "a film", png_dir=figs, layers="0")
     res = explain(tiny_model, "a film", png_dir=figs, layers="0", overwrite=True)
     assert res.pngs and (figs / "notes.txt").read_text(encoding="utf-8") == "keep"
@@ -164,7 +164,7 @@ def test_export_and_predict_python_apis_never_replace_a_users_file(tmp_path, tin
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"text": "a film"}) + "\n", encoding="utf-8")
     before = tree_hash(tmp_path)
-    with pytest.raises(FileExistsError, match=f"--output {out} already exists"):
+    with pytest.raises(FileExistsError, match=f"output={out} already exists"):
         export_onnx(tiny_model, out)
     with pytest.raises(ValueError, match="the input model folder"):
         export_onnx(tiny_model, tiny_model / "model.onnx", overwrite=True)

@@ -463,7 +463,7 @@ def test_a_flag_the_run_would_ignore_is_refused(corpus, tmp_path, capsys, extra,
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 2 and all(n in err[0] for n in named), err
     assert not (tmp_path / "out").exists()
-    with pytest.raises(ValueError, match="--config small sizes a new model"):
+    with pytest.raises(ValueError, match="config='small' sizes a new model"):
         pretrain(_args(corpus, tmp_path / "api", model=str(model), config="small"))
 
 
@@ -640,7 +640,7 @@ def test_a_time_schedule_without_max_steps_runs_on_the_clock(corpus, tmp_path, m
     assert len(rows) >= 3 and rows[-1]["lr"] < 0.5 * 5e-4
     assert rows[-1]["lr"] <= 5e-4 * max(0.0, 1 - rows[-3]["train_seconds"] / (60 * budget)) + 2e-6
 
-    with pytest.raises(ValueError, match="--warmup-ratio 0.1 is a share of --max-steps"):
+    with pytest.raises(ValueError, match="warmup_ratio=0.1 is a share of max_steps"):
         _args(corpus, tmp_path / "bad", schedule="time", max_minutes=1, warmup_steps=0, warmup_ratio=0.1, **kw)
 
 

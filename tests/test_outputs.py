@@ -405,7 +405,7 @@ def test_predict_output_file_is_not_replaced(tmp_path):
 
     out = tmp_path / "preds.jsonl"
     out.write_text("earlier predictions\n")
-    with pytest.raises(FileExistsError, match="preds.jsonl already exists; pass --overwrite"):
+    with pytest.raises(FileExistsError, match="preds.jsonl already exists; pass overwrite=True"):
         predict("no-model", "no-input", output=out)
     assert out.read_text() == "earlier predictions\n"
 

@@ -57,7 +57,7 @@ def test_the_measured_rate_is_the_fastest_step():
 def test_recipe_schedule_needs_a_recipe():
     from bertkit.training.mlm import PretrainingArguments
 
-    with pytest.raises(ValueError, match="--recipe-schedule single schedules a --recipe's phases; give --recipe"):
+    with pytest.raises(ValueError, match="recipe_schedule=single schedules a recipe's phases; give recipe$"):
         PretrainingArguments(output="o", recipe_schedule="single")
     with pytest.raises(ValueError, match="recipe_schedule"):
         PretrainingArguments(output="o", recipe="cpu-hour", recipe_schedule="cosine")

@@ -69,7 +69,7 @@ def test_index_resumes_after_kill_and_search_cli(tmp_path, capsys):
     assert len(index) == 400 and index.meta["dim"] == 384 and index.meta["vector_dtype"] == "float16"
     assert np.load(out / "vectors.npy").dtype == np.float16
     np.testing.assert_allclose(index.vectors[:64].astype(np.float32), -first.astype(np.float32), atol=1e-3)
-    with pytest.raises(FileExistsError, match="output of an earlier `bertkit index`; pass --overwrite"):
+    with pytest.raises(FileExistsError, match="output of an earlier `bertkit index`; pass overwrite=True"):
         build_index(asset_path("minilm"), corpus, out, progress=False)
 
     assert cli_main(["search", "--index", str(out), texts[200], "--top-k", "3"]) == 0

@@ -11,17 +11,23 @@ Settings are declared once, as dataclass fields carrying their help text and ran
 :func:`from_namespace` builds the dataclass from the parsed flags, and :func:`check_fields` (called
 from the dataclass's ``__post_init__``) applies the same ranges to Python callers.
 
+A message names a setting as its caller wrote it (:func:`flag`, :func:`given`, :func:`switch`): the
+flag (``--max-length 600``) inside a command, which runs under :func:`cli_names`, and the keyword
+argument (``max_length=600``) for a Python caller.
+
 This module is a leaf: it imports nothing of bertkit, and torch only when a device is checked.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import dataclasses
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 __all__ = [
@@ -29,6 +35,11 @@ __all__ = [
     "Range",
     "add_dataclass_arguments",
     "check_fields",
+    "cli_names",
+    "flag",
+    "given",
+    "said",
+    "switch",
     "from_namespace",
     "redefault",
     "resume_settings",
@@ -50,6 +61,49 @@ __all__ = [
     "seed",
     "threads",
 ]
+
+
+_CLI_NAMES: contextvars.ContextVar[bool] = contextvars.ContextVar("bertkit_cli_names", default=False)
+
+
+@contextlib.contextmanager
+def cli_names() -> Iterator[None]:
+    """Inside, messages name settings by their command-line flags (the CLI runs each command in this)."""
+    token = _CLI_NAMES.set(True)
+    try:
+        yield
+    finally:
+        _CLI_NAMES.reset(token)
+
+
+def flag(name: str, cli: str | None = None) -> str:
+    """The setting ``name`` as the caller knows it: its flag under a command (``cli``, else
+    ``--name-with-dashes``), the keyword argument ``name`` from Python."""
+    name = name.lstrip("-").replace("-", "_")  # a flag given for the name reads as its argument
+    if _CLI_NAMES.get():
+        return cli or "--" + name.replace("_", "-")
+    return name
+
+
+def given(name: str, shown: str, cli: str | None = None) -> str:
+    """The setting ``name`` with its value as the caller gave it: ``--target 'joy'`` under a command,
+    ``target='joy'`` from Python. ``shown`` is the value as the message prints it."""
+    if _CLI_NAMES.get():
+        return f"{flag(name, cli)} {shown}"
+    return f"{flag(name)}={shown}"
+
+
+def said(cli: str, value: Any = None, name: str | None = None) -> str:
+    """:func:`flag` (or :func:`given`, with ``value``) for a message that knows the setting by its
+    command-line flag ``cli``: the argument is ``name``, else the flag's own name."""
+    name = name or cli
+    return flag(name, cli) if value is None else given(name, str(value), cli)
+
+
+def switch(name: str, cli: str | None = None) -> str:
+    """A yes/no setting as the caller turns it on: ``--overwrite`` under a command, ``overwrite=True``
+    from Python."""
+    return flag(name, cli) if _CLI_NAMES.get() else f"{flag(name)}=True"
 
 
 def _fmt(x: float) -> str:
@@ -310,23 +364,27 @@ def _default(f: dataclasses.Field) -> Any:
     return _MISSING
 
 
-def refuse_unused(obj: Any, name: str, used: bool, why: str, given: Iterable[str] = ()) -> None:
+def refuse_unused(obj: Any, name: str, used: bool, why: str, typed: Iterable[str] = ()) -> None:
     """Refuse the setting ``name`` of the dataclass ``obj`` when it was given but the run would not use
     it (``used`` False): one line naming the flag, its value and ``why`` (which names the other flag).
 
-    Given: it differs from its default, or is in ``given`` (flags typed, even at their default).
+    Given: it differs from its default, or is in ``typed`` (flags typed, even at their default).
     """
     field = {f.name: f for f in dataclasses.fields(obj)}[name]
     value = getattr(obj, name)
-    if used or (name not in set(given) and value == _default(field)):
+    if used or (name not in set(typed) and value == _default(field)):
         return
-    flag = field.metadata.get("flag") or "--" + name.replace("_", "-")
-    flag = flag if isinstance(flag, str) else flag[0]
+    cli = field.metadata.get("flag") or "--" + name.replace("_", "-")
+    cli = cli if isinstance(cli, str) else cli[0]
     values = value if isinstance(value, (list, tuple)) else [value]
     parts = [f"{v:g}" if isinstance(v, float) else str(v) for v in values]
     # as typed: FILE FILE for nargs, LOW,HIGH for a pair; a switch alone
-    shown = flag if isinstance(value, bool) else f"{flag} {(' ' if field.metadata.get('nargs') else ',').join(parts)}"
-    raise ValueError(f"{shown} {why}: leave out {flag}")
+    as_typed = (" " if field.metadata.get("nargs") else ",").join(parts)
+    if isinstance(value, bool):
+        shown = flag(name, cli) if _CLI_NAMES.get() else f"{name}={value!r}"
+    else:
+        shown = given(name, as_typed if _CLI_NAMES.get() else repr(value), cli)
+    raise ValueError(f"{shown} {why}: leave out {flag(name, cli)}")
 
 
 def check_fields(obj: Any) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bertkit import _args as A
 from bertkit._io import atomic_write_json, warn_kept
 
 __all__ = [
@@ -125,7 +127,7 @@ def _holder(path: Path) -> str:
         return "another bertkit process"
 
 
-def _lock(folder: Path, command: str, flag: str, probe: bool = False) -> int | None:
+def _lock(folder: Path, command: str, say: Callable[..., str], probe: bool = False) -> int | None:
     """Take the exclusive lock of ``folder`` for ``command``; its file descriptor (None where locks
     are unavailable, or with ``probe``, which only checks that nobody holds it). Raises
     :class:`OutputBusy` naming the holder while another process holds it."""
@@ -147,8 +149,8 @@ def _lock(folder: Path, command: str, flag: str, probe: bool = False) -> int | N
             if not isinstance(e, BlockingIOError):
                 raise
             raise OutputBusy(
-                f"{flag} {folder} is being written by {_holder(path)}; wait for it to finish, or choose another "
-                f"{flag} (a killed run frees its folder at once)"
+                f"{say(folder)} is being written by {_holder(path)}; wait for it to finish, or choose "
+                f"another {say()} (a killed run frees its folder at once)"
             ) from None
         # The holder unlinks the file before it lets go: a lock taken on an unlinked file is no lock.
         try:
@@ -240,9 +242,9 @@ class OutputClaim:
         """Mark ``folder`` (default: the output) as this command's output, before writing into it."""
         atomic_write_json(Path(folder or self.path) / MARKER, self.marker(), indent=1)
 
-    def lock(self, flag: str = "--output") -> None:
+    def lock(self, flag: str = "--output", name: str | None = None) -> None:
         """Hold the folder's lock until :meth:`finish`, :meth:`abandon` or :meth:`release` (see :data:`LOCK`)."""
-        _lock(self.path, self.command, flag)
+        _lock(self.path, self.command, functools.partial(A.said, flag, name=name))
 
     def release(self) -> None:
         """Let go of the folder's lock (for a caller that writes its marker itself)."""
@@ -302,6 +304,7 @@ def claim_output_dir(
     resume_needs: Sequence[str] = ("checkpoints",),
     run_defaults: Mapping[str, Any] | None = None,
     flag: str = "--output",
+    name: str | None = None,
 ) -> OutputClaim:
     """Check that ``command`` may write into the folder ``path``; return the claim.
 
@@ -319,27 +322,28 @@ def claim_output_dir(
     command's. An unmarked folder is resumed only when it holds one of ``resume_needs`` (what an
     interrupted run leaves, e.g. its checkpoints): a folder of a user's files never is.
     ``run_defaults`` (nested like ``run``): what a part of ``run`` that the earlier run did not
-    record was then, e.g. the default of a setting bertkit has gained since. ``flag`` names the
-    folder's flag in the messages.
+    record was then, e.g. the default of a setting bertkit has gained since. ``flag`` (and ``name``, the
+    Python argument when it is not the flag's) names the folder in the messages.
     """
     if dry_run:
         create = False
     folder = Path(path)
     run = dict(run or {})
-    flag_hint = "--overwrite to replace it (only the files it wrote are replaced)"
+    say = functools.partial(A.said, flag, name=name)
+    flag_hint = f"{A.switch('overwrite')} to replace it (only the files it wrote are replaced)"
     if can_resume:
-        flag_hint = f"--resume to continue it, or {flag_hint}"
+        flag_hint = f"{A.switch('resume')} to continue it, or {flag_hint}"
     if folder.exists() and not folder.is_dir():
-        raise FileExistsError(f"{flag} {folder} is a file, not a folder; choose a new or empty folder")
+        raise FileExistsError(f"{say(folder)} is a file, not a folder; choose a new or empty folder")
     if not folder.exists():
         claim = OutputClaim(folder, command, run, created=True)
         if create:
             folder.mkdir(parents=True)
-            claim.lock(flag)
+            claim.lock(flag, name)
             claim.write_marker()
         return claim
     # Before anything is read or removed: a folder another live process writes is refused.
-    _lock(folder, command, flag, probe=dry_run)
+    _lock(folder, command, say, probe=dry_run)
     try:
         return _claim_existing(
             folder,
@@ -354,7 +358,7 @@ def claim_output_dir(
             legacy,
             resume_needs,
             run_defaults,
-            flag,
+            say,
             flag_hint,
         )
     except BaseException:
@@ -375,7 +379,7 @@ def _claim_existing(
     legacy: Callable[[Path], bool] | None,
     resume_needs: Sequence[str],
     run_defaults: Mapping[str, Any] | None,
-    flag: str,
+    say: Callable[..., str],
     flag_hint: str,
 ) -> OutputClaim:
     """:func:`claim_output_dir` for a folder that exists (and whose lock this process holds)."""
@@ -395,8 +399,9 @@ def _claim_existing(
     if marker is None:
         if entries:
             raise FileExistsError(
-                f"{flag} {folder} is not empty ({_show(entries)}) and is not the output of `bertkit {command}`; "
-                f"bertkit writes only into a new or empty folder: choose another {flag}, or move those files away"
+                f"{say(folder)} is not empty ({_show(entries)}) and is not the output of `bertkit "
+                f"{command}`; bertkit writes only into a new or empty folder: choose another {say()}, or "
+                "move those files away"
             )
         claim = OutputClaim(folder, command, run, created=False)
         if create:
@@ -415,7 +420,7 @@ def _claim_existing(
         dry_run,
         flag_hint,
         run_defaults,
-        flag,
+        say,
         resume_needs,
     )
 
@@ -432,15 +437,15 @@ def _claim_marked(
     create: bool,
     dry_run: bool,
     flag_hint: str,
-    run_defaults: Mapping[str, Any] | None = None,
-    flag: str = "--output",
-    resume_needs: Sequence[str] = ("checkpoints",),
+    run_defaults: Mapping[str, Any] | None,
+    say: Callable[..., str],
+    resume_needs: Sequence[str],
 ) -> OutputClaim:
     """:func:`claim_output_dir` for a folder that holds a marked output: resume it, replace it, or refuse."""
     if marker["command"] != command:
         raise FileExistsError(
-            f"{flag} {folder} holds the output of `bertkit {marker['command']}`, not of "
-            f"`bertkit {command}`; choose another {flag}"
+            f"{say(folder)} holds the output of `bertkit {marker['command']}`, not of "
+            f"`bertkit {command}`; choose another {say()}"
         )
     ours = set(marker.get("files") or mine) & set(entries)
     digests = marker.get("digests") if isinstance(marker.get("digests"), dict) else {}
@@ -452,16 +457,17 @@ def _claim_marked(
         diffs = _differences(marker.get("run") or {}, run, defaults=run_defaults) if run else []
         if diffs:
             raise ValueError(
-                f"--resume: {folder} holds a different run; "
+                f"{A.flag('resume')}: {folder} holds a different run; "
                 + "; ".join(diffs)
-                + f". Resume with the same settings, or write the new run to another {flag}"
+                + f". Resume with the same settings, or write the new run to another {say()}"
             )
         if marker.get("files") is not None and not any((folder / n).exists() for n in resume_needs):
             # Finished (its list of files is written last) and kept no checkpoint: resuming would
             # start the whole run over, on top of its own finished output.
             raise RunFinished(
-                f"--resume: the run in {folder} already finished and kept nothing to continue from (no "
-                f"{' or '.join(resume_needs)}); nothing to do. To train further, start a new run in another {flag}"
+                f"{A.flag('resume')}: the run in {folder} already finished and kept nothing to continue from (no "
+                f"{' or '.join(resume_needs)}); nothing to do. To train further, start a new run in another "
+                f"{say()}"
             )
         return OutputClaim(folder, command, run, created=False, foreign=foreign, resumed=True)
     if not overwrite:
@@ -471,15 +477,15 @@ def _claim_marked(
                 claim.write_marker()
             return claim
         raise FileExistsError(
-            f"{flag} {folder} already holds the output of an earlier `bertkit {command}`; "
-            f"pass {flag_hint}, or choose another {flag}"
+            f"{say(folder)} already holds the output of an earlier `bertkit {command}`; "
+            f"pass {flag_hint}, or choose another {say()}"
         )
     if dry_run:
         return OutputClaim(folder, command, run, created=False, foreign=foreign)
     if edited:
         them = "them" if len(edited) > 1 else "it"
         message = (
-            f"{flag} {folder}: {_show(edited)} changed since `bertkit {command}` wrote {them}: kept, not "
+            f"{say(folder)}: {_show(edited)} changed since `bertkit {command}` wrote {them}: kept, not "
             f"replaced (move {them} away for the new run's own)"
         )
         warn_kept(folder / edited[0], message, stacklevel=3)  # the save that follows meets it too: one notice
@@ -495,18 +501,27 @@ def _claim_marked(
     return claim
 
 
-def check_output_file(path: str | os.PathLike, overwrite: bool = False, flag: str = "--output") -> Path:
-    """A file a command will write: refuse to replace an existing one unless ``overwrite``."""
+def check_output_file(
+    path: str | os.PathLike, overwrite: bool = False, flag: str = "--output", name: str | None = None
+) -> Path:
+    """A file a command will write: refuse to replace an existing one unless ``overwrite``. ``flag``
+    (and ``name``, the Python argument when it is not the flag's) names it in the messages."""
     p = Path(path)
     if p.is_dir():
-        raise IsADirectoryError(f"{flag} {p} is a folder; give a file name")
+        raise IsADirectoryError(f"{A.said(flag, p, name)} is a folder; give a file name")
     if p.exists() and not overwrite:
-        raise FileExistsError(f"{flag} {p} already exists; pass --overwrite to replace it, or choose another name")
+        raise FileExistsError(
+            f"{A.said(flag, p, name)} already exists; pass {A.switch('overwrite')} to replace it, or choose "
+            "another name"
+        )
     return p
 
 
 def check_not_input(
-    output: str | os.PathLike, inputs: Mapping[str, str | os.PathLike | None], flag: str = "--output"
+    output: str | os.PathLike,
+    inputs: Mapping[str, str | os.PathLike | None],
+    flag: str = "--output",
+    name: str | None = None,
 ) -> None:
     """Refuse an ``output`` that is one of the ``inputs`` (``{"--flag": path}``), lies inside an input
     folder, or holds one: writing there would replace or remove the very files the command reads (the
@@ -517,35 +532,38 @@ def check_not_input(
         out_r = out.resolve()
     except OSError:
         return
-    for name, path in inputs.items():
+    for key, path in inputs.items():
         if path is None:
             continue
         try:
             src = Path(path).resolve()
         except OSError:
             continue
-        label = f"{name} {path}" if name.startswith("-") else str(path)
+        label = A.said(key, path) if key.startswith("-") else str(path)
         kind = "model folder" if src.is_dir() else "file"
+        said = A.said(flag, out, name)
         if out_r == src:
             raise ValueError(
-                f"{flag} {out} is the input {kind} {label}: a command never writes over its own "
-                f"input; choose another {flag}"
+                f"{said} is the input {kind} {label}: a command never writes over its own "
+                f"input; choose another {A.said(flag, name=name)}"
             )
         if src.is_dir() and src in out_r.parents:
             raise ValueError(
-                f"{flag} {out} is inside the input model folder {label}: a command never writes "
+                f"{said} is inside the input model folder {label}: a command never writes "
                 f"into its own input; choose a path outside it"
             )
         if out_r in src.parents:
             raise ValueError(
-                f"{flag} {out} holds the input {kind} {label}: a command never writes into its own "
-                f"input; choose another {flag}"
+                f"{said} holds the input {kind} {label}: a command never writes into its own "
+                f"input; choose another {A.said(flag, name=name)}"
             )
 
 
-def refuse_inside_input(output: str | os.PathLike, *inputs: str | os.PathLike, flag: str = "--output") -> None:
+def refuse_inside_input(
+    output: str | os.PathLike, *inputs: str | os.PathLike, flag: str = "--output", name: str | None = None
+) -> None:
     """:func:`check_not_input` for inputs given by position (model folders, corpus or data files)."""
-    check_not_input(output, {f"input {i + 1}": p for i, p in enumerate(inputs)}, flag=flag)
+    check_not_input(output, {f"input {i + 1}": p for i, p in enumerate(inputs)}, flag=flag, name=name)
 
 
 def file_fingerprint(*paths: str | os.PathLike | None, whole_up_to: int = 64 << 20) -> str:

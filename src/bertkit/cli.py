@@ -129,11 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         build_parser(only="").print_help()
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     args = build_parser(only=command).parse_args(argv)
+    from bertkit._args import cli_names
     from bertkit._extras import MissingExtraError
     from bertkit._outputs import RunFinished
 
     try:
-        return int(importlib.import_module(COMMANDS[command][0]).run(args) or 0)
+        with cli_names():  # the command's messages name its flags, not the Python arguments
+            return int(importlib.import_module(COMMANDS[command][0]).run(args) or 0)
     except MissingExtraError as e:
         if debug:
             raise

@@ -19,6 +19,8 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from bertkit import _args as A
+
 __all__ = ["hub_cache_dirs", "snapshot_folder", "resolve_model_path", "resolve_model_arg"]
 
 _ID_RE = re.compile(r"[\w.\-]+(/[\w.\-]+)?")
@@ -118,8 +120,10 @@ def resolve_model_arg(value: str | os.PathLike, flag: str = "--model") -> Path:
     """
     path = Path(value).expanduser()
     if path.is_file():
-        raise NotADirectoryError(f"{flag} {value} is a file; give the model folder (config.json, weights, tokenizer)")
+        raise NotADirectoryError(
+            f"{A.said(flag, value)} is a file; give the model folder (config.json, weights, tokenizer)"
+        )
     try:
         return resolve_model_path(value)
     except FileNotFoundError as e:
-        raise FileNotFoundError(f"{flag}: {e}") from None
+        raise FileNotFoundError(f"{A.said(flag)}: {e}") from None

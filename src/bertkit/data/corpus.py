@@ -43,6 +43,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
 from bertkit._outputs import MARKER, claim_output_dir
 from bertkit._text import ReplacementCounter, iter_lines, parse_json, read_json, split_records
@@ -593,9 +594,10 @@ def _check_cache_holds(out: Path, files: Sequence[str | os.PathLike], tokens: Se
     want = [str(Path(f).resolve()) for f in files]
     if had != want or meta.get("vocab_fingerprint") != vocab_fingerprint(tokens) or meta.get("layout") != fmt:
         raise ValueError(
-            f"--cache-dir {out} holds data prepared from {', '.join(had) or 'other input'} "
+            f"{A.given('cache_dir', str(out))} holds data prepared from {', '.join(had) or 'other input'} "
             f"(vocabulary {meta.get('vocab_fingerprint')}, format {meta.get('layout')}), not from "
-            f"{', '.join(want)} (vocabulary {vocab_fingerprint(tokens)}, format {fmt}); give another --cache-dir"
+            f"{', '.join(want)} (vocabulary {vocab_fingerprint(tokens)}, format {fmt}); give another "
+            f"{A.flag('cache_dir')}"
         )
 
 

@@ -18,6 +18,8 @@ import json
 import re
 from pathlib import Path
 
+from bertkit import _args as A
+
 __all__ = ["MIN_WORDS", "EvalTexts", "check_corpus_overlap", "eval_texts", "find_overlap"]
 
 MIN_WORDS = 8
@@ -62,7 +64,7 @@ def eval_texts(eval_files: list[str]) -> EvalTexts:
     index = EvalTexts()
     for f in eval_files:
         if not Path(f).is_file():
-            raise FileNotFoundError(f"--eval-data {f}: no such file")
+            raise FileNotFoundError(f"{A.given('eval_data', str(f))}: no such file")
         for ex in read_table(f, require_label=False):
             index.add(ex.text, f"{f} line {ex.line}")
             if ex.text_pair:

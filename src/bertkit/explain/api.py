@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertkit import _args as A
 from bertkit._outputs import OutputClaim, check_output_file, claim_output_dir, refuse_inside_input, within_claim
 
 from .collect import Explanation, check_verifiable, collect, load_model, verify
@@ -32,7 +33,8 @@ class ExplainResult:
 
     def _need(self) -> Explanation:
         if self.explanation is None:
-            raise ValueError("this result holds only the --verify checks; nothing was collected to show")
+            verify = A.flag("verify_weights", "--verify")
+            raise ValueError(f"this result holds only the {verify} checks; nothing was collected to show")
         return self.explanation
 
     def _repr_html_(self) -> str:
@@ -68,17 +70,20 @@ def check_outputs(
     """Refuse outputs that would replace a file without ``overwrite``, land in the ``model`` folder,
     or coincide; claim ``png_dir`` (the folder rule of :mod:`bertkit._outputs`). Returns the claim,
     or None without ``png_dir``."""
-    files = [(flag, p) for flag, p in (("--output", output), ("--json", json_path)) if p is not None]
-    if len(files) == 2 and Path(files[0][1]).resolve() == Path(files[1][1]).resolve():
-        raise ValueError(f"--output and --json are the same file ({output}); give two names")
+    named = [("--output", "output", output), ("--json", "json_path", json_path)]
+    files = [(flag, name, p) for flag, name, p in named if p is not None]
+    if len(files) == 2 and Path(files[0][2]).resolve() == Path(files[1][2]).resolve():
+        raise ValueError(
+            f"{A.flag('output')} and {A.flag('json_path', '--json')} are the same file ({output}); give two names"
+        )
     if model is not None:
-        for flag, p in files + ([("--png", png_dir)] if png_dir is not None else []):
-            refuse_inside_input(p, model, flag=flag)
-    for flag, p in files:
-        check_output_file(p, overwrite=overwrite, flag=flag)
+        for flag, name, p in files + ([("--png", "png_dir", png_dir)] if png_dir is not None else []):
+            refuse_inside_input(p, model, flag=flag, name=name)
+    for flag, name, p in files:
+        check_output_file(p, overwrite=overwrite, flag=flag, name=name)
     if png_dir is None:
         return None
-    return claim_output_dir(png_dir, "explain", overwrite=overwrite, owned=("*.png",), flag="--png")
+    return claim_output_dir(png_dir, "explain", overwrite=overwrite, owned=("*.png",), flag="--png", name="png_dir")
 
 
 def explain(
@@ -137,7 +142,9 @@ def _explain(
     if isinstance(attributions, str):
         attributions = [a.strip() for a in attributions.split(",") if a.strip()]
     if target is not None and not attributions:
-        raise ValueError("--target names what --attributions explain; give --attributions too")
+        raise ValueError(
+            f"{A.flag('target')} names what {A.flag('attributions')} explain; give {A.flag('attributions')} too"
+        )
     if isinstance(model, (str, os.PathLike)):
         net, tokenizer, folder = load_model(model)
     elif tokenizer is None:

@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit import _args as A
+
 __all__ = [
     "CONVENTIONS",
     "METHODS",
@@ -227,14 +229,16 @@ def _label_index(model: Any, label: str, what: str) -> int:
     names = _label_names(model)
     if label in names:
         return names.index(label)
-    raise ValueError(f"--target {label!r} is not a {what} of this model; its {what}s are: {', '.join(names)}")
+    raise ValueError(
+        f"{A.given('target', repr(label))} is not a {what} of this model; its {what}s are: {', '.join(names)}"
+    )
 
 
 def check_methods(methods: Sequence[str]) -> None:
     """Raise a one-line ValueError for a method name that is not one of ``METHODS``."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        raise ValueError(f"--attributions {unknown[0]!r}: choose from {', '.join(METHODS)}")
+        raise ValueError(f"{A.given('attributions', repr(unknown[0]))}: choose from {', '.join(METHODS)}")
 
 
 def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
@@ -245,11 +249,11 @@ def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
 
         if registry.model_task_of(model) not in (None, "base"):
             raise ValueError(
-                f"--attributions does not explain {type(model).__name__}'s head; it explains "
+                f"{A.flag('attributions')} does not explain {type(model).__name__}'s head; it explains "
                 "classifiers, token classifiers, QA, masked and causal LMs and ELECTRA's discriminator"
             )
         raise ValueError(
-            f"--attributions needs a model with a task head; {type(model).__name__} is an encoder "
+            f"{A.flag('attributions')} needs a model with a task head; {type(model).__name__} is an encoder "
             "only (no prediction to explain)"
         )
     if target is None:
@@ -257,13 +261,15 @@ def check_target(model: Any, tokenizer: Any, target: str | None) -> None:
     if kind in ("sequence-classification", "token-classification"):
         _label_index(model, target, "label" if kind == "sequence-classification" else "tag")
     elif kind == "question-answering" and target not in ("start", "end"):
-        raise ValueError(f"--target {target!r}: a question-answering model's targets are start and end")
+        raise ValueError(f"{A.given('target', repr(target))}: a question-answering model's targets are start and end")
     elif kind == "next-sentence" and target not in ("is_next", "is_random"):
-        raise ValueError(f"--target {target!r}: next-sentence prediction's targets are is_next and is_random")
+        raise ValueError(
+            f"{A.given('target', repr(target))}: next-sentence prediction's targets are is_next and is_random"
+        )
     elif kind in ("masked-lm", "next-token"):
         ids = tokenizer.convert_tokens_to_ids([target])
         if not ids or ids[0] is None or ids[0] == tokenizer.unk_token_id:
-            raise ValueError(f"--target {target!r} is not a word of the model's vocabulary")
+            raise ValueError(f"{A.given('target', repr(target))} is not a word of the model's vocabulary")
 
 
 def resolve_targets(
@@ -331,7 +337,8 @@ def resolve_targets(
     )
     if not masks:
         raise ValueError(
-            "--attributions on a masked-LM model explains the word predicted at [MASK]; the text has no [MASK] token"
+            f"{A.flag('attributions')} on a masked-LM model explains the word predicted at [MASK]; the text has "
+            "no [MASK] token"
         )
     out = []
     for p in masks:
@@ -361,7 +368,7 @@ def _replaced_token_targets(
     if positions is None and target is not None:
         if target not in tokens:
             raise ValueError(
-                f"--target {target!r}: a replaced-token detector explains one token of the text; "
+                f"{A.given('target', repr(target))}: a replaced-token detector explains one token of the text; "
                 f"its tokens are: {' '.join(tokens)}"
             )
         positions = [tokens.index(target)]

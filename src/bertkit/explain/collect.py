@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit import _args as A
+
 from .from_scratch import FAMILIES, Check, rebuild_and_compare
 from .neuron import queries_keys
 
@@ -57,8 +59,10 @@ def _family(model: Any) -> Any:
     return registry.family(model.config.model_type)
 
 
-def parse_layers(spec: str | None, num_layers: int, option: str = "--layers", what: str = "layers") -> list[int]:
-    """``"0-5"``, ``"3"`` or ``"0,2,4-6"`` -> sorted layer (or head) indices; None -> every one."""
+def parse_layers(spec: str | None, num_layers: int, option: str = "layers", what: str = "layers") -> list[int]:
+    """``"0-5"``, ``"3"`` or ``"0,2,4-6"`` -> sorted layer (or head) indices; None -> every one.
+    ``option`` is the setting's name (``layers`` or ``heads``)."""
+    option = A.flag(option)
     if spec is None or str(spec).strip() == "":
         return list(range(num_layers))
     out: set[int] = set()
@@ -158,7 +162,7 @@ def _encode(tokenizer: Any, text: str, pair: str | None, max_len: int) -> tuple[
     if not isinstance(text, str) or not text.strip():
         raise ValueError('the text to explain is empty; give a sentence, e.g. bertkit explain --model DIR "a text"')
     if pair is not None and not pair.strip():
-        raise ValueError("--pair is empty; leave it out or give a second text")
+        raise ValueError(f"{A.flag('pair')} is empty; leave it out or give a second text")
     notes = []
     full = (
         len(tokenizer.tokenize(text))
@@ -393,7 +397,7 @@ def collect(
     base = model.base_model
     fam = _family(model)
     layer_ids = layers if isinstance(layers, list) else parse_layers(layers, cfg.num_hidden_layers)
-    head_ids = heads if isinstance(heads, list) else parse_layers(heads, cfg.num_attention_heads, "--heads", "heads")
+    head_ids = heads if isinstance(heads, list) else parse_layers(heads, cfg.num_attention_heads, "heads", "heads")
     enc, notes = _encode(tokenizer, text, pair, cfg.max_position_embeddings)
     ids = torch.tensor([enc["input_ids"]])
     types = torch.tensor([enc.get("token_type_ids") or [0] * ids.shape[1]])
@@ -526,14 +530,15 @@ def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: li
 def check_verifiable(model: Any, folder: str | os.PathLike) -> None:
     """Raise a ValueError when ``--verify`` cannot rebuild ``model`` (another family, not float32):
     called before a report is written, so a refused run leaves no files."""
+    verify = A.flag("verify_weights", "--verify")
     if model.config.model_type not in FAMILIES:
         # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
         raise ValueError(
-            f"--verify rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
-            f"{model.config.model_type!r} model (its report needs no --verify)"
+            f"{verify} rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
+            f"{model.config.model_type!r} model (its report needs no {verify})"
         )
     if model.dtype != torch.float32:
-        raise ValueError(f"--verify compares in float32; the model is {model.dtype}")
+        raise ValueError(f"{verify} compares in float32; the model is {model.dtype}")
 
 
 def verify(

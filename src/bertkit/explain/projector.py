@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit import _args as A
 from bertkit._io import atomic_write_json, atomic_write_text
 
 __all__ = [
@@ -145,7 +146,7 @@ def sentence_vectors(
 
     base = model.base_model
     if how == "pooler" and getattr(base, "pooler", None) is None:
-        raise ValueError(f"--vectors pooler: {type(model).__name__} has no pooler; use cls or mean")
+        raise ValueError(f"{A.given('vectors', 'pooler')}: {type(model).__name__} has no pooler; use cls or mean")
     out = []
     # disable=None: a bar on a terminal, none in logs and captured output
     for lo in tqdm(range(0, len(texts), batch_size), desc="sentence vectors", unit="batch", leave=False, disable=None):
@@ -180,7 +181,7 @@ def project(
     from .collect import load_model
 
     if vectors not in VECTORS:
-        raise ValueError(f"--vectors {vectors!r}: choose from {', '.join(VECTORS)}")
+        raise ValueError(f"{A.given('vectors', repr(vectors))}: choose from {', '.join(VECTORS)}")
     rows = read_table(data, text_column=text_column, label_column=label_column)
     if len(rows) > max_rows:
         rows = rows[:max_rows]

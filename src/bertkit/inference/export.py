@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bertkit import _args as A
 from bertkit._io import atomic_path
 
 __all__ = ["ONNX_INPUTS", "export_onnx"]
@@ -68,7 +69,7 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
     newest = onnx.defs.onnx_opset_version()
     if opset is not None and opset > newest:
         # the exporter does not refuse it: it writes a graph that no runtime loads
-        raise ValueError(f"--opset {opset} is newer than the installed onnx knows (up to {newest})")
+        raise ValueError(f"{A.given('opset', str(opset))} is newer than the installed onnx knows (up to {newest})")
     from bertkit import modeling
 
     cfg_file = model_dir / "config.json"

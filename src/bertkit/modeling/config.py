@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from bertkit import _args as A
+
 __all__ = ["PRESETS", "BertConfig", "PretrainedConfig", "SharedConfigFields", "check_vocab_fits"]
 
 # Google's BERT miniatures (Turc et al. 2019) plus the two original sizes: (layers, hidden).
@@ -301,7 +303,8 @@ def check_length_fits(model: Any, max_length: int | None, flag: str = "--max-len
     limit = int(model.max_positions)
     if max_length is not None and max_length > limit:
         raise ValueError(
-            f"max_length {max_length} exceeds the model's {model.positions_field} ({limit}); use {flag} {limit} or less"
+            f"max_length {max_length} exceeds the model's {model.positions_field} ({limit}); "
+            f"use {A.said(flag, limit)} or less"
         )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
 from bertkit._outputs import MARKER, claim_output_dir, refuse_inside_input
 from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
@@ -73,7 +74,7 @@ def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[
         obj = parse_json(line, f"{path}:{n}")
         if not isinstance(obj, dict) or not isinstance(obj.get(text_column), str):
             # bad data in a file, not a bad argument: ValueError, like the other file errors
-            msg = f"{path}:{n}: no string field {text_column!r} (use --text-column)"
+            msg = f"{path}:{n}: no string field {text_column!r} (use {A.flag('text_column')})"
             raise ValueError(msg)  # noqa: TRY004
         # BEIR corpora name their ids "_id"; the line number when neither is there
         ident = obj.get(id_column, obj.get("_id", n) if id_column == "id" else n)
@@ -96,7 +97,8 @@ def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[in
             fields = reader.fieldnames or []
             if text_column not in fields:
                 raise ValueError(
-                    f"{path}:1: no column {text_column!r} (columns: {', '.join(map(repr, fields))}; use --text-column)"
+                    f"{path}:1: no column {text_column!r} (columns: {', '.join(map(repr, fields))}; "
+                    f"use {A.flag('text_column')})"
                 )
             for n, rec in enumerate(reader, 2):
                 value = rec.get(text_column) or ""
@@ -118,7 +120,7 @@ def read_corpus_lines(path: str | Path, text_column: str = "text", id_column: st
     """:func:`read_corpus`'s rows with the line each starts on: (line, id, text)."""
     path = Path(path)
     if path.is_dir():
-        raise IsADirectoryError(f"--input {path} is a folder; give a corpus file (.txt, .jsonl or .csv)")
+        raise IsADirectoryError(f"{path} is a folder; give a corpus file (.txt, .jsonl or .csv)")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such corpus file")
     suffix = path.suffix.lower()
@@ -299,7 +301,7 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     meta_file = path / "meta.json"
     if path.is_file():
-        raise NotADirectoryError(f"--index {path} is a file; give the folder made by `bertkit index`")
+        raise NotADirectoryError(f"{path} is a file, not an index folder; give the folder made by `bertkit index`")
     if not meta_file.is_file():
         raise FileNotFoundError(f"{path}: not an index folder (no meta.json); build one with `bertkit index`")
     meta = read_json(meta_file)
@@ -415,7 +417,7 @@ def _embedder(model: Path, dtype: str, device: str | None = None) -> Any:
     kind = getattr(emb.model.config, "model_type", "bert")
     if type(emb.model).__name__.startswith("GPT2") or kind == "gpt2":
         raise ValueError(
-            f"--model {model} is a {kind} model (a text generator), not an encoder: it cannot embed "
+            f"{A.given('model', str(model))} is a {kind} model (a text generator), not an encoder: it cannot embed "
             "sentences for search; use a sentence-embedding model such as all-MiniLM-L6-v2"
         )
     return emb
@@ -452,7 +454,7 @@ def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
         )
         raise FileExistsError(
             f"{work} holds an unfinished index of other inputs ({'; '.join(diffs)}); "
-            "pass --overwrite to start afresh, or choose another --output"
+            f"pass {A.switch('overwrite')} to start afresh, or choose another {A.flag('output')}"
         )
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
 
 from .long_texts import check_lengths, embed_texts
@@ -136,8 +137,8 @@ def append_corpus(
         n, i = changed[0]
         raise ValueError(
             f"{len(changed)} row(s) of {corpus} have an id the index already holds with another text "
-            f"(first: {corpus}:{n}, id {i!r}); --append adds new ids only, so their new text would be lost: "
-            "give them new ids, or build the index again without --append"
+            f"(first: {corpus}:{n}, id {i!r}); {A.flag('append')} adds new ids only, so their new text would be lost: "
+            f"give them new ids, or build the index again without {A.flag('append')}"
         )
     new = [(n, i, t) for n, i, t in lines if i not in have]
     rows = [(i, t) for _, i, t in new]

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from bertkit import _args as A
+
 __all__ = ["check_lengths", "cut_summary", "embed_texts"]
 
 
@@ -30,8 +32,8 @@ def check_lengths(emb: Any, texts: Sequence[str], where: Callable[[int], str], m
         n = len(ids) + specials
         if n > limit and mode == "error":
             raise ValueError(
-                f"{where(i)} has {n} tokens, over the model's limit of {limit}; pass --truncation cut to "
-                "drop the rest or --truncation chunk to pool overlapping windows"
+                f"{where(i)} has {n} tokens, over the model's limit of {limit}; pass {A.given('truncation', 'cut')} to "
+                f"drop the rest or {A.given('truncation', 'chunk')} to pool overlapping windows"
             )
         dropped.append(max(0, n - limit) if mode == "cut" else 0)
     return dropped

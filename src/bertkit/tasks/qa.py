@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from bertkit import _args as A
+
 from .data import QAExample
 
 __all__ = ["QAFeatures", "prepare_qa_features", "decode_qa", "NBestAnswer"]
@@ -41,7 +43,9 @@ def prepare_qa_features(
     inside that window, and position 0 ([CLS]) otherwise or for unanswerable questions.
     """
     if doc_stride >= max_length:
-        raise ValueError(f"--doc-stride ({doc_stride}) must be smaller than --max-length ({max_length})")
+        raise ValueError(
+            f"{A.flag('doc_stride')} ({doc_stride}) must be smaller than {A.flag('max_length')} ({max_length})"
+        )
     questions = [ex.question.lstrip() for ex in examples]
     contexts = [ex.context for ex in examples]
     enc = tokenizer(

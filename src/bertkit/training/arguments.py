@@ -479,12 +479,15 @@ class TrainingArguments(metaclass=_ArgumentsType):
     def __post_init__(self) -> None:
         A.check_fields(self)
         if self.resume and self.overwrite:
-            raise ValueError("--resume continues the run in --output and --overwrite replaces it: give one of them")
+            raise ValueError(
+                f"{A.flag('resume')} continues the run in {A.flag('output')} and {A.flag('overwrite')} replaces it: "
+                "give one of them"
+            )
         if self.load_best_at_end and not self.best_metric:
             raise ValueError("load_best_at_end keeps the best model by best_metric: give best_metric too")
         if self.schedule == "time" and self.max_minutes is None:
             raise ValueError(
-                "schedule 'time' decays the learning rate over max_minutes (--max-minutes); give max_minutes"
+                f"schedule 'time' decays the learning rate over max_minutes ({A.flag('max_minutes')}); give max_minutes"
             )
         span = self.schedule_span_minutes
         if self.schedule_offset_minutes and (
@@ -539,8 +542,9 @@ def check_step_length(args: TrainingArguments) -> None:
     """Refuse what a run without a step count cannot honour: ``warmup_ratio`` is a share of ``max_steps``."""
     if args.max_steps is None and args.schedule == "time" and args.warmup_ratio and not args.warmup_steps:
         raise ValueError(
-            f"--warmup-ratio {args.warmup_ratio:g} is a share of --max-steps, and a --schedule time run without "
-            "--max-steps has no step count; give --warmup-steps or --max-steps"
+            f"{A.given('warmup_ratio', f'{args.warmup_ratio:g}')} is a share of {A.flag('max_steps')}, and a "
+            f"{A.flag('schedule')} time run without "
+            f"{A.flag('max_steps')} has no step count; give {A.flag('warmup_steps')} or {A.flag('max_steps')}"
         )
 
 

@@ -208,12 +208,12 @@ def _check_teacher(path: str) -> None:
     try:
         config = json.loads(f.read_text(encoding="utf-8"))
     except ValueError as e:
-        raise ValueError(f"--teacher {path}: config.json is not valid JSON ({e})") from None
+        raise ValueError(f"{A.given('teacher', str(path))}: config.json is not valid JSON ({e})") from None
     task = config.get("finetuning_task") if isinstance(config, dict) else None
     if task != "text-classification":
         what = f"fine-tuned for {task}" if task else "has no fine-tuned head (no finetuning_task in config.json)"
         raise ValueError(
-            f"--teacher {path} {what}; distill needs a BERT text classifier: fine-tune one first with "
+            f"{A.given('teacher', str(path))} {what}; distill needs a BERT text classifier: fine-tune one first with "
             f"`bertkit finetune --task text-classification --model {path} ...`"
         )
 

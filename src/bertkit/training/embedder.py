@@ -187,18 +187,43 @@ class EmbedderArguments(EmbeddingTrainingArguments):
             self.matryoshka_dims = list(self.matryoshka_dims)
         self.score_range = tuple(self.score_range)  # type: ignore[assignment]
         if self.hard_negatives and not self.mine_from:
-            raise ValueError("--hard-negatives needs --mine-from CORPUS (the texts to mine negatives from)")
+            raise ValueError(
+                f"{A.flag('hard_negatives')} needs {A.given('mine_from', 'CORPUS')} (the texts to mine negatives from)"
+            )
         if self.mine_from and not self.hard_negatives:
-            raise ValueError("--mine-from is read only with --hard-negatives K (the negatives to mine per row)")
+            raise ValueError(
+                f"{A.flag('mine_from')} is read only with {A.given('hard_negatives', 'K')} "
+                "(the negatives to mine per row)"
+            )
         if self.hard_negatives and self.loss not in ("mnrl", "cached-mnrl", "triplet"):
             raise ValueError(f"hard negatives are for mnrl, cached-mnrl and triplet, not {self.loss}")
         loss = self.loss
         for name, used, why in (
-            ("symmetric", loss in ("mnrl", "cached-mnrl"), f"is MNRL's; --loss {loss} has no ranking to mirror"),
-            ("scale", loss != "triplet", "scales MNRL's and CoSENT's cosines; --loss triplet has a margin instead"),
-            ("mini_batch_size", loss == "cached-mnrl", f"is cached-mnrl's; --loss {loss} runs whole batches"),
-            ("score_range", loss == "cosent", f"is the range of CoSENT's scores; --loss {loss} reads none"),
-            ("mining_margin", bool(self.hard_negatives), "is for mining; without --hard-negatives K nothing is mined"),
+            (
+                "symmetric",
+                loss in ("mnrl", "cached-mnrl"),
+                f"is MNRL's; {A.given('loss', str(loss))} has no ranking to mirror",
+            ),
+            (
+                "scale",
+                loss != "triplet",
+                f"scales MNRL's and CoSENT's cosines; {A.flag('loss')} triplet has a margin instead",
+            ),
+            (
+                "mini_batch_size",
+                loss == "cached-mnrl",
+                f"is cached-mnrl's; {A.given('loss', str(loss))} runs whole batches",
+            ),
+            (
+                "score_range",
+                loss == "cosent",
+                f"is the range of CoSENT's scores; {A.given('loss', str(loss))} reads none",
+            ),
+            (
+                "mining_margin",
+                bool(self.hard_negatives),
+                f"is for mining; without {A.given('hard_negatives', 'K')} nothing is mined",
+            ),
         ):
             A.refuse_unused(self, name, used, why)
 
@@ -263,7 +288,9 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
 
     rows = read_embedding_rows(args.train, scored=args.loss == "cosent", score_range=args.score_range)
     if args.loss == "triplet" and not args.hard_negatives and not rows[0]["negatives"]:
-        raise ValueError(f"{args.train}: the triplet loss needs a 'negative' column (or --hard-negatives K)")
+        raise ValueError(
+            f"{args.train}: the triplet loss needs a 'negative' column (or {A.given('hard_negatives', 'K')})"
+        )
     if not args.hard_negatives:
         return rows
     cached = Path(args.output) / MINED
@@ -276,7 +303,8 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
         index = load_index(args.mine_from)
         if Path(index.meta["model"]).resolve() != Path(args.model).resolve():
             raise ValueError(
-                f"--mine-from {args.mine_from} was built with {index.meta['model']}, not --model "
+                f"{A.given('mine_from', str(args.mine_from))} was built with {index.meta['model']}, not "
+                f"{A.flag('model')} "
                 f"{args.model}; mine from its corpus file instead"
             )
         corpus, vectors = index.texts, index.vectors
@@ -298,7 +326,7 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
     )
     if not mined:
         raise ValueError(
-            f"{args.mine_from}: no row found {args.hard_negatives} negatives; lower --mining-margin "
+            f"{args.mine_from}: no row found {args.hard_negatives} negatives; lower {A.flag('mining_margin')} "
             "or mine from a larger corpus"
         )
     atomic_write_text(cached, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in mined))
@@ -327,7 +355,9 @@ def train_embedder(args: EmbedderArguments) -> Any:
         rows = _training_rows(args, encoder)
         loss = make_loss(args.loss, args.matryoshka_dims, args.mini_batch_size, args.symmetric, args.scale)
         if args.matryoshka_dims and max(args.matryoshka_dims) > encoder.dim:
-            raise ValueError(f"--matryoshka-dims {max(args.matryoshka_dims)} is above the model's size {encoder.dim}")
+            raise ValueError(
+                f"{A.given('matryoshka_dims', str(max(args.matryoshka_dims)))} is above the model's size {encoder.dim}"
+            )
 
         def loss_fn(model: Any, batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
             return loss(lambda f: encoder(f, model=model), batch["columns"], batch["labels"]), {}

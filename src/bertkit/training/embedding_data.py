@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit import _args as A
 from bertkit._text import require_file
 
 __all__ = ["EmbeddingCollator", "mine_hard_negatives", "read_embedding_rows"]
@@ -82,7 +83,7 @@ def read_embedding_rows(
             if not lo <= score <= hi:
                 raise ValueError(
                     f"{path}:{n}: score {score:g} is outside [{lo:g}, {hi:g}] "
-                    f"(give the scale of your scores with --score-range, e.g. 0,5)"
+                    f"(give the scale of your scores with {A.flag('score_range')}, e.g. 0,5)"
                 )
             row["score"] = score
         else:

@@ -196,7 +196,10 @@ class PretrainingArguments(TrainingArguments):
         super().__post_init__()
         check_step_length(self)
         if self.recipe_schedule != "phases" and not self.recipe:
-            raise ValueError(f"--recipe-schedule {self.recipe_schedule} schedules a --recipe's phases; give --recipe")
+            raise ValueError(
+                f"{A.given('recipe_schedule', str(self.recipe_schedule))} schedules a {A.flag('recipe')}'s phases; "
+                f"give {A.flag('recipe')}"
+            )
         from bertkit.training.objectives import check_objective_args
 
         check_objective_args(self)
@@ -215,13 +218,37 @@ def check_unused_settings(args: PretrainingArguments, given: Sequence[str] = ())
     """
     model, data, objective = args.model, args.data, args.objective
     for name, used, why in (
-        ("config", not model, f"sizes a new model; --model {model} keeps the size its config.json gives"),
-        ("format", not data, f"is how --corpus is read; --data {data} is already prepared"),
-        ("cache_dir", not data, f"is where --corpus is prepared; --data {data} is already prepared"),
-        ("eval_data", not data, f"is checked against --corpus lines; --data {data} has none to check"),
-        ("generator_size", objective == "electra", f"shapes ELECTRA's generator; --objective {objective} has none"),
-        ("generator_temperature", objective == "electra", f"is ELECTRA's; --objective {objective} has no generator"),
-        ("cls_bow_weight", objective != "electra", "is a masked LM's; --objective electra's discriminator has none"),
+        (
+            "config",
+            not model,
+            f"sizes a new model; {A.given('model', str(model))} keeps the size its config.json gives",
+        ),
+        ("format", not data, f"is how {A.flag('corpus')} is read; {A.given('data', str(data))} is already prepared"),
+        (
+            "cache_dir",
+            not data,
+            f"is where {A.flag('corpus')} is prepared; {A.given('data', str(data))} is already prepared",
+        ),
+        (
+            "eval_data",
+            not data,
+            f"is checked against {A.flag('corpus')} lines; {A.given('data', str(data))} has none to check",
+        ),
+        (
+            "generator_size",
+            objective == "electra",
+            f"shapes ELECTRA's generator; {A.given('objective', str(objective))} has none",
+        ),
+        (
+            "generator_temperature",
+            objective == "electra",
+            f"is ELECTRA's; {A.given('objective', str(objective))} has no generator",
+        ),
+        (
+            "cls_bow_weight",
+            objective != "electra",
+            f"is a masked LM's; {A.flag('objective')} electra's discriminator has none",
+        ),
     ):
         A.refuse_unused(args, name, used, why, given)
 
@@ -348,7 +375,8 @@ def _pretraining_config(args: Any, vocab: list[str], vocab_path: Path, tokenizer
         )
     if args.seq_len > config.max_position_embeddings:
         raise ValueError(
-            f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
+            f"{A.given('seq_len', str(args.seq_len))} exceeds the model's max_position_embeddings "
+            f"({config.max_position_embeddings})"
         )
 
     return config
@@ -368,9 +396,11 @@ def build_pretraining(args: Any, make_model: Any = None) -> dict[str, Any]:
     from bertkit.tokenization import load_tokenizer, load_vocab
 
     if not args.vocab and not args.model:
-        raise ValueError("give --vocab VOCAB (new model) or --model DIR (continue pretraining)")
+        raise ValueError(
+            f"give {A.given('vocab', 'VOCAB')} (new model) or {A.given('model', 'DIR')} (continue pretraining)"
+        )
     if bool(args.corpus) == bool(args.data):
-        raise ValueError("give exactly one of --corpus FILE... or --data DIR")
+        raise ValueError(f"give exactly one of {A.given('corpus', 'FILE...')} or {A.given('data', 'DIR')}")
     if args.corpus and getattr(args, "eval_data", None):
         from bertkit.data.overlap import check_corpus_overlap
 
@@ -556,8 +586,9 @@ def train_mlm(args: PretrainingArguments) -> Any:
         if not len(eval_ds) and args.eval_every:
             print(
                 "pretrain: warning: no document could be held out (a corpus of one document, or every "
-                "document over twice the --eval-fraction budget), so --eval-every has nothing to measure; "
-                "split the corpus into documents (blank lines) or raise --eval-fraction",
+                f"document over twice the {A.flag('eval_fraction')} budget), so {A.flag('eval_every')} has nothing "
+                "to measure; "
+                f"split the corpus into documents (blank lines) or raise {A.flag('eval_fraction')}",
                 file=sys.stderr,
             )
     result = within_claim(claim, trainer.train)

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit import _args as A
 from bertkit.modeling.outputs import ModelOutput
 
 __all__ = [
@@ -55,8 +56,6 @@ DISCRIMINATOR_WEIGHT = 50.0  # ELECTRA's lambda: the BCE is per token and far sm
 
 def check_objective_args(args: Any) -> None:
     """The objective's own settings, one line each (for the Python API as for the flags)."""
-    from bertkit import _args as A
-
     objective = getattr(args, "objective", "mlm+nsp")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -69,7 +68,7 @@ def _read_config(folder: str) -> dict[str, Any]:
 
     path = Path(folder) / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"--model {folder}: no config.json there")
+        raise FileNotFoundError(f"{A.given('model', str(folder))}: no config.json there")
     data = read_json(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
@@ -87,14 +86,15 @@ def _check_model_folder(args: Any) -> None:
     found = _folder_model_type(args.model)
     if args.objective == "electra" and found != "electra":
         raise ValueError(
-            f"--objective electra continues an ELECTRA model (model_type electra, the discriminator "
-            f"folder of an earlier electra run); --model {args.model} is a {found!r} model. Start a new "
-            f"ELECTRA model with --vocab, or pretrain this one with --objective mlm"
+            f"{A.flag('objective')} electra continues an ELECTRA model (model_type electra, the discriminator "
+            f"folder of an earlier electra run); {A.given('model', str(args.model))} is a {found!r} model. Start a new "
+            f"ELECTRA model with {A.flag('vocab')}, or pretrain this one with {A.flag('objective')} mlm"
         )
     if args.objective != "electra" and found != "bert":
         raise ValueError(
-            f"--objective {args.objective} trains a BERT model; --model {args.model} is a {found!r} "
-            f"model" + (" (use --objective electra)" if found == "electra" else "")
+            f"{A.given('objective', str(args.objective))} trains a BERT model; "
+            f"{A.given('model', str(args.model))} is a {found!r} "
+            f"model" + (f" (use {A.flag('objective')} electra)" if found == "electra" else "")
         )
 
 
@@ -229,7 +229,8 @@ def generator_shape(hidden_size: int, num_heads: int, size: float | None) -> tup
     if abs(heads - round(heads)) > 1e-6 or round(heads) < 1 or abs(hidden - round(hidden)) > 1e-6:
         fits = sorted({k / num_heads for k in range(1, num_heads + 1)})
         raise ValueError(
-            f"--generator-size {size:g} gives the generator {hidden:g} hidden units in {heads:g} attention heads "
+            f"{A.given('generator_size', f'{size:g}')} gives the generator {hidden:g} hidden units in "
+            f"{heads:g} attention heads "
             f"(discriminator: {hidden_size} in {num_heads} heads); it needs a whole number of heads of "
             f"{hidden_size // num_heads} units, at least one: use one of {', '.join(f'{f:g}' for f in fits)}"
         )
@@ -393,7 +394,7 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
         check_vocab_fits(tokenizer, disc.config, str(args.model))
         if args.seq_len > disc.config.max_position_embeddings:
             raise ValueError(
-                f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings "
+                f"{A.given('seq_len', str(args.seq_len))} exceeds the model's max_position_embeddings "
                 f"({disc.config.max_position_embeddings})"
             )
     else:
@@ -449,8 +450,9 @@ def build_objective(args: Any) -> dict[str, Any]:
         own = _read_config(str(saved)).get("hidden_size")
         if own != hidden:  # the saved generator is continued as it is
             raise ValueError(
-                f"--generator-size {args.generator_size:g} gives a generator of {hidden} hidden units, but "
-                f"--model {args.model} continues its own of {own} ({saved}): leave out --generator-size"
+                f"{A.given('generator_size', f'{args.generator_size:g}')} gives a generator of {hidden} hidden "
+                f"units, but {A.given('model', str(args.model))} continues its own of {own} ({saved}): leave out "
+                f"{A.flag('generator_size')}"
             )
     if args.model:  # a discriminator folder: build_pretraining reads its vocabulary, the model comes below
         args = dataclasses.replace(args, vocab=args.vocab or str(Path(args.model) / "vocab.txt"))

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertkit import _args as A
 from bertkit._io import atomic_write_bytes, atomic_write_json
 from bertkit._outputs import claim_output_dir
 from bertkit.training.mlm import MASK_RATE, PRETRAIN_OUTPUTS, RECIPES, train_mlm
@@ -270,9 +271,9 @@ def run_recipe(args: Any) -> Any:
     if args.recipe not in RECIPES:
         raise ValueError(f"unknown recipe {args.recipe!r}; known: {', '.join(RECIPES)}")
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
-    given = [f"--{f.replace('_', '-')}" for f in _RECIPE_FIELDS if getattr(args, f) != defaults[f]]
+    given = [A.flag(f) for f in _RECIPE_FIELDS if getattr(args, f) != defaults[f]]
     if given:
-        raise ValueError(f"--recipe {args.recipe} chooses {', '.join(given)} itself; leave them out")
+        raise ValueError(f"{A.given('recipe', str(args.recipe))} chooses {', '.join(given)} itself; leave them out")
     if args.max_minutes is None:
         args = dataclasses.replace(args, max_minutes=60.0)
     args = dataclasses.replace(args, mask_prob=recipe_mask_rate(args))

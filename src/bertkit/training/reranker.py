@@ -71,7 +71,7 @@ class RerankerArguments(EmbeddingTrainingArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        why = f"sizes --loss listwise's groups; --loss {self.loss} scores each pair alone"
+        why = f"sizes {A.flag('loss')} listwise's groups; {A.given('loss', str(self.loss))} scores each pair alone"
         A.refuse_unused(self, "group_size", self.loss == "listwise", why)
 
 
