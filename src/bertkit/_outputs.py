@@ -127,15 +127,13 @@ def _holder(path: Path) -> str:
         return "another bertkit process"
 
 
-def _lock(folder: Path, command: str, say: Callable[..., str], probe: bool = False) -> int | None:
-    """Take the exclusive lock of ``folder`` for ``command``; its file descriptor (None where locks
-    are unavailable, or with ``probe``, which only checks that nobody holds it). Raises
-    :class:`OutputBusy` naming the holder while another process holds it."""
-    if fcntl is None:
-        return None
+def _lock(folder: Path, command: str, say: Callable[..., str], probe: bool = False) -> None:
+    """Take the exclusive lock of ``folder`` for ``command`` (``probe``: only check that nobody holds
+    it; nothing where locks are unavailable). Raises :class:`OutputBusy` naming the holder while
+    another process holds it; ``say`` names the folder's setting."""
     key = _lock_key(folder)
-    if key in _HELD:
-        return None if probe else _HELD[key]
+    if fcntl is None or key in _HELD:
+        return
     path = folder / LOCK
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -145,7 +143,7 @@ def _lock(folder: Path, command: str, say: Callable[..., str], probe: bool = Fal
             os.close(fd)
             if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
                 path.unlink(missing_ok=True)
-                return None  # a file system without locks (some network mounts): unlocked, as before
+                return  # a file system without locks (some network mounts): unlocked, as before
             if not isinstance(e, BlockingIOError):
                 raise
             raise OutputBusy(
@@ -162,12 +160,11 @@ def _lock(folder: Path, command: str, say: Callable[..., str], probe: bool = Fal
         os.close(fd)
     if probe:
         _release_fd(path, fd)
-        return None
+        return
     info = json.dumps({"command": command, "pid": os.getpid(), "since": time.time()})
     os.ftruncate(fd, 0)
     os.pwrite(fd, info.encode("utf-8"), 0)
     _HELD[key] = fd
-    return fd
 
 
 def _release_fd(path: Path, fd: int) -> None:
@@ -241,10 +238,6 @@ class OutputClaim:
     def write_marker(self, folder: str | os.PathLike | None = None) -> None:
         """Mark ``folder`` (default: the output) as this command's output, before writing into it."""
         atomic_write_json(Path(folder or self.path) / MARKER, self.marker(), indent=1)
-
-    def lock(self, flag: str = "--output", name: str | None = None) -> None:
-        """Hold the folder's lock until :meth:`finish`, :meth:`abandon` or :meth:`release` (see :data:`LOCK`)."""
-        _lock(self.path, self.command, functools.partial(A.said, flag, name=name))
 
     def release(self) -> None:
         """Let go of the folder's lock (for a caller that writes its marker itself)."""
@@ -339,7 +332,7 @@ def claim_output_dir(
         claim = OutputClaim(folder, command, run, created=True)
         if create:
             folder.mkdir(parents=True)
-            claim.lock(flag, name)
+            _lock(folder, command, say)  # held until finish, abandon or release
             claim.write_marker()
         return claim
     # Before anything is read or removed: a folder another live process writes is refused.

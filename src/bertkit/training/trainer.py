@@ -426,8 +426,7 @@ class _ProcessBatches:
     def _batches(self) -> list[list[int]]:
         t = self.trainer
         batches = t._epoch_batches()
-        per_step = t.world_size * t.config.grad_accum_steps
-        return batches[t.rank : (len(batches) // per_step) * per_step : t.world_size]
+        return batches[t.rank : t._usable_batches(len(batches)) : t.world_size]
 
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self._batches())
@@ -1386,15 +1385,16 @@ class Trainer:
         self._set_epoch(self.epoch)
         return [list(b) for b in self.batch_sampler]
 
+    def _usable_batches(self, n: int) -> int:
+        """How many of an epoch's ``n`` batches are trained: whole optimizer steps of every process."""
+        per_step = self.world_size * self.config.grad_accum_steps
+        return (n // per_step) * per_step
+
     def _micro_batches(self) -> Iterator[tuple[Any, bool]]:
         """(batch, ends_epoch) for this rank, forever, starting at the saved data position."""
         while True:
             batches = self._epoch_batches()
-            n_use = (
-                (len(batches) // (self.world_size * self.config.grad_accum_steps))
-                * self.world_size
-                * self.config.grad_accum_steps
-            )
+            n_use = self._usable_batches(len(batches))
             if n_use == 0:
                 raise ValueError(
                     f"the training data gives {len(batches)} batches, fewer than one optimizer step "
