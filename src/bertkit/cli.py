@@ -14,6 +14,8 @@ import os
 import sys
 import traceback
 
+from bertkit._memory import ALLOCATOR_ENV, GLIBC_KEEP_BUFFERS, glibc, user_chose_allocator
+
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch-assets": (
@@ -85,27 +87,18 @@ def describe_os_error(e: OSError) -> str:
 
 # Training allocates and frees the same large activation buffers every step; glibc's defaults hand
 # them back to the kernel and fault them in again, which cost 4-6x more system CPU time in a measured
-# pretraining run. glibc reads these only at process start, so a training command run from the shell
+# pretraining run. glibc reads these at process start, so a training command run from the shell
 # re-executes itself once with them set (a user's own settings are kept; BERTKIT_ALLOCATOR=default opts out).
 TRAINING_COMMANDS = ("pretrain", "pretrain-clm", "distill", "finetune", "train-embedder", "train-reranker")
-GLIBC_KEEP_BUFFERS = {
-    "MALLOC_MMAP_THRESHOLD_": "1073741824",
-    "MALLOC_TRIM_THRESHOLD_": "4294967296",
-    "MALLOC_TOP_PAD_": "268435456",
-}
 
 
 def allocator_environment(command: str | None, environ: dict[str, str]) -> dict[str, str] | None:
     """The environment to re-execute a training command in, or None when it runs as it is."""
-    import platform
-
-    if command not in TRAINING_COMMANDS or environ.get("BERTKIT_ALLOCATOR", "") in ("default", "set"):
+    if command not in TRAINING_COMMANDS or environ.get(ALLOCATOR_ENV, "") == "set" or user_chose_allocator(environ):
         return None
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if not glibc():
         return None
-    if any(k in environ for k in GLIBC_KEEP_BUFFERS):
-        return None
-    return {**environ, **GLIBC_KEEP_BUFFERS, "BERTKIT_ALLOCATOR": "set"}
+    return {**environ, **GLIBC_KEEP_BUFFERS, ALLOCATOR_ENV: "set"}
 
 
 def main(argv: list[str] | None = None) -> int:

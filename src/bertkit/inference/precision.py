@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from bertkit._cpu import cpu_flags, has_fast_bf16
+from bertkit._memory import keep_freed_buffers
 from bertkit.modeling.gpt2 import Conv1D
 from bertkit.modeling.layers import NewGELU, hooked
 
@@ -318,6 +319,8 @@ def prepare_for_inference(model: nn.Module, dtype: str | torch.dtype | None = "a
             "inference runs slower than in fp32 (dtype auto picks fp32 here)",
             stacklevel=2,
         )
+    if device.type == "cpu":
+        keep_freed_buffers()  # every batch frees buffers the next one allocates again: keep them (bertkit._memory)
     model.__dict__.pop("_bertkit_inference_dtype", None)  # the casts below are this preparation's own
     model.eval()
     model.requires_grad_(False)

@@ -97,6 +97,7 @@ from torch import nn
 import bertkit.training.checkpointing as ckpt_io
 from bertkit._cpu import has_fast_bf16
 from bertkit._io import atomic_write_json
+from bertkit._memory import keep_freed_buffers
 from bertkit._text import read_jsonl
 from bertkit.modeling.inspect import set_dropout
 from bertkit.training.arguments import TrainingArguments
@@ -1442,6 +1443,7 @@ class Trainer:
         self._ignore_keys_for_eval = _ignore_keys("ignore_keys_for_eval", ignore_keys_for_eval)
         if self.dataset is None:
             raise ValueError("Trainer.train needs a train_dataset, given when the Trainer is built")
+        keep_freed_buffers()  # every step frees the activation buffers the next one allocates again
         if self.distributed and self.model is self.raw_model:
             raise RuntimeError("this Trainer has already trained under torchrun (close()); build a new one")
         if self.model_init is not None:  # as transformers: every run trains a new model, built under the seed
