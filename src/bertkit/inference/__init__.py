@@ -16,8 +16,10 @@ from .batching import (
     merge_windows,
     run_batched,
     softmax,
+    threads_here,
     window_features,
     word_windows,
+    worker_pool,
 )
 from .precision import (
     DTYPES,
@@ -42,7 +44,9 @@ __all__ = [
     "resolve_dtype",
     "run_batched",
     "softmax",
+    "threads_here",
     "try_compile",
     "window_features",
     "word_windows",
+    "worker_pool",
 ]

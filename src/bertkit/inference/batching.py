@@ -22,7 +22,9 @@ __all__ = [
     "merge_windows",
     "run_batched",
     "softmax",
+    "threads_here",
     "window_features",
+    "worker_pool",
     "word_windows",
 ]
 
@@ -79,11 +81,21 @@ _pools: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process id, threads):
 _pools_lock = threading.Lock()
 
 
+_worker_state = threading.local()
+
+
 def _one_thread() -> None:
     torch.set_num_threads(1)
+    _worker_state.one_core = True
 
 
-def _worker_pool(n: int) -> ThreadPoolExecutor:
+def threads_here() -> int:
+    """The torch threads a forward started on this thread runs with: 1 in a :func:`worker_pool`
+    thread (``torch.get_num_threads()`` there still reports the process's count), else the count."""
+    return 1 if getattr(_worker_state, "one_core", False) else torch.get_num_threads()
+
+
+def worker_pool(n: int) -> ThreadPoolExecutor:
     """``n`` threads that each run torch on one core, started once and kept for the process."""
     with _pools_lock:
         pool = _pools.get((os.getpid(), n))
@@ -110,7 +122,7 @@ def inference_workers(model: Any, n_batches: int, device: torch.device) -> int:
     not safe or not the same: a training-mode module, a hook (it sees calls in order),
     a compiled model (its compiler is not thread-safe), or a device other than the CPU.
     """
-    threads = torch.get_num_threads()
+    threads = threads_here()  # 1 in a worker already: its forwards never wait on the pool it runs in
     if threads < 2 or n_batches < _BATCHES_PER_WORKER * threads or device.type != "cpu":
         return 1
     if not isinstance(model, torch.nn.Module) or model.training:
@@ -179,7 +191,7 @@ def run_batched(
         n = workers if workers is not None else inference_workers(model, len(batches), device)
         done: Iterator[tuple[list[int], dict[str, np.ndarray], torch.Tensor]]
         # Longest batches first on either path, so the workers' last batches are the shortest.
-        done = map(forward, batches) if n <= 1 else _worker_pool(n).map(forward, batches)
+        done = map(forward, batches) if n <= 1 else worker_pool(n).map(forward, batches)
         for b, got, input_ids in tqdm(
             done, total=len(batches), desc=desc, disable=not progress, leave=False, dynamic_ncols=True
         ):

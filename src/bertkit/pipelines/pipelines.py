@@ -798,18 +798,23 @@ class FeatureExtractionPipeline(Pipeline):
         enc = self.tokenizer(texts, truncation=True, max_length=max_length or self.max_length)
         return self._features(enc, len(texts))
 
-    def _pool(self, out: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _pool(self, out: Any, batch: dict[str, torch.Tensor], normalize: bool | None = None) -> dict[str, torch.Tensor]:
         from bertkit.modeling.sentence import apply_dense, pool
 
+        normalize = self.normalize if normalize is None else normalize
         hidden = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
         if not self.dense:
-            return {"embedding": pool(hidden, batch["attention_mask"], self.pooling, self.normalize)}
+            return {"embedding": pool(hidden, batch["attention_mask"], self.pooling, normalize)}
         vec = pool(hidden, batch["attention_mask"], self.pooling)
-        return {"embedding": apply_dense(vec, self.dense, self.normalize)}
+        return {"embedding": apply_dense(vec, self.dense, normalize)}
 
-    def forward_features(self, features: Sequence[dict], batch_size: int | None = None) -> np.ndarray:
-        """Sentence vectors (len(features), hidden) as float32, in input order."""
-        res = self._run(features, postprocess=self._pool, batch_size=batch_size)
+    def forward_features(
+        self, features: Sequence[dict], batch_size: int | None = None, normalize: bool | None = None
+    ) -> np.ndarray:
+        """Sentence vectors (len(features), hidden) as float32, in input order; ``normalize`` overrides
+        the pipeline's own setting for this call only (safe beside other calls on other threads)."""
+        post = self._pool if normalize is None else functools.partial(self._pool, normalize=normalize)
+        res = self._run(features, postprocess=post, batch_size=batch_size)
         if not res:
             return np.zeros((0, self.dim), np.float32)
         return np.stack([r["embedding"] for r in res])
@@ -833,13 +838,9 @@ class FeatureExtractionPipeline(Pipeline):
         report_cut(plan.dropped, limit)
         if len(plan.features) == len(texts):
             return self.forward_features(plan.features, batch_size)
-        normalize, self.normalize = self.normalize, False  # pool the windows' raw vectors, then normalise
-        try:
-            raw = self.forward_features(plan.features, batch_size)
-        finally:
-            self.normalize = normalize
+        raw = self.forward_features(plan.features, batch_size, normalize=False)  # pool the raw vectors, then normalise
         vecs = pool_windows(raw, plan, len(texts))
-        if normalize:
+        if self.normalize:
             vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return vecs.astype(np.float32)
 

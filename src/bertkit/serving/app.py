@@ -54,6 +54,10 @@ TASKS = (
 )
 # at most this many candidate labels in one zero-shot request: each label is one more pass per text
 MAX_CANDIDATE_LABELS = 64
+# Runners whose pipelines keep per-call state on themselves: their batches never run beside each other.
+SERIAL_KINDS = ("predict", "rerank")
+# An embedding batch is cut into one part per core from this many texts per core on.
+SPLIT_PER_THREAD = 4
 
 
 @dataclass
@@ -169,30 +173,26 @@ class ModelService:
         self.max_positions = self.embedder.model.config.max_position_embeddings
 
     # ----------------------------------------------------------------- runners (inference thread)
-    def _vectors(self, features: list[dict]) -> Any:
-        """The embedder's vectors for one server batch, cut into one length-sorted part per torch
-        thread: the parts run at once, one per core (:func:`bertkit.inference.run_batched`), which
-        beats one part on every core (MiniLM bf16, 2 cores, 32 random sentences: 90 against 102 ms)."""
-        import torch
+    def _vectors(self, features: list[dict], normalize: bool | None = None) -> Any:
+        """The embedder's vectors for one server batch. Where this thread has several torch threads (one
+        batch at a time), the batch is cut into one length-sorted part per thread and the parts run at
+        once, one per core (:func:`bertkit.inference.run_batched`), which beats one part on every core
+        (MiniLM bf16, 2 cores, 32 random sentences: 90 against 102 ms); in a batch running beside
+        others, on one core of its own, it runs whole."""
+        from bertkit.inference import threads_here
 
-        threads = torch.get_num_threads()
-        size = -(-len(features) // threads) if threads > 1 and len(features) >= 4 * threads else None
+        threads = threads_here()
+        size = -(-len(features) // threads) if threads > 1 and len(features) >= SPLIT_PER_THREAD * threads else None
         if size is not None and self.embedder.batch_size:
             size = min(size, self.embedder.batch_size)
-        return self.embedder.forward_features(features, size)
+        return self.embedder.forward_features(features, size, normalize=normalize)
 
     def run_embed(self, features: list[dict]) -> list[list[float]]:
         return self._vectors(features).tolist()
 
     def run_embed_raw(self, features: list[dict]) -> list[list[float]]:
-        """Unnormalised vectors: the windows of a long text are pooled before normalising (this thread
-        is the only user of the pipeline, so switching its normalisation off for a batch is safe)."""
-        emb = self.embedder
-        normalize, emb.normalize = emb.normalize, False
-        try:
-            return self._vectors(features).tolist()
-        finally:
-            emb.normalize = normalize
+        """Unnormalised vectors: the windows of a long text are pooled before normalising."""
+        return self._vectors(features, normalize=False).tolist()
 
     def run_search(self, items: list[tuple[dict, int, str, float]]) -> list[list[dict]]:
         """Each item is (features, top_k, query text, lexical weight); one weight per search call."""
@@ -243,6 +243,17 @@ class ModelService:
                     out[i] = r
             return out
         raise ApiError(404, f"this model ({self.task}) has no task head; use /embed")
+
+    def batch_concurrency(self) -> int:
+        """How many server batches run at once: one per torch thread on a CPU, each whole on one core,
+        where running batches at once is safe (:func:`bertkit.inference.inference_workers`: no hook, not
+        training, the CPU); else 1."""
+        import sys
+
+        from bertkit.inference import inference_workers
+
+        model = self.embedder.model
+        return inference_workers(model, sys.maxsize, self.embedder.device)
 
     # ----------------------------------------------------------------- admission (event loop)
     def token_limit(self) -> int:
@@ -737,6 +748,7 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
 
     service = service or ModelService(config)
     metrics = Metrics()
+    concurrency = service.batch_concurrency()
     runners = {
         "embed": service.run_embed,
         "embed_raw": service.run_embed_raw,
@@ -744,7 +756,15 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
         "search": service.run_search,
     }
     batcher = Batcher(
-        runners, metrics, config.max_batch_size, config.max_batch_tokens, config.max_wait_ms, config.max_queue
+        runners,
+        metrics,
+        config.max_batch_size,
+        config.max_batch_tokens,
+        config.max_wait_ms,
+        config.max_queue,
+        concurrency=concurrency,
+        serial_kinds=SERIAL_KINDS,
+        split_min_items=SPLIT_PER_THREAD * concurrency,
     )
 
     @asynccontextmanager

@@ -1,22 +1,32 @@
 """Dynamic batching: requests that arrive within ``max_wait_ms`` share one model forward.
 
-The event loop only enqueues :class:`Job` objects and awaits their futures; ONE inference thread owns
-the model. It takes the oldest job, keeps collecting jobs of the same kind until the wait runs out or
-the next job would pass ``max_batch_size`` texts or ``max_batch_tokens`` tokens, runs them as one
-call and hands each job exactly its own slice of the results. The queue is bounded: a full queue
-is refused at once (the HTTP layer answers 503), so memory never grows without bound. A job whose
-client went away (or timed out) before its batch started is skipped, and counted.
+The event loop only enqueues :class:`Job` objects and awaits their futures; ONE batching thread takes
+the oldest job, keeps collecting jobs of the same kind until the wait runs out or the next job would
+pass ``max_batch_size`` texts or ``max_batch_tokens`` tokens, runs them as one call and hands each job
+exactly its own slice of the results. The queue is bounded: a full queue is refused at once (the HTTP
+layer answers 503), so memory never grows without bound. A job whose client went away (or timed out)
+before its batch started is skipped, and counted.
+
+With ``concurrency`` n > 1 (a CPU with n cores for the model), up to n batches run at once, each
+whole on one core, in :func:`bertkit.inference.worker_pool`'s threads: the next batch is formed while
+the others run, from the requests that arrived meanwhile. One batch at a time, split over the cores,
+left them idle while its answers went back and the next requests came in (a closed loop of 32 clients
+kept 1.3 of 2 cores busy). A batch of at least ``split_min_items`` items that finds no other batch
+running still runs on the batching thread, where its runner may spread it over every core: a lone large
+request is answered as fast as before. Kinds in ``serial_kinds`` (runners whose pipelines keep per-call
+state) never run beside each other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +55,7 @@ class Job:
 
 
 class Batcher:
-    """Owns the inference thread. ``runners[kind](items) -> results`` (one result per item)."""
+    """Owns the batching thread. ``runners[kind](items) -> results`` (one result per item)."""
 
     def __init__(
         self,
@@ -55,14 +65,29 @@ class Batcher:
         max_batch_tokens: int = 8192,
         max_wait_ms: float = 5.0,
         max_queue: int = 1024,
+        concurrency: int = 1,
+        serial_kinds: Collection[str] = (),
+        split_min_items: int | None = None,
     ) -> None:
         self.runners = runners
         self.metrics = metrics
         self.max_batch_size = max_batch_size
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000.0
+        self.concurrency = max(1, concurrency)
+        self.serial_kinds = frozenset(serial_kinds)
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._held: collections.deque[Job] = collections.deque()  # taken but of another kind than the batch
+        self._slots = threading.BoundedSemaphore(self.concurrency)  # batches that may run at once
+        self._serial = threading.Lock()  # held by a running batch of a serial kind
+        self.split_min_items = split_min_items
+        self._running = 0  # batches handed to the pool and not finished
+        self._running_lock = threading.Lock()
+        self._pool = None
+        if self.concurrency > 1:
+            from bertkit.inference import worker_pool
+
+            self._pool = worker_pool(self.concurrency)  # each thread runs torch on one core
         self._thread = threading.Thread(target=self._loop, name="bertkit-inference", daemon=True)
         self._thread.start()
 
@@ -81,9 +106,13 @@ class Batcher:
         return job
 
     def close(self, timeout: float = 30.0) -> None:
-        """Finish the queued jobs, then stop the thread."""
+        """Finish the queued jobs and the running batches, then stop the thread."""
         self._queue.put(None)
         self._thread.join(timeout)
+        end = time.monotonic() + timeout
+        for _ in range(self.concurrency):  # every slot back: no batch is still running
+            if not self._slots.acquire(timeout=max(0.0, end - time.monotonic())):
+                break
 
     # ----------------------------------------------------------------- the inference thread
     def _next(self, timeout: float | None) -> Job | None:
@@ -101,8 +130,12 @@ class Batcher:
             if first is None:
                 stopping = True
                 continue
+            # a free slot before the batch is formed: while every slot is busy, requests queue up and
+            # the next batch takes them all at once
+            self._slots.acquire()
             if first.dropped.is_set():
                 self.metrics.count_dropped(1)
+                self._slots.release()
                 continue
             batch, n_items, n_tokens = [first], len(first.items), first.tokens
             deadline = time.perf_counter() + self.max_wait
@@ -131,7 +164,27 @@ class Batcher:
                 n_items += len(job.items)
                 n_tokens += job.tokens
             self._held.extendleft(reversed(postponed))
-            self._run(batch, n_tokens)
+            with self._running_lock:
+                alone = self._running == 0
+                pooled = self._pool is not None and not (
+                    alone and self.split_min_items is not None and n_items >= self.split_min_items
+                )
+                self._running += pooled
+            if pooled:
+                self._pool.submit(self._run_in_slot, batch, n_tokens, True)  # type: ignore[union-attr]
+            else:  # on this thread, with every torch thread: nothing else runs until it is done
+                self._run_in_slot(batch, n_tokens, False)
+
+    def _run_in_slot(self, batch: list[Job], n_tokens: int, pooled: bool) -> None:
+        try:
+            lock = self._serial if batch[0].kind in self.serial_kinds else contextlib.nullcontext()
+            with lock:
+                self._run(batch, n_tokens)
+        finally:
+            if pooled:
+                with self._running_lock:
+                    self._running -= 1
+            self._slots.release()
 
     def _run(self, batch: list[Job], n_tokens: int) -> None:
         # a client may have left while the batch waited for company
