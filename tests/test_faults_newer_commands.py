@@ -646,6 +646,81 @@ def test_index_never_removes_a_user_folder_named_like_its_work_folder(capsys, tm
     assert (work / "thesis.tex").read_text(encoding="utf-8") == "mine"
 
 
+def test_an_index_a_live_run_builds_is_refused_and_freed_when_that_run_is_killed(capsys, tmp_path, tiny_model):
+    """A second `index` on an output a live `index` is building (even with --overwrite, which would
+    clear the work folder under it) is refused, naming the first; a killed builder frees it at once."""
+    import csv
+    import time
+
+    with open(asset_path("polarity-train"), newline="", encoding="utf-8") as f:
+        sentences = [r["text"] for r in csv.DictReader(f)]
+    out, work = tmp_path / "idx", tmp_path / "idx.partial"
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # MiniLM on one thread: many seconds of chunks
+    args = ["--model", asset_path("minilm"), "--output", out, "--truncation", "cut"]  # chunks of 2,048 texts
+    first = subprocess.Popen(
+        [sys.executable, "-m", "bertkit", "index", "--input", _corpus(tmp_path, sentences * 8), *map(str, args)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (work / "000001.npy").exists():
+            assert first.poll() is None, first.stderr.read()
+            assert time.monotonic() < deadline, "no second chunk within 120 s"
+            time.sleep(0.2)
+        rc, _, err = run(capsys, "index", "--input", _corpus(tmp_path, TEXTS, "small.txt"), *args, "--overwrite")
+        assert rc == 1 and f"is being written by `bertkit index` (process {first.pid}" in one_error_line(err)
+        assert first.poll() is None and (work / "000000.npy").is_file() and (work / "key").is_file()
+    finally:
+        first.kill()  # as a crash or `kill -9` would
+        first.wait(timeout=60)
+    rc, _, err = run(
+        capsys,
+        "index",
+        "--model",
+        tiny_model,
+        "--input",
+        _corpus(tmp_path, TEXTS, "small.txt"),
+        "--output",
+        out,
+        "--overwrite",
+    )
+    assert rc == 0, err
+    assert json.loads((out / "meta.json").read_text())["count"] == len(TEXTS) and not work.exists()
+
+
+def test_a_change_to_an_index_another_process_is_changing_is_refused(capsys, tmp_path, tiny_model):
+    """`index --append` reads, adds and publishes the whole index: beside another change in flight it
+    would lose that one's rows, so it is refused, naming the holder; once that one is done it runs."""
+    out = tmp_path / "idx"
+    args = ["--model", tiny_model, "--output", out]
+    assert run(capsys, "index", "--input", _corpus(tmp_path, TEXTS[:3], "a.txt"), *args)[0] == 0
+    holder = subprocess.Popen(  # a change in flight: `bertkit index --append` holding the index's lock
+        [
+            sys.executable,
+            "-c",
+            f"from bertkit._outputs import held; import sys\nwith held({str(out)!r}, "
+            "'index', str): print('held', flush=True); sys.stdin.readline()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        rc, _, err = run(capsys, "index", "--input", _corpus(tmp_path, TEXTS, "b.txt"), *args, "--append")
+        assert rc == 1 and f"is being written by `bertkit index` (process {holder.pid}" in one_error_line(err)
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert json.loads((out / "meta.json").read_text())["count"] == 3  # nothing changed meanwhile
+    rc, _, err = run(capsys, "index", "--input", _corpus(tmp_path, TEXTS, "b.txt"), *args, "--append")
+    assert rc == 0, err
+    assert json.loads((out / "meta.json").read_text())["count"] == len(TEXTS)
+    assert not (out / ".bertkit-output.lock").exists()
+
+
 def test_export_onnx_refuses_an_opset_newer_than_onnx_knows(capsys, tmp_path, tiny_model):
     onnx = pytest.importorskip("onnx")
     newest = onnx.defs.onnx_opset_version()

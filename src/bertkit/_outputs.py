@@ -28,6 +28,7 @@ is free at once and a stale lock file is simply taken over.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
 import functools
@@ -36,7 +37,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,6 +55,7 @@ __all__ = [
     "check_output_file",
     "claim_output_dir",
     "file_fingerprint",
+    "held",
     "within_claim",
 ]
 
@@ -169,7 +171,10 @@ def _lock(folder: Path, command: str, say: Callable[..., str], probe: bool = Fal
 
 def _release_fd(path: Path, fd: int) -> None:
     try:
-        path.unlink()  # while still held: a process waiting on this file sees it is gone
+        # while still held, so a process waiting on this file sees it is gone; only if it is still the
+        # file held here (a folder replaced by a rename may hold another process's lock file by now)
+        if os.path.samestat(os.fstat(fd), os.stat(path)):
+            path.unlink()
     except OSError:
         pass
     os.close(fd)
@@ -180,6 +185,22 @@ def _unlock(folder: Path) -> None:
     fd = _HELD.pop(_lock_key(folder), None)
     if fd is not None:
         _release_fd(folder / LOCK, fd)
+
+
+@contextlib.contextmanager
+def held(folder: str | os.PathLike, command: str, say: Callable[..., str]) -> Iterator[None]:
+    """Hold ``folder``'s exclusive lock for ``command`` while the block runs: a work folder that a
+    command fills outside its claimed output (``say`` names it in the message a second live writer
+    gets, :class:`OutputBusy`). A killed holder frees it at once; its lock file stays, free."""
+    folder = Path(folder)
+    if _lock_key(folder) in _HELD or not folder.is_dir():  # held here already (the outer holder lets
+        yield  # go), or no folder: the caller's own checks say what is wrong
+        return
+    _lock(folder, command, say)
+    try:
+        yield
+    finally:
+        _unlock(folder)
 
 
 def _show(names: Sequence[str], limit: int = 4) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
-from bertkit._outputs import MARKER, claim_output_dir, refuse_inside_input
+from bertkit._outputs import LOCK, MARKER, claim_output_dir, held, refuse_inside_input
 from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
 from bertkit.hub import resolve_model_arg
 
@@ -423,20 +423,26 @@ def _embedder(model: Path, dtype: str, device: str | None = None) -> Any:
     return emb
 
 
-def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
-    """Start the work folder, or check that it holds the chunks of these same inputs (resume)."""
-    key_file = work / "key"
+def _refuse_a_foreign_work_folder(work: Path) -> None:
+    """A folder named like the work folder that an unfinished ``bertkit index`` did not leave is the
+    user's: never written into, never removed."""
     if work.exists():
-        ours = (
-            work.is_dir()
-            and key_file.is_file()
-            and all(p.name == "key" or p.name.endswith((".npy", ".tmp")) for p in work.iterdir())
+        names = [p.name for p in work.iterdir()] if work.is_dir() else None
+        ours = names is not None and (
+            ("key" in names and all(n in ("key", LOCK) or n.endswith((".npy", ".tmp")) for n in names))
+            or names == [LOCK]  # killed between taking the lock and writing the key
         )
-        if not ours:  # a folder of the user's that happens to have the name: never removed
+        if not ours:
             raise FileExistsError(
                 f"{work} exists and is not an unfinished `bertkit index`; move it away or choose another --output"
             )
-    if work.exists() and not overwrite:
+
+
+def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
+    """Start the work folder (which this process holds locked), or check that it holds the chunks of
+    these same inputs (resume)."""
+    key_file = work / "key"
+    if key_file.is_file() and not overwrite:
         try:
             old = parse_json(key_file.read_text(encoding="utf-8"), str(key_file)) if key_file.is_file() else None
         except (OSError, ValueError):
@@ -456,9 +462,34 @@ def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
             f"{work} holds an unfinished index of other inputs ({'; '.join(diffs)}); "
             f"pass {A.switch('overwrite')} to start afresh, or choose another {A.flag('output')}"
         )
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    for p in work.iterdir():  # an earlier start's chunks and key; the lock file stays, held
+        if p.name != LOCK:
+            p.unlink()
     atomic_write_json(key_file, key)
+
+
+def _embed_chunks(
+    emb: Any,
+    rows: Sequence[tuple[str, str]],
+    work: Path,
+    chunk_size: int,
+    vector_dtype: str,
+    truncation: str,
+    progress: bool,
+) -> None:
+    """Embed the chunks ``work`` does not hold yet, each saved atomically as it finishes."""
+    from tqdm.auto import tqdm
+
+    texts = [t for _, t in rows]
+    with tqdm(total=len(rows), desc="index", unit="text", disable=not progress, dynamic_ncols=True) as bar:
+        for c, start in _chunks(len(rows), chunk_size):
+            file = work / f"{c:06d}.npy"
+            part = texts[start : start + chunk_size]
+            if not file.exists():
+                vecs = embed_texts(emb, part, truncation).astype(vector_dtype)
+                with atomic_path(file) as tmp, open(tmp, "wb") as f:
+                    np.save(f, vecs)
+            bar.update(len(part))
 
 
 def build_index(
@@ -486,8 +517,6 @@ def build_index(
     model's limit is refused before any embedding unless ``truncation`` is "cut" (reported through
     ``on_cut``, else a warning) or "chunk" (:mod:`bertkit.search.long_texts`).
     """
-    from tqdm.auto import tqdm
-
     # A model id resolves to its cache snapshot: the index records (and `bertkit search` later
     # embeds its queries with) that folder, which needs no cache settings to be found again.
     output, model = Path(output), resolve_model_arg(model)
@@ -518,50 +547,46 @@ def build_index(
         "truncation": truncation,
     }
     work = output.with_name(output.name + ".partial")
-    _partial_key(work, key, overwrite)
-    texts = [t for _, t in rows]
-    n_chunks = (len(rows) + chunk_size - 1) // chunk_size
-    with tqdm(total=len(rows), desc="index", unit="text", disable=not progress, dynamic_ncols=True) as bar:
-        for c, start in _chunks(len(rows), chunk_size):
-            file = work / f"{c:06d}.npy"
-            part = texts[start : start + chunk_size]
-            if not file.exists():
-                vecs = embed_texts(emb, part, truncation).astype(vector_dtype)
-                with atomic_path(file) as tmp, open(tmp, "wb") as f:
-                    np.save(f, vecs)
-            bar.update(len(part))
-    vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
-    norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
-    vectors = (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
-    meta = {
-        "model": str(model.resolve()),
-        "source": str(Path(input).resolve()),
-        "text_column": text_column,
-        "count": int(vectors.shape[0]),
-        "dim": int(vectors.shape[1]),
-        "vector_dtype": vector_dtype,
-        "dtype": emb.dtype,
-        "pooling": emb.pooling,
-        "normalized": True,
-        "truncation": truncation,
-        "truncated_texts": sum(1 for d in dropped if d),
-        "truncated_tokens": sum(dropped),
-    }
-    if claim.foreign:
-        # the folder also holds the user's files: replace ours file by file, keep theirs
-        claim = claim_output_dir(output, create=False, **check)
-        publish = atomic_update_dir(output)
-    else:
-        publish = atomic_dir(output, replace=True)  # one rename; an old index stays whole until then
-    try:
-        with publish as tmp:
-            claim.write_marker(tmp)
-            _write_index(tmp, vectors, rows, meta, backend)
-    except BaseException:
-        claim.release()
-        raise
-    claim.finish()
-    shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
+    _refuse_a_foreign_work_folder(work)
+    work.mkdir(parents=True, exist_ok=True)
+    # One writer at a time, until its work folder is gone: a second `index` on this output while this
+    # one runs is refused, naming it
+    with held(work, "index", lambda v=None: A.said("--output", output if v is not None else None, name="output")):
+        _partial_key(work, key, overwrite)
+        _embed_chunks(emb, rows, work, chunk_size, vector_dtype, truncation, progress)
+        n_chunks = (len(rows) + chunk_size - 1) // chunk_size
+        vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
+        norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
+        vectors = (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
+        meta = {
+            "model": str(model.resolve()),
+            "source": str(Path(input).resolve()),
+            "text_column": text_column,
+            "count": int(vectors.shape[0]),
+            "dim": int(vectors.shape[1]),
+            "vector_dtype": vector_dtype,
+            "dtype": emb.dtype,
+            "pooling": emb.pooling,
+            "normalized": True,
+            "truncation": truncation,
+            "truncated_texts": sum(1 for d in dropped if d),
+            "truncated_tokens": sum(dropped),
+        }
+        if claim.foreign:
+            # the folder also holds the user's files: replace ours file by file, keep theirs
+            claim = claim_output_dir(output, create=False, **check)
+            publish = atomic_update_dir(output)
+        else:
+            publish = atomic_dir(output, replace=True)  # one rename; an old index stays whole until then
+        try:
+            with publish as tmp:
+                claim.write_marker(tmp)
+                _write_index(tmp, vectors, rows, meta, backend)
+        except BaseException:
+            claim.release()
+            raise
+        claim.finish()
+        shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
     _report_cut(dropped, emb.max_length, on_cut)
     return output
 

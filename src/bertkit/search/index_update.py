@@ -17,20 +17,24 @@ import numpy as np
 
 from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
+from bertkit._outputs import LOCK, MARKER, held
 
 from .long_texts import check_lengths, embed_texts
 
 __all__ = ["add_to_index", "append_corpus", "delete_from_index"]
 
 
+def _say(value: Any = None) -> str:
+    """The index folder as the caller named it: ``--output`` under ``bertkit index``, ``path`` from Python."""
+    return A.said("--output", value, name="path")
+
+
 def _publish(path: Path, meta: dict[str, Any], vectors: np.ndarray, ids: list[str], texts: list[str]) -> None:
     # the folder's claim marker travels with the index; a folder that also holds the user's files is
     # updated file by file so theirs stay (stale faiss and BM25 files are removed first: they would not match)
-    from bertkit._outputs import MARKER
-
     from .index import BM25_FILE
 
-    ours = ("meta.json", "vectors.npy", "texts.jsonl", MARKER, BM25_FILE)
+    ours = ("meta.json", "vectors.npy", "texts.jsonl", MARKER, LOCK, BM25_FILE)
     foreign = [p for p in path.iterdir() if p.name not in ours and not p.name.startswith("faiss-")]
     if foreign:
         for stale in [*path.glob("faiss-*.index"), path / BM25_FILE]:
@@ -63,39 +67,40 @@ def add_to_index(
     from bertkit.pipelines import pipeline
     from bertkit.search.index import _report_cut, load_index
 
-    index = load_index(path)
-    built_with = Path(index.meta["model"]).resolve()
-    given = resolve_model_arg(model).resolve() if model is not None else None  # a model id: its snapshot
-    if given is not None and given != built_with:
-        raise ValueError(
-            f"{path} was built with {built_with}, not {given}; vectors of two models cannot share an index"
+    with held(Path(path), "index", _say):  # one change at a time: a second one would lose this one's rows
+        index = load_index(path)
+        built_with = Path(index.meta["model"]).resolve()
+        given = resolve_model_arg(model).resolve() if model is not None else None  # a model id: its snapshot
+        if given is not None and given != built_with:
+            raise ValueError(
+                f"{path} was built with {built_with}, not {given}; vectors of two models cannot share an index"
+            )
+        have = set(index.ids)
+        for i, _ in rows:
+            if i in have:
+                raise ValueError(f"id {i!r} is already in {path}; delete it first to replace its text")
+            have.add(i)  # and two new rows may not share one either
+        if not rows:
+            return 0
+        dtype = index.meta.get("dtype", "fp32")
+        emb = pipeline(
+            "sentence-embedding",
+            model=str(built_with),
+            dtype=dtype if dtype in ("fp32", "bf16", "int8") else "auto",
+            batch_size=64,
+            device=device,
         )
-    have = set(index.ids)
-    for i, _ in rows:
-        if i in have:
-            raise ValueError(f"id {i!r} is already in {path}; delete it first to replace its text")
-        have.add(i)  # and two new rows may not share one either
-    if not rows:
-        return 0
-    dtype = index.meta.get("dtype", "fp32")
-    emb = pipeline(
-        "sentence-embedding",
-        model=str(built_with),
-        dtype=dtype if dtype in ("fp32", "bf16", "int8") else "auto",
-        batch_size=64,
-        device=device,
-    )
-    texts = [t for _, t in rows]
-    dropped = check_lengths(emb, texts, where or (lambda i: f"row id {rows[i][0]!r}"), truncation)
-    new = embed_texts(emb, texts, truncation)
-    new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
-    _publish(
-        Path(path),
-        index.meta,
-        np.concatenate([index.vectors, new.astype(np.float32)]),
-        index.ids + [i for i, _ in rows],
-        index.texts + [t for _, t in rows],
-    )
+        texts = [t for _, t in rows]
+        dropped = check_lengths(emb, texts, where or (lambda i: f"row id {rows[i][0]!r}"), truncation)
+        new = embed_texts(emb, texts, truncation)
+        new = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
+        _publish(
+            Path(path),
+            index.meta,
+            np.concatenate([index.vectors, new.astype(np.float32)]),
+            index.ids + [i for i, _ in rows],
+            index.texts + [t for _, t in rows],
+        )
     _report_cut(dropped, emb.max_length, on_cut)
     return len(rows)
 
@@ -104,15 +109,18 @@ def delete_from_index(path: str | Path, ids: Sequence[str]) -> int:
     """Remove the rows with these ids; an id not in the index is an error. Returns the number removed."""
     from bertkit.search.index import load_index
 
-    index = load_index(path)
-    gone = set(ids)
-    missing = sorted(gone - set(index.ids))
-    if missing:
-        raise ValueError(
-            f"id {missing[0]!r} is not in {path}" + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+    with held(Path(path), "index", _say):
+        index = load_index(path)
+        gone = set(ids)
+        missing = sorted(gone - set(index.ids))
+        if missing:
+            raise ValueError(
+                f"id {missing[0]!r} is not in {path}" + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
+        keep = [k for k, i in enumerate(index.ids) if i not in gone]
+        _publish(
+            Path(path), index.meta, index.vectors[keep], [index.ids[k] for k in keep], [index.texts[k] for k in keep]
         )
-    keep = [k for k, i in enumerate(index.ids) if i not in gone]
-    _publish(Path(path), index.meta, index.vectors[keep], [index.ids[k] for k in keep], [index.texts[k] for k in keep])
     return len(index.ids) - len(keep)
 
 
