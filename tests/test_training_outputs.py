@@ -500,6 +500,7 @@ def test_a_diverged_run_is_one_line_and_exit_3(capsys, tmp_path, classifier, tin
     assert rc == 3, err
     lines = [line for line in err.splitlines() if line.startswith("bertkit ")]
     assert len(lines) == 1 and lines[0].startswith(f"bertkit {command}: error: loss is "), err
+    assert "Lower --lr," in lines[0]  # the flag, as the command line names the setting
 
 
 def test_contradicting_flags_are_refused(capsys, tmp_path, data_files):

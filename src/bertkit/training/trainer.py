@@ -95,6 +95,7 @@ import torch
 from torch import nn
 
 import bertkit.training.checkpointing as ckpt_io
+from bertkit import _args as A
 from bertkit._cpu import has_fast_bf16
 from bertkit._io import atomic_write_json
 from bertkit._memory import keep_freed_buffers
@@ -1650,8 +1651,8 @@ class Trainer:
                     raise NonFiniteLossError(
                         f"loss is {loss.item()} at step {self.step + 1} (epoch {self.epoch}); "
                         f"stopping without saving. Last good checkpoint: "
-                        f"{latest_checkpoint(self.output_dir) or 'none'}. Lower --lr, raise "
-                        f"warmup, or check the data."
+                        f"{latest_checkpoint(self.output_dir) or 'none'}. Lower "
+                        f"{A.flag('learning_rate', '--lr')}, raise the warmup, or check the data."
                     )
                 scaled = loss.float() / accum
                 if self.scaler is not None:
