@@ -676,17 +676,8 @@ def test_an_index_a_live_run_builds_is_refused_and_freed_when_that_run_is_killed
     finally:
         first.kill()  # as a crash or `kill -9` would
         first.wait(timeout=60)
-    rc, _, err = run(
-        capsys,
-        "index",
-        "--model",
-        tiny_model,
-        "--input",
-        _corpus(tmp_path, TEXTS, "small.txt"),
-        "--output",
-        out,
-        "--overwrite",
-    )
+    small = _corpus(tmp_path, TEXTS, "small.txt")
+    rc, _, err = run(capsys, "index", "--model", tiny_model, "--input", small, "--output", out, "--overwrite")
     assert rc == 0, err
     assert json.loads((out / "meta.json").read_text())["count"] == len(TEXTS) and not work.exists()
 
