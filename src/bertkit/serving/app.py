@@ -172,7 +172,7 @@ class ModelService:
                 self.index.lexical  # noqa: B018  (built now, not inside the first request)
         self.max_positions = self.embedder.model.config.max_position_embeddings
 
-    # ----------------------------------------------------------------- runners (inference thread)
+    # ----------------------------------------------------------------- runners (the batcher's threads)
     def _vectors(self, features: list[dict], normalize: bool | None = None) -> Any:
         """The embedder's vectors for one server batch. Where this thread has several torch threads (one
         batch at a time), the batch is cut into one length-sorted part per thread and the parts run at
@@ -573,7 +573,7 @@ class _Server:
                 return job.future.result()
             except ValueError as e:  # the pipeline refused this request's input: the client's error
                 raise ApiError(422, str(e)) from None
-        job.dropped.set()  # the inference thread skips it if its batch has not started
+        job.dropped.set()  # the batcher skips it if its batch has not started
         job.future.cancel()
         if left in done:
             raise ApiError(499, "client closed the request")

@@ -114,7 +114,7 @@ class Batcher:
             if not self._slots.acquire(timeout=max(0.0, end - time.monotonic())):
                 break
 
-    # ----------------------------------------------------------------- the inference thread
+    # ----------------------------------------------------------------- the batching thread
     def _next(self, timeout: float | None) -> Job | None:
         if self._held:
             return self._held.popleft()
