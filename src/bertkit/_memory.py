@@ -27,7 +27,7 @@ import os
 import platform
 import threading
 
-__all__ = ["ALLOCATOR_ENV", "GLIBC_KEEP_BUFFERS", "glibc", "keep_freed_buffers", "user_chose_allocator"]
+__all__ = ["ALLOCATOR_ENV", "GLIBC_KEEP_BUFFERS", "keep_freed_buffers", "settings_wanted"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +45,13 @@ _lock = threading.Lock()
 _applied: bool | None = None  # None: not tried yet in this process
 
 
-def glibc() -> bool:
-    """Whether this process runs on Linux with glibc, whose settings these are."""
+def settings_wanted(environ: os._Environ[str] | dict[str, str]) -> bool:
+    """Whether a process with ``environ`` should be given the settings: it runs on Linux with glibc, does
+    not have them from start-up (``BERTKIT_ALLOCATOR=set``), did not opt out (``=default``) and sets
+    none of these variables itself."""
+    if environ.get(ALLOCATOR_ENV, "") in ("default", "set") or any(k in environ for k in GLIBC_KEEP_BUFFERS):
+        return False
     return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-
-
-def user_chose_allocator(environ: os._Environ[str] | dict[str, str]) -> bool:
-    """Whether ``environ`` opts out (``BERTKIT_ALLOCATOR=default``) or sets any of these variables itself."""
-    return environ.get(ALLOCATOR_ENV, "") == "default" or any(k in environ for k in GLIBC_KEEP_BUFFERS)
 
 
 def keep_freed_buffers() -> bool:
@@ -67,7 +66,7 @@ def keep_freed_buffers() -> bool:
             return _applied
         if os.environ.get(ALLOCATOR_ENV, "") == "set":
             _applied = True
-        elif not glibc() or user_chose_allocator(os.environ):
+        elif not settings_wanted(os.environ):
             _applied = False
         else:
             try:

@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 
-from bertkit._memory import ALLOCATOR_ENV, GLIBC_KEEP_BUFFERS, glibc, user_chose_allocator
+from bertkit._memory import ALLOCATOR_ENV, GLIBC_KEEP_BUFFERS, settings_wanted
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -94,9 +94,7 @@ TRAINING_COMMANDS = ("pretrain", "pretrain-clm", "distill", "finetune", "train-e
 
 def allocator_environment(command: str | None, environ: dict[str, str]) -> dict[str, str] | None:
     """The environment to re-execute a training command in, or None when it runs as it is."""
-    if command not in TRAINING_COMMANDS or environ.get(ALLOCATOR_ENV, "") == "set" or user_chose_allocator(environ):
-        return None
-    if not glibc():
+    if command not in TRAINING_COMMANDS or not settings_wanted(environ):
         return None
     return {**environ, **GLIBC_KEEP_BUFFERS, ALLOCATOR_ENV: "set"}
 
