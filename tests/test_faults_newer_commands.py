@@ -646,6 +646,34 @@ def test_index_never_removes_a_user_folder_named_like_its_work_folder(capsys, tm
     assert (work / "thesis.tex").read_text(encoding="utf-8") == "mine"
 
 
+def test_index_killed_while_writing_its_key_resumes(capsys, tmp_path, tiny_model):
+    """A `kill -9` in the middle of the work folder's key write leaves the lock file and the key's
+    temporary file: the next run recognises its own work folder and finishes the index."""
+    corpus, out = _corpus(tmp_path, TEXTS), tmp_path / "idx"
+    code = textwrap.dedent(
+        f"""
+        import os, signal
+        import bertkit.search.index as I
+
+        def killed_mid_write(path, obj, **kw):
+            with I.atomic_path(path) as tmp:
+                tmp.write_text('{{"model": ')  # half a key, then the process dies
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        I.atomic_write_json = killed_mid_write
+        I.build_index({str(tiny_model)!r}, {str(corpus)!r}, {str(out)!r}, dtype="fp32", progress=False)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    work = tmp_path / "idx.partial"
+    assert proc.returncode == -9, proc.stderr
+    left = sorted(p.name for p in work.iterdir())
+    assert len(left) == 2 and left[0] == ".bertkit-output.lock" and left[1].startswith(".key."), left
+    rc, _, err = run(capsys, "index", "--model", tiny_model, "--input", corpus, "--output", out)
+    assert rc == 0, err
+    assert json.loads((out / "meta.json").read_text(encoding="utf-8"))["count"] == len(TEXTS) and not work.exists()
+
+
 def test_an_index_a_live_run_builds_is_refused_and_freed_when_that_run_is_killed(capsys, tmp_path, tiny_model):
     """A second `index` on an output a live `index` is building (even with --overwrite, which would
     clear the work folder under it) is refused, naming the first; a killed builder frees it at once."""

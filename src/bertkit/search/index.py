@@ -430,7 +430,8 @@ def _refuse_a_foreign_work_folder(work: Path) -> None:
         names = [p.name for p in work.iterdir()] if work.is_dir() else None
         ours = names is not None and (
             ("key" in names and all(n in ("key", LOCK) or n.endswith((".npy", ".tmp")) for n in names))
-            or names == [LOCK]  # killed between taking the lock and writing the key
+            # killed between taking the lock and writing the key, or while its temporary file was written
+            or (LOCK in names and all(n == LOCK or (n.startswith(".key.") and n.endswith(".tmp")) for n in names))
         )
         if not ours:
             raise FileExistsError(
