@@ -226,7 +226,8 @@ def test_sentence_embedding_mean_pooling_matches_transformers():
 def test_sentence_transformers_folders_pool_as_saved_or_are_refused(tmp_path):
     """sentence-transformers now writes its pooling as ``pooling_mode`` (bertkit read only the older
     booleans, so a CLS-pooled folder got mean pooling); a Dense projection is followed, and a pooling
-    bertkit does not follow (several modes at once) was ignored, giving other vectors: it is now refused."""
+    bertkit did not follow (several modes at once) was ignored, giving other vectors: it is now followed,
+    and a mode it does not know is refused."""
     st = pytest.importorskip("sentence_transformers")
     base = st.SentenceTransformer(str(asset_path("minilm")), device="cpu")
     texts = ["A gorgeous, witty film.", "dull"]
@@ -245,5 +246,13 @@ def test_sentence_transformers_folders_pool_as_saved_or_are_refused(tmp_path):
     assert pipeline("feature-extraction", model=tmp_path / "dense") is not None  # token vectors need no pooling
     both = st.models.Pooling(384, pooling_mode=("mean", "max"))
     st.SentenceTransformer(modules=[base[0], both]).save(str(tmp_path / "both"))
-    with pytest.raises(ValueError, match="pooling is mean \\+ max"):
+    want = st.SentenceTransformer(str(tmp_path / "both"), device="cpu").encode(texts)
+    got = np.asarray(pipeline("sentence-embedding", model=tmp_path / "both", dtype="fp32")(texts))
+    assert got.shape == want.shape == (2, 768)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    config = tmp_path / "both" / "1_Pooling" / "config.json"
+    config.write_text(config.read_text().replace('"max"', '"median"'))
+    with pytest.raises(ValueError, match="pooling is mean \\+ median"):
         pipeline("sentence-embedding", model=tmp_path / "both")
+    with pytest.raises(ValueError, match="or several joined by '\\+' \\(e.g. 'cls\\+mean'\\), got 'cls\\+'"):
+        pipeline("sentence-embedding", model=asset_path("minilm"), pooling="cls+")

@@ -55,6 +55,14 @@ BUILDS = {
     "weightedmean-dense-gelu": ({"pooling_mode": "weightedmean"}, [(96, nn.GELU)], True),
     "lasttoken": ({"pooling_mode": "lasttoken"}, [], False),
     "mean_sqrt_len_tokens-dense": ({"pooling_mode": "mean_sqrt_len_tokens"}, [(384, nn.Tanh)], False),
+    # several modes, concatenated: v2's booleans (sentence-transformers' fixed order, cls before mean) ...
+    "v2-cls-and-mean-dense": (
+        {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": True},
+        [(128, nn.Tanh)],
+        True,
+    ),
+    # ... and a list in another order (mean before max, max twice), which the saved config must keep
+    "mean-max-lasttoken-max-list": ({"pooling_mode": ["mean", "max", "lasttoken", "max"]}, [], False),
 }
 
 
@@ -104,6 +112,8 @@ def test_module_questions_answer_as_sentence_transformers():
         {"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False, "pooling_mode_max_tokens": False},
         {"pooling_mode_cls_token": True},
         {"pooling_mode_mean_tokens": False},
+        {"pooling_mode": ("mean", "max")},
+        {"pooling_mode_max_tokens": True, "pooling_mode_cls_token": True},
     ):
         ours, ref = models.Pooling(384, **kwargs), _st_quiet(st_models.Pooling, 384, **kwargs)
         assert ours.pooling_mode == ref.pooling_mode, kwargs
@@ -267,8 +277,10 @@ def test_what_bertkit_cannot_compute_is_refused_by_name(st_dense_folder, tmp_pat
         SentenceTransformer(modules=[tf, pool, st_models.Dense(384, 64)])
     with pytest.raises(ValueError, match=r"modules\[2\] \(bertkit.models.Pooling\) is out of place"):
         SentenceTransformer(modules=[tf, pool, models.Pooling(384), models.Normalize()])
-    with pytest.raises(ValueError, match="pooling_mode mean \\+ max is not supported: bertkit pools one mode"):
-        models.Pooling(384, pooling_mode=("mean", "max"))
+    with pytest.raises(ValueError, match=r"pooling_mode \[\] names no mode"):
+        models.Pooling(384, pooling_mode=[])
+    with pytest.raises(ValueError, match="pooling_mode 'median' is not one of"):
+        models.Pooling(384, pooling_mode=("mean", "median"))
     with pytest.raises(ValueError, match="pooling_mode 'median' is not one of"):
         models.Pooling(384, pooling_mode="median")
     with pytest.raises(ValueError, match="modules have no models.Pooling after the Transformer"):

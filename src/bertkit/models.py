@@ -11,9 +11,9 @@ The v2 scripts switch with their import line alone::
 
 The modules describe the model; :class:`~bertkit.SentenceTransformer` loads the Transformer's
 folder onto its fast inference path and applies Pooling, Dense and Normalize in that order (the
-only order bertkit runs). Pooling takes sentence-transformers 6's ``pooling_mode`` (one mode) and
-v2's ``pooling_mode_*_tokens`` booleans; several modes at once, and settings bertkit would not
-honour, are refused by name.
+only order bertkit runs). Pooling takes sentence-transformers 6's ``pooling_mode`` (one mode, or several
+concatenated) and v2's ``pooling_mode_*_tokens`` booleans; settings bertkit would not honour are
+refused by name.
 """
 
 from __future__ import annotations
@@ -176,7 +176,8 @@ class Transformer(nn.Module):
 
 class Pooling(nn.Module):
     """Token vectors -> one sentence vector, in one of :data:`bertkit.modeling.sentence.POOLINGS`
-    ("mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")."""
+    ("mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"), or several of them
+    (a list or tuple), whose vectors are concatenated in that order."""
 
     def __init__(
         self,
@@ -200,39 +201,45 @@ class Pooling(nn.Module):
             modes = [mode for key, mode in POOLING_MODE_KEYS.items() if legacy.get(key)] or ["mean"]
         else:
             modes = [pooling_mode] if isinstance(pooling_mode, str) else list(pooling_mode)
+        if not modes:
+            _refuse("Pooling", "pooling_mode []", "names no mode; give one or more of " + ", ".join(POOLINGS))
         for mode in modes:
             if mode not in POOLINGS:
                 _refuse("Pooling", f"pooling_mode {mode!r}", f"is not one of {', '.join(POOLINGS)}")
-        if len(modes) != 1:
-            _refuse(
-                "Pooling", f"pooling_mode {' + '.join(modes) or 'none'}", "is not supported: bertkit pools one mode"
-            )
         if not include_prompt:
             _refuse("Pooling", "include_prompt=False", "is not supported: bertkit pools the prompt's tokens too")
         self.embedding_dimension = self.word_embedding_dimension = int(dim)
-        self.pooling_mode: str = modes[0]
+        # one mode as its name, several as a tuple whose vectors are concatenated in order, as in
+        # sentence-transformers
+        self.pooling_mode: str | tuple[str, ...] = modes[0] if len(modes) == 1 else tuple(modes)
+        self.pooling_output_dimension = len(modes) * self.embedding_dimension
         self.include_prompt = True
+
+    @property
+    def pooling(self) -> str:
+        """The modes as bertkit's pipelines take them: one name, or several joined by "+"."""
+        return self.pooling_mode if isinstance(self.pooling_mode, str) else "+".join(self.pooling_mode)
 
     def forward(self, features: dict[str, Any]) -> dict[str, Any]:
         """``features`` with ``sentence_embedding`` added: ``token_embeddings`` pooled over
         ``attention_mask``, as sentence-transformers' Pooling module does."""
         from bertkit.modeling.sentence import pool
 
-        vec = pool(features["token_embeddings"], features["attention_mask"], self.pooling_mode)
+        vec = pool(features["token_embeddings"], features["attention_mask"], self.pooling)
         return {**features, "sentence_embedding": vec}
 
     def get_sentence_embedding_dimension(self) -> int:
-        return self.embedding_dimension
+        return self.pooling_output_dimension
 
     get_embedding_dimension = get_sentence_embedding_dimension
 
     def get_pooling_mode_str(self) -> str:
-        return self.pooling_mode
+        return self.pooling
 
     def get_config_dict(self) -> dict[str, Any]:
         return {
             "embedding_dimension": self.embedding_dimension,
-            "pooling_mode": self.pooling_mode,
+            "pooling_mode": self.pooling_mode if isinstance(self.pooling_mode, str) else list(self.pooling_mode),
             "include_prompt": self.include_prompt,
         }
 

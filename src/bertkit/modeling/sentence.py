@@ -31,6 +31,8 @@ __all__ = [
     "load_dense",
     "load_sentence_encoder",
     "pool",
+    "pooled_width",
+    "pooling_modes",
     "save_dense",
     "save_sentence_folder",
 ]
@@ -61,12 +63,39 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 _DENSE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
+def pooling_modes(pooling: str) -> list[str]:
+    """The modes of a pooling: one of :data:`POOLINGS`, or several joined by "+" ("cls+mean"), whose
+    vectors are concatenated in that order, as sentence-transformers' Pooling does with a list of modes.
+    Anything else is a ValueError naming it."""
+    modes = pooling.split("+") if isinstance(pooling, str) else []
+    if not modes or any(m not in POOLINGS for m in modes):
+        raise ValueError(
+            f"pooling must be one of {', '.join(POOLINGS)}, or several joined by '+' (e.g. 'cls+mean'), got {pooling!r}"
+        )
+    return modes
+
+
+def pooled_width(pooling: str, hidden: int) -> int:
+    """The width of the pooled vectors: ``hidden`` for each of the pooling's modes."""
+    return len(pooling_modes(pooling)) * int(hidden)
+
+
 def pool(
     hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str = "mean", normalize: bool = False
 ) -> torch.Tensor:
-    """(B, N, H) right-padded token vectors -> (B, H) sentence vectors, as sentence-transformers' Pooling
-    computes them: mask-aware mean, [CLS], max, mean over sqrt(length), position-weighted mean or the
-    last real token; then L2 when ``normalize``."""
+    """(B, N, H) right-padded token vectors -> (B, H * modes) sentence vectors, as sentence-transformers'
+    Pooling computes them: mask-aware mean, [CLS], max, mean over sqrt(length), position-weighted mean or
+    the last real token, or several of them concatenated ("cls+mean"); then L2 when ``normalize``."""
+    modes = pooling_modes(pooling)
+    if len(modes) > 1:
+        vec = torch.cat([_pool_one(hidden, attention_mask, m) for m in modes], dim=-1)
+    else:
+        vec = _pool_one(hidden, attention_mask, modes[0])
+    return nn.functional.normalize(vec, dim=-1) if normalize else vec
+
+
+def _pool_one(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """One pooling mode of :func:`pool` (``pooling`` is one of :data:`POOLINGS`)."""
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     if pooling == "mean":
         vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
@@ -80,11 +109,9 @@ def pool(
         vec = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
     elif pooling == "cls":
         vec = hidden[:, 0]
-    elif pooling == "max":
+    else:  # "max"
         vec = hidden.masked_fill(mask == 0, float("-inf")).max(1).values
-    else:
-        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
-    return nn.functional.normalize(vec, dim=-1) if normalize else vec
+    return vec
 
 
 def activation_path(activation: Any) -> str:
@@ -328,17 +355,16 @@ class SentenceEncoder:
         max_seq_length: int = 256,
         dense: Sequence[Dense] = (),
     ) -> None:
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.model, self.tokenizer = model, tokenizer
         self.pooling, self.normalize, self.max_seq_length = pooling, normalize, int(max_seq_length)
         self.dense = list(dense)
-        check_dense_chain(self.dense, int(model.config.hidden_size), "SentenceEncoder")
+        check_dense_chain(self.dense, pooled_width(pooling, int(model.config.hidden_size)), "SentenceEncoder")
         self.stack: nn.Module = SentenceStack(model, self.dense) if self.dense else model
 
     @property
     def dim(self) -> int:
-        return self.dense[-1].out_features if self.dense else int(self.model.config.hidden_size)
+        """The width of the sentence vectors (after the Dense modules, if any)."""
+        return self.dense[-1].out_features if self.dense else pooled_width(self.pooling, self.model.config.hidden_size)
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         enc = self.tokenizer(
@@ -407,15 +433,17 @@ def save_sentence_folder(
         modules.append({"idx": idx, "name": str(idx), "path": path, "type": "sentence_transformers.models.Normalize"})
         (d / path).mkdir(exist_ok=True)
     (d / "1_Pooling").mkdir(exist_ok=True)
-    atomic_write_json(
-        d / "1_Pooling" / "config.json",
-        {
-            "word_embedding_dimension": dim,
-            **{key: pooling == mode for key, mode in POOLING_MODE_KEYS.items()},
-            "include_prompt": bool(include_prompt),
-        },
-        indent=2,
-    )
+    modes = pooling_modes(pooling)
+    config: dict[str, Any] = {
+        "word_embedding_dimension": dim,
+        **{key: mode in modes for key, mode in POOLING_MODE_KEYS.items()},
+        "include_prompt": bool(include_prompt),
+    }
+    if modes != [m for m in POOLING_MODE_KEYS.values() if m in modes]:
+        # The booleans alone say "concatenate in sentence-transformers' fixed order"; another order (or a
+        # mode twice) needs the list, which sentence-transformers reads first from version 6 on
+        config["pooling_mode"] = modes
+    atomic_write_json(d / "1_Pooling" / "config.json", config, indent=2)
     atomic_write_json(
         d / "sentence_bert_config.json", {"max_seq_length": int(max_seq_length), "do_lower_case": False}, indent=2
     )

@@ -682,9 +682,10 @@ def sentence_transformers_pooling(
     ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json``; None where absent.
 
     With ``strict`` (sentence vectors are wanted), a module other than Transformer, Pooling, Dense and
-    Normalize, Dense modules anywhere but between the Pooling and the Normalize, or a pooling other
-    than one of :data:`~bertkit.modeling.sentence.POOLINGS`, is a ValueError naming it: the defaults
-    would give other vectors than the folder's model gives. The Dense modules are
+    Normalize, Dense modules anywhere but between the Pooling and the Normalize, or a pooling mode
+    other than those of :data:`~bertkit.modeling.sentence.POOLINGS`, is a ValueError naming it: the
+    defaults would give other vectors than the folder's model gives. Several modes come back joined by
+    "+" ("cls+mean"), in the order their vectors are concatenated. The Dense modules are
     :func:`sentence_transformers_dense`'s to read.
     """
     from bertkit._text import read_json
@@ -716,12 +717,13 @@ def sentence_transformers_pooling(
     if found is not None:
         path, cfg = found
         modes = _pooling_modes(cfg)
-        if strict and (len(modes) != 1 or modes[0] not in POOLINGS):
+        known = bool(modes) and all(m in POOLINGS for m in modes)
+        if strict and not known:
             raise ValueError(
-                f"{path}: bertkit pools with one of {', '.join(POOLINGS)}, and this model's pooling is "
-                f"{' + '.join(modes) or 'none'}; its vectors would differ"
+                f"{path}: bertkit pools with {', '.join(POOLINGS)} (or several of them), and this model's "
+                f"pooling is {' + '.join(modes) or 'none'}; its vectors would differ"
             )
-        pooling = modes[0] if len(modes) == 1 and modes[0] in POOLINGS else None
+        pooling = "+".join(modes) if known else None
     if (folder / "sentence_bert_config.json").is_file():
         st_config = read_json(folder / "sentence_bert_config.json")
         if not isinstance(st_config, dict):
@@ -744,7 +746,8 @@ def sentence_transformers_dense(folder: str | Path) -> list[Any]:
 class FeatureExtractionPipeline(Pipeline):
     """``feature-extraction``: token vectors ``[1][tokens][hidden]`` per text, as transformers.
     ``sentence-embedding``: one vector per text, ``pooling`` "mean" (mask-aware), "cls", "max" (or
-    sentence-transformers' other single modes), through the folder's Dense modules (fp32), then
+    sentence-transformers' other modes, or several joined by "+", concatenated: "cls+mean"), through the
+    folder's Dense modules (fp32), then
     L2-normalised when ``normalize``. All default to the folder's sentence-transformers config
     (mean and normalised when the folder has none); ``max_length`` to its ``max_seq_length`` (else 512).
     ``dense`` (a list, maybe empty) replaces the folder's modules: the caller built the model in code
@@ -765,7 +768,7 @@ class FeatureExtractionPipeline(Pipeline):
         dense: Sequence[Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        from bertkit.modeling.sentence import POOLINGS, check_dense_chain
+        from bertkit.modeling.sentence import check_dense_chain, pooled_width
 
         from .long_text import check_truncation
 
@@ -777,8 +780,7 @@ class FeatureExtractionPipeline(Pipeline):
             sentence_transformers_pooling(self.folder, strict=sentence) if read_folder else (None, None, None)
         )
         pooling = pooling or st_pool or "mean"
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        width = pooled_width(pooling, int(self.model.config.hidden_size))  # checks the pooling, naming it
         self.sentence = sentence
         self.pooling = pooling
         self.normalize = normalize if normalize is not None else (st_norm if st_norm is not None else sentence)
@@ -789,7 +791,7 @@ class FeatureExtractionPipeline(Pipeline):
             dense = sentence_transformers_dense(self.folder) if (sentence and self.folder is not None) else []
         self.dense: list[Any] = [layer.to(self.device) for layer in dense]
         where = str(self.folder / "modules.json") if read_folder and self.folder is not None else "modules"
-        self.dim = check_dense_chain(self.dense, int(self.model.config.hidden_size), where)
+        self.dim = check_dense_chain(self.dense, width, where)
 
     def encode_features(self, texts: Sequence[str], max_length: int | None = None) -> list[dict]:
         """Token features of ``texts`` (truncated to ``max_length``), ready for :meth:`forward_features`."""
@@ -811,7 +813,7 @@ class FeatureExtractionPipeline(Pipeline):
     def forward_features(
         self, features: Sequence[dict], batch_size: int | None = None, normalize: bool | None = None
     ) -> np.ndarray:
-        """Sentence vectors (len(features), hidden) as float32, in input order; ``normalize`` overrides
+        """Sentence vectors (len(features), dim) as float32, in input order; ``normalize`` overrides
         the pipeline's own setting for this call only (safe beside other calls on other threads)."""
         post = self._pool if normalize is None else functools.partial(self._pool, normalize=normalize)
         res = self._run(features, postprocess=post, batch_size=batch_size)
@@ -826,7 +828,7 @@ class FeatureExtractionPipeline(Pipeline):
         batch_size: int | None = None,
         truncation: str | None = None,
     ) -> np.ndarray:
-        """Sentence vectors (len(texts), hidden); a text over ``max_length`` tokens is an error, cut, or
+        """Sentence vectors (len(texts), dim); a text over ``max_length`` tokens is an error, cut, or
         (``truncation="chunk"``) the token-weighted mean of its overlapping windows' vectors."""
         from .long_text import plan_windows, pool_windows, report_cut
 

@@ -27,8 +27,8 @@ whenever they changed.
 The vectors come from bertkit's one batched, length-sorted inference path
 (:func:`bertkit.inference.run_batched`): no padding beyond each batch's longest text, fused
 attention, and ``dtype`` ("fp32" by default, "bf16", "int8" or "auto") for speed. A folder whose
-vectors bertkit cannot reproduce (a module other than Transformer, Pooling, Dense and Normalize, several
-pooling modes at once, a Dense activation it does not know) is refused by name.
+vectors bertkit cannot reproduce (a module other than Transformer, Pooling, Dense and Normalize, a
+pooling mode or a Dense activation it does not know) is refused by name.
 """
 
 from __future__ import annotations
@@ -141,8 +141,8 @@ def _from_modules(modules: Any) -> tuple[Path, str, list[Any], bool, int]:
             f"models.Pooling embedding_dimension={pooling_mod.embedding_dimension}",
             f"does not match the Transformer's {width} ({transformer.folder})",
         )
-    check_dense_chain(dense, width, "SentenceTransformer(modules=...)")
-    return transformer.folder, pooling_mod.pooling_mode, dense, normalize, transformer.max_seq_length
+    check_dense_chain(dense, pooling_mod.get_embedding_dimension(), "SentenceTransformer(modules=...)")
+    return transformer.folder, pooling_mod.pooling, dense, normalize, transformer.max_seq_length
 
 
 # sentence-transformers calls bertkit cannot make, and why: each is refused by name in one line
@@ -663,7 +663,7 @@ class SentenceTransformer(_ModuleCalls):
             mods[0]._owner = self
             mods[0].model = encoder  # what fit and encode use: the module's own load, if any, is replaced
             return mods
-        pooling = models.Pooling(int(self.model.config.hidden_size), pooling_mode=self.pooling)
+        pooling = models.Pooling(int(self.model.config.hidden_size), pooling_mode=self.pooling.split("+"))
         pooling.include_prompt = self._includes_prompt
         mods = [models.Transformer._bound(self, encoder), pooling, *self.dense]
         return [*mods, models.Normalize()] if self.normalizes else mods

@@ -364,7 +364,8 @@ def train_embedder(args: EmbedderArguments) -> Any:
 
         def save(model: Any, directory: Path) -> None:
             model.save_pretrained(str(directory))
-            save_sentence_folder(directory, encoder.dim, encoder.pooling, encoder.normalize, encoder.max_seq_length)
+            width = int(encoder.model.config.hidden_size)  # the token vectors' width, what Pooling's config records
+            save_sentence_folder(directory, width, encoder.pooling, encoder.normalize, encoder.max_seq_length)
 
         cfg = args.trainer_args("train-embedder", val_rows is not None)
         evaluate = (lambda model: evaluate_rows(encoder, val_rows)) if val_rows else None
