@@ -747,9 +747,9 @@ class FeatureExtractionPipeline(Pipeline):
     """``feature-extraction``: token vectors ``[1][tokens][hidden]`` per text, as transformers.
     ``sentence-embedding``: one vector per text, ``pooling`` "mean" (mask-aware), "cls", "max" (or
     sentence-transformers' other modes, or several joined by "+", concatenated: "cls+mean"), through the
-    folder's Dense modules (fp32), then
-    L2-normalised when ``normalize``. All default to the folder's sentence-transformers config
-    (mean and normalised when the folder has none); ``max_length`` to its ``max_seq_length`` (else 512).
+    folder's Dense modules (fp32), then L2-normalised when ``normalize``. All default to the folder's
+    sentence-transformers config (mean and normalised when the folder has none); ``max_length`` to its
+    ``max_seq_length`` (else 512).
     ``dense`` (a list, maybe empty) replaces the folder's modules: the caller built the model in code
     and gives pooling, normalize and max_length, so the folder's module files are not read."""
 
