@@ -655,6 +655,7 @@ class SentenceTransformer(_ModuleCalls):
 
     def _build_modules(self) -> list[torch.nn.Module]:
         from bertkit import models
+        from bertkit.modeling.sentence import pooling_modes
 
         # fp32: the trainable encoder; bf16 has none, so the (frozen) inference encoder is shown
         encoder = self._training_encoder().model if self.dtype == "fp32" else self.model
@@ -663,7 +664,7 @@ class SentenceTransformer(_ModuleCalls):
             mods[0]._owner = self
             mods[0].model = encoder  # what fit and encode use: the module's own load, if any, is replaced
             return mods
-        pooling = models.Pooling(int(self.model.config.hidden_size), pooling_mode=self.pooling.split("+"))
+        pooling = models.Pooling(int(self.model.config.hidden_size), pooling_mode=pooling_modes(self.pooling))
         pooling.include_prompt = self._includes_prompt
         mods = [models.Transformer._bound(self, encoder), pooling, *self.dense]
         return [*mods, models.Normalize()] if self.normalizes else mods

@@ -445,7 +445,7 @@ def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
     key_file = work / "key"
     if key_file.is_file() and not overwrite:
         try:
-            old = parse_json(key_file.read_text(encoding="utf-8"), str(key_file)) if key_file.is_file() else None
+            old = parse_json(key_file.read_text(encoding="utf-8"), str(key_file))
         except (OSError, ValueError):
             old = None
         if old == key:
