@@ -11,7 +11,8 @@ One resumable job in ``--out``: run it again after a kill and it continues where
 1. ``pretrain/``: `bertkit pretrain --recipe cpu-hour` (``--config mini``, the bert-base-uncased
    vocabulary, ``--max-minutes`` = ``--minutes``, ``--eval-data`` = both test splits, so a corpus
    holding test text is refused), resumed with ``--resume`` when a run is there. The corpus is
-   Austen, Wikipedia and BBC News' training split by default; ``--in-domain`` adds the polarity
+   Austen, Wikipedia and BBC News' training split by default (``wordnet`` and ``fortunes`` name
+   more general text: WordNet's glosses, Debian's fortune cookies); ``--in-domain`` adds the polarity
    asset's 1,500 full reviews and the polarity training split's texts (no labels). Corpus names
    that come from task files are written to ``corpus/`` as JSONL without any text of a test split
    (BBC News repeats some articles in both splits). While it trains, the checkpoint closest to
@@ -268,7 +269,10 @@ def curves(runs: list[str], png: Path) -> Path:
 
 
 # Corpus names besides files: the assets, and the polarity texts turned into JSONL documents.
+# MORE_GENERAL is general English that no task's text comes from: WordNet's glosses and Debian's
+# fortune cookies (named with --corpus, not in the default).
 GENERAL = ("austen", "wiki", "bbcnews-train")
+MORE_GENERAL = ("wordnet", "fortunes")
 IN_DOMAIN = ("polarity-reviews", "polarity-train")
 
 
@@ -281,7 +285,7 @@ def corpus_files(args: argparse.Namespace, out: Path) -> list[str]:
     test = eval_texts([str(asset_path("polarity-test")), str(asset_path("bbcnews-test"))])
     files = []
     for name in args.corpus:
-        if name in ("austen", "wiki"):
+        if name in ("austen", "wiki", *MORE_GENERAL):
             files.append(str(asset_path(name)))
             continue
         if name not in ("bbcnews-train", *IN_DOMAIN):
@@ -518,7 +522,7 @@ def main() -> int:
         "--corpus",
         nargs="+",
         default=list(GENERAL),
-        help=f"files or names: {', '.join(GENERAL + IN_DOMAIN)} (default: {' '.join(GENERAL)})",
+        help=f"files or names: {', '.join(GENERAL + MORE_GENERAL + IN_DOMAIN)} (default: {' '.join(GENERAL)})",
     )
     ap.add_argument("--in-domain", action="store_true", help=f"add {' and '.join(IN_DOMAIN)} to --corpus")
     ap.add_argument(

@@ -170,7 +170,7 @@ def _assert_same(ref_tok, our_tok, texts, pairs=None, **kw):
 
 
 @pytest.mark.parametrize("asset,lower", CONFIGS, ids=CONFIG_IDS)
-@pytest.mark.parametrize("name", ["austen", "wiki", "wiki-xml", "news-zh", "tweets"])
+@pytest.mark.parametrize("name", ["austen", "wiki", "wiki-xml", "news-zh", "tweets", "wordnet", "fortunes"])
 def test_corpus_parity(name, asset, lower):
     texts = corpus(name)
     assert len(texts) > 100

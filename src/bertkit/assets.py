@@ -11,6 +11,9 @@ Cache layout (``$BERTKIT_ASSETS``; else ``./.assets`` if present; else ``~/.cach
     vocab/uncased.txt       bert-base-uncased vocabulary (30,522)
     vocab/chinese.txt       bert-base-chinese vocabulary (21,128)
     austen/austen.txt       Jane Austen's six novels, blank line between paragraphs/books
+    wordnet/glosses.txt     WordNet 3.0's 117,659 synsets, one a line: "words: gloss; examples", with
+                            an adjective's antonyms; blank line between parts of speech
+    fortunes/fortunes.txt   Debian's fortune cookies, one a line, blank line between their files
     wiki/enwiki.xml         English Wikipedia dump excerpt (raw markup)
     wiki/wiki.txt           the same, markup stripped, blank line between articles
     wiki/sections/{queries,corpus}.jsonl, qrels.tsv   retrieval in BEIR's layout from the same dump:
@@ -53,6 +56,8 @@ ASSETS = {
     "vocab-uncased": "vocab/uncased.txt",
     "vocab-chinese": "vocab/chinese.txt",
     "austen": "austen/austen.txt",
+    "wordnet": "wordnet/glosses.txt",
+    "fortunes": "fortunes/fortunes.txt",
     "wiki-xml": "wiki/enwiki.xml",
     "wiki": "wiki/wiki.txt",
     "wiki-sections-queries": "wiki/sections/queries.jsonl",
@@ -170,17 +175,23 @@ def _fetch_chinese_vocab(tmp: Path, out: Path) -> None:
     _write_atomic(out / "vocab" / "chinese.txt", whl.read("cn_clip/clip/vocab.txt"))
 
 
-def _fetch_austen(tmp: Path, out: Path) -> None:
-    import rdata  # dev dependency: decodes R's lazy-load format
-
-    cmd = ["apt-get", "download", "-q", "r-cran-janeaustenr"]
+def _apt_extract(tmp: Path, package: str) -> Path:
+    """Download Debian ``package`` (without installing it) and unpack it; returns its root folder."""
+    cmd = ["apt-get", "download", "-q", package]
     if subprocess.run(cmd, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
         # A fresh machine has no package lists yet.
         subprocess.run(["apt-get", "update", "-q"], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(cmd, cwd=tmp, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deb = next(tmp.glob("r-cran-janeaustenr*.deb"))
-    subprocess.run(["dpkg", "-x", str(deb), str(tmp / "deb")], check=True)
-    base = next((tmp / "deb").rglob("janeaustenr/data/Rdata.rdx")).with_suffix("")
+    deb = next(tmp.glob(f"{package}_*.deb"))
+    root = tmp / package
+    subprocess.run(["dpkg", "-x", str(deb), str(root)], check=True)
+    return root
+
+
+def _fetch_austen(tmp: Path, out: Path) -> None:
+    import rdata  # dev dependency: decodes R's lazy-load format
+
+    base = next(_apt_extract(tmp, "r-cran-janeaustenr").rglob("janeaustenr/data/Rdata.rdx")).with_suffix("")
     index = rdata.conversion.convert(rdata.parser.parse_data(gzip.decompress(base.with_suffix(".rdx").read_bytes())))
     rdb = base.with_suffix(".rdb").read_bytes()
     books = []
@@ -198,6 +209,53 @@ def _fetch_austen(tmp: Path, out: Path) -> None:
                 cur = []
         books.append("\n".join(paras))
     _write_atomic(out / "austen" / "austen.txt", "\n\n".join(books) + "\n")
+
+
+def _fetch_wordnet(tmp: Path, out: Path) -> None:
+    # A data line: offset, lexicographer file, type, word count (hex), words with their sense ids,
+    # pointer count, pointers (symbol, offset, part of speech, source/target word numbers in hex),
+    # then "| gloss; examples".
+    root = _apt_extract(tmp, "wordnet-base") / "usr" / "share" / "wordnet"
+    parts = []
+    for pos in ("noun", "verb", "adj", "adv"):
+        synsets = {}
+        for line in (root / f"data.{pos}").read_text(encoding="utf-8").splitlines():
+            if line.startswith("  ") or "|" not in line:  # the licence header
+                continue
+            head, gloss = line.split("|", 1)
+            f = head.split()
+            n = int(f[3], 16)
+            # An adjective's position marker, "(a)", "(p)" or "(ip)", is not part of the word.
+            words = [re.sub(r"\([a-z]+\)$", "", w).replace("_", " ") for w in f[4 : 4 + 2 * n : 2]]
+            at = 4 + 2 * n
+            pointers = [f[at + 1 + 4 * i : at + 5 + 4 * i] for i in range(int(f[at]))]
+            antonyms = [(p[1], int(p[3][:2], 16), int(p[3][2:], 16)) for p in pointers if p[0] == "!"]
+            synsets[f[0]] = (words, gloss.strip(), antonyms)
+        lines = []
+        for words, gloss, antonyms in synsets.values():
+            text = f"{', '.join(words)}: {gloss}"
+            for target, src, dst in antonyms:
+                other = synsets.get(target)
+                if other and src and dst <= len(other[0]):  # adjectives point within their own file
+                    text += f"; {words[src - 1]} is the opposite of {other[0][dst - 1]}"
+            lines.append(text)
+        parts.append("\n".join(lines))
+    _write_atomic(out / "wordnet" / "glosses.txt", "\n\n".join(parts) + "\n")
+
+
+def _fetch_fortunes(tmp: Path, out: Path) -> None:
+    root = _apt_extract(tmp, "fortunes") / "usr" / "share" / "games" / "fortunes"
+    files = []
+    for path in sorted(root.iterdir()):
+        # ".dat" is fortune's index, ".u8" a link to the text; ascii-art is pictures, not prose.
+        if path.suffix or path.is_symlink() or path.name == "ascii-art":
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        while "\x08" in text:  # overstruck bold and underlining: "_\bw", "___\b\b\bword"
+            text = re.sub("[^\x08\n]\x08", "", text).replace("\n\x08", "\n")
+        cookies = [" ".join(c.split()) for c in re.split(r"^%$", text, flags=re.M)]
+        files.append("\n".join(c for c in cookies if c))
+    _write_atomic(out / "fortunes" / "fortunes.txt", "\n\n".join(files) + "\n")
 
 
 _WIKI_PATTERNS = [
@@ -432,6 +490,8 @@ _FETCHERS = [
     ("minilm", _fetch_minilm),
     ("vocab-chinese", _fetch_chinese_vocab),
     ("austen", _fetch_austen),
+    ("wordnet", _fetch_wordnet),
+    ("fortunes", _fetch_fortunes),
     ("wiki", _fetch_wiki),
     ("wiki-sections-qrels", _fetch_wiki_sections),  # after "wiki": it reads the cached dump
     ("bbcnews-test", _fetch_bbc),
