@@ -12,7 +12,7 @@ Cache layout (``$BERTKIT_ASSETS``; else ``./.assets`` if present; else ``~/.cach
     vocab/chinese.txt       bert-base-chinese vocabulary (21,128)
     austen/austen.txt       Jane Austen's six novels, blank line between paragraphs/books
     wordnet/glosses.txt     WordNet 3.0's 117,659 synsets, one a line: "words: gloss; examples", with
-                            an adjective's antonyms; blank line between parts of speech
+                            their words' antonyms; blank line between parts of speech
     fortunes/fortunes.txt   Debian's fortune cookies, one a line, blank line between their files
     wiki/enwiki.xml         English Wikipedia dump excerpt (raw markup)
     wiki/wiki.txt           the same, markup stripped, blank line between articles
@@ -236,7 +236,7 @@ def _fetch_wordnet(tmp: Path, out: Path) -> None:
             text = f"{', '.join(words)}: {gloss}"
             for target, src, dst in antonyms:
                 other = synsets.get(target)
-                if other and src and dst <= len(other[0]):  # adjectives point within their own file
+                if other and src and dst <= len(other[0]):  # an antonym is in its own part of speech
                     text += f"; {words[src - 1]} is the opposite of {other[0][dst - 1]}"
             lines.append(text)
         parts.append("\n".join(lines))
@@ -251,8 +251,11 @@ def _fetch_fortunes(tmp: Path, out: Path) -> None:
         if path.suffix or path.is_symlink() or path.name == "ascii-art":
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
-        while "\x08" in text:  # overstruck bold and underlining: "_\bw", "___\b\b\bword"
-            text = re.sub("[^\x08\n]\x08", "", text).replace("\n\x08", "\n")
+        # Overstruck bold and underlining ("_\bw", "___\b\b\bword"): drop each character a backspace
+        # strikes over, innermost first; a backspace with nothing before it is dropped alone.
+        while (struck := re.sub("[^\x08\n]\x08", "", text)) != text:
+            text = struck
+        text = text.replace("\x08", "")
         cookies = [" ".join(c.split()) for c in re.split(r"^%$", text, flags=re.M)]
         files.append("\n".join(c for c in cookies if c))
     _write_atomic(out / "fortunes" / "fortunes.txt", "\n\n".join(files) + "\n")
