@@ -45,15 +45,9 @@ def task_rows(task: str) -> tuple[list[str], torch.Tensor]:
 
 def corpus_ids(files: list[Path], vocab: Path) -> np.ndarray:
     """Every token id of ``files``, through the prepared-corpus cache that pretraining uses."""
-    from bertkit import BertTokenizer
-    from bertkit.data.corpus import ShardedCorpus, prepare_corpus, prepared_cache_dir
+    from bertkit.data.corpus import ShardedCorpus, ensure_prepared
 
-    tok = BertTokenizer(str(vocab))
-    tokens = [tok.convert_ids_to_tokens(i) for i in range(tok.vocab_size)]
-    out = prepared_cache_dir(files, tokens, "prose", True)
-    if not (out / "meta.json").is_file():
-        prepare_corpus(files, tok, out, tokens)
-    corpus = ShardedCorpus(out)
+    corpus = ShardedCorpus(ensure_prepared(files, vocab))
     bounds = corpus.sentence_starts[corpus.document_starts].tolist()  # each document's first token, and the end
     return np.concatenate([corpus.tokens(a, b) for a, b in zip(bounds[:-1], bounds[1:])])
 
