@@ -23,7 +23,6 @@ has seen costs nothing). What it gave is row 33 of ``docs/pretraining.md``.
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
@@ -37,10 +36,11 @@ TASKS = {"polarity": "polarity-train"}
 
 def task_rows(task: str) -> tuple[list[str], torch.Tensor]:
     """(texts, 0/1 labels) of ``task``'s training split, in file order."""
-    with asset_path(TASKS[task]).open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
-    labels = sorted({r["label"] for r in rows})
-    return [r["text"] for r in rows], torch.tensor([labels.index(r["label"]) for r in rows], dtype=torch.float32)
+    from bertkit.tasks.data import read_table
+
+    rows = read_table(asset_path(TASKS[task]))
+    labels = sorted({r.label for r in rows})
+    return [r.text for r in rows], torch.tensor([labels.index(r.label) for r in rows], dtype=torch.float32)
 
 
 def corpus_ids(files: list[Path], vocab: Path) -> np.ndarray:
@@ -88,12 +88,13 @@ def bag_means(table: torch.Tensor, ids: list[list[int]]) -> torch.Tensor:
 @torch.inference_mode()
 def encoder_means(model: torch.nn.Module, tok: object, texts: list[str], batch: int = 64) -> torch.Tensor:
     """(N, hidden) mean of ``model``'s last layer over each sentence's real tokens."""
+    from bertkit.modeling.sentence import pool
+
     out = []
     for i in range(0, len(texts), batch):
         enc = tok(texts[i : i + batch], padding=True, truncation=True, max_length=64, return_tensors="pt")
         h = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
-        mask = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-        out.append((h * mask).sum(1) / mask.sum(1))
+        out.append(pool(h, enc["attention_mask"], "mean"))
     return torch.cat(out).float()
 
 
