@@ -66,9 +66,13 @@ test-cpu-kinds: assets chromium
 	done
 
 # ruff's rules and line length are in pyproject.toml; the code is kept in ruff format's layout.
+# ruff, then the house: import-linter's layers (pyproject.toml) and tools/check_house.py (no import
+# circle, no class defined twice, no file or function over its size limit, a short README).
 lint: $(VENV)/.installed
-	$(PY) -m ruff check src tests benchmarks examples
-	$(PY) -m ruff format --check src tests benchmarks examples
+	$(PY) -m ruff check src tests benchmarks examples tools
+	$(PY) -m ruff format --check src tests benchmarks examples tools
+	$(VENV)/bin/lint-imports
+	$(PY) tools/check_house.py --counts
 
 demo: assets
 	$(PY) examples/demo.py

@@ -36,7 +36,7 @@ TASKS = {"polarity": "polarity-train"}
 
 def task_rows(task: str) -> tuple[list[str], torch.Tensor]:
     """(texts, 0/1 labels) of ``task``'s training split, in file order."""
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     rows = read_table(asset_path(TASKS[task]))
     labels = sorted({r.label for r in rows})

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from bertkit.assets import asset_path
-from bertkit.search.evaluation import credit_copies, retrieval_metrics
+from bertkit.sentence.evaluation.metrics import credit_copies, retrieval_metrics
 
 
 def pairs(split: str) -> list[dict[str, str]]:
@@ -116,7 +116,7 @@ def wiki(args: argparse.Namespace) -> None:
     """Wikipedia section retrieval ("Article: Section" -> the section's prose, the `wiki-sections`
     asset): base MiniLM in both libraries, BM25 alone and hybrid search. There is no training split,
     so every lexical weight tried is printed, none chosen."""
-    from bertkit.search.evaluation import read_beir, read_qrels
+    from bertkit.sentence.evaluation.metrics import read_beir, read_qrels
 
     queries, corpus = read_beir(asset_path("wiki-sections-queries")), read_beir(asset_path("wiki-sections-corpus"))
     qrels = read_qrels(asset_path("wiki-sections-qrels"), queries, corpus)
@@ -219,7 +219,7 @@ def memory_child(mode: str, max_length: int) -> None:
     import resource
 
     from bertkit.modeling.sentence import load_sentence_encoder
-    from bertkit.training.embedding_losses import CachedLoss, MNRLoss
+    from bertkit.sentence.losses.functional import CachedLoss, MNRLoss
 
     enc = load_sentence_encoder(str(asset_path("minilm")), max_seq_length=max_length)
     enc.model.eval()  # no dropout: the losses of the three runs are comparable
@@ -388,7 +388,7 @@ def beyond(train: list[dict[str, str]], test: list[dict[str, str]], args: argpar
     rankers = {"bertkit": str(tmp / "ce")}
     st_s = None
     if args.st_counterpart:
-        from bertkit.training.reranker import listwise_groups, read_reranker_rows
+        from bertkit.sentence.cross_encoder.reranker import listwise_groups, read_reranker_rows
 
         # The very groups train-reranker formed (same rows, group size and seed), in the same batches.
         groups = listwise_groups(read_reranker_rows(tmp / "rerank.jsonl"), args.rerank_group, args.seed)
@@ -485,7 +485,7 @@ def st_reranker_train(groups: list[dict], start: str, args: argparse.Namespace, 
 def reranker_rows(train: list[dict[str, str]], embedder: str, args: argparse.Namespace) -> list[dict]:
     """(query, passage, label) rows: each training query's positive and its mined hard negatives."""
     from bertkit import pipeline
-    from bertkit.training.embedding_data import mine_hard_negatives
+    from bertkit.sentence.embedding_data import mine_hard_negatives
 
     emb = pipeline("sentence-embedding", model=embedder, max_length=args.max_length, truncation="cut")
 

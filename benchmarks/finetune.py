@@ -28,10 +28,10 @@ from bertkit.assets import asset_path  # noqa: E402
 
 
 def bertkit_epoch(texts_labels, args, seed, out_dir) -> tuple[float, int]:
+    from bertkit.data.batching import LengthGroupedBatchSampler, collate_features
+    from bertkit.data.readers import TextExample
     from bertkit.modeling import BertForSequenceClassification
     from bertkit.tasks.api import _Features
-    from bertkit.tasks.batching import LengthGroupedBatchSampler, collate_features
-    from bertkit.tasks.data import TextExample
     from bertkit.tasks.tasks import TaskOptions, TextClassificationTask
     from bertkit.tokenization import BertTokenizer
     from bertkit.training import Trainer, TrainingArguments
@@ -128,7 +128,7 @@ def main() -> int:
     import logging
 
     logging.getLogger("bertkit").setLevel(logging.ERROR)
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     rows = read_table(asset_path("polarity-train"))[: args.n]
     data = [(r.text, r.label) for r in rows]

@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from bertkit.inference import describe_cpu
+from bertkit.inference.fused import prepack_linears
 from bertkit.inference.int8 import Int8Linear, onednn_int8_available
-from bertkit.inference.precision import prepack_linears
 
 SHAPES = (("qkv", 384, 1152), ("attn-out", 384, 384), ("ffn-up", 384, 1536), ("ffn-down", 1536, 384))
 

@@ -280,7 +280,7 @@ def corpus_files(args: argparse.Namespace, out: Path) -> list[str]:
     """``--corpus`` as files: a name of GENERAL or IN_DOMAIN is written out (as JSONL documents,
     without any text of the test splits), anything else is a file given as is."""
     from bertkit.data.overlap import eval_texts
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     test = eval_texts([str(asset_path("polarity-test")), str(asset_path("bbcnews-test"))])
     files = []
@@ -413,7 +413,7 @@ def tfidf_logreg(task: str, args: argparse.Namespace, out: Path, c: float = 1.0)
     """Accuracy of TF-IDF + L2 logistic regression (C = ``c``, sklearn's default) on the test split."""
     from scipy import optimize, sparse
 
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     tmp = out / "data"
     tmp.mkdir(parents=True, exist_ok=True)

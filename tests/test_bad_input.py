@@ -414,7 +414,7 @@ def test_predict_line_separators_inside_text(capsys, tmp_path, classifier):
 def test_readers_split_records_at_newline_only(tmp_path):
     from bertkit._text import split_records
     from bertkit.data.corpus import read_documents
-    from bertkit.tasks.data import read_conll
+    from bertkit.data.readers import read_conll
     from bertkit.tokenization import load_vocab
 
     seps = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"
@@ -486,7 +486,7 @@ def _squad(tmp_path: Path, qas: list, name: str = "s.json") -> Path:
 
 
 def test_squad_duplicate_ids_are_an_error(capsys, tmp_path, tiny_model):
-    from bertkit.tasks.data import read_squad
+    from bertkit.data.readers import read_squad
 
     qa = {"id": "q7", "question": "What is the capital?", "answers": [{"text": "Paris", "answer_start": 0}]}
     f = _squad(tmp_path, [qa, {**qa, "question": "Which city?"}])
@@ -524,7 +524,7 @@ def test_squad_duplicate_ids_are_an_error(capsys, tmp_path, tiny_model):
     ],
 )
 def test_squad_malformed_record_names_record_and_field(tmp_path, qa, field):
-    from bertkit.tasks.data import read_squad
+    from bertkit.data.readers import read_squad
 
     f = _squad(tmp_path, [qa])
     with pytest.raises(ValueError) as e:
@@ -534,7 +534,7 @@ def test_squad_malformed_record_names_record_and_field(tmp_path, qa, field):
 
 
 def test_squad_prediction_input_may_lack_answers(tmp_path):
-    from bertkit.tasks.data import read_squad
+    from bertkit.data.readers import read_squad
 
     f = _squad(tmp_path, [{"id": "q1", "question": "What?"}])
     assert read_squad(f, require_answers=False)[0].answers == []
@@ -699,8 +699,8 @@ def test_embedding_and_retrieval_readers_name_a_bad_byte_and_drop_a_bom(tmp_path
     """The embedder's pairs, STS pairs, BEIR queries/corpus and qrels read as strictly as the task files:
     a byte that is not UTF-8 names file and line (it was a bare codec error), and the BOM a spreadsheet
     writes is dropped (it became part of the first column's name)."""
-    from bertkit.search.evaluation import read_beir, read_qrels
-    from bertkit.training.embedding_data import read_embedding_rows
+    from bertkit.sentence.embedding_data import read_embedding_rows
+    from bertkit.sentence.evaluation.metrics import read_beir, read_qrels
 
     bom = b"\xef\xbb\xbf"
     pairs = tmp_path / f"pairs.{form}"
@@ -812,8 +812,8 @@ def test_a_damaged_sentence_transformers_config_is_named_not_guessed(capsys, tmp
 def test_a_folder_as_a_data_file_and_an_empty_query(capsys, tmp_path):
     """A folder given where a data file goes was reported as "no such file"; an empty search query
     returned hits that mean nothing. Both are now named for what they are."""
-    from bertkit.search.evaluation import read_beir
-    from bertkit.training.embedding_data import read_embedding_rows
+    from bertkit.sentence.embedding_data import read_embedding_rows
+    from bertkit.sentence.evaluation.metrics import read_beir
 
     for reader in (read_embedding_rows, read_beir):
         with pytest.raises(IsADirectoryError, match="is a folder; give a data file"):

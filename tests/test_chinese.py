@@ -25,7 +25,7 @@ import torch
 
 from bertkit.assets import asset_path
 from bertkit.data import MaskingCollator, ShardedCorpus, prepare_corpus
-from bertkit.tasks.data import read_conll
+from bertkit.data.readers import read_conll
 from bertkit.tokenization import load_tokenizer, load_vocab
 
 transformers = pytest.importorskip("transformers")

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _polarity_test_texts() -> list[str]:
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     return [e.text for e in read_table(asset_path("polarity-test"))]
 
@@ -54,7 +54,7 @@ def test_real_assets():
     index = eval_texts([str(asset_path("bbcnews-test"))])
     assert all(index.find(a) is not None for a in repeated)
 
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     pol = eval_texts([str(asset_path("polarity-test"))])
     reviews = [e.text for e in read_table(asset_path("polarity-reviews"))]

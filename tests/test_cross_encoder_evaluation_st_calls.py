@@ -13,7 +13,7 @@ import pytest
 import bertkit
 from bertkit import evaluation as bke
 from bertkit.assets import asset_path
-from bertkit.search.evaluation import (
+from bertkit.sentence.evaluation.metrics import (
     average_precision,
     best_accuracy_threshold,
     best_f1_threshold,

@@ -10,7 +10,7 @@ import torch
 
 from bertkit.assets import asset_path
 from bertkit.modeling.sentence import load_sentence_encoder
-from bertkit.training import embedding_losses as L
+from bertkit.sentence.losses import functional as L
 
 st = pytest.importorskip("sentence_transformers")
 from sentence_transformers.sentence_transformer import losses as stl  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 
 from bertkit.assets import asset_path
 from bertkit.cli import main
-from bertkit.search.evaluation import retrieval_metrics, sts_metrics
+from bertkit.sentence.evaluation.metrics import retrieval_metrics, sts_metrics
 
 st = pytest.importorskip("sentence_transformers")
 MINILM = str(asset_path("minilm"))

@@ -12,8 +12,8 @@ import transformers
 
 from bertkit.assets import asset_path
 from bertkit.modeling import BertConfig, BertForSequenceClassification
+from bertkit.tasks.distillation import distillation_loss, student_from_teacher
 from bertkit.tokenization import BertTokenizer
-from bertkit.training.distillation import distillation_loss, student_from_teacher
 
 
 def _lines(name: str, n: int) -> list[str]:
@@ -154,7 +154,7 @@ def test_distill_recipe_end_to_end(tmp_path):
     import shutil
 
     from bertkit.tasks.api import evaluate, finetune
-    from bertkit.training.distillation import DistillConfig, distill
+    from bertkit.tasks.distillation import DistillConfig, distill
 
     base = tmp_path / "base"
     torch.manual_seed(0)

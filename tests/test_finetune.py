@@ -11,8 +11,8 @@ import torch
 
 from bertkit.assets import asset_path
 from bertkit.cli import main as cli_main
+from bertkit.data.readers import read_conll, read_table
 from bertkit.tasks import finetune, predict
-from bertkit.tasks.data import read_conll, read_table
 
 pytestmark = pytest.mark.slow  # fine-tuning and multi-process runs: `make test-fast` skips them
 
@@ -278,7 +278,7 @@ def test_token_classification_long_sentence_windows(minilm):
     import warnings
 
     from bertkit import BertForTokenClassification, BertTokenizer
-    from bertkit.tasks.data import TaggedSentence
+    from bertkit.data.readers import TaggedSentence
     from bertkit.tasks.tasks import TaskOptions, TokenClassificationTask
 
     sents = read_conll(asset_path("wnut16-train"))[:40]

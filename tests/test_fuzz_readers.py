@@ -105,9 +105,9 @@ def inputs(kind: str):
 
 
 def _read(kind: str, path: Path):
+    from bertkit.data import readers as D
     from bertkit.data.corpus import ShardedCorpus, read_documents
     from bertkit.modeling import BertConfig
-    from bertkit.tasks import data as D
     from bertkit.tokenization import BertTokenizer, WordPieceTrainer, load_vocab
 
     if kind in ("csv", "tsv", "jsonl"):
@@ -183,7 +183,7 @@ def test_random_bytes_never_escape_as_another_exception(tmp_path_factory, kind):
 
 def test_deeply_nested_json_is_a_value_error(tmp_path):
     """json's RecursionError on very deep nesting must not escape a reader."""
-    from bertkit.tasks.data import read_squad, read_table
+    from bertkit.data.readers import read_squad, read_table
 
     deep = b"[" * 100_000 + b"]" * 100_000
     for name, fn in (("squad.json", read_squad), ("data.jsonl", read_table)):

@@ -317,7 +317,7 @@ def test_the_residual_add_runs_inside_the_output_projections(dtype, batch, monke
     """Both output projections of every BERT layer add their residual as oneDNN's post-op, and give
     what the product and a separate add give: exactly in fp32 (to float rounding), and within bf16's
     rounding in bf16, where the fused form rounds once instead of twice."""
-    from bertkit.inference import precision
+    from bertkit.inference import fused as precision
 
     missing = residual_add_missing(dtype)
     if missing:
@@ -364,7 +364,7 @@ def test_distilbert_adds_both_residuals_in_its_projections_and_hooks_see_the_mod
     """DistilBERT's block adds its residuals after its attention and feed-forward modules: prepared for
     inference, both enter out_lin's and lin2's products instead, matching transformers; a hook on
     either module makes the block add apart, so the hook sees the module's own output."""
-    from bertkit.inference import precision
+    from bertkit.inference import fused as precision
 
     missing = residual_add_missing(torch.float32)
     if missing:

@@ -12,7 +12,7 @@ import torch
 
 from bertkit.assets import asset_path
 from bertkit.inference import inference_workers, prepare_for_inference, run_batched
-from bertkit.inference.precision import FusedOutput
+from bertkit.inference.fused import FusedOutput
 from bertkit.modeling import BertModel
 from bertkit.pipelines import pipeline
 from bertkit.tokenization import BertTokenizer

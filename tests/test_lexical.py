@@ -14,8 +14,8 @@ import pytest
 from bertkit.assets import asset_path
 from bertkit.cli import main as cli_main
 from bertkit.search import build_index, load_index
-from bertkit.search.evaluation import retrieval_metrics
 from bertkit.search.lexical import BM25, hybrid_top_k, words
+from bertkit.sentence.evaluation.metrics import retrieval_metrics
 
 
 def _articles(n: int, split: str = "test") -> list[str]:

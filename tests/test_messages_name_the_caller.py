@@ -58,7 +58,7 @@ def test_a_setting_given_without_the_one_it_needs(capsys, tmp_path, tiny_model):
 
 
 def test_a_setting_the_run_would_ignore(capsys, tmp_path):
-    from bertkit.training.embedder import EmbedderArguments
+    from bertkit.sentence.embedder import EmbedderArguments
 
     minilm = str(asset_path("minilm"))
     train = tmp_path / "pairs.jsonl"

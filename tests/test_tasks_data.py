@@ -7,8 +7,8 @@ import warnings
 import pytest
 
 from bertkit.assets import asset_path
-from bertkit.tasks.batching import LengthGroupedBatchSampler, collate_features, padding_fraction
-from bertkit.tasks.data import (
+from bertkit.data.batching import LengthGroupedBatchSampler, collate_features, padding_fraction
+from bertkit.data.readers import (
     build_label_list,
     check_labels,
     read_conll,

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from bertkit.assets import asset_path
+from bertkit.data.readers import read_squad
 from bertkit.tasks import finetune, predict
-from bertkit.tasks.data import read_squad
 from bertkit.tasks.qa import decode_qa, prepare_qa_features
 from bertkit.tokenization import BertTokenizer
 

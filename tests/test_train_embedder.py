@@ -258,7 +258,7 @@ def test_cosent_cached_matryoshka_and_mining(data, tmp_path):
 
 def test_mining_is_chunked_and_skips_false_negatives(data):
     from bertkit.modeling.sentence import load_sentence_encoder
-    from bertkit.training.embedding_data import mine_hard_negatives
+    from bertkit.sentence.embedding_data import mine_hard_negatives
 
     enc = load_sentence_encoder(MINILM, max_seq_length=48)
     rows = [dict(json.loads(x), negatives=[]) for x in (data / "train.jsonl").read_text().splitlines()][:12]
@@ -296,7 +296,7 @@ def test_a_row_whose_positive_ranks_low_still_gets_a_negative_from_below_it():
     anchor: probable false negatives, all skipped), the miner searches further down and takes the best
     text below the margin instead of dropping the row: the hard rows are the ones training needs."""
     from bertkit.modeling.sentence import load_sentence_encoder
-    from bertkit.training.embedding_data import mine_hard_negatives
+    from bertkit.sentence.embedding_data import mine_hard_negatives
 
     enc = load_sentence_encoder(MINILM, max_seq_length=48)
     row = {

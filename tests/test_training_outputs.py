@@ -278,10 +278,10 @@ def test_pretrain_clm_resume_of_the_same_run_continues(capsys, tmp_path, clm_run
 COMMANDS = {
     "pretrain": "bertkit.training.mlm:PretrainingArguments",
     "pretrain-clm": "bertkit.training.clm:CLMArguments",
-    "distill": "bertkit.training.distillation:DistillArguments",
+    "distill": "bertkit.tasks.distillation:DistillArguments",
     "finetune": "bertkit.tasks.api:FinetuneArguments",
-    "train-embedder": "bertkit.training.embedder:EmbedderArguments",
-    "train-reranker": "bertkit.training.reranker:RerankerArguments",
+    "train-embedder": "bertkit.sentence.embedder:EmbedderArguments",
+    "train-reranker": "bertkit.sentence.cross_encoder.reranker:RerankerArguments",
 }
 
 
@@ -325,8 +325,8 @@ def test_every_shared_setting_has_one_flag_help_and_range_everywhere():
 
 def test_python_api_checks_the_ranges_of_the_flags(tmp_path):
     from bertkit.tasks import finetune
+    from bertkit.tasks.distillation import DistillArguments
     from bertkit.training.clm import CLMArguments
-    from bertkit.training.distillation import DistillArguments
 
     with pytest.raises(ValueError, match=r"lr must be a number > 0, got 0"):
         CLMArguments(corpus=["c"], vocab="v", output="o", lr=0)
@@ -340,7 +340,7 @@ def test_python_api_checks_the_ranges_of_the_flags(tmp_path):
 
 
 def test_generated_flags_round_trip_into_the_dataclass():
-    from bertkit.training.distillation import DistillArguments
+    from bertkit.tasks.distillation import DistillArguments
 
     ns = build_parser(only="distill").parse_args(
         [

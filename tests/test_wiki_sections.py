@@ -10,7 +10,7 @@ import pytest
 
 from bertkit.assets import asset_path, wiki_to_text
 from bertkit.cli import main
-from bertkit.search.evaluation import read_beir, read_qrels
+from bertkit.sentence.evaluation.metrics import read_beir, read_qrels
 
 MINILM = str(asset_path("minilm"))
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from bertkit import _hooks
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -74,21 +76,29 @@ _EXPORTS: dict[str, str] = {
     # pipelines
     "pipeline": "bertkit.pipelines",
     # sentence-transformers' classes, answering the same calls
-    "SentenceTransformer": "bertkit.pipelines.sentence_transformer",
-    "CrossEncoder": "bertkit.pipelines.cross_encoder",
-    "InputExample": "bertkit.training.sentence_fit",
-    "LoggingHandler": "bertkit.training.sentence_fit",
-    "SentenceTransformerTrainer": "bertkit.training.st_trainer",
-    "SentenceTransformerTrainingArguments": "bertkit.training.st_trainer",
-    "BatchSamplers": "bertkit.training.st_trainer",
-    "MultiDatasetBatchSamplers": "bertkit.training.st_trainer",
-    "CrossEncoderTrainer": "bertkit.training.cross_encoder_trainer",
-    "CrossEncoderTrainingArguments": "bertkit.training.cross_encoder_trainer",
-    "SentenceTransformerModelCardData": "bertkit.model_card",
-    "CrossEncoderModelCardData": "bertkit.model_card",
+    "SentenceTransformer": "bertkit.sentence",
+    "CrossEncoder": "bertkit.sentence",
+    "InputExample": "bertkit.sentence",
+    "LoggingHandler": "bertkit.sentence",
+    "SentenceTransformerTrainer": "bertkit.sentence",
+    "SentenceTransformerTrainingArguments": "bertkit.sentence",
+    "BatchSamplers": "bertkit.sentence",
+    "MultiDatasetBatchSamplers": "bertkit.sentence",
+    "CrossEncoderTrainer": "bertkit.sentence",
+    "CrossEncoderTrainingArguments": "bertkit.sentence",
+    "SentenceTransformerModelCardData": "bertkit.sentence",
+    "CrossEncoderModelCardData": "bertkit.sentence",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
+
+# The calls lower layers make into higher ones, by name (bertkit._hooks): modeling loads a model at an
+# inference precision and moves a prepared model's derived weights without importing bertkit.inference.
+_hooks.provide_lazily("inference.prepare", "bertkit.inference.precision:prepare_for_inference")
+_hooks.provide_lazily("inference.check_move", "bertkit.inference.precision:check_move")
+_hooks.provide_lazily("inference.follow_move", "bertkit.inference.precision:follow_move")
+# train-embedder mines negatives from a corpus file or a search index folder (bertkit.search, above bertkit.sentence)
+_hooks.provide_lazily("search.mining_corpus", "bertkit.search.index:mining_corpus")
 
 
 def __getattr__(name: str) -> Any:

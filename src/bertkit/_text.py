@@ -9,6 +9,9 @@ iterates with :func:`iter_lines` instead.
 Text that is not UTF-8 fails with the file, the line and the byte offset of the first bad byte,
 or, for corpora, which tolerate a few bad bytes, is replaced and counted.
 
+The corpus readers (:func:`read_documents`) live here too, below the tokenizer's vocabulary trainer
+and the pretraining data that both read raw text.
+
 This module is a leaf: it imports nothing of bertkit.
 """
 
@@ -17,7 +20,8 @@ from __future__ import annotations
 import codecs
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +33,11 @@ __all__ = [
     "parse_json",
     "read_json",
     "read_jsonl",
+    "read_documents",
     "read_text",
     "require_file",
     "split_records",
+    "split_sentences",
 ]
 
 _BOM = b"\xef\xbb\xbf"
@@ -196,3 +202,137 @@ def jsonl_objects(text: str, path: str | os.PathLike) -> Iterator[tuple[int, dic
 def read_json(path: str | os.PathLike) -> Any:
     """A UTF-8 JSON file (a leading byte-order mark dropped); every failure names the file."""
     return parse_json(read_text(path), str(path))
+
+
+_ABBREVIATIONS = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "mt",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "cf",
+    "al",
+    "no",
+    "vol",
+    "fig",
+    "gen",
+    "col",
+    "lt",
+    "capt",
+    "sgt",
+    "rev",
+    "gov",
+    "sen",
+    "rep",
+    "hon",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "approx",
+    "dept",
+    "est",
+    "u.s",
+    "u.k",
+    "p",
+    "pp",
+    "ch",
+    "ed",
+    "eds",
+}
+# Candidate boundary: terminator(s), optional closers, whitespace, then a plausible sentence start.
+_BOUNDARY = re.compile(r"""([.!?]+["'”’)\]]*)(\s+)(?=["'“‘(\[]?[A-Z0-9À-Þ])""")
+_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*)\.$")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a paragraph of prose into sentences: a sentence ends at ``.``, ``!`` or ``?`` (optionally
+    followed by closing quotes or brackets) when whitespace and then an upper-case letter, digit, opening
+    quote or bracket follow, except after a known abbreviation (``Mr.``, ``e.g.``) or a one-letter initial."""
+    text = text.strip()
+    if not text:
+        return []
+    out: list[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        end = m.end(1)
+        term = m.group(1)
+        if term.startswith(".") and len(term.rstrip("\"'”’)]")) == 1:
+            w = _WORD_BEFORE.search(text[start:end].rstrip("\"'”’)]"))
+            if w:
+                word = w.group(1).lower()
+                if word in _ABBREVIATIONS or (len(word) == 1 and w.group(1).isupper()):
+                    continue
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = m.end(2)
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def read_documents(
+    path: str | os.PathLike,
+    fmt: str = "prose",
+    jsonl_field: str = "text",
+    counter: ReplacementCounter | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[list[str]]:
+    """Yield documents (lists of sentences) of one file, streaming: ``fmt="bert"`` keeps one sentence a
+    line, ``"prose"`` splits each line with :func:`split_sentences`; a blank line ends a document, and a
+    ``.jsonl`` file's records are one prose document each (``jsonl_field``)."""
+    path = Path(path)
+    counter = counter or ReplacementCounter()
+    if fmt not in ("prose", "bert"):
+        raise ValueError(f"unknown corpus format {fmt!r}; use 'prose' or 'bert'")
+    if path.suffix == ".jsonl":
+        for lineno, line in iter_lines(path, counter):
+            if progress:
+                progress(len(line.encode("utf-8", errors="replace")))
+            if not line.strip():
+                continue
+            record = parse_json(line, f"{path}:{lineno}")
+            if not isinstance(record, dict) or jsonl_field not in record:
+                raise ValueError(f"{path}, line {lineno}: no {jsonl_field!r} field")
+            doc = [s for para in split_records(str(record[jsonl_field])) for s in split_sentences(para)]
+            if doc:
+                yield doc
+        return
+    doc: list[str] = []
+    for _, line in iter_lines(path, counter):
+        if progress:
+            progress(len(line.encode("utf-8", errors="replace")))
+        line = line.strip()
+        if not line:
+            if doc:
+                yield doc
+                doc = []
+            continue
+        if fmt == "bert":
+            doc.append(line)
+        else:
+            doc.extend(split_sentences(line))
+    if doc:
+        yield doc

@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-data": ("bertkit.data.prepare_data_cli", "tokenize raw text into pretraining shards"),
     "pretrain": ("bertkit.training.pretrain_cli", "pretrain BERT with MLM (+ NSP)"),
     "pretrain-clm": ("bertkit.training.pretrain_clm_cli", "pretrain a GPT-2 (causal language model) on raw text"),
-    "distill": ("bertkit.training.distill_cli", "distil a fine-tuned BERT classifier into a smaller DistilBERT"),
+    "distill": ("bertkit.tasks.distill_cli", "distil a fine-tuned BERT classifier into a smaller DistilBERT"),
     "generate": ("bertkit.pipelines.generate_cli", "continue a prompt with a GPT-2 model, streaming the tokens"),
     "fill-mask": ("bertkit.pipelines.fill_mask_cli", "predict [MASK] tokens with a masked-LM model"),
     "finetune": ("bertkit.tasks.finetune_cli", "fine-tune on a downstream task"),
@@ -40,8 +40,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("bertkit.search.search_cli", "query a semantic-search index"),
     "export": ("bertkit.inference.export_cli", "export a model folder (onnx)"),
     "evaluate-embeddings": ("bertkit.search.evaluate_embeddings_cli", "STS and retrieval metrics of embeddings"),
-    "train-reranker": ("bertkit.training.train_reranker_cli", "fine-tune a cross-encoder reranker (BCE or listwise)"),
-    "train-embedder": ("bertkit.training.train_embedder_cli", "fine-tune a sentence-embedding model (MNRL, CoSENT...)"),
+    "train-reranker": (
+        "bertkit.sentence.cross_encoder.train_reranker_cli",
+        "fine-tune a cross-encoder reranker (BCE or listwise)",
+    ),
+    "train-embedder": ("bertkit.sentence.train_embedder_cli", "fine-tune a sentence-embedding model (MNRL, CoSENT...)"),
 }
 
 

@@ -1,6 +1,5 @@
-"""sentence-transformers' ``training_args`` module: ``from bertkit.training_args import BatchSamplers``
-works as ``from sentence_transformers.training_args import BatchSamplers`` does."""
+"""sentence-transformers' ``training_args`` module at its drop-in path:
+``from bertkit.training_args import BatchSamplers``."""
 
-from bertkit.training.st_trainer import BatchSamplers, MultiDatasetBatchSamplers, SentenceTransformerTrainingArguments
-
-__all__ = ["BatchSamplers", "MultiDatasetBatchSamplers", "SentenceTransformerTrainingArguments"]
+from bertkit.sentence.training_args import *  # noqa: F403
+from bertkit.sentence.training_args import __all__  # noqa: F401

@@ -1,16 +1,5 @@
-"""sentence-transformers' ``cross_encoder`` namespace: ``from bertkit.cross_encoder import CrossEncoder,
-CrossEncoderTrainer, CrossEncoderTrainingArguments, losses`` works as the same line from
-``sentence_transformers.cross_encoder`` does."""
+"""sentence-transformers' ``cross_encoder`` namespace at its drop-in path:
+``from bertkit.cross_encoder import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments, losses``."""
 
-from bertkit.cross_encoder import losses
-from bertkit.model_card import CrossEncoderModelCardData
-from bertkit.pipelines.cross_encoder import CrossEncoder
-from bertkit.training.cross_encoder_trainer import CrossEncoderTrainer, CrossEncoderTrainingArguments
-
-__all__ = [
-    "CrossEncoder",
-    "CrossEncoderModelCardData",
-    "CrossEncoderTrainer",
-    "CrossEncoderTrainingArguments",
-    "losses",
-]
+from bertkit.sentence.cross_encoder import *  # noqa: F403
+from bertkit.sentence.cross_encoder import __all__  # noqa: F401

@@ -33,20 +33,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
 from bertkit._outputs import MARKER, claim_output_dir
-from bertkit._text import ReplacementCounter, iter_lines, parse_json, read_json, split_records
+from bertkit._text import (
+    ReplacementCounter,
+    read_documents,
+    read_json,
+    split_sentences,
+)
 
 __all__ = [
     "split_sentences",
@@ -60,135 +64,6 @@ __all__ = [
 ]
 
 FORMAT = "bertkit-shards-v1"
-
-_ABBREVIATIONS = {
-    "mr",
-    "mrs",
-    "ms",
-    "dr",
-    "prof",
-    "sr",
-    "jr",
-    "st",
-    "mt",
-    "vs",
-    "etc",
-    "e.g",
-    "i.e",
-    "cf",
-    "al",
-    "no",
-    "vol",
-    "fig",
-    "gen",
-    "col",
-    "lt",
-    "capt",
-    "sgt",
-    "rev",
-    "gov",
-    "sen",
-    "rep",
-    "hon",
-    "inc",
-    "ltd",
-    "co",
-    "corp",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
-    "approx",
-    "dept",
-    "est",
-    "u.s",
-    "u.k",
-    "p",
-    "pp",
-    "ch",
-    "ed",
-    "eds",
-}
-# Candidate boundary: terminator(s), optional closers, whitespace, then a plausible sentence start.
-_BOUNDARY = re.compile(r"""([.!?]+["'”’)\]]*)(\s+)(?=["'“‘(\[]?[A-Z0-9À-Þ])""")
-_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z.]*)\.$")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split a paragraph of prose into sentences with the rule described in the module docs."""
-    text = text.strip()
-    if not text:
-        return []
-    out: list[str] = []
-    start = 0
-    for m in _BOUNDARY.finditer(text):
-        end = m.end(1)
-        term = m.group(1)
-        if term.startswith(".") and len(term.rstrip("\"'”’)]")) == 1:
-            w = _WORD_BEFORE.search(text[start:end].rstrip("\"'”’)]"))
-            if w:
-                word = w.group(1).lower()
-                if word in _ABBREVIATIONS or (len(word) == 1 and w.group(1).isupper()):
-                    continue
-        piece = text[start:end].strip()
-        if piece:
-            out.append(piece)
-        start = m.end(2)
-    tail = text[start:].strip()
-    if tail:
-        out.append(tail)
-    return out
-
-
-def read_documents(
-    path: str | os.PathLike,
-    fmt: str = "prose",
-    jsonl_field: str = "text",
-    counter: ReplacementCounter | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> Iterator[list[str]]:
-    """Yield documents (lists of sentences) of one file, streaming."""
-    path = Path(path)
-    counter = counter or ReplacementCounter()
-    if fmt not in ("prose", "bert"):
-        raise ValueError(f"unknown corpus format {fmt!r}; use 'prose' or 'bert'")
-    if path.suffix == ".jsonl":
-        for lineno, line in iter_lines(path, counter):
-            if progress:
-                progress(len(line.encode("utf-8", errors="replace")))
-            if not line.strip():
-                continue
-            record = parse_json(line, f"{path}:{lineno}")
-            if not isinstance(record, dict) or jsonl_field not in record:
-                raise ValueError(f"{path}, line {lineno}: no {jsonl_field!r} field")
-            doc = [s for para in split_records(str(record[jsonl_field])) for s in split_sentences(para)]
-            if doc:
-                yield doc
-        return
-    doc: list[str] = []
-    for _, line in iter_lines(path, counter):
-        if progress:
-            progress(len(line.encode("utf-8", errors="replace")))
-        line = line.strip()
-        if not line:
-            if doc:
-                yield doc
-                doc = []
-            continue
-        if fmt == "bert":
-            doc.append(line)
-        else:
-            doc.extend(split_sentences(line))
-    if doc:
-        yield doc
 
 
 def vocab_fingerprint(tokens: Sequence[str]) -> str:

@@ -59,7 +59,7 @@ class EvalTexts:
 
 def eval_texts(eval_files: list[str]) -> EvalTexts:
     """The texts of task files, ready for :meth:`EvalTexts.find` (a corpus line holding one of them)."""
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     index = EvalTexts()
     for f in eval_files:

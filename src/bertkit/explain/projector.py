@@ -176,7 +176,7 @@ def project(
     seed: int = 0,
 ) -> Projection:
     """Read ``data``, embed each text with the model at ``model_path`` and lay the points out in 2-D."""
-    from bertkit.tasks.data import read_table
+    from bertkit.data.readers import read_table
 
     from .collect import load_model
 

@@ -63,7 +63,7 @@ def length_batches(
 
 
 def _collate(features: Sequence[dict], pad_token_id: int = 0) -> dict[str, torch.Tensor]:
-    from bertkit.tasks.batching import collate_features
+    from bertkit.data.batching import collate_features
 
     return collate_features([{k: f[k] for k in MODEL_INPUTS if k in f} for f in features], pad_token_id)
 

@@ -68,7 +68,7 @@ from torch import nn
 from bertkit._cpu import has_fast_bf16
 from bertkit.modeling.layers import hooked
 
-from .precision import BoundForward, FusedOutput, PassthroughAct, _fusable_activations
+from .fused import BoundForward, FusedOutput, PassthroughAct, _fusable_activations
 
 __all__ = ["Int8Linear", "SMOOTHING_ALPHA", "onednn_int8_available", "quantize_int8", "weight_qmax"]
 

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from bertkit import _hooks
+
 from .config import PretrainedConfig
 from .loading import init_weights_enabled, load_pretrained
 
@@ -440,11 +442,9 @@ class PreTrainedModel(nn.Module):
         # parameters at preparation (fused projections, oneDNN-packed copies) follow them.
         if "_bertkit_inference_dtype" not in self.__dict__:
             return super()._apply(fn, *args, **kwargs)
-        from bertkit.inference.precision import check_move, follow_move
-
-        check_move(self, fn(torch.empty(0)))
+        _hooks.call("inference.check_move", self, fn(torch.empty(0)))
         out = super()._apply(fn, *args, **kwargs)
-        follow_move(self)
+        _hooks.call("inference.follow_move", self)
         return out
 
     # ----------------------------------------------------------------- checkpoints

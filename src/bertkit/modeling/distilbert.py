@@ -193,7 +193,7 @@ class TransformerBlock(CheckpointedLayer):
         return self.output_layer_norm(self.ffn(x, residual=x)), probs
 
 
-class Transformer(nn.Module):
+class DistilBertTransformer(nn.Module):
     def __init__(self, config: DistilBertConfig):
         super().__init__()
         self.layer = nn.ModuleList([TransformerBlock(config) for _ in range(config.n_layers)])
@@ -225,7 +225,7 @@ class DistilBertModel(DistilBertPreTrainedModel):
     def __init__(self, config: DistilBertConfig):
         super().__init__(config)
         self.embeddings = Embeddings(config)
-        self.transformer = Transformer(config)
+        self.transformer = DistilBertTransformer(config)
         self.post_init()
 
     def token_type_limit(self) -> None:

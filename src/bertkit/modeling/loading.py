@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator
 import torch
 from torch import nn
 
+from bertkit import _hooks
 from bertkit.checkpoint import find_weights_file, load_into_new_model
 from bertkit.hub import resolve_model_path
 
@@ -192,9 +193,7 @@ def load_pretrained(
         model.to(device)
     model.eval()
     if inference_dtype is not None:
-        from bertkit.inference import prepare_for_inference  # a layer above modeling: imported only when asked for
-
-        prepare_for_inference(model, inference_dtype)
+        _hooks.call("inference.prepare", model, inference_dtype)  # bertkit.inference, a layer above
 
     from .generation import GENERATION_CONFIG_NAME, GenerationConfig, GenerationMixin
 

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from bertkit._io import atomic_path, atomic_write_json
+from bertkit._text import read_json
 
 __all__ = [
     "ACTIVATIONS",
@@ -35,6 +36,9 @@ __all__ = [
     "pooling_modes",
     "save_dense",
     "save_sentence_folder",
+    "sentence_transformers_dense",
+    "sentence_transformers_pooling",
+    "sentence_transformers_pooling_config",
 ]
 
 POOLINGS = ("mean", "cls", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
@@ -459,7 +463,6 @@ def load_sentence_encoder(
     from bertkit.hub import resolve_model_path
     from bertkit.modeling.auto import AutoTokenizer, auto_class_for
     from bertkit.modeling.config import check_length_fits
-    from bertkit.pipelines.pipelines import sentence_transformers_dense, sentence_transformers_pooling
 
     # A model id resolves to its cache snapshot, where its sentence-transformers files are too.
     folder = resolve_model_path(folder)
@@ -482,3 +485,113 @@ def load_sentence_encoder(
         normalize if normalize is not None else (st_norm if st_norm is not None else True),
         max_seq_length or st_len or 256,
     )
+
+
+# ----------------------------------------------------------------- reading a sentence-transformers folder
+
+
+def _config_pooling_modes(cfg: dict[str, Any]) -> list[str]:
+    """The pooling modes a Pooling config turns on: its ``pooling_mode`` (a name or a list, what
+    sentence-transformers writes now), else the older ``pooling_mode_*`` booleans."""
+    mode = cfg.get("pooling_mode")
+    if isinstance(mode, str):
+        return [mode]
+    if isinstance(mode, list):
+        return [str(m) for m in mode]
+    return [name for key, name in POOLING_MODE_KEYS.items() if cfg.get(key)]
+
+
+def _st_modules(folder: Path) -> list[dict[str, Any]] | None:
+    """A sentence-transformers folder's ``modules.json`` (None when absent; damaged is an error naming it)."""
+    # Absent files mean "not a sentence-transformers folder"; a damaged one is an error naming it, since
+    # guessing the pooling would give other vectors than the folder's model was trained to give.
+    if not (folder / "modules.json").is_file():
+        return None
+    modules = read_json(folder / "modules.json")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{folder / 'modules.json'}: expected a JSON list of module objects")
+    return modules
+
+
+def _module_kind(module: dict[str, Any]) -> str:
+    return str(module.get("type", "")).rsplit(".", 1)[-1]
+
+
+def sentence_transformers_pooling_config(folder: str | Path) -> tuple[Path, dict[str, Any]] | None:
+    """The path and content of a sentence-transformers folder's Pooling ``config.json`` (the last
+    Pooling module's, as it is the one applied last); None when the folder has none."""
+    folder = Path(folder)
+    found = None
+    for m in _st_modules(folder) or []:
+        if _module_kind(m) == "Pooling":
+            path = folder / str(m.get("path", "")) / "config.json"
+            if not path.is_file():
+                continue
+            cfg = read_json(path)
+            if not isinstance(cfg, dict):
+                raise ValueError(f"{path}: expected a JSON object")
+            found = (path, cfg)
+    return found
+
+
+def sentence_transformers_pooling(
+    folder: str | Path, strict: bool = True
+) -> tuple[str | None, bool | None, int | None]:
+    """(pooling, normalize, max_seq_length) read from a sentence-transformers folder's
+    ``modules.json``, ``1_Pooling/config.json`` and ``sentence_bert_config.json``; None where absent.
+
+    With ``strict`` (sentence vectors are wanted), a module other than Transformer, Pooling, Dense and
+    Normalize, Dense modules anywhere but between the Pooling and the Normalize, or a pooling mode
+    other than those of :data:`~bertkit.modeling.sentence.POOLINGS`, is a ValueError naming it: the
+    defaults would give other vectors than the folder's model gives. Several modes come back joined by
+    "+" ("cls+mean"), in the order their vectors are concatenated. The Dense modules are
+    :func:`sentence_transformers_dense`'s to read.
+    """
+    folder = Path(folder)
+    pooling = normalize = max_len = None
+    modules = _st_modules(folder)
+    if modules is None:
+        return None, None, None
+    kinds = [_module_kind(m) for m in modules]
+    other = [k for k in kinds if k not in ("Transformer", "Pooling", "Dense", "Normalize")]
+    if strict and other:
+        raise ValueError(
+            f"{folder / 'modules.json'}: bertkit's sentence vectors follow Transformer, Pooling, Dense and "
+            f"Normalize modules only, and this model also has {', '.join(other)}; its vectors would differ"
+        )
+    if strict and "Dense" in kinds:
+        dense_at = [i for i, k in enumerate(kinds) if k == "Dense"]
+        pooling_at = [i for i, k in enumerate(kinds) if k == "Pooling"]
+        normalize_at = [i for i, k in enumerate(kinds) if k == "Normalize"]
+        if not pooling_at or min(dense_at) < max(pooling_at) or (normalize_at and max(dense_at) > min(normalize_at)):
+            raise ValueError(
+                f"{folder / 'modules.json'}: modules in the order {', '.join(kinds)}; bertkit runs a Dense "
+                "only after the Pooling and before the Normalize"
+            )
+    normalize = "Normalize" in kinds
+    found = sentence_transformers_pooling_config(folder)
+    if found is not None:
+        path, cfg = found
+        modes = _config_pooling_modes(cfg)
+        known = bool(modes) and all(m in POOLINGS for m in modes)
+        if strict and not known:
+            raise ValueError(
+                f"{path}: bertkit pools with {', '.join(POOLINGS)} (or several of them), and this model's "
+                f"pooling is {' + '.join(modes) or 'none'}; its vectors would differ"
+            )
+        pooling = "+".join(modes) if known else None
+    if (folder / "sentence_bert_config.json").is_file():
+        st_config = read_json(folder / "sentence_bert_config.json")
+        if not isinstance(st_config, dict):
+            raise ValueError(f"{folder / 'sentence_bert_config.json'}: expected a JSON object")
+        max_len = st_config.get("max_seq_length")
+    return pooling, normalize, max_len
+
+
+def sentence_transformers_dense(folder: str | Path) -> list[Any]:
+    """The Dense modules of a sentence-transformers folder, in ``modules.json`` order, with their
+    weights (:func:`bertkit.modeling.sentence.load_dense`); empty when it has none."""
+    folder = Path(folder)
+    return [
+        load_dense(folder / str(m.get("path", ""))) for m in _st_modules(folder) or [] if _module_kind(m) == "Dense"
+    ]

@@ -6,7 +6,7 @@
     bertkit evaluate-embeddings --model DIR --queries q.jsonl --corpus c.jsonl --qrels qrels.tsv \\
         [--lexical-weight W] [--rerank CROSS_ENCODER_DIR] [--output results.json]
 
-The metrics are defined in :mod:`bertkit.search.evaluation`.
+The metrics are defined in :mod:`bertkit.sentence.evaluation.metrics`.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def embed_texts(
 
 
 def evaluate_sts(emb: Any, path: str, progress: bool = True) -> dict[str, float]:
-    from bertkit.search.evaluation import sts_metrics
-    from bertkit.training.embedding_data import read_embedding_rows
+    from bertkit.sentence.embedding_data import read_embedding_rows
+    from bertkit.sentence.evaluation.metrics import sts_metrics
 
     rows = read_embedding_rows(path, scored=True, score_range=(-math.inf, math.inf))
     # each distinct text once: a set of n documents rated pairwise has n texts in n(n-1)/2 rows
@@ -116,7 +116,7 @@ def evaluate_retrieval(
     folder or a ``pipeline("text-ranking")``). The queries the qrels leave with an uncredited exact
     copy of a relevant document are counted in ``uncredited_copies``; with ``credit`` those copies are
     relevant too."""
-    from bertkit.search.evaluation import credit_copies, read_beir, read_qrels, retrieval_metrics
+    from bertkit.sentence.evaluation.metrics import credit_copies, read_beir, read_qrels, retrieval_metrics
 
     queries, corpus = read_beir(queries_path), read_beir(corpus_path)
     qrels = read_qrels(qrels_path, queries, corpus)
@@ -140,10 +140,14 @@ def evaluate_retrieval(
     q = embed_texts(emb, [queries[i] for i in qids], progress, "queries")
     c = embed_texts(emb, [corpus[i] for i in cids], progress, "corpus")
     if rerank is None:
-        texts = ([queries[i] for i in qids], [corpus[i] for i in cids]) if lexical_weight else (None, None)
-        out = retrieval_metrics(
-            q, qids, c, cids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=lexical_weight
-        )
+        from bertkit.search.lexical import first_stage
+
+        ranker = None
+        if lexical_weight:
+            unit = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
+            ranker = first_stage(unit, [corpus[i] for i in cids], lexical_weight, chunk=16384)
+        texts = [queries[i] for i in qids] if lexical_weight else None
+        out = retrieval_metrics(q, qids, c, cids, qrels, query_texts=texts, ranker=ranker)
     else:
         from bertkit.search.rerank import rerank_metrics_per_fusion
 

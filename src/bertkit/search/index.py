@@ -28,6 +28,7 @@ from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write
 from bertkit._outputs import LOCK, MARKER, claim_output_dir, held, refuse_inside_input
 from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
 from bertkit.hub import resolve_model_arg
+from bertkit.sentence.util import top_k_exact
 
 from .long_texts import check_lengths, cut_summary, embed_texts
 
@@ -150,26 +151,6 @@ def corpus_fingerprint(rows: Sequence[tuple[str, str]]) -> str:
         h.update(json.dumps([ident, text], ensure_ascii=False).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
-
-
-def top_k_exact(vectors: np.ndarray, queries: np.ndarray, k: int, chunk: int = 65536) -> tuple[np.ndarray, np.ndarray]:
-    """Inner-product top-``k`` of ``queries`` (Q, d) against ``vectors`` (N, d) in row chunks, so memory
-    stays at ``Q * chunk`` scores. Returns (scores, indices), each (Q, k), best first."""
-    q = np.ascontiguousarray(queries, dtype=np.float32)
-    n = vectors.shape[0]
-    k = min(k, n)
-    best_s = np.full((q.shape[0], 0), -np.inf, np.float32)
-    best_i = np.zeros((q.shape[0], 0), np.int64)
-    for start in range(0, n, chunk):
-        block = np.asarray(vectors[start : start + chunk], dtype=np.float32)
-        s = q @ block.T  # (Q, chunk)
-        kk = min(k, s.shape[1])
-        idx = np.argpartition(-s, kk - 1, axis=1)[:, :kk]
-        cand_s = np.concatenate([best_s, np.take_along_axis(s, idx, 1)], 1)
-        cand_i = np.concatenate([best_i, idx + start], 1)
-        keep = np.argsort(-cand_s, axis=1, kind="stable")[:, :k]
-        best_s, best_i = np.take_along_axis(cand_s, keep, 1), np.take_along_axis(cand_i, keep, 1)
-    return best_s, best_i
 
 
 def _faiss() -> Any:
@@ -631,3 +612,12 @@ def embed_queries(
     v = embed_texts(emb, queries, truncation)
     _report_cut(dropped, emb.max_length, on_cut)
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def mining_corpus(path: str | Path) -> tuple[list[str], np.ndarray | None, str | None]:
+    """What ``train-embedder --mine-from`` mines from: a corpus file's texts, or an index folder's texts,
+    vectors and the model it was built with (texts, vectors or None, model or None)."""
+    if (Path(path) / "meta.json").is_file():
+        index = load_index(path)
+        return index.texts, index.vectors, str(index.meta["model"])
+    return [t for _, t in read_corpus(path)], None, None

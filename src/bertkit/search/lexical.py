@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from bertkit.sentence.util import top_k_exact
+
 __all__ = ["BM25", "first_stage", "hybrid_top_k", "words"]
 
 _HAS_WORD_CHAR = re.compile(r"\w")
@@ -181,8 +183,6 @@ def first_stage(
     """The retriever over ``corpus_vectors`` (L2-normalised): ``(query vectors, query texts, k)`` ->
     (scores, row indices), each (Q, k), best first. Cosine top-k, or with ``lexical_weight`` > 0 hybrid
     search over ``corpus_texts``, whose BM25 index is built once, here."""
-    from .index import top_k_exact
-
     if not lexical_weight:
         return lambda q, texts, k: top_k_exact(corpus_vectors, q, k, chunk=chunk)
     if corpus_texts is None:

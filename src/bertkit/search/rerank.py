@@ -91,7 +91,7 @@ def rerank_metrics_per_fusion(
     truncation: str = "chunk",
     lexical_weight: float = 0.0,
 ) -> dict[str, dict[str, float]]:
-    """Per fusion of ``fusions``, the retrieval metrics of :func:`bertkit.search.evaluation.retrieval_metrics`
+    """Per fusion of ``fusions``, the retrieval metrics of :func:`bertkit.sentence.evaluation.metrics.retrieval_metrics`
     after the cross-encoder in ``rerank_model`` reorders each query's first ``depth`` hits (``max_length``
     and ``truncation`` as in :func:`rerank_hits`, each fusion as in :func:`fuse_scores`); each pair is
     scored once for all the fusions. With ``lexical_weight`` > 0 the first hits come from hybrid search
@@ -104,8 +104,8 @@ def rerank_metrics_per_fusion(
     from tqdm.auto import tqdm
 
     from bertkit.pipelines import pipeline
-    from bertkit.search.evaluation import RETRIEVAL_KS, _normalized, _query_metrics
     from bertkit.search.lexical import first_stage
+    from bertkit.sentence.evaluation.metrics import RETRIEVAL_KS, _normalized, _query_metrics
 
     unknown = [f for f in fusions if f not in FUSIONS]
     if unknown:  # before any query is scored

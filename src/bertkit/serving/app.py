@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from .batcher import Batcher, QueueFull
 from .metrics import Metrics
-from .requests import parse_body
+from .requests import _HOW_TO_CUT, ApiError, _field, parse_body
 from .truncation import (
     admit_classification,
     admit_fill_mask,
@@ -42,7 +42,6 @@ API_KEY_ENV = "BERTKIT_API_KEY"
 _CONFIG_ENV = "BERTKIT_SERVE_CONFIG"
 
 # what a 413 for a long text suggests, on every endpoint
-_HOW_TO_CUT = "send truncation 'cut' or 'chunk', or start the server with --truncate"
 
 TASKS = (
     "text-classification",
@@ -84,14 +83,6 @@ class ServeConfig:
     max_body_bytes: int = 1_000_000
 
 
-class ApiError(Exception):
-    """A request the server refuses: HTTP ``status`` with ``{"error": message}``."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
-
-
 def detect_task(folder: str | Path) -> str:
     """The task a model folder serves, from ``config.json``'s architectures through the model registry
     (a sentence-transformers folder, a bare encoder or a head with no served task: sentence-embedding)."""
@@ -115,11 +106,9 @@ class ModelService:
 
     def __init__(self, config: ServeConfig) -> None:
         from bertkit.hub import resolve_model_arg
+        from bertkit.modeling.sentence import sentence_transformers_pooling
         from bertkit.pipelines import pipeline
-        from bertkit.pipelines.pipelines import (
-            FeatureExtractionPipeline,
-            sentence_transformers_pooling,
-        )
+        from bertkit.pipelines.pipelines import FeatureExtractionPipeline
 
         self.config = config
         # config.model stays as given (an id names the served model); the files come from its folder.
@@ -356,10 +345,6 @@ def _inputs(payload: Any, max_items: int) -> tuple[list[Any], bool]:
             raise ApiError(413, f"field 'inputs' has {len(x)} items, over --max-batch-size {max_items}")
         return x, True
     return [x], False
-
-
-def _field(batched: bool, i: int) -> str:
-    return f"inputs[{i}]" if batched else "inputs"
 
 
 def _strings(items: list[Any], batched: bool) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .requests import ApiError
 from .truncation import (
     admit_pairs,
     embed_texts,
@@ -38,7 +39,6 @@ __all__ = ["mount_embedding_api"]
 
 
 def _error(status: int, message: str) -> Exception:
-    from .app import ApiError
 
     return ApiError(status, message)
 
@@ -113,7 +113,6 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
 
     @app.post("/v1/embeddings", summary="Embeddings, OpenAI-compatible")
     async def embeddings(request: Request) -> JSONResponse:
-        from .app import ApiError
 
         try:
             return await _embeddings(request)

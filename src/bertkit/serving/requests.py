@@ -5,6 +5,8 @@ deep that it raises RecursionError, and ``"\\ud800"``-style escapes that decode 
 a ``str`` that cannot be encoded as UTF-8 (the tokenizer's offsets, or the JSON response, then
 fail). :func:`parse_body` refuses both, naming the field, so the server answers 400.
 
+Every endpoint refuses a request with :class:`ApiError`.
+
 This module imports nothing of bertkit.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "parse_body"]
+__all__ = ["MAX_DEPTH", "ApiError", "parse_body"]
 
 # deeper than any request an endpoint accepts (a list of {question, context} objects is 3 deep)
 MAX_DEPTH = 32
@@ -66,3 +68,19 @@ def parse_body(body: bytes | str) -> Any:
         raise ValueError(f"JSON nested more than {MAX_DEPTH} levels deep") from None
     _check(value)
     return value
+
+
+# what a refused over-length text is told
+_HOW_TO_CUT = "send truncation 'cut' or 'chunk', or start the server with --truncate"
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP ``status`` with ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def _field(batched: bool, i: int) -> str:
+    return f"inputs[{i}]" if batched else "inputs"

@@ -15,6 +15,8 @@ import numpy as np
 
 from bertkit.pipelines.long_text import TRUNCATION
 
+from .requests import _HOW_TO_CUT, ApiError, _field
+
 __all__ = [
     "EmbedResult",
     "admit_classification",
@@ -32,7 +34,6 @@ __all__ = [
 
 def truncation_mode(payload: Any, truncate_flag: bool) -> str:
     """The request's ``truncation`` field, else the server's default; a 422 for anything else."""
-    from .app import ApiError
 
     mode = payload.get("truncation") if isinstance(payload, dict) else None
     if mode is None:
@@ -45,7 +46,6 @@ def truncation_mode(payload: Any, truncate_flag: bool) -> str:
 def truncation_direction(payload: Any) -> str:
     """Which end a cut drops, from text-embeddings-inference's ``truncation_direction`` field ("Right",
     its default, drops a text's last tokens; "Left" its first), in either case; a 422 for anything else."""
-    from .app import ApiError
 
     given = payload.get("truncation_direction") if isinstance(payload, dict) else None
     if given is None:
@@ -58,7 +58,6 @@ def truncation_direction(payload: Any) -> str:
 def tei_truncation_mode(payload: Any, truncate_flag: bool) -> str:
     """``/embed``'s and ``/rerank``'s mode: bertkit's ``truncation`` field, else text-embeddings-inference's
     ``truncate`` boolean (true: cut; false, its default: error), else the server's default."""
-    from .app import ApiError
 
     given = payload.get("truncate") if isinstance(payload, dict) else None
     if given is None or payload.get("truncation") is not None:
@@ -128,7 +127,6 @@ async def embed_texts(
 def admit_classification(service: Any, items: list[Any], mode: str, batched: bool) -> tuple[int, list[int]]:
     """Token count (for the batcher) and tokens each text (or pair) will lose, before a text-classification
     job is queued: a 413 for a text over the limit in "error", a 422 for a pair in "chunk"."""
-    from .app import _HOW_TO_CUT, ApiError, _field
 
     limit, flag = service.classify_limit(), service.config.max_input_tokens
     tokens, dropped = 0, []
@@ -153,8 +151,6 @@ def admit_zero_shot(service: Any, texts: list[str], ask: Any, batched: bool) -> 
     leaves no room for any text is a 413 in either mode."""
     from bertkit.pipelines.zero_shot import pair_cuts
 
-    from .app import ApiError, _field
-
     limit, flag = service.classify_limit(), service.config.max_input_tokens
     hypotheses = [ask.template.format(x) for x in ask.labels]
     cuts = pair_cuts(service.tokenizer, texts, hypotheses, limit)
@@ -177,7 +173,6 @@ def admit_pairs(service: Any, query: str, texts: list[str], mode: str) -> tuple[
     job is queued. A pair's length is exact (the tokenizer's ``[CLS] query [SEP] text [SEP]``): over the
     limit it is a 413 naming the text in "error"; "cut" drops tokens of the text only (never the query);
     "chunk" scores windows of the text that share the query, cut to half the limit."""
-    from .app import ApiError
 
     limit, flag = service.classify_limit(), service.config.max_input_tokens
     tok = service.tokenizer
@@ -205,7 +200,6 @@ def admit_pairs(service: Any, query: str, texts: list[str], mode: str) -> tuple[
 def admit_fill_mask(service: Any, texts: list[str], mode: str, batched: bool) -> tuple[int, list[int]]:
     """Token count and tokens each fill-mask text will lose: a 413 over the limit in "error"; "cut" keeps
     the first tokens and needs a [MASK] among them; "chunk" is a 422 (a mask is filled from its context)."""
-    from .app import ApiError, _field
 
     tok = service.tokenizer
     if mode == "chunk":
@@ -234,7 +228,6 @@ def admit_windowed(service: Any, payload: Any, items: list[Any], batched: bool) 
     """Token count and, per input, whether it spans several windows, for token classification and
     question answering, which window long texts themselves. The request's ``truncation`` is "chunk"
     (the default) or "error" (a 413 for an input over one window); "cut" would lose what windows keep."""
-    from .app import ApiError, _field
 
     given = payload.get("truncation") if isinstance(payload, dict) else None
     mode = "chunk" if given is None else truncation_mode(payload, False)

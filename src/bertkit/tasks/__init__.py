@@ -18,8 +18,8 @@ _LAZY = {
     "get_task": "bertkit.tasks.tasks",
     "TaskOptions": "bertkit.tasks.tasks",
     "TASKS": "bertkit.tasks.tasks",
-    "LengthGroupedBatchSampler": "bertkit.tasks.batching",
-    "collate_features": "bertkit.tasks.batching",
+    "LengthGroupedBatchSampler": "bertkit.data.batching",
+    "collate_features": "bertkit.data.batching",
 }
 
 __all__ = sorted(_LAZY)

@@ -15,8 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bertkit import _args as A
-
-from .data import QAExample
+from bertkit.data.readers import QAExample
 
 __all__ = ["QAFeatures", "prepare_qa_features", "decode_qa", "NBestAnswer"]
 

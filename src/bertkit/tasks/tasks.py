@@ -16,11 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bertkit.inference import first_subtokens, merge_windows, run_batched, softmax, window_features
-
-from ..tokenization.wordpiece import CJK_CHAR_RE as _CJK
-from . import metrics as M
-from .data import (
+from bertkit.data.readers import (
     build_label_list,
     check_labels,
     read_conll,
@@ -28,6 +24,10 @@ from .data import (
     read_swag,
     read_table,
 )
+from bertkit.inference import first_subtokens, merge_windows, run_batched, softmax, window_features
+
+from ..tokenization.wordpiece import CJK_CHAR_RE as _CJK
+from . import metrics as M
 from .qa import decode_qa, prepare_qa_features
 
 __all__ = [

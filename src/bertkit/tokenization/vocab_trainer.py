@@ -99,7 +99,7 @@ class WordPieceTrainer:
         """Stream text files (UTF-8) into the word counts, with a progress bar over bytes.
 
         A ``.jsonl`` file is read as ``pretrain --corpus`` reads it (its records' ``text`` fields, by
-        :func:`bertkit.data.corpus.read_documents`), so a vocabulary is learnt from the very text the
+        :func:`bertkit._text.read_documents`), so a vocabulary is learnt from the very text the
         model is pretrained on, not from the JSON around it."""
         paths = [Path(f) for f in files]
         for p in paths:
@@ -110,7 +110,7 @@ class WordPieceTrainer:
         try:
             for p in paths:
                 if p.suffix == ".jsonl":
-                    from bertkit.data.corpus import read_documents
+                    from bertkit._text import read_documents
 
                     for doc in read_documents(p, progress=bar.update):
                         self.word_counts.update(self.normalizer.words("\n".join(doc)))

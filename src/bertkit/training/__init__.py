@@ -7,7 +7,7 @@
 - :mod:`~bertkit.training.outputs`: the folder rule and ``--resume`` identity of every training command.
 - :mod:`~bertkit.training.mlm`: the MLM (+ NSP) pretraining recipe; :mod:`~bertkit.training.recipes`:
   time-budget schedules of it; :mod:`~bertkit.training.pretraining`: ``pretrain``, one run or a recipe.
-- :mod:`~bertkit.training.clm`, :mod:`~bertkit.training.distillation`: GPT-2 pretraining, distillation.
+- :mod:`~bertkit.training.clm`: GPT-2 pretraining (distillation, a task recipe, is :mod:`bertkit.tasks.distillation`).
 """
 
 from bertkit.training.arguments import TrainingArguments

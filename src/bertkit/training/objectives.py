@@ -32,6 +32,7 @@ from torch import nn
 
 from bertkit import _args as A
 from bertkit.modeling.outputs import ModelOutput
+from bertkit.training.mlm import OBJECTIVES, check_objective_args
 
 __all__ = [
     "OBJECTIVES",
@@ -50,17 +51,7 @@ __all__ = [
     "mlm_loss",
 ]
 
-OBJECTIVES = ("mlm+nsp", "mlm", "electra")
 DISCRIMINATOR_WEIGHT = 50.0  # ELECTRA's lambda: the BCE is per token and far smaller than the MLM loss
-
-
-def check_objective_args(args: Any) -> None:
-    """The objective's own settings, one line each (for the Python API as for the flags)."""
-    objective = getattr(args, "objective", "mlm+nsp")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    A.fraction_0_1_left_open.check("generator_size", getattr(args, "generator_size", None), allow_none=True)
-    A.positive_float.check("generator_temperature", getattr(args, "generator_temperature", 1.0))
 
 
 def _read_config(folder: str) -> dict[str, Any]:
@@ -348,7 +339,7 @@ def evaluate_electra(
     """Held-out generator MLM accuracy and loss; discriminator loss, accuracy over real tokens,
     accuracy on the replaced tokens and AUC (replaced vs original). The sampling has its own seeded
     stream, so evaluating never moves the training's random state."""
-    from bertkit.tasks.metrics import roc_auc
+    from bertkit._stats import roc_auc
 
     device = device or next(model.parameters()).device
     sampler = torch.Generator(device=device).manual_seed(seed)

@@ -1,9 +1,10 @@
 """`bertkit pretrain` in Python: one MLM (+ NSP) run, or a whole recipe of runs.
 
 ``pretrain(PretrainingArguments(corpus=[...], vocab="vocab.txt", output="runs/mini"))`` runs what
-`bertkit pretrain` runs. The MLM recipe itself (arguments, data, loss, evaluation, one run) lives in
-:mod:`bertkit.training.mlm`, the time-budget schedules in :mod:`bertkit.training.recipes`; both
-are re-exported here, which imports them and is imported by neither.
+`bertkit pretrain` runs. The MLM recipe itself (arguments, data, loss, evaluation) lives in
+:mod:`bertkit.training.mlm`, one run in :mod:`bertkit.training.pretrain_run`, the time-budget
+schedules in :mod:`bertkit.training.recipes`; all are re-exported here, which imports them and is
+imported by none of them.
 """
 
 from __future__ import annotations
@@ -12,16 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from bertkit.training.mlm import (
-    PRETRAIN_OUTPUTS,
     RECIPES,
     PretrainingArguments,
     build_pretraining,
     check_unused_settings,
     evaluate_pretraining,
-    mlm_identity,
     mlm_nsp_loss,
-    train_mlm,
 )
+from bertkit.training.pretrain_run import PRETRAIN_OUTPUTS, mlm_identity, train_mlm
 from bertkit.training.recipes import run_recipe
 
 __all__ = [
@@ -40,7 +39,7 @@ __all__ = [
 
 def pretrain(args: PretrainingArguments, given: Sequence[str] = ()) -> Any:
     """Run ``args.recipe``'s phases when it is set (:func:`~bertkit.training.recipes.run_recipe`),
-    else one run (:func:`~bertkit.training.mlm.train_mlm`); returns the (last) TrainResult.
+    else one run (:func:`~bertkit.training.pretrain_run.train_mlm`); returns the (last) TrainResult.
 
     A setting the run would not use is refused (:func:`~bertkit.training.mlm.check_unused_settings`;
     ``given``: settings given explicitly, even at their default)."""

@@ -291,7 +291,7 @@ def default_collate(items: list[Any], pad_token_id: int = 0) -> Any:
     ``default_collate``."""
     first = items[0] if items else None
     if isinstance(first, dict) and isinstance(first.get("input_ids"), list):
-        from bertkit.tasks.batching import collate_features
+        from bertkit.data.batching import collate_features
 
         return collate_features(items, pad_token_id)
     return torch.utils.data.default_collate(items)

@@ -3,7 +3,7 @@
 A script written for sentence-transformers 4 to 6 runs with its import lines changed::
 
     from bertkit import CrossEncoder
-    from bertkit.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
+    from bertkit.sentence.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments, losses
 
     model = CrossEncoder(folder)                       # a 1-label head (or a plain BERT: a new head)
     train = {"query": [...], "passage": [...], "label": [...]}   # or a datasets.Dataset, or row dicts
@@ -14,7 +14,7 @@ A script written for sentence-transformers 4 to 6 runs with its import lines cha
     trainer.train()
     model.save_pretrained("out/final")
 
-Everything but the model and the losses is :class:`~bertkit.training.st_trainer.SentenceTransformerTrainer`'s:
+Everything but the model and the losses is :class:`~bertkit.sentence.trainer.SentenceTransformerTrainer`'s:
 the datasets and their label column rule, the batch samplers drawn as sentence-transformers' draw,
 transformers' AdamW, schedule and clipping, ``eval_loss`` and the evaluator's metrics under ``eval_``,
 checkpoints that resume exactly. As in sentence-transformers, a batch reaches the loss as raw texts,
@@ -44,17 +44,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bertkit.cross_encoder.losses import _short
-from bertkit.training.st_trainer import (
-    LABEL_COLUMNS,
-    SentenceTransformerTrainer,
-    SentenceTransformerTrainingArguments,
-    _Collate,
-    _is_list,
-    _refuse_arg,
-    _STArgumentsType,
-    _Table,
-)
+from bertkit.sentence.cross_encoder.losses import _short
+from bertkit.sentence.trainer import LABEL_COLUMNS, SentenceTransformerTrainer, _Collate, _is_list, _Table
+from bertkit.sentence.training_args import SentenceTransformerTrainingArguments, _refuse_arg, _STArgumentsType
 
 __all__ = ["CrossEncoderTrainer", "CrossEncoderTrainingArguments"]
 
@@ -112,17 +104,17 @@ class CrossEncoderTrainer(SentenceTransformerTrainer):
     _listwise_rows = True
 
     def _model_type(self) -> type:
-        from bertkit.pipelines.cross_encoder import CrossEncoder
+        from bertkit.sentence.cross_encoder.cross_encoder import CrossEncoder
 
         return CrossEncoder
 
     def _loss_type(self) -> tuple[type, str]:
-        from bertkit.cross_encoder.losses import CrossEncoderLoss
+        from bertkit.sentence.cross_encoder.losses import CrossEncoderLoss
 
         return CrossEncoderLoss, "bertkit.cross_encoder.losses"
 
     def _default_loss(self, model: Any) -> nn.Module:
-        from bertkit.cross_encoder.losses import BinaryCrossEntropyLoss, CrossEntropyLoss
+        from bertkit.sentence.cross_encoder.losses import BinaryCrossEntropyLoss, CrossEntropyLoss
 
         # sentence-transformers' default: BCE for one label, cross-entropy over a wider head
         return BinaryCrossEntropyLoss(model) if model.num_labels == 1 else CrossEntropyLoss(model)

@@ -15,10 +15,10 @@ Normalize), ``1_Pooling/config.json``, ``2_Dense/`` (config and weights), ``sent
 ``similarity_fn_name``); a plain model folder gets mean pooling without normalisation, as there.
 Texts over ``max_seq_length`` tokens are cut, as there, and a warning says how many tokens went.
 A model built in code, ``SentenceTransformer(modules=[models.Transformer(...), models.Pooling(...),
-models.Dense(...), models.Normalize()])`` (:mod:`bertkit.models`), runs on the same path.
+models.Dense(...), models.Normalize()])`` (:mod:`bertkit.sentence.models`), runs on the same path.
 
 Training: ``fit(train_objectives=[(DataLoader(examples), loss)], ...)`` is sentence-transformers'
-pre-v3 call (:mod:`bertkit.training.sentence_fit`) with the losses of :mod:`bertkit.losses`. It
+pre-v3 call (:mod:`bertkit.sentence.fit`) with the losses of :mod:`bertkit.sentence.losses`. It
 trains :attr:`SentenceTransformer.training_model`, an fp32 copy of the encoder with gradients that
 ``model(features)`` runs (with the Dense modules, when there are any: they are the same modules the
 inference path runs, fp32 whatever ``dtype``); :meth:`encode` and :meth:`save` take its weights
@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bertkit import util
+from bertkit.sentence import util
 
 __all__ = ["SentenceTransformer"]
 
@@ -87,7 +87,7 @@ def _read_st_config(folder: Path) -> dict[str, Any]:
 
 def _pooling_includes_prompt(folder: Path) -> bool:
     """The Pooling module's ``include_prompt`` (True when the folder has none)."""
-    from bertkit.pipelines.pipelines import sentence_transformers_pooling_config
+    from bertkit.modeling.sentence import sentence_transformers_pooling_config
 
     found = sentence_transformers_pooling_config(folder)
     return True if found is None else bool(found[1].get("include_prompt", True))
@@ -109,9 +109,9 @@ def _dtype_from_model_kwargs(model_kwargs: dict[str, Any] | None) -> Any:
 
 def _from_modules(modules: Any) -> tuple[Path, str, list[Any], bool, int]:
     """(folder, pooling, dense, normalize, max_seq_length) of ``modules=[Transformer, Pooling, Dense...,
-    Normalize]`` (:mod:`bertkit.models`); any other module, order or width is a ValueError naming it."""
-    from bertkit import models
+    Normalize]`` (:mod:`bertkit.sentence.models`); any other module, order or width is a ValueError naming it."""
     from bertkit.modeling.sentence import check_dense_chain
+    from bertkit.sentence import models
 
     if not isinstance(modules, (list, tuple)) or not modules:
         _refuse(f"modules={modules!r}", "must be a non-empty list of bertkit.models modules")
@@ -448,8 +448,9 @@ class SentenceTransformer(_ModuleCalls):
         model_card_data: Any = None,
     ) -> None:
         from bertkit.hub import hub_id, resolve_model_path
-        from bertkit.model_card import SentenceTransformerModelCardData, adopt, read_original
-        from bertkit.pipelines.pipelines import FeatureExtractionPipeline, sentence_transformers_pooling
+        from bertkit.modeling.sentence import sentence_transformers_pooling
+        from bertkit.pipelines.pipelines import FeatureExtractionPipeline
+        from bertkit.sentence.model_card import SentenceTransformerModelCardData, adopt, read_original
 
         if model_name_or_path is None and modules is None:
             _refuse("model_name_or_path", "is required (or modules=[models.Transformer(...), models.Pooling(...)])")
@@ -654,8 +655,8 @@ class SentenceTransformer(_ModuleCalls):
     # -- the module list (sentence-transformers' nn.Sequential calls, see _ModuleCalls) ----------
 
     def _build_modules(self) -> list[torch.nn.Module]:
-        from bertkit import models
         from bertkit.modeling.sentence import pooling_modes
+        from bertkit.sentence import models
 
         # fp32: the trainable encoder; bf16 has none, so the (frozen) inference encoder is shown
         encoder = self._training_encoder().model if self.dtype == "fp32" else self.model
@@ -753,15 +754,15 @@ class SentenceTransformer(_ModuleCalls):
 
     def smart_batching_collate(self, batch: list[Any]) -> tuple[list[dict[str, Tensor]], Tensor]:
         """InputExamples -> (one tokenized batch per text column, the labels as a tensor)."""
-        from bertkit.training.sentence_fit import smart_batching_collate
+        from bertkit.sentence.fit import smart_batching_collate
 
         return smart_batching_collate(self, batch)
 
     def fit(self, train_objectives: Any, evaluator: Any = None, epochs: int = 1, **kwargs: Any) -> None:
         """sentence-transformers' ``fit``: train on ``[(DataLoader(InputExamples), loss), ...]``; see
-        :mod:`bertkit.training.sentence_fit` for every keyword (warmup_steps, optimizer_params,
+        :mod:`bertkit.sentence.fit` for every keyword (warmup_steps, optimizer_params,
         weight_decay, evaluation_steps, output_path, save_best_model, checkpoint_path...)."""
-        from bertkit.training.sentence_fit import fit
+        from bertkit.sentence.fit import fit
 
         fit(self, train_objectives, evaluator, epochs, **kwargs)
 
@@ -802,13 +803,12 @@ class SentenceTransformer(_ModuleCalls):
         """Vectors for one text (1-D) or a list of texts (2-D), as sentence-transformers returns them.
 
         ``output_value="token_embeddings"`` gives each text's token vectors instead;
-        ``precision`` int8/uint8/binary/ubinary quantizes (:func:`bertkit.util.quantize_embeddings`);
+        ``precision`` int8/uint8/binary/ubinary quantizes (:func:`bertkit.sentence.util.quantize_embeddings`);
         ``truncate_dim`` keeps the first dimensions, then ``normalize_embeddings`` scales to length 1.
         """
         from bertkit import _args as A
         from bertkit.inference import run_batched
-
-        from .long_text import plan_windows
+        from bertkit.pipelines.long_text import plan_windows
 
         if sentences is not None and inputs is not None:
             _refuse("encode()", "got both sentences and inputs; pass one")
@@ -925,8 +925,8 @@ class SentenceTransformer(_ModuleCalls):
         tokenizer, the module files and ``config_sentence_transformers.json``. Files of the same
         names are replaced in one rename each; other files in the folder are kept."""
         from bertkit._io import atomic_update_dir, atomic_write_json
-        from bertkit.model_card import write_card
         from bertkit.modeling.sentence import save_sentence_folder
+        from bertkit.sentence.model_card import write_card
 
         if kwargs.get("safe_serialization") is False:
             _refuse("safe_serialization=False", "is not supported here: the folder holds model.safetensors")

@@ -256,8 +256,8 @@ def distill(args: DistillArguments) -> dict[str, Any]:
     import dataclasses
 
     from bertkit._outputs import file_fingerprint
+    from bertkit.data.batching import LengthGroupedBatchSampler, collate_features
     from bertkit.tasks.api import _Features, load_finetuned
-    from bertkit.tasks.batching import LengthGroupedBatchSampler, collate_features
     from bertkit.training import Trainer
 
     # A teacher id resolves to its cache snapshot once: it is loaded and fingerprinted from there.
@@ -330,7 +330,7 @@ def _side_by_side(
     task: Any, teacher: nn.Module, student: nn.Module, tok: Any, val_ex: Any, val_enc: Any, device: Any
 ) -> dict[str, Any]:
     """The teacher's and the student's validation scores, and their speed on the same batches."""
-    from bertkit.tasks.batching import collate_features
+    from bertkit.data.batching import collate_features
 
     out: dict[str, Any] = {
         "teacher": task.evaluate(teacher, tok, val_ex, val_enc, progress=False),

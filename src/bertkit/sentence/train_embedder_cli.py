@@ -1,4 +1,4 @@
-"""`bertkit train-reranker`: fine-tune a cross-encoder reranker (see bertkit.training.reranker)."""
+"""`bertkit train-embedder`: fine-tune a sentence-embedding model (see bertkit.sentence.embedder)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from bertkit import _args as A
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.training.reranker import RerankerArguments
+    from bertkit.sentence.embedder import EmbedderArguments
 
-    A.add_dataclass_arguments(p, RerankerArguments)
+    A.add_dataclass_arguments(p, EmbedderArguments)
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.training.reranker import RerankerArguments, train_reranker
+    from bertkit.sentence.embedder import EmbedderArguments, train_embedder
 
-    result = train_reranker(A.from_namespace(RerankerArguments, args))
+    result = train_embedder(A.from_namespace(EmbedderArguments, args))
     print(
         json.dumps(
             {

@@ -15,7 +15,7 @@ tokenized as pairs (cut at the model's ``max_length``, the longer text first); t
 (flattened for one label) go through ``activation_fct`` into ``loss_fct``, by default
 ``BCEWithLogitsLoss`` against float labels for one label, ``CrossEntropyLoss`` against class ids
 for more. The optimizer, schedule, clipping, evaluator, ``callback`` and save-best rules are the
-ones :func:`bertkit.training.sentence_fit.run_fit` runs for ``SentenceTransformer.fit``, over
+ones :func:`bertkit.sentence.fit.run_fit` runs for ``SentenceTransformer.fit``, over
 ``floor(examples / batch_size) x epochs`` steps. As in sentence-transformers, ``output_path``
 receives the model only when an evaluator scores it better than before (with ``save_best_model``):
 without an evaluator nothing is saved, so call ``save`` after ``fit``.
@@ -57,8 +57,8 @@ class _Collate:
 
 def _check_examples(loader: Any, num_labels: int, default_loss: bool) -> list[Any]:
     """The loader's InputExamples, each checked: two texts and a label the head's loss can take."""
-    from bertkit.cross_encoder.losses import class_id_problem, is_score
-    from bertkit.training.sentence_fit import loader_examples
+    from bertkit.sentence.cross_encoder.losses import class_id_problem, is_score
+    from bertkit.sentence.fit import loader_examples
 
     examples = loader_examples(loader, "train_dataloader")
     for j, ex in enumerate(examples):
@@ -113,7 +113,7 @@ def fit(
     ``resume_from_checkpoint`` are bertkit's keyword-only extras (sentence-transformers'
     ``CrossEncoder.fit`` has no checkpoints): they mean what they mean in ``SentenceTransformer.fit``,
     and a run killed after a checkpoint resumes to the weights of the uninterrupted run."""
-    from bertkit.training.sentence_fit import _batch_size, _RoundRobin, check_fit_args, run_fit
+    from bertkit.sentence.fit import _batch_size, _RoundRobin, check_fit_args, run_fit
 
     check_fit_args(epochs, warmup_steps, evaluation_steps, max_grad_norm, scheduler, evaluator)
     if loss_fct is not None and not callable(loss_fct):

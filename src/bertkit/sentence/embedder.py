@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit import _args as A
+from bertkit import _hooks
 from bertkit._args import redefault, setting
 from bertkit._io import atomic_write_json, atomic_write_text
 from bertkit._outputs import file_fingerprint
@@ -247,7 +248,7 @@ def _fingerprint(path: str | None) -> str | None:
 def evaluate_rows(encoder: Any, rows: list[dict[str, Any]], batch_size: int = 64) -> dict[str, float]:
     """STS correlations of scored rows, else retrieval metrics of anchor -> own positive among all
     positives and negatives of ``rows``."""
-    from bertkit.search.evaluation import retrieval_metrics, sts_metrics
+    from bertkit.sentence.evaluation.metrics import retrieval_metrics, sts_metrics
 
     if "score" in rows[0]:
         e1 = encoder.encode([r["sentence1"] for r in rows], batch_size).numpy()
@@ -273,7 +274,7 @@ def retrieval_task(rows: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str
 def card_evaluator(rows: list[dict[str, Any]], name: str) -> Any:
     """The sentence-transformers evaluator that scores the validation ``rows`` as :func:`evaluate_rows`
     does (similarity correlations of scored pairs, else retrieval), for the model card."""
-    from bertkit.evaluation import EmbeddingSimilarityEvaluator, InformationRetrievalEvaluator
+    from bertkit.sentence.evaluation import EmbeddingSimilarityEvaluator, InformationRetrievalEvaluator
 
     if "score" in rows[0]:
         s1, s2 = [r["sentence1"] for r in rows], [r["sentence2"] for r in rows]
@@ -284,7 +285,7 @@ def card_evaluator(rows: list[dict[str, Any]], name: str) -> Any:
 
 def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]]:
     """The training rows, with mined negatives (cached in the output folder for --resume)."""
-    from bertkit.training.embedding_data import mine_hard_negatives, read_embedding_rows
+    from bertkit.sentence.embedding_data import mine_hard_negatives, read_embedding_rows
 
     rows = read_embedding_rows(args.train, scored=args.loss == "cosent", score_range=args.score_range)
     if args.loss == "triplet" and not args.hard_negatives and not rows[0]["negatives"]:
@@ -296,20 +297,14 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
     cached = Path(args.output) / MINED
     if args.resume and cached.is_file():
         return [json.loads(line) for line in cached.read_text(encoding="utf-8").splitlines() if line.strip()]
-    from bertkit.search.index import load_index, read_corpus
-
-    vectors = None
-    if (Path(args.mine_from) / "meta.json").is_file():  # a search index: its vectors, if the model matches
-        index = load_index(args.mine_from)
-        if Path(index.meta["model"]).resolve() != Path(args.model).resolve():
-            raise ValueError(
-                f"{A.given('mine_from', str(args.mine_from))} was built with {index.meta['model']}, not "
-                f"{A.flag('model')} "
-                f"{args.model}; mine from its corpus file instead"
-            )
-        corpus, vectors = index.texts, index.vectors
-    else:
-        corpus = [t for _, t in read_corpus(args.mine_from)]
+    # a corpus file, or a search index folder (bertkit.search, a layer above: reached through a hook)
+    corpus, vectors, built_with = _hooks.call("search.mining_corpus", args.mine_from)
+    if built_with is not None and Path(built_with).resolve() != Path(args.model).resolve():
+        raise ValueError(
+            f"{A.given('mine_from', str(args.mine_from))} was built with {built_with}, not "
+            f"{A.flag('model')} "
+            f"{args.model}; mine from its corpus file instead"
+        )
     mined, dropped = mine_hard_negatives(
         encoder,
         rows,
@@ -336,8 +331,8 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
 def train_embedder(args: EmbedderArguments) -> Any:
     """Run `bertkit train-embedder`; returns the Trainer's result."""
     from bertkit.modeling.sentence import load_sentence_encoder, save_sentence_folder
-    from bertkit.training.embedding_data import EmbeddingCollator, read_embedding_rows
-    from bertkit.training.embedding_losses import make_loss
+    from bertkit.sentence.embedding_data import EmbeddingCollator, read_embedding_rows
+    from bertkit.sentence.losses.functional import make_loss
     from bertkit.training.trainer import Trainer
 
     # A model id resolves to its cache snapshot once (its sentence-transformers files are there too).
@@ -390,7 +385,7 @@ def train_embedder(args: EmbedderArguments) -> Any:
 
 def _card_loss(args: EmbedderArguments, model: Any) -> Any:
     """The sentence-transformers loss ``--loss`` and its flags train as (its name, settings and paper)."""
-    from bertkit import losses as L
+    from bertkit.sentence import losses as L
 
     if args.loss == "cosent":
         loss = L.CoSENTLoss(model, scale=args.scale)
@@ -413,9 +408,9 @@ def write_embedder_card(
     """README.md in OUTPUT, the model card sentence-transformers' trainer writes: base model, data,
     loss, the flags that differ from their defaults, the training log, and with --validation the
     final model's scores there (as sentence-transformers' evaluator for the rows gives them)."""
-    from bertkit.model_card import card_columns, changed_settings, write_command_card
-    from bertkit.pipelines.sentence_transformer import SentenceTransformer
-    from bertkit.training.embedding_losses import loss_columns
+    from bertkit.sentence.losses.functional import loss_columns
+    from bertkit.sentence.model_card import card_columns, changed_settings, write_command_card
+    from bertkit.sentence.sentence_transformer import SentenceTransformer
 
     columns = list(loss_columns(args.loss))
     data = card_columns(rows, columns)

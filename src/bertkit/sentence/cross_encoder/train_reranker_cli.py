@@ -1,4 +1,4 @@
-"""`bertkit train-embedder`: fine-tune a sentence-embedding model (see bertkit.training.embedder)."""
+"""`bertkit train-reranker`: fine-tune a cross-encoder reranker (see bertkit.sentence.cross_encoder.reranker)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from bertkit import _args as A
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.training.embedder import EmbedderArguments
+    from bertkit.sentence.cross_encoder.reranker import RerankerArguments
 
-    A.add_dataclass_arguments(p, EmbedderArguments)
+    A.add_dataclass_arguments(p, RerankerArguments)
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.training.embedder import EmbedderArguments, train_embedder
+    from bertkit.sentence.cross_encoder.reranker import RerankerArguments, train_reranker
 
-    result = train_embedder(A.from_namespace(EmbedderArguments, args))
+    result = train_reranker(A.from_namespace(RerankerArguments, args))
     print(
         json.dumps(
             {

@@ -17,13 +17,13 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bertkit.training.distillation import DistillArguments
+    from bertkit.tasks.distillation import DistillArguments
 
     A.add_dataclass_arguments(p, DistillArguments)
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.training.distillation import DistillArguments, distill
+    from bertkit.tasks.distillation import DistillArguments, distill
 
     print(json.dumps(distill(A.from_namespace(DistillArguments, args))))
     return 0

@@ -3,7 +3,7 @@
 * STS: Pearson and Spearman correlation of the similarity of each pair (cosine by default; dot,
   euclidean or manhattan) with its human score.
 * Retrieval: every query ranks the whole corpus by cosine (or dot product, another similarity, or
-  hybrid search with BM25, :mod:`bertkit.search.lexical`); nDCG@10, MRR@10, MAP@100 and
+  a ranker such as the hybrid search with BM25 of :mod:`bertkit.search.lexical`); nDCG@10, MRR@10, MAP@100 and
   recall@1/10/100 against the qrels by default, any cut-offs of those and of precision@k and
   accuracy@k on request. Relevance is binary (a qrels score above 0), as in sentence-transformers'
   ``InformationRetrievalEvaluator``; queries without a relevant document are not scored. Equal
@@ -148,7 +148,7 @@ def pair_similarity(emb1: np.ndarray, emb2: np.ndarray, similarity: str = "cosin
     _check_similarity(similarity)
     if similarity == "cosine":
         return (_normalized(emb1) * _normalized(emb2)).sum(1).astype(np.float64)
-    from bertkit import util
+    from bertkit.sentence import util
 
     pairwise = util.SIMILARITY_FUNCTIONS[similarity][1]
     return pairwise(np.asarray(emb1, np.float32), np.asarray(emb2, np.float32)).numpy().astype(np.float64)
@@ -345,6 +345,8 @@ def _check_ks(ks: Mapping[str, Sequence[int]]) -> None:
 
 
 ScoreFunction = Callable[[Any, Any], Any]
+# (L2-normalised query vectors, their texts or None, k) -> (scores, corpus rows), each (Q, k), best first
+Ranker = Callable[[np.ndarray, Any, int], tuple[np.ndarray, np.ndarray]]
 
 
 def _scorer(corpus_emb: np.ndarray, similarity: str | ScoreFunction) -> Callable[[np.ndarray, int, int], np.ndarray]:
@@ -362,7 +364,7 @@ def _scorer(corpus_emb: np.ndarray, similarity: str | ScoreFunction) -> Callable
                 return (q.astype(np.float64) @ c[start:end].astype(np.float64).T).astype(np.float32)
 
             return inner
-        from bertkit import util
+        from bertkit.sentence import util
 
         similarity = util.SIMILARITY_FUNCTIONS[similarity][0]
     import torch
@@ -413,30 +415,26 @@ def retrieval_metrics(
     query_block: int = 1024,
     corpus_chunk: int = 16384,
     query_texts: Sequence[str] | None = None,
-    corpus_texts: Sequence[str] | None = None,
-    lexical_weight: float = 0.0,
+    ranker: Ranker | None = None,
     ks: Mapping[str, Sequence[int]] | None = None,
     similarity: str | ScoreFunction = "cosine",
 ) -> dict[str, float]:
     """Mean nDCG@10, MRR@10, MAP@100 and recall@1/10/100 (or the cut-offs ``ks``, ``{metric: ks}`` of
     :data:`RETRIEVAL_METRICS`) over the queries with a relevant document, ranking ``corpus_emb`` by
     ``similarity``: a name of :data:`SIMILARITIES` or a function ``(queries, corpus)`` -> a score
-    matrix on tensors; ``queries`` counts them. With ``lexical_weight`` > 0 the ranking is hybrid
-    search (cosine) over ``corpus_texts`` (:func:`bertkit.search.lexical.hybrid_top_k`)."""
-    from bertkit.search.lexical import first_stage
-
+    matrix on tensors; ``queries`` counts them. A ``ranker`` ranks instead: ``(L2-normalised query
+    vectors, their texts, k)`` -> (scores, corpus rows), best first, as the hybrid search of
+    :func:`bertkit.search.lexical.first_stage` gives for ``query_texts``."""
     ks = RETRIEVAL_KS if ks is None else ks
     _check_ks(ks)
     depth = max(max(v) for v in ks.values() if v)
-    if lexical_weight:
+    if ranker is not None:
         if similarity != "cosine":
-            raise ValueError(f"hybrid search ranks by cosine, not by {similarity!r}")
-        c = _normalized(corpus_emb)
-        lexical = first_stage(c, corpus_texts, lexical_weight, chunk=corpus_chunk)
+            raise ValueError(f"a ranker ranks by cosine, not by {similarity!r}")
 
         def rank(block: list[int], k: int) -> np.ndarray:
             texts = None if query_texts is None else [query_texts[i] for i in block]
-            return lexical(_normalized(query_emb[block]), texts, k)[1]
+            return ranker(_normalized(query_emb[block]), texts, k)[1]
     else:
         score = _scorer(corpus_emb, similarity)
         order = sorted(range(len(corpus_ids)), key=corpus_ids.__getitem__)

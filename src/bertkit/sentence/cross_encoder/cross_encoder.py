@@ -14,7 +14,7 @@ optional softmax, the output types and the order of ``rank``. ``save`` writes a 
 sentence-transformers' ``CrossEncoder``, transformers and bertkit all load with the same scores.
 Arguments bertkit cannot honour (remote code, other backends, multi-process pools, prompts) are
 refused by name rather than ignored.
-``fit`` is sentence-transformers' pre-v4 training call (:mod:`bertkit.training.cross_encoder_fit`).
+``fit`` is sentence-transformers' pre-v4 training call (:mod:`bertkit.sentence.cross_encoder.fit`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from bertkit import _args as A
-
-from .sentence_transformer import _ModuleCalls, _to_dtype
-from .text_ranking import TextRankingPipeline
+from bertkit.pipelines.text_ranking import TextRankingPipeline
+from bertkit.sentence.losses.losses import _fullname
+from bertkit.sentence.sentence_transformer import _ModuleCalls, _to_dtype
 
 __all__ = ["CrossEncoder"]
 
@@ -51,14 +51,6 @@ _UNSUPPORTED_INIT = {
 }
 # sentence-transformers' module files: present in a folder, they decide what its CrossEncoder loads.
 _ST_FILES = ("modules.json", "config_sentence_transformers.json")
-
-
-def _fullname(obj: Any) -> str:
-    """The dotted class name sentence-transformers writes for an activation function."""
-    module = type(obj).__module__
-    if module is None or module == str.__module__:
-        return type(obj).__name__
-    return f"{module}.{type(obj).__name__}"
 
 
 def _activation_from_path(path: str, where: str) -> Callable | None:
@@ -150,6 +142,9 @@ class CrossEncoder(_ModuleCalls):
     for the precision the scores are computed in.
     """
 
+    # what its losses check (they sit below this class, whose fit() uses them, so they cannot import it)
+    _bertkit_kind = "cross-encoder"
+
     def __init__(
         self,
         model_name_or_path: str | os.PathLike,
@@ -170,7 +165,7 @@ class CrossEncoder(_ModuleCalls):
         **unsupported: Any,
     ) -> None:
         from bertkit.hub import hub_id, resolve_model_path
-        from bertkit.model_card import CrossEncoderModelCardData, adopt, read_original
+        from bertkit.sentence.model_card import CrossEncoderModelCardData, adopt, read_original
 
         for name, value in unsupported.items():
             if name not in _UNSUPPORTED_INIT:
@@ -387,7 +382,7 @@ class CrossEncoder(_ModuleCalls):
     _CALLER = "pairs"
 
     def _build_modules(self) -> list[torch.nn.Module]:
-        from bertkit import models
+        from bertkit.sentence import models
 
         # fp32: the trainable model; bf16 has none, so the (frozen) inference model is shown
         model = self.training_model if self.dtype == "fp32" else self.model
@@ -463,17 +458,17 @@ class CrossEncoder(_ModuleCalls):
 
     def smart_batching_collate(self, batch: list[Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """InputExamples -> (their pairs tokenized together, the labels: float for one label, else class ids)."""
-        from bertkit.training.cross_encoder_fit import pair_collate
+        from bertkit.sentence.cross_encoder.fit import pair_collate
 
         return pair_collate(self, batch)
 
     def fit(self, train_dataloader: Any, evaluator: Any = None, epochs: int = 1, **kwargs: Any) -> None:
         """sentence-transformers' ``CrossEncoder.fit``: train on a DataLoader of (text, text)
-        InputExamples; see :mod:`bertkit.training.cross_encoder_fit` for every keyword (loss_fct,
+        InputExamples; see :mod:`bertkit.sentence.cross_encoder.fit` for every keyword (loss_fct,
         activation_fct, warmup_steps, optimizer_params, evaluation_steps, output_path...), and bertkit's
         keyword-only extras checkpoint_path, checkpoint_save_steps, checkpoint_save_total_limit and
         resume_from_checkpoint (sentence-transformers' CrossEncoder.fit has none)."""
-        from bertkit.training.cross_encoder_fit import fit
+        from bertkit.sentence.cross_encoder.fit import fit
 
         fit(self, train_dataloader, evaluator, epochs, **kwargs)
 
@@ -599,7 +594,7 @@ class CrossEncoder(_ModuleCalls):
         CrossEncoder loads with this activation and max_length. Files already in ``path`` that this save
         does not write are kept, but a folder holding another model's sentence-transformers module files
         (which that library would read instead) is refused. With ``create_model_card`` a README.md
-        model card is written (:mod:`bertkit.model_card`), titled ``model_name`` unless
+        model card is written (:mod:`bertkit.sentence.model_card`), titled ``model_name`` unless
         ``model_card_data`` names the model; ``train_datasets`` is accepted and not read."""
         self._sync_inference()
         if self._pipe.dtype != "fp32":
@@ -619,7 +614,7 @@ class CrossEncoder(_ModuleCalls):
         extra["sentence_transformers"] = {"activation_fn": _fullname(self.activation_fn)}
         self.model.save_pretrained(target, tokenizer=self.tokenizer, safe_serialization=safe_serialization)
         if create_model_card:
-            from bertkit.model_card import write_card
+            from bertkit.sentence.model_card import write_card
 
             write_card(self, target, target, model_name=model_name)
 

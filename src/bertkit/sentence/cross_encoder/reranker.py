@@ -28,7 +28,7 @@ from bertkit._args import setting
 from bertkit._io import atomic_write_json
 from bertkit._text import require_file
 from bertkit.hub import resolve_model_arg
-from bertkit.training.embedder import EmbeddingTrainingArguments
+from bertkit.sentence.embedder import EmbeddingTrainingArguments
 from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, within_claim
 
 __all__ = ["RERANKER_OUTPUTS", "RerankerArguments", "read_reranker_rows", "train_reranker"]
@@ -78,7 +78,7 @@ class RerankerArguments(EmbeddingTrainingArguments):
 def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows ``{"query", "passage", "label"}`` with a label in [0, 1] (int where the file's are all whole
     numbers, else float); errors name the file and line."""
-    from bertkit.training.embedding_data import _records, _text
+    from bertkit.sentence.embedding_data import _records, _text
 
     path = require_file(path)
     rows = []
@@ -174,7 +174,7 @@ def score_pairs(
 
 def evaluate_reranker(model: Any, collator: RerankCollator, rows: list[dict[str, Any]]) -> dict[str, float]:
     """MRR@10 and nDCG@10 of each query's passages ranked by the model (queries with a relevant one)."""
-    from bertkit.search.evaluation import _query_metrics
+    from bertkit.sentence.evaluation.metrics import _query_metrics
 
     scores = score_pairs(model, collator, [r["query"] for r in rows], [r["passage"] for r in rows])
     by_query: dict[str, list[tuple[float, int]]] = {}
@@ -197,7 +197,7 @@ def card_evaluator(rows: list[dict[str, Any]], name: str) -> Any:
     """sentence-transformers' reranking evaluator over the validation ``rows`` grouped by query
     (relevant: label >= 0.5; queries without a relevant passage left out, as
     :func:`evaluate_reranker` does), for the model card."""
-    from bertkit.evaluation import CrossEncoderRerankingEvaluator
+    from bertkit.sentence.evaluation import CrossEncoderRerankingEvaluator
 
     by_query: dict[str, dict[str, list[str]]] = {}
     for r in rows:
@@ -256,9 +256,9 @@ def write_reranker_card(
     model, the data trained on (``rows``: pairs, or listwise groups) with its statistics and first
     rows, loss, the flags that differ from their defaults, the training log, and with --validation the
     final model's reranking scores there."""
-    from bertkit.cross_encoder import CrossEncoder
-    from bertkit.cross_encoder.losses import BinaryCrossEntropyLoss
-    from bertkit.model_card import card_columns, changed_settings, write_command_card
+    from bertkit.sentence.cross_encoder import CrossEncoder
+    from bertkit.sentence.cross_encoder.losses import BinaryCrossEntropyLoss
+    from bertkit.sentence.model_card import card_columns, changed_settings, write_command_card
 
     columns = ["query", "passage", "label"] if args.loss == "bce" else ["query", "passages"]
     data = card_columns(rows, columns)

@@ -23,9 +23,9 @@ evaluator called at the end of every epoch and every ``evaluation_steps``, with
 saves the model into ``output_path``, without an evaluator the model is saved there at the end.
 Every folder is written atomically and loads in sentence-transformers with the same vectors.
 
-A :class:`bertkit.datasets.NoDuplicatesDataLoader` in place of a DataLoader gets batches with no text
+A :class:`bertkit.sentence.datasets.NoDuplicatesDataLoader` in place of a DataLoader gets batches with no text
 twice, drawn as sentence-transformers 6's ``fit`` draws them for it (its no-duplicates batch sampler,
-seeded by the training seed and the epoch: :func:`bertkit.datasets.no_duplicate_batches`). The
+seeded by the training seed and the epoch: :func:`bertkit.sentence.datasets.no_duplicate_batches`). The
 evaluator runs inside a fork of the RNGs (torch's, Python's, NumPy's): what it draws does not change the
 dropout masks of the steps after it, so a fit takes the same steps whatever ``evaluation_steps`` is, and
 a resumed one the same as the run it continues.
@@ -34,7 +34,7 @@ The loop is :class:`~bertkit.training.trainer.Trainer`'s (progress bar, gradient
 checkpoints, resume). Its run folder is ``checkpoint_path`` (``metrics.jsonl``, ``metrics.png``,
 ``checkpoints/step-N``), or a temporary folder removed at the end when there is none.
 :func:`run_fit` is that loop with the optimizer, schedule and evaluator rules, shared with
-``CrossEncoder.fit`` (:mod:`bertkit.training.cross_encoder_fit`).
+``CrossEncoder.fit`` (:mod:`bertkit.sentence.cross_encoder.fit`).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class _NoDuplicatesSampler:
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[list[int]]:
-        from bertkit.datasets import no_duplicate_batches
+        from bertkit.sentence.datasets import no_duplicate_batches
 
         # sentence-transformers' sampler seeds its generator with seed + epoch at each epoch
         yield from no_duplicate_batches(self.examples, self.batch_size, self.seed + self.epoch)
@@ -250,7 +250,7 @@ def loader_examples(loader: Any, where: str) -> list[Any]:
 def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list[Any]], list[nn.Module]]:
     """(DataLoaders, their examples, losses), each checked: examples there, the loss trains ``model``,
     and every example has as many texts as its loss reads."""
-    from bertkit.losses import _Loss
+    from bertkit.sentence.losses.losses import _Loss
 
     if (
         isinstance(train_objectives, tuple)
@@ -370,7 +370,7 @@ def fit(
     per_epoch = steps_per_epoch or min(n // b for n, b in zip(sizes, batch_sizes))
     total = max_steps if max_steps else per_epoch * epochs * len(losses)
 
-    from bertkit.datasets import NoDuplicatesDataLoader
+    from bertkit.sentence.datasets import NoDuplicatesDataLoader
 
     seed = 42  # sentence-transformers' training seed
     dataset = [(k, ex) for k, items in enumerate(examples) for ex in items]
@@ -556,7 +556,7 @@ def run_fit(
             save_model=save_checkpoint_model,
             optimizers=(optimizer, lr_schedule),
         )
-        from bertkit.model_card import keep_logs, record_training
+        from bertkit.sentence.model_card import keep_logs, record_training
 
         settings = {
             "num_train_epochs": epochs,

@@ -154,7 +154,7 @@ def mine_hard_negatives(
     at least ``margin`` below the row's positive, searched among the ``k + MINING_DEPTH`` nearest; rows
     without ``k`` such candidates are dropped. Returns (rows, dropped). ``corpus_vectors`` (e.g. a search
     index's, made with the same model) saves embedding the corpus."""
-    from bertkit.search.index import top_k_exact
+    from bertkit.sentence.util import top_k_exact
 
     if corpus_vectors is None:
         corpus = list(dict.fromkeys(corpus))  # one vector per distinct text
