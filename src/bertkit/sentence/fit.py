@@ -480,25 +480,86 @@ def run_fit(
     ``output_path`` with ``save_best_model``). ``model`` (a SentenceTransformer or CrossEncoder) gives
     ``device``, ``save`` and ``_sync_inference``, which hands ``module``'s trained weights to its
     inference path; ``loss_fn(module, batch)`` computes the loss of one collated batch."""
-    from bertkit.training.arguments import TrainingArguments
     from bertkit.training.trainer import Trainer
 
     optimizer = optimizer_class(_param_groups(optimized, weight_decay), **optimizer_params)
     lr_schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _schedule(str(scheduler).lower(), warmup_steps, total_steps)
     )
+    held: list[Trainer] = []  # the evaluation reads the Trainer it runs in
+    evaluate = _fit_evaluation(model, evaluator, output_path, callback, save_best_model, held)
+
+    def save_checkpoint_model(_: nn.Module, directory: Path) -> None:
+        model._sync_inference()
+        model.save(directory)
+
+    device = model.device
+    precision = ("fp16" if device.type == "cuda" else "bf16") if use_amp else "fp32"
+    with tempfile.TemporaryDirectory(prefix="bertkit-fit-") as tmp:
+        config = _fit_arguments(
+            output=str(checkpoint_path) if checkpoint_path is not None else tmp,
+            checkpointing=checkpoint_path is not None,
+            resume=bool(resume_from_checkpoint),
+            epochs=epochs,
+            max_steps=max_steps,
+            batch_size=batch_size,
+            lr=float(optimizer_params.get("lr", 1e-3)),
+            max_grad_norm=max_grad_norm,
+            precision=precision,
+            evaluation_steps=evaluation_steps,
+            evaluates=evaluator is not None,
+            save_steps=checkpoint_save_steps,
+            keep=checkpoint_save_total_limit,
+            progress=show_progress_bar,
+            device=device,
+        )
+        trainer = Trainer(
+            module,
+            config,
+            dataset,
+            collate_fn=collate_fn,
+            batch_sampler=batch_sampler,
+            evaluate=evaluate if evaluator is not None else None,
+            loss_fn=loss_fn,
+            save_model=save_checkpoint_model,
+            optimizers=(optimizer, lr_schedule),
+        )
+        held.append(trainer)
+        from bertkit.sentence.model_card import keep_logs, record_training
+
+        changed = _changed_fit_settings(
+            epochs, batch_size, scheduler, warmup_steps, optimizer_params, weight_decay, max_grad_norm, device, use_amp
+        )
+        record_training(model, [{"name": None, "size": len(dataset), "columns": []}], list(losses), changed, trainer)
+        try:
+            trainer.train()
+        finally:
+            keep_logs(model)  # the run's folder may be a temporary one
+            model._sync_inference()
+
+
+def _fit_evaluation(
+    model: Any,
+    evaluator: Any,
+    output_path: str | None,
+    callback: Callable[[float, int, int], None] | None,
+    save_best_model: bool,
+    held: list[Any],
+) -> Callable[[nn.Module], dict[str, float]]:
+    """The Trainer's ``evaluate`` of a fit: the evaluator (its CSV files in ``output_path/eval``) inside a
+    fork of the RNGs, ``callback`` with its primary score, each better score saved into ``output_path``
+    with ``save_best_model``. ``held[0]`` is the Trainer it runs in."""
     eval_dir = None
     if output_path is not None and evaluator is not None:
         eval_dir = Path(output_path) / "eval"
         eval_dir.mkdir(parents=True, exist_ok=True)
-    trainer: Trainer | None = None
 
     def evaluate(module: nn.Module) -> dict[str, float]:
         with _rng_fence(model.device):
             return _evaluate(module)
 
     def _evaluate(_: nn.Module) -> dict[str, float]:
-        assert trainer is not None
+        trainer = held[0]
         model._sync_inference()
         epoch, steps = trainer.step / trainer.steps_per_epoch, trainer.step
         result = evaluator(model, output_path=None if eval_dir is None else str(eval_dir), epoch=epoch, steps=steps)
@@ -518,70 +579,82 @@ def run_fit(
                     model.save(output_path)
         return {str(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float, np.number))}
 
-    def save_checkpoint_model(_: nn.Module, directory: Path) -> None:
-        model._sync_inference()
-        model.save(directory)
+    return evaluate
 
-    device = model.device
-    precision = ("fp16" if device.type == "cuda" else "bf16") if use_amp else "fp32"
-    with tempfile.TemporaryDirectory(prefix="bertkit-fit-") as tmp:
-        config = TrainingArguments(
-            output=str(checkpoint_path) if checkpoint_path is not None else tmp,
-            resume=bool(resume_from_checkpoint),
-            epochs=float(epochs),
-            max_steps=max_steps,
-            batch_size=batch_size,
-            lr=float(optimizer_params.get("lr", 1e-3)),
-            max_grad_norm=float(max_grad_norm),
-            precision=precision,
-            seed=42,
-            eval_every=evaluation_steps,
-            eval_each_epoch=evaluator is not None,
-            save_every=checkpoint_save_steps if checkpoint_path is not None else 0,
-            keep_last=checkpoint_save_total_limit if checkpoint_save_total_limit > 0 else 1 << 30,
-            save_final=False,
-            plot=checkpoint_path is not None,
-            progress=bool(show_progress_bar),
-            device=str(device),
-            run_name="fit",
-        )
-        trainer = Trainer(
-            module,
-            config,
-            dataset,
-            collate_fn=collate_fn,
-            batch_sampler=batch_sampler,
-            evaluate=evaluate if evaluator is not None else None,
-            loss_fn=loss_fn,
-            save_model=save_checkpoint_model,
-            optimizers=(optimizer, lr_schedule),
-        )
-        from bertkit.sentence.model_card import keep_logs, record_training
 
-        settings = {
-            "num_train_epochs": epochs,
-            "per_device_train_batch_size": batch_size,
-            "scheduler": str(scheduler),
-            "warmup_steps": warmup_steps,
-            "learning_rate": optimizer_params.get("lr", 2e-5),
-            "weight_decay": weight_decay,
-            "max_grad_norm": max_grad_norm,
-            "fp16" if device.type == "cuda" else "bf16": use_amp,
-        }
-        defaults = {
-            "num_train_epochs": 1,
-            "scheduler": "WarmupLinear",
-            "warmup_steps": 10000,
-            "learning_rate": 2e-5,
-            "weight_decay": 0.01,
-            "max_grad_norm": 1,
-            "fp16": False,
-            "bf16": False,
-        }
-        changed = {k: v for k, v in settings.items() if defaults.get(k, object()) != v}
-        record_training(model, [{"name": None, "size": len(dataset), "columns": []}], list(losses), changed, trainer)
-        try:
-            trainer.train()
-        finally:
-            keep_logs(model)  # the run's folder may be a temporary one
-            model._sync_inference()
+def _fit_arguments(
+    *,
+    output: str,
+    checkpointing: bool,
+    resume: bool,
+    epochs: int,
+    max_steps: int | None,
+    batch_size: int,
+    lr: float,
+    max_grad_norm: float,
+    precision: str,
+    evaluation_steps: int,
+    evaluates: bool,
+    save_steps: int,
+    keep: int,
+    progress: bool,
+    device: torch.device,
+) -> Any:
+    """The Trainer's arguments for a fit: checkpoints (and plots) only into a ``checkpoint_path``."""
+    from bertkit.training.arguments import TrainingArguments
+
+    return TrainingArguments(
+        output=output,
+        resume=resume,
+        epochs=float(epochs),
+        max_steps=max_steps,
+        batch_size=batch_size,
+        lr=lr,
+        max_grad_norm=float(max_grad_norm),
+        precision=precision,
+        seed=42,
+        eval_every=evaluation_steps,
+        eval_each_epoch=evaluates,
+        save_every=save_steps if checkpointing else 0,
+        keep_last=keep if keep > 0 else 1 << 30,
+        save_final=False,
+        plot=checkpointing,
+        progress=bool(progress),
+        device=str(device),
+        run_name="fit",
+    )
+
+
+def _changed_fit_settings(
+    epochs: int,
+    batch_size: int,
+    scheduler: str,
+    warmup_steps: int,
+    optimizer_params: dict[str, Any],
+    weight_decay: float,
+    max_grad_norm: float,
+    device: torch.device,
+    use_amp: bool,
+) -> dict[str, Any]:
+    """The fit settings a model card records: those that differ from fit's defaults."""
+    settings = {
+        "num_train_epochs": epochs,
+        "per_device_train_batch_size": batch_size,
+        "scheduler": str(scheduler),
+        "warmup_steps": warmup_steps,
+        "learning_rate": optimizer_params.get("lr", 2e-5),
+        "weight_decay": weight_decay,
+        "max_grad_norm": max_grad_norm,
+        "fp16" if device.type == "cuda" else "bf16": use_amp,
+    }
+    defaults = {
+        "num_train_epochs": 1,
+        "scheduler": "WarmupLinear",
+        "warmup_steps": 10000,
+        "learning_rate": 2e-5,
+        "weight_decay": 0.01,
+        "max_grad_norm": 1,
+        "fp16": False,
+        "bf16": False,
+    }
+    return {k: v for k, v in settings.items() if defaults.get(k, object()) != v}

@@ -601,6 +601,55 @@ def _usage(model: Any, data: SentenceTransformerModelCardData, cross: bool) -> s
     )
 
 
+def _evaluation_lines(data: Any) -> list[str]:
+    """The card's "Evaluation" section: each evaluator's metrics, its primary one in bold."""
+    lines: list[str] = []
+    if data.eval_results_dict:
+        lines += ["", "## Evaluation", "", "### Metrics"]
+        for evaluator, raw in data.eval_results_dict.items():
+            metrics, primary = _strip_name(evaluator, raw)
+            title = getattr(evaluator, "name", None) or getattr(evaluator, "description", type(evaluator).__name__)
+            lines += [
+                "",
+                f"#### {title}",
+                "",
+                f"* Evaluated with `{type(evaluator).__module__}.{type(evaluator).__name__}`",
+            ]
+            rows = [
+                {
+                    "Metric": f"**{k}**" if k == primary else k,
+                    "Value": f"**{_log_value(v)}**" if k == primary else _log_value(v),
+                }
+                for k, v in metrics.items()
+            ]
+            lines += ["", _table(rows)]
+    return lines
+
+
+def _training_data_lines(data: Any) -> list[str]:
+    """The card's "Training Details" dataset part: each dataset's size, columns and statistics, then each
+    loss with its settings."""
+    lines: list[str] = []
+    if data.train_sizes or data.losses:
+        lines += ["", "## Training Details", "", "### Training Dataset"]
+        for size in data.train_sizes:
+            title = size.get("name") or "Unnamed Dataset"
+            columns = ", ".join(f"<code>{c}</code>" for c in size.get("columns", []))
+            lines += ["", f"#### {title}", "", f"* Size: {size['size']:,} training samples"]
+            if columns:
+                lines.append(f"* Columns: {columns}")
+            lines += _statistics_lines(size)
+        for loss in data.losses:
+            config = _loss_config(loss)
+            if config is None:  # a loss without settings is named alone, as sentence-transformers does
+                lines += ["", f"* Loss: `{type(loss).__name__}`"]
+                continue
+            lines += ["", f"* Loss: `{type(loss).__name__}` with these parameters:", "  ```json"]
+            lines += ["  " + line for line in config.splitlines()]
+            lines.append("  ```")
+    return lines
+
+
 def card_text(model: Any, model_name: str | None = None) -> str:
     """The whole card for ``model``: a SentenceTransformer, or a CrossEncoder (whose card data says so)."""
     data: SentenceTransformerModelCardData = model.model_card_data
@@ -658,42 +707,8 @@ def card_text(model: Any, model_name: str | None = None) -> str:
             lines.append(f"- **{label}:** {', '.join(value) if isinstance(value, list) else value}")
     lines += ["", "### Full Model Architecture", "", "```", repr(model), "```", "", "## Usage", ""]
     lines.append(_usage(model, data, cross))
-    if data.eval_results_dict:
-        lines += ["", "## Evaluation", "", "### Metrics"]
-        for evaluator, raw in data.eval_results_dict.items():
-            metrics, primary = _strip_name(evaluator, raw)
-            title = getattr(evaluator, "name", None) or getattr(evaluator, "description", type(evaluator).__name__)
-            lines += [
-                "",
-                f"#### {title}",
-                "",
-                f"* Evaluated with `{type(evaluator).__module__}.{type(evaluator).__name__}`",
-            ]
-            rows = [
-                {
-                    "Metric": f"**{k}**" if k == primary else k,
-                    "Value": f"**{_log_value(v)}**" if k == primary else _log_value(v),
-                }
-                for k, v in metrics.items()
-            ]
-            lines += ["", _table(rows)]
-    if data.train_sizes or data.losses:
-        lines += ["", "## Training Details", "", "### Training Dataset"]
-        for size in data.train_sizes:
-            title = size.get("name") or "Unnamed Dataset"
-            columns = ", ".join(f"<code>{c}</code>" for c in size.get("columns", []))
-            lines += ["", f"#### {title}", "", f"* Size: {size['size']:,} training samples"]
-            if columns:
-                lines.append(f"* Columns: {columns}")
-            lines += _statistics_lines(size)
-        for loss in data.losses:
-            config = _loss_config(loss)
-            if config is None:  # a loss without settings is named alone, as sentence-transformers does
-                lines += ["", f"* Loss: `{type(loss).__name__}`"]
-                continue
-            lines += ["", f"* Loss: `{type(loss).__name__}` with these parameters:", "  ```json"]
-            lines += ["  " + line for line in config.splitlines()]
-            lines.append("  ```")
+    lines += _evaluation_lines(data)
+    lines += _training_data_lines(data)
     if data.hyperparameters:
         lines += ["", "### Training Hyperparameters", "", "#### Non-Default Hyperparameters", ""]
         lines += [f"- `{k}`: {v}" for k, v in data.hyperparameters.items()]

@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from bertkit.sentence import util
+from bertkit.sentence.module_calls import _ModuleCalls, _to_dtype
 
 __all__ = ["SentenceTransformer"]
 
@@ -145,275 +146,62 @@ def _from_modules(modules: Any) -> tuple[Path, str, list[Any], bool, int]:
     return transformer.folder, pooling_mod.pooling, dense, normalize, transformer.max_seq_length
 
 
-# sentence-transformers calls bertkit cannot make, and why: each is refused by name in one line
-_REFUSED_CALLS = {
-    "push_to_hub": "bertkit never uses the network; save(path) writes the folder, upload it yourself",
-    "save_to_hub": "bertkit never uses the network; save(path) writes the folder, upload it yourself",
-    "start_multi_process_pool": "bertkit encodes in one process (its batched path already uses every core)",
-    "stop_multi_process_pool": "bertkit encodes in one process (its batched path already uses every core)",
-    "encode_multi_process": "bertkit encodes in one process: call encode()",
-    "old_fit": "it is sentence-transformers' pre-v3 fit under another name: call fit()",
-    "double": "bertkit computes in fp32 or bf16 (float() or bfloat16())",
-    "compile": "bertkit's inference path is already fused and prepacked; torch.compile is not applied",
-    "gradient_checkpointing_enable": "bertkit's encoders do not checkpoint activations",
-    "add_adapter": "PEFT adapters are not supported",
-    "load_adapter": "PEFT adapters are not supported",
-    "set_adapter": "PEFT adapters are not supported",
-    "enable_adapters": "PEFT adapters are not supported",
-    "disable_adapters": "PEFT adapters are not supported",
-    "active_adapters": "PEFT adapters are not supported",
-    "get_adapter_state_dict": "PEFT adapters are not supported",
-    "delete_adapter": "PEFT adapters are not supported",
-}
+def _check_init_call(
+    model_name_or_path: Any,
+    modules: Any,
+    trust_remote_code: bool,
+    backend: str,
+    tokenizer_kwargs: Any,
+    config_kwargs: Any,
+) -> None:
+    """Refuse, by name, a SentenceTransformer(...) call that bertkit cannot honour."""
+    if model_name_or_path is None and modules is None:
+        _refuse("model_name_or_path", "is required (or modules=[models.Transformer(...), models.Pooling(...)])")
+    if model_name_or_path is not None and modules is not None:
+        _refuse("model_name_or_path", "and modules= both give the model; pass one")
+    if trust_remote_code:
+        _refuse("trust_remote_code=True", "is not supported: bertkit runs no code from a model folder")
+    if backend != "torch":
+        _refuse(f"backend={backend!r}", "is not supported: bertkit runs its own PyTorch path (see dtype=)")
+    for name, value in (("tokenizer_kwargs", tokenizer_kwargs), ("config_kwargs", config_kwargs)):
+        if value:
+            _refuse(f"{name}={value!r}", "is not supported")
 
 
-def _to_dtype(model: Any, dtype: torch.dtype) -> Any:
-    """``model.to(torch.float32 / torch.bfloat16 / torch.float16)``: its precision call."""
-    calls = {torch.float32: model.float, torch.bfloat16: model.bfloat16, torch.float16: model.half}
-    if dtype not in calls:
-        raise ValueError(f"{type(model).__name__}.to({dtype}) is not supported: bertkit runs float32 or bfloat16")
-    return calls[dtype]()
+def _check_encode_call(
+    sentences: Any,
+    inputs: Any,
+    kwargs: dict[str, Any],
+    pool: Any,
+    chunk_size: int | None,
+    device: Any,
+    output_value: str | None,
+    precision: str | None,
+    batch_size: Any,
+    truncate_dim: int | None,
+) -> tuple[Any, str]:
+    """Refuse, by name, an encode(...) call bertkit cannot honour; returns (the texts, the precision)."""
+    from bertkit import _args as A
 
-
-def _refused(name: str) -> Any:
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__}.{name}() is not supported by bertkit: {_REFUSED_CALLS[name]}")
-
-    call.__name__ = name
-    call.__doc__ = f"Refused by name: {_REFUSED_CALLS[name]}."
-    return call
-
-
-class _ModuleCalls:
-    """The ``nn.Module`` and sentence-transformers calls a SentenceTransformer or CrossEncoder answers
-    through its module list (``self[0]`` the Transformer whose ``model`` is the trainable model).
-
-    bertkit keeps two copies of the weights: the prepared (fused, frozen) inference model that
-    encode/predict run, and the fp32 training model that ``forward``, the losses and fit train. The
-    module calls (parameters, state_dict, train/eval...) act on the training model, as an optimizer
-    over ``parameters()`` must; a change to its weights reaches the inference model at the next
-    encode/predict. In bf16 there is no training model, so the module list holds the inference model
-    (read-only: load_state_dict is refused there)."""
-
-    backend = "torch"
-    trust_remote_code = False  # bertkit runs no code from a model folder
-    _CALLER = "model"
-
-    @property
-    def model_type(self) -> str:
-        """The class name sentence-transformers records for the model."""
-        return type(self).__name__
-
-    def _build_modules(self) -> list[torch.nn.Module]:
-        raise NotImplementedError
-
-    def _module_count(self) -> int:
-        raise NotImplementedError
-
-    def _precision(self, dtype: str, call: str) -> Any:
-        raise NotImplementedError
-
-    def _module_seq(self) -> torch.nn.Sequential:
-        """The module list as an ``nn.Sequential`` named "0", "1"... (built on first use)."""
-        if self.dtype == "int8":
-            raise ValueError(
-                f"{type(self).__name__}: the module calls (parameters, state_dict, train...) are not supported on "
-                "an int8 model, whose weights are quantized: load it with dtype='fp32'"
-            )
-        seq = self.__dict__.get("_seq")
-        if seq is None:
-            seq = torch.nn.Sequential(*self._build_modules())
-            mode = self.__dict__.get("_train_mode")
-            if mode is not None:
-                seq.train(mode)
-            self.__dict__["_seq"] = seq
-            self._keep_inference_eval()
-        return seq
-
-    def _drop_modules(self) -> None:
-        self.__dict__.pop("_seq", None)
-
-    def _keep_inference_eval(self) -> None:
-        # encode/predict always run the inference model in eval mode, whatever train() set
-        self.model.eval()
-
-    def __getitem__(self, idx: int | slice) -> Any:
-        seq = self._module_seq()
-        return list(seq)[idx] if isinstance(idx, slice) else seq[idx]
-
-    def __len__(self) -> int:
-        return self._module_count()
-
-    def __bool__(self) -> bool:  # len() would otherwise decide truth
-        return True
-
-    def __iter__(self) -> Any:
-        return iter(self._module_seq())
-
-    def _first_module(self) -> torch.nn.Module:
-        """The Transformer module (``self[0]``)."""
-        return self[0]
-
-    def _last_module(self) -> torch.nn.Module:
-        """The last module of the list."""
-        return self[len(self) - 1]
-
-    @property
-    def transformers_model(self) -> torch.nn.Module:
-        """The trainable model inside the Transformer module (``self[0].auto_model``)."""
-        return self[0].auto_model
-
-    @property
-    def training(self) -> bool:
-        """Whether :meth:`train` (True, as sentence-transformers starts) or :meth:`eval` was called last."""
-        seq = self.__dict__.get("_seq")
-        if seq is not None:
-            return bool(seq.training)
-        mode = self.__dict__.get("_train_mode")
-        return True if mode is None else mode
-
-    def train(self, mode: bool = True) -> Any:
-        """Dropout on (``mode=True``) or off in the model ``forward`` and the losses run; returns self.
-        encode/predict are unaffected: they always run in eval mode."""
-        if not isinstance(mode, bool):
-            raise ValueError(f"{type(self).__name__}.train(mode): mode must be a bool, got {mode!r}")
-        self.__dict__["_train_mode"] = mode
-        self._module_seq().train(mode)
-        self._keep_inference_eval()
-        return self
-
-    def eval(self) -> Any:
-        """Same as ``train(False)``; returns self."""
-        return self.train(False)
-
-    def parameters(self, recurse: bool = True) -> Any:
-        """The trainable weights, in sentence-transformers' order (what an optimizer takes)."""
-        return self._module_seq().parameters(recurse)
-
-    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True) -> Any:
-        """(name, weight) pairs named as sentence-transformers names them (``0.model.encoder...``)."""
-        return self._module_seq().named_parameters(prefix, recurse, remove_duplicate)
-
-    def buffers(self, recurse: bool = True) -> Any:
-        return self._module_seq().buffers(recurse)
-
-    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True) -> Any:
-        return self._module_seq().named_buffers(prefix, recurse, remove_duplicate)
-
-    def modules(self) -> Any:
-        """The module list and everything inside it (the first is the list itself)."""
-        return self._module_seq().modules()
-
-    def named_modules(self, memo: Any = None, prefix: str = "", remove_duplicate: bool = True) -> Any:
-        return self._module_seq().named_modules(memo, prefix, remove_duplicate)
-
-    def children(self) -> Any:
-        return self._module_seq().children()
-
-    def named_children(self) -> Any:
-        return self._module_seq().named_children()
-
-    def apply(self, fn: Any) -> Any:
-        """``fn`` on every module (of the trainable model); returns self."""
-        self._module_seq().apply(fn)
-        self._keep_inference_eval()
-        return self
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Tensor]:
-        """The weights under sentence-transformers' names (``0.model.embeddings...``, ``2.linear.weight``)."""
-        return self._module_seq().state_dict(*args, **kwargs)
-
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        """Load weights named as :meth:`state_dict` (a sentence-transformers model's state_dict loads
-        here); encode/predict use them from the next call."""
-        if self.dtype != "fp32":
-            raise ValueError(
-                f"{type(self).__name__}.load_state_dict() on a {self.dtype} model is not supported: call float() first"
-            )
-        if assign:
-            raise ValueError(f"{type(self).__name__}.load_state_dict(assign=True) is not supported: weights are copied")
-        return self._module_seq().load_state_dict(state_dict, strict=strict)
-
-    def requires_grad_(self, requires_grad: bool = True) -> Any:
-        """Freeze (False) or unfreeze the trainable weights; returns self."""
-        self._module_seq().requires_grad_(requires_grad)
-        return self
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the trainable weights' gradients."""
-        self._module_seq().zero_grad(set_to_none)
-
-    def get_submodule(self, target: str) -> torch.nn.Module:
-        return self._module_seq().get_submodule(target)
-
-    def get_parameter(self, target: str) -> torch.nn.Parameter:
-        return self._module_seq().get_parameter(target)
-
-    def get_backend(self) -> str:
-        """Always "torch": bertkit runs its own PyTorch path."""
-        return self.backend
-
-    @property
-    def modalities(self) -> list[str]:
-        return ["text"]
-
-    def supports(self, modality: Any) -> bool:
-        """True for "text" only."""
-        return modality == "text"
-
-    def get_model_kwargs(self) -> list[str]:
-        """The extra keyword arguments the model's forward takes: none (as for every BERT folder)."""
-        return []
-
-    def is_singular_input(self, inputs: Any) -> bool:
-        """True for one example (a string, or one pair for a CrossEncoder), False for a batch."""
-        if isinstance(inputs, str):
-            return True
-        if isinstance(inputs, (list, tuple)) and self._CALLER == "pairs":
-            return bool(inputs) and not isinstance(inputs[0], (list, tuple))
-        return not isinstance(inputs, (list, tuple, np.ndarray))
-
-    def evaluate(self, evaluator: Any, output_path: str | None = None) -> Any:
-        """``evaluator(self, output_path)``, after creating ``output_path``, as sentence-transformers does."""
-        if not callable(evaluator):
-            raise TypeError(f"{type(self).__name__}.evaluate(evaluator): not callable: {type(evaluator).__name__}")
-        if output_path is not None:
-            import os
-
-            os.makedirs(output_path, exist_ok=True)
-        return evaluator(self, output_path)
-
-    def half(self) -> Any:
-        """bertkit has no fp16 path: this runs in bf16 (a warning says so); returns self."""
-        warnings.warn(
-            f"{type(self).__name__}.half(): bertkit has no float16 path, so the model runs in bfloat16 instead",
-            stacklevel=2,
-        )
-        return self._precision("bf16", "half()")
-
-    def bfloat16(self) -> Any:
-        """encode/predict run in bf16 from now on; returns self."""
-        return self._precision("bf16", "bfloat16()")
-
-    def float(self) -> Any:
-        """encode/predict run in fp32 from now on (weights rounded by an earlier bfloat16() stay
-        rounded, as in sentence-transformers); returns self."""
-        return self._precision("fp32", "float()")
-
-    def cpu(self) -> Any:
-        """Same as ``to("cpu")``."""
-        return self.to("cpu")
-
-    def cuda(self, device: int | str | torch.device | None = None) -> Any:
-        """Same as ``to("cuda")`` (``to("cuda:N")`` with ``device=N``)."""
-        if device is None:
-            return self.to("cuda")
-        return self.to(device if not isinstance(device, int) else f"cuda:{device}")
-
-
-for _name in _REFUSED_CALLS:
-    setattr(_ModuleCalls, _name, _refused(_name))
-del _name
+    if sentences is not None and inputs is not None:
+        _refuse("encode()", "got both sentences and inputs; pass one")
+    if sentences is None:
+        sentences = inputs
+    if sentences is None:
+        _refuse("encode()", "needs the texts to embed")
+    if kwargs:
+        _refuse(f"encode() keyword(s) {sorted(kwargs)}", "are not used by this model")
+    if pool is not None or chunk_size is not None or isinstance(device, (list, tuple)):
+        _refuse("encode()", "runs in one process: pool=, chunk_size= and a list of devices are not supported")
+    if output_value not in _OUTPUT_VALUES:
+        _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)}")
+    precision = "float32" if precision is None else precision  # what sentence-transformers' evaluators pass
+    if precision not in util.PRECISIONS:
+        _refuse(f"precision {precision!r}", f"is not one of {', '.join(util.PRECISIONS)}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    A.positive_int.check("truncate_dim", truncate_dim, allow_none=True)
+    return sentences, precision
 
 
 class SentenceTransformer(_ModuleCalls):
@@ -452,17 +240,7 @@ class SentenceTransformer(_ModuleCalls):
         from bertkit.pipelines.pipelines import FeatureExtractionPipeline
         from bertkit.sentence.model_card import SentenceTransformerModelCardData, adopt, read_original
 
-        if model_name_or_path is None and modules is None:
-            _refuse("model_name_or_path", "is required (or modules=[models.Transformer(...), models.Pooling(...)])")
-        if model_name_or_path is not None and modules is not None:
-            _refuse("model_name_or_path", "and modules= both give the model; pass one")
-        if trust_remote_code:
-            _refuse("trust_remote_code=True", "is not supported: bertkit runs no code from a model folder")
-        if backend != "torch":
-            _refuse(f"backend={backend!r}", "is not supported: bertkit runs its own PyTorch path (see dtype=)")
-        for name, value in (("tokenizer_kwargs", tokenizer_kwargs), ("config_kwargs", config_kwargs)):
-            if value:
-                _refuse(f"{name}={value!r}", "is not supported")
+        _check_init_call(model_name_or_path, modules, trust_remote_code, backend, tokenizer_kwargs, config_kwargs)
         kw_dtype = _dtype_from_model_kwargs(model_kwargs)
         if kw_dtype is not None and dtype is not None:
             _refuse("dtype", "and model_kwargs' torch_dtype both set a precision; pass one")
@@ -504,17 +282,7 @@ class SentenceTransformer(_ModuleCalls):
             self._pipe.max_length = min(int(v) for v in limits if isinstance(v, int) and 0 < v < 10**9)
         # a model built in code is a new model: the Transformer folder's own settings are not its
         st_cfg = _read_st_config(folder) if modules is None else {}
-        # "query" and "document" always exist (blank unless set), so encode_document never falls
-        # through to a "passage" prompt where sentence-transformers would use none.
-        self.prompts: dict[str, str] = {"query": "", "document": ""}
-        self.prompts.update(st_cfg.get("prompts") or {})
-        self.prompts.update(prompts or {})
-        self.default_prompt_name = default_prompt_name or st_cfg.get("default_prompt_name")
-        if self.default_prompt_name is not None and self.default_prompt_name not in self.prompts:
-            _refuse(
-                f"default_prompt_name {self.default_prompt_name!r}",
-                f"is not among the prompts ({', '.join(self.prompts) or 'none'})",
-            )
+        self._set_prompts(st_cfg, prompts, default_prompt_name)
         self._similarity_fn_name: str | None = None
         self.similarity_fn_name = similarity_fn_name or st_cfg.get("similarity_fn_name")
         self.truncate_dim = truncate_dim
@@ -532,6 +300,19 @@ class SentenceTransformer(_ModuleCalls):
         # after a bfloat16() the folder's weights are no longer the model's: a new training copy
         # starts from the inference model's (rounded) weights, as sentence-transformers' would
         self._weights_from_inference = False
+
+    def _set_prompts(self, st_cfg: dict[str, Any], prompts: dict[str, str] | None, default: str | None) -> None:
+        # "query" and "document" always exist (blank unless set), so encode_document never falls
+        # through to a "passage" prompt where sentence-transformers would use none.
+        self.prompts: dict[str, str] = {"query": "", "document": ""}
+        self.prompts.update(st_cfg.get("prompts") or {})
+        self.prompts.update(prompts or {})
+        self.default_prompt_name = default or st_cfg.get("default_prompt_name")
+        if self.default_prompt_name is not None and self.default_prompt_name not in self.prompts:
+            _refuse(
+                f"default_prompt_name {self.default_prompt_name!r}",
+                f"is not among the prompts ({', '.join(self.prompts) or 'none'})",
+            )
 
     # -- what sentence-transformers users read off the model ------------------------------------
 
@@ -806,28 +587,12 @@ class SentenceTransformer(_ModuleCalls):
         ``precision`` int8/uint8/binary/ubinary quantizes (:func:`bertkit.sentence.util.quantize_embeddings`);
         ``truncate_dim`` keeps the first dimensions, then ``normalize_embeddings`` scales to length 1.
         """
-        from bertkit import _args as A
         from bertkit.inference import run_batched
         from bertkit.pipelines.long_text import plan_windows
 
-        if sentences is not None and inputs is not None:
-            _refuse("encode()", "got both sentences and inputs; pass one")
-        if sentences is None:
-            sentences = inputs
-        if sentences is None:
-            _refuse("encode()", "needs the texts to embed")
-        if kwargs:
-            _refuse(f"encode() keyword(s) {sorted(kwargs)}", "are not used by this model")
-        if pool is not None or chunk_size is not None or isinstance(device, (list, tuple)):
-            _refuse("encode()", "runs in one process: pool=, chunk_size= and a list of devices are not supported")
-        if output_value not in _OUTPUT_VALUES:
-            _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)}")
-        precision = "float32" if precision is None else precision  # what sentence-transformers' evaluators pass
-        if precision not in util.PRECISIONS:
-            _refuse(f"precision {precision!r}", f"is not one of {', '.join(util.PRECISIONS)}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        A.positive_int.check("truncate_dim", truncate_dim, allow_none=True)
+        sentences, precision = _check_encode_call(
+            sentences, inputs, kwargs, pool, chunk_size, device, output_value, precision, batch_size, truncate_dim
+        )
         if device is not None:
             self.to(device)
         self._sync_inference()

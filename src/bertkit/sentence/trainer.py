@@ -578,18 +578,15 @@ class SentenceTransformerTrainer:
     ) -> None:
         from bertkit.training.trainer import Trainer
 
-        for name, value, why in (
-            ("model_init", model_init, "is not supported: pass model="),
-            ("data_collator", data_collator, "is not supported: texts are tokenized with model.preprocess"),
-            ("processing_class", processing_class, "is not supported: the model's own tokenizer is used"),
-            ("compute_metrics", compute_metrics, "is not supported: pass an evaluator= for metrics"),
-            ("optimizer_cls_and_kwargs", optimizer_cls_and_kwargs, "is not supported: bertkit trains with AdamW"),
-            ("preprocess_logits_for_metrics", preprocess_logits_for_metrics, "is not supported (no logits here)"),
-        ):
-            if value is not None:
-                raise self._refuse(f"{name}={value!r}", why)
-        if optimizers != (None, None):
-            raise self._refuse("optimizers=", "is not supported: the optimizer is AdamW as the arguments set it")
+        self._refuse_unsupported(
+            model_init,
+            data_collator,
+            processing_class,
+            compute_metrics,
+            optimizers,
+            optimizer_cls_and_kwargs,
+            preprocess_logits_for_metrics,
+        )
         if not isinstance(model, self._model_type()):
             raise self._refuse("model=", f"must be a bertkit {self._model_name}, got {type(model).__name__}")
         if model.dtype != "fp32":
@@ -620,32 +617,7 @@ class SentenceTransformerTrainer:
         multi = self.train_tables is not None and self.train_tables[0].name is not None
         if loss is None:
             loss = self._default_loss(model)
-        loss_type, loss_home = self._loss_type()
-
-        def build(value: Any, where: str) -> nn.Module:
-            if not isinstance(value, nn.Module) and callable(value):
-                value = value(model)  # sentence-transformers also takes a function of the model
-            if not isinstance(value, loss_type):
-                raise self._refuse(f"{where}", f"is {type(value).__name__}, not one of {loss_home}")
-            if value.model is not model:
-                raise self._refuse(
-                    f"{where}", f"({type(value).__name__}) was built on another model object than model="
-                )
-            return value.to(model.device)
-
-        if isinstance(loss, Mapping):
-            self.loss = {str(k): build(v, f"loss[{k!r}]") for k, v in loss.items()}
-            for kind, tables in (("train", self.train_tables), ("eval", self.eval_tables)):
-                if tables is None:
-                    continue
-                if tables[0].name is None:
-                    raise self._refuse("loss", f"is a dict, so {kind}_dataset must be a dict of named datasets too")
-                if missing := sorted({t.name for t in tables} - set(self.loss)):  # type: ignore[misc]
-                    raise self._refuse(
-                        "loss", f"has no entry for {missing}, which {kind}_dataset holds (it has {sorted(self.loss)})"
-                    )
-        else:
-            self.loss = build(loss, "loss")
+        self.loss = self._build_losses(loss, model)
         for kind, tables in (("train", self.train_tables), ("eval", self.eval_tables)):
             for table in tables or []:
                 self._check_table(self._loss_for(table), table, _where(kind, table.name))
@@ -679,8 +651,65 @@ class SentenceTransformerTrainer:
             save_model=lambda module, directory: module.save_folder(directory),
             callbacks=callbacks,
         )
-        if not trains:
-            return
+        if trains:
+            self._record_training(model, args, losses)
+
+    def _refuse_unsupported(
+        self,
+        model_init: Any,
+        data_collator: Any,
+        processing_class: Any,
+        compute_metrics: Any,
+        optimizers: tuple[Any, Any],
+        optimizer_cls_and_kwargs: Any,
+        preprocess_logits_for_metrics: Any,
+    ) -> None:
+        """Refuse, by name, the constructor arguments that have no meaning here."""
+        for name, value, why in (
+            ("model_init", model_init, "is not supported: pass model="),
+            ("data_collator", data_collator, "is not supported: texts are tokenized with model.preprocess"),
+            ("processing_class", processing_class, "is not supported: the model's own tokenizer is used"),
+            ("compute_metrics", compute_metrics, "is not supported: pass an evaluator= for metrics"),
+            ("optimizer_cls_and_kwargs", optimizer_cls_and_kwargs, "is not supported: bertkit trains with AdamW"),
+            ("preprocess_logits_for_metrics", preprocess_logits_for_metrics, "is not supported (no logits here)"),
+        ):
+            if value is not None:
+                raise self._refuse(f"{name}={value!r}", why)
+        if optimizers != (None, None):
+            raise self._refuse("optimizers=", "is not supported: the optimizer is AdamW as the arguments set it")
+
+    def _build_losses(self, loss: Any, model: Any) -> Any:
+        """``loss`` (a loss, a function of the model, or a dict of them by dataset name) checked and on
+        the model's device."""
+        loss_type, loss_home = self._loss_type()
+
+        def build(value: Any, where: str) -> nn.Module:
+            if not isinstance(value, nn.Module) and callable(value):
+                value = value(model)  # sentence-transformers also takes a function of the model
+            if not isinstance(value, loss_type):
+                raise self._refuse(f"{where}", f"is {type(value).__name__}, not one of {loss_home}")
+            if value.model is not model:
+                raise self._refuse(
+                    f"{where}", f"({type(value).__name__}) was built on another model object than model="
+                )
+            return value.to(model.device)
+
+        if isinstance(loss, Mapping):
+            built = {str(k): build(v, f"loss[{k!r}]") for k, v in loss.items()}
+            for kind, tables in (("train", self.train_tables), ("eval", self.eval_tables)):
+                if tables is None:
+                    continue
+                if tables[0].name is None:
+                    raise self._refuse("loss", f"is a dict, so {kind}_dataset must be a dict of named datasets too")
+                if missing := sorted({t.name for t in tables} - set(built)):  # type: ignore[misc]
+                    raise self._refuse(
+                        "loss", f"has no entry for {missing}, which {kind}_dataset holds (it has {sorted(built)})"
+                    )
+            return built
+        return build(loss, "loss")
+
+    def _record_training(self, model: Any, args: Any, losses: list[Any]) -> None:
+        """What the model card says of this training: the datasets, the losses, the changed arguments."""
         from bertkit.sentence.model_card import changed_arguments, record_training
 
         sizes = [

@@ -82,6 +82,20 @@ def _check_examples(loader: Any, num_labels: int, default_loss: bool) -> list[An
     return examples
 
 
+def _check_fit_call(
+    model: Any, loss_fct: Any, activation_fct: Any, checkpoint_path: str | None, resume_from_checkpoint: bool
+) -> None:
+    """Refuse, before anything runs, a fit call that cannot train ``model``."""
+    if loss_fct is not None and not callable(loss_fct):
+        raise TypeError(f"fit: loss_fct must be callable (e.g. torch.nn.MSELoss()), got {loss_fct!r}")
+    if not callable(activation_fct):
+        raise TypeError(f"fit: activation_fct must be callable (e.g. torch.nn.Identity()), got {activation_fct!r}")
+    if checkpoint_path is None and resume_from_checkpoint:
+        raise ValueError("fit: resume_from_checkpoint=True needs the checkpoint_path of the run to resume")
+    if model.dtype != "fp32":
+        raise ValueError(f"fit: this model computes in {model.dtype}; load it with dtype='fp32' to train it")
+
+
 def fit(
     model: Any,
     train_dataloader: Any,
@@ -116,14 +130,7 @@ def fit(
     from bertkit.sentence.fit import _batch_size, _RoundRobin, check_fit_args, run_fit
 
     check_fit_args(epochs, warmup_steps, evaluation_steps, max_grad_norm, scheduler, evaluator)
-    if loss_fct is not None and not callable(loss_fct):
-        raise TypeError(f"fit: loss_fct must be callable (e.g. torch.nn.MSELoss()), got {loss_fct!r}")
-    if not callable(activation_fct):
-        raise TypeError(f"fit: activation_fct must be callable (e.g. torch.nn.Identity()), got {activation_fct!r}")
-    if checkpoint_path is None and resume_from_checkpoint:
-        raise ValueError("fit: resume_from_checkpoint=True needs the checkpoint_path of the run to resume")
-    if model.dtype != "fp32":
-        raise ValueError(f"fit: this model computes in {model.dtype}; load it with dtype='fp32' to train it")
+    _check_fit_call(model, loss_fct, activation_fct, checkpoint_path, resume_from_checkpoint)
     examples = _check_examples(train_dataloader, model.num_labels, loss_fct is None)
     if not isinstance(train_dataloader, torch.utils.data.DataLoader):
         # a NoDuplicatesDataLoader batches a bi-encoder's in-batch negatives; a cross-encoder has none
