@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # this cache by `bertkit fetch-assets`; bertkit never downloads at run time.
 export BERTKIT_ASSETS ?= $(CURDIR)/.assets
 
-.PHONY: venv assets chromium test test-fast test-cpu-kinds lint demo bench clean
+.PHONY: venv assets chromium test test-fast test-cpu-kinds lint docs demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,11 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/lint-imports
 	$(PY) tools/check_house.py --counts
 
+# The docs site (mkdocs.yml, pages under docs/), built offline into site/; --strict fails on a broken
+# link or API reference. Its tools are the `docs` extra, which `dev` includes (tests/test_docs.py builds it too).
+docs: $(VENV)/.installed
+	$(PY) -m mkdocs build --strict --site-dir site
+
 demo: assets
 	$(PY) examples/demo.py
 
@@ -83,4 +88,4 @@ bench: assets
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache runs
+	rm -rf $(VENV) .pytest_cache runs site

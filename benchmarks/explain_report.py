@@ -8,7 +8,7 @@ the page's drawing script is read from the page (median of the loads). The budge
     python benchmarks/explain_report.py [--repeats 5] [--screenshots docs/img]
 
 ``--screenshots`` also writes the head view and the model view of the real MiniLM checkpoint on a
-sentence pair, as the README and docs/understanding-bert.md show them.
+sentence pair, as docs/guides/explain.md and docs/understanding-bert.md show them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chinese BERT end to end: whole-word-masking pretraining of `mini` on the Chinese news asset with the
 # bert-base-chinese vocabulary, then MSRA NER fine-tuned from it and, with the same config, from random
-# initialisation. These are the settings of the README's Chinese section. Needs jieba (pip install
+# initialisation. These are the settings of docs/chinese.md. Needs jieba (pip install
 # 'bertkit[zh]').
 #
 # Data: news_zh.txt holds the text of the MSRA train and test sentences, one a line. Only the train

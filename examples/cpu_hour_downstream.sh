@@ -3,7 +3,7 @@
 # `bertkit pretrain --recipe cpu-hour` (Austen + Wikipedia + BBC News, the bert-base-uncased
 # vocabulary), then fine-tune it on polarity and on BBC News next to the same config from random
 # initialisation. MiniLM's rows come from `benchmarks/finetune_results.py` with no --model.
-# These are the settings of the README's "Pretraining in one command" table.
+# These are the settings of the table in docs/guides/pretraining.md.
 #
 # A killed pretraining continues with: examples/cpu_hour_downstream.sh --resume
 set -euo pipefail

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Pretrain BERT `mini` (4 layers, hidden 256) on Jane Austen, the Wikipedia excerpt and BBC News with
-# the bert-base-uncased vocabulary, on a 2-core CPU. These are the settings of the run in the README.
+# the bert-base-uncased vocabulary, on a 2-core CPU. These are the settings of the run in docs/guides/pretraining.md.
 #
 # Phase 1 (60 training minutes): MLM on 32-token sequences. A post-LN BERT trained from scratch sits on
 # the "unigram plateau" (it predicts frequent tokens whatever the context) until its attention has
 # learned to find neighbouring positions. With 128-token sequences that took more than our 60 minutes
-# (14.2% held-out accuracy after 4,016 steps, see the README); with 32-token sequences each neighbour
+# (14.2% held-out accuracy after 4,016 steps, see docs/pretraining.md); with 32-token sequences each neighbour
 # gets 4x the weight under the initial uniform attention, and the model leaves the plateau within
 # minutes. BERT itself trained 90% of its steps at seq 128 before moving to 512, for the same reason
 # of cost. NSP is left out of this phase: on 32 tokens its segments would be a few words each.
