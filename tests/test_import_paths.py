@@ -1,9 +1,9 @@
 """The import paths users have (sentence-transformers' and transformers' drop-in lines, and the
 layout's own) resolve to the one class defined in bertkit.sentence; the house's shape holds."""
 
-import importlib
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -28,12 +28,17 @@ DROP_IN = [
 
 
 @pytest.mark.parametrize("module,names", DROP_IN, ids=[m for m, _ in DROP_IN])
-def test_drop_in_paths_resolve_to_the_sentence_package(module, names):
-    mod = importlib.import_module(module)
+def test_drop_in_paths_give_the_sentence_package_objects(module, names):
+    """Each name a drop-in line imports is the very object bertkit.sentence holds under that name."""
+    mod = __import__(module, fromlist=names)  # what `from MODULE import NAMES` runs
+    home_name = "bertkit.sentence" + module[len("bertkit") :]
+    home = __import__(home_name, fromlist=names)
     for name in names:
-        value = getattr(mod, name)
-        home = getattr(value, "__module__", None) or value.__name__
-        assert home.startswith("bertkit.sentence"), f"{module}.{name} comes from {home}"
+        value, expected = getattr(mod, name), getattr(home, name)
+        if isinstance(value, types.ModuleType):
+            assert value.__all__ and all(getattr(value, n) is getattr(expected, n) for n in value.__all__), name
+        else:
+            assert value is expected, f"{module}.{name} is not {home_name}.{name}"
 
 
 def test_a_drop_in_module_is_the_same_objects_as_the_package():

@@ -928,3 +928,8 @@ class CrossEncoderClassificationEvaluator(BaseEvaluator):
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
+
+# Users know these classes by sentence-transformers' path (``bertkit.evaluation.SequentialEvaluator``): model
+# cards, messages and pickles name them there, where the re-export module holds them.
+for _name in __all__:
+    globals()[_name].__module__ = "bertkit.evaluation"
