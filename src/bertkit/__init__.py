@@ -99,6 +99,8 @@ _hooks.provide_lazily("inference.check_move", "bertkit.inference.precision:check
 _hooks.provide_lazily("inference.follow_move", "bertkit.inference.precision:follow_move")
 # train-embedder mines negatives from a corpus file or a search index folder (bertkit.search, above bertkit.sentence)
 _hooks.provide_lazily("search.mining_corpus", "bertkit.search.index:mining_corpus")
+# retrieval metrics of hybrid search (bertkit.sentence.evaluation.metrics) rank with bertkit.search.lexical
+_hooks.provide_lazily("search.first_stage", "bertkit.search.lexical:first_stage")
 
 
 def __getattr__(name: str) -> Any:

@@ -140,14 +140,10 @@ def evaluate_retrieval(
     q = embed_texts(emb, [queries[i] for i in qids], progress, "queries")
     c = embed_texts(emb, [corpus[i] for i in cids], progress, "corpus")
     if rerank is None:
-        from bertkit.search.lexical import first_stage
-
-        ranker = None
-        if lexical_weight:
-            unit = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
-            ranker = first_stage(unit, [corpus[i] for i in cids], lexical_weight, chunk=16384)
-        texts = [queries[i] for i in qids] if lexical_weight else None
-        out = retrieval_metrics(q, qids, c, cids, qrels, query_texts=texts, ranker=ranker)
+        texts = ([queries[i] for i in qids], [corpus[i] for i in cids]) if lexical_weight else (None, None)
+        out = retrieval_metrics(
+            q, qids, c, cids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=lexical_weight
+        )
     else:
         from bertkit.search.rerank import rerank_metrics_per_fusion
 

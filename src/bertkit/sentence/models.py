@@ -261,6 +261,7 @@ class Normalize(nn.Module):
             return {**x, "sentence_embedding": self(x["sentence_embedding"])}
         return nn.functional.normalize(x, p=2, dim=-1)
 
+
 # Users know these classes by sentence-transformers' path (``bertkit.models.Pooling``): messages and
 # pickles name them there, where the re-export module holds them.
 for _cls in (Transformer, Pooling, Dense, Normalize):

@@ -929,6 +929,7 @@ class CrossEncoderClassificationEvaluator(BaseEvaluator):
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
 
+
 # Users know these classes by sentence-transformers' path (``bertkit.evaluation.SequentialEvaluator``): model
 # cards, messages and pickles name them there, where the re-export module holds them.
 for _name in __all__:

@@ -3,7 +3,7 @@
 * STS: Pearson and Spearman correlation of the similarity of each pair (cosine by default; dot,
   euclidean or manhattan) with its human score.
 * Retrieval: every query ranks the whole corpus by cosine (or dot product, another similarity, or
-  a ranker such as the hybrid search with BM25 of :mod:`bertkit.search.lexical`); nDCG@10, MRR@10, MAP@100 and
+  hybrid search with BM25, :mod:`bertkit.search.lexical`); nDCG@10, MRR@10, MAP@100 and
   recall@1/10/100 against the qrels by default, any cut-offs of those and of precision@k and
   accuracy@k on request. Relevance is binary (a qrels score above 0), as in sentence-transformers'
   ``InformationRetrievalEvaluator``; queries without a relevant document are not scored. Equal
@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from bertkit import _hooks
 from bertkit._text import parse_json, read_text, require_file, split_records
 
 __all__ = [
@@ -345,8 +346,6 @@ def _check_ks(ks: Mapping[str, Sequence[int]]) -> None:
 
 
 ScoreFunction = Callable[[Any, Any], Any]
-# (L2-normalised query vectors, their texts or None, k) -> (scores, corpus rows), each (Q, k), best first
-Ranker = Callable[[np.ndarray, Any, int], tuple[np.ndarray, np.ndarray]]
 
 
 def _scorer(corpus_emb: np.ndarray, similarity: str | ScoreFunction) -> Callable[[np.ndarray, int, int], np.ndarray]:
@@ -415,26 +414,29 @@ def retrieval_metrics(
     query_block: int = 1024,
     corpus_chunk: int = 16384,
     query_texts: Sequence[str] | None = None,
-    ranker: Ranker | None = None,
+    corpus_texts: Sequence[str] | None = None,
+    lexical_weight: float = 0.0,
     ks: Mapping[str, Sequence[int]] | None = None,
     similarity: str | ScoreFunction = "cosine",
 ) -> dict[str, float]:
     """Mean nDCG@10, MRR@10, MAP@100 and recall@1/10/100 (or the cut-offs ``ks``, ``{metric: ks}`` of
     :data:`RETRIEVAL_METRICS`) over the queries with a relevant document, ranking ``corpus_emb`` by
     ``similarity``: a name of :data:`SIMILARITIES` or a function ``(queries, corpus)`` -> a score
-    matrix on tensors; ``queries`` counts them. A ``ranker`` ranks instead: ``(L2-normalised query
-    vectors, their texts, k)`` -> (scores, corpus rows), best first, as the hybrid search of
-    :func:`bertkit.search.lexical.first_stage` gives for ``query_texts``."""
+    matrix on tensors; ``queries`` counts them. With ``lexical_weight`` > 0 the ranking is hybrid
+    search (cosine) over ``corpus_texts`` (:func:`bertkit.search.lexical.hybrid_top_k`, a layer above,
+    reached through the ``search.first_stage`` hook)."""
     ks = RETRIEVAL_KS if ks is None else ks
     _check_ks(ks)
     depth = max(max(v) for v in ks.values() if v)
-    if ranker is not None:
+    if lexical_weight:
         if similarity != "cosine":
-            raise ValueError(f"a ranker ranks by cosine, not by {similarity!r}")
+            raise ValueError(f"hybrid search ranks by cosine, not by {similarity!r}")
+        c = _normalized(corpus_emb)
+        lexical = _hooks.call("search.first_stage", c, corpus_texts, lexical_weight, chunk=corpus_chunk)
 
         def rank(block: list[int], k: int) -> np.ndarray:
             texts = None if query_texts is None else [query_texts[i] for i in block]
-            return ranker(_normalized(query_emb[block]), texts, k)[1]
+            return lexical(_normalized(query_emb[block]), texts, k)[1]
     else:
         score = _scorer(corpus_emb, similarity)
         order = sorted(range(len(corpus_ids)), key=corpus_ids.__getitem__)
