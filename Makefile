@@ -39,11 +39,12 @@ chromium:
 # models and torch threads.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); if [ $$n -gt 4 ]; then n=4; fi; echo $$n)
 XDIST := -n $(TEST_JOBS) --dist loadfile
-# pytest exits 5 when it collects no tests: that is not a failure of the suite.
+# pytest exits 5 when it collects no tests: that is not a failure of the suite. --durations lists the
+# slowest tests, the ones to make cheaper first.
 test: assets chromium
 	@$(PY) -c "from bertkit.inference import describe_cpu; import os; print('CPU flags:', describe_cpu(), '|', os.cpu_count(), 'cores')"
 	@$(PY) -c "import shutil, tempfile; d = tempfile.gettempdir(); print(f'free disk in {d}: {shutil.disk_usage(d).free / 2**30:.1f} GiB (a test run needs a few)')"
-	$(PY) -m pytest -q $(XDIST) tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q --durations=25 $(XDIST) tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 # The inner loop: everything except the tests marked slow (fine-tuning runs, multi-process runs).
 test-fast: assets
