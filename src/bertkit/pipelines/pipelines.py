@@ -924,4 +924,12 @@ def pipeline(
         raise ValueError(f"pipeline({task!r}) needs model=<folder or model>; bertkit never downloads a default")
     for k, v in TASK_DEFAULTS.get(task, {}).items():
         kwargs.setdefault(k, v)
+    if task in ("sentence-embedding", "feature-extraction") and isinstance(model, (str, Path)):
+        from bertkit.hub import resolve_model_path
+        from bertkit.modeling.static import is_static_folder
+
+        if is_static_folder(resolve_model_path(model)):  # model2vec / StaticEmbedding: no encoder to run
+            from .static_embedding import StaticEmbeddingPipeline
+
+            return StaticEmbeddingPipeline(model, tokenizer=tokenizer, device=device, dtype=dtype, **kwargs)
     return SUPPORTED_TASKS[task](model, tokenizer=tokenizer, device=device, dtype=dtype, **kwargs)

@@ -422,7 +422,17 @@ class SentenceTransformer(_ModuleCalls):
     ``dtype``: "fp32" (default; equal to sentence-transformers within float rounding), "bf16",
     "int8" or "auto" (the fastest precision this CPU runs within bertkit's quality gates).
     Arguments of sentence-transformers that bertkit cannot honour are refused by name.
+    A static embedding folder (model2vec's or a ``StaticEmbedding``) gives a
+    :class:`bertkit.sentence.static.StaticSentenceTransformer`.
     """
+
+    def __new__(cls, model_name_or_path: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if cls is SentenceTransformer:
+            from bertkit.sentence.static import StaticSentenceTransformer, static_model_for
+
+            if static_model_for(model_name_or_path, kwargs.get("modules"), kwargs.get("cache_folder")):
+                return super().__new__(StaticSentenceTransformer)  # its own __init__ runs next
+        return super().__new__(cls)
 
     def __init__(
         self,
