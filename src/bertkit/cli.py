@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate-embeddings": ("bertkit.search.evaluate_embeddings_cli", "STS and retrieval metrics of embeddings"),
     "train-reranker": ("bertkit.training.train_reranker_cli", "fine-tune a cross-encoder reranker (BCE or listwise)"),
     "train-embedder": ("bertkit.training.train_embedder_cli", "fine-tune a sentence-embedding model (MNRL, CoSENT...)"),
+    "distill-static": (
+        "bertkit.sentence.distill_static_cli",
+        "distil a sentence model into a static embedding model (model2vec's method, no data)",
+    ),
 }
 
 
