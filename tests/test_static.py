@@ -81,7 +81,7 @@ def test_distilled_folder_loads_in_model2vec_and_sentence_transformers(distilled
 
 
 def test_bertkit_reads_model2vecs_distil_and_matches_it(teacher, distilled, tmp_path):
-    model2vec = pytest.importorskip("model2vec")
+    pytest.importorskip("model2vec")
     pytest.importorskip("skeletoken")
     import sentence_transformers
     from model2vec.distill import distill
@@ -131,10 +131,10 @@ def test_sentence_transformers_layout_round_trip(distilled, tmp_path):
 
 
 def test_index_and_search_on_a_static_folder(distilled, tmp_path, capsys):
+    import csv
+
     from bertkit.cli import main as cli_main
     from bertkit.search import build_index, load_index
-
-    import csv
 
     with open(asset_path("polarity-train"), newline="", encoding="utf-8") as f:
         texts = [r["text"] for r in csv.DictReader(f)][:50]
@@ -164,5 +164,6 @@ def test_bad_input_is_one_clear_line(teacher, distilled, tmp_path):
     spec["model"]["vocab"] = {t: i for t, i in vocab.items() if i < len(vocab) - 10}
     (broken / "tokenizer.json").write_text(json.dumps(spec))
     n = len(vocab)
-    with pytest.raises(ValueError, match=rf"tokenizer.json has {n - 10} tokens but .*model.safetensors has {n} vectors"):
+    said = rf"tokenizer.json has {n - 10} tokens but .*model.safetensors has {n} vectors"
+    with pytest.raises(ValueError, match=said):
         load_static(broken)
