@@ -55,7 +55,7 @@ def distilled(teacher, tmp_path_factory):
     from bertkit.sentence.distill_static import distill_static
 
     out = tmp_path_factory.mktemp("static") / "bk"
-    distill_static(teacher, out, dims=16)
+    distill_static(teacher, out, dims=16, dtype="fp32")  # fp32, as model2vec runs the teacher
     return out
 
 
@@ -167,3 +167,23 @@ def test_bad_input_is_one_clear_line(teacher, distilled, tmp_path):
     said = rf"tokenizer.json has {n - 10} tokens but .*model.safetensors has {n} vectors"
     with pytest.raises(ValueError, match=said):
         load_static(broken)
+
+
+def test_serve_embeds_with_a_static_folder(distilled):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from bertkit import SentenceTransformer
+    from bertkit.serving.process import server_process
+
+    want = SentenceTransformer(str(distilled)).encode(TEXTS)
+    with server_process(distilled, ["--max-wait-ms", "5", "--max-input-tokens", "2048"]) as srv:
+        r = httpx.post(srv.url + "/embed", json={"inputs": TEXTS}, timeout=60)
+        assert r.status_code == 200, r.text
+        np.testing.assert_allclose(np.array(r.json()["embeddings"]), want, atol=1e-5)
+        r = httpx.post(srv.url + "/v1/embeddings", json={"input": TEXTS[:2], "model": "m", "dimensions": 8}, timeout=60)
+        assert r.status_code == 200, r.text
+        got = np.array([d["embedding"] for d in r.json()["data"]])
+        cut = want[:2, :8] / np.linalg.norm(want[:2, :8], axis=1, keepdims=True)
+        np.testing.assert_allclose(got, cut, atol=1e-5)
+        assert srv.stop() == 0

@@ -22,6 +22,7 @@ about 0.9995 on short texts. sentence-transformers' rule is followed because it 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "StaticEmbedder",
     "bert_tokenizer_json",
     "find_static_module",
+    "flat_ids",
     "is_static_folder",
     "load_static",
     "save_static",
@@ -147,6 +149,16 @@ def load_static(folder: str | Path) -> StaticEmbedder:
     return StaticEmbedder(weight, tokenizer, normalize=normalize, folder=folder)
 
 
+def flat_ids(ids: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """(every id in one flat int64 tensor, each text's start in it): ``embedding_bag``'s input and
+    offsets, with no padding."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+    offsets = np.zeros(len(ids), np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    return torch.from_numpy(flat).to(device), torch.from_numpy(offsets).to(device)
+
+
 class StaticEmbedder(nn.Module):
     """Token vectors ``weight`` (vocabulary, dims) and the tokenizer that indexes them.
 
@@ -175,9 +187,7 @@ class StaticEmbedder(nn.Module):
     def bag(self, ids: Sequence[Sequence[int]], normalize: bool | None = None) -> torch.Tensor:
         """(len(ids), dim) fp32: the mean row of each id list (zeros for an empty one), L2 when
         ``normalize`` (default: the folder's setting)."""
-        lengths = [len(x) for x in ids]
-        flat = torch.tensor([i for x in ids for i in x], dtype=torch.long, device=self.weight.device)
-        offsets = torch.tensor(np.cumsum([0, *lengths[:-1]]), dtype=torch.long, device=self.weight.device)
+        flat, offsets = flat_ids(ids, self.weight.device)
         with torch.no_grad():
             vec = nn.functional.embedding_bag(flat, self.weight, offsets, mode="mean")
         if self.normalize if normalize is None else normalize:

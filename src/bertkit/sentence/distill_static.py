@@ -36,17 +36,18 @@ def zipf_weights(n: int, sif_coefficient: float = 1e-4) -> np.ndarray:
 
 
 def pca(x: np.ndarray, dims: int) -> np.ndarray:
-    """``x`` centred and projected on its ``dims`` principal axes (eigenvectors of the covariance, in
-    float64), each axis signed so that its largest projection is positive, as model2vec signs them."""
-    x64 = x.astype(np.float64)
-    xc = x64 - x64.mean(axis=0)
-    cov = (xc.T @ xc) / max(len(xc) - 1, 1)
-    _, vecs = np.linalg.eigh(cov)
-    comps = vecs[:, ::-1][:, :dims]
+    """``x`` centred and projected on its ``dims`` principal axes (eigenvectors of the covariance),
+    each axis signed so that its largest projection is positive, as model2vec signs them. The products
+    run in float32 on torch's threads, as model2vec's run in float32; the small eigenproblem in float64."""
+    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    xc = xt - xt.mean(dim=0)
+    cov = (xc.T @ xc).double() / max(len(xc) - 1, 1)
+    _, vecs = torch.linalg.eigh(cov)
+    comps = vecs.flip(1)[:, :dims].float()
     scores = xc @ comps
-    top = np.argmax(np.abs(scores), axis=0)
-    scores *= np.sign(scores[top, np.arange(scores.shape[1])])
-    return scores
+    top = scores.abs().argmax(dim=0)
+    scores *= torch.sign(scores[top, torch.arange(scores.shape[1])])
+    return scores.numpy()
 
 
 def _load_teacher(model: str | Path, dtype: str) -> tuple[Path, Any, Any]:
@@ -117,7 +118,7 @@ def distill_static(
     output: str | Path | None = None,
     dims: int | None = 256,
     vocabulary: Sequence[str] | None = None,
-    dtype: str = "fp32",
+    dtype: str = "auto",
     sif_coefficient: float = 1e-4,
     batch_size: int = 1024,
     overwrite: bool = False,
@@ -126,35 +127,40 @@ def distill_static(
     and return it as a :class:`bertkit.modeling.static.StaticEmbedder`. ``dims`` None keeps the
     teacher's width (still rotated by PCA); above it is an error naming both numbers."""
     from bertkit import _args as A
-    from bertkit.modeling.static import StaticEmbedder, bert_tokenizer_json, load_static, save_static
+    from bertkit.modeling.static import StaticEmbedder, bert_tokenizer_json, save_static
     from bertkit.tokenization import BertTokenizer
 
     A.positive_int.check("dims", dims, allow_none=True)
     if not 0 < sif_coefficient < 1:
         raise ValueError(f"sif_coefficient must be in (0, 1), got {sif_coefficient}")
-    if output is None:
-        weight, tokens, tokenizer, _ = _distil(model, dims, vocabulary, dtype, sif_coefficient, batch_size)
+    claim = None
+    if output is not None:
+        from bertkit._outputs import claim_output_dir
+
+        owned = ("model.safetensors", "tokenizer.json", "config.json", "modules.json", "1_Normalize")
+        claim = claim_output_dir(output, "distill-static", overwrite=overwrite, owned=owned, create=False)
+
+    def work() -> StaticEmbedder:
+        from bertkit._io import atomic_update_dir
+
+        weight, tokens, tokenizer, config = _distil(model, dims, vocabulary, dtype, sif_coefficient, batch_size)
+        if output is not None and claim is not None:
+            with atomic_update_dir(output) as tmp:
+                claim.write_marker(tmp)
+                save_static(tmp, weight, bert_tokenizer_json(tokenizer, tokens), normalize=True, config=config)
+        # the teacher's normalisation over the static vocabulary: what the written tokenizer.json says
         static_tok = BertTokenizer(
             vocab={t: i for i, t in enumerate(tokens)},
             do_lower_case=tokenizer.do_lower_case,
             strip_accents=tokenizer.strip_accents,
             tokenize_chinese_chars=tokenizer.tokenize_chinese_chars,
+            unk_token=tokenizer.unk_token,
         )
-        return StaticEmbedder(weight, static_tok, normalize=True)
-    from bertkit._io import atomic_update_dir
-    from bertkit._outputs import claim_output_dir, within_claim
+        return StaticEmbedder(weight, static_tok, normalize=True, folder=output)
 
-    owned = ("model.safetensors", "tokenizer.json", "config.json", "modules.json", "1_Normalize")
-    claim = claim_output_dir(output, "distill-static", overwrite=overwrite, owned=owned, create=False)
+    from bertkit._outputs import within_claim
 
-    def work() -> None:
-        weight, tokens, tokenizer, config = _distil(model, dims, vocabulary, dtype, sif_coefficient, batch_size)
-        with atomic_update_dir(output) as tmp:
-            claim.write_marker(tmp)
-            save_static(tmp, weight, bert_tokenizer_json(tokenizer, tokens), normalize=True, config=config)
-
-    within_claim(claim, work)
-    return load_static(output)
+    return within_claim(claim, work)
 
 
 def _distil(
@@ -166,6 +172,8 @@ def _distil(
     batch_size: int,
 ) -> tuple[torch.Tensor, list[str], Any, dict[str, Any]]:
     """(vectors, tokens, the teacher's tokenizer, the config model2vec records)."""
+    from bertkit.inference import inference_dtype
+
     t0 = time.perf_counter()
     folder, encoder, tokenizer = _load_teacher(model, dtype)
     width = int(encoder.config.hidden_size)
@@ -179,6 +187,7 @@ def _distil(
         "apply_pca": dims,
         "sif_coefficient": sif_coefficient,
         "pooling": "mean",
+        "teacher_dtype": inference_dtype(encoder),
         "distill_seconds": round(time.perf_counter() - t0, 3),
     }
     return torch.from_numpy(vecs.astype(np.float32)), tokens, tokenizer, config

@@ -24,8 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype",
         choices=("fp32", "bf16", "auto"),
-        default="fp32",
-        help="precision of the teacher's forward (default fp32; auto: bf16 where this CPU is fast at it)",
+        default="auto",
+        help="precision of the teacher's forward (default auto: bf16 where this CPU is fast at it, else fp32)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an earlier distill-static output there")
 

@@ -68,9 +68,10 @@ class StaticEmbedding(nn.Module):
 
     def tokenize(self, texts: list[str], **kwargs: Any) -> dict[str, Tensor]:
         """Flat ``input_ids`` and per-text ``offsets``, as sentence-transformers' StaticEmbedding gives them."""
-        ids = self.tokenizer.encode_batch_ids(list(texts))
-        offsets = torch.tensor(np.cumsum([0] + [len(x) for x in ids[:-1]]), dtype=torch.long)
-        return {"input_ids": torch.tensor([i for x in ids for i in x], dtype=torch.long), "offsets": offsets}
+        from bertkit.modeling.static import flat_ids
+
+        flat, offsets = flat_ids(self.tokenizer.encode_batch_ids(list(texts)))
+        return {"input_ids": flat, "offsets": offsets}
 
     preprocess = tokenize
 
@@ -342,12 +343,12 @@ class StaticSentenceTransformer(SentenceTransformer):
         prompt = self._resolve_prompt(prompt, prompt_name)
         if prompt:
             texts = [prompt + t for t in texts]
+        from bertkit.modeling.static import flat_ids
+
         weight = self.static.embedding.weight.detach()
         parts = []
         for start in range(0, len(texts), self._BLOCK):
-            ids = self.tokenizer.encode_batch_ids(texts[start : start + self._BLOCK])
-            flat = torch.tensor([i for x in ids for i in x], dtype=torch.long, device=weight.device)
-            offsets = torch.tensor(np.cumsum([0] + [len(x) for x in ids[:-1]]), dtype=torch.long, device=weight.device)
+            flat, offsets = flat_ids(self.tokenizer.encode_batch_ids(texts[start : start + self._BLOCK]), weight.device)
             parts.append(nn.functional.embedding_bag(flat, weight, offsets, mode="mean"))
         vecs = torch.cat(parts) if parts else torch.zeros((0, weight.shape[1]), device=weight.device)
         if self._normalize:
