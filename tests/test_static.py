@@ -187,3 +187,59 @@ def test_serve_embeds_with_a_static_folder(distilled):
         cut = want[:2, :8] / np.linalg.norm(want[:2, :8], axis=1, keepdims=True)
         np.testing.assert_allclose(got, cut, atol=1e-5)
         assert srv.stop() == 0
+
+
+def test_vocabulary_extension_adds_whole_words(teacher, tmp_path):
+    model2vec = pytest.importorskip("model2vec")
+    from bertkit import SentenceTransformer
+    from bertkit.sentence.distill_static import distill_static
+
+    words = ["Blockchainify", "hello", "two words", "zorblax"]  # new, known, split by the pre-tokenizer, new
+    distill_static(teacher, tmp_path / "words", dims=8, vocabulary=words, dtype="fp32")
+    vocab = json.loads((tmp_path / "words" / "tokenizer.json").read_text())["model"]["vocab"]
+    assert list(vocab)[-2:] == ["blockchainify", "zorblax"] and "two words" not in vocab
+    model = SentenceTransformer(str(tmp_path / "words"))
+    assert model.tokenizer.tokenize("Blockchainify zorblax") == ["blockchainify", "zorblax"]
+    texts = ["blockchainify the zorblax", "hello"]
+    theirs = model2vec.StaticModel.from_pretrained(str(tmp_path / "words"))
+    assert theirs.tokenize(["Blockchainify"])[0] == [vocab["blockchainify"]]
+    assert _cos(model.encode(texts), theirs.encode(texts)).min() >= 0.999
+
+
+def test_training_a_static_model_matches_sentence_transformers(distilled, tmp_path):
+    """MNRL on a StaticEmbedding: the same loss and gradient as sentence-transformers on the same batch,
+    and fit() trains the table that encode() then reads."""
+    import sentence_transformers
+    from sentence_transformers import losses as st_losses
+    from torch.utils.data import DataLoader
+
+    from bertkit import InputExample, SentenceTransformer, losses
+
+    anchors, positives = TEXTS[:4], [t[::-1] for t in TEXTS[:4]]
+    ours = SentenceTransformer(str(distilled))
+    theirs = sentence_transformers.SentenceTransformer(str(distilled), device="cpu")
+    got = []
+    for model, loss_cls in (
+        (ours, losses.MultipleNegativesRankingLoss),
+        (theirs, st_losses.MultipleNegativesRankingLoss),
+    ):
+        loss = loss_cls(model)([model.tokenize(anchors), model.tokenize(positives)], torch.zeros(4, dtype=torch.long))
+        loss.backward()
+        got.append((loss.item(), model[0].embedding.weight.grad.clone()))
+    assert got[0][0] == pytest.approx(got[1][0], abs=1e-5)
+    torch.testing.assert_close(got[0][1], got[1][1], atol=1e-6, rtol=1e-4)
+
+    before = ours.encode(anchors)
+    examples = [InputExample(texts=[a, p]) for a, p in zip(anchors, positives)]
+    ours.fit(
+        [(DataLoader(examples, batch_size=4), losses.MultipleNegativesRankingLoss(ours))],
+        epochs=2,
+        optimizer_params={"lr": 0.1},
+        warmup_steps=0,
+        show_progress_bar=False,
+    )
+    after = ours.encode(anchors)
+    assert np.abs(after - before).max() > 1e-3
+    ours.save(tmp_path / "trained")
+    reread = sentence_transformers.SentenceTransformer(str(tmp_path / "trained"), device="cpu").encode(anchors)
+    np.testing.assert_allclose(reread, after, atol=1e-6)

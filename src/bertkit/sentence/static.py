@@ -291,7 +291,8 @@ class StaticSentenceTransformer(SentenceTransformer):
 
     @property
     def training_model(self) -> nn.Module:
-        raise NotImplementedError("training a static embedding model is not supported yet by bertkit")
+        """The StaticEmbedding module: its table is what :meth:`fit` trains, and what encode reads."""
+        return self.static
 
     def forward(self, features: dict[str, Tensor]) -> dict[str, Tensor]:
         """``features`` (from :meth:`tokenize`) with ``sentence_embedding``, with gradients."""
@@ -301,9 +302,6 @@ class StaticSentenceTransformer(SentenceTransformer):
         return out
 
     __call__ = forward
-
-    def fit(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("training a static embedding model is not supported yet by bertkit")
 
     # -- encoding ---------------------------------------------------------------------------------
     def encode(
