@@ -46,7 +46,9 @@ class StaticEmbeddingPipeline(Pipeline):
             raise ValueError(f"{model}: a static embedding model gives sentence vectors only; use 'sentence-embedding'")
         if tokenizer is not None:
             raise ValueError("a static embedding folder brings its own tokenizer; do not pass tokenizer=")
-        kwargs.pop("pooling", None)  # a static model always takes the mean of its tokens
+        pooling = kwargs.pop("pooling", None)
+        if pooling not in (None, "mean"):
+            raise ValueError(f"{model}: a static embedding model takes the mean of its tokens, not pooling={pooling!r}")
         kwargs.pop("max_batch_tokens", None)
         kwargs.pop("truncation", None)
         kwargs.pop("max_length", None)
