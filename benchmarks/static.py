@@ -100,6 +100,31 @@ def train_static(folder: Path, args: argparse.Namespace):
     return model
 
 
+def serve_rates(folders: dict[str, str], seconds: float, clients: int = 32) -> dict[str, float]:
+    """Requests per second of `bertkit serve` on each folder: ``clients`` concurrent single-sentence
+    POSTs to /embed (the engine /v1/embeddings shares) for ``seconds``, with benchmarks/serve.py's
+    lean client; one server at a time, so each has the CPU."""
+    import asyncio
+    import sys
+
+    from bertkit.serving.process import server_process
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from serve import load, sentences
+
+    texts = sentences(2000)
+    out = {}
+    for name, folder in folders.items():
+        with server_process(folder, ["--dtype", "auto", "--max-wait-ms", "5"]) as srv:
+            asyncio.run(load(srv.url, texts[:64], clients, 2.0, 10**6))  # warm-up
+            got = asyncio.run(load(srv.url, texts, clients, seconds, 10**6))
+            srv.stop()
+        if got["errors"]:
+            raise RuntimeError(f"{name}: errors {got['errors']}")
+        out[name] = got["ok"] / got["wall"]
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2)
@@ -111,6 +136,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--train-epochs", type=int, default=1)
     p.add_argument("--train-lr", type=float, default=0.05)
+    p.add_argument("--serve-seconds", type=float, default=10.0, help="load test of each server (0: none)")
     args = p.parse_args()
 
     from model2vec import StaticModel
@@ -178,6 +204,12 @@ def main() -> None:
     print(f"speed   ({args.threads} threads, BBC sentences of {mean_len:.0f} characters on average)")
     for name, r in rates.items():
         print(f"speed   {name:<10} {r:10,.0f} sentences/s")
+    if args.serve_seconds > 0:
+        rps = serve_rates({"MiniLM": teacher, "static": str(tmp / "bertkit")}, args.serve_seconds)
+        print(
+            f"serve   /embed, 32 clients, single sentences: MiniLM {rps['MiniLM']:,.0f} req/s, static "
+            f"{rps['static']:,.0f} req/s -> {rps['static'] / rps['MiniLM']:.1f}x"
+        )
     print(
         f"speed   bertkit static: {rates['bertkit'] / rates['MiniLM']:.0f}x bertkit's MiniLM {minilm.dtype}, "
         f"{rates['bertkit'] / rates['model2vec']:.2f}x model2vec's encode"
