@@ -101,6 +101,8 @@ _hooks.provide_lazily("inference.follow_move", "bertkit.inference.precision:foll
 _hooks.provide_lazily("search.mining_corpus", "bertkit.search.index:mining_corpus")
 # retrieval metrics of hybrid search (bertkit.sentence.evaluation.metrics) rank with bertkit.search.lexical
 _hooks.provide_lazily("search.first_stage", "bertkit.search.lexical:first_stage")
+# SentenceTransformer(static folder) gives the subclass that bertkit.sentence.static builds on it
+_hooks.provide_lazily("sentence.static_class_for", "bertkit.sentence.static:static_class_for")
 
 
 def __getattr__(name: str) -> Any:

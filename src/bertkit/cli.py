@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fine-tune a cross-encoder reranker (BCE or listwise)",
     ),
     "train-embedder": ("bertkit.sentence.train_embedder_cli", "fine-tune a sentence-embedding model (MNRL, CoSENT...)"),
+    "distill-static": (
+        "bertkit.sentence.distill_static_cli",
+        "distil a sentence model into a static embedding model (model2vec's method, no data)",
+    ),
 }
 
 

@@ -1,7 +1,10 @@
 """Inference pipelines answering like transformers': fill-mask, classification, zero-shot classification, NER, QA,
 embeddings, text generation, text ranking."""
 
+from bertkit.modeling.static import is_static_folder
+
 from .pipelines import (
+    EMBEDDING_FOLDER_KINDS,
     SUPPORTED_TASKS,
     FeatureExtractionPipeline,
     FillMaskPipeline,
@@ -11,12 +14,14 @@ from .pipelines import (
     TokenClassificationPipeline,
     pipeline,
 )
+from .static_embedding import StaticEmbeddingPipeline
 from .text_generation import TextGenerationPipeline
 from .text_ranking import TextRankingPipeline
 from .zero_shot import ZeroShotClassificationPipeline
 
 SUPPORTED_TASKS["text-generation"] = TextGenerationPipeline
 SUPPORTED_TASKS["text-ranking"] = TextRankingPipeline
+EMBEDDING_FOLDER_KINDS.append((is_static_folder, StaticEmbeddingPipeline))
 
 __all__ = [
     "pipeline",
@@ -27,6 +32,7 @@ __all__ = [
     "TokenClassificationPipeline",
     "QuestionAnsweringPipeline",
     "FeatureExtractionPipeline",
+    "StaticEmbeddingPipeline",
     "TextGenerationPipeline",
     "TextRankingPipeline",
     "ZeroShotClassificationPipeline",

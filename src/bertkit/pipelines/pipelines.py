@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -782,6 +782,11 @@ SUPPORTED_TASKS: dict[str, type[Pipeline]] = {
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {"sentence-embedding": {"sentence": True}}
 
 
+# (is this kind of folder?, its pipeline) for the embedding tasks: folders whose vectors come from
+# something else than an encoder (bertkit.pipelines registers the static embedding folders)
+EMBEDDING_FOLDER_KINDS: list[tuple[Callable[[Path], bool], type[Pipeline]]] = []
+
+
 def register_pipeline(task: str, cls: type[Pipeline], **defaults: Any) -> None:
     """Make ``pipeline(task, ...)`` build ``cls`` (with ``defaults`` as keyword arguments)."""
     SUPPORTED_TASKS[task] = cls
@@ -811,4 +816,11 @@ def pipeline(
         raise ValueError(f"pipeline({task!r}) needs model=<folder or model>; bertkit never downloads a default")
     for k, v in TASK_DEFAULTS.get(task, {}).items():
         kwargs.setdefault(k, v)
+    if task in ("sentence-embedding", "feature-extraction") and isinstance(model, (str, Path)):
+        from bertkit.hub import resolve_model_path
+
+        folder = resolve_model_path(model)
+        for is_kind, cls in EMBEDDING_FOLDER_KINDS:  # a folder with no encoder to run (a static model)
+            if is_kind(folder):
+                return cls(model, tokenizer=tokenizer, device=device, dtype=dtype, **kwargs)
     return SUPPORTED_TASKS[task](model, tokenizer=tokenizer, device=device, dtype=dtype, **kwargs)

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from bertkit import _hooks
 from bertkit.sentence import util
 from bertkit.sentence.module_calls import _ModuleCalls, _to_dtype
 
@@ -115,10 +116,10 @@ def _from_modules(modules: Any) -> tuple[Path, str, list[Any], bool, int]:
     from bertkit.sentence import models
 
     if not isinstance(modules, (list, tuple)) or not modules:
-        _refuse(f"modules={modules!r}", "must be a non-empty list of bertkit.models modules")
+        _refuse(f"modules={modules!r}", "must be a non-empty list of bertkit.sentence.models modules")
     modules = list(modules)
     names = [type(m).__module__ + "." + type(m).__qualname__ for m in modules]
-    order = "bertkit.models Transformer, Pooling, any Dense, then an optional Normalize"
+    order = "bertkit.sentence.models Transformer, Pooling, any Dense, then an optional Normalize"
     for i, m in enumerate(modules):
         if not isinstance(m, (models.Transformer, models.Pooling, models.Dense, models.Normalize)):
             _refuse(f"modules[{i}] ({names[i]})", f"is not a module bertkit runs: it runs {order}")
@@ -210,7 +211,18 @@ class SentenceTransformer(_ModuleCalls):
     ``dtype``: "fp32" (default; equal to sentence-transformers within float rounding), "bf16",
     "int8" or "auto" (the fastest precision this CPU runs within bertkit's quality gates).
     Arguments of sentence-transformers that bertkit cannot honour are refused by name.
+    A static embedding folder (model2vec's or a ``StaticEmbedding``) gives a
+    :class:`bertkit.sentence.static.StaticSentenceTransformer`.
     """
+
+    def __new__(cls, model_name_or_path: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if cls is SentenceTransformer:
+            # a static folder: the subclass of bertkit.sentence.static, which builds on this module (a hook,
+            # so that this module does not import it back)
+            static = _hooks.call("sentence.static_class_for", model_name_or_path, kwargs.get("modules"), kwargs)
+            if static is not None:
+                return super().__new__(static)  # its own __init__ runs next
+        return super().__new__(cls)
 
     def __init__(
         self,

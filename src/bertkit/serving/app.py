@@ -87,8 +87,11 @@ def detect_task(folder: str | Path) -> str:
     """The task a model folder serves, from ``config.json``'s architectures through the model registry
     (a sentence-transformers folder, a bare encoder or a head with no served task: sentence-embedding)."""
     from bertkit.modeling import registry
+    from bertkit.modeling.static import is_static_folder
 
     folder = Path(folder)
+    if is_static_folder(folder):  # model2vec / StaticEmbedding: vectors only
+        return "sentence-embedding"
     try:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -116,7 +119,6 @@ class ModelService:
         self.task = detect_task(folder) if config.task == "auto" else config.task
         if self.task not in TASKS:
             raise ValueError(f"--task must be auto or one of {', '.join(TASKS)}, got {self.task!r}")
-        pooling, normalize, max_len = sentence_transformers_pooling(folder)
         if self.task == "sentence-embedding":
             self.pipe = None
             self.embedder = pipeline(
@@ -128,6 +130,7 @@ class ModelService:
                 batch_size=config.max_batch_size,
             )
         else:
+            pooling, normalize, max_len = sentence_transformers_pooling(folder)
             self.pipe = pipeline(
                 self.task,
                 model=folder,
