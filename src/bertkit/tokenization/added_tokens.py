@@ -14,6 +14,7 @@ from .wordpiece import _WHITESPACE
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 ADDED_TOKENS_FILE = "added_tokens.json"
+_DEFAULT_MAX_LENGTH = 512
 _SPECIAL_KEYS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
@@ -183,7 +184,9 @@ def _added_tokens_from_files(
         loaded = read_json(f)
         if not isinstance(loaded, dict):
             raise ValueError(f"{f}: expected a JSON object of token -> id, got {type(loaded).__name__}")
-        specials = {config.get(k) for k in _SPECIAL_KEYS} | set(config.get("additional_special_tokens") or [])
+        specials = {config.get(k) for k in (*_SPECIAL_KEYS, "bos_token", "eos_token")} | set(
+            config.get("additional_special_tokens") or []
+        )
         for content, tid in loaded.items():
             out.setdefault(_token_id(tid, str(f)), AddedToken(content, special=content in specials))
     return out

@@ -11,17 +11,25 @@ from __future__ import annotations
 import gc
 import re
 import warnings
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from bertkit._text import read_json
+
 from .added_tokens import (
+    _DEFAULT_MAX_LENGTH,
     _SPECIAL_KEYS,
     _STRIP_SPACE,
+    CONFIG_FILE,
+    SPECIAL_TOKENS_FILE,
     AddedToken,
+    _added_tokens_from_files,
     _alternation,
     _as_added_token,
     _fill_gaps,
     _is_token_like,
     _is_word_char,
+    _token_id,
 )
 from .encoding import BatchEncoding
 from .truncation import (
@@ -35,10 +43,53 @@ from .truncation import (
 )
 
 
+def _folder_config(path: Path, kwargs: dict[str, Any], vocab_name: str) -> dict[str, Any]:
+    """Constructor arguments from a saved folder's tokenizer_config.json and special_tokens_map.json (an
+    AddedToken's dict read as its content), its added tokens by id, then ``kwargs`` on top."""
+    config: dict[str, Any] = {}
+    for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
+        f = path / name
+        if f.is_file():
+            loaded = read_json(f)
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{f}: expected a JSON object, got {type(loaded).__name__}")
+            for k, v in loaded.items():
+                if isinstance(v, dict) and "content" in v:  # AddedToken serialization
+                    v = v["content"]
+                if k in ("additional_special_tokens", "extra_special_tokens"):
+                    # v5 may name extra special tokens ({"image_token": "<image>"}); bertkit keeps the tokens
+                    v = list(v.values()) if isinstance(v, dict) else v
+                    if not isinstance(v, list):
+                        raise ValueError(f"{f}: {k} must be a list, got {type(v).__name__}")
+                    v = [x["content"] if isinstance(x, dict) else x for x in v]
+                    k = "additional_special_tokens"
+                    v = list(dict.fromkeys(config.get(k, []) + v)) if name == CONFIG_FILE else v
+                config[k] = v
+    added = _added_tokens_from_files(path, config, vocab_name)
+    for k in (
+        "tokenizer_class",
+        "added_tokens_decoder",
+        "auto_map",
+        "name_or_path",
+        "backend",
+        "vocab_file",
+        "tokenizer_file",
+        "special_tokens_map_file",
+    ):
+        config.pop(k, None)
+    if int(config.get("model_max_length", _DEFAULT_MAX_LENGTH)) > 1e20:
+        config["model_max_length"] = _DEFAULT_MAX_LENGTH  # "no limit" sentinel in transformers configs
+    config.update(kwargs)
+    config.setdefault("added_tokens_decoder", added)
+    return config
+
+
 class TokenizerBase:
     """The calls every bertkit tokenizer shares; see the module docstring for what a subclass gives."""
 
     model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    _special_keys: tuple[str, ...] = _SPECIAL_KEYS
+    never_split: set[str] = frozenset()  # type: ignore[assignment]
     padding_side = "right"
     truncation_side = "right"
 
@@ -46,6 +97,32 @@ class TokenizerBase:
     def _model_vocab(self) -> dict[str, int]:
         """The model's own vocabulary (no added tokens)."""
         raise NotImplementedError
+
+    def _init_added(self, added_tokens_decoder: dict[int, Any] | None, extra: list[AddedToken]) -> None:
+        """Register the added tokens a folder gives (by id), then the named and ``extra`` special tokens."""
+        # added tokens: id -> AddedToken (insertion order), and the contents marked special, in order
+        self._added: dict[int, AddedToken] = {}
+        self._special_contents: dict[str, None] = {}
+        given = [(_token_id(k, "added_tokens_decoder"), v) for k, v in (added_tokens_decoder or {}).items()]
+        for tid, tok in sorted(given, key=lambda kv: kv[0]):
+            tok = _as_added_token(tok, False, "added_tokens_decoder")
+            if tok.special:
+                self._special_contents[tok.content] = None
+            self._set_added(tid, tok)
+        # transformers registers the named special tokens (and the additional ones, with new ids when
+        # they are not in the vocabulary) as special added tokens; a token the files already describe
+        # keeps its flags there and is only marked special
+        named = [
+            AddedToken(getattr(self, k), special=True)
+            for k in self._special_keys
+            if getattr(self, k, None) is not None and getattr(self, k) in self.vocab
+        ]
+        for tok in named + extra:
+            if self.vocab.get(tok.content) in self._added:
+                self._special_contents[tok.content] = None
+            else:
+                self._add([tok], refresh=False)
+        self._refresh_added()
 
     def _shown(self, text: str) -> str:
         """How an added token with ``normalized=True`` is shown (the normalizer's output)."""
@@ -214,7 +291,7 @@ class TokenizerBase:
     # ------------------------------------------------------------------ special tokens
     @property
     def special_tokens_map(self) -> dict[str, Any]:
-        m: dict[str, Any] = {k: getattr(self, k) for k in _SPECIAL_KEYS}
+        m: dict[str, Any] = {k: getattr(self, k) for k in self._special_keys if getattr(self, k, None) is not None}
         if self.additional_special_tokens:
             m["additional_special_tokens"] = list(self.additional_special_tokens)
         return m
@@ -222,9 +299,9 @@ class TokenizerBase:
     @property
     def all_special_tokens(self) -> list[str]:
         out: list[str] = []
-        for k in _SPECIAL_KEYS:
-            t = getattr(self, k)
-            if t not in out:
+        for k in self._special_keys:
+            t = getattr(self, k, None)
+            if t is not None and t not in out:
                 out.append(t)
         out += [t for t in self.additional_special_tokens if t not in out]
         return out
@@ -241,6 +318,8 @@ class TokenizerBase:
     pad_token_id = property(lambda self: self.vocab.get(self.pad_token))
     cls_token_id = property(lambda self: self.vocab.get(self.cls_token))
     mask_token_id = property(lambda self: self.vocab.get(self.mask_token))
+    bos_token_id = property(lambda self: self.vocab.get(getattr(self, "bos_token", None)))
+    eos_token_id = property(lambda self: self.vocab.get(getattr(self, "eos_token", None)))
     pad_token_type_id = 0
 
     @property
@@ -272,7 +351,7 @@ class TokenizerBase:
                 else:
                     self.additional_special_tokens += [t.content for t in toks]
                 to_add += toks
-            elif key in _SPECIAL_KEYS:
+            elif key in self._special_keys:
                 if not _is_token_like(value):
                     raise ValueError(f"{key} must be a str or an AddedToken, got {value!r} ({type(value).__name__})")
                 tok = _as_added_token(value, True, key)
@@ -280,7 +359,7 @@ class TokenizerBase:
                 to_add.append(tok)
             else:
                 raise ValueError(
-                    f"unknown special token key {key!r}; use one of {_SPECIAL_KEYS} or 'additional_special_tokens'"
+                    f"unknown special token key {key!r}; use one of {self._special_keys} or 'additional_special_tokens'"
                 )
         return self._add(to_add)
 
@@ -294,8 +373,43 @@ class TokenizerBase:
     def is_fast(self) -> bool:
         return True
 
+    def _template(self, pair: bool) -> tuple[list, list, list, int, int]:
+        """The special tokens a text (or a pair) is wrapped in: (before A, between A and B, after the last
+        text, type id of A, type id of B); each special token as (id, token, type id). BERT's here."""
+        cls, sep = (self.cls_token_id, self.cls_token, 0), (self.sep_token_id, self.sep_token, 0)
+        if not pair:
+            return [cls], [], [sep], 0, 1
+        return [cls], [sep], [(sep[0], sep[1], 1)], 0, 1
+
     def num_special_tokens_to_add(self, pair: bool = False) -> int:
-        return 3 if pair else 2
+        pre, mid, post, _, _ = self._template(pair)
+        return len(pre) + len(mid) + len(post)
+
+    def build_inputs_with_special_tokens(self, ids_0: list[int], ids_1: list[int] | None = None) -> list[int]:
+        pre, mid, post, _, _ = self._template(ids_1 is not None)
+        ids = [t[0] for t in pre] + list(ids_0)
+        if ids_1 is not None:
+            ids += [t[0] for t in mid] + list(ids_1)
+        return ids + [t[0] for t in post]
+
+    def create_token_type_ids_from_sequences(self, ids_0: list[int], ids_1: list[int] | None = None) -> list[int]:
+        pre, mid, post, ta, tb = self._template(ids_1 is not None)
+        types = [t[2] for t in pre] + [ta] * len(ids_0)
+        if ids_1 is not None:
+            types += [t[2] for t in mid] + [tb] * len(ids_1)
+        return types + [t[2] for t in post]
+
+    def get_special_tokens_mask(
+        self, ids_0: list[int], ids_1: list[int] | None = None, already_has_special_tokens: bool = False
+    ) -> list[int]:
+        if already_has_special_tokens:
+            special = frozenset(self.all_special_ids)
+            return [1 if int(i) in special else 0 for i in ids_0]
+        pre, mid, post, _, _ = self._template(ids_1 is not None)
+        m = [1] * len(pre) + [0] * len(ids_0)
+        if ids_1 is not None:
+            m += [1] * len(mid) + [0] * len(ids_1)
+        return m + [1] * len(post)
 
     # ------------------------------------------------------------------ core
     def _check_text(self, text: Any, what: str = "text") -> str:
@@ -575,7 +689,7 @@ class TokenizerBase:
         if kwargs:
             raise TypeError(f"unexpected keyword arguments: {', '.join(sorted(kwargs))}")
         batched, texts, pairs = _split_inputs(text, text_pair, is_split_into_words)
-        n_special = (3 if pairs is not None else 2) if add_special_tokens else 0
+        n_special = self.num_special_tokens_to_add(pairs is not None) if add_special_tokens else 0
         pad_mode, trunc, max_length = self._strategies(
             padding, truncation, max_length, stride, n_special, pad_to_multiple_of, verbose
         )
@@ -728,16 +842,19 @@ class TokenizerBase:
         want_specials: bool,
     ) -> tuple[list, list, list, list]:
         """input_ids, token_type_ids, special_tokens_mask and offsets of every row, special tokens added."""
-        cls_id, sep_id = self.cls_token_id, self.sep_token_id
         input_ids, types, specials, offsets = [], [], [], []
-        if seq_b is None and trunc is None:
+        pre, _, post, ta, _ = self._template(False)
+        if seq_b is None and trunc is None and ta == 0 and all(t[2] == 0 for t in pre + post):
             # the common case, in list comprehensions: one row per text, nothing cut
             if add_special_tokens:
-                input_ids = [[cls_id, *a.ids, sep_id] for a in seq_a]
+                p_ids, s_ids = [t[0] for t in pre], [t[0] for t in post]
+                input_ids = [[*p_ids, *a.ids, *s_ids] for a in seq_a]
                 if details:
-                    offsets = [[(0, 0), *a.offsets, (0, 0)] for a in seq_a]
+                    p_off, s_off = [(0, 0)] * len(pre), [(0, 0)] * len(post)
+                    offsets = [[*p_off, *a.offsets, *s_off] for a in seq_a]
                 if want_specials:
-                    specials = [[1, *([0] * len(a.ids)), 1] for a in seq_a]
+                    p_m, s_m = [1] * len(pre), [1] * len(post)
+                    specials = [[*p_m, *([0] * len(a.ids)), *s_m] for a in seq_a]
             else:
                 input_ids = [a.ids for a in seq_a]
                 if details:
@@ -746,41 +863,34 @@ class TokenizerBase:
                     specials = [[0] * len(a.ids) for a in seq_a]
             types = [[0] * len(r) for r in input_ids]
             return input_ids, types, specials, offsets
+        templates = (self._template(False), self._template(True)) if add_special_tokens else None
+        none = (0, 0)
         for i, (a0, a1), rb in rows:
-            ids_a = seq_a[i].ids[a0:a1]
-            if rb is None:
-                if add_special_tokens:
-                    ids = [cls_id, *ids_a, sep_id]
-                    n = len(ids)
-                    tt = [0] * n
-                    sm = [1, *([0] * (n - 2)), 1]
-                else:
-                    ids = ids_a
-                    n = len(ids)
-                    tt = [0] * n
-                    sm = [0] * n
-                if details:
-                    off = seq_a[i].offsets[a0:a1]
-                    off = [(0, 0), *off, (0, 0)] if add_special_tokens else off
+            parts = [(seq_a[i], a0, a1)] if rb is None else [(seq_a[i], a0, a1), (seq_b[i], rb[0], rb[1])]
+            if templates is None:
+                pre, mid, post, ta, tb = [], [], [], 0, 1
             else:
-                b0, b1 = rb
-                ids_b = seq_b[i].ids[b0:b1]
-                if add_special_tokens:
-                    ids = [cls_id, *ids_a, sep_id, *ids_b, sep_id]
-                    tt = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)
-                    sm = [1, *([0] * len(ids_a)), 1, *([0] * len(ids_b)), 1]
-                else:
-                    ids = ids_a + ids_b
-                    tt = [0] * len(ids_a) + [1] * len(ids_b)
-                    sm = [0] * len(ids)
+                pre, mid, post, ta, tb = templates[rb is not None]
+            ids, tt, sm, off = [t[0] for t in pre], [t[2] for t in pre], [1] * len(pre), [none] * len(pre)
+            for k, (seq, s0, s1) in enumerate(parts):
+                if k:
+                    ids += [t[0] for t in mid]
+                    tt += [t[2] for t in mid]
+                    sm += [1] * len(mid)
+                    off += [none] * len(mid)
+                ids += seq.ids[s0:s1]
+                tt += [tb if k else ta] * (s1 - s0)
+                sm += [0] * (s1 - s0)
                 if details:
-                    oa, ob = seq_a[i].offsets[a0:a1], seq_b[i].offsets[b0:b1]
-                    off = [(0, 0), *oa, (0, 0), *ob, (0, 0)] if add_special_tokens else oa + ob
+                    off += seq.offsets[s0:s1]
+            ids += [t[0] for t in post]
+            tt += [t[2] for t in post]
+            sm += [1] * len(post)
             input_ids.append(ids)
             types.append(tt)
             specials.append(sm)
             if details:
-                offsets.append(off)
+                offsets.append(off + [none] * len(post))
         return input_ids, types, specials, offsets
 
     def _row_details(
@@ -804,15 +914,20 @@ class TokenizerBase:
             tb, wb, ob = self._seq_details(b, rb[0], rb[1], pairs[i])
         none = (0, 0)
         if add_special_tokens:
-            toks = [self.cls_token, *toks, self.sep_token]
-            words = [None, *words, None]
-            seqs = [None, *seqs, None]
-            offs = [none, *offs, none]
+            pre, mid, post, _, _ = self._template(rb is not None)
+            toks = [t[1] for t in pre] + toks
+            words = [None] * len(pre) + words
+            seqs = [None] * len(pre) + seqs
+            offs = [none] * len(pre) + offs
             if rb is not None:
-                toks += tb + [self.sep_token]
-                words += wb + [None]
-                seqs += [1] * len(tb) + [None]
-                offs += ob + [none]
+                toks += [t[1] for t in mid] + tb
+                words += [None] * len(mid) + wb
+                seqs += [None] * len(mid) + [1] * len(tb)
+                offs += [none] * len(mid) + ob
+            toks += [t[1] for t in post]
+            words += [None] * len(post)
+            seqs += [None] * len(post)
+            offs += [none] * len(post)
         elif rb is not None:
             toks += tb
             words += wb

@@ -21,6 +21,7 @@ from bertkit._text import decode_utf8, read_json
 
 from .._io import atomic_write_json, atomic_write_text
 from .added_tokens import (  # noqa: F401  (re-exported: this module's names before the split)
+    _DEFAULT_MAX_LENGTH,
     _SPECIAL_KEYS,
     ADDED_TOKENS_FILE,
     CONFIG_FILE,
@@ -35,7 +36,7 @@ from .added_tokens import (  # noqa: F401  (re-exported: this module's names bef
     _token_id,
     _tokenizer_json_added,
 )
-from .base import TokenizerBase
+from .base import TokenizerBase, _folder_config
 from .encoding import BatchEncoding  # noqa: F401
 from .truncation import (  # noqa: F401
     _from_the_left,
@@ -52,7 +53,6 @@ from .wordpiece import CJK_CHAR_RE, Normalizer, WordPiece
 __all__ = ["AddedToken", "BertTokenizer", "TokenizerBase", "load_vocab", "load_tokenizer"]
 
 VOCAB_FILE = "vocab.txt"
-_DEFAULT_MAX_LENGTH = 512
 
 
 def load_vocab(vocab_file: str | os.PathLike) -> dict[str, int]:
@@ -171,25 +171,7 @@ class BertTokenizer(TokenizerBase):
             dict(self.vocab), unk_token=self.unk_token, max_input_chars_per_word=self.max_input_chars_per_word
         )
         self._warned_length = False
-        # added tokens: id -> AddedToken (insertion order), and the contents marked special, in order
-        self._added: dict[int, AddedToken] = {}
-        self._special_contents: dict[str, None] = {}
-        given = [(_token_id(k, "added_tokens_decoder"), v) for k, v in (added_tokens_decoder or {}).items()]
-        for tid, tok in sorted(given, key=lambda kv: kv[0]):
-            tok = _as_added_token(tok, False, "added_tokens_decoder")
-            if tok.special:
-                self._special_contents[tok.content] = None
-            self._set_added(tid, tok)
-        # transformers registers the named special tokens (and the additional ones, with new ids when
-        # they are not in the vocabulary) as special added tokens; a token the files already describe
-        # keeps its flags there and is only marked special
-        named = [AddedToken(getattr(self, k), special=True) for k in _SPECIAL_KEYS if getattr(self, k) in self.vocab]
-        for tok in named + extra:
-            if self.vocab.get(tok.content) in self._added:
-                self._special_contents[tok.content] = None
-            else:
-                self._add([tok], refresh=False)
-        self._refresh_added()
+        self._init_added(added_tokens_decoder, extra)
 
     def _shown(self, text: str) -> str:
         """``text`` normalised as `tokenizers`' BertNormalizer writes it: bertkit's normalisation, plus
@@ -216,41 +198,7 @@ class BertTokenizer(TokenizerBase):
         path = resolve_model_path(
             pretrained_model_name_or_path, cache_dir, revision, files=(VOCAB_FILE, "tokenizer.json")
         )
-        config: dict[str, Any] = {}
-        for name in (CONFIG_FILE, SPECIAL_TOKENS_FILE):
-            f = path / name
-            if f.is_file():
-                loaded = read_json(f)
-                if not isinstance(loaded, dict):
-                    raise ValueError(f"{f}: expected a JSON object, got {type(loaded).__name__}")
-                for k, v in loaded.items():
-                    if isinstance(v, dict) and "content" in v:  # AddedToken serialization
-                        v = v["content"]
-                    if k in ("additional_special_tokens", "extra_special_tokens"):
-                        # v5 may name extra special tokens ({"image_token": "<image>"}); bertkit keeps the tokens
-                        v = list(v.values()) if isinstance(v, dict) else v
-                        if not isinstance(v, list):
-                            raise ValueError(f"{f}: {k} must be a list, got {type(v).__name__}")
-                        v = [x["content"] if isinstance(x, dict) else x for x in v]
-                        k = "additional_special_tokens"
-                        v = list(dict.fromkeys(config.get(k, []) + v)) if name == CONFIG_FILE else v
-                    config[k] = v
-        added = _added_tokens_from_files(path, config, VOCAB_FILE)
-        for k in (
-            "tokenizer_class",
-            "added_tokens_decoder",
-            "auto_map",
-            "name_or_path",
-            "backend",
-            "vocab_file",
-            "tokenizer_file",
-            "special_tokens_map_file",
-        ):
-            config.pop(k, None)
-        if int(config.get("model_max_length", _DEFAULT_MAX_LENGTH)) > 1e20:
-            config["model_max_length"] = _DEFAULT_MAX_LENGTH  # "no limit" sentinel in transformers configs
-        config.update(kwargs)
-        config.setdefault("added_tokens_decoder", added)
+        config = _folder_config(path, kwargs, VOCAB_FILE)
         vocab_file = path / VOCAB_FILE
         if vocab_file.is_file():
             tok = cls(vocab_file=vocab_file, **config)
@@ -439,23 +387,6 @@ class BertTokenizer(TokenizerBase):
                 t = t[1:]
             out.append(t)
         return "".join(out)
-
-    def build_inputs_with_special_tokens(self, ids_0: list[int], ids_1: list[int] | None = None) -> list[int]:
-        cls, sep = [self.cls_token_id], [self.sep_token_id]
-        return cls + ids_0 + sep if ids_1 is None else cls + ids_0 + sep + ids_1 + sep
-
-    def create_token_type_ids_from_sequences(self, ids_0: list[int], ids_1: list[int] | None = None) -> list[int]:
-        n0 = len(ids_0) + 2
-        return [0] * n0 if ids_1 is None else [0] * n0 + [1] * (len(ids_1) + 1)
-
-    def get_special_tokens_mask(
-        self, ids_0: list[int], ids_1: list[int] | None = None, already_has_special_tokens: bool = False
-    ) -> list[int]:
-        if already_has_special_tokens:
-            special = frozenset(self.all_special_ids)
-            return [1 if int(i) in special else 0 for i in ids_0]
-        m = [1] + [0] * len(ids_0) + [1]
-        return m if ids_1 is None else m + [0] * len(ids_1) + [1]
 
     @property
     def _model_vocab(self) -> dict[str, int]:
