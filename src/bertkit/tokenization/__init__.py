@@ -20,6 +20,7 @@ from .bpe import (
 )
 from .encoding import BatchEncoding
 from .tokenizer import BertTokenizer, load_tokenizer, load_vocab
+from .unigram import UnigramTokenizer, XLMRobertaTokenizer, XLMRobertaTokenizerFast
 
 # transformers code often names the fast class; bertkit has one class that answers both
 BertTokenizerFast = BertTokenizer
@@ -33,7 +34,10 @@ __all__ = [
     "GPT2TokenizerFast",
     "RobertaTokenizer",
     "RobertaTokenizerFast",
+    "UnigramTokenizer",
     "WordPieceTrainer",
+    "XLMRobertaTokenizer",
+    "XLMRobertaTokenizerFast",
     "load_tokenizer",
     "load_vocab",
 ]

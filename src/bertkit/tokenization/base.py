@@ -962,4 +962,12 @@ class TokenizerBase:
                     shown = self._stripped_token_text(tid, src[offs[k][0] : offs[k][1]])
                     if shown is not None:
                         toks[k] = shown
+                    if getattr(self, "trim_offsets", None):
+                        # offsets trimmed of the whitespace the token took: the token still shows it
+                        (a, b), tok = offs[k], self._added[tid]
+                        while tok.lstrip and a > 0 and src[a - 1] in _STRIP_SPACE:
+                            a -= 1
+                        while tok.rstrip and b < len(src) and src[b] in _STRIP_SPACE:
+                            b += 1
+                        toks[k] = src[a:b]
         return toks, words, offs

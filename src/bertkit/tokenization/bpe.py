@@ -16,7 +16,6 @@ from bertkit._text import read_json
 from .._io import atomic_write_json
 from .added_tokens import (
     _DEFAULT_MAX_LENGTH,
-    _STRIP_SPACE,
     CONFIG_FILE,
     SPECIAL_TOKENS_FILE,
     AddedToken,
@@ -235,22 +234,6 @@ class ByteLevelBPETokenizer(TokenizerBase):
         ids, offsets, wids = [], [], []
         self._encode_details(text, 0, ids, offsets, wids)
         return _Seq(ids, offsets, wids)
-
-    def _seq_details(self, seq: _Seq, start: int, stop: int, text: str | list[str]) -> tuple[list, list, list]:
-        """As the base, but an lstrip/rstrip added token shows the whitespace it took even where its
-        offsets were trimmed of it (`tokenizers` keeps the matched text as the token)."""
-        toks, words, offs = super()._seq_details(seq, start, stop, text)
-        if self._strip_ids and self._trims():
-            for k, tid in enumerate(seq.ids[start:stop]):
-                if tid in self._strip_ids:
-                    src = text if isinstance(text, str) else text[words[k]]
-                    (a, b), tok = offs[k], self._added[tid]
-                    while tok.lstrip and a > 0 and src[a - 1] in _STRIP_SPACE:
-                        a -= 1
-                    while tok.rstrip and b < len(src) and src[b] in _STRIP_SPACE:
-                        b += 1
-                    toks[k] = src[a:b]
-        return toks, words, offs
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
         """``tokens`` as text, the way the ByteLevel decoder joins them (bytes back to UTF-8)."""
