@@ -71,12 +71,12 @@ def _parse_template(items: list, specials: dict[str, Any], path: Path, pair: boo
     return parts[0], [], parts[1], types[0], 1
 
 
-def post_processor(spec: dict[str, Any], path: Path) -> tuple[dict[bool, Template], bool | None, bool]:
+def post_processor(spec: dict[str, Any], path: Path) -> tuple[dict[bool, Template] | None, bool | None, bool]:
     """(templates for a single text and a pair, trim_offsets or None, add_prefix_space) of the
     post-processor; a ``Sequence`` of processors is read in order."""
     proc = spec.get("post_processor")
     procs = (proc.get("processors") or []) if proc and proc.get("type") == "Sequence" else [proc]
-    templates = {False: NO_TEMPLATE, True: NO_TEMPLATE}
+    templates = None  # none declared: the class's own (transformers' RoBERTa and XLM-R add theirs)
     trim: bool | None = None
     prefix = False
     for p in procs:
