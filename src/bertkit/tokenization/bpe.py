@@ -7,7 +7,7 @@ tests/test_tokenizer_bpe.py.
 from __future__ import annotations
 
 import os
-from itertools import chain
+from itertools import accumulate, chain, repeat
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -175,34 +175,42 @@ class ByteLevelBPETokenizer(TokenizerBase):
         return ids
 
     def _encode_details(self, text: str, w: int, ids: list, offsets: list, words: list) -> int:
-        """Append ids, character offsets and word indices (one word per pre-token piece) of ``text``."""
-        get_ids, get_spans = self._model.ids.__getitem__, self._model.spans.__getitem__
+        """Append ids, character offsets and word indices (one word per pre-token piece) of ``text``.
+
+        Offsets come from per-piece cached spans (trimmed of spaces in the cache when the
+        post-processor trims and keeps no prefix space), placed with the running sum of piece lengths:
+        no per-match objects and no pass over the tokens afterwards in the common case.
+        """
+        trims, late = self._trims(), self._trims() and self._trim_prefix
+        get_ids = self._model.ids.__getitem__
+        get_spans = (self._model.tspans if trims and not late else self._model.spans).__getitem__
         n0 = len(ids)
         shown: dict[int, str] = {}  # an lstrip/rstrip added token is trimmed as the text it matched
         for tid, p0, p1 in self._split_added(text) or ((None, 0, len(text)),):
             if tid is not None:
-                if tid in self._strip_ids:
-                    shown[len(ids) - n0] = text[p0:p1]
+                tok = text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid]
+                shown[len(ids) - n0] = tok
                 ids.append(tid)
-                offsets.append((p0, p1))
+                offsets.append(trim_offsets([tok], [(p0, p1)], False)[0] if trims and not late else (p0, p1))
                 words.append(w)
                 w += 1
                 continue
             seg = text[p0:p1]
             src = self._segment(seg)
             shift = p0 - (len(src) - len(seg))  # the added space stands for the first character
-            for m in self._finditer(src):
-                piece = m.group()
-                pids = get_ids(piece)
-                ids.extend(pids)
-                s = m.start() + shift
-                if s >= p0:
-                    offsets.extend([(s + a, s + b) for a, b in get_spans(piece)])
-                else:
-                    offsets.extend([(max(s + a, p0), max(s + b, p0 + 1)) for a, b in get_spans(piece)])
-                words.extend([w] * len(pids))
-                w += 1
-        if self._trims():
+            pieces = self._findall(src)
+            starts = list(accumulate(map(len, pieces), initial=shift))
+            id_lists = list(map(get_ids, pieces))
+            k0 = len(offsets)
+            ids.extend(chain.from_iterable(id_lists))
+            offsets.extend([(s + a, s + b) for s, sp in zip(starts, map(get_spans, pieces)) for a, b in sp])
+            words.extend(chain.from_iterable(map(repeat, range(w, w + len(pieces)), map(len, id_lists))))
+            w += len(pieces)
+            if shift < p0:  # the added space: the first piece's tokens start no earlier than the text
+                for k in range(k0, k0 + len(id_lists[0]) if id_lists else k0):
+                    a, b = offsets[k]
+                    offsets[k] = (max(a, p0), max(b, p0 + 1))
+        if late:
             toks = list(map(self.ids_to_tokens.__getitem__, ids[n0:]))
             for k, t in shown.items():
                 toks[k] = t

@@ -102,6 +102,9 @@ class ByteLevelBPE:
         self.ids.fill = self._piece_ids
         self.spans = _Cache()
         self.spans.fill = self._piece_spans
+        # the same spans trimmed of the spaces each token starts or ends with (RoBERTa's offsets)
+        self.tspans = _Cache()
+        self.tspans.fill = self._trimmed_spans
 
     def symbols(self, piece: str) -> list[str]:
         """The BPE symbols of ``piece``: its bytes written in GPT-2's table, then merged by rank. The
@@ -131,6 +134,10 @@ class ByteLevelBPE:
             if tid is not None:  # with no unk token, `tokenizers` drops an unknown symbol
                 out.append(tid)
         return out
+
+    def _trimmed_spans(self, piece: str) -> list[tuple[int, int]]:
+        tokens = [s for s in self.symbols(piece) if self.vocab.get(s, self.unk_id) is not None]
+        return trim_offsets(tokens, self.spans[piece], False)
 
     def _piece_spans(self, piece: str) -> list[tuple[int, int]]:
         """(start, end) characters of each token within ``piece``: a token that holds part of a

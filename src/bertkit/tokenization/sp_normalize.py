@@ -157,7 +157,16 @@ def _replace_changes(changes: list[tuple[str, int]], old: str, new: str) -> None
 
 
 def precompiled(charsmap: CharsMap) -> Callable[[str, Spans], Normalized]:
-    def run(text: str, spans: Spans) -> Normalized:
+    plain: dict[str, bool] = {}  # a character the charsmap keeps and that never joins a grapheme
+
+    def is_plain(c: str) -> bool:
+        v = plain[c] = charsmap.lookup(c) is None and _gcb(c) in ("Other", "Control", "Pict")
+        return v
+
+    def run(text: str, spans: Spans | None) -> Normalized:
+        get = plain.get
+        if all(get(c) or (get(c) is None and is_plain(c)) for c in set(text)):
+            return text, spans  # the common case: nothing to look up as a grapheme or replace
         changes: list[tuple[str, int]] = []
         modified = False
         for a, b in graphemes(text):
@@ -183,8 +192,10 @@ def precompiled(charsmap: CharsMap) -> Callable[[str, Spans], Normalized]:
     return run
 
 
-def _fix_empty(text: str, spans: Spans, changes: list[tuple[str, int]]) -> Normalized:
+def _fix_empty(text: str, spans: Spans | None, changes: list[tuple[str, int]]) -> Normalized:
     """A replacement by nothing leaves a change with no character: its source characters are dropped."""
+    if spans is None:
+        return "".join(c for c, _ in changes), None
     out_chars: list[str] = []
     out_spans: Spans = []
     pos = 0
@@ -209,9 +220,11 @@ def _unicode_form(form: str) -> Callable[[str, Spans], Normalized]:
     decompose = "NFKD" if "K" in form else "NFD"
     composes = form in ("NFC", "NFKC")
 
-    def run(text: str, spans: Spans) -> Normalized:
+    def run(text: str, spans: Spans | None) -> Normalized:
         if unicodedata.is_normalized(form, text):
             return text, spans
+        if spans is None:
+            return unicodedata.normalize(form, text), None
         pieces: list[tuple[str, int]] = []
         for c in text:
             d = unicodedata.normalize(decompose, c) or c
@@ -236,9 +249,11 @@ def _unicode_form(form: str) -> Callable[[str, Spans], Normalized]:
 def _replace(pattern: str, content: str, regex: bool) -> Callable[[str, Spans], Normalized]:
     rx = re.compile(pattern if regex else re.escape(pattern))
 
-    def run(text: str, spans: Spans) -> Normalized:
+    def run(text: str, spans: Spans | None) -> Normalized:
         if rx.search(text) is None:
             return text, spans
+        if spans is None:
+            return rx.sub(lambda m: content, text), None
         chars: list[str] = []
         out: Spans = []
         done = 0
@@ -270,12 +285,14 @@ def _strip(left: bool, right: bool) -> Callable[[str, Spans], Normalized]:
             a += 1
         while right and b > a and text[b - 1] in _RUST_WHITESPACE:
             b -= 1
-        return text[a:b], spans[a:b]
+        return text[a:b], None if spans is None else spans[a:b]
 
     return run
 
 
-def _lowercase(text: str, spans: Spans) -> Normalized:
+def _lowercase(text: str, spans: Spans | None) -> Normalized:
+    if spans is None:
+        return "".join(map(str.lower, text)), None
     chars: list[str] = []
     out: Spans = []
     for c, sp in zip(text, spans):
@@ -289,7 +306,7 @@ def _prepend(prefix: str) -> Callable[[str, Spans], Normalized]:
     def run(text: str, spans: Spans) -> Normalized:
         if not text:
             return text, spans
-        return prefix + text, [spans[0]] * len(prefix) + spans
+        return prefix + text, None if spans is None else [spans[0]] * len(prefix) + spans
 
     return run
 
@@ -300,8 +317,9 @@ def build_normalizer(spec: dict[str, Any] | None, where: str) -> Callable[[str],
         return None
     steps = _steps(spec, where)
 
-    def run(text: str) -> Normalized:
-        spans = [(i, i + 1) for i in range(len(text))]
+    def run(text: str, need_spans: bool = True) -> Normalized:
+        """``text`` normalized, with the source span of each character (None unless ``need_spans``)."""
+        spans = [(i, i + 1) for i in range(len(text))] if need_spans else None
         for step in steps:
             text, spans = step(text, spans)
         return text, spans

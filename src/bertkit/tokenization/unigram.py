@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -26,7 +27,7 @@ from .added_tokens import (
     _tokenizer_json_added,
 )
 from .base import TokenizerBase, _folder_config
-from .byte_level import trim_offsets
+from .byte_level import _Cache, trim_offsets
 from .sp_normalize import build_normalizer
 from .tokenizer_json import NO_TEMPLATE, Template, added_tokens_json, post_processor, read_spec, template_json
 from .truncation import _Seq
@@ -275,6 +276,8 @@ class UnigramTokenizer(TokenizerBase):
         table = {p: (i, s) for i, (p, s) in reversed(list(enumerate(self._pieces_list)))}
         unk_score = min(s for _, s in self._pieces_list) - _UNK_PENALTY
         self._model = _Viterbi(table, -1 if unk_id is None else unk_id, unk_score)
+        self._model_ids = _Cache()
+        self._model_ids.fill = lambda piece: self._model[piece][0]
         self._warned_length = False
         mask = self._defaults.get("mask_token")
         if isinstance(mask, AddedToken) and self.mask_token == mask.content:
@@ -302,56 +305,62 @@ class UnigramTokenizer(TokenizerBase):
         return f"{type(self).__name__}(vocab_size={self.vocab_size}, model_max_length={self.model_max_length})"
 
     # ------------------------------------------------------------------ core
-    def _segment_pieces(self, seg: str, first: bool) -> list[tuple[str, list[tuple[int, int]]]]:
-        """The pre-tokenized pieces of a segment between added tokens: (piece, source span of each of its
-        characters), after the normalizer and Metaspace (spaces as ``▁``, one prepended, split before each)."""
+    def _segment_pieces(self, seg: str, first: bool, need_spans: bool) -> tuple[list[str], list | None]:
+        """The pre-tokenized pieces of a segment between added tokens, after the normalizer and Metaspace
+        (spaces as ``▁``, one prepended, split before each ``▁``), and with ``need_spans`` the source span
+        of each character of the pieces joined."""
         if self._normalize is None:
             text, spans = seg, None
         else:
-            text, spans = self._normalize(seg)
+            text, spans = self._normalize(seg, need_spans)
         if not text:
-            return []
+            return [], None
         text = text.replace(" ", _SPACE)
-        if spans is None:
-            spans = [(i, i + 1) for i in range(len(text))]
-        if (self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)) and text[0] != _SPACE:
+        prefix = (self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)) and text[0] != _SPACE
+        if prefix:
             text = _SPACE + text
-            spans = [spans[0]] + spans
-        if not self.split:
-            return [(text, spans)]
-        out = []
-        start = 0
-        for i in range(1, len(text) + 1):
-            if i == len(text) or text[i] == _SPACE:
-                out.append((text[start:i], spans[start:i]))
-                start = i
-        return out
+        if self.split:
+            parts = text.split(_SPACE)
+            pieces = ([parts[0]] if parts[0] else []) + [_SPACE + p for p in parts[1:]]
+        else:
+            pieces = [text]
+        if not need_spans:
+            return pieces, None
+        if spans is None:
+            spans = [(i, i + 1) for i in range(len(seg))]
+        return pieces, ([spans[0]] + spans) if prefix else spans
 
     def _encode_details(self, text: str, w: int, ids: list, offsets: list | None, words: list | None) -> int:
         """Append ids (and with ``offsets``, source offsets and word indices, one word per piece)."""
         cut = self._split_added(text)
-        model = self._model
-        trim = offsets is not None and bool(self.trim_offsets)
+        model, get_ids = self._model, self._model_ids.__getitem__
+        need = offsets is not None
+        trim = need and bool(self.trim_offsets)
         n0 = len(ids)
         shown: list[str] = []  # each token's text, as the post-processor trims it
         for tid, p0, p1 in cut or ((None, 0, len(text)),):
             if tid is not None:
                 ids.append(tid)
-                if offsets is not None:
+                if need:
                     offsets.append((p0, p1))
                     words.append(w)
                     if trim:
                         shown.append(text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid])
                 w += 1
                 continue
-            for piece, spans in self._segment_pieces(text[p0:p1], p0 == 0):
+            pieces, spans = self._segment_pieces(text[p0:p1], p0 == 0, need)
+            if not need:
+                ids.extend(chain.from_iterable(map(get_ids, pieces)))
+                continue
+            s = 0
+            for piece in pieces:
                 pids, pspans = model[piece]
                 ids.extend(pids)
-                if offsets is not None:
-                    offsets.extend((p0 + spans[a][0], p0 + spans[b - 1][1]) for a, b in pspans)
-                    words.extend([w] * len(pids))
-                    if trim:
-                        shown.extend(piece[a:b] for a, b in pspans)
+                offsets.extend((p0 + spans[s + a][0], p0 + spans[s + b - 1][1]) for a, b in pspans)
+                words.extend([w] * len(pids))
+                if trim:
+                    shown.extend(piece[a:b] for a, b in pspans)
+                s += len(piece)
                 w += 1
         if trim:
             offsets[n0:] = trim_offsets(shown, offsets[n0:], self._trim_prefix)
