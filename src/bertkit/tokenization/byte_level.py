@@ -98,6 +98,8 @@ class ByteLevelBPE:
         self.ignore_merges = ignore_merges
         self.unk_id = unk_id
         self._table = byte_to_char()
+        self._symbols = _Cache()
+        self._symbols.fill = self._merge
         self.ids = _Cache()
         self.ids.fill = self._piece_ids
         self.spans = _Cache()
@@ -107,8 +109,12 @@ class ByteLevelBPE:
         self.tspans.fill = self._trimmed_spans
 
     def symbols(self, piece: str) -> list[str]:
-        """The BPE symbols of ``piece``: its bytes written in GPT-2's table, then merged by rank. The
-        lowest-ranked pair is merged first, the leftmost among equals, as `tokenizers` merges."""
+        """The BPE symbols of ``piece`` (cached: ids, spans and trimmed spans all start from them)."""
+        return self._symbols[piece]
+
+    def _merge(self, piece: str) -> list[str]:
+        """``piece``'s bytes written in GPT-2's table, then merged by rank: the lowest-ranked pair
+        first, the leftmost among equals, as `tokenizers` merges."""
         table = self._table
         word = "".join(table[b] for b in piece.encode("utf-8"))
         if self.ignore_merges and word in self.vocab:

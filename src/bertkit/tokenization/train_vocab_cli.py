@@ -1,7 +1,8 @@
 """`bertkit train-vocab --corpus FILE... --vocab-size N --output vocab.txt [--lowercase] [--min-frequency K]`.
 
 ``--model bpe`` learns byte-level BPE (GPT-2 / RoBERTa style) instead of WordPiece; ``--output`` is then a
-folder that gets ``vocab.json``, ``merges.txt`` and ``tokenizer.json``.
+folder that gets ``vocab.json``, ``merges.txt`` and ``tokenizer.json``. ``--model unigram`` learns a
+SentencePiece-style Unigram vocabulary (NFKC, Metaspace) into a folder's ``tokenizer.json``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        choices=("wordpiece", "bpe"),
+        choices=("wordpiece", "bpe", "unigram"),
         default="wordpiece",
-        help="wordpiece (BERT's vocab.txt) or bpe (byte-level BPE: vocab.json + merges.txt in a folder)",
+        help="wordpiece (BERT's vocab.txt), bpe (byte-level BPE: vocab.json + merges.txt in a folder) or "
+        "unigram (SentencePiece-style, tokenizer.json in a folder)",
     )
     parser.add_argument(
         "--output", required=True, help="where to write vocab.txt (a new file); with --model bpe, a folder"
@@ -62,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     refuse_inside_input(args.output, *args.corpus)
     if getattr(args, "model", "wordpiece") == "bpe":
         return _run_bpe(args)
+    if getattr(args, "model", "wordpiece") == "unigram":
+        return _run_unigram(args)
     check_output_file(args.output, args.overwrite)  # before the training, not after it
     specials = list(args.special_tokens or DEFAULT_SPECIAL_TOKENS)
     twice = sorted({t for t in specials if specials.count(t) > 1})
@@ -125,6 +129,32 @@ def _run_bpe(args: argparse.Namespace) -> int:
     print(
         f"wrote {len(vocab)} tokens and {len(trainer.merges)} merges to {path} ({len(trainer.word_counts)} "
         f"distinct pieces, {time.perf_counter() - t0:.1f}s)",
+        file=sys.stderr if args.quiet else sys.stdout,
+    )
+    return 0
+
+
+def _run_unigram(args: argparse.Namespace) -> int:
+    """A Unigram vocabulary into the folder ``--output`` (tokenizer.json and the configs)."""
+    from bertkit._outputs import claim_output_dir
+
+    from .unigram_trainer import UnigramTrainer
+
+    specials = list(args.special_tokens or ("<s>", "<pad>", "</s>", "<unk>", "<mask>"))
+    if "<unk>" not in specials:
+        raise ValueError("--special-tokens must include <unk>: characters the vocabulary lacks become it")
+    for flag, given in (("--limit-alphabet", args.limit_alphabet is not None), ("--lowercase", args.lowercase)):
+        if given:
+            raise ValueError(f"{flag} is for wordpiece")
+    claim_output_dir(args.output, "train-vocab", overwrite=args.overwrite, owned=_BPE_FILES)
+    t0 = time.perf_counter()
+    trainer = UnigramTrainer(vocab_size=args.vocab_size, special_tokens=specials)
+    trainer.feed_files(args.corpus)
+    vocab = trainer.train()
+    trainer.tokenizer().save_pretrained(args.output)
+    print(
+        f"wrote {len(vocab)} pieces to {args.output} ({len(trainer.word_counts)} distinct pieces counted, "
+        f"{time.perf_counter() - t0:.1f}s)",
         file=sys.stderr if args.quiet else sys.stdout,
     )
     return 0
