@@ -174,7 +174,7 @@ class ByteLevelBPETokenizer(TokenizerBase):
                 ids.extend(chain.from_iterable(map(get, self._findall(self._segment(text[s:e])))))
         return ids
 
-    def _encode_details(self, text: str, w: int, ids: list, offsets: list, words: list) -> int:
+    def _encode_details(self, text: str, w: int, ids: list, offsets: list, words: list | None) -> int:
         """Append ids, character offsets and word indices (one word per pre-token piece) of ``text``.
 
         Offsets come from per-piece cached spans (trimmed of spaces in the cache when the
@@ -192,7 +192,8 @@ class ByteLevelBPETokenizer(TokenizerBase):
                 shown[len(ids) - n0] = tok
                 ids.append(tid)
                 offsets.append(trim_offsets([tok], [(p0, p1)], False)[0] if trims and not late else (p0, p1))
-                words.append(w)
+                if words is not None:
+                    words.append(w)
                 w += 1
                 continue
             seg = text[p0:p1]
@@ -204,7 +205,8 @@ class ByteLevelBPETokenizer(TokenizerBase):
             k0 = len(offsets)
             ids.extend(chain.from_iterable(id_lists))
             offsets.extend([(s + a, s + b) for s, sp in zip(starts, map(get_spans, pieces)) for a, b in sp])
-            words.extend(chain.from_iterable(map(repeat, range(w, w + len(pieces)), map(len, id_lists))))
+            if words is not None:  # None: word ids are computed when BatchEncoding asks for them
+                words.extend(chain.from_iterable(map(repeat, range(w, w + len(pieces)), map(len, id_lists))))
             w += len(pieces)
             if shift < p0:  # the added space: the first piece's tokens start no earlier than the text
                 for k in range(k0, k0 + len(id_lists[0]) if id_lists else k0):
@@ -239,7 +241,8 @@ class ByteLevelBPETokenizer(TokenizerBase):
         text = self._check_text(text)
         if not details:
             return _Seq(self._ids(text))
-        ids, offsets, wids = [], [], []
+        ids, offsets = [], []
+        wids = [] if words else None
         self._encode_details(text, 0, ids, offsets, wids)
         return _Seq(ids, offsets, wids)
 

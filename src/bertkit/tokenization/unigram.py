@@ -165,6 +165,8 @@ class _Viterbi(dict):
         self.unk_id = unk_id
         self.unk_score = unk_score
         self.max_len = max((len(p) for p in pieces), default=1)
+        # every proper prefix of a piece: extending a candidate past a non-prefix cannot find a piece
+        self.prefixes = frozenset(p[:k] for p in pieces for k in range(1, len(p)))
 
     def __missing__(self, word: str) -> tuple[list[int], list[tuple[int, int]]]:
         if len(self) > 1_000_000:
@@ -177,7 +179,7 @@ class _Viterbi(dict):
         candidate replaces a node's best only when strictly better; an unknown character scores the
         lowest piece score minus 10, and neighbouring unknowns fuse into one token."""
         n = len(word)
-        pieces, max_len = self.pieces, self.max_len
+        pieces, max_len, prefixes = self.pieces, self.max_len, self.prefixes
         best: list[tuple[float, int, int] | None] = [None] * (n + 1)  # (score, start, id) of the best path to i
         best[0] = (0.0, -1, -1)
         for s in range(n):
@@ -187,9 +189,12 @@ class _Viterbi(dict):
             base = here[0]
             single = False
             for e in range(s + 1, min(n, s + max_len) + 1):
-                hit = pieces.get(word[s:e])
+                sub = word[s:e]
+                hit = pieces.get(sub)
                 if hit is None:
-                    continue
+                    if sub in prefixes:
+                        continue
+                    break
                 if e == s + 1:
                     single = True
                 cand = base + hit[1]
@@ -343,7 +348,8 @@ class UnigramTokenizer(TokenizerBase):
                 ids.append(tid)
                 if need:
                     offsets.append((p0, p1))
-                    words.append(w)
+                    if words is not None:
+                        words.append(w)
                     if trim:
                         shown.append(text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid])
                 w += 1
@@ -357,7 +363,8 @@ class UnigramTokenizer(TokenizerBase):
                 pids, pspans = model[piece]
                 ids.extend(pids)
                 offsets.extend((p0 + spans[s + a][0], p0 + spans[s + b - 1][1]) for a, b in pspans)
-                words.extend([w] * len(pids))
+                if words is not None:
+                    words.extend([w] * len(pids))
                 if trim:
                     shown.extend(piece[a:b] for a, b in pspans)
                 s += len(piece)
@@ -390,7 +397,8 @@ class UnigramTokenizer(TokenizerBase):
         text = self._check_text(text)
         if not details:
             return _Seq(self._ids(text))
-        ids, offsets, wids = [], [], []
+        ids, offsets = [], []
+        wids = [] if words else None  # None: word ids are computed when BatchEncoding asks for them
         self._encode_details(text, 0, ids, offsets, wids)
         return _Seq(ids, offsets, wids)
 
