@@ -157,17 +157,32 @@ def _replace_changes(changes: list[tuple[str, int]], old: str, new: str) -> None
 
 
 def precompiled(charsmap: CharsMap) -> Callable[[str, Spans], Normalized]:
-    plain: dict[str, bool] = {}  # a character the charsmap keeps and that never joins a grapheme
+    # per character: (may it join a neighbour into a longer grapheme, its replacement or None)
+    info: dict[str, tuple[bool, str | None]] = {}
 
-    def is_plain(c: str) -> bool:
-        v = plain[c] = charsmap.lookup(c) is None and _gcb(c) in ("Other", "Control", "Pict")
+    def classify(c: str) -> tuple[bool, str | None]:
+        v = info[c] = (_gcb(c) not in ("Other", "Control", "Pict"), charsmap.lookup(c))
         return v
 
     def run(text: str, spans: Spans | None) -> Normalized:
-        get = plain.get
-        if all(get(c) or (get(c) is None and is_plain(c)) for c in set(text)):
-            return text, spans  # the common case: nothing to look up as a grapheme or replace
-        changes: list[tuple[str, int]] = []
+        chars = set(text)
+        seen = [info.get(c) or classify(c) for c in chars]
+        if not any(j for j, _ in seen):
+            # every grapheme is one character: replace character by character
+            if all(r is None for _, r in seen):
+                return text, spans  # the common case: nothing to replace
+            get = info.__getitem__
+            if spans is None:
+                return "".join([c if (r := get(c)[1]) is None else r for c in text]), None
+            changes: list[tuple[str, int]] = []
+            for c in text:
+                r = get(c)[1]
+                if r is None:
+                    changes.append((c, 0))
+                else:
+                    _replace_changes(changes, c, r)
+            return _fix_empty(text, spans, [(c, n) for c, n in changes if c or n])
+        changes = []
         modified = False
         for a, b in graphemes(text):
             g = text[a:b]
