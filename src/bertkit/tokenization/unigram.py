@@ -310,16 +310,21 @@ class UnigramTokenizer(TokenizerBase):
         return f"{type(self).__name__}(vocab_size={self.vocab_size}, model_max_length={self.model_max_length})"
 
     # ------------------------------------------------------------------ core
-    def _segment_pieces(self, seg: str, first: bool, need_spans: bool) -> tuple[list[str], list | None]:
+    def _segment_pieces(self, seg: str, first: bool, need_spans: bool) -> tuple[list[str], list | None, bool]:
         """The pre-tokenized pieces of a segment between added tokens, after the normalizer and Metaspace
-        (spaces as ``▁``, one prepended, split before each ``▁``), and with ``need_spans`` the source span
-        of each character of the pieces joined."""
+        (spaces as ``▁``, one prepended, split before each ``▁``); with ``need_spans`` the source span of
+        each character of the pieces joined, None when the normalizer kept the text as it was (then
+        positions are the segment's own, the prepended ``▁`` standing for the first character); and
+        whether a ``▁`` was prepended."""
+        spans = None
         if self._normalize is None:
-            text, spans = seg, None
+            text = seg
         else:
-            text, spans = self._normalize(seg, need_spans)
+            text = self._normalize(seg, False)[0]
+            if need_spans and text != seg:
+                text, spans = self._normalize(seg, True)
         if not text:
-            return [], None
+            return [], None, False
         text = text.replace(" ", _SPACE)
         prefix = (self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)) and text[0] != _SPACE
         if prefix:
@@ -329,11 +334,9 @@ class UnigramTokenizer(TokenizerBase):
             pieces = ([parts[0]] if parts[0] else []) + [_SPACE + p for p in parts[1:]]
         else:
             pieces = [text]
-        if not need_spans:
-            return pieces, None
         if spans is None:
-            spans = [(i, i + 1) for i in range(len(seg))]
-        return pieces, ([spans[0]] + spans) if prefix else spans
+            return pieces, None, prefix
+        return pieces, ([spans[0]] + spans) if prefix else spans, prefix
 
     def _encode_details(self, text: str, w: int, ids: list, offsets: list | None, words: list | None) -> int:
         """Append ids (and with ``offsets``, source offsets and word indices, one word per piece)."""
@@ -354,15 +357,19 @@ class UnigramTokenizer(TokenizerBase):
                         shown.append(text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid])
                 w += 1
                 continue
-            pieces, spans = self._segment_pieces(text[p0:p1], p0 == 0, need)
+            pieces, spans, prefix = self._segment_pieces(text[p0:p1], p0 == 0, need)
             if not need:
                 ids.extend(chain.from_iterable(map(get_ids, pieces)))
                 continue
             s = 0
+            base = p0 - 1 if prefix else p0
             for piece in pieces:
                 pids, pspans = model[piece]
                 ids.extend(pids)
-                offsets.extend((p0 + spans[s + a][0], p0 + spans[s + b - 1][1]) for a, b in pspans)
+                if spans is None:  # positions kept: the prepended ▁ stands for the first character
+                    offsets.extend((max(base + s + a, p0), max(base + s + b, p0 + 1)) for a, b in pspans)
+                else:
+                    offsets.extend((p0 + spans[s + a][0], p0 + spans[s + b - 1][1]) for a, b in pspans)
                 if words is not None:
                     words.extend([w] * len(pids))
                 if trim:
