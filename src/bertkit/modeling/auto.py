@@ -102,6 +102,7 @@ class AutoTokenizer:
     def from_pretrained(path_or_id: str | os.PathLike, **kwargs: Any) -> Any:
         """tokenizer_config.json's tokenizer_class, else config.json's, else the model type's tokenizer."""
         from bertkit import tokenization
+        from bertkit.tokenization.auto import TOKENIZER_CLASSES, class_name_for, class_name_from_files
 
         folder = _folder(path_or_id, kwargs.get("cache_dir"))
         name = source = None
@@ -111,26 +112,29 @@ class AutoTokenizer:
                 if data.get("tokenizer_class"):
                     name, source = str(data["tokenizer_class"]), folder / file
                     break
+        name = class_name_for(folder, name)
+        model_type = None
         if name is None and (folder / "config.json").is_file():
-            fam = registry.family(_model_type(_read_json(folder / "config.json"), folder / "config.json"))
+            model_type = _model_type(_read_json(folder / "config.json"), folder / "config.json")
+        known = {f.model_type for f in registry.families()}
+        if model_type is not None and (model_type in known or class_name_from_files(folder) is None):
+            fam = registry.family(model_type)
             source = folder / "config.json"
-            if fam.tokenizer is None:
+            name = fam.tokenizer or class_name_from_files(folder)
+            if name is None:
                 raise ValueError(
-                    f"{folder} is a {fam.model_type} model without a tokenizer_class; bertkit has no tokenizer "
-                    "of its own for it (e.g. byte-level BPE). Models trained on a WordPiece vocabulary name "
+                    f"{folder} is a {fam.model_type} model without a tokenizer_class or tokenizer files "
+                    "(tokenizer.json, vocab.json + merges.txt). Models trained on a WordPiece vocabulary name "
                     '"tokenizer_class": "BertTokenizer" in config.json'
                 )
-            name = fam.tokenizer
         if name is None:
-            if (folder / "vocab.txt").is_file():
-                name = "BertTokenizer"
-            else:
-                raise FileNotFoundError(f"{folder} has no tokenizer_config.json, config.json or vocab.txt")
-        names = _tokenizer_names()
+            name = class_name_from_files(folder)
+            if name is None:
+                raise FileNotFoundError(f"{folder} has no tokenizer_config.json, config.json or tokenizer files")
+        names = {**{k: v for k, v in TOKENIZER_CLASSES.items() if v}, **_tokenizer_names()}
         if name not in names and name not in names.values():
             raise ValueError(
-                f"{source}: tokenizer_class {name!r} is not supported; bertkit supports "
-                f"{', '.join(sorted(names))} (WordPiece)"
+                f"{source}: tokenizer_class {name!r} is not supported; bertkit supports {', '.join(sorted(names))}"
             )
         return getattr(tokenization, names.get(name, name)).from_pretrained(str(folder), **kwargs)
 

@@ -1,4 +1,4 @@
-"""bertkit.tokenization: BERT WordPiece tokenization in pure Python (no torch import here).
+"""bertkit.tokenization: WordPiece, byte-level BPE and Unigram tokenization in pure Python (no torch import here).
 
 - :class:`BertTokenizer`: transformers-compatible tokenizer (parity with ``BertTokenizerFast``).
 - :class:`BatchEncoding`: what the tokenizer returns; a dict, so ``model(**enc)`` works.
@@ -11,13 +11,36 @@ the same ids with a little more bookkeeping.
 
 from __future__ import annotations
 
+from .bpe import (
+    ByteLevelBPETokenizer,
+    GPT2Tokenizer,
+    GPT2TokenizerFast,
+    RobertaTokenizer,
+    RobertaTokenizerFast,
+)
 from .encoding import BatchEncoding
 from .tokenizer import BertTokenizer, load_tokenizer, load_vocab
+from .unigram import UnigramTokenizer, XLMRobertaTokenizer, XLMRobertaTokenizerFast
 
 # transformers code often names the fast class; bertkit has one class that answers both
 BertTokenizerFast = BertTokenizer
 
-__all__ = ["BatchEncoding", "BertTokenizer", "BertTokenizerFast", "WordPieceTrainer", "load_tokenizer", "load_vocab"]
+__all__ = [
+    "BatchEncoding",
+    "BertTokenizer",
+    "BertTokenizerFast",
+    "ByteLevelBPETokenizer",
+    "GPT2Tokenizer",
+    "GPT2TokenizerFast",
+    "RobertaTokenizer",
+    "RobertaTokenizerFast",
+    "UnigramTokenizer",
+    "WordPieceTrainer",
+    "XLMRobertaTokenizer",
+    "XLMRobertaTokenizerFast",
+    "load_tokenizer",
+    "load_vocab",
+]
 
 
 def __getattr__(name: str):
