@@ -26,7 +26,7 @@ import numpy as np
 from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
 from bertkit._outputs import LOCK, MARKER, claim_output_dir, held, refuse_inside_input
-from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
+from bertkit._text import decode_utf8, iter_lines, parse_json, read_json, read_text, split_records
 from bertkit.hub import resolve_model_arg
 
 from .long_texts import check_lengths, cut_summary, embed_texts
@@ -37,10 +37,12 @@ __all__ = [
     "build_faiss",
     "build_index",
     "corpus_fingerprint",
+    "check_index_model",
     "embed_queries",
     "load_index",
     "read_corpus",
     "top_k_exact",
+    "weights_fingerprint",
 ]
 
 BACKENDS = ("exact", "faiss", "faiss-ivf")
@@ -214,6 +216,8 @@ class Index:
     backend: str = "exact"
     _faiss_index: Any = None
     _lexical: Any = None
+    texts_sha256: str = ""  # of the very bytes ``texts`` were parsed from
+    signature: tuple = ()  # the files' identities at load (:meth:`changed`)
 
     @property
     def dim(self) -> int:
@@ -229,16 +233,24 @@ class Index:
         if self._lexical is None:
             from .lexical import BM25
 
-            file, digest = self.path / BM25_FILE, _sha256_file(self.path / "texts.jsonl")
+            # hashed and built from the one read of load_index: postings of other texts are never saved
+            file, digest = self.path / BM25_FILE, self.texts_sha256 or _sha256_file(self.path / "texts.jsonl")
             self._lexical = BM25.load(file, digest)
             if self._lexical is None:
                 self._lexical = BM25(self.texts)
                 try:
+                    if self.changed():  # the folder holds another index now: keep these postings in memory only
+                        return self._lexical
                     self._lexical.save(file, digest)
                     _record_in_marker(self.path, file.name)
                 except OSError as e:  # a read-only index still answers; it only cannot keep the postings
                     warnings.warn(f"{e}; BM25 is built again on each load of {self.path}", stacklevel=2)
         return self._lexical
+
+    def changed(self) -> bool:
+        """Whether the folder's files are no longer the ones this index was read from (an ``--append``, a
+        delete or a rebuild since): a long-lived reader loads the index again rather than mix the two."""
+        return bool(self.signature) and _signature(self.path) != self.signature
 
     def search_ids(
         self,
@@ -304,16 +316,20 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
         raise NotADirectoryError(f"{path} is a file, not an index folder; give the folder made by `bertkit index`")
     if not meta_file.is_file():
         raise FileNotFoundError(f"{path}: not an index folder (no meta.json); build one with `bertkit index`")
-    meta = read_json(meta_file)
-    if not isinstance(meta, dict) or not isinstance(meta.get("model"), str):
-        raise ValueError(f'{meta_file}: damaged index metadata (no "model" path); rebuild the index')
-    vectors = _load_vectors(path / "vectors.npy")
-    ids, texts = _load_texts(path / "texts.jsonl")
+    for _ in range(10):  # the three files of one version: read again if the folder changed while reading
+        before = _signature(path)
+        meta = read_json(meta_file)
+        if not isinstance(meta, dict) or not isinstance(meta.get("model"), str):
+            raise ValueError(f'{meta_file}: damaged index metadata (no "model" path); rebuild the index')
+        vectors = _load_vectors(path / "vectors.npy")
+        ids, texts, digest = _load_texts(path / "texts.jsonl")
+        if _signature(path) == before:
+            break
     if len(ids) != vectors.shape[0]:
         raise ValueError(
             f"{path}: {vectors.shape[0]} vectors in vectors.npy but {len(ids)} texts in texts.jsonl; rebuild the index"
         )
-    index = Index(path, meta, vectors, ids, texts, backend)
+    index = Index(path, meta, vectors, ids, texts, backend, texts_sha256=digest, signature=before)
     if backend != "exact":
         faiss = _faiss()
         file = path / _FAISS_FILES[backend]
@@ -367,11 +383,26 @@ def _load_vectors(file: Path) -> np.ndarray:
     return np.array(vectors, dtype=np.float32)
 
 
-def _load_texts(file: Path) -> tuple[list[str], list[str]]:
+def _signature(folder: Path) -> tuple:
+    """The identity (inode, size, modification time) of an index's three files; None for a missing one."""
+    out = []
+    for name in ("meta.json", "vectors.npy", "texts.jsonl"):
+        try:
+            st = (folder / name).stat()
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _load_texts(file: Path) -> tuple[list[str], list[str], str]:
+    """(ids, texts, SHA-256 of the bytes they were parsed from)."""
     if not file.is_file():
         raise FileNotFoundError(f"{file}: missing from the index; rebuild the index")
+    data = file.read_bytes()
+    text = decode_utf8(data, file)
     ids, texts = [], []
-    for n, line in iter_lines(file):
+    for n, line in enumerate(split_records(text.removeprefix("\ufeff")), 1):
         if not line.strip():  # a blank line (an edited file's last one) is no row; the count check still holds
             continue
         row = parse_json(line, f"{file}:{n}")
@@ -379,7 +410,7 @@ def _load_texts(file: Path) -> tuple[list[str], list[str]]:
             raise ValueError(f'{file}:{n}: damaged row (needs "id" and a string "text"); rebuild the index')
         ids.append(str(row["id"]))
         texts.append(row["text"])
-    return ids, texts
+    return ids, texts, hashlib.sha256(data).hexdigest()
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
@@ -406,6 +437,43 @@ def _model_identity(model: Path) -> dict[str, Any]:
         st = f.stat()
         ident[f.name] = [st.st_size, st.st_mtime_ns]
     return ident
+
+
+def weights_fingerprint(model: str | Path) -> str:
+    """A digest of a model folder's weights (every weight file's name, size, and 16 blocks of 64 KiB spread
+    over it): the same for a copy of the folder, different for other weights, read in milliseconds."""
+    model = Path(model)
+    h = hashlib.sha256()
+    files = [p for pat in ("*.safetensors", "*.bin", "*/*.safetensors", "*/*.bin") for p in sorted(model.glob(pat))]
+    for f in files:
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(model).as_posix()}\0{size}\0".encode())
+        with open(f, "rb") as fh:
+            for k in range(16):
+                fh.seek(size * k // 16)
+                h.update(fh.read(1 << 16))
+    return h.hexdigest()
+
+
+def check_index_model(index: Index, model: str | Path, flag: str = "--model") -> None:
+    """Refuse a query model whose weights are not those the index was built with: the vectors of two
+    models share no space, and searching one with the other answers at random."""
+    built = Path(index.meta["model"])
+    model = Path(model)
+    if not model.is_dir():  # no folder to compare: loading it fails with its own message
+        return
+    want = index.meta.get("model_fingerprint")
+    if want is None:  # an index built before fingerprints: the folder it names, where it still exists
+        if model.resolve() == built.resolve() or not built.is_dir():
+            return
+        want = weights_fingerprint(built)
+    if weights_fingerprint(model) != want:
+        same = model.resolve() == built.resolve()
+        raise ValueError(
+            f"{index.path} was built with {built}"
+            + (", whose weights have changed since" if same else f", not {A.given(flag.lstrip('-'), str(model), flag)}")
+            + "; vectors of two models cannot be compared: search with that model or build the index again"
+        )
 
 
 def _embedder(model: Path, dtype: str, device: str | None = None) -> Any:
@@ -561,6 +629,7 @@ def build_index(
         vectors = (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
         meta = {
             "model": str(model.resolve()),
+            "model_fingerprint": weights_fingerprint(model),
             "source": str(Path(input).resolve()),
             "text_column": text_column,
             "count": int(vectors.shape[0]),

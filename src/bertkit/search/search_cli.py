@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from bertkit import _args as A
 from bertkit.inference import DTYPES
@@ -47,7 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .index import embed_queries, load_index
+    from bertkit.hub import resolve_model_arg
+
+    from .index import check_index_model, embed_queries, load_index
 
     if args.fusion != "none" and not args.rerank:
         raise ValueError(f"--fusion {args.fusion} fuses a cross-encoder's scores: give --rerank DIR")
@@ -56,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"query {empty[0]} is empty; give the text to search for")
 
     index = load_index(args.index, backend=args.backend)
+    model = resolve_model_arg(args.model) if args.model else Path(index.meta["model"])
+    check_index_model(index, model)
     queries = embed_queries(
-        args.model or index.meta["model"],
+        model,
         args.query,
         dtype=args.dtype,
         truncation=args.truncation,
@@ -67,7 +72,6 @@ def run(args: argparse.Namespace) -> int:
     depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
     ranker = None
     if args.rerank:
-        from bertkit.hub import resolve_model_arg
         from bertkit.pipelines import pipeline
 
         from .rerank import rerank_hits

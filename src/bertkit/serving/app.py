@@ -162,15 +162,23 @@ class ModelService:
         self.dtype = self.embedder.dtype
         self.index = None
         if config.index:
-            from bertkit.search import load_index
-
-            self.index = load_index(config.index)
-            dim = self.embedder.dim
-            if self.index.dim != dim:
-                raise ValueError(f"{config.index}: vectors have {self.index.dim} dimensions but the model gives {dim}")
-            if config.lexical_weight:
-                self.index.lexical  # noqa: B018  (built now, not inside the first request)
+            self.index = self._load_index()
         self.max_positions = self.embedder.model.config.max_position_embeddings
+
+    def _load_index(self) -> Any:
+        """The --index folder, refused in one line when another model's vectors are in it."""
+        from bertkit.search import load_index
+        from bertkit.search.index import check_index_model
+
+        config = self.config
+        index = load_index(config.index)
+        dim = self.embedder.dim
+        if index.dim != dim:
+            raise ValueError(f"{config.index}: vectors have {index.dim} dimensions but the model gives {dim}")
+        check_index_model(index, self.folder)
+        if config.lexical_weight:
+            index.lexical  # noqa: B018  (built now, not inside the first request)
+        return index
 
     # ----------------------------------------------------------------- runners (the batcher's threads)
     def _vectors(self, features: list[dict], normalize: bool | None = None) -> Any:
@@ -198,10 +206,13 @@ class ModelService:
         """Each item is (features, top_k, query text, lexical weight); one weight per search call."""
         vecs = self._vectors([f for f, *_ in items])
         out: list[list[dict] | None] = [None] * len(items)
+        if self.index.changed():  # an --append or a rebuild since: answer from the new index, never a mix
+            self.index = self._load_index()
+        index = self.index
         for weight in dict.fromkeys(w for *_, w in items):
             rows = [i for i, item in enumerate(items) if item[3] == weight]
             k = max(items[i][1] for i in rows)
-            hits = self.index.search(vecs[rows], k, [items[i][2] for i in rows], weight)
+            hits = index.search(vecs[rows], k, [items[i][2] for i in rows], weight)
             for i, row in zip(rows, hits):
                 out[i] = row[: items[i][1]]
         return out  # type: ignore[return-value]

@@ -1,0 +1,192 @@
+"""Fault suite, round 3: the faults a hostile pass found in `train-embedder`, `train-reranker`,
+`evaluate-embeddings`, `index`, `search`, `serve` and the sentence-transformers classes.
+
+One test per fault, named after it; each fails without its fix. One tiny random model, one index and
+one server are shared by the module, so the file stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.assets import asset_path
+
+from test_faults_newer_commands import TEXTS, _corpus, one_error_line, run
+
+try:
+    VOCAB = asset_path("vocab-uncased")
+except FileNotFoundError as e:  # pragma: no cover - `make test` fetches the assets
+    pytest.skip(str(e), allow_module_level=True)
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _tiny(folder: Path, seed: int, head: str = "pretraining") -> Path:
+    """A random-init tiny BERT with the real uncased vocabulary: its pretraining model, or with
+    ``head="ranker"`` a one-logit cross-encoder."""
+    from bertkit.modeling import BertConfig, BertForPreTraining, BertForSequenceClassification
+    from bertkit.tokenization import BertTokenizer
+
+    tok = BertTokenizer(VOCAB)
+    torch.manual_seed(seed)
+    if head == "ranker":
+        cfg = BertConfig.from_preset("tiny", vocab_size=len(tok), num_labels=1)
+        BertForSequenceClassification(cfg).save_pretrained(folder, tokenizer=tok)
+    else:
+        BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=len(tok))).save_pretrained(folder, tokenizer=tok)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("models")
+    return {
+        "a": _tiny(d / "a", 0),
+        "b": _tiny(d / "b", 1),
+        "ranker": _tiny(d / "ranker", 2, "ranker"),
+    }
+
+
+def _index(models: dict[str, Path], folder: Path) -> Path:
+    from bertkit.search import build_index
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return build_index(models["a"], _corpus(folder, TEXTS), folder / "idx", progress=False, dtype="fp32")
+
+
+def _hybrid(index_dir: Path, models: dict[str, Path], query: str) -> list[dict]:
+    from bertkit.search import embed_queries, load_index
+
+    idx = load_index(index_dir)
+    return idx.search(embed_queries(models["a"], [query], dtype="fp32"), 3, [query], 0.9)[0]
+
+
+# ------------------------------------------------------------------- silently wrong or damaged on disk
+
+
+def test_01_bm25_hashed_and_built_from_one_read(tmp_path, models):
+    """The index changes between load_index and the first hybrid search (the CLI's model load, a server's
+    lifetime): the BM25 file saved then must hold the postings of the texts it is tagged with."""
+    from bertkit.search import load_index
+    from bertkit.search.index_update import add_to_index, delete_from_index
+
+    idx_dir = _index(models, tmp_path)
+    old = load_index(idx_dir)
+    add_to_index(idx_dir, [("z", "zebra crossing")])
+    old.lexical  # noqa: B018  (what a search through the old object builds and saves)
+    hits = _hybrid(idx_dir, models, "zebra")  # refused before ("BM25 index holds 8 texts but there are 9")
+    assert hits[0]["id"] == "z"
+    # a delete and an add of the same count: the stale postings fit, and the new word was found nowhere
+    old = load_index(idx_dir)
+    delete_from_index(idx_dir, ["1"])
+    add_to_index(idx_dir, [("w", "walrus")])
+    old.lexical  # noqa: B018
+    hits = _hybrid(idx_dir, models, "walrus")
+    assert hits[0]["id"] == "w" and hits[0]["bm25"] > 0
+
+
+def test_02_listwise_negatives_exclude_every_positive(tmp_path):
+    from bertkit.training.reranker import listwise_groups
+
+    rows = [
+        {"query": "q", "passage": "P1", "label": 1},
+        {"query": "q", "passage": "P2", "label": 1},
+        {"query": "q", "passage": "P3", "label": 1},
+        {"query": "q", "passage": "N1", "label": 0},
+        {"query": "r", "passage": "Z1", "label": 1},
+        {"query": "r", "passage": "Z2", "label": 0},
+        {"query": "r", "passage": "Z3", "label": 0},
+    ]
+    positives = {"q": {"P1", "P2", "P3"}, "r": {"Z1"}}
+    for seed in range(20):
+        groups = listwise_groups(rows, 3, seed)
+        assert len(groups) == 4
+        for g in groups:
+            assert g["passages"][0] in positives[g["query"]]
+            assert not set(g["passages"][1:]) & positives[g["query"]], (seed, g)
+
+
+def test_03_search_and_serve_refuse_another_models_index(capsys, tmp_path, models):
+    from bertkit.serving.process import free_port
+
+    idx_dir = _index(models, tmp_path)
+    before = (idx_dir / "meta.json").read_bytes()
+    rc, out, err = run(capsys, "search", "--index", idx_dir, "--model", models["b"], "a film", "--dtype", "fp32")
+    line = one_error_line(err)
+    assert rc == 1 and not out and str(models["a"]) in line and f"--model {models['b']}" in line
+    pytest.importorskip("fastapi")
+    rc, _, err = run(capsys, "serve", "--model", models["b"], "--index", idx_dir, "--port", free_port())
+    assert rc == 1 and str(models["a"]) in one_error_line(err)
+    # a copy of the same weights in another folder is the same model
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in models["a"].iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    rc, out, err = run(capsys, "search", "--index", idx_dir, "--model", copy, "a film", "--dtype", "fp32")
+    assert rc == 0 and "query: a film" in out, err
+    assert (idx_dir / "meta.json").read_bytes() == before
+
+
+def _sts(tmp_path: Path, rows: list[tuple[str, str, float]]) -> Path:
+    p = tmp_path / "sts.csv"
+    p.write_text("sentence1,sentence2,score\n" + "".join(f"{a},{b},{s}\n" for a, b, s in rows), encoding="utf-8")
+    return p
+
+
+def test_04_undefined_correlation_is_refused_naming_file_and_reason(capsys, tmp_path, models):
+    ev = ["evaluate-embeddings", "--model", models["a"], "--no-progress", "--sts"]
+    constant = _sts(tmp_path, [("a film", "a movie", 3.0), ("dull", "boring", 3.0), ("great", "bad", 3.0)])
+    rc, out, err = run(capsys, *ev, constant)
+    line = one_error_line(err)
+    assert rc == 1 and str(constant) in line and "score" in line and "undefined" in line and "0.0000" not in out
+    single = _sts(tmp_path, [("a film", "a movie", 3.0)])
+    rc, out, err = run(capsys, *ev, single)
+    assert rc == 1 and str(single) in one_error_line(err) and "at least 2" in err and "0.0000" not in out
+
+
+def _beir(tmp_path: Path, long_doc: bool = False) -> list[str]:
+    qs = {f"q{i}": t for i, t in enumerate(TEXTS[:4])}
+    docs = {f"d{i}": t for i, t in enumerate(TEXTS)}
+    if long_doc:
+        docs["d7"] = "film " * 700
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in qs.items()))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in docs.items()))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    return [f"--{n}={tmp_path / f}" for n, f in (("queries", "q.jsonl"), ("corpus", "c.jsonl"), ("qrels", "qrels.tsv"))]
+
+
+def test_05_rerank_reports_both_stages_labelled(capsys, tmp_path, models):
+    files, out = _beir(tmp_path), tmp_path / "r.json"
+    ev = ["evaluate-embeddings", "--model", models["a"], "--no-progress", *files, "--dtype", "fp32"]
+    rc, _, err = run(capsys, *ev, "--output", tmp_path / "plain.json")
+    assert rc == 0, err
+    plain = json.loads((tmp_path / "plain.json").read_text())["retrieval"]
+    rerank = ["--rerank", models["ranker"], "--rerank-depth", "3", "--fusion", "rrf", "--output", out]
+    rc, stdout, err = run(capsys, *ev, *rerank)
+    assert rc == 0, err
+    got = json.loads(out.read_text())
+    assert got["rerank"] == {"model": str(models["ranker"]), "depth": 3, "fusion": "rrf"}
+    assert got["first_stage"] == plain  # the retriever alone, as without --rerank
+    assert set(got["retrieval"]) == set(plain) and "first_stage\trecall@10" in stdout
+
+
+def test_06_over_length_error_names_file_line_id_and_flag(capsys, tmp_path, models):
+    files = _beir(tmp_path, long_doc=True)
+    rc, out, err = run(capsys, "evaluate-embeddings", "--model", models["a"], "--no-progress", *files)
+    line = one_error_line(err)
+    assert rc == 1 and f"{tmp_path / 'c.jsonl'}:8 (id 'd7')" in line and "--truncation cut" in line
+    assert "truncation='cut'" not in line and "inputs[0]" not in line
+    sts = _sts(tmp_path, [("a film", "film " * 700, 1.0), ("dull", "boring", 3.0)])
+    rc, out, err = run(capsys, "evaluate-embeddings", "--model", models["a"], "--no-progress", "--sts", sts)
+    line = one_error_line(err)
+    assert rc == 1 and f"{sts}:2 (sentence2)" in line and "--truncation cut" in line
