@@ -190,3 +190,52 @@ def test_06_over_length_error_names_file_line_id_and_flag(capsys, tmp_path, mode
     rc, out, err = run(capsys, "evaluate-embeddings", "--model", models["a"], "--no-progress", "--sts", sts)
     line = one_error_line(err)
     assert rc == 1 and f"{sts}:2 (sentence2)" in line and "--truncation cut" in line
+
+
+# ------------------------------------------------------------------------------------ unclear errors
+
+
+def _with_config(src: Path, dst: Path, **changes) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text(encoding="utf-8"))
+    (dst / "config.json").write_text(json.dumps({**cfg, **changes}), encoding="utf-8")
+    return dst
+
+
+def test_07_bad_model_config_is_one_line_naming_file_key_value(capsys, tmp_path, models):
+    from bertkit import SentenceTransformer
+
+    corpus = _corpus(tmp_path, TEXTS)
+    cases = [("hidden_size", "big", '"hidden_size": "big"'), ("vocab_size", None, '"vocab_size": null')]
+    cases.append(("hidden_size", 0, '"hidden_size": 0'))
+    for n, (key, value, shown) in enumerate(cases):
+        m = _with_config(models["a"], tmp_path / f"m{n}", **{key: value})
+        rc, _, err = run(capsys, "index", "--model", m, "--input", corpus, "--output", tmp_path / f"o{n}")
+        line = one_error_line(err)
+        assert rc == 1 and f"{m / 'config.json'}: {shown}" in line and len(line) < 300, line
+        with pytest.raises(ValueError, match="config.json: " + shown.replace('"', '"')) as e:
+            SentenceTransformer(str(m))
+        assert len(str(e.value)) < 300
+    # weights that do not match the config: the first key and its shapes, no keyword no command takes
+    m = _with_config(models["a"], tmp_path / "wide", intermediate_size=100)
+    rc, _, err = run(capsys, "index", "--model", m, "--input", corpus, "--output", tmp_path / "ow")
+    line = one_error_line(err)
+    assert rc == 1 and str(m / "model.safetensors") in line and "(512,) in the checkpoint but (100,)" in line
+    assert "ignore_mismatched_sizes" not in line and len(line) < 500, line
+    with pytest.raises(ValueError, match="ignore_mismatched_sizes=True"):  # from Python the keyword exists
+        SentenceTransformer(str(m))
+
+
+def test_08_fit_refuses_a_label_that_is_not_a_number(tmp_path, models):
+    from torch.utils.data import DataLoader
+
+    from bertkit import InputExample, SentenceTransformer, losses
+
+    model = SentenceTransformer(str(models["a"]))
+    examples = [InputExample(texts=["a film", "a movie"], label=0.9), InputExample(texts=["dull", "x"], label="high")]
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"example 1's label is 'high', not a number: CoSENTLoss takes a number"):
+        model.fit([(DataLoader(examples, batch_size=2), losses.CoSENTLoss(model))], epochs=1, show_progress_bar=False)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())

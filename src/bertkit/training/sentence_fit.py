@@ -278,6 +278,14 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list
         items = loader_examples(loader, f"train_objectives[{i}]'s DataLoader")
         width = len(items[0].texts)
         loss.check_columns(width)
+        from bertkit.training.st_trainer import _label_shape  # the trainer's own check of a label, for the same message
+
+        bad = next((j for j, ex in enumerate(items) if _label_shape(ex.label) is None), None)
+        if bad is not None:  # every batch stacks its labels, whether or not the loss reads them
+            raise ValueError(
+                f"fit: train_objectives[{i}] example {bad}'s label is {items[bad].label!r}, not a number: "
+                f"{type(loss).__name__} takes a number per example (or numbers of one shape)"
+            )
         if loss.reads_labels:  # all of the labels, checked now rather than at the batch that holds a bad one
             try:
                 labels = stack_labels([ex.label for ex in items])
