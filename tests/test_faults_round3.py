@@ -239,3 +239,54 @@ def test_08_fit_refuses_a_label_that_is_not_a_number(tmp_path, models):
     with pytest.raises(ValueError, match=r"example 1's label is 'high', not a number: CoSENTLoss takes a number"):
         model.fit([(DataLoader(examples, batch_size=2), losses.CoSENTLoss(model))], epochs=1, show_progress_bar=False)
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+
+
+# ------------------------------------------------------------------------------------ processes and files
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_09_workers_exit_when_the_parent_is_killed(models):
+    pytest.importorskip("fastapi")
+    httpx = pytest.importorskip("httpx")
+    from bertkit.serving.process import server_process
+
+    with server_process(models["a"], ["--workers", "2", "--dtype", "fp32"]) as srv:
+        workers = [p for p in _children(srv.proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline:  # the second may still be loading
+            time.sleep(0.2)
+            workers = [p for p in _children(srv.proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(workers) == 2
+        assert httpx.post(srv.url + "/embed", json={"inputs": "a film"}, timeout=60).status_code == 200
+        os.kill(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait(30)
+        try:
+            deadline = time.monotonic() + 30
+            while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not any(_alive(p) for p in workers), "workers outlived their parent"
+            with pytest.raises(httpx.TransportError):
+                httpx.post(srv.url + "/embed", json={"inputs": "a film"}, timeout=5)
+        finally:
+            for p in workers:
+                if _alive(p):
+                    os.kill(p, signal.SIGKILL)

@@ -810,6 +810,9 @@ def _app_from_env() -> Any:
     """
     import torch
 
+    from .process import exit_with_parent
+
+    exit_with_parent()  # a worker never outlives `bertkit serve`, even one killed by kill -9
     config = ServeConfig(**json.loads(os.environ[_CONFIG_ENV]))
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.workers))
@@ -833,6 +836,7 @@ def serve(config: ServeConfig) -> int:
     t0 = time.perf_counter()
     if config.workers > 1:
         os.environ[_CONFIG_ENV] = json.dumps(asdict(config))
+        os.environ["BERTKIT_SERVE_PARENT"] = str(os.getpid())  # see serving.process.exit_with_parent
         uvicorn.run(
             "bertkit.serving.app:_app_from_env",
             factory=True,
