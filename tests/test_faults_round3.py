@@ -21,7 +21,7 @@ import torch
 
 from bertkit.assets import asset_path
 
-from test_faults_newer_commands import TEXTS, _corpus, one_error_line, run
+from test_faults_newer_commands import TEXTS, _corpus, one_error_line, run, tree_hash
 
 try:
     VOCAB = asset_path("vocab-uncased")
@@ -290,3 +290,27 @@ def test_09_workers_exit_when_the_parent_is_killed(models):
             for p in workers:
                 if _alive(p):
                     os.kill(p, signal.SIGKILL)
+
+
+def test_10_python_api_never_writes_over_the_models_own_folder(tmp_path, models):
+    import shutil
+
+    from torch.utils.data import DataLoader
+
+    from bertkit import InputExample, SentenceTransformer, losses
+
+    d = tmp_path / "own"
+    shutil.copytree(models["a"], d)
+    model = SentenceTransformer(str(d))
+    before = tree_hash(d)
+    with pytest.raises(ValueError, match=f"save\\(\\): {d} is the folder this model was loaded from.*overwrite=True"):
+        model.save(str(d))
+    examples = [InputExample(texts=["a film", "a movie"], label=0.9), InputExample(texts=["dull", "x"], label=0.1)]
+    objective = [(DataLoader(examples, batch_size=2), losses.CoSENTLoss(model))]
+    with pytest.raises(ValueError, match="fit\\(output_path=...\\): .* is the folder this model was loaded from"):
+        model.fit(objective, epochs=1, warmup_steps=0, output_path=str(d) + "/", show_progress_bar=False)
+    assert tree_hash(d) == before
+    model.save(str(d), overwrite=True)  # the keyword that forces it
+    assert (d / "modules.json").is_file()
+    model.save(str(tmp_path / "elsewhere"))
+    assert SentenceTransformer(str(tmp_path / "elsewhere")).encode(["a film"]).shape == (1, 128)

@@ -763,7 +763,25 @@ class SentenceTransformer(_ModuleCalls):
         weight_decay, evaluation_steps, output_path, save_best_model, checkpoint_path...)."""
         from bertkit.training.sentence_fit import fit
 
-        fit(self, train_objectives, evaluator, epochs, **kwargs)
+        # unlike sentence-transformers, output_path may not be the folder the model was loaded from unless
+        # overwrite=True: each save there would replace the pretrained weights in place
+        overwrite = bool(kwargs.pop("overwrite", False))
+        if kwargs.get("output_path") is not None and not overwrite:
+            self._refuse_own_folder(kwargs["output_path"], "fit(output_path=...)")
+        self._overwrite_own_folder = overwrite
+        try:
+            fit(self, train_objectives, evaluator, epochs, **kwargs)
+        finally:
+            self._overwrite_own_folder = False
+
+    def _refuse_own_folder(self, path: str | Path, what: str) -> None:
+        """One line where ``path`` is the folder this model was loaded from (see :meth:`save`)."""
+        folder = getattr(self, "folder", None)
+        if folder is not None and Path(path).expanduser().resolve() == Path(folder).resolve():
+            raise ValueError(
+                f"{what}: {path} is the folder this model was loaded from; writing there would replace its "
+                "weights: give another folder, or pass overwrite=True to replace them"
+            )
 
     # -- encoding ---------------------------------------------------------------------------------
 
@@ -923,11 +941,14 @@ class SentenceTransformer(_ModuleCalls):
     ) -> None:
         """Write a folder sentence-transformers loads back to the same vectors: the encoder and
         tokenizer, the module files and ``config_sentence_transformers.json``. Files of the same
-        names are replaced in one rename each; other files in the folder are kept."""
+        names are replaced in one rename each; other files in the folder are kept. The folder the model
+        was loaded from is refused unless ``overwrite=True`` (sentence-transformers writes over it)."""
         from bertkit._io import atomic_update_dir, atomic_write_json
         from bertkit.model_card import write_card
         from bertkit.modeling.sentence import save_sentence_folder
 
+        if not (kwargs.pop("overwrite", False) or getattr(self, "_overwrite_own_folder", False)):
+            self._refuse_own_folder(path, "save()")
         if kwargs.get("safe_serialization") is False:
             _refuse("safe_serialization=False", "is not supported here: the folder holds model.safetensors")
         self._sync_inference()
