@@ -314,3 +314,85 @@ def test_10_python_api_never_writes_over_the_models_own_folder(tmp_path, models)
     assert (d / "modules.json").is_file()
     model.save(str(tmp_path / "elsewhere"))
     assert SentenceTransformer(str(tmp_path / "elsewhere")).encode(["a film"]).shape == (1, 128)
+
+
+# ------------------------------------------------------------------ where the drop-in differs from the references
+
+KEY = "round3-key"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, models):
+    """One server for the module: the tiny model, an index, hybrid search, an API key, a high token flag."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from bertkit.serving.process import server_process
+
+    idx_dir = _index(models, tmp_path_factory.mktemp("served"))
+    args = ["--dtype", "fp32", "--index", str(idx_dir), "--lexical-weight", "0.5", "--api-key", KEY]
+    with server_process(models["a"], [*args, "--max-input-tokens", "100000"]) as srv:
+        srv.index_path = idx_dir
+        yield srv
+
+
+def test_01_a_running_server_answers_from_the_changed_index(server, models):
+    """`serve --index` learns of an --append made while it runs, and never mixes the old and new index."""
+    import httpx
+
+    from bertkit.search.index_update import add_to_index
+
+    auth = {"Authorization": f"Bearer {KEY}"}
+    r = httpx.post(server.url + "/search", json={"inputs": ["okapi"], "top_k": 3}, headers=auth, timeout=60)
+    assert r.status_code == 200 and all(h["id"] != "okapi" for h in r.json()["results"][0]), r.text
+    add_to_index(server.index_path, [("okapi", "an okapi grazing")])
+    r = httpx.post(server.url + "/search", json={"inputs": ["okapi"], "top_k": 3}, headers=auth, timeout=60)
+    assert r.status_code == 200, r.text
+    hits = r.json()["results"][0]
+    assert hits[0]["id"] == "okapi" and hits[0]["bm25"] > 0
+
+
+def test_11_drop_in_calls_answer_as_the_references_do(server, models):
+    import httpx
+    from sentence_transformers import CrossEncoder as STCrossEncoder
+    from sentence_transformers import SentenceTransformer as STModel
+
+    from bertkit import CrossEncoder, SentenceTransformer
+
+    # CrossEncoder.predict([]) -> an empty array, as sentence-transformers
+    ours_ce = CrossEncoder(str(models["ranker"]))
+    theirs_ce = STCrossEncoder(str(models["ranker"]), device="cpu")
+    for kw in ({}, {"convert_to_tensor": True}, {"convert_to_numpy": False}):
+        got, want = ours_ce.predict([], **kw), theirs_ce.predict([], **kw)
+        assert type(got) is type(want) and len(got) == len(want) == 0, kw
+    # encode(output_value=None): every output per text; the unpadded parts equal sentence-transformers'
+    ours, theirs = SentenceTransformer(str(models["a"])), STModel(str(models["a"]), device="cpu")
+    texts = ["a wonderful, moving film", "dull"]
+    got, want = ours.encode(texts, output_value=None), theirs.encode(texts, output_value=None)
+    assert isinstance(got, list) and len(got) == 2 and isinstance(ours.encode("x", output_value=None), dict)
+    for g, w in zip(got, want):
+        n = int(w["attention_mask"].sum())
+        assert torch.equal(g["input_ids"].cpu(), w["input_ids"][:n].cpu())
+        assert torch.equal(g["attention_mask"].cpu(), w["attention_mask"][:n].cpu())
+        torch.testing.assert_close(g["token_embeddings"].cpu(), w["token_embeddings"][:n].cpu(), atol=1e-4, rtol=0)
+        torch.testing.assert_close(g["sentence_embedding"].cpu(), w["sentence_embedding"].cpu(), atol=1e-5, rtol=0)
+    # a lone surrogate is refused, as sentence-transformers refuses it
+    with pytest.raises(TypeError):
+        theirs.encode(["a\ud800b"])
+    with pytest.raises(ValueError, match=r"inputs\[1\] holds a lone surrogate \(U\+D800\) at character 1"):
+        ours.encode(["fine", "a\ud800b"])
+    # the server: the auth scheme is case-insensitive; an empty text is a 400 on both embedding routes
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        r = httpx.post(server.url + "/embed", json={"inputs": "a film"}, headers={"Authorization": f"{scheme} {KEY}"})
+        assert r.status_code == 200, (scheme, r.text)
+    assert (
+        httpx.post(server.url + "/embed", json={"inputs": "a"}, headers={"Authorization": "Basic x"}).status_code == 401
+    )
+    auth = {"Authorization": f"Bearer {KEY}"}
+    for route, body in (
+        ("/embed", {"inputs": ""}),
+        ("/embed", {"inputs": ["a film", " "]}),
+        ("/v1/embeddings", {"input": ""}),
+        ("/v1/embeddings", {"input": ["a film", ""]}),
+    ):
+        r = httpx.post(server.url + route, json=body, headers=auth, timeout=60)
+        assert r.status_code == 400 and "empty" in r.text, (route, body, r.text)

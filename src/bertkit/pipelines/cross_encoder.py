@@ -103,8 +103,8 @@ def _check_pairs(inputs: Any) -> tuple[list[tuple[str, str]], bool]:
         )
     if not isinstance(inputs, (list, tuple)):
         raise TypeError(f"predict takes a list of (text, text) pairs or one pair, got {type(inputs).__name__}")
-    if len(inputs) == 0:
-        raise ValueError("predict needs at least one (text, text) pair, got an empty list")
+    if len(inputs) == 0:  # no pairs, no scores: sentence-transformers returns an empty array
+        return [], False
     single = not isinstance(inputs[0], (list, tuple))
     rows = [inputs] if single else list(inputs)
     for i, pair in enumerate(rows):
@@ -509,6 +509,10 @@ class CrossEncoder(_ModuleCalls):
         batch_size = A.positive_int.check("batch_size", batch_size)
         if activation_fn is not None and not callable(activation_fn):
             raise TypeError(f"activation_fn must be callable (e.g. torch.nn.Sigmoid()), got {_shorten(activation_fn)}")
+        if not pairs:
+            return (
+                torch.tensor([], device=self.device) if convert_to_tensor else np.array([]) if convert_to_numpy else []
+            )
         self._sync_inference()
         logits = self._pipe.score_pairs(
             pairs, self.max_length, "cut", batch_size=batch_size, progress=bool(show_progress_bar)

@@ -57,17 +57,23 @@ def _refuse(name: str, why: str) -> None:
 
 def _texts(inputs: Any) -> tuple[list[str], bool]:
     """(texts, single): one string is a batch of one; any other iterable of strings is a batch."""
-    if isinstance(inputs, str):
-        return [inputs], True
+    single = isinstance(inputs, str)
     if isinstance(inputs, np.ndarray):
         inputs = inputs.tolist()
-    if not isinstance(inputs, Iterable) or isinstance(inputs, (bytes, dict)):
+    if not single and (not isinstance(inputs, Iterable) or isinstance(inputs, (bytes, dict))):
         raise TypeError(f"encode() takes a string or a list of strings, got {type(inputs).__name__}")
-    texts = list(inputs)
+    texts = [inputs] if single else list(inputs)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"encode(): inputs[{i}] is {type(t).__name__}, not a string (bertkit embeds text only)")
-    return texts, False
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: not text; sentence-transformers refuses it too
+            raise ValueError(
+                f"encode(): inputs[{i}] holds a lone surrogate (U+{ord(t[e.start]):04X}) at character {e.start}: "
+                "not valid Unicode; decode the source with errors='replace'"
+            ) from None
+    return texts, single
 
 
 def _read_st_config(folder: Path) -> dict[str, Any]:
@@ -838,8 +844,10 @@ class SentenceTransformer(_ModuleCalls):
             _refuse(f"encode() keyword(s) {sorted(kwargs)}", "are not used by this model")
         if pool is not None or chunk_size is not None or isinstance(device, (list, tuple)):
             _refuse("encode()", "runs in one process: pool=, chunk_size= and a list of devices are not supported")
+        if output_value is None:  # every output per text, as sentence-transformers gives it
+            return self._encode_all(sentences, prompt_name, prompt, batch_size, normalize_embeddings, truncate_dim)
         if output_value not in _OUTPUT_VALUES:
-            _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)}")
+            _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)} or None")
         precision = "float32" if precision is None else precision  # what sentence-transformers' evaluators pass
         if precision not in util.PRECISIONS:
             _refuse(f"precision {precision!r}", f"is not one of {', '.join(util.PRECISIONS)}")
@@ -905,6 +913,30 @@ class SentenceTransformer(_ModuleCalls):
         else:
             result = list(result.to(self.device) if isinstance(result, Tensor) else torch.as_tensor(result))
         return result[0] if single else result
+
+    def _encode_all(
+        self, sentences: Any, prompt_name: Any, prompt: Any, batch_size: int, normalize: bool, dim: int | None
+    ) -> Any:
+        """``encode(output_value=None)``: per text a dict of its input ids, type ids, attention mask, token
+        vectors and sentence vector, each tensor the text's own length (sentence-transformers pads them to
+        their batch's longest)."""
+        from .long_text import plan_windows
+
+        texts, single = _texts(sentences)
+        kw = dict(prompt_name=prompt_name, prompt=prompt, batch_size=batch_size)
+        tokens = self.encode(texts, output_value="token_embeddings", **kw)
+        vecs = self.encode(texts, convert_to_tensor=True, normalize_embeddings=normalize, truncate_dim=dim, **kw)
+        resolved = self._resolve_prompt(prompt, prompt_name)
+        plan = plan_windows(self.tokenizer, [(resolved or "") + t for t in texts], self.max_seq_length, "cut")
+        out = []
+        for f, tok, vec in zip(plan.features, tokens, vecs):
+            item = {
+                k: torch.tensor(f[k], device=self.device)
+                for k in ("input_ids", "token_type_ids", "attention_mask")
+                if k in f
+            }
+            out.append({**item, "token_embeddings": tok, "sentence_embedding": vec})
+        return out[0] if single else out
 
     def _report_cut(self, dropped: list[int]) -> None:
         """Cutting is sentence-transformers' rule too, but a cut is never silent here."""

@@ -304,6 +304,14 @@ class ModelService:
             tokens += len(f["input_ids"])
         return feats, tokens, dropped
 
+    def refuse_embedding_a_reranker(self) -> None:
+        """A cross-encoder's encoder was never trained to give sentence vectors: /embed would answer noise."""
+        if self._is_cross_encoder():
+            raise ApiError(
+                404,
+                f"{self.folder} is a cross-encoder (a reranker): it scores pairs on /rerank and gives no embeddings",
+            )
+
     def _is_cross_encoder(self) -> bool:
         from bertkit.pipelines.text_ranking import check_cross_encoder
 
@@ -321,7 +329,8 @@ class ModelService:
             "task": self.task,
             "dtype": self.dtype,
             "device": str(self.embedder.device),
-            "endpoints": ["/embed", "/v1/embeddings", "/tokenize"]
+            "endpoints": ([] if self._is_cross_encoder() else ["/embed", "/v1/embeddings"])
+            + ["/tokenize"]
             + (["/predict"] if self.pipe is not None else [])
             + (["/rerank"] if self._is_cross_encoder() else [])
             + (["/search"] if self.index is not None else []),
@@ -333,7 +342,9 @@ class ModelService:
                 "max_batch_tokens": cfg.max_batch_tokens,
                 "max_batch_size": cfg.max_batch_size,
                 "max_wait_ms": cfg.max_wait_ms,
-                "max_input_tokens": cfg.max_input_tokens,
+                # the limit a text meets: --max-input-tokens, or the model's own where that is lower
+                "max_input_tokens": self.token_limit() if self.pipe is None else self.classify_limit(),
+                "max_input_tokens_flag": cfg.max_input_tokens,
                 "truncate": cfg.truncate,
                 "max_queue": cfg.max_queue,
                 "request_timeout_s": cfg.request_timeout,
@@ -541,8 +552,9 @@ class _Server:
     def check_auth(self, request: Any) -> None:
         if self.api_key is None:
             return
-        got = request.headers.get("authorization", "")
-        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), self.api_key.encode())):
+        scheme, _, got = request.headers.get("authorization", "").strip().partition(" ")
+        # the scheme is case-insensitive (bearer, BEARER); the key is compared exactly
+        if not (scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode(), self.api_key.encode())):
             raise ApiError(
                 401, "missing or wrong API key (send 'Authorization: Bearer <key>')", {"WWW-Authenticate": "Bearer"}
             )
@@ -621,6 +633,7 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
     @app.post("/embed", openapi_extra=_body_schema(_TEXTS), summary="Sentence embeddings")
     async def embed(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
+        service.refuse_embedding_a_reranker()
         items, batched = _inputs(payload, config.max_batch_size)
         # text-embeddings-inference's fields: truncate (a boolean) beside bertkit's truncation, normalize
         mode, side = tei_truncation_mode(payload, config.truncate), truncation_direction(payload)
@@ -630,6 +643,9 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         if payload.get("prompt_name") is not None:
             raise ApiError(422, "field 'prompt_name' is not supported: this server's model has no prompts")
         texts = _strings(items, batched)
+        empty = next((i for i, t in enumerate(texts) if not t.strip()), None)
+        if empty is not None:  # an empty text still embeds to a vector that means nothing
+            raise ApiError(400, f"{_field(batched, empty)} is empty; give the text to embed")
         res = await embed_texts(
             service, srv.run_job, srv.metrics, request, texts, mode, "inputs", side, normalize=normalize
         )
