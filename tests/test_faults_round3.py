@@ -396,3 +396,56 @@ def test_11_drop_in_calls_answer_as_the_references_do(server, models):
     ):
         r = httpx.post(server.url + route, json=body, headers=auth, timeout=60)
         assert r.status_code == 400 and "empty" in r.text, (route, body, r.text)
+
+
+# ------------------------------------------------------------------------------------------------ smaller
+
+
+def test_12_eight_smaller_faults(capsys, tmp_path, models, server):
+    import httpx
+
+    from bertkit.search.index_update import add_to_index
+    from bertkit.serving.process import server_process
+
+    # index and add_to_index follow one rule: a row with an id and a blank text is skipped and counted
+    corpus = tmp_path / "c.jsonl"
+    rows = [{"id": "a", "text": "a film"}, {"id": "b", "text": "  "}, {"id": "c", "text": "dull"}]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    rc, out, err = run(capsys, "index", "--model", models["a"], "--input", corpus, "--output", tmp_path / "idx")
+    assert rc == 0 and f"1 row(s) with an id and a blank text were skipped (first: {corpus}:2, id 'b')" in out + err
+    lines = []
+    assert add_to_index(tmp_path / "idx", [("d", " "), ("e", "great")], on_cut=lines.append) == 1
+    assert lines == ["1 row(s) with an id and a blank text were skipped (first: id 'd')"]
+    idx = tmp_path / "idx"
+    # --rerank-depth below --top-k: each hit says whether its score is the reranker's or the retriever's
+    rc, out, err = run(capsys, "search", "--index", idx, "a film", "--rerank", models["ranker"], "--rerank-depth", 1)
+    hits = [line for line in out.splitlines() if line.startswith("  ")]
+    assert rc == 0 and len(hits) == 3, err
+    assert "reranked: logit" in hits[0] and all("not reranked: below --rerank-depth 1" in h for h in hits[1:])
+    # a query that is not UTF-8 (argv's bytes arrive as lone surrogates)
+    rc, out, err = run(capsys, "search", "--index", idx, "a \udcff film")
+    assert rc == 1 and "query 1 is not valid UTF-8 (byte 0xFF at character 2)" in one_error_line(err) and not out
+    # a bi-encoder given to --rerank is named as such, not as a 2-label classifier
+    rc, out, err = run(capsys, "search", "--index", idx, "a film", "--rerank", models["a"])
+    line = one_error_line(err)
+    assert rc == 1 and "no scoring head" in line and "BertForPreTraining" in line and "output label" not in line
+    # train-embedder: a lone surrogate names its line; a batch over the data says why there are 0 batches
+    sur, few = tmp_path / "sur.jsonl", tmp_path / "few.jsonl"
+    sur.write_text('{"anchor": "a film", "positive": "a movie"}\n{"anchor": "a \\ud800", "positive": "b"}\n')
+    few.write_text("".join(json.dumps({"anchor": a, "positive": a + "!"}) + "\n" for a in ("x", "y", "z")))
+    te = ["train-embedder", "--model", models["a"], "--no-progress"]
+    rc, _, err = run(capsys, *te, "--train", sur, "--output", tmp_path / "t1")
+    assert rc == 1 and f"{sur}:2: column 'anchor' holds a lone surrogate (U+D800)" in one_error_line(err)
+    rc, _, err = run(capsys, *te, "--train", few, "--output", tmp_path / "t2", "--batch-size", 8)
+    assert rc == 1 and "its 3 example(s) fill no whole batch of 8 (lower the batch size)" in one_error_line(err)
+    # /info gives the limit a text meets (the model's 512 positions), not the --max-input-tokens flag's 100000
+    limits = httpx.get(server.url + "/info", headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()["limits"]
+    assert limits["max_input_tokens"] == 512 and limits["max_input_tokens_flag"] == 100000
+    # a reranker folder gives no embeddings
+    with server_process(models["ranker"], ["--dtype", "fp32"]) as srv:
+        for route, body in (("/embed", {"inputs": "a film"}), ("/v1/embeddings", {"input": "a film"})):
+            r = httpx.post(srv.url + route, json=body, timeout=60)
+            assert r.status_code == 404 and "cross-encoder" in r.text, (route, r.text)
+        assert "/embed" not in httpx.get(srv.url + "/info", timeout=30).json()["endpoints"]
+        r = httpx.post(srv.url + "/rerank", json={"query": "a film", "texts": ["a movie", "dull"]}, timeout=60)
+        assert r.status_code == 200, r.text

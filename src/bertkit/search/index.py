@@ -84,8 +84,8 @@ def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[
             raise ValueError(
                 f"{path}:{n}: field {id_column!r} must be a string or an integer, got {type(ident).__name__}"
             )
-        if obj[text_column].strip():
-            yield n, _text_field(path, n, f"field {id_column!r}", str(ident)), obj[text_column]
+        # a blank text under an id is a row too: read_corpus_lines skips and counts it
+        yield n, _text_field(path, n, f"field {id_column!r}", str(ident)), obj[text_column]
 
 
 def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str, str]]:
@@ -104,7 +104,7 @@ def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[in
                 )
             for n, rec in enumerate(reader, 2):
                 value = rec.get(text_column) or ""
-                if value.strip():
+                if value.strip() or rec.get(id_column):  # a blank text under an id: skipped and counted
                     yield n, str(rec.get(id_column) or n), value
         except csv.Error as e:
             raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
@@ -118,8 +118,11 @@ def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "i
     return [(ident, text) for _, ident, text in read_corpus_lines(path, text_column, id_column)]
 
 
-def read_corpus_lines(path: str | Path, text_column: str = "text", id_column: str = "id") -> list[tuple[int, str, str]]:
-    """:func:`read_corpus`'s rows with the line each starts on: (line, id, text)."""
+def read_corpus_lines(
+    path: str | Path, text_column: str = "text", id_column: str = "id", skipped: list | None = None
+) -> list[tuple[int, str, str]]:
+    """:func:`read_corpus`'s rows with the line each starts on: (line, id, text). The (line, id) of each
+    row whose text is blank, which is skipped, is appended to ``skipped``."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give a corpus file (.txt, .jsonl or .csv)")
@@ -135,6 +138,9 @@ def read_corpus_lines(path: str | Path, text_column: str = "text", id_column: st
     else:
         raise ValueError(f"{path}: unsupported corpus format {suffix!r}; use .txt, .jsonl or .csv")
     rows = [(n, ident, _text_field(path, n, "the text", text)) for n, ident, text in records]
+    if skipped is not None:
+        skipped.extend((n, ident) for n, ident, text in rows if not text.strip())
+    rows = [row for row in rows if row[2].strip()]
     if not rows:
         raise ValueError(f"{path}: no texts found")
     seen: dict[str, int] = {}
@@ -599,7 +605,8 @@ def build_index(
     run = {"model": str(model.resolve()), "source": str(Path(input).resolve()), "backend": backend}
     check = dict(command="index", overwrite=overwrite, run=run, owned=_OWNED, legacy=_is_index)
     claim = claim_output_dir(output, dry_run=True, **check)
-    lines = read_corpus_lines(input, text_column)
+    blank: list[tuple[int, str]] = []
+    lines = read_corpus_lines(input, text_column, skipped=blank)
     rows = [(ident, text) for _, ident, text in lines]
     emb = _embedder(model, dtype, device)  # a model that cannot embed fails before any folder is made
     dropped = check_lengths(
@@ -658,7 +665,17 @@ def build_index(
         claim.finish()
         shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
     _report_cut(dropped, emb.max_length, on_cut)
+    report_blank(blank, input, on_cut)
     return output
+
+
+def report_blank(blank: Sequence[tuple[int, str]], source: Any, on_cut: Callable[[str], None] | None) -> None:
+    """Say how many rows with an id and a blank text were skipped (a blank text embeds to noise)."""
+    if blank:
+        n, ident = blank[0]
+        where = f"{source}:{n}, id {ident!r}" if n else f"id {ident!r}"
+        line = f"{len(blank)} row(s) with an id and a blank text were skipped (first: {where})"
+        warnings.warn(line, stacklevel=3) if on_cut is None else on_cut(line)
 
 
 def _report_cut(dropped: Sequence[int], limit: int, on_cut: Callable[[str], None] | None) -> None:

@@ -57,6 +57,14 @@ def run(args: argparse.Namespace) -> int:
     empty = [i + 1 for i, q in enumerate(args.query) if not q.strip()]
     if empty:  # an empty query still embeds to a vector and returns hits that mean nothing
         raise ValueError(f"query {empty[0]} is empty; give the text to search for")
+    for i, q in enumerate(args.query):
+        try:
+            q.encode("utf-8")
+        except UnicodeEncodeError as e:  # bytes that are not UTF-8 reach argv as lone surrogates
+            raise ValueError(
+                f"query {i + 1} is not valid UTF-8 (byte 0x{ord(q[e.start]) & 0xFF:02X} at character {e.start}); "
+                "give the query as UTF-8 text"
+            ) from None
 
     index = load_index(args.index, backend=args.backend)
     model = resolve_model_arg(args.model) if args.model else Path(index.meta["model"])
@@ -85,5 +93,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"query: {q}")
         for h in hits:
             parts = f" (cosine {h['cosine']:.4f}, bm25 {h['bm25']:.2f})" if "bm25" in h else ""
+            if ranker is not None:  # a logit and a cosine are on no common scale: each hit says which it shows
+                parts = (
+                    f" (reranked: {'logit' if args.fusion == 'none' else args.fusion}; retrieval {h['retrieval_score']:.4f})"
+                    if "rerank_score" in h
+                    else f" (retrieval score, not reranked: below --rerank-depth {args.rerank_depth}){parts}"
+                )
             print(f"  {h['score']:.4f}{parts}  [{h['id']}] {h['text']}")
     return 0
