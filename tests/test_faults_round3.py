@@ -10,18 +10,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from test_faults_newer_commands import TEXTS, _corpus, one_error_line, run, tree_hash
 
 from bertkit.assets import asset_path
-
-from test_faults_newer_commands import TEXTS, _corpus, one_error_line, run, tree_hash
 
 try:
     VOCAB = asset_path("vocab-uncased")
@@ -263,35 +260,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_09_workers_exit_when_the_parent_is_killed(models):
-    pytest.importorskip("fastapi")
-    httpx = pytest.importorskip("httpx")
-    from bertkit.serving.process import server_process
-
-    with server_process(models["a"], ["--workers", "2", "--dtype", "fp32"]) as srv:
-        workers = [p for p in _children(srv.proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
-        deadline = time.monotonic() + 60
-        while len(workers) < 2 and time.monotonic() < deadline:  # the second may still be loading
-            time.sleep(0.2)
-            workers = [p for p in _children(srv.proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
-        assert len(workers) == 2
-        assert httpx.post(srv.url + "/embed", json={"inputs": "a film"}, timeout=60).status_code == 200
-        os.kill(srv.proc.pid, signal.SIGKILL)
-        srv.proc.wait(30)
-        try:
-            deadline = time.monotonic() + 30
-            while any(_alive(p) for p in workers) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert not any(_alive(p) for p in workers), "workers outlived their parent"
-            with pytest.raises(httpx.TransportError):
-                httpx.post(srv.url + "/embed", json={"inputs": "a film"}, timeout=5)
-        finally:
-            for p in workers:
-                if _alive(p):
-                    os.kill(p, signal.SIGKILL)
-
-
 def test_10_python_api_never_writes_over_the_models_own_folder(tmp_path, models):
     import shutil
 
@@ -323,13 +291,14 @@ KEY = "round3-key"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, models):
-    """One server for the module: the tiny model, an index, hybrid search, an API key, a high token flag."""
+    """One server for the module: the tiny model in two worker processes, an index, hybrid search, an API
+    key, a high token flag."""
     pytest.importorskip("fastapi")
     pytest.importorskip("httpx")
     from bertkit.serving.process import server_process
 
     idx_dir = _index(models, tmp_path_factory.mktemp("served"))
-    args = ["--dtype", "fp32", "--index", str(idx_dir), "--lexical-weight", "0.5", "--api-key", KEY]
+    args = ["--dtype", "fp32", "--index", str(idx_dir), "--lexical-weight", "0.5", "--api-key", KEY, "--workers", "2"]
     with server_process(models["a"], [*args, "--max-input-tokens", "100000"]) as srv:
         srv.index_path = idx_dir
         yield srv
@@ -449,3 +418,36 @@ def test_12_eight_smaller_faults(capsys, tmp_path, models, server):
         assert "/embed" not in httpx.get(srv.url + "/info", timeout=30).json()["endpoints"]
         r = httpx.post(srv.url + "/rerank", json={"query": "a film", "texts": ["a movie", "dull"]}, timeout=60)
         assert r.status_code == 200, r.text
+
+
+# ------------------------------------------------------------------ processes (last: it kills the server)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_09_workers_exit_when_the_parent_is_killed(server):
+    """Last in the file: it kills the module's server (`serve --workers 2`) with kill -9."""
+    import httpx
+
+    def workers() -> list[int]:
+        return [p for p in _children(server.proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+    deadline = time.monotonic() + 60
+    while len(workers()) < 2 and time.monotonic() < deadline:  # the second may still be loading
+        time.sleep(0.2)
+    found = workers()
+    assert len(found) == 2
+    auth = {"Authorization": f"Bearer {KEY}"}
+    assert httpx.post(server.url + "/embed", json={"inputs": "a film"}, headers=auth, timeout=60).status_code == 200
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(30)
+    try:
+        deadline = time.monotonic() + 30
+        while any(_alive(p) for p in found) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in found), "workers outlived their parent"
+        with pytest.raises(httpx.TransportError):
+            httpx.post(server.url + "/embed", json={"inputs": "a film"}, headers=auth, timeout=5)
+    finally:
+        for p in found:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)

@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from bertkit import util
+from bertkit.pipelines.sentence_outputs import refuse_own_folder
 
 __all__ = ["SentenceTransformer"]
 
@@ -773,21 +774,12 @@ class SentenceTransformer(_ModuleCalls):
         # overwrite=True: each save there would replace the pretrained weights in place
         overwrite = bool(kwargs.pop("overwrite", False))
         if kwargs.get("output_path") is not None and not overwrite:
-            self._refuse_own_folder(kwargs["output_path"], "fit(output_path=...)")
+            refuse_own_folder(self, kwargs["output_path"], "fit(output_path=...)")
         self._overwrite_own_folder = overwrite
         try:
             fit(self, train_objectives, evaluator, epochs, **kwargs)
         finally:
             self._overwrite_own_folder = False
-
-    def _refuse_own_folder(self, path: str | Path, what: str) -> None:
-        """One line where ``path`` is the folder this model was loaded from (see :meth:`save`)."""
-        folder = getattr(self, "folder", None)
-        if folder is not None and Path(path).expanduser().resolve() == Path(folder).resolve():
-            raise ValueError(
-                f"{what}: {path} is the folder this model was loaded from; writing there would replace its "
-                "weights: give another folder, or pass overwrite=True to replace them"
-            )
 
     # -- encoding ---------------------------------------------------------------------------------
 
@@ -845,7 +837,10 @@ class SentenceTransformer(_ModuleCalls):
         if pool is not None or chunk_size is not None or isinstance(device, (list, tuple)):
             _refuse("encode()", "runs in one process: pool=, chunk_size= and a list of devices are not supported")
         if output_value is None:  # every output per text, as sentence-transformers gives it
-            return self._encode_all(sentences, prompt_name, prompt, batch_size, normalize_embeddings, truncate_dim)
+            from bertkit.pipelines.sentence_outputs import all_outputs
+
+            texts, single = _texts(sentences)
+            return all_outputs(self, texts, single, prompt_name, prompt, batch_size, normalize_embeddings, truncate_dim)
         if output_value not in _OUTPUT_VALUES:
             _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)} or None")
         precision = "float32" if precision is None else precision  # what sentence-transformers' evaluators pass
@@ -914,30 +909,6 @@ class SentenceTransformer(_ModuleCalls):
             result = list(result.to(self.device) if isinstance(result, Tensor) else torch.as_tensor(result))
         return result[0] if single else result
 
-    def _encode_all(
-        self, sentences: Any, prompt_name: Any, prompt: Any, batch_size: int, normalize: bool, dim: int | None
-    ) -> Any:
-        """``encode(output_value=None)``: per text a dict of its input ids, type ids, attention mask, token
-        vectors and sentence vector, each tensor the text's own length (sentence-transformers pads them to
-        their batch's longest)."""
-        from .long_text import plan_windows
-
-        texts, single = _texts(sentences)
-        kw = dict(prompt_name=prompt_name, prompt=prompt, batch_size=batch_size)
-        tokens = self.encode(texts, output_value="token_embeddings", **kw)
-        vecs = self.encode(texts, convert_to_tensor=True, normalize_embeddings=normalize, truncate_dim=dim, **kw)
-        resolved = self._resolve_prompt(prompt, prompt_name)
-        plan = plan_windows(self.tokenizer, [(resolved or "") + t for t in texts], self.max_seq_length, "cut")
-        out = []
-        for f, tok, vec in zip(plan.features, tokens, vecs):
-            item = {
-                k: torch.tensor(f[k], device=self.device)
-                for k in ("input_ids", "token_type_ids", "attention_mask")
-                if k in f
-            }
-            out.append({**item, "token_embeddings": tok, "sentence_embedding": vec})
-        return out[0] if single else out
-
     def _report_cut(self, dropped: list[int]) -> None:
         """Cutting is sentence-transformers' rule too, but a cut is never silent here."""
         cut = [d for d in dropped if d]
@@ -980,7 +951,7 @@ class SentenceTransformer(_ModuleCalls):
         from bertkit.modeling.sentence import save_sentence_folder
 
         if not (kwargs.pop("overwrite", False) or getattr(self, "_overwrite_own_folder", False)):
-            self._refuse_own_folder(path, "save()")
+            refuse_own_folder(self, path, "save()")
         if kwargs.get("safe_serialization") is False:
             _refuse("safe_serialization=False", "is not supported here: the folder holds model.safetensors")
         self._sync_inference()

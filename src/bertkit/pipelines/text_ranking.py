@@ -30,13 +30,6 @@ def check_cross_encoder(model: Any, where: str = "the model", num_labels: int | 
     """A reranker scores a pair with one logit; anything else cannot rank. ``num_labels=None`` accepts a
     head of any width (sentence-transformers' ``CrossEncoder`` also scores 3-way NLI heads)."""
     n = int(getattr(model.config, "num_labels", 0) or 0)
-    archs = [str(a) for a in getattr(model.config, "architectures", None) or []]
-    if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
-        # a bi-encoder or a pretrained encoder: its head here is new and random, whatever its label count
-        raise ValueError(
-            f"{where} is not a cross-encoder: it has no scoring head (its config.json names {archs[0]}), so it "
-            "embeds texts but cannot score a pair; give a reranker (train one with `bertkit train-reranker`)"
-        )
     if not hasattr(model, "classifier") or n < 1 or (num_labels is not None and n != num_labels):
         raise ValueError(
             f"{where} is not a cross-encoder: it has {n} output label(s), a reranker has 1 "
@@ -65,6 +58,13 @@ class TextRankingPipeline(Pipeline):
         self.max_length = int(max_length)
 
     def _check_loaded(self, model: Any, missing: list[str], path: Any) -> None:
+        archs = [str(a) for a in getattr(model.config, "architectures", None) or []]
+        if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
+            # a bi-encoder or a pretrained encoder: its head here is new and random, whatever its label count
+            raise ValueError(
+                f"{path} is not a cross-encoder: it has no scoring head (its config.json names {archs[0]}), so it "
+                "embeds texts but cannot score a pair; give a reranker (train one with `bertkit train-reranker`)"
+            )
         check_cross_encoder(model, str(path), self._head_labels)  # the reranker's own words first
         try:
             super()._check_loaded(model, missing, path)

@@ -94,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
         for h in hits:
             parts = f" (cosine {h['cosine']:.4f}, bm25 {h['bm25']:.2f})" if "bm25" in h else ""
             if ranker is not None:  # a logit and a cosine are on no common scale: each hit says which it shows
+                kind = "logit" if args.fusion == "none" else args.fusion
                 parts = (
-                    f" (reranked: {'logit' if args.fusion == 'none' else args.fusion}; retrieval {h['retrieval_score']:.4f})"
+                    f" (reranked: {kind}; retrieval {h['retrieval_score']:.4f})"
                     if "rerank_score" in h
                     else f" (retrieval score, not reranked: below --rerank-depth {args.rerank_depth}){parts}"
                 )
