@@ -220,7 +220,7 @@ def test_07_bad_model_config_is_one_line_naming_file_key_value(capsys, tmp_path,
     rc, _, err = run(capsys, "index", "--model", m, "--input", corpus, "--output", tmp_path / "ow")
     line = one_error_line(err)
     assert rc == 1 and str(m / "model.safetensors") in line and "(512,) in the checkpoint but (100,)" in line
-    assert "ignore_mismatched_sizes" not in line and len(line) < 500, line
+    assert "ignore_mismatched_sizes" not in line and len(line) < 700, line
     with pytest.raises(ValueError, match="ignore_mismatched_sizes=True"):  # from Python the keyword exists
         SentenceTransformer(str(m))
 

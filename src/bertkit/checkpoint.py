@@ -379,11 +379,11 @@ def load_into_new_model(
     if mismatched and not ignore_mismatched_sizes:
         from bertkit._args import under_cli
 
-        # the first key and a count: every layer of a wrong hidden_size would make a line of kilobytes
-        k, a, b = mismatched[0]
-        more = f" (and {len(mismatched) - 1} more weights)" if len(mismatched) > 1 else ""
+        # the first keys and a count: every layer of a wrong hidden_size would make a line of kilobytes
+        desc = "; ".join(f"{k} has shape {a} in the checkpoint but {b}" for k, a, b in mismatched[:3])
+        more = f" (and {len(mismatched) - 3} more weights)" if len(mismatched) > 3 else ""
         raise ValueError(
-            f"{weights_file}: {k} has shape {a} in the checkpoint but {b} in {type(model).__name__}{more}; "
+            f"{weights_file}: {desc} in {type(model).__name__}{more}; "
             f"the weights do not match {weights_file.parent / 'config.json'}: fix the config (e.g. num_labels)"
             + ("" if under_cli() else " or pass ignore_mismatched_sizes=True to re-initialize these weights")
         )

@@ -446,11 +446,20 @@ def _model_identity(model: Path) -> dict[str, Any]:
 
 
 def weights_fingerprint(model: str | Path) -> str:
-    """A digest of a model folder's weights (every weight file's name, size, and 16 blocks of 64 KiB spread
+    """A digest of the weights a model folder loads (each file's name, size, and 16 blocks of 64 KiB spread
     over it): the same for a copy of the folder, different for other weights, read in milliseconds."""
+    from bertkit.checkpoint import find_weights_file
+
     model = Path(model)
     h = hashlib.sha256()
-    files = [p for pat in ("*.safetensors", "*.bin", "*/*.safetensors", "*/*.bin") for p in sorted(model.glob(pat))]
+    try:
+        main = find_weights_file(model)  # the file the model loads (other weight files may sit beside it)
+    except FileNotFoundError:
+        return h.hexdigest()
+    files = [main]
+    if main.name.endswith(".index.json"):  # a sharded checkpoint: its shards
+        files += sorted(model.glob("*.safetensors" if ".safetensors" in main.name else "*.bin"))
+    files += [p for pat in ("*/*.safetensors", "*/*.bin") for p in sorted(model.glob(pat))]  # Dense modules
     for f in files:
         size = f.stat().st_size
         h.update(f"{f.relative_to(model).as_posix()}\0{size}\0".encode())

@@ -68,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
 
     index = load_index(args.index, backend=args.backend)
     model = resolve_model_arg(args.model) if args.model else Path(index.meta["model"])
-    check_index_model(index, model)
     queries = embed_queries(
         model,
         args.query,
@@ -77,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         on_cut=lambda line: print(f"search: {line}", file=sys.stderr),
         device=args.device,
     )
+    check_index_model(index, model)  # after the model loads, which names a model that cannot embed first
     depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
     ranker = None
     if args.rerank:
