@@ -265,7 +265,7 @@ def test_10_python_api_never_writes_over_the_models_own_folder(tmp_path, models)
 
     from torch.utils.data import DataLoader
 
-    from bertkit import InputExample, SentenceTransformer, losses
+    from bertkit import CrossEncoder, InputExample, SentenceTransformer, losses
 
     d = tmp_path / "own"
     shutil.copytree(models["a"], d)
@@ -280,6 +280,12 @@ def test_10_python_api_never_writes_over_the_models_own_folder(tmp_path, models)
     assert tree_hash(d) == before
     model.save(str(d), overwrite=True)  # the keyword that forces it
     assert (d / "modules.json").is_file()
+    ce_dir = tmp_path / "ce"
+    shutil.copytree(models["ranker"], ce_dir)
+    ce, before = CrossEncoder(str(ce_dir)), tree_hash(ce_dir)
+    with pytest.raises(ValueError, match=f"CrossEncoder.save\\(\\): {ce_dir} is the folder this model was loaded from"):
+        ce.save(str(ce_dir))
+    assert tree_hash(ce_dir) == before
     model.save(str(tmp_path / "elsewhere"))
     assert SentenceTransformer(str(tmp_path / "elsewhere")).encode(["a film"]).shape == (1, 128)
 

@@ -473,9 +473,18 @@ class CrossEncoder(_ModuleCalls):
         activation_fct, warmup_steps, optimizer_params, evaluation_steps, output_path...), and bertkit's
         keyword-only extras checkpoint_path, checkpoint_save_steps, checkpoint_save_total_limit and
         resume_from_checkpoint (sentence-transformers' CrossEncoder.fit has none)."""
+        from bertkit.pipelines.sentence_outputs import refuse_own_folder
         from bertkit.training.cross_encoder_fit import fit
 
-        fit(self, train_dataloader, evaluator, epochs, **kwargs)
+        # output_path may be the folder the model came from only with overwrite=True (as SentenceTransformer)
+        overwrite = bool(kwargs.pop("overwrite", False))
+        if kwargs.get("output_path") is not None and not overwrite:
+            refuse_own_folder(self, kwargs["output_path"], "fit(output_path=...)")
+        self._overwrite_own_folder = overwrite
+        try:
+            fit(self, train_dataloader, evaluator, epochs, **kwargs)
+        finally:
+            self._overwrite_own_folder = False
 
     # ------------------------------------------------------------------ scoring
     def predict(
@@ -596,8 +605,10 @@ class CrossEncoder(_ModuleCalls):
         create_model_card: bool = True,
         train_datasets: list[str] | None = None,
         safe_serialization: bool = True,
+        overwrite: bool = False,
     ) -> None:
         """Write config.json (naming the activation), the weights and the tokenizer into ``path``, atomically.
+        The folder the model was loaded from is refused unless ``overwrite=True``.
 
         The folder is one transformers' sequence-classification layout, which sentence-transformers'
         CrossEncoder loads with this activation and max_length. Files already in ``path`` that this save
@@ -605,6 +616,10 @@ class CrossEncoder(_ModuleCalls):
         (which that library would read instead) is refused. With ``create_model_card`` a README.md
         model card is written (:mod:`bertkit.model_card`), titled ``model_name`` unless
         ``model_card_data`` names the model; ``train_datasets`` is accepted and not read."""
+        if not (overwrite or getattr(self, "_overwrite_own_folder", False)):
+            from bertkit.pipelines.sentence_outputs import refuse_own_folder
+
+            refuse_own_folder(self, path, "CrossEncoder.save()")
         self._sync_inference()
         if self._pipe.dtype != "fp32":
             raise ValueError(
@@ -634,6 +649,7 @@ class CrossEncoder(_ModuleCalls):
         create_model_card: bool = True,
         train_datasets: list[str] | None = None,
         safe_serialization: bool = True,
+        overwrite: bool = False,
     ) -> None:
         """Same as :meth:`save`."""
-        self.save(path, model_name, create_model_card, train_datasets, safe_serialization)
+        self.save(path, model_name, create_model_card, train_datasets, safe_serialization, overwrite)
