@@ -324,7 +324,6 @@ def test_model_id_resolves_through_the_hf_cache(folders, pairs, tmp_path, monkey
 
 
 BAD_PREDICT = [
-    ([], ValueError, "at least one .text, text. pair, got an empty list"),
     ("a query and a passage", TypeError, "got the string 'a query and a passage'"),
     ([("only a query",)], ValueError, r"pair 0 must be 2 texts .query, passage., got 1 items: \('only a query',\)"),
     ([("q", "p"), ("q", "p", "extra")], ValueError, "pair 1 must be 2 texts .query, passage., got 3 items"),

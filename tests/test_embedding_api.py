@@ -131,7 +131,8 @@ def test_rerank_endpoint_matches_the_text_ranking_pipeline(tmp_path):
             if field in r.json().get("error", ""):
                 bad_fields.append((field, r.status_code))
         assert srv.stop() == 0
-    assert "/rerank" in info["endpoints"] and "/v1/embeddings" in info["endpoints"]
+    # a reranker scores pairs; its encoder gives no sentence embeddings
+    assert "/rerank" in info["endpoints"] and "/v1/embeddings" not in info["endpoints"]
     assert 'endpoint="/rerank",status="200"} 2' in metrics
     assert [r["index"] for r in raw] == [w["index"] for w in want]
     np.testing.assert_allclose([r["score"] for r in raw], [w["score"] for w in want], atol=1e-4)

@@ -132,7 +132,8 @@ def test_search_rerank_reorders_first_hits(reranker, pairs, tmp_path, capsys):
         == 0
     )
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  ")]
-    shown = [re.match(r"\s+(-?[\d.]+)\s+\[(\d+)\] (.*)", x).groups() for x in lines]
+    # each reranked hit says its score is the reranker's: "  3.2100 (reranked: logit; retrieval 0.81)  [7] text"
+    shown = [re.match(r"\s+(-?[\d.]+)(?: \(reranked: [^)]*\))?\s+\[(\d+)\] (.*)", x).groups() for x in lines]
     assert len(shown) == 4
     capsys.readouterr()
     assert main(["search", "--index", str(tmp_path / "idx"), "--top-k", "6", "--dtype", "fp32", query]) == 0

@@ -365,8 +365,8 @@ def test_bad_input_gets_one_clear_line(bk, tmp_path):
         SentenceTransformer(MINILM, default_prompt_name="title")
     with pytest.raises(ValueError, match=r"keyword\(s\) \['normalise'\] are not used"):
         bk.encode(["a"], normalise=True)
-    with pytest.raises(ValueError, match="output_value None is not one of"):
-        bk.encode(["a"], output_value=None)
+    with pytest.raises(ValueError, match="output_value 'all' is not one of"):
+        bk.encode(["a"], output_value="all")
     with pytest.raises(ValueError, match="precision 'float16' is not one of"):
         bk.encode(["a"], precision="float16")
     with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):

@@ -76,6 +76,11 @@ def cli_names() -> Iterator[None]:
         _CLI_NAMES.reset(token)
 
 
+def under_cli() -> bool:
+    """Whether a command is running (its messages name flags, and offer no Python-only keyword)."""
+    return _CLI_NAMES.get()
+
+
 def flag(name: str, cli: str | None = None) -> str:
     """The setting ``name`` as the caller knows it: its flag under a command (``cli``, else
     ``--name-with-dashes``), the keyword argument ``name`` from Python."""

@@ -377,12 +377,15 @@ def load_into_new_model(
         if k in model_state and tuple(mapped[k].shape) != tuple(model_state[k].shape)
     ]
     if mismatched and not ignore_mismatched_sizes:
-        desc = "; ".join(
-            f"{k} has shape {a} in the checkpoint but {b} in {type(model).__name__}" for k, a, b in mismatched
-        )
+        from bertkit._args import under_cli
+
+        # the first keys and a count: every layer of a wrong hidden_size would make a line of kilobytes
+        desc = "; ".join(f"{k} has shape {a} in the checkpoint but {b}" for k, a, b in mismatched[:3])
+        more = f" (and {len(mismatched) - 3} more weights)" if len(mismatched) > 3 else ""
         raise ValueError(
-            f"{weights_file}: {desc}. Fix the config (e.g. num_labels) or pass ignore_mismatched_sizes=True "
-            "to re-initialize these weights"
+            f"{weights_file}: {desc} in {type(model).__name__}{more}; "
+            f"the weights do not match {weights_file.parent / 'config.json'}: fix the config (e.g. num_labels)"
+            + ("" if under_cli() else " or pass ignore_mismatched_sizes=True to re-initialize these weights")
         )
     for k, _, _ in mismatched:
         del mapped[k]

@@ -144,6 +144,7 @@ class PretrainedConfig(metaclass=_ConfigType):
                 f"{found} classes or the Auto classes (AutoModel, AutoModelForCausalLM...), not with "
                 f"{cls.__name__.removesuffix('Config')} classes"
             )
+        _check_fields(cls, data, path)
         return cls.from_dict(data)
 
     @classmethod
@@ -295,6 +296,24 @@ class BertConfig(SharedConfigFields):
         )
         kwargs.update(overrides)
         return cls.from_dict(kwargs)
+
+
+# sizes a model is built from: a whole number of at least 1 (0 builds empty layers that fail far from the cause)
+_POSITIVE_SIZES = frozenset(
+    "vocab_size hidden_size num_hidden_layers num_attention_heads intermediate_size max_position_embeddings "
+    "embedding_size n_embd n_layer n_head n_positions dim n_layers n_heads hidden_dim".split()
+)
+
+
+def _check_fields(cls: type, data: dict[str, Any], path: Path) -> None:
+    """One line naming the file, the key and the value for a size in config.json that is not a whole
+    number of at least 1 (``"hidden_size": "big"``, ``"vocab_size": null``, ``"hidden_size": 0``),
+    before a model is built from it."""
+    for f in dataclasses.fields(cls):
+        if f.name in _POSITIVE_SIZES and f.name in data:
+            value = data[f.name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f'{path}: "{f.name}": {json.dumps(value)} is not a whole number of at least 1')
 
 
 def check_length_fits(model: Any, max_length: int | None, flag: str = "--max-length") -> None:

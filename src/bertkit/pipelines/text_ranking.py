@@ -58,6 +58,13 @@ class TextRankingPipeline(Pipeline):
         self.max_length = int(max_length)
 
     def _check_loaded(self, model: Any, missing: list[str], path: Any) -> None:
+        archs = [str(a) for a in getattr(model.config, "architectures", None) or []]
+        if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
+            # a bi-encoder or a pretrained encoder: its head here is new and random, whatever its label count
+            raise ValueError(
+                f"{path} is not a cross-encoder: it has no scoring head (its config.json names {archs[0]}), so it "
+                "embeds texts but cannot score a pair; give a reranker (train one with `bertkit train-reranker`)"
+            )
         check_cross_encoder(model, str(path), self._head_labels)  # the reranker's own words first
         try:
             super()._check_loaded(model, missing, path)

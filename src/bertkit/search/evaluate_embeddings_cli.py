@@ -86,18 +86,69 @@ def embed_texts(
     return out
 
 
+def _check_lengths(emb: Any, texts: Sequence[str], where: Any) -> None:
+    """Refuse the first text over the model's limit before anything is embedded, naming its file and
+    line (``where(i)``) and the flag that allows it, as ``bertkit index`` does."""
+    from .long_texts import check_lengths
+
+    mode = getattr(emb, "truncation", "error")
+    if mode == "error":
+        check_lengths(emb, texts, where, mode)
+
+
+def _sts_line(path: str, text: str) -> str:
+    """``path:line (column)`` of the first STS row holding ``text`` (read again only for an error)."""
+    from pathlib import Path
+
+    from bertkit.sentence.embedding_data import _records
+
+    for n, rec in _records(Path(path)):
+        for col in ("sentence1", "sentence2"):
+            if rec.get(col) == text:
+                return f"{path}:{n} ({col})"
+    return str(path)
+
+
+def _beir_line(path: str, key: str) -> str:
+    """``path:line (id ...)`` of the BEIR row with ``_id`` ``key`` (read again only for an error)."""
+    import json
+
+    from bertkit._text import read_text, split_records
+
+    for n, line in enumerate(split_records(read_text(path)), 1):
+        try:
+            if line.strip() and str(json.loads(line).get("_id")) == key:
+                return f"{path}:{n} (id {key!r})"
+        except (ValueError, AttributeError):
+            continue
+    return f"{path} (id {key!r})"
+
+
 def evaluate_sts(emb: Any, path: str, progress: bool = True) -> dict[str, float]:
     from bertkit.sentence.embedding_data import read_embedding_rows
     from bertkit.sentence.evaluation.metrics import sts_metrics
 
     rows = read_embedding_rows(path, scored=True, score_range=(-math.inf, math.inf))
+    # a correlation needs two pairs and gold scores that vary: otherwise it is undefined, not 0
+    if len(rows) < 2:
+        raise ValueError(f"{path}: {len(rows)} pair; a correlation needs at least 2 scored pairs")
+    if len({r["score"] for r in rows}) < 2:
+        raise ValueError(
+            f"{path}: every gold score is {rows[0]['score']:g}; a correlation is undefined when the scores do not vary"
+        )
     # each distinct text once: a set of n documents rated pairwise has n texts in n(n-1)/2 rows
     texts = list(dict.fromkeys([r["sentence1"] for r in rows] + [r["sentence2"] for r in rows]))
+    _check_lengths(emb, texts, lambda i: _sts_line(path, texts[i]))
     vecs = embed_texts(emb, texts, progress, "sts")
     at = {t: i for i, t in enumerate(texts)}
     e1 = vecs[[at[r["sentence1"]] for r in rows]]
     e2 = vecs[[at[r["sentence2"]] for r in rows]]
-    return {**sts_metrics(e1, e2, [r["score"] for r in rows]), "pairs": float(len(rows))}
+    out = sts_metrics(e1, e2, [r["score"] for r in rows])
+    if any(math.isnan(v) for v in out.values()):
+        raise ValueError(
+            f"{path}: the model gives every pair the same similarity; a correlation is undefined (check the model)"
+        )
+    return {**out, "pairs": float(len(rows))}
 
 
 def evaluate_retrieval(
@@ -111,11 +162,11 @@ def evaluate_retrieval(
     fusion: str = "none",
     lexical_weight: float = 0.0,
     credit: bool = False,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Retrieval metrics of ``emb`` on BEIR files, optionally reranked by ``rerank`` (a cross-encoder
     folder or a ``pipeline("text-ranking")``). The queries the qrels leave with an uncredited exact
     copy of a relevant document are counted in ``uncredited_copies``; with ``credit`` those copies are
-    relevant too."""
+    relevant too. Reranked, the retriever's own metrics are under ``first_stage``."""
     from bertkit.sentence.evaluation.metrics import credit_copies, read_beir, read_qrels, retrieval_metrics
 
     queries, corpus = read_beir(queries_path), read_beir(corpus_path)
@@ -137,20 +188,24 @@ def evaluate_retrieval(
             file=sys.stderr,
         )
     qids, cids = list(queries), list(corpus)
+    _check_lengths(emb, [queries[i] for i in qids], lambda i: _beir_line(queries_path, qids[i]))
+    _check_lengths(emb, [corpus[i] for i in cids], lambda i: _beir_line(corpus_path, cids[i]))
     q = embed_texts(emb, [queries[i] for i in qids], progress, "queries")
     c = embed_texts(emb, [corpus[i] for i in cids], progress, "corpus")
+    texts = ([queries[i] for i in qids], [corpus[i] for i in cids]) if lexical_weight else (None, None)
+    out = retrieval_metrics(
+        q, qids, c, cids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=lexical_weight
+    )
+    copies = {"uncredited_copies": float(0 if credit else touched)}
     if rerank is None:
-        texts = ([queries[i] for i in qids], [corpus[i] for i in cids]) if lexical_weight else (None, None)
-        out = retrieval_metrics(
-            q, qids, c, cids, qrels, query_texts=texts[0], corpus_texts=texts[1], lexical_weight=lexical_weight
-        )
-    else:
-        from bertkit.search.rerank import rerank_metrics_per_fusion
+        return {**out, **copies}
+    from bertkit.search.rerank import rerank_metrics_per_fusion
 
-        out = rerank_metrics_per_fusion(
-            rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress, lexical_weight=lexical_weight
-        )[fusion]
-    return {**out, "uncredited_copies": float(0 if credit else touched)}
+    reranked = rerank_metrics_per_fusion(
+        rerank, q, qids, queries, c, cids, corpus, qrels, (fusion,), depth, progress, lexical_weight=lexical_weight
+    )[fusion]
+    # both stages: a reranker that loses what the retriever found shows as the drop between them
+    return {**reranked, **copies, "first_stage": {**out, **copies}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -208,8 +263,16 @@ def run(args: argparse.Namespace) -> int:
             args.lexical_weight,
             args.credit_copies,
         )
+    if args.queries and rerank:
+        results["first_stage"] = results["retrieval"].pop("first_stage")
+        results["rerank"] = {"model": str(args.rerank), "depth": args.rerank_depth, "fusion": args.fusion}
+        print(
+            f"first_stage: {args.model} alone; retrieval: its top {args.rerank_depth} reranked by {args.rerank} "
+            f"(fusion {args.fusion})",
+            file=sys.stderr,
+        )
     counts = ("pairs", "queries", "uncredited_copies")
-    for task in ("sts", "retrieval"):
+    for task in ("sts", "first_stage", "retrieval"):
         for name, value in results.get(task, {}).items():
             print(f"{task}\t{name}\t{int(value)}" if name in counts else f"{task}\t{name}\t{value:.4f}")
     if args.output:

@@ -26,7 +26,7 @@ import numpy as np
 from bertkit import _args as A
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
 from bertkit._outputs import LOCK, MARKER, claim_output_dir, held, refuse_inside_input
-from bertkit._text import iter_lines, parse_json, read_json, read_text, split_records
+from bertkit._text import decode_utf8, iter_lines, parse_json, read_json, read_text, split_records
 from bertkit.hub import resolve_model_arg
 from bertkit.sentence.util import top_k_exact
 
@@ -38,10 +38,12 @@ __all__ = [
     "build_faiss",
     "build_index",
     "corpus_fingerprint",
+    "check_index_model",
     "embed_queries",
     "load_index",
     "read_corpus",
     "top_k_exact",
+    "weights_fingerprint",
 ]
 
 BACKENDS = ("exact", "faiss", "faiss-ivf")
@@ -83,8 +85,8 @@ def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[
             raise ValueError(
                 f"{path}:{n}: field {id_column!r} must be a string or an integer, got {type(ident).__name__}"
             )
-        if obj[text_column].strip():
-            yield n, _text_field(path, n, f"field {id_column!r}", str(ident)), obj[text_column]
+        # a blank text under an id is a row too: read_corpus_lines skips and counts it
+        yield n, _text_field(path, n, f"field {id_column!r}", str(ident)), obj[text_column]
 
 
 def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str, str]]:
@@ -103,7 +105,7 @@ def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[in
                 )
             for n, rec in enumerate(reader, 2):
                 value = rec.get(text_column) or ""
-                if value.strip():
+                if value.strip() or rec.get(id_column):  # a blank text under an id: skipped and counted
                     yield n, str(rec.get(id_column) or n), value
         except csv.Error as e:
             raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
@@ -117,8 +119,11 @@ def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "i
     return [(ident, text) for _, ident, text in read_corpus_lines(path, text_column, id_column)]
 
 
-def read_corpus_lines(path: str | Path, text_column: str = "text", id_column: str = "id") -> list[tuple[int, str, str]]:
-    """:func:`read_corpus`'s rows with the line each starts on: (line, id, text)."""
+def read_corpus_lines(
+    path: str | Path, text_column: str = "text", id_column: str = "id", skipped: list | None = None
+) -> list[tuple[int, str, str]]:
+    """:func:`read_corpus`'s rows with the line each starts on: (line, id, text). The (line, id) of each
+    row whose text is blank, which is skipped, is appended to ``skipped``."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give a corpus file (.txt, .jsonl or .csv)")
@@ -134,6 +139,9 @@ def read_corpus_lines(path: str | Path, text_column: str = "text", id_column: st
     else:
         raise ValueError(f"{path}: unsupported corpus format {suffix!r}; use .txt, .jsonl or .csv")
     rows = [(n, ident, _text_field(path, n, "the text", text)) for n, ident, text in records]
+    if skipped is not None:
+        skipped.extend((n, ident) for n, ident, text in rows if not text.strip())
+    rows = [row for row in rows if row[2].strip()]
     if not rows:
         raise ValueError(f"{path}: no texts found")
     seen: dict[str, int] = {}
@@ -195,6 +203,8 @@ class Index:
     backend: str = "exact"
     _faiss_index: Any = None
     _lexical: Any = None
+    texts_sha256: str = ""  # of the very bytes ``texts`` were parsed from
+    signature: tuple = ()  # the files' identities at load (:meth:`changed`)
 
     @property
     def dim(self) -> int:
@@ -210,16 +220,24 @@ class Index:
         if self._lexical is None:
             from .lexical import BM25
 
-            file, digest = self.path / BM25_FILE, _sha256_file(self.path / "texts.jsonl")
+            # hashed and built from the one read of load_index: postings of other texts are never saved
+            file, digest = self.path / BM25_FILE, self.texts_sha256 or _sha256_file(self.path / "texts.jsonl")
             self._lexical = BM25.load(file, digest)
             if self._lexical is None:
                 self._lexical = BM25(self.texts)
                 try:
+                    if self.changed():  # the folder holds another index now: keep these postings in memory only
+                        return self._lexical
                     self._lexical.save(file, digest)
                     _record_in_marker(self.path, file.name)
                 except OSError as e:  # a read-only index still answers; it only cannot keep the postings
                     warnings.warn(f"{e}; BM25 is built again on each load of {self.path}", stacklevel=2)
         return self._lexical
+
+    def changed(self) -> bool:
+        """Whether the folder's files are no longer the ones this index was read from (an ``--append``, a
+        delete or a rebuild since): a long-lived reader loads the index again rather than mix the two."""
+        return bool(self.signature) and _signature(self.path) != self.signature
 
     def search_ids(
         self,
@@ -285,16 +303,20 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
         raise NotADirectoryError(f"{path} is a file, not an index folder; give the folder made by `bertkit index`")
     if not meta_file.is_file():
         raise FileNotFoundError(f"{path}: not an index folder (no meta.json); build one with `bertkit index`")
-    meta = read_json(meta_file)
-    if not isinstance(meta, dict) or not isinstance(meta.get("model"), str):
-        raise ValueError(f'{meta_file}: damaged index metadata (no "model" path); rebuild the index')
-    vectors = _load_vectors(path / "vectors.npy")
-    ids, texts = _load_texts(path / "texts.jsonl")
+    for _ in range(10):  # the three files of one version: read again if the folder changed while reading
+        before = _signature(path)
+        meta = read_json(meta_file)
+        if not isinstance(meta, dict) or not isinstance(meta.get("model"), str):
+            raise ValueError(f'{meta_file}: damaged index metadata (no "model" path); rebuild the index')
+        vectors = _load_vectors(path / "vectors.npy")
+        ids, texts, digest = _load_texts(path / "texts.jsonl")
+        if _signature(path) == before:
+            break
     if len(ids) != vectors.shape[0]:
         raise ValueError(
             f"{path}: {vectors.shape[0]} vectors in vectors.npy but {len(ids)} texts in texts.jsonl; rebuild the index"
         )
-    index = Index(path, meta, vectors, ids, texts, backend)
+    index = Index(path, meta, vectors, ids, texts, backend, texts_sha256=digest, signature=before)
     if backend != "exact":
         faiss = _faiss()
         file = path / _FAISS_FILES[backend]
@@ -348,11 +370,26 @@ def _load_vectors(file: Path) -> np.ndarray:
     return np.array(vectors, dtype=np.float32)
 
 
-def _load_texts(file: Path) -> tuple[list[str], list[str]]:
+def _signature(folder: Path) -> tuple:
+    """The identity (inode, size, modification time) of an index's three files; None for a missing one."""
+    out = []
+    for name in ("meta.json", "vectors.npy", "texts.jsonl"):
+        try:
+            st = (folder / name).stat()
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _load_texts(file: Path) -> tuple[list[str], list[str], str]:
+    """(ids, texts, SHA-256 of the bytes they were parsed from)."""
     if not file.is_file():
         raise FileNotFoundError(f"{file}: missing from the index; rebuild the index")
+    data = file.read_bytes()
+    text = decode_utf8(data, file)
     ids, texts = [], []
-    for n, line in iter_lines(file):
+    for n, line in enumerate(split_records(text.removeprefix("\ufeff")), 1):
         if not line.strip():  # a blank line (an edited file's last one) is no row; the count check still holds
             continue
         row = parse_json(line, f"{file}:{n}")
@@ -360,7 +397,7 @@ def _load_texts(file: Path) -> tuple[list[str], list[str]]:
             raise ValueError(f'{file}:{n}: damaged row (needs "id" and a string "text"); rebuild the index')
         ids.append(str(row["id"]))
         texts.append(row["text"])
-    return ids, texts
+    return ids, texts, hashlib.sha256(data).hexdigest()
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
@@ -387,6 +424,52 @@ def _model_identity(model: Path) -> dict[str, Any]:
         st = f.stat()
         ident[f.name] = [st.st_size, st.st_mtime_ns]
     return ident
+
+
+def weights_fingerprint(model: str | Path) -> str:
+    """A digest of the weights a model folder loads (each file's name, size, and 16 blocks of 64 KiB spread
+    over it): the same for a copy of the folder, different for other weights, read in milliseconds."""
+    from bertkit.checkpoint import find_weights_file
+
+    model = Path(model)
+    h = hashlib.sha256()
+    try:
+        main = find_weights_file(model)  # the file the model loads (other weight files may sit beside it)
+    except FileNotFoundError:
+        return h.hexdigest()
+    files = [main]
+    if main.name.endswith(".index.json"):  # a sharded checkpoint: its shards
+        files += sorted(model.glob("*.safetensors" if ".safetensors" in main.name else "*.bin"))
+    files += [p for pat in ("*/*.safetensors", "*/*.bin") for p in sorted(model.glob(pat))]  # Dense modules
+    for f in files:
+        size = f.stat().st_size
+        h.update(f"{f.relative_to(model).as_posix()}\0{size}\0".encode())
+        with open(f, "rb") as fh:
+            for k in range(16):
+                fh.seek(size * k // 16)
+                h.update(fh.read(1 << 16))
+    return h.hexdigest()
+
+
+def check_index_model(index: Index, model: str | Path, flag: str = "--model") -> None:
+    """Refuse a query model whose weights are not those the index was built with: the vectors of two
+    models share no space, and searching one with the other answers at random."""
+    built = Path(index.meta["model"])
+    model = Path(model)
+    if not model.is_dir():  # no folder to compare: loading it fails with its own message
+        return
+    want = index.meta.get("model_fingerprint")
+    if want is None:  # an index built before fingerprints: the folder it names, where it still exists
+        if model.resolve() == built.resolve() or not built.is_dir():
+            return
+        want = weights_fingerprint(built)
+    if weights_fingerprint(model) != want:
+        same = model.resolve() == built.resolve()
+        raise ValueError(
+            f"{index.path} was built with {built}"
+            + (", whose weights have changed since" if same else f", not {A.given(flag.lstrip('-'), str(model), flag)}")
+            + "; vectors of two models cannot be compared: search with that model or build the index again"
+        )
 
 
 def _embedder(model: Path, dtype: str, device: str | None = None) -> Any:
@@ -512,7 +595,8 @@ def build_index(
     run = {"model": str(model.resolve()), "source": str(Path(input).resolve()), "backend": backend}
     check = dict(command="index", overwrite=overwrite, run=run, owned=_OWNED, legacy=_is_index)
     claim = claim_output_dir(output, dry_run=True, **check)
-    lines = read_corpus_lines(input, text_column)
+    blank: list[tuple[int, str]] = []
+    lines = read_corpus_lines(input, text_column, skipped=blank)
     rows = [(ident, text) for _, ident, text in lines]
     emb = _embedder(model, dtype, device)  # a model that cannot embed fails before any folder is made
     dropped = check_lengths(
@@ -542,6 +626,7 @@ def build_index(
         vectors = (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
         meta = {
             "model": str(model.resolve()),
+            "model_fingerprint": weights_fingerprint(model),
             "source": str(Path(input).resolve()),
             "text_column": text_column,
             "count": int(vectors.shape[0]),
@@ -570,7 +655,17 @@ def build_index(
         claim.finish()
         shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
     _report_cut(dropped, emb.max_length, on_cut)
+    report_blank(blank, input, on_cut)
     return output
+
+
+def report_blank(blank: Sequence[tuple[int, str]], source: Any, on_cut: Callable[[str], None] | None) -> None:
+    """Say how many rows with an id and a blank text were skipped (a blank text embeds to noise)."""
+    if blank:
+        n, ident = blank[0]
+        where = f"{source}:{n}, id {ident!r}" if n else f"id {ident!r}"
+        line = f"{len(blank)} row(s) with an id and a blank text were skipped (first: {where})"
+        warnings.warn(line, stacklevel=3) if on_cut is None else on_cut(line)
 
 
 def _report_cut(dropped: Sequence[int], limit: int, on_cut: Callable[[str], None] | None) -> None:

@@ -65,8 +65,15 @@ def add_to_index(
     :func:`bertkit.search.build_index`; ``where(i)`` names row ``i`` in the error). Returns the number added."""
     from bertkit.hub import resolve_model_arg
     from bertkit.pipelines import pipeline
-    from bertkit.search.index import _report_cut, load_index
+    from bertkit.search.index import _report_cut, load_index, report_blank
 
+    # the rule of `bertkit index`: a row with an id and a blank text is skipped and counted
+    blank = [(0, i) for i, t in rows if not t.strip()]
+    if blank:
+        keep = [k for k, (_, t) in enumerate(rows) if t.strip()]
+        rows = [rows[k] for k in keep]
+        where = (lambda k, named=where: named(keep[k])) if where is not None else None
+        report_blank(blank, path, on_cut)
     with held(Path(path), "index", _say):  # one change at a time: a second one would lose this one's rows
         index = load_index(path)
         built_with = Path(index.meta["model"]).resolve()
@@ -135,11 +142,13 @@ def append_corpus(
 ) -> int:
     """``bertkit index --append``: add the rows of ``corpus`` whose id the index lacks (rows it holds
     with the same text are skipped; an id it holds with another text is an error naming the line)."""
-    from bertkit.search.index import load_index, read_corpus_lines
+    from bertkit.search.index import load_index, read_corpus_lines, report_blank
 
     index = load_index(path)
     have = dict(zip(index.ids, index.texts))
-    lines = read_corpus_lines(corpus, text_column)
+    blank: list[tuple[int, str]] = []
+    lines = read_corpus_lines(corpus, text_column, skipped=blank)
+    report_blank(blank, corpus, on_cut)
     changed = [(n, i) for n, i, t in lines if i in have and have[i] != t]
     if changed:
         n, i = changed[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from bertkit import _args as A
 from bertkit.inference import DTYPES
@@ -47,27 +48,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .index import embed_queries, load_index
+    from bertkit.hub import resolve_model_arg
+
+    from .index import check_index_model, embed_queries, load_index
 
     if args.fusion != "none" and not args.rerank:
         raise ValueError(f"--fusion {args.fusion} fuses a cross-encoder's scores: give --rerank DIR")
     empty = [i + 1 for i, q in enumerate(args.query) if not q.strip()]
     if empty:  # an empty query still embeds to a vector and returns hits that mean nothing
         raise ValueError(f"query {empty[0]} is empty; give the text to search for")
+    for i, q in enumerate(args.query):
+        try:
+            q.encode("utf-8")
+        except UnicodeEncodeError as e:  # bytes that are not UTF-8 reach argv as lone surrogates
+            raise ValueError(
+                f"query {i + 1} is not valid UTF-8 (byte 0x{ord(q[e.start]) & 0xFF:02X} at character {e.start}); "
+                "give the query as UTF-8 text"
+            ) from None
 
     index = load_index(args.index, backend=args.backend)
+    model = resolve_model_arg(args.model) if args.model else Path(index.meta["model"])
     queries = embed_queries(
-        args.model or index.meta["model"],
+        model,
         args.query,
         dtype=args.dtype,
         truncation=args.truncation,
         on_cut=lambda line: print(f"search: {line}", file=sys.stderr),
         device=args.device,
     )
+    check_index_model(index, model)  # after the model loads, which names a model that cannot embed first
     depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
     ranker = None
     if args.rerank:
-        from bertkit.hub import resolve_model_arg
         from bertkit.pipelines import pipeline
 
         from .rerank import rerank_hits
@@ -81,5 +93,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"query: {q}")
         for h in hits:
             parts = f" (cosine {h['cosine']:.4f}, bm25 {h['bm25']:.2f})" if "bm25" in h else ""
+            if ranker is not None:  # a logit and a cosine are on no common scale: each hit says which it shows
+                kind = "logit" if args.fusion == "none" else args.fusion
+                parts = (
+                    f" (reranked: {kind}; retrieval {h['retrieval_score']:.4f})"
+                    if "rerank_score" in h
+                    else f" (retrieval score, not reranked: below --rerank-depth {args.rerank_depth}){parts}"
+                )
             print(f"  {h['score']:.4f}{parts}  [{h['id']}] {h['text']}")
     return 0

@@ -56,6 +56,13 @@ def _text(path: Path, n: int, rec: dict[str, Any], key: str) -> str:
     if not isinstance(value, str) or not value.strip():
         have = ", ".join(sorted(rec)) or "none"
         raise ValueError(f"{path}:{n}: no text in column {key!r} (columns: {have})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # a JSON escape such as "\ud800": not text, and no model card can hold it
+        raise ValueError(
+            f"{path}:{n}: column {key!r} holds a lone surrogate (U+{ord(value[e.start]):04X}) at character "
+            f"{e.start}, which is not text; fix the file"
+        ) from None
     return value
 
 

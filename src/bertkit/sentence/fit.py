@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import numbers
 import random
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -111,6 +112,25 @@ def smart_batching_collate(model: Any, batch: Sequence[Any]) -> tuple[list[dict[
     texts = [ex.texts for ex in batch]
     features = [model.tokenize(list(column)) for column in zip(*texts)]
     return features, stack_labels([ex.label for ex in batch])
+
+
+def _label_shape(value: Any) -> tuple[int, ...] | None:
+    """A label's shape (``()`` for a number), or None when it is not numbers (the trainer's check of a
+    label, which fit shares for the same message)."""
+    if isinstance(value, Tensor):
+        return tuple(value.shape)
+    if isinstance(value, bool) or isinstance(value, (str, bytes)):
+        return () if isinstance(value, bool) else None
+    if isinstance(value, numbers.Real):
+        return ()
+    if isinstance(value, (Sequence, np.ndarray)):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged
+            return None
+        numeric = np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+        return tuple(array.shape) if numeric and array.size else None
+    return None
 
 
 def stack_labels(labels: Sequence[Any]) -> Tensor:
@@ -269,7 +289,9 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list
             raise TypeError(f"fit: train_objectives[{i}] must be a (DataLoader, loss) pair, got {pair!r}")
         loader, loss = pair
         if not isinstance(loss, _Loss):
-            raise TypeError(f"fit: train_objectives[{i}]'s loss is {type(loss).__name__}, not one of bertkit.losses")
+            raise TypeError(
+                f"fit: train_objectives[{i}]'s loss is {type(loss).__name__}, not one of bertkit.sentence.losses"
+            )
         if loss.model is not model:
             raise ValueError(
                 f"fit: train_objectives[{i}]'s {type(loss).__name__} was built on another model object "
@@ -278,6 +300,13 @@ def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list
         items = loader_examples(loader, f"train_objectives[{i}]'s DataLoader")
         width = len(items[0].texts)
         loss.check_columns(width)
+
+        bad = next((j for j, ex in enumerate(items) if _label_shape(ex.label) is None), None)
+        if bad is not None:  # every batch stacks its labels, whether or not the loss reads them
+            raise ValueError(
+                f"fit: train_objectives[{i}] example {bad}'s label is {items[bad].label!r}, not a number: "
+                f"{type(loss).__name__} takes a number per example (or numbers of one shape)"
+            )
         if loss.reads_labels:  # all of the labels, checked now rather than at the batch that holds a bad one
             try:
                 labels = stack_labels([ex.label for ex in items])

@@ -46,6 +46,7 @@ from torch import Tensor
 from bertkit import _hooks
 from bertkit.sentence import util
 from bertkit.sentence.module_calls import _ModuleCalls, _to_dtype
+from bertkit.sentence.sentence_outputs import refuse_own_folder
 
 __all__ = ["SentenceTransformer"]
 
@@ -59,17 +60,23 @@ def _refuse(name: str, why: str) -> None:
 
 def _texts(inputs: Any) -> tuple[list[str], bool]:
     """(texts, single): one string is a batch of one; any other iterable of strings is a batch."""
-    if isinstance(inputs, str):
-        return [inputs], True
+    single = isinstance(inputs, str)
     if isinstance(inputs, np.ndarray):
         inputs = inputs.tolist()
-    if not isinstance(inputs, Iterable) or isinstance(inputs, (bytes, dict)):
+    if not single and (not isinstance(inputs, Iterable) or isinstance(inputs, (bytes, dict))):
         raise TypeError(f"encode() takes a string or a list of strings, got {type(inputs).__name__}")
-    texts = list(inputs)
+    texts = [inputs] if single else list(inputs)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"encode(): inputs[{i}] is {type(t).__name__}, not a string (bertkit embeds text only)")
-    return texts, False
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: not text; sentence-transformers refuses it too
+            raise ValueError(
+                f"encode(): inputs[{i}] holds a lone surrogate (U+{ord(t[e.start]):04X}) at character {e.start}: "
+                "not valid Unicode; decode the source with errors='replace'"
+            ) from None
+    return texts, single
 
 
 def _read_st_config(folder: Path) -> dict[str, Any]:
@@ -180,7 +187,7 @@ def _check_encode_call(
     precision: str | None,
     batch_size: Any,
     truncate_dim: int | None,
-) -> tuple[Any, str]:
+) -> tuple[Any, Any]:
     """Refuse, by name, an encode(...) call bertkit cannot honour; returns (the texts, the precision)."""
     from bertkit import _args as A
 
@@ -194,8 +201,10 @@ def _check_encode_call(
         _refuse(f"encode() keyword(s) {sorted(kwargs)}", "are not used by this model")
     if pool is not None or chunk_size is not None or isinstance(device, (list, tuple)):
         _refuse("encode()", "runs in one process: pool=, chunk_size= and a list of devices are not supported")
+    if output_value is None:  # every output per text: the caller answers it before the other checks
+        return sentences, precision
     if output_value not in _OUTPUT_VALUES:
-        _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)}")
+        _refuse(f"output_value {output_value!r}", f"is not one of {', '.join(_OUTPUT_VALUES)} or None")
     precision = "float32" if precision is None else precision  # what sentence-transformers' evaluators pass
     if precision not in util.PRECISIONS:
         _refuse(f"precision {precision!r}", f"is not one of {', '.join(util.PRECISIONS)}")
@@ -557,7 +566,16 @@ class SentenceTransformer(_ModuleCalls):
         weight_decay, evaluation_steps, output_path, save_best_model, checkpoint_path...)."""
         from bertkit.sentence.fit import fit
 
-        fit(self, train_objectives, evaluator, epochs, **kwargs)
+        # unlike sentence-transformers, output_path may not be the folder the model was loaded from unless
+        # overwrite=True: each save there would replace the pretrained weights in place
+        overwrite = bool(kwargs.pop("overwrite", False))
+        if kwargs.get("output_path") is not None and not overwrite:
+            refuse_own_folder(self, kwargs["output_path"], "fit(output_path=...)")
+        self._overwrite_own_folder = overwrite
+        try:
+            fit(self, train_objectives, evaluator, epochs, **kwargs)
+        finally:
+            self._overwrite_own_folder = False
 
     # -- encoding ---------------------------------------------------------------------------------
 
@@ -605,6 +623,11 @@ class SentenceTransformer(_ModuleCalls):
         sentences, precision = _check_encode_call(
             sentences, inputs, kwargs, pool, chunk_size, device, output_value, precision, batch_size, truncate_dim
         )
+        if output_value is None:  # every output per text, as sentence-transformers gives it
+            from bertkit.sentence.sentence_outputs import all_outputs
+
+            texts, single = _texts(sentences)
+            return all_outputs(self, texts, single, prompt_name, prompt, batch_size, normalize_embeddings, truncate_dim)
         if device is not None:
             self.to(device)
         self._sync_inference()
@@ -700,11 +723,14 @@ class SentenceTransformer(_ModuleCalls):
     ) -> None:
         """Write a folder sentence-transformers loads back to the same vectors: the encoder and
         tokenizer, the module files and ``config_sentence_transformers.json``. Files of the same
-        names are replaced in one rename each; other files in the folder are kept."""
+        names are replaced in one rename each; other files in the folder are kept. The folder the model
+        was loaded from is refused unless ``overwrite=True`` (sentence-transformers writes over it)."""
         from bertkit._io import atomic_update_dir, atomic_write_json
         from bertkit.modeling.sentence import save_sentence_folder
         from bertkit.sentence.model_card import write_card
 
+        if not (kwargs.pop("overwrite", False) or getattr(self, "_overwrite_own_folder", False)):
+            refuse_own_folder(self, path, "save()")
         if kwargs.get("safe_serialization") is False:
             _refuse("safe_serialization=False", "is not supported here: the folder holds model.safetensors")
         self._sync_inference()

@@ -44,7 +44,6 @@ batch sampler given as a class or function and the Trainer arguments that have n
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,11 +51,10 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
-from bertkit.sentence.fit import stack_labels
+from bertkit.sentence.fit import _label_shape, stack_labels
 from bertkit.sentence.training_args import (
     BatchSamplers,
     MultiDatasetBatchSamplers,
@@ -186,24 +184,6 @@ def _table(data: Any, kind: str, name: str | None, lists: bool = False) -> _Tabl
                     "every row's label needs the same shape"
                 )
     return _Table(name, text_columns, [columns[c] for c in text_columns], label, labels)
-
-
-def _label_shape(value: Any) -> tuple[int, ...] | None:
-    """A label's shape (``()`` for a number), or None when it is not numbers."""
-    if isinstance(value, Tensor):
-        return tuple(value.shape)
-    if isinstance(value, bool) or isinstance(value, (str, bytes)):
-        return () if isinstance(value, bool) else None
-    if isinstance(value, numbers.Real):
-        return ()
-    if isinstance(value, (Sequence, np.ndarray)):
-        try:
-            array = np.asarray(value)
-        except ValueError:  # ragged
-            return None
-        numeric = np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-        return tuple(array.shape) if numeric and array.size else None
-    return None
 
 
 def _is_dataset(value: Any) -> bool:

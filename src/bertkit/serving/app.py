@@ -154,15 +154,23 @@ class ModelService:
         self.dtype = self.embedder.dtype
         self.index = None
         if config.index:
-            from bertkit.search import load_index
-
-            self.index = load_index(config.index)
-            dim = self.embedder.dim
-            if self.index.dim != dim:
-                raise ValueError(f"{config.index}: vectors have {self.index.dim} dimensions but the model gives {dim}")
-            if config.lexical_weight:
-                self.index.lexical  # noqa: B018  (built now, not inside the first request)
+            self.index = self._load_index()
         self.max_positions = self.embedder.model.config.max_position_embeddings
+
+    def _load_index(self) -> Any:
+        """The --index folder, refused in one line when another model's vectors are in it."""
+        from bertkit.search import load_index
+        from bertkit.search.index import check_index_model
+
+        config = self.config
+        index = load_index(config.index)
+        dim = self.embedder.dim
+        if index.dim != dim:
+            raise ValueError(f"{config.index}: vectors have {index.dim} dimensions but the model gives {dim}")
+        check_index_model(index, self.folder)
+        if config.lexical_weight:
+            index.lexical  # noqa: B018  (built now, not inside the first request)
+        return index
 
     # ----------------------------------------------------------------- runners (the batcher's threads)
     def _vectors(self, features: list[dict], normalize: bool | None = None) -> Any:
@@ -190,10 +198,13 @@ class ModelService:
         """Each item is (features, top_k, query text, lexical weight); one weight per search call."""
         vecs = self._vectors([f for f, *_ in items])
         out: list[list[dict] | None] = [None] * len(items)
+        if self.index.changed():  # an --append or a rebuild since: answer from the new index, never a mix
+            self.index = self._load_index()
+        index = self.index
         for weight in dict.fromkeys(w for *_, w in items):
             rows = [i for i, item in enumerate(items) if item[3] == weight]
             k = max(items[i][1] for i in rows)
-            hits = self.index.search(vecs[rows], k, [items[i][2] for i in rows], weight)
+            hits = index.search(vecs[rows], k, [items[i][2] for i in rows], weight)
             for i, row in zip(rows, hits):
                 out[i] = row[: items[i][1]]
         return out  # type: ignore[return-value]
@@ -285,6 +296,14 @@ class ModelService:
             tokens += len(f["input_ids"])
         return feats, tokens, dropped
 
+    def refuse_embedding_a_reranker(self) -> None:
+        """A cross-encoder's encoder was never trained to give sentence vectors: /embed would answer noise."""
+        if self._is_cross_encoder():
+            raise ApiError(
+                404,
+                f"{self.folder} is a cross-encoder (a reranker): it scores pairs on /rerank and gives no embeddings",
+            )
+
     def _is_cross_encoder(self) -> bool:
         from bertkit.pipelines.text_ranking import check_cross_encoder
 
@@ -302,7 +321,8 @@ class ModelService:
             "task": self.task,
             "dtype": self.dtype,
             "device": str(self.embedder.device),
-            "endpoints": ["/embed", "/v1/embeddings", "/tokenize"]
+            "endpoints": ([] if self._is_cross_encoder() else ["/embed", "/v1/embeddings"])
+            + ["/tokenize"]
             + (["/predict"] if self.pipe is not None else [])
             + (["/rerank"] if self._is_cross_encoder() else [])
             + (["/search"] if self.index is not None else []),
@@ -314,7 +334,9 @@ class ModelService:
                 "max_batch_tokens": cfg.max_batch_tokens,
                 "max_batch_size": cfg.max_batch_size,
                 "max_wait_ms": cfg.max_wait_ms,
-                "max_input_tokens": cfg.max_input_tokens,
+                # the limit a text meets: --max-input-tokens, or the model's own where that is lower
+                "max_input_tokens": self.token_limit() if self.pipe is None else self.classify_limit(),
+                "max_input_tokens_flag": cfg.max_input_tokens,
                 "truncate": cfg.truncate,
                 "max_queue": cfg.max_queue,
                 "request_timeout_s": cfg.request_timeout,
@@ -518,8 +540,9 @@ class _Server:
     def check_auth(self, request: Any) -> None:
         if self.api_key is None:
             return
-        got = request.headers.get("authorization", "")
-        if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), self.api_key.encode())):
+        scheme, _, got = request.headers.get("authorization", "").strip().partition(" ")
+        # the scheme is case-insensitive (bearer, BEARER); the key is compared exactly
+        if not (scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode(), self.api_key.encode())):
             raise ApiError(
                 401, "missing or wrong API key (send 'Authorization: Bearer <key>')", {"WWW-Authenticate": "Bearer"}
             )
@@ -598,6 +621,7 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
     @app.post("/embed", openapi_extra=_body_schema(_TEXTS), summary="Sentence embeddings")
     async def embed(request: Request) -> JSONResponse:
         payload = await srv.read_json(request)
+        service.refuse_embedding_a_reranker()
         items, batched = _inputs(payload, config.max_batch_size)
         # text-embeddings-inference's fields: truncate (a boolean) beside bertkit's truncation, normalize
         mode, side = tei_truncation_mode(payload, config.truncate), truncation_direction(payload)
@@ -607,6 +631,9 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         if payload.get("prompt_name") is not None:
             raise ApiError(422, "field 'prompt_name' is not supported: this server's model has no prompts")
         texts = _strings(items, batched)
+        empty = next((i for i, t in enumerate(texts) if not t.strip()), None)
+        if empty is not None:  # an empty text still embeds to a vector that means nothing
+            raise ApiError(400, f"{_field(batched, empty)} is empty; give the text to embed")
         res = await embed_texts(
             service, srv.run_job, srv.metrics, request, texts, mode, "inputs", side, normalize=normalize
         )
@@ -787,6 +814,9 @@ def _app_from_env() -> Any:
     """
     import torch
 
+    from .process import exit_with_parent
+
+    exit_with_parent()  # a worker never outlives `bertkit serve`, even one killed by kill -9
     config = ServeConfig(**json.loads(os.environ[_CONFIG_ENV]))
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.workers))
@@ -810,6 +840,7 @@ def serve(config: ServeConfig) -> int:
     t0 = time.perf_counter()
     if config.workers > 1:
         os.environ[_CONFIG_ENV] = json.dumps(asdict(config))
+        os.environ["BERTKIT_SERVE_PARENT"] = str(os.getpid())  # see serving.process.exit_with_parent
         uvicorn.run(
             "bertkit.serving.app:_app_from_env",
             factory=True,

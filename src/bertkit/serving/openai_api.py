@@ -46,6 +46,8 @@ def _error(status: int, message: str) -> Exception:
 def _texts(payload: dict[str, Any], max_items: int) -> tuple[list[str], bool]:
     x = payload.get("input")
     if isinstance(x, str):
+        if not x.strip():  # OpenAI answers 400 here too: an empty text embeds to a vector that means nothing
+            raise _error(400, "field 'input' is an empty string; give the text to embed")
         return [x], False
     if not isinstance(x, list) or not x:
         raise _error(422, "field 'input' must be a string or a non-empty list of strings")
@@ -54,6 +56,8 @@ def _texts(payload: dict[str, Any], max_items: int) -> tuple[list[str], bool]:
     for i, t in enumerate(x):
         if not isinstance(t, str):
             raise _error(422, f"input[{i}] must be a string, got {type(t).__name__} (token-id input is not supported)")
+        if not t.strip():
+            raise _error(400, f"input[{i}] is an empty string; give the text to embed")
     return x, True
 
 
@@ -128,6 +132,7 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
         payload = await read_json(request)
         if not isinstance(payload, dict):
             raise _error(422, "the body must be a JSON object with an 'input' field")
+        service.refuse_embedding_a_reranker()
         texts, _ = _texts(payload, config.max_batch_size)
         dims = _dimensions(payload, size)
         fmt = payload.get("encoding_format", "float") or "float"

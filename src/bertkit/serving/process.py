@@ -14,7 +14,41 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["ServerProcess", "free_port", "server_process"]
+__all__ = ["ServerProcess", "exit_with_parent", "free_port", "server_process"]
+
+PARENT_ENV = "BERTKIT_SERVE_PARENT"  # the pid of the `bertkit serve` process that started the workers
+
+
+def exit_with_parent(parent: int | None = None, poll_s: float = 1.0, grace_s: float = 10.0) -> None:
+    """Make this worker process end when its parent (``parent``, else the pid in ``$BERTKIT_SERVE_PARENT``,
+    else the current parent) dies, even by ``kill -9``: orphaned workers would keep answering on the port.
+
+    On Linux the kernel sends SIGTERM at the parent's death (``prctl(PR_SET_PDEATHSIG)``); everywhere a
+    daemon thread also watches the parent pid, sends SIGTERM (a drain), and exits after ``grace_s``."""
+    import threading
+
+    if parent is None:
+        parent = int(os.environ.get(PARENT_ENV) or os.getppid())
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass  # the watchdog below still ends the worker
+
+    def orphaned() -> bool:
+        return os.getppid() != parent
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os._exit(1)  # the drain did not finish: leave anyway, nobody is left to stop us
+
+    threading.Thread(target=watch, name="bertkit-parent-watchdog", daemon=True).start()
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -1398,8 +1398,14 @@ class Trainer:
             batches = self._epoch_batches()
             n_use = self._usable_batches(len(batches))
             if n_use == 0:
+                size = len(self.dataset) if hasattr(self.dataset, "__len__") else None
+                why = (
+                    f": its {size} example(s) fill no whole batch of {self.config.batch_size} (lower the batch size)"
+                    if not batches and size is not None
+                    else ""
+                )
                 raise ValueError(
-                    f"the training data gives {len(batches)} batches, fewer than one optimizer step "
+                    f"the training data gives {len(batches)} batches{why}, fewer than one optimizer step "
                     f"needs ({self.world_size} processes x {self.config.grad_accum_steps} accumulation)"
                 )
             start = self.batches_done_in_epoch

@@ -95,8 +95,8 @@ def _check_pairs(inputs: Any) -> tuple[list[tuple[str, str]], bool]:
         )
     if not isinstance(inputs, (list, tuple)):
         raise TypeError(f"predict takes a list of (text, text) pairs or one pair, got {type(inputs).__name__}")
-    if len(inputs) == 0:
-        raise ValueError("predict needs at least one (text, text) pair, got an empty list")
+    if len(inputs) == 0:  # no pairs, no scores: sentence-transformers returns an empty array
+        return [], False
     single = not isinstance(inputs[0], (list, tuple))
     rows = [inputs] if single else list(inputs)
     for i, pair in enumerate(rows):
@@ -469,8 +469,17 @@ class CrossEncoder(_ModuleCalls):
         keyword-only extras checkpoint_path, checkpoint_save_steps, checkpoint_save_total_limit and
         resume_from_checkpoint (sentence-transformers' CrossEncoder.fit has none)."""
         from bertkit.sentence.cross_encoder.fit import fit
+        from bertkit.sentence.sentence_outputs import refuse_own_folder
 
-        fit(self, train_dataloader, evaluator, epochs, **kwargs)
+        # output_path may be the folder the model came from only with overwrite=True (as SentenceTransformer)
+        overwrite = bool(kwargs.pop("overwrite", False))
+        if kwargs.get("output_path") is not None and not overwrite:
+            refuse_own_folder(self, kwargs["output_path"], "fit(output_path=...)")
+        self._overwrite_own_folder = overwrite
+        try:
+            fit(self, train_dataloader, evaluator, epochs, **kwargs)
+        finally:
+            self._overwrite_own_folder = False
 
     # ------------------------------------------------------------------ scoring
     def predict(
@@ -504,6 +513,10 @@ class CrossEncoder(_ModuleCalls):
         batch_size = A.positive_int.check("batch_size", batch_size)
         if activation_fn is not None and not callable(activation_fn):
             raise TypeError(f"activation_fn must be callable (e.g. torch.nn.Sigmoid()), got {_shorten(activation_fn)}")
+        if not pairs:
+            return (
+                torch.tensor([], device=self.device) if convert_to_tensor else np.array([]) if convert_to_numpy else []
+            )
         self._sync_inference()
         logits = self._pipe.score_pairs(
             pairs, self.max_length, "cut", batch_size=batch_size, progress=bool(show_progress_bar)
@@ -587,8 +600,10 @@ class CrossEncoder(_ModuleCalls):
         create_model_card: bool = True,
         train_datasets: list[str] | None = None,
         safe_serialization: bool = True,
+        overwrite: bool = False,
     ) -> None:
         """Write config.json (naming the activation), the weights and the tokenizer into ``path``, atomically.
+        The folder the model was loaded from is refused unless ``overwrite=True``.
 
         The folder is one transformers' sequence-classification layout, which sentence-transformers'
         CrossEncoder loads with this activation and max_length. Files already in ``path`` that this save
@@ -596,6 +611,10 @@ class CrossEncoder(_ModuleCalls):
         (which that library would read instead) is refused. With ``create_model_card`` a README.md
         model card is written (:mod:`bertkit.sentence.model_card`), titled ``model_name`` unless
         ``model_card_data`` names the model; ``train_datasets`` is accepted and not read."""
+        if not (overwrite or getattr(self, "_overwrite_own_folder", False)):
+            from bertkit.sentence.sentence_outputs import refuse_own_folder
+
+            refuse_own_folder(self, path, "CrossEncoder.save()")
         self._sync_inference()
         if self._pipe.dtype != "fp32":
             raise ValueError(
@@ -625,6 +644,7 @@ class CrossEncoder(_ModuleCalls):
         create_model_card: bool = True,
         train_datasets: list[str] | None = None,
         safe_serialization: bool = True,
+        overwrite: bool = False,
     ) -> None:
         """Same as :meth:`save`."""
-        self.save(path, model_name, create_model_card, train_datasets, safe_serialization)
+        self.save(path, model_name, create_model_card, train_datasets, safe_serialization, overwrite)

@@ -107,8 +107,12 @@ def read_reranker_rows(path: str | Path) -> list[dict[str, Any]]:
 def listwise_groups(rows: list[dict[str, Any]], group_size: int, seed: int) -> list[dict[str, Any]]:
     """One group per relevant pair: the positive first, then ``group_size - 1`` negatives."""
     by_query: dict[str, list[str]] = {}
+    positives: dict[str, set[str]] = {}
     for r in rows:
-        if r["label"] < 0.5:
+        if r["label"] >= 0.5:
+            positives.setdefault(r["query"], set()).add(r["passage"])
+    for r in rows:
+        if r["label"] < 0.5 and r["passage"] not in positives.get(r["query"], ()):
             by_query.setdefault(r["query"], []).append(r["passage"])
     pool = sorted({r["passage"] for r in rows})
     groups = []
@@ -116,10 +120,9 @@ def listwise_groups(rows: list[dict[str, Any]], group_size: int, seed: int) -> l
         rng = random.Random(seed * 1_000_003 + i)
         own = by_query.get(r["query"], [])
         negs = rng.sample(own, min(len(own), group_size - 1))
-        while len(negs) < group_size - 1 and len(pool) > len(negs) + 1:
-            cand = pool[rng.randrange(len(pool))]
-            if cand != r["passage"] and cand not in negs:
-                negs.append(cand)
+        # a passage relevant to the query is never its negative, whichever of its positives leads the group
+        other = [p for p in pool if p not in positives[r["query"]] and p not in negs]
+        negs += rng.sample(other, min(len(other), group_size - 1 - len(negs)))
         if len(negs) == group_size - 1:
             groups.append({"query": r["query"], "passages": [r["passage"], *negs]})
     if not groups:
