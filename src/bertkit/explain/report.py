@@ -32,7 +32,7 @@ __all__ = ["attribution_lines", "html_payload", "prediction_lines", "write_html"
 _ASSETS = Path(__file__).with_name("assets")
 _BIG_PAGE = 16_000_000  # bytes of data in the page
 _NEURON_BYTES = 1_000_000  # float32 queries and keys in the page (before base64)
-_VIEW_SCRIPTS = ("attributions.js", "neuron.js", "focus.js")
+_VIEW_SCRIPTS = ("attributions.js", "neuron.js", "lens.js", "focus.js")
 
 
 def _r(a: Any, digits: int = 4) -> Any:
@@ -81,6 +81,7 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "predictions": ex.predictions,
         "attributions": _attribution_payload(ex.attributions),
         "neuron": _neuron_payload(ex.neuron),
+        "lens": ex.lens,
     }
     if ex.neuron is not None and payload["neuron"] is not None and len(payload["neuron"]["layers"]) < len(ex.layers):
         shown = ", ".join(map(str, payload["neuron"]["layers"]))
