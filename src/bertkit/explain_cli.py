@@ -24,6 +24,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--all-positions", action="store_true", help="masked-LM predictions at every position, not only [MASK]"
     )
     p.add_argument(
+        "--lang",
+        default="en",
+        help="the language of the report's headings, explanations, labels and figures: en (default) or zh",
+    )
+    p.add_argument(
         "--lens",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -118,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         heads=args.heads,
         overwrite=args.overwrite,
         lens=args.lens,
+        lang=args.lang,
     )
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:

@@ -103,6 +103,7 @@ def explain(
     heads: str | None = None,
     overwrite: bool = False,
     lens: bool | None = None,
+    lang: str = "en",
 ) -> ExplainResult:
     """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
     figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
@@ -111,6 +112,7 @@ def explain(
     ``layers`` and ``heads`` ("0-5", "3", "0,2,4-6") choose what the attention views keep.
     ``lens``: the logit lens at each ``[MASK]`` (see ``lens.py``); None adds it where the model has a
     masked-LM head and the text a ``[MASK]``, True insists (an error without a head), False leaves it out.
+    ``lang`` ("en" or "zh") is the language of the report's headings, explanations, labels and figures.
 
     The result displays inline in a notebook; ``model`` may also be a loaded model, with its
     ``tokenizer``. The outputs follow the command's rule: an existing ``output`` or ``json_path``
@@ -118,13 +120,27 @@ def explain(
     ``overwrite``; a folder of other files is refused, and nothing is written into the model's folder.
     """
     # Before the model is loaded: a refusal costs no time.
+    from .report import check_lang
+
+    check_lang(lang)
     path = model if isinstance(model, (str, os.PathLike)) else None
     claim = check_outputs(path, output, json_path, png_dir, overwrite)
     settings = dict(pair=pair, layers=layers, top_k=top_k, all_positions=all_positions, heads=heads)
     return within_claim(
         claim,
         lambda: _explain(
-            model, text, output, json_path, png_dir, verify_weights, attributions, target, tokenizer, settings, lens
+            model,
+            text,
+            output,
+            json_path,
+            png_dir,
+            verify_weights,
+            attributions,
+            target,
+            tokenizer,
+            settings,
+            lens,
+            lang,
         ),
     )
 
@@ -155,6 +171,7 @@ def _explain(
     tokenizer: Any,
     settings: dict[str, Any],
     lens: bool | None = None,
+    lang: str = "en",
 ) -> ExplainResult:
     """:func:`explain` once its outputs are checked and claimed; ``settings`` are what ``collect`` takes."""
     if isinstance(attributions, str):
@@ -195,6 +212,7 @@ def _explain(
             model_path = str(model) if folder is not None else type(net).__name__
             ex = collect(net, tokenizer, text, model_path=model_path, **settings)
             result.explanation = ex
+            ex.lang = lang
             if attributions:
                 from .attributions import add_to_explanation
 

@@ -114,6 +114,7 @@ class Explanation:
     neuron: dict[str, Any] | None = None  # queries and keys per kept layer; see neuron.py
     heads: list[int] | None = None  # the heads kept in attentions and neuron (--heads); None = every head
     lens: dict[str, Any] | None = None  # the logit lens at the [MASK] positions; see lens.py
+    lang: str = "en"  # the language of the report's words (report.LANGS)
 
     @property
     def num_tokens(self) -> int:
