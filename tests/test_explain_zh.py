@@ -61,6 +61,16 @@ def test_the_page_and_scripts_ask_only_for_keys_the_catalogues_have():
             assert key in en or key.endswith(".") and any(k.startswith(key) for k in en), (js, key)
 
 
+def test_every_note_has_its_chinese_form():
+    from bertkit.explain.report import translate_note
+
+    en = _catalogue("en")
+    for key in (k for k in en if k.startswith("note.")):
+        note = re.sub(r"\{(\w+)\}", lambda m: f"X{m[1]}7", en[key])
+        zh = translate_note(note, "zh")
+        assert CJK.search(zh) and all(f"X{n}7" in zh for n in re.findall(r"\{(\w+)\}", en[key])), key
+
+
 @pytest.fixture(scope="module")
 def mlm(tmp_path_factory) -> Path:
     import torch
@@ -126,6 +136,7 @@ def test_zh_report_in_chromium(mlm, tmp_path):
         assert headings and all(CJK.search(h) for h in headings)
         assert not [s for s in shown if s in english and re.search("[a-z]{3,}", s)]
         assert "北" in page.inner_text("#chips") and page.is_visible("#lens")
+        assert "没有 pooler" in page.inner_text("#notes")  # the model's notes too
         # A glyph each: two characters that a missing font would both draw as the same box.
         differ = page.evaluate(
             """() => {

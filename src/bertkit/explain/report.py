@@ -145,6 +145,25 @@ def strings(lang: str) -> dict[str, str]:
     return json.loads((_ASSETS / f"strings.{check_lang(lang)}.json").read_text(encoding="utf-8"))
 
 
+def translate_note(note: str, lang: str) -> str:
+    """A note of the report in ``lang``: the catalogue's ``note.*`` entry whose English pattern it
+    matches, its {slots} carried over; a note the catalogue lacks stays as it is."""
+    if lang == "en":
+        return note
+    en, there = strings("en"), strings(lang)
+    for key, template in en.items():
+        if not key.startswith("note."):
+            continue
+        pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+?)", re.escape(template))
+        m = re.fullmatch(pattern, note)
+        if m:
+            out = there[key]
+            for name, value in m.groupdict().items():
+                out = out.replace("{" + name + "}", value)
+            return out
+    return note
+
+
 def render_html(ex: Explanation, view: str | None = None) -> str:
     """The report page as a string; ``view`` ("head", "model", "neuron", "attributions", "lens") shows only
     that view. Its words are those of ``ex.lang``."""
@@ -152,16 +171,17 @@ def render_html(ex: Explanation, view: str | None = None) -> str:
     payload = html_payload(ex)
     payload["view"] = view
     payload["lang"] = ex.lang
-    payload["strings"] = {k: v for k, v in catalogue.items() if not k.startswith(("html.", "png."))}
+    payload["strings"] = {k: v for k, v in catalogue.items() if not k.startswith(("html.", "png.", "note."))}
+    payload["notes"] = [translate_note(n, ex.lang) for n in payload["notes"]]
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     if len(data) > _BIG_PAGE:
         # A long input on every layer and head makes a page browsers open slowly; say how to make it smaller.
-        payload["notes"] = [
-            *payload["notes"],
+        big = (
             f"This page carries {len(data) / 1e6:.0f} MB of data: --layers "
             "and --heads keep fewer layers and heads (the JSON keeps what they keep, at full "
-            "precision).",
-        ]
+            "precision)."
+        )
+        payload["notes"] = [*payload["notes"], translate_note(big, ex.lang)]
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # a token such as "</script>" must not end the data block
     page = (_ASSETS / "report.html").read_text(encoding="utf-8")
