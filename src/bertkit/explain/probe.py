@@ -292,7 +292,8 @@ class ProbeResult:
                 a2.plot(self.layers, [100 * r["selectivity"] for r in rs], styles[m], marker="o", label=label)
                 if m == "trained":
                     ctl = [100 * r["control_accuracy"] for r in rs]
-                    a1.plot(self.layers, ctl, ":", color="grey", label=f"control task, {names[k]}")
+                    shade = "dimgrey" if k == "first" else "darkgrey"
+                    a1.plot(self.layers, ctl, ":", color=shade, label=f"control task, {names[k]}")
         a1.axhline(100 * self.majority, color="black", lw=0.8, label="majority class")
         a1.set(xlabel="layer (0 = embeddings)", ylabel="held-out accuracy %", title="probe accuracy by layer")
         a2.set(xlabel="layer (0 = embeddings)", ylabel="points", title="selectivity = accuracy - control accuracy")
