@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("bertkit.tasks.evaluate_cli", "evaluate a fine-tuned model on a labelled file"),
     "predict": ("bertkit.tasks.predict_cli", "predict with a fine-tuned model"),
     "explain": ("bertkit.explain_cli", "see inside a model: attention, embeddings, heads (HTML/JSON/PNG), --verify"),
+    "probe": ("bertkit.explain.probe_cli", "what each layer knows: logistic-regression probes with a control task"),
     "serve": ("bertkit.serving.serve_cli", "serve a model over HTTP with dynamic batching"),
     "index": ("bertkit.search.index_cli", "embed a corpus into a semantic-search index"),
     "search": ("bertkit.search.search_cli", "query a semantic-search index"),

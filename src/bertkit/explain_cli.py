@@ -24,6 +24,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--all-positions", action="store_true", help="masked-LM predictions at every position, not only [MASK]"
     )
     p.add_argument(
+        "--lang",
+        default="en",
+        help="the language of the report's headings, explanations, labels and figures: en (default) or zh",
+    )
+    p.add_argument(
+        "--lens",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the logit lens: each layer read through the masked-LM head at every [MASK] (default: shown "
+        "where the model has such a head and the text a [MASK]; --lens insists, --no-lens leaves it out)",
+    )
+    p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace existing --output/--json files and the figures of an earlier --png run",
@@ -110,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         target=args.target,
         heads=args.heads,
         overwrite=args.overwrite,
+        lens=args.lens,
+        lang=args.lang,
     )
     for path in [res.html, res.json, *res.pngs]:
         if path is not None:
@@ -121,6 +135,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
         for line in prediction_lines(res.explanation):
             print(line)
+        if res.explanation.lens is not None:
+            from bertkit.explain.lens import lens_lines
+
+            for line in lens_lines(res.explanation.lens):
+                print(line)
     if res.checks:
         for c in res.checks:
             print(c.line())

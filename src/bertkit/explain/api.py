@@ -102,12 +102,17 @@ def explain(
     tokenizer: Any = None,
     heads: str | None = None,
     overwrite: bool = False,
+    lens: bool | None = None,
+    lang: str = "en",
 ) -> ExplainResult:
     """Explain ``model`` (a folder or cached id) on ``text``: write the HTML report, raw JSON and PNG
     figures that are asked for, and with ``verify_weights`` rebuild the forward pass from the raw
     weights and compare (see ``from_scratch.py``). ``attributions`` names methods of
     ``attributions.METHODS`` to add, explaining ``target`` (a label; default the prediction);
     ``layers`` and ``heads`` ("0-5", "3", "0,2,4-6") choose what the attention views keep.
+    ``lens``: the logit lens at each ``[MASK]`` (see ``lens.py``); None adds it where the model has a
+    masked-LM head and the text a ``[MASK]``, True insists (an error without a head), False leaves it out.
+    ``lang`` ("en" or "zh") is the language of the report's headings, explanations, labels and figures.
 
     The result displays inline in a notebook; ``model`` may also be a loaded model, with its
     ``tokenizer``. The outputs follow the command's rule: an existing ``output`` or ``json_path``
@@ -115,15 +120,43 @@ def explain(
     ``overwrite``; a folder of other files is refused, and nothing is written into the model's folder.
     """
     # Before the model is loaded: a refusal costs no time.
+    from .report import check_lang
+
+    check_lang(lang)
     path = model if isinstance(model, (str, os.PathLike)) else None
     claim = check_outputs(path, output, json_path, png_dir, overwrite)
     settings = dict(pair=pair, layers=layers, top_k=top_k, all_positions=all_positions, heads=heads)
     return within_claim(
         claim,
         lambda: _explain(
-            model, text, output, json_path, png_dir, verify_weights, attributions, target, tokenizer, settings
+            model,
+            text,
+            output,
+            json_path,
+            png_dir,
+            verify_weights,
+            attributions,
+            target,
+            tokenizer,
+            settings,
+            lens,
+            lang,
         ),
     )
+
+
+def _add_lens(net: Any, tokenizer: Any, head: Any, ex: Explanation, settings: dict[str, Any], required: bool) -> None:
+    """The logit lens at the text's [MASK] tokens, into ``ex.lens`` (a text without one: a note, or
+    with ``lens=True`` an error)."""
+    from .lens import read_lens
+
+    mask = getattr(tokenizer, "mask_token_id", None)
+    if mask is None or mask not in ex.input_ids:
+        if required:
+            raise ValueError(f"the logit lens looks at the [MASK] tokens and {ex.text!r} has none; put one in")
+        return
+    read = read_lens(net, tokenizer, head, ex.model_path, ex.text, settings["pair"], None, settings["top_k"])
+    ex.lens = read.to_json()
 
 
 def _explain(
@@ -137,6 +170,8 @@ def _explain(
     target: str | None,
     tokenizer: Any,
     settings: dict[str, Any],
+    lens: bool | None = None,
+    lang: str = "en",
 ) -> ExplainResult:
     """:func:`explain` once its outputs are checked and claimed; ``settings`` are what ``collect`` takes."""
     if isinstance(attributions, str):
@@ -157,6 +192,11 @@ def _explain(
         net, folder = model, None
     if verify_weights:
         check_verifiable(net, folder)  # before any report is written
+    from .lens import lens_head, no_head_message
+
+    head = lens_head(net) if lens is not False else None
+    if lens and head is None:
+        raise ValueError(no_head_message(net, str(model) if folder is not None else "the model given"))
     was_training = net.training  # a model peeked at mid-training goes back to training mode
     net.eval()
     try:
@@ -172,10 +212,13 @@ def _explain(
             model_path = str(model) if folder is not None else type(net).__name__
             ex = collect(net, tokenizer, text, model_path=model_path, **settings)
             result.explanation = ex
+            ex.lang = lang
             if attributions:
                 from .attributions import add_to_explanation
 
                 add_to_explanation(net, tokenizer, ex, attributions, target)
+            if head is not None:
+                _add_lens(net, tokenizer, head, ex, settings, required=bool(lens))
             if output is not None:
                 result.html = write_html(ex, output)
             if json_path is not None:

@@ -113,6 +113,8 @@ class Explanation:
     attributions: dict[str, Any] | None = None  # see attributions.py; filled by explain(attributions=...)
     neuron: dict[str, Any] | None = None  # queries and keys per kept layer; see neuron.py
     heads: list[int] | None = None  # the heads kept in attentions and neuron (--heads); None = every head
+    lens: dict[str, Any] | None = None  # the logit lens at the [MASK] positions; see lens.py
+    lang: str = "en"  # the language of the report's words (report.LANGS)
 
     @property
     def num_tokens(self) -> int:
@@ -148,6 +150,7 @@ class Explanation:
             "predictions": self.predictions,
             "heads": self.heads,
             "attributions": self.attributions,
+            "lens": self.lens,
             "neuron": None
             if self.neuron is None
             else {k: arr(v) if isinstance(v, np.ndarray) else v for k, v in self.neuron.items()},

@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["VIEWS", "ReportView", "inline_html"]
 
-VIEWS = ("head", "model", "neuron", "attributions")
+VIEWS = ("head", "model", "neuron", "attributions", "lens")
 
 
 def inline_html(ex: Any, view: str | None = None, height: int = 720) -> str:
@@ -27,6 +27,8 @@ def inline_html(ex: Any, view: str | None = None, height: int = 720) -> str:
             raise ValueError(f"view {view!r}: choose from {', '.join(VIEWS)}")
         if view == "attributions" and ex.attributions is None:
             raise ValueError("this report has no attributions; call explain(..., attributions=['attention-rollout'])")
+        if view == "lens" and ex.lens is None:
+            raise ValueError("this report has no logit lens: it needs a masked-LM model and a [MASK] in the text")
         if view == "neuron" and ex.neuron is None:
             raise ValueError("this report has no neuron view (the model's layers have no query/key projections)")
     page = render_html(ex, view=view)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from bertkit import _args as A
 from bertkit._io import atomic_path, atomic_write_json, atomic_write_text
 
 from .collect import Explanation
@@ -32,7 +33,7 @@ __all__ = ["attribution_lines", "html_payload", "prediction_lines", "write_html"
 _ASSETS = Path(__file__).with_name("assets")
 _BIG_PAGE = 16_000_000  # bytes of data in the page
 _NEURON_BYTES = 1_000_000  # float32 queries and keys in the page (before base64)
-_VIEW_SCRIPTS = ("attributions.js", "neuron.js", "focus.js")
+_VIEW_SCRIPTS = ("attributions.js", "neuron.js", "lens.js", "focus.js")
 
 
 def _r(a: Any, digits: int = 4) -> Any:
@@ -81,6 +82,7 @@ def html_payload(ex: Explanation) -> dict[str, Any]:
         "predictions": ex.predictions,
         "attributions": _attribution_payload(ex.attributions),
         "neuron": _neuron_payload(ex.neuron),
+        "lens": ex.lens,
     }
     if ex.neuron is not None and payload["neuron"] is not None and len(payload["neuron"]["layers"]) < len(ex.layers):
         shown = ", ".join(map(str, payload["neuron"]["layers"]))
@@ -126,19 +128,60 @@ def _attribution_payload(att: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**att, "results": [{**r, "scores": _r(r["scores"], 6)} for r in att["results"]]}
 
 
+LANGS = ("en", "zh")  # the report's languages: one catalogue assets/strings.<lang>.json each
+
+
+def check_lang(lang: str) -> str:
+    """``lang`` when the report has a catalogue for it; else a one-line ValueError naming those it has."""
+    if lang not in LANGS:
+        raise ValueError(f"{A.flag('lang')} {lang!r}: the report is written in {', '.join(LANGS)}; choose one of them")
+    return lang
+
+
+@functools.cache
+def strings(lang: str) -> dict[str, str]:
+    """Every word the report shows in ``lang``: ``html.*`` fill the page's ``{{...}}`` slots, ``png.*``
+    label the figures, the rest go to the page's script."""
+    return json.loads((_ASSETS / f"strings.{check_lang(lang)}.json").read_text(encoding="utf-8"))
+
+
+def translate_note(note: str, lang: str) -> str:
+    """A note of the report in ``lang``: the catalogue's ``note.*`` entry whose English pattern it
+    matches, its {slots} carried over; a note the catalogue lacks stays as it is."""
+    if lang == "en":
+        return note
+    en, there = strings("en"), strings(lang)
+    for key, template in en.items():
+        if not key.startswith("note."):
+            continue
+        pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>.+?)", re.escape(template))
+        m = re.fullmatch(pattern, note)
+        if m:
+            out = there[key]
+            for name, value in m.groupdict().items():
+                out = out.replace("{" + name + "}", value)
+            return out
+    return note
+
+
 def render_html(ex: Explanation, view: str | None = None) -> str:
-    """The report page as a string; ``view`` ("head", "model", "neuron", "attributions") shows only that view."""
+    """The report page as a string; ``view`` ("head", "model", "neuron", "attributions", "lens") shows only
+    that view. Its words are those of ``ex.lang``."""
+    catalogue = strings(ex.lang)
     payload = html_payload(ex)
     payload["view"] = view
+    payload["lang"] = ex.lang
+    payload["strings"] = {k: v for k, v in catalogue.items() if not k.startswith(("html.", "png.", "note."))}
+    payload["notes"] = [translate_note(n, ex.lang) for n in payload["notes"]]
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     if len(data) > _BIG_PAGE:
         # A long input on every layer and head makes a page browsers open slowly; say how to make it smaller.
-        payload["notes"] = [
-            *payload["notes"],
+        big = (
             f"This page carries {len(data) / 1e6:.0f} MB of data: --layers "
             "and --heads keep fewer layers and heads (the JSON keeps what they keep, at full "
-            "precision).",
-        ]
+            "precision)."
+        )
+        payload["notes"] = [*payload["notes"], translate_note(big, ex.lang)]
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # a token such as "</script>" must not end the data block
     page = (_ASSETS / "report.html").read_text(encoding="utf-8")
@@ -146,6 +189,7 @@ def render_html(ex: Explanation, view: str | None = None) -> str:
     # The views in their own files register themselves before report.js runs them.
     js = "\n".join((_ASSETS / name).read_text(encoding="utf-8") for name in _VIEW_SCRIPTS + ("report.js",))
     title = f"bertkit explain: {ex.text[:60]}".replace("&", "&amp;").replace("<", "&lt;")
+    page = re.sub(r"\{\{([a-z0-9_.]+)\}\}", lambda m: ex.lang if m[1] == "lang" else catalogue["html." + m[1]], page)
     return page.replace("/*CSS*/", css).replace("/*JS*/", js).replace("__TITLE__", title).replace("/*DATA*/", data)
 
 
@@ -229,7 +273,9 @@ def write_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        with matplotlib.rc_context(_label_fonts(ex.tokens)):
+        with matplotlib.rc_context(
+            _label_fonts([*ex.tokens, *strings(ex.lang).values()] if ex.lang != "en" else ex.tokens)
+        ):
             return _draw_pngs(ex, folder)
     finally:
         quiet.setLevel(level)
@@ -237,6 +283,14 @@ def write_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
 
 def _draw_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
     import matplotlib.pyplot as plt
+
+    words = strings(ex.lang)
+
+    def S(key: str, **slots: Any) -> str:
+        text = words["png." + key]
+        for name, value in slots.items():
+            text = text.replace("{" + name + "}", str(value))
+        return text
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -262,14 +316,14 @@ def _draw_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
                 ax.axis("off")
                 continue
             ax.imshow(ex.attentions[li, h], cmap="viridis", vmin=0.0, vmax=1.0)
-            ax.set_title(f"head {ex.heads[h] if ex.heads else h}", fontsize=9)
+            ax.set_title(S("head", h=ex.heads[h] if ex.heads else h), fontsize=9)
             if show_labels:
                 ax.set_xticks(range(n), labels, rotation=90, fontsize=6)
                 ax.set_yticks(range(n), labels, fontsize=6)
             else:
                 ax.set_xticks([])
                 ax.set_yticks([])
-        fig.suptitle(f"layer {layer}: attention (row = query token, column = attended token)")
+        fig.suptitle(S("attention", layer=layer))
         save(fig, f"attention_layer{layer:02d}.png")
 
     parts = ex.embedding_parts
@@ -278,17 +332,17 @@ def _draw_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
     width = 0.16
     for i, (key, label) in enumerate(
         [
-            ("word", "word"),
-            ("position", "position"),
-            ("token_type", "token type"),
-            ("sum", "sum"),
-            ("layernorm", "after LayerNorm"),
+            ("word", S("word")),
+            ("position", S("position")),
+            ("token_type", S("token_type")),
+            ("sum", S("sum")),
+            ("layernorm", S("layernorm")),
         ]
     ):
         ax.bar(x + (i - 2) * width, parts[key], width, label=label)
-    ax.set_ylabel("vector norm")
+    ax.set_ylabel(S("norm"))
     ax.set_yscale("log")
-    ax.set_title("embedding parts per token: word + position + token type, then LayerNorm")
+    ax.set_title(S("parts"))
     if show_labels:
         ax.set_xticks(x, labels, rotation=90, fontsize=7)
     ax.legend(fontsize=7, ncol=5)
@@ -296,14 +350,14 @@ def _draw_pngs(ex: Explanation, folder: str | os.PathLike) -> list[Path]:
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, max(3.5, 0.18 * n)), gridspec_kw={"width_ratios": [3, 2]})
     im = a1.imshow(ex.similarity_to_embedding.T, aspect="auto", cmap="magma", vmin=-0.2, vmax=1.0)
-    a1.set_xlabel("layer (0 = embeddings)")
-    a1.set_title("cosine of each token's vector with its embedding-layer vector", fontsize=9)
+    a1.set_xlabel(S("layer0"))
+    a1.set_title(S("similarity"), fontsize=9)
     if show_labels:
         a1.set_yticks(range(n), labels, fontsize=7)
     fig.colorbar(im, ax=a1)
     a2.plot(range(len(ex.cls_vs_mean)), ex.cls_vs_mean, marker="o")
-    a2.set_xlabel("layer")
-    a2.set_title("[CLS] vs the mean of the other tokens (cosine)", fontsize=9)
+    a2.set_xlabel(S("layer"))
+    a2.set_title(S("cls"), fontsize=9)
     a2.grid(alpha=0.3)
     save(fig, "hidden_states.png")
     return written

@@ -4,11 +4,11 @@
 window.bertkitViews = (window.bertkitViews || []).concat([function attributionsView(D, h) {
   const A = D.attributions;
   if (!A) return;
-  const { $, el, fmt } = h;
+  const { $, el, fmt, T } = h;
   $("attributions").hidden = false;
   $("nav-attributions").hidden = false;
-  const names = { "integrated-gradients": "Integrated gradients", "gradient-x-input": "Gradient x input",
-    "attention-rollout": "Attention rollout" };
+  const names = { "integrated-gradients": T("attr.ig"), "gradient-x-input": T("attr.gxi"),
+    "attention-rollout": T("attr.rollout") };
   const targets = [];
   for (const r of A.results) if (!targets.includes(r.target.name)) targets.push(r.target.name);
   targets.forEach((t, i) => $("attr-target").appendChild(el("option", { value: String(i) }, t)));
@@ -56,8 +56,8 @@ window.bertkitViews = (window.bertkitViews || []).concat([function attributionsV
       const conv = A.conventions[r.method];
       const lines = Object.keys(conv).map((k) => `${k}: ${conv[k]}`);
       if (r.residual !== null && r.residual !== undefined) {
-        lines.push(`f(x) = ${fmt(r.f_x, 4)}, f(baseline) = ${fmt(r.f_baseline, 4)}, sum of attributions = ` +
-          `${fmt(r.residual + r.f_x - r.f_baseline, 4)}, completeness residual = ${r.residual.toExponential(2)}`);
+        lines.push(T("attr.complete", { fx: fmt(r.f_x, 4), fb: fmt(r.f_baseline, 4),
+          sum: fmt(r.residual + r.f_x - r.f_baseline, 4), res: r.residual.toExponential(2) }));
       }
       const p = el("p", { class: "hint attr-convention" });
       p.textContent = lines.join("; ");

@@ -3,7 +3,8 @@
 "use strict";
 window.bertkitViews = (window.bertkitViews || []).concat([function focusView(D, h) {
   if (!D.view) return;
-  const section = D.view === "attributions" ? "attributions" : "attention";
+  const own = { attributions: "attributions", lens: "lens" };
+  const section = own[D.view] || "attention";
   document.querySelectorAll("main > section").forEach((s) => { s.hidden = s.id !== section; });
   document.querySelector("nav").hidden = true;
   if (section === "attention") h.$("tab-" + D.view).click();

@@ -4,7 +4,7 @@
 "use strict";
 window.bertkitViews = (window.bertkitViews || []).concat([function neuronView(D, h) {
   const NV = D.neuron;
-  const { $, el, N } = h;
+  const { $, el, N, T } = h;
   const tab = $("tab-neuron");
   if (!NV) { tab.hidden = true; return; }
   const d = NV.head_size, HEADS = D.heads;
@@ -63,13 +63,13 @@ window.bertkitViews = (window.bertkitViews || []).concat([function neuronView(D,
     g.fillStyle = "#fff"; g.fillRect(0, 0, W, H);
     g.font = "11px ui-monospace, Menlo, Consolas, monospace"; g.textBaseline = "middle"; g.fillStyle = "#4a5562";
     g.textAlign = "left";
-    g.fillText(`q of "${D.tokens[qi]}"`, xK - GAP + 2, 10);
+    g.fillText(T("nv.q", { t: D.tokens[qi] }), xK - GAP + 2, 10);
     let qMax = 0;
     for (let c = 0; c < d; c++) qMax = Math.max(qMax, Math.abs(q[c]));
     for (let c = 0; c < d; c++) { g.fillStyle = colour(q[c], qMax); g.fillRect(xP + c * CELL, 4, CELL - 0.5, 12); }
     g.fillStyle = "#4a5562";
-    g.fillText("k (key of each token)", xK, TOP - 10);
-    g.fillText("q \u00d7 k (elementwise)", xP, TOP - 10);
+    g.fillText(T("nv.k"), xK, TOP - 10);
+    g.fillText(T("nv.qk"), xP, TOP - 10);
     g.fillText("q\u00b7k/\u221ad", xS, TOP - 10);
     g.fillText("softmax", xB, TOP - 10);
     for (let j = 0; j < N; j++) {

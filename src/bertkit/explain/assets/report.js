@@ -13,6 +13,12 @@
     if (text !== undefined) e.textContent = text;
     return e;
   };
+  // Every word the page shows comes from the language's catalogue (strings.<lang>.json), with {name} slots.
+  const T = (key, vars) => {
+    let s = (D.strings && D.strings[key]) || key;
+    for (const n in vars || {}) s = s.split("{" + n + "}").join(String(vars[n]));
+    return s;
+  };
   const fmt = (x, d) => (x === null || x === undefined ? "" : Number(x).toFixed(d === undefined ? 3 : d));
 
   // Attention arrives as one base64 string of uint8 (weight x 255) per kept layer: [head][query][key].
@@ -26,19 +32,17 @@
 
   // ------------------------------------------------------------------ header
   const c = D.config;
-  $("meta").textContent = `${D.model}: ${D.model_class}, ${c.num_hidden_layers} layers x ${c.num_attention_heads} heads, ` +
-    `hidden ${c.hidden_size}, vocabulary ${c.vocab_size}; ${N} tokens.`;
+  $("meta").textContent = T("meta", { model: D.model, cls: D.model_class, layers: c.num_hidden_layers,
+    heads: c.num_attention_heads, hidden: c.hidden_size, vocab: c.vocab_size, n: N });
   for (const n of D.notes) $("notes").appendChild(el("div", { class: "note" }, n));
-  $("quantnote").textContent = "In this page attention weights are stored as 8-bit numbers (weight x 255, rounded: steps of " +
-    "1/255 = 0.0039), so very small weights show as 0; the per-head summaries were computed from the full-precision " +
-    "weights, and `bertkit explain --json` writes every weight at full precision.";
+  $("quantnote").textContent = T("quantnote");
 
   // ------------------------------------------------------------------ 1. tokenization
   const texts = [D.text].concat(D.pair === null ? [] : [D.pair]);
   const textDivs = texts.map((t, s) => {
     const d = el("div", { class: "text", id: `text${s}` });
     d.textContent = t;
-    $("texts").appendChild(el("div", { class: "hint" }, s === 0 ? "text" + (texts.length > 1 ? " A (token type 0)" : "") : "text B (token type 1)"));
+    $("texts").appendChild(el("div", { class: "hint" }, s === 0 ? (texts.length > 1 ? T("text.a") : T("text")) : T("text.b")));
     $("texts").appendChild(d);
     return d;
   });
@@ -56,8 +60,8 @@
   D.tokens.forEach((tok, i) => {
     const special = D.sequence_ids[i] === null;
     const cls = "chip" + (special ? " special" : "") + (tok.startsWith("##") ? " cont" : "") + (D.token_type_ids[i] ? " type1" : "");
-    const chip = el("span", { class: cls, title: `position ${i}, id ${D.input_ids[i]}, token type ${D.token_type_ids[i]}, ` +
-      `characters ${D.offsets[i][0]}-${D.offsets[i][1]}` });
+    const chip = el("span", { class: cls, title: T("chip.title", { i, id: D.input_ids[i],
+      type: D.token_type_ids[i], from: D.offsets[i][0], to: D.offsets[i][1] }) });
     chip.appendChild(document.createTextNode(tok));
     chip.appendChild(el("span", { class: "id" }, String(D.input_ids[i])));
     chip.addEventListener("mouseenter", () => highlight(i));
@@ -67,7 +71,7 @@
   {
     const tb = $("words");
     const hr = el("tr");
-    ["text", "word", "pieces", "ids", "characters"].forEach((h) => hr.appendChild(el("th", { class: "tok" }, h)));
+    ["text", "word", "pieces", "ids", "characters"].forEach((h) => hr.appendChild(el("th", { class: "tok" }, T("words." + h))));
     tb.appendChild(hr);
     const groups = [];
     D.tokens.forEach((tok, i) => {
@@ -79,7 +83,7 @@
     for (const g of groups) {
       const tr = el("tr");
       const first = g.idx[0], lastI = g.idx[g.idx.length - 1];
-      const word = g.s === null ? "(special)" : texts[g.s].slice(D.offsets[first][0], D.offsets[lastI][1]);
+      const word = g.s === null ? T("special") : texts[g.s].slice(D.offsets[first][0], D.offsets[lastI][1]);
       tr.appendChild(el("td", { class: "tok" }, g.s === null ? "" : g.s === 0 ? "A" : "B"));
       tr.appendChild(el("td", { class: "tok" }, word));
       tr.appendChild(el("td", { class: "tok" }, g.idx.map((i) => D.tokens[i]).join(" ")));
@@ -94,10 +98,11 @@
   // ------------------------------------------------------------------ 2. embeddings
   {
     const P = D.embedding_parts, tb = $("embtable");
-    const cols = [["word", "word", ""], ["position", "position", "p"], ["token_type", "token type", "t"], ["sum", "sum", "s"], ["layernorm", "after LayerNorm", "l"]];
+    const cols = [["word", T("emb.word"), ""], ["position", T("emb.position"), "p"], ["token_type", T("emb.token_type"), "t"],
+      ["sum", T("emb.sum"), "s"], ["layernorm", T("emb.layernorm"), "l"]];
     const hr = el("tr");
     hr.appendChild(el("th", { class: "tok" }, "#"));
-    hr.appendChild(el("th", { class: "tok" }, "token"));
+    hr.appendChild(el("th", { class: "tok" }, T("token")));
     cols.forEach((cc) => hr.appendChild(el("th", null, "|" + cc[1] + "|")));
     tb.appendChild(hr);
     const maxOf = {};
@@ -156,15 +161,14 @@
     g.font = "12px ui-monospace, Menlo, Consolas, monospace";
     g.fillStyle = "#4a5562";
     g.textAlign = "center";
-    g.fillText(`layer ${LAYERS[li]}: lines from each token (left) to the tokens it attends to (right)`, LEFTW + GAP / 2, 14);
+    g.fillText(T("hv.title", { layer: LAYERS[li] }), LEFTW + GAP / 2, 14);
     const x0 = LEFTW + 4, x1 = LEFTW + GAP - 4;
     // Lines are grouped by head and by 16 opacity levels: a few hundred strokes instead of one per line.
     // A software-rasterised canvas slows down past some 10^5 segments, so a long input draws each token's
     // `perRow` strongest lines per head (all of them for the hovered token).
     const active = Math.max(1, headOn.filter(Boolean).length);
     const perRow = focus !== null ? N : Math.max(1, Math.floor(LINE_BUDGET / (N * active)));
-    $("hvlimit").textContent = perRow < N ? `Long input: each token's ${perRow} strongest line(s) per head ` +
-      "are drawn; hover a token to see all of its lines." : "";
+    $("hvlimit").textContent = perRow < N ? T("hv.limit", { n: perRow }) : "";
     for (let h = 0; h < HEADS; h++) {
       if (!headOn[h]) continue;
       const buckets = Array.from({ length: 16 }, () => []);
@@ -256,11 +260,11 @@
     const grid = $("grid");
     grid.style.gridTemplateColumns = `40px repeat(${HEADS}, 66px)`;
     grid.appendChild(el("div", { class: "lab" }, ""));
-    for (let h = 0; h < HEADS; h++) grid.appendChild(el("div", { class: "lab" }, "head " + HID[h]));
+    for (let h = 0; h < HEADS; h++) grid.appendChild(el("div", { class: "lab" }, T("grid.head", { h: HID[h] })));
     LAYERS.forEach((l, li) => {
-      grid.appendChild(el("div", { class: "lab" }, "layer " + l));
+      grid.appendChild(el("div", { class: "lab" }, T("grid.layer", { l })));
       for (let h = 0; h < HEADS; h++) {
-        const cv = el("canvas", { "data-layer": String(l), "data-head": String(HID[h]), title: `layer ${l}, head ${HID[h]}` });
+        const cv = el("canvas", { "data-layer": String(l), "data-head": String(HID[h]), title: T("grid.title", { l, h: HID[h] }) });
         paintMatrix(cv, li, h);
         cv.addEventListener("click", () => openBig(li, h));
         grid.appendChild(cv);
@@ -299,7 +303,7 @@
       g.fillText(D.tokens[j], 0, 0);
       g.restore();
     }
-    $("overlaytitle").textContent = `layer ${LAYERS[li]}, head ${HID[h]}: row = query token, column = attended token`;
+    $("overlaytitle").textContent = T("big.title", { l: LAYERS[li], h: HID[h] });
     $("overlay").hidden = false;
   }
   $("overlayclose").addEventListener("click", () => { $("overlay").hidden = true; });
@@ -321,7 +325,7 @@
     const m = $("metric").value, S = D.head_summaries[m], tb = $("summary");
     tb.textContent = "";
     const hr = el("tr");
-    hr.appendChild(el("th", null, "layer \\ head"));
+    hr.appendChild(el("th", null, T("layer.head")));
     for (let h = 0; h < HEADS; h++) hr.appendChild(el("th", null, String(HID[h])));
     tb.appendChild(hr);
     const scale = m === "entropy" ? Math.log2(Math.max(2, N)) : 1;
@@ -343,8 +347,8 @@
   {
     const tb = $("hiddentable"), S = D.similarity_to_embedding, L = S.length;
     const hr = el("tr");
-    hr.appendChild(el("th", { class: "tok" }, "token \\ layer"));
-    for (let l = 0; l < L; l++) hr.appendChild(el("th", null, l === 0 ? "0 (emb)" : String(l)));
+    hr.appendChild(el("th", { class: "tok" }, T("token.layer")));
+    for (let l = 0; l < L; l++) hr.appendChild(el("th", null, l === 0 ? T("layer0") : String(l)));
     tb.appendChild(hr);
     for (let i = 0; i < N; i++) {
       const tr = el("tr");
@@ -357,7 +361,7 @@
       tb.appendChild(tr);
     }
     const tr = el("tr");
-    tr.appendChild(el("th", { class: "tok" }, "[CLS] vs mean of others"));
+    tr.appendChild(el("th", { class: "tok" }, T("cls.vs.mean")));
     for (let l = 0; l < L; l++) tr.appendChild(el("td", null, fmt(D.cls_vs_mean[l], 2)));
     tb.appendChild(tr);
   }
@@ -365,10 +369,10 @@
   // ------------------------------------------------------------------ 5. sentence vectors
   {
     const V = D.sentence_vectors, box = $("sentvec");
-    const names = { cls: "final [CLS] vector", pooler: "pooler_output = tanh(dense(h_[CLS]))", mean: "mean of all final token vectors" };
+    const names = { cls: T("vec.cls"), pooler: T("vec.pooler"), mean: T("vec.mean") };
     const t = el("table", { class: "data" });
     const hr = el("tr");
-    ["vector", "norm", "first 8 dimensions"].forEach((h) => hr.appendChild(el("th", { class: "tok" }, h)));
+    ["vector", "norm", "first8"].forEach((h) => hr.appendChild(el("th", { class: "tok" }, T("vec.col." + h))));
     t.appendChild(hr);
     for (const k of Object.keys(V)) {
       const tr = el("tr");
@@ -380,16 +384,16 @@
     box.appendChild(t);
     const ct = el("table", { class: "data" });
     const h2 = el("tr");
-    ["pair", "cosine"].forEach((h) => h2.appendChild(el("th", { class: "tok" }, h)));
+    ["pair", "cosine"].forEach((h) => h2.appendChild(el("th", { class: "tok" }, T("vec.col." + h))));
     ct.appendChild(h2);
     for (const k of Object.keys(D.sentence_cosines)) {
       const tr = el("tr");
-      tr.appendChild(el("td", { class: "tok" }, k.replace("|", " vs ")));
+      tr.appendChild(el("td", { class: "tok" }, k.split("|").join(T("vs"))));
       tr.appendChild(el("td", null, fmt(D.sentence_cosines[k], 3)));
       ct.appendChild(tr);
     }
     box.appendChild(ct);
-    if (!V.pooler) box.appendChild(el("p", { class: "hint" }, "This model has no pooler: its heads read the final token vectors directly (masked-LM and causal-LM models, DistilBERT and ELECTRA are built without one)."));
+    if (!V.pooler) box.appendChild(el("p", { class: "hint" }, T("no.pooler")));
   }
 
   // ------------------------------------------------------------------ 6. head predictions
@@ -408,65 +412,63 @@
     };
     if (!P) {
       box.appendChild(el("p", null, D.model_class === "BertModel"
-        ? "This folder holds the encoder only (BertModel, no task head), so there are no predictions to show; the sections above explain the encoder."
-        : `The ${D.model_class} head is not shown here; the sections above explain its encoder.`));
+        ? T("pred.encoder.only") : T("pred.not.shown", { cls: D.model_class })));
     } else if (P.kind === "masked-lm") {
-      box.appendChild(el("p", { class: "explain" }, "Masked-LM head: transform (dense, GELU, LayerNorm), then the decoder onto the vocabulary " +
-        "(its weight shared with the word embeddings). Top predictions " + (P.all_positions ? "at every position:" : "at each [MASK]:")));
-      if (!P.positions.length) box.appendChild(el("p", { class: "hint" }, "The text has no [MASK] token; add one, or pass --all-positions."));
+      box.appendChild(el("p", { class: "explain" }, T(P.all_positions ? "pred.mlm.all" : "pred.mlm")));
+      if (!P.positions.length) box.appendChild(el("p", { class: "hint" }, T("pred.no.mask")));
       for (const r of P.positions) {
         const t = el("table", { class: "data preds" });
         const hr = el("tr");
-        hr.appendChild(el("th", { class: "tok", colspan: "2" }, `position ${r.position}: ${r.token}`));
+        hr.appendChild(el("th", { class: "tok", colspan: "2" }, T("pred.position", { p: r.position, t: r.token })));
         t.appendChild(hr);
         r.top.forEach((x) => scoreRow(t, x.token, x.score));
         box.appendChild(t);
       }
     }
     if (P && P.next_sentence) {
-      box.appendChild(el("h3", null, "Next-sentence prediction"));
+      box.appendChild(el("h3", null, T("nsp")));
       const t = el("table", { class: "data preds" });
-      scoreRow(t, "B follows A (IsNext)", P.next_sentence.is_next);
-      scoreRow(t, "B is random (NotNext)", P.next_sentence.is_random);
+      scoreRow(t, T("nsp.is.next"), P.next_sentence.is_next);
+      scoreRow(t, T("nsp.random"), P.next_sentence.is_random);
       box.appendChild(t);
     }
     if (P && P.kind === "sequence-classification") {
-      box.appendChild(el("p", { class: "explain" }, `Sequence classifier (${P.problem}): ${P.head || "a linear layer on pooler_output"} gives one logit per label.`));
+      box.appendChild(el("p", { class: "explain" }, T("pred.seq", { problem: P.problem, head: P.head || T("pred.seq.head") })));
       const t = el("table", { class: "data preds" });
-      P.labels.forEach((x) => scoreRow(t, x.label, x.score, `  (logit ${fmt(x.logit, 3)})`));
+      P.labels.forEach((x) => scoreRow(t, x.label, x.score, T("logit", { v: fmt(x.logit, 3) })));
       box.appendChild(t);
     }
     if (P && P.kind === "replaced-token") {
-      box.appendChild(el("p", { class: "explain" }, "Replaced-token detector (ELECTRA's discriminator): for every token, the probability that it is not the original text but a replacement."));
+      box.appendChild(el("p", { class: "explain" }, T("pred.replaced")));
       const t = el("table", { class: "data preds" });
       P.tokens.forEach((x) => scoreRow(t, `${x.position} ${x.token}`, x.replaced));
       box.appendChild(t);
     }
     if (P && P.kind === "next-token") {
-      box.appendChild(el("p", { class: "explain" }, `Causal language model: the LM head on the last token's final vector (${P.after}, token ${P.position}) scores every vocabulary token as the next one. Top next tokens:`));
+      box.appendChild(el("p", { class: "explain" }, T("pred.next", { after: P.after, p: P.position })));
       const t = el("table", { class: "data preds" });
-      P.top.forEach((x) => scoreRow(t, x.token, x.score, `  (logit ${fmt(x.logit, 3)})`));
+      P.top.forEach((x) => scoreRow(t, x.token, x.score, T("logit", { v: fmt(x.logit, 3) })));
       box.appendChild(t);
     }
     if (P && P.kind === "question-answering") {
       const S = P.span;
-      box.appendChild(el("p", { class: "explain" }, `Extractive QA: qa_outputs gives every token a start and an end logit; the answer is the ${P.context === "pair" ? "second text's" : "text's"} span (start <= end, at most ${P.max_answer_tokens} tokens) with the largest start + end logit.`));
-      if (!S) box.appendChild(el("p", { class: "hint" }, "The input has no context tokens to answer from."));
+      box.appendChild(el("p", { class: "explain" }, T(P.context === "pair" ? "pred.qa.pair" : "pred.qa", { n: P.max_answer_tokens })));
+      if (!S) box.appendChild(el("p", { class: "hint" }, T("pred.qa.none")));
       else {
         const t = el("table", { class: "data preds" });
         const hr = el("tr");
-        hr.appendChild(el("th", { class: "tok", colspan: "2" }, `answer: "${S.answer}" (tokens ${S.start_token}-${S.end_token})`));
+        hr.appendChild(el("th", { class: "tok", colspan: "2" }, T("pred.qa.answer", { a: S.answer, s: S.start_token, e: S.end_token })));
         t.appendChild(hr);
-        scoreRow(t, `start at ${D.tokens[S.start_token]}`, S.start_score, `  (logit ${fmt(S.start_logit, 3)})`);
-        scoreRow(t, `end at ${D.tokens[S.end_token]}`, S.end_score, `  (logit ${fmt(S.end_logit, 3)})`);
+        scoreRow(t, T("pred.qa.start", { t: D.tokens[S.start_token] }), S.start_score, T("logit", { v: fmt(S.start_logit, 3) }));
+        scoreRow(t, T("pred.qa.end", { t: D.tokens[S.end_token] }), S.end_score, T("logit", { v: fmt(S.end_logit, 3) }));
         box.appendChild(t);
       }
     }
     if (P && P.kind === "token-classification") {
-      box.appendChild(el("p", { class: "explain" }, "Token classifier: a linear layer on every final token vector; each word's tag is read at its first piece."));
+      box.appendChild(el("p", { class: "explain" }, T("pred.token")));
       const t = el("table", { class: "data preds" });
       const hr = el("tr");
-      ["word", "tag", "score"].forEach((h) => hr.appendChild(el("th", { class: "tok" }, h)));
+      ["word", "tag", "score"].forEach((h) => hr.appendChild(el("th", { class: "tok" }, T("pred.col." + h))));
       t.appendChild(hr);
       P.words.forEach((x) => {
         const tr = el("tr");
@@ -481,7 +483,7 @@
 
   drawHeadView();
   // Views kept in their own files (attributions.js, ...) registered themselves in window.bertkitViews.
-  for (const view of window.bertkitViews || []) view(D, { $, el, fmt, ATT, att, headColor, N, HEADS, LAYERS });
+  for (const view of window.bertkitViews || []) view(D, { $, el, fmt, T, ATT, att, headColor, N, HEADS, LAYERS });
   // For tests and benchmarks: script time, and time since navigation start (parsing included).
   document.body.dataset.scriptMs = String(Math.round(performance.now() - t0));
   document.body.dataset.rendered = String(Math.round(performance.now()));
