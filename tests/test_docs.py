@@ -25,7 +25,10 @@ DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 README_MAX_LINES = 300
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(\S.*?)\s*-->")
 # Pages whose blocks another test runs, comparing each block's output with the one the page shows.
-RUN_ELSEWHERE = {"docs/understanding-bert.md": "tests/test_explain_tour.py"}
+RUN_ELSEWHERE = {
+    "docs/understanding-bert.md": "tests/test_explain_tour.py",
+    "docs/zh/understanding-bert.md": "tests/test_explain_zh_tour.py",
+}
 # The import paths users have today, which stay as re-exports whatever moves behind them.
 PUBLIC_PATHS = [
     "from bertkit import SentenceTransformer, CrossEncoder, losses, util, models",
