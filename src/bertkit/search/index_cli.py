@@ -15,7 +15,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="corpus: .txt (one text a line), .jsonl or .csv")
     p.add_argument("--text-column", default="text", help="field/column holding the text (.jsonl/.csv)")
     p.add_argument(
-        "--output", required=True, help="new or empty index folder (a killed run resumes: re-run the same command)"
+        "--output", default=None, help="new or empty index folder (a killed run resumes: re-run the same command)"
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="milvus://FILE_OR_URI",
+        help="write into a Milvus collection instead of a folder: milvus://FILE (Milvus Lite) or "
+        "milvus://http://HOST:PORT, with ?collection=NAME&index=FLAT|HNSW|IVF_FLAT (a killed run resumes)",
     )
     p.add_argument(
         "--overwrite",
@@ -44,9 +51,32 @@ def _say(line: str) -> None:
     print(f"index: {line}")
 
 
+def _to_store(args: argparse.Namespace) -> int:
+    from .milvus_store import index_to_store
+
+    written, kept = index_to_store(
+        args.model,
+        args.input,
+        args.store,
+        text_column=args.text_column,
+        dtype=args.dtype,
+        truncation=args.truncation,
+        append=args.append,
+        overwrite=args.overwrite,
+        on_cut=_say,
+        device=args.device,
+    )
+    print(f"{written} row(s) written to {args.store} ({kept} already there)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from .index import build_index
 
+    if (args.output is None) == (args.store is None):
+        raise ValueError("give one of --output DIR (an index folder) or --store milvus://FILE_OR_URI")
+    if args.store is not None:
+        return _to_store(args)
     if args.append:
         from .index_update import append_corpus
 

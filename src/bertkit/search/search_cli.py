@@ -14,7 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .index import BACKENDS
     from .rerank import FUSIONS
 
-    p.add_argument("--index", required=True, help="folder made by `bertkit index`")
+    p.add_argument("--index", default=None, help="folder made by `bertkit index`")
+    p.add_argument("--store", default=None, metavar="milvus://FILE_OR_URI", help="a Milvus collection made by `index`")
     p.add_argument("query", nargs="+", help="query text(s)")
     p.add_argument("--top-k", type=A.positive_int, default=10)
     p.add_argument("--backend", default="exact", choices=BACKENDS)
@@ -55,7 +56,16 @@ def run(args: argparse.Namespace) -> int:
     if empty:  # an empty query still embeds to a vector and returns hits that mean nothing
         raise ValueError(f"query {empty[0]} is empty; give the text to search for")
 
-    index = load_index(args.index, backend=args.backend)
+    if (args.index is None) == (args.store is None):
+        raise ValueError("give one of --index DIR or --store milvus://FILE_OR_URI")
+    if args.store is not None:
+        from .milvus_store import load_store
+
+        if args.backend != "exact":
+            raise ValueError(f"--backend {args.backend} is for index folders; the store searches with its own index")
+        index = load_store(args.store, args.model)
+    else:
+        index = load_index(args.index, backend=args.backend)
     queries = embed_queries(
         args.model or index.meta["model"],
         args.query,
