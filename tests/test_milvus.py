@@ -202,3 +202,14 @@ def test_an_unreachable_server_is_one_line_naming_it_before_any_work(data, capsy
         f"bertkit index: error: Milvus server http://127.0.0.1:{port} (milvus://127.0.0.1:{port}) is unreachable: "
         "Connection refused"
     )
+
+
+def test_a_missing_extra_is_the_one_line_hint(data, monkeypatch, capsys):
+    d, *_ = data
+    monkeypatch.setitem(sys.modules, "pymilvus", None)  # as if `bertkit[milvus]` were not installed
+    code = main(["index", "--model", MINILM, "--input", str(d / "all.jsonl"), "--store", f"milvus://{d / 'x.db'}"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "bertkit index: error: a Milvus store (milvus://) needs pymilvus, which is not installed: "
+        "pip install 'bertkit[milvus]'"
+    )
