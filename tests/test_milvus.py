@@ -188,10 +188,10 @@ def test_another_model_or_dimension_is_refused_by_name(data, tmp_path):
         index_to_store(small, d / "all.jsonl", store, append=True)
 
 
-def test_an_unreachable_server_is_one_line_naming_it_before_any_work(data, capsys):
+def test_an_unreachable_server_is_one_line_naming_it_before_any_work(tmp_path, capsys):
     import socket
 
-    d, *_ = data
+    d = tmp_path
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -204,8 +204,8 @@ def test_an_unreachable_server_is_one_line_naming_it_before_any_work(data, capsy
     )
 
 
-def test_a_missing_extra_is_the_one_line_hint(data, monkeypatch, capsys):
-    d, *_ = data
+def test_a_missing_extra_is_the_one_line_hint(tmp_path, monkeypatch, capsys):
+    d = tmp_path
     monkeypatch.setitem(sys.modules, "pymilvus", None)  # as if `bertkit[milvus]` were not installed
     code = main(["index", "--model", MINILM, "--input", str(d / "all.jsonl"), "--store", f"milvus://{d / 'x.db'}"])
     assert code == 2
