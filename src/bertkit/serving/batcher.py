@@ -77,7 +77,6 @@ class Batcher:
         self.concurrency = max(1, concurrency)
         self.serial_kinds = frozenset(serial_kinds)
         self._queue: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
-        self._pending: list[Job] = []  # submitted in this turn of the event loop, not yet in the queue
         self._held: collections.deque[Job] = collections.deque()  # taken but of another kind than the batch
         self._slots = threading.BoundedSemaphore(self.concurrency)  # batches that may run at once
         self._serial = threading.Lock()  # held by a running batch of a serial kind
@@ -94,28 +93,17 @@ class Batcher:
 
     @property
     def depth(self) -> int:
-        return self._queue.qsize() + len(self._held) + len(self._pending)
+        return self._queue.qsize() + len(self._held)
 
     def submit(self, kind: str, items: list[Any], tokens: int) -> Job:
-        """Enqueue a job (from the event loop); raises :class:`QueueFull` when no room is left.
-
-        The jobs of one turn of the event loop go into the queue together at its end: each put that
-        finds the batching thread waiting wakes it, and 32 requests arriving together woke it 32 times,
-        each wake a handover of the GIL that stalled the event loop (the largest share of its time in
-        a profile under 32 clients)."""
+        """Enqueue a job (from the event loop); raises :class:`QueueFull` when no room is left."""
         loop = asyncio.get_running_loop()
-        if self._queue.qsize() + len(self._pending) >= self._queue.maxsize:
-            raise QueueFull
         job = Job(kind, items, tokens, loop.create_future(), loop)
-        self._pending.append(job)
-        if len(self._pending) == 1:
-            loop.call_soon(self._flush)
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            raise QueueFull from None
         return job
-
-    def _flush(self) -> None:
-        jobs, self._pending = self._pending, []
-        for job in jobs:  # room was checked at submit, and only this loop adds: never blocks
-            self._queue.put(job)
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish the queued jobs and the running batches, then stop the thread."""
