@@ -39,6 +39,7 @@ def main() -> None:
     args = p.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # nodes on 127.0.0.1, nothing outward
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # else Ray writes a token into ~/.ray for every later cluster
     import ray
 
     from bertkit.search.ray_index import build_index_ray

@@ -76,6 +76,8 @@ def cluster(tmp_path_factory):
         "RAY_USAGE_STATS_ENABLED": "0",
         # Ray picks the machine's outward address for its nodes unless told this is a one-machine cluster
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        # a cluster on the loopback, this test's own: no token, whatever ~/.ray/auth_token another run left
+        "RAY_AUTH_MODE": "disabled",
         "OMP_NUM_THREADS": "1",
     }
     port = _free_port()
@@ -94,7 +96,7 @@ def cluster(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         # read when ray is first imported: a driver imported without them resolves 127.0.0.1 to the
         # machine's outward address, where this cluster does not listen
-        for key in ("RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
+        for key in ("RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_MODE"):
             mp.setenv(key, env[key])
         assert "ray" not in sys.modules, "ray was imported before this fixture set its environment"
         import ray
