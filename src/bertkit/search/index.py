@@ -571,6 +571,7 @@ def build_index(
     truncation: str = "error",
     on_cut: Callable[[str], None] | None = None,
     device: str | None = None,
+    chunk_embedder: Callable[..., None] | None = None,
 ) -> Path:
     """Embed every text of ``input`` with ``model`` (on ``device``, the CPU by default) and write an
     index folder at ``output``.
@@ -580,7 +581,9 @@ def build_index(
     finish in ``<output>.partial/``; a re-run over the same model and the same texts (by content)
     skips them (resume after a kill); other inputs are refused unless ``overwrite``. A text over the
     model's limit is refused before any embedding unless ``truncation`` is "cut" (reported through
-    ``on_cut``, else a warning) or "chunk" (:mod:`bertkit.search.long_texts`).
+    ``on_cut``, else a warning) or "chunk" (:mod:`bertkit.search.long_texts`). ``chunk_embedder``
+    replaces the step that embeds and saves the missing chunks (same arguments as ``_embed_chunks``),
+    e.g. with one that spreads them over a cluster (:mod:`bertkit.search.ray_index`).
     """
     # A model id resolves to its cache snapshot: the index records (and `bertkit search` later
     # embeds its queries with) that folder, which needs no cache settings to be found again.
@@ -619,7 +622,7 @@ def build_index(
     # one runs is refused, naming it
     with held(work, "index", lambda v=None: A.said("--output", output if v is not None else None, name="output")):
         _partial_key(work, key, overwrite)
-        _embed_chunks(emb, rows, work, chunk_size, vector_dtype, truncation, progress)
+        (chunk_embedder or _embed_chunks)(emb, rows, work, chunk_size, vector_dtype, truncation, progress)
         n_chunks = (len(rows) + chunk_size - 1) // chunk_size
         vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
         norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)

@@ -15,13 +15,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, help="corpus: .txt (one text a line), .jsonl or .csv")
     p.add_argument("--text-column", default="text", help="field/column holding the text (.jsonl/.csv)")
     p.add_argument(
-        "--output", required=True, help="new or empty index folder (a killed run resumes: re-run the same command)"
+        "--output", default=None, help="new or empty index folder (a killed run resumes: re-run the same command)"
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="milvus://FILE_OR_URI",
+        help="write into a Milvus collection instead of a folder: milvus://FILE (Milvus Lite) or "
+        "milvus://http://HOST:PORT, with ?collection=NAME&index=FLAT|HNSW|IVF_FLAT (a killed run resumes)",
     )
     p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace an earlier index in --output (only its files), or unfinished chunks of other inputs",
     )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="embed on a Ray cluster (HOST:PORT, ray://HOST:PORT or auto; no address: a local one) with "
+        "an actor pool, each actor one encoder; the result is the same index folder (the ray extra)",
+    )
+    p.add_argument("--actors", type=A.positive_int, default=1, help="with --ray: encoder actors in the pool")
+    p.add_argument("--actor-threads", type=A.positive_int, default=1, help="with --ray: CPUs (torch threads) per actor")
     p.add_argument("--dtype", default="auto", choices=DTYPES, help="model precision while embedding")
     A.add_device_flag(p)
     p.add_argument("--vector-dtype", default="float16", choices=("float16", "float32"), help="stored vectors")
@@ -44,9 +62,61 @@ def _say(line: str) -> None:
     print(f"index: {line}")
 
 
+def _to_store(args: argparse.Namespace) -> int:
+    from .milvus_store import index_to_store
+
+    written, kept = index_to_store(
+        args.model,
+        args.input,
+        args.store,
+        text_column=args.text_column,
+        dtype=args.dtype,
+        truncation=args.truncation,
+        append=args.append,
+        overwrite=args.overwrite,
+        on_cut=_say,
+        device=args.device,
+    )
+    print(f"{written} row(s) written to {args.store} ({kept} already there)")
+    return 0
+
+
+def _with_ray(args: argparse.Namespace) -> int:
+    from .ray_index import build_index_ray
+
+    if args.append:
+        raise ValueError("--append embeds in this process; run it without --ray")
+    out = build_index_ray(
+        args.model,
+        args.input,
+        args.output,
+        address=None if args.ray == "local" else args.ray,
+        actors=args.actors,
+        threads=args.actor_threads,
+        say=_say,
+        text_column=args.text_column,
+        dtype=args.dtype,
+        vector_dtype=args.vector_dtype,
+        backend=args.backend,
+        overwrite=args.overwrite,
+        truncation=args.truncation,
+        on_cut=_say,
+    )
+    print(f"index written to {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from .index import build_index
 
+    if (args.output is None) == (args.store is None):
+        raise ValueError("give one of --output DIR (an index folder) or --store milvus://FILE_OR_URI")
+    if args.store is not None:
+        if args.ray is not None:
+            raise ValueError("--ray writes an index folder (--output); it does not write into --store yet")
+        return _to_store(args)
+    if args.ray is not None:
+        return _with_ray(args)
     if args.append:
         from .index_update import append_corpus
 

@@ -15,7 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .index import BACKENDS
     from .rerank import FUSIONS
 
-    p.add_argument("--index", required=True, help="folder made by `bertkit index`")
+    p.add_argument("--index", default=None, help="folder made by `bertkit index`")
+    p.add_argument("--store", default=None, metavar="milvus://FILE_OR_URI", help="a Milvus collection made by `index`")
     p.add_argument("query", nargs="+", help="query text(s)")
     p.add_argument("--top-k", type=A.positive_int, default=10)
     p.add_argument("--backend", default="exact", choices=BACKENDS)
@@ -66,7 +67,16 @@ def run(args: argparse.Namespace) -> int:
                 "give the query as UTF-8 text"
             ) from None
 
-    index = load_index(args.index, backend=args.backend)
+    if (args.index is None) == (args.store is None):
+        raise ValueError("give one of --index DIR or --store milvus://FILE_OR_URI")
+    if args.store is not None:
+        from .milvus_store import load_store
+
+        if args.backend != "exact":
+            raise ValueError(f"--backend {args.backend} is for index folders; the store searches with its own index")
+        index = load_store(args.store, args.model)
+    else:
+        index = load_index(args.index, backend=args.backend)
     model = resolve_model_arg(args.model) if args.model else Path(index.meta["model"])
     queries = embed_queries(
         model,
@@ -76,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         on_cut=lambda line: print(f"search: {line}", file=sys.stderr),
         device=args.device,
     )
-    check_index_model(index, model)  # after the model loads, which names a model that cannot embed first
+    if args.store is None:  # a store checks its model itself (load_store)
+        check_index_model(index, model)  # after the model loads, which names a model that cannot embed first
     depth = max(args.top_k, args.rerank_depth) if args.rerank else args.top_k
     ranker = None
     if args.rerank:

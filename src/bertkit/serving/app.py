@@ -695,6 +695,30 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         rows = [{"input_ids": list(enc["input_ids"][i]), "tokens": enc.tokens(i)} for i in range(len(texts))]
         return JSONResponse({"tokens": rows} if batched else rows[0])
 
+    _add_search_route(app, srv)
+
+
+def _search_settings(payload: dict[str, Any], config: Any) -> tuple[int, float, str]:
+    """/search's top_k, lexical weight and truncation mode, each checked, from the request body."""
+    top_k = payload.get("top_k", 10)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
+        raise ApiError(422, f"field 'top_k' must be an integer in [1, 1000], got {top_k!r}")
+    weight = payload.get("lexical_weight", config.lexical_weight)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+        raise ApiError(422, f"field 'lexical_weight' must be a number in [0, 1] (0: embeddings only), got {weight!r}")
+    mode = truncation_mode(payload, config.truncate)
+    if mode == "chunk":
+        raise ApiError(422, "field 'truncation' must be 'error' or 'cut' for /search")
+    return top_k, float(weight), mode
+
+
+def _add_search_route(app: Any, srv: _Server) -> None:
+    """/search: the nearest texts of the loaded index."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    config, service = srv.config, srv.service
+
     @app.post(
         "/search",
         openapi_extra=_body_schema(
@@ -711,24 +735,14 @@ def _add_model_routes(app: Any, srv: _Server) -> None:
         if service.index is None:
             raise ApiError(404, "no index loaded; start the server with --index DIR")
         items, batched = _inputs(payload, config.max_batch_size)
-        top_k = payload.get("top_k", 10)
-        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 1000:
-            raise ApiError(422, f"field 'top_k' must be an integer in [1, 1000], got {top_k!r}")
-        weight = payload.get("lexical_weight", config.lexical_weight)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
-            raise ApiError(
-                422, f"field 'lexical_weight' must be a number in [0, 1] (0: embeddings only), got {weight!r}"
-            )
-        mode = truncation_mode(payload, config.truncate)
-        if mode == "chunk":
-            raise ApiError(422, "field 'truncation' must be 'error' or 'cut' for /search")
+        top_k, weight, mode = _search_settings(payload, config)
         texts = _strings(items, batched)
         for i, t in enumerate(texts):
             if not t.strip():  # it would still embed, and return hits that mean nothing
                 raise ApiError(422, f"{_field(batched, i)} is empty; give the text to search for")
         feats, tokens, dropped = service.embed_features(texts, "inputs", cut=mode == "cut")
         srv.metrics.count_truncated(dropped)
-        jobs = [(f, top_k, t, float(weight)) for f, t in zip(feats, texts)]
+        jobs = [(f, top_k, t, weight) for f, t in zip(feats, texts)]
         hits = await srv.run_job(request, "search", jobs, tokens)
         return JSONResponse({"results": hits} if batched else {"results": hits[0]})
 
