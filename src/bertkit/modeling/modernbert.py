@@ -236,14 +236,6 @@ def _band(n_q: int, n_k: int, offset: int, window: int, device: torch.device) ->
     return (j - i).abs() <= window
 
 
-def _self_if_empty(mask: torch.Tensor, offset: int) -> torch.Tensor:
-    """A query that may see no key (a padding slot far from any token) sees itself: its output is
-    never read, and an empty row would give NaN that the next product spreads."""
-    n_q, n_k = mask.shape[-2:]
-    diag = _band(n_q, n_k, offset, 0, mask.device)
-    return mask | (diag & ~mask.any(-1, keepdim=True))
-
-
 def local_attention(
     q: torch.Tensor,  # (B, h, N, d)
     k: torch.Tensor,  # (B, h, N, d)
@@ -267,8 +259,8 @@ def local_attention(
     qb = q.view(B, h, nb, block, d).transpose(1, 2).reshape(B * nb, h, block, d)
     kb, vb = (t.unfold(2, span, block).permute(0, 2, 1, 4, 3).reshape(B * nb, h, span, d) for t in (k, v))
     keys = valid.unfold(1, span, block).reshape(B * nb, 1, 1, span)  # (B*nb, 1, 1, span)
+    # A query that sees no key (a padding slot) gets zeros from SDPA, as in transformers; no row reads it.
     mask = _band(block, span, window, window, q.device) & keys  # (B*nb, 1, block, span)
-    mask = _self_if_empty(mask, window)
     y = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, dropout_p=dropout_p)  # (B*nb, h, block, d)
     return y.view(B, nb, h, block, d).transpose(1, 2).reshape(B, h, nb * block, d)[:, :, :N]
 
@@ -290,7 +282,7 @@ def attend(
     mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, N)
     if window is not None:  # a short text: one (N, N) band
         band = _band(N, N, 0, window, x.device)
-        mask = _self_if_empty(band if mask is None else band & mask, 0)  # (B|1, 1, N, N)
+        mask = band if mask is None else band & mask  # (B|1, 1, N, N)
     if output_attentions:
         scores = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (B, h, N, N)
         if mask is not None:
