@@ -520,8 +520,8 @@ class ModernBertModel(ModernBertPreTrainedModel):
         if position_ids is None:
             position_ids = torch.arange(N, device=x.device)[None]  # (1, N)
         pack = packs(self, x, self.pack_padding and not (output_attentions or output_hidden_states))
-        compiling = torch.compiler.is_compiling()
-        mask = AttentionMask.build(attention_mask, pack, not compiling, cfg.hidden_size, row_multiple=inference_rows(self))
+        sync = not torch.compiler.is_compiling()
+        mask = AttentionMask.build(attention_mask, pack, sync, cfg.hidden_size, row_multiple=inference_rows(self))
         if mask.packed:  # per-token work on real tokens only; each row keeps its text's position
             x = mask.pack(x)  # (T, H)
             position_ids = position_ids.expand(B, N).reshape(-1).index_select(0, mask.pack_index)  # (T,)

@@ -163,7 +163,8 @@ class RobertaPreTrainedModel(BertPreTrainedModel):
             limit = int(self.config.max_position_embeddings)
             _check_ids("position_ids", position_ids, limit, "max_position_embeddings", check)
             shape = self.validate_inputs(input_ids, attention_mask, token_type_ids, None, inputs_embeds, past_length)
-            if position_ids.dim() != 2 or position_ids.shape[1] != shape[1] or position_ids.shape[0] not in (1, shape[0]):
+            B, N = shape
+            if position_ids.dim() != 2 or position_ids.shape[1] != N or position_ids.shape[0] not in (1, B):
                 raise ValueError(f"position_ids has shape {tuple(position_ids.shape)} but the input has shape {shape}")
             return shape
         return super().validate_inputs(input_ids, attention_mask, token_type_ids, None, inputs_embeds, past_length)
