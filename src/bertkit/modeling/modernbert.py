@@ -603,8 +603,9 @@ class ModernBertForMaskedLM(MaskedLMHead, _ModernBertHeadModel):
         self, sequence_output: torch.Tensor, labels: torch.Tensor | None, sparse: bool | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         sparse = sparse if isinstance(sparse, torch.Tensor) else sparse or self.config.sparse_prediction
-        vocab = self.decoder.out_features
-        return masked_lm_logits_and_loss(self._predict, sequence_output, labels, sparse, vocab_size=vocab)
+        return masked_lm_logits_and_loss(
+            self._predict, sequence_output, labels, sparse, vocab_size=self.config.vocab_size
+        )
 
     def _predict(self, hidden_states: torch.Tensor) -> torch.Tensor:  # (..., H) -> (..., V)
         return self.decoder(self.head(hidden_states))
