@@ -236,6 +236,19 @@ def _band(n_q: int, n_k: int, offset: int, window: int, device: torch.device) ->
     return (j - i).abs() <= window
 
 
+def _no_empty_rows(mask: torch.Tensor, offset: int) -> torch.Tensor:
+    """Off the CPU, a query that sees no key (a padding slot far from any token) sees itself instead.
+
+    On the CPU, SDPA gives such a row zeros, as transformers' own SDPA does, so padding positions match
+    it too. Other devices' kernels are not all known to do so, and a NaN in a padding row would reach
+    the real tokens through the next layer's product (0 x NaN); the padding row's value is never read.
+    """
+    if mask.device.type == "cpu":
+        return mask
+    diag = _band(mask.shape[-2], mask.shape[-1], offset, 0, mask.device)
+    return mask | (diag & ~mask.any(-1, keepdim=True))
+
+
 def local_attention(
     q: torch.Tensor,  # (B, h, N, d)
     k: torch.Tensor,  # (B, h, N, d)
@@ -259,8 +272,7 @@ def local_attention(
     qb = q.view(B, h, nb, block, d).transpose(1, 2).reshape(B * nb, h, block, d)
     kb, vb = (t.unfold(2, span, block).permute(0, 2, 1, 4, 3).reshape(B * nb, h, span, d) for t in (k, v))
     keys = valid.unfold(1, span, block).reshape(B * nb, 1, 1, span)  # (B*nb, 1, 1, span)
-    # A query that sees no key (a padding slot) gets zeros from SDPA, as in transformers; no row reads it.
-    mask = _band(block, span, window, window, q.device) & keys  # (B*nb, 1, block, span)
+    mask = _no_empty_rows(_band(block, span, window, window, q.device) & keys, window)  # (B*nb, 1, block, span)
     y = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, dropout_p=dropout_p)  # (B*nb, h, block, d)
     return y.view(B, nb, h, block, d).transpose(1, 2).reshape(B, h, nb * block, d)[:, :, :N]
 
@@ -282,7 +294,7 @@ def attend(
     mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, N)
     if window is not None:  # a short text: one (N, N) band
         band = _band(N, N, 0, window, x.device)
-        mask = band if mask is None else band & mask  # (B|1, 1, N, N)
+        mask = _no_empty_rows(band if mask is None else band & mask, 0)  # (B|1, 1, N, N)
     if output_attentions:
         scores = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5  # (B, h, N, N)
         if mask is not None:

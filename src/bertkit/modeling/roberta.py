@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .base import _check_ids
 from .config import BertConfig
 from .loading import no_init_weights
 from .model import BertEmbeddings, BertEncoder, BertModel, BertPooler, BertPreTrainedModel, get_activation
@@ -157,8 +158,6 @@ class RobertaPreTrainedModel(BertPreTrainedModel):
         """BERT's checks; explicit position ids may use every row of the table (up to
         ``max_position_embeddings``), not only the text's."""
         if position_ids is not None and isinstance(position_ids, torch.Tensor):
-            from .base import _check_ids
-
             check = self.check_inputs and not torch.compiler.is_compiling()
             limit = int(self.config.max_position_embeddings)
             _check_ids("position_ids", position_ids, limit, "max_position_embeddings", check)
