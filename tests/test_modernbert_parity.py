@@ -234,3 +234,22 @@ def test_bf16_and_int8_inference_stay_close_to_fp32(dtype, tol):
         got = prepare_for_inference(copy.deepcopy(model), dtype)(**batch).logits.float()
     real = batch["attention_mask"].bool()
     assert (got[real] - want[real]).abs().max() < tol * want[real].abs().max()
+
+
+def test_training_loss_and_gradients_match_transformers(tmp_path):
+    """A training step (dropout is 0 in ModernBERT's config): the masked-LM loss and the gradients of
+    the projections, norms and token embeddings agree with transformers' within ``TOL``."""
+    torch.manual_seed(5)
+    hf = transformers.ModernBertForMaskedLM(_hf_config("w8-every2-d10", "masked-lm")).train()
+    hf.save_pretrained(tmp_path)
+    ours = ModernBertForMaskedLM.from_pretrained(tmp_path).train()
+    batch = _batch(45, seed=6)
+    labels = torch.where(torch.rand(batch["input_ids"].shape) < 0.3, batch["input_ids"], -100)
+    labels[batch["attention_mask"] == 0] = -100
+    a, b = ours(**batch, labels=labels), hf(**batch, labels=labels)
+    a.loss.backward()
+    b.loss.backward()
+    assert abs(a.loss.item() - b.loss.item()) < TOL
+    theirs = dict(hf.named_parameters())
+    for name, p in ours.named_parameters():
+        assert (p.grad - theirs[name].grad).abs().max() < TOL, name

@@ -225,10 +225,13 @@ def rotate_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     profile of a 512-token bf16 forward, the step written as transformers writes it cost more than
     all the projections)."""
     half = qkv.shape[-1] // 2
-    out = torch.empty_like(qkv)
     qk = qkv[..., :2, :, :]
     x1, x2 = qk[..., :half], qk[..., half:]
     c, s = cos[..., None, None, :], sin[..., None, None, :]  # broadcast over q/k and the heads
+    if qkv.requires_grad and torch.is_grad_enabled():  # training: out= has no gradient, so build it
+        qk = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)  # (..., 2, h, d)
+        return torch.cat((qk, qkv[..., 2:, :, :]), dim=-3)
+    out = torch.empty_like(qkv)
     torch.addcmul(x1 * c, x2, s, value=-1, out=out[..., :2, :, :half])
     torch.addcmul(x2 * c, x1, s, out=out[..., :2, :, half:])
     out[..., 2, :, :] = qkv[..., 2, :, :]
