@@ -139,9 +139,10 @@ def test_length_limit_counts_from_padding_idx_and_families_do_not_mix(tmp_path):
     assert type(AutoConfig.from_pretrained(tmp_path)) is XLMRobertaConfig
 
 
-def test_bf16_inference_stays_close_to_fp32():
-    """bf16 (``prepare_for_inference``) logits of real tokens within 5% of fp32's largest magnitude
-    (bf16 keeps 8 bits of mantissa; the drift seen is ~1%)."""
+@pytest.mark.parametrize("dtype", ["bf16", "int8"])
+def test_bf16_and_int8_inference_stay_close_to_fp32(dtype):
+    """bf16 / int8 (``prepare_for_inference``) logits of real tokens within 5% of fp32's largest
+    magnitude (bf16 keeps 8 bits of mantissa; the drift seen is ~1%)."""
     from bertkit.inference import prepare_for_inference
 
     torch.manual_seed(3)
@@ -149,6 +150,6 @@ def test_bf16_inference_stays_close_to_fp32():
     batch = _batch(False)
     with torch.no_grad():
         want = model(**batch).logits
-        got = prepare_for_inference(copy.deepcopy(model), "bf16")(**batch).logits.float()
+        got = prepare_for_inference(copy.deepcopy(model), dtype)(**batch).logits.float()
     real = batch["attention_mask"].bool()
     assert (got[real] - want[real]).abs().max() < 0.05 * want[real].abs().max()

@@ -253,6 +253,8 @@ class _FloatLinear(nn.Module):
         super().__init__()
         self.linear = linear.to(dtype)
         self.dtype = dtype
+        # read by the heads that size their logits from their decoder (a masked LM's vocabulary)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x.to(self.dtype)).float()
