@@ -89,6 +89,57 @@ FAMILIES = {
             **kw,
         ),
     ),
+    # RoBERTa's positions start after padding_idx: with WordPiece's [PAD] = 0 as padding, the table
+    # needs MAX_POSITIONS + 1 rows for MAX_POSITIONS tokens. One token type.
+    "roberta": Contract(
+        "roberta",
+        lambda **kw: transformers.RobertaConfig(
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=MAX_POSITIONS + 1,
+            pad_token_id=0,
+            bos_token_id=101,
+            eos_token_id=102,
+            **kw,
+        ),
+    ),
+    "xlm-roberta": Contract(
+        "xlm-roberta",
+        lambda **kw: transformers.XLMRobertaConfig(
+            hidden_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=3,
+            intermediate_size=96,
+            max_position_embeddings=MAX_POSITIONS + 1,
+            pad_token_id=0,
+            bos_token_id=101,
+            eos_token_id=102,
+            **kw,
+        ),
+    ),
+    # A window of 8 tokens (4 each side) on 40-token texts, so local layers see part of each text;
+    # global attention every second layer. ModernBERT's own byte-level BPE tokenizer is not needed here:
+    # the contract feeds every family the same WordPiece ids.
+    "modernbert": Contract(
+        "modernbert",
+        lambda **kw: transformers.ModernBertConfig(
+            hidden_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=96,
+            max_position_embeddings=MAX_POSITIONS,
+            local_attention=8,
+            global_attn_every_n_layers=2,
+            pad_token_id=0,
+            bos_token_id=101,
+            eos_token_id=102,
+            cls_token_id=101,
+            sep_token_id=102,
+            **kw,
+        ),
+    ),
 }
 
 
@@ -107,6 +158,17 @@ def _task_classes() -> list[tuple[str, str]]:
 
 
 TASK_CLASSES = _task_classes()
+
+
+def _reference_broken(model_type: str, task: str) -> str | None:
+    """Why transformers' own class cannot be the reference here (None: it can). Probed, not assumed:
+    transformers 5's XLMRobertaForMultipleChoice builds its encoder without the pooler it then reads
+    (its forward fails with an IndexError); checkpoints of it carry ``roberta.pooler``, as bertkit's does."""
+    if (model_type, task) == ("xlm-roberta", "multiple-choice"):
+        tiny = transformers.XLMRobertaConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, vocab_size=10)
+        if not any("pooler" in k for k in transformers.XLMRobertaForMultipleChoice(tiny).state_dict()):
+            return "transformers' XLMRobertaForMultipleChoice has no pooler and fails its own forward"
+    return None
 
 
 # ---------------------------------------------------------------------------------------- set-up
@@ -168,6 +230,8 @@ def _run(model: Any, inputs: dict) -> Any:
 
 @pytest.mark.parametrize("model_type,task", TASK_CLASSES, ids=[f"{m}-{t}" for m, t in TASK_CLASSES])
 def test_transformers_weights_load_into_bertkit_and_back(model_type, task, batch, tmp_path):
+    if _reference_broken(model_type, task):
+        pytest.skip(_reference_broken(model_type, task))
     fam = registry.family(model_type)
     name = fam.class_name(task)
     torch.manual_seed(0)
@@ -184,6 +248,8 @@ def test_transformers_weights_load_into_bertkit_and_back(model_type, task, batch
 
 @pytest.mark.parametrize("model_type,task", TASK_CLASSES, ids=[f"{m}-{t}" for m, t in TASK_CLASSES])
 def test_bertkit_weights_load_into_transformers_and_round_trip(model_type, task, batch, tmp_path):
+    if _reference_broken(model_type, task):
+        pytest.skip(_reference_broken(model_type, task))
     fam = registry.family(model_type)
     config = fam.config_class().from_dict(_config(model_type, task, 30522).to_dict())
     torch.manual_seed(1)
@@ -333,7 +399,12 @@ def test_resize_calls_and_counts_answer_as_transformers(model_type, tmp_path):
     hf = getattr(transformers, fam.class_name(task)).from_pretrained(tmp_path)
     ours = auto_class_for_task(task).from_pretrained(tmp_path)
     assert ours.main_input_name == hf.main_input_name
-    assert ours.num_parameters(exclude_embeddings=True) == hf.num_parameters(exclude_embeddings=True)
+    expected = hf.num_parameters(exclude_embeddings=True)
+    if model_type == "xlm-roberta":
+        # transformers counts by name, and registers XLM-R's lm_head before the encoder: the tied
+        # table is named lm_head.decoder.weight first and counted; bertkit leaves it out under any name.
+        expected -= hf.get_output_embeddings().weight.numel()
+    assert ours.num_parameters(exclude_embeddings=True) == expected
     for args, kw in [((1003,), {}), ((1003,), {"pad_to_multiple_of": 8}), ((None,), {"pad_to_multiple_of": 64})]:
         a, b = hf.resize_token_embeddings(*args, **kw), ours.resize_token_embeddings(*args, **kw)
         assert a.weight.shape == b.weight.shape, (args, kw)

@@ -253,6 +253,8 @@ class _FloatLinear(nn.Module):
         super().__init__()
         self.linear = linear.to(dtype)
         self.dtype = dtype
+        # read by the heads that size their logits from their decoder (a masked LM's vocabulary)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x.to(self.dtype)).float()
@@ -291,7 +293,8 @@ def _is_down_projection(name: str) -> bool:
 def _kept_in_float(name: str) -> bool:
     """Linears outside the encoder layers (heads, the pooler, ELECTRA's embedding projection) stay in
     float: they run once per sequence or are too small for int8 to gain anything."""
-    return ".layer." not in f".{name}"  # encoder.layer.N (BERT, ELECTRA), transformer.layer.N (DistilBERT)
+    # encoder.layer.N (BERT, ELECTRA, RoBERTa), transformer.layer.N (DistilBERT), layers.N (ModernBERT)
+    return ".layer." not in f".{name}" and ".layers." not in f".{name}"
 
 
 @torch.no_grad()

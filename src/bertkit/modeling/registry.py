@@ -319,3 +319,57 @@ register_family(
     architecture_prefix="Electra",
     pipeline_tasks={"pretraining": None},  # the discriminator fills no mask
 )
+# RoBERTa and XLM-RoBERTa: masked LM alone was their pretraining, so the masked-LM head is the
+# pretraining head. Their byte-level BPE / Unigram tokenizers are named by the folder.
+register_family(
+    "roberta",
+    module="bertkit.modeling.roberta",
+    config="RobertaConfig",
+    kind=ENCODER,
+    tokenizer=None,
+    models={
+        "base": "RobertaModel",
+        "pretraining": "RobertaForMaskedLM",
+        "masked-lm": "RobertaForMaskedLM",
+        "sequence-classification": "RobertaForSequenceClassification",
+        "token-classification": "RobertaForTokenClassification",
+        "question-answering": "RobertaForQuestionAnswering",
+        "multiple-choice": "RobertaForMultipleChoice",
+    },
+    architecture_prefix="Roberta",
+)
+register_family(
+    "xlm-roberta",
+    module="bertkit.modeling.roberta",
+    config="XLMRobertaConfig",
+    kind=ENCODER,
+    tokenizer=None,
+    models={
+        "base": "XLMRobertaModel",
+        "pretraining": "XLMRobertaForMaskedLM",
+        "masked-lm": "XLMRobertaForMaskedLM",
+        "sequence-classification": "XLMRobertaForSequenceClassification",
+        "token-classification": "XLMRobertaForTokenClassification",
+        "question-answering": "XLMRobertaForQuestionAnswering",
+        "multiple-choice": "XLMRobertaForMultipleChoice",
+    },
+    architecture_prefix="XLMRoberta",
+)
+register_family(
+    "modernbert",
+    module="bertkit.modeling.modernbert",
+    config="ModernBertConfig",
+    kind=ENCODER,
+    tokenizer=None,
+    # ModernBERT was pretrained with masked LM alone: the masked-LM head is its pretraining head.
+    models={
+        "base": "ModernBertModel",
+        "pretraining": "ModernBertForMaskedLM",
+        "masked-lm": "ModernBertForMaskedLM",
+        "sequence-classification": "ModernBertForSequenceClassification",
+        "token-classification": "ModernBertForTokenClassification",
+        "question-answering": "ModernBertForQuestionAnswering",
+        "multiple-choice": "ModernBertForMultipleChoice",
+    },
+    architecture_prefix="ModernBert",
+)
