@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from bertkit import _args as A
 from bertkit._args import setting
 
 __all__ = [
+    "APIS",
     "PRECISIONS",
     "TRAINING_GROUP",
     "TRANSFORMERS_NAMES",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+
+# Whose conventions a run follows: bertkit's own, or transformers' (a call written in its names).
+APIS = ("bertkit", "transformers")
 
 TRAINING_GROUP = "training"  # the --help section of the shared settings (a recipe may add to it)
 
@@ -242,8 +246,8 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         **({"restore_callback_states_from_checkpoint": True} if restore else {}),
         "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8),
         "remove_unused_columns": bool(hf.pop("remove_unused_columns", True)),
-        "names": "transformers",  # the Trainer then also checks the call as transformers' does
     }
+    out["api"] = "transformers"  # the Trainer then also checks and runs the call as transformers' does
     for name in ("do_train", "do_eval", "do_predict"):
         hf.pop(name, None)  # read by transformers' example scripts and dataset handling, not by the training
     for field, default in _TRANSFORMERS_DEFAULTS.items():
@@ -472,6 +476,15 @@ class TrainingArguments(metaclass=_ArgumentsType):
     )
     run_name: str | None = setting(None, cli=False, same_on_resume=False, help="shown in the progress bar")
     ddp_find_unused_parameters: bool = setting(False, cli=False, help="DDP: for heads that skip parameters")
+    api: Literal["bertkit", "transformers"] = setting(
+        "bertkit",
+        choices=APIS,
+        cli=False,
+        same_on_resume=False,
+        help="whose conventions the Trainer follows; 'transformers' for a call in transformers' names (set by "
+        "their translation): its data order, warmup rounded up, the gradient norm logged unclipped too, logs, "
+        "evaluations and checkpoints on its schedule only, and an evaluation schedule needs an eval_dataset",
+    )
     extra: dict[str, Any] = setting(
         default_factory=dict, cli=False, same_on_resume=False, help="stored in checkpoints, for the caller"
     )

@@ -209,7 +209,7 @@ class TransformersAPI:
         if compute_metrics is not None and eval_dataset is None:
             raise TypeError("compute_metrics needs an eval_dataset to compute them on")
         evaluates = config.eval_every or config.eval_each_epoch
-        if config.extra.get("names") == "transformers" and evaluates and evaluate is None and eval_dataset is None:
+        if config.api == "transformers" and evaluates and evaluate is None and eval_dataset is None:
             raise ValueError(
                 "eval_strategy asks for evaluations and the Trainer has no eval_dataset to run them on: "
                 "pass eval_dataset=, or eval_strategy='no'"

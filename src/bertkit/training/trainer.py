@@ -358,7 +358,7 @@ class Trainer(CallbacksAndLogging, CheckpointState, DistributedRun, Transformers
             seed=config.seed,
             shuffle=config.shuffle,
             drop_last=config.drop_last,
-            torch_order=config.extra.get("names") == "transformers",
+            torch_order=config.api == "transformers",
         )
 
     def _size_run(self) -> None:
@@ -374,9 +374,7 @@ class Trainer(CallbacksAndLogging, CheckpointState, DistributedRun, Transformers
             self.total_steps = max(1, int(math.ceil(config.epochs * self.steps_per_epoch)))
         share = config.warmup_ratio * self.total_steps
         # transformers rounds its warmup share up; bertkit's own runs have always rounded it down
-        self.warmup_steps = config.warmup_steps or (
-            math.ceil(share) if config.extra.get("names") == "transformers" else int(share)
-        )
+        self.warmup_steps = config.warmup_steps or (math.ceil(share) if config.api == "transformers" else int(share))
 
     def _attach_model(
         self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None, scheduler: Any = None
@@ -670,7 +668,7 @@ class Trainer(CallbacksAndLogging, CheckpointState, DistributedRun, Transformers
                 self._stop = self._stop or control.should_training_stop
             # bertkit's own runs end with an evaluation of the final weights; a call in transformers'
             # names evaluates on its schedule only, as transformers does
-            final_eval = cfg.extra.get("names") != "transformers"
+            final_eval = cfg.api != "transformers"
             if final_eval and self.evaluate_fn is not None and self._last_eval_step != self.step and not self._stop:
                 self.run_evaluation()
         finally:
@@ -732,7 +730,7 @@ class Trainer(CallbacksAndLogging, CheckpointState, DistributedRun, Transformers
             self.scaler.unscale_(self.optimizer)
         if cfg.max_grad_norm:
             self._grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm, foreach=True)
-        elif cfg.extra.get("names") == "transformers":  # its Trainer logs the norm even when it does not clip
+        elif cfg.api == "transformers":  # its Trainer logs the norm even when it does not clip
             self._grad_norm = torch.nn.utils.get_total_norm(
                 [p.grad for p in self.model.parameters() if p.grad is not None], foreach=True
             )
@@ -765,7 +763,7 @@ class Trainer(CallbacksAndLogging, CheckpointState, DistributedRun, Transformers
         )
         due_eval = (every_eval or (eval_asked and self.evaluate_fn is not None)) and self._last_eval_step != self.step
         due_save = (every_save or save_asked) and self._last_save_step != self.step
-        if self.step >= self.total_steps and cfg.extra.get("names") != "transformers":
+        if self.step >= self.total_steps and cfg.api != "transformers":
             # bertkit's own runs write the last checkpoint after their final evaluation, so it holds it
             due_save = False
         if not (due_eval or due_save):

@@ -130,7 +130,7 @@ class CallbacksAndLogging:
         """Every ``log_every`` steps (and when a callback asks): the window's mean loss terms (over
         ranks), lr and throughput."""
         # transformers logs on its schedule only; bertkit's own runs also log the last step's window
-        last = self.step == self.total_steps and self.config.extra.get("names") != "transformers"
+        last = self.step == self.total_steps and self.config.api != "transformers"
         if not (forced or self.step % self.config.log_every == 0 or last):
             return
         w = self._window
