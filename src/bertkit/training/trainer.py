@@ -1,4 +1,8 @@
-"""One Trainer for pretraining and fine-tuning.
+"""One Trainer for pretraining and fine-tuning: this module holds the loop (one optimizer step is
+:meth:`Trainer._step`); its parts live beside it: checkpoints and state in :mod:`bertkit.training.state`,
+torchrun in :mod:`bertkit.training.distributed`, logs and callbacks in :mod:`bertkit.training.trainer_logging`,
+transformers' API in :mod:`bertkit.training.hf_compat`, the optimizer, schedule and precision in
+:mod:`bertkit.training.optim`.
 
 API (kept stable; fine-tuning builds on it)::
 
