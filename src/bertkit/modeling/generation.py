@@ -23,11 +23,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 import torch
 
-__all__ = ["GenerationConfig", "GenerationLimits", "GenerationMixin", "TextStreamer"]
+from .beam_search import BeamSearchMixin
+
+__all__ = ["GenerationConfig", "GenerationLimits", "GenerationMixin", "Streamer"]
 
 _DEFAULT_MAX_LENGTH = 20  # transformers' GenerationConfig default
 
@@ -227,7 +230,7 @@ class GenerationConfig:
         return f"GenerationConfig {json.dumps(self.to_dict(), sort_keys=True)}"
 
 
-class TextStreamer(Protocol):
+class Streamer(Protocol):
     """Anything with ``put(token_ids)`` (called with each step's (B,) new tokens) and ``end()``."""
 
     def put(self, value: torch.Tensor) -> None: ...
@@ -390,6 +393,106 @@ def suppress(scores: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return torch.where(hit, -float("inf"), scores)
 
 
+def _prompt_rows(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None,
+    keep: int,
+    copies: int,
+    pad_token_id: int | None,
+    eos: list[int],
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The prompts' last ``keep`` positions, each prompt's row repeated ``copies`` times (its beams or
+    returned sequences), and the padding mask inferred from pad ids when none was given, as transformers
+    does."""
+    input_ids = input_ids[:, -keep:]
+    attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
+    token_type_ids = token_type_ids[:, -keep:] if token_type_ids is not None else None
+    if copies > 1:
+        input_ids = input_ids.repeat_interleave(copies, dim=0)
+        if attention_mask is not None:
+            attention_mask = attention_mask.repeat_interleave(copies, dim=0)
+        if token_type_ids is not None:
+            token_type_ids = token_type_ids.repeat_interleave(copies, dim=0)
+    if (
+        attention_mask is None
+        and pad_token_id is not None
+        and pad_token_id not in eos
+        and bool((input_ids == pad_token_id).any())
+    ):
+        attention_mask = (input_ids != pad_token_id).long()  # as transformers: infer padding from pad ids
+    return input_ids, attention_mask, token_type_ids
+
+
+def _generate_output(
+    sequences: torch.Tensor,
+    record: dict[str, list[torch.Tensor]] | None,
+    want_scores: bool,
+    want_logits: bool,
+    sequences_scores: torch.Tensor | None = None,
+    beam_indices: torch.Tensor | None = None,
+) -> Any:
+    """What :meth:`GenerationMixin.generate` returns: the token ids, or with ``return_dict_in_generate``
+    (a ``record`` kept) transformers' output of a search (a beam search with ``beam_indices``)."""
+    if record is None:
+        return sequences
+    if beam_indices is not None:
+        from .outputs import GenerateBeamDecoderOnlyOutput
+
+        return GenerateBeamDecoderOnlyOutput(
+            sequences=sequences,
+            sequences_scores=sequences_scores if want_scores else None,
+            scores=tuple(record["scores"]) if want_scores else None,
+            logits=tuple(record["logits"]) if want_logits else None,
+            beam_indices=beam_indices,
+        )
+    from .outputs import GenerateDecoderOnlyOutput
+
+    return GenerateDecoderOnlyOutput(
+        sequences=sequences,
+        scores=tuple(record["scores"]) if want_scores else None,
+        logits=tuple(record["logits"]) if want_logits else None,
+    )
+
+
+# generate()'s arguments read as ``setting(name, argument)`` (top_k and eos_token_id tell None from unset)
+_CALL_SETTINGS = (
+    "do_sample",
+    "temperature",
+    "top_p",
+    "num_return_sequences",
+    "repetition_penalty",
+    "no_repeat_ngram_size",
+    "max_length",
+    "max_new_tokens",
+    "pad_token_id",
+    "num_beams",
+    "length_penalty",
+    "early_stopping",
+    "bad_words_ids",
+)
+
+
+def _search_options(
+    g: SimpleNamespace, eos: list[int], eos_count: int, prompt_len: int, new_tokens: int, vocab_size: int
+) -> dict[str, Any]:
+    """The settings every step of a search reads (the processors' and the sampling filters')."""
+    return {
+        "do_sample": g.do_sample,
+        "temperature": g.temperature,
+        "top_k": g.top_k,
+        "top_p": g.top_p,
+        "repetition_penalty": g.repetition_penalty,
+        "no_repeat_ngram_size": g.no_repeat_ngram_size,
+        "bad_words": prepare_bad_words(g.bad_words_ids, vocab_size, eos),
+        "eos": eos,
+        "eos_count": eos_count,
+        "prompt_len": prompt_len,
+        "max_length": prompt_len + new_tokens,
+        **_check_processor_fields(g.extra, eos, vocab_size),
+    }
+
+
 @dataclass(frozen=True)
 class GenerationLimits:
     """What ``generate`` must stay within: the context, the vocabulary, the EOS and padding ids."""
@@ -400,7 +503,7 @@ class GenerationLimits:
     pad_token_id: int | None
 
 
-class GenerationMixin:
+class GenerationMixin(BeamSearchMixin):
     """``generate()`` for causal LMs whose ``base_model`` takes ``past_key_values``/``position_ids`` and
     whose logits are ``get_output_embeddings()`` (a Linear) applied to its last hidden state.
 
@@ -611,7 +714,7 @@ class GenerationMixin:
         pad_token_id: int | None = None,
         use_cache: bool = True,
         truncation: bool = False,
-        streamer: TextStreamer | None = None,
+        streamer: Streamer | None = None,
         num_beams: int | None = None,  # > 1: beam search (beam sampling with do_sample=True)
         length_penalty: float | None = None,  # beam score = summed log-probs / new length ** length_penalty
         early_stopping: bool | str | None = None,  # beam search: True, False or "never"
@@ -643,6 +746,42 @@ class GenerationMixin:
         A prompt longer than the model's context is an error naming the limit; with ``truncation=True``
         its left is cut so that prompt and new tokens fit. ``seed`` it with ``torch.manual_seed``.
         """
+        # generate()'s own arguments by name (no other local exists yet)
+        arguments = {name: value for name, value in locals().items() if name not in ("self", "kwargs")}
+        g = self._generation_settings(arguments, kwargs)
+        input_ids, token_type_ids, pad_token_id = g.input_ids, g.token_type_ids, g.pad_token_id
+        limits = self.generation_limits()
+        eos_count = len(_eos_list(g.eos_token_id))
+        eos = [e for e in _eos_list(g.eos_token_id) if 0 <= e < limits.vocab_size]  # one outside can never come
+        if pad_token_id is None and eos:
+            pad_token_id = eos[0]
+        new_tokens, keep = self._new_token_count(
+            input_ids.shape[1], g.max_length, g.max_new_tokens, limits.max_positions, truncation
+        )
+        copies = g.num_beams if g.num_beams > 1 else g.num_return_sequences  # rows per prompt
+        input_ids, attention_mask, token_type_ids = _prompt_rows(
+            input_ids, attention_mask, token_type_ids, keep, copies, pad_token_id, eos
+        )
+        opts = _search_options(g, eos, eos_count, input_ids.shape[1], new_tokens, limits.vocab_size)
+        cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
+        record: dict[str, list[torch.Tensor]] | None = None
+        if g.as_dict:
+            record = {"scores": [], "logits": []}
+        if g.num_beams > 1:
+            sequences, sequences_scores, beam_indices = self._beam_decode(
+                input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, token_type_ids, record, vars(g)
+            )
+            return _generate_output(sequences, record, g.want_scores, g.want_logits, sequences_scores, beam_indices)
+        sequences = self._decode(
+            input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer, token_type_ids, record
+        )
+        return _generate_output(sequences, record, g.want_scores, g.want_logits)
+
+    def _generation_settings(self, arguments: dict[str, Any], kwargs: dict[str, Any]) -> SimpleNamespace:
+        """:meth:`generate`'s settings from its ``arguments`` and its other ``kwargs``: each argument,
+        else the generation config's, else transformers' default; the prompt (``inputs`` or ``input_ids``)
+        and its token types as (B, N); the rest of ``kwargs`` taken or refused by name; the sampling
+        settings neutral when not sampling; all checked."""
         own = self.__dict__.get("_generation_config") or GenerationConfig.from_model_config(self.config)
         gen = kwargs.pop("generation_config", None)
         # transformers fills what a given generation config leaves unset from the model's own
@@ -659,20 +798,12 @@ class GenerationMixin:
 
         for source in sources:
             _refuse_unsupported_fields(source)
-        do_sample, temperature = setting("do_sample", do_sample), setting("temperature", temperature)
+        g = SimpleNamespace(**{name: setting(name, arguments[name]) for name in _CALL_SETTINGS})
         # transformers keeps an explicit top_k=None, which turns the filter off; left out, it is 50
-        top_k = setting("top_k") if top_k is UNSET else (0 if top_k is None else top_k)
-        top_p = setting("top_p", top_p)
-        num_return_sequences = setting("num_return_sequences", num_return_sequences)
-        repetition_penalty = setting("repetition_penalty", repetition_penalty)
-        no_repeat_ngram_size = setting("no_repeat_ngram_size", no_repeat_ngram_size)
-        max_length, max_new_tokens = setting("max_length", max_length), setting("max_new_tokens", max_new_tokens)
-        if eos_token_id is UNSET:
-            eos_token_id = setting("eos_token_id")
-        pad_token_id = setting("pad_token_id", pad_token_id)
-        num_beams, length_penalty = setting("num_beams", num_beams), setting("length_penalty", length_penalty)
-        early_stopping = setting("early_stopping", early_stopping)
-        bad_words_ids = setting("bad_words_ids", bad_words_ids)
+        top_k, eos_token_id = arguments["top_k"], arguments["eos_token_id"]
+        g.top_k = setting("top_k") if top_k is UNSET else (0 if top_k is None else top_k)
+        g.eos_token_id = setting("eos_token_id") if eos_token_id is UNSET else eos_token_id
+        input_ids = arguments["input_ids"]
         if "inputs" in kwargs:  # transformers' name for the prompt ids
             if input_ids is not None:
                 raise TypeError("generate() got the prompt twice: as input_ids and as inputs")
@@ -680,10 +811,10 @@ class GenerationMixin:
         # A BertTokenizer's encoding carries token_type_ids; GPT-2 embeds them, and new tokens take
         # the prompt's last type, as in transformers.
         token_type_ids = kwargs.pop("token_type_ids", None)
-        extra = {name: setting(name, kwargs.pop(name, None)) for name in _PROCESSOR_FIELDS}
-        as_dict = bool(setting("return_dict_in_generate", kwargs.pop("return_dict_in_generate", None)))
-        want_scores = bool(setting("output_scores", kwargs.pop("output_scores", None)))
-        want_logits = bool(setting("output_logits", kwargs.pop("output_logits", None)))
+        g.extra = {name: setting(name, kwargs.pop(name, None)) for name in _PROCESSOR_FIELDS}
+        g.as_dict = bool(setting("return_dict_in_generate", kwargs.pop("return_dict_in_generate", None)))
+        g.want_scores = bool(setting("output_scores", kwargs.pop("output_scores", None)))
+        g.want_logits = bool(setting("output_logits", kwargs.pop("output_logits", None)))
         kwargs.pop("tokenizer", None)  # transformers reads it for stop_strings alone, refused above or below
         for key, value in kwargs.items():
             if key not in _UNSUPPORTED_FIELDS:
@@ -699,89 +830,17 @@ class GenerationMixin:
                 raise ValueError(
                     f"token_type_ids has shape {tuple(token_type_ids.shape)}, input_ids {tuple(input_ids.shape)}"
                 )
-        if not do_sample:  # only sampling reads these, so greedy search ignores them, as transformers does
-            temperature, top_k, top_p = 1.0, 0, 1.0
-            extra.update(min_p=None, typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0)
+        g.input_ids, g.token_type_ids = input_ids, token_type_ids
+        if not g.do_sample:  # only sampling reads these, so greedy search ignores them, as transformers does
+            g.temperature, g.top_k, g.top_p = 1.0, 0, 1.0
+            g.extra.update(min_p=None, typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0)
         self._validate_generation_args(
-            temperature, top_k, top_p, repetition_penalty, num_return_sequences, no_repeat_ngram_size
+            g.temperature, g.top_k, g.top_p, g.repetition_penalty, g.num_return_sequences, g.no_repeat_ngram_size
         )
-        self._validate_beam_args(num_beams, length_penalty, early_stopping, num_return_sequences, streamer)
-        limits = self.generation_limits()
-        eos_count = len(_eos_list(eos_token_id))
-        eos = [e for e in _eos_list(eos_token_id) if 0 <= e < limits.vocab_size]  # one outside can never come
-        if pad_token_id is None and eos:
-            pad_token_id = eos[0]
-        new_tokens, keep = self._new_token_count(
-            input_ids.shape[1], max_length, max_new_tokens, limits.max_positions, truncation
+        self._validate_beam_args(
+            g.num_beams, g.length_penalty, g.early_stopping, g.num_return_sequences, arguments["streamer"]
         )
-        input_ids = input_ids[:, -keep:]
-        attention_mask = attention_mask[:, -keep:] if attention_mask is not None else None
-        token_type_ids = token_type_ids[:, -keep:] if token_type_ids is not None else None
-        copies = num_beams if num_beams > 1 else num_return_sequences  # rows per prompt
-        if copies > 1:
-            input_ids = input_ids.repeat_interleave(copies, dim=0)
-            if attention_mask is not None:
-                attention_mask = attention_mask.repeat_interleave(copies, dim=0)
-            if token_type_ids is not None:
-                token_type_ids = token_type_ids.repeat_interleave(copies, dim=0)
-        if (
-            attention_mask is None
-            and pad_token_id is not None
-            and pad_token_id not in eos
-            and bool((input_ids == pad_token_id).any())
-        ):
-            attention_mask = (input_ids != pad_token_id).long()  # as transformers: infer padding from pad ids
-        opts = {
-            "do_sample": do_sample,
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "repetition_penalty": repetition_penalty,
-            "no_repeat_ngram_size": no_repeat_ngram_size,
-            "bad_words": prepare_bad_words(bad_words_ids, limits.vocab_size, eos),
-            "eos": eos,
-            "eos_count": eos_count,
-            "prompt_len": input_ids.shape[1],
-            "max_length": input_ids.shape[1] + new_tokens,
-            **_check_processor_fields(extra, eos, limits.vocab_size),
-        }
-        cache = self.new_cache(input_ids.shape[1] + new_tokens) if use_cache else None
-        record: dict[str, list[torch.Tensor]] | None = None
-        if as_dict:
-            record = {"scores": [], "logits": []}
-        if num_beams > 1:
-            beam = {
-                "num_beams": num_beams,
-                "length_penalty": length_penalty,
-                "early_stopping": early_stopping,
-                "num_return_sequences": num_return_sequences,
-            }
-            sequences, sequences_scores, beam_indices = self._beam_decode(
-                input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, token_type_ids, record, beam
-            )
-            if record is None:
-                return sequences
-            from .outputs import GenerateBeamDecoderOnlyOutput
-
-            return GenerateBeamDecoderOnlyOutput(
-                sequences=sequences,
-                sequences_scores=sequences_scores if want_scores else None,
-                scores=tuple(record["scores"]) if want_scores else None,
-                logits=tuple(record["logits"]) if want_logits else None,
-                beam_indices=beam_indices,
-            )
-        sequences = self._decode(
-            input_ids, attention_mask, new_tokens, cache, eos, pad_token_id, opts, streamer, token_type_ids, record
-        )
-        if record is None:
-            return sequences
-        from .outputs import GenerateDecoderOnlyOutput
-
-        return GenerateDecoderOnlyOutput(
-            sequences=sequences,
-            scores=tuple(record["scores"]) if want_scores else None,
-            logits=tuple(record["logits"]) if want_logits else None,
-        )
+        return g
 
     def _last_logits(
         self,
@@ -819,7 +878,7 @@ class GenerationMixin:
         eos: list[int],
         pad_token_id: int | None,
         opts: dict[str, Any],
-        streamer: TextStreamer | None,
+        streamer: Streamer | None,
         token_type_ids: torch.Tensor | None = None,
         record: dict[str, list[torch.Tensor]] | None = None,
     ) -> torch.Tensor:
@@ -860,140 +919,3 @@ class GenerationMixin:
         if streamer is not None:
             streamer.end()
         return input_ids
-
-    def _beam_decode(
-        self,
-        input_ids: torch.Tensor,  # (B * K, N): each prompt repeated for its K beams
-        attention_mask: torch.Tensor | None,
-        new_tokens: int,
-        cache: Any,
-        eos: list[int],
-        pad_token_id: int | None,
-        opts: dict[str, Any],
-        token_type_ids: torch.Tensor | None,
-        record: dict[str, list[torch.Tensor]] | None,
-        beam: dict[str, Any],
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Beam search with transformers' bookkeeping, step for step, so that ties break the same way.
-
-        Each step keeps the top ``max(2, 1 + len(eos)) * K`` continuations of every prompt over all its
-        beams (enough that K stay open when the best ones end); those that end (EOS or the length limit)
-        and rank in the top K compete, length-penalised, for the K finished slots, the K best open ones
-        continue. Returns the (B * num_return_sequences, N + new) best finished sequences, their scores
-        and the (B * num_return_sequences, new) beam each token came from.
-        """
-        K, penalty, early = beam["num_beams"], beam["length_penalty"], beam["early_stopping"]
-        flat, prompt_len = input_ids.shape
-        batch, device = flat // K, input_ids.device
-        max_length = prompt_len + new_tokens
-        # transformers fills unwritten positions with `pad or eos[0]`: a pad id of 0 reads as unset there
-        fill = (pad_token_id or eos[0]) if eos else -1
-        padded = attention_mask is not None and not bool(attention_mask.all())
-        mask = attention_mask.long() if padded else None
-        positions = (mask.cumsum(-1) - 1).clamp_min(0) if padded else None
-        first_real = mask.argmax(dim=1) if padded else None
-        eos_t = torch.tensor(eos, device=device, dtype=torch.long)
-        sample, n_eos = opts["do_sample"], opts["eos_count"]
-
-        running = torch.full((batch, K, max_length), fill, dtype=torch.int64, device=device)
-        running[:, :, :prompt_len] = input_ids.view(batch, K, prompt_len)
-        sequences = running.clone()
-        # Only the first beam starts open, so the K beams do not all pick the same first tokens.
-        running_scores = torch.zeros((batch, K), dtype=torch.float, device=device)
-        running_scores[:, 1:] = -1e9
-        beam_scores = torch.full((batch, K), -1e9, dtype=torch.float, device=device)
-        is_finished = torch.zeros((batch, K), dtype=torch.bool, device=device)
-        improvable = torch.ones((batch, 1), dtype=torch.bool, device=device)
-        running_idx = torch.full((batch, K, new_tokens), -1, dtype=torch.int32, device=device)
-        beam_indices = running_idx.clone()
-        keep = max(2, 1 + n_eos) * K
-        top_k_mask = torch.cat([torch.ones(K, dtype=torch.bool), torch.zeros(keep - K, dtype=torch.bool)]).to(device)
-        batch_offset = torch.arange(batch, device=device).view(-1, 1) * K
-
-        def gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:  # (batch, beams, ...) by (batch, k)
-            while idx.dim() < t.dim():
-                idx = idx.unsqueeze(-1)
-            return torch.take_along_dim(t, idx, dim=1)
-
-        cur_len, flat_ids = prompt_len, input_ids
-        for step in range(new_tokens):
-            if step:
-                flat_ids = running[:, :, :cur_len].reshape(flat, cur_len)
-            ids = flat_ids if cache is None or step == 0 else flat_ids[:, -1:]
-            logits = self._last_logits(ids, mask, positions, token_type_ids, cache).float()
-            if record is not None:
-                record["logits"].append(logits.clone())
-            log_probs = self._process_scores(torch.log_softmax(logits, dim=-1), flat_ids, first_real, opts)
-            if sample:  # each filter keeps enough tokens that a beam can go on past an EOS
-                log_probs = self._warp(log_probs, opts, keep=n_eos + 1 if n_eos else 2)
-            if opts["renormalize_logits"]:
-                log_probs = torch.log_softmax(log_probs, dim=-1)
-            if record is not None:
-                record["scores"].append(log_probs.clone())
-            vocab = log_probs.shape[-1]
-            total = (log_probs.view(batch, K, vocab) + running_scores[:, :, None]).reshape(batch, -1)
-
-            # the best `keep` continuations over all beams of each prompt, or (beam sampling) `keep` drawn
-            # without replacement from the softmax of the summed scores, then ranked by those scores
-            if sample:
-                topk_flat = torch.multinomial(torch.softmax(total, dim=-1), num_samples=keep)
-                topk_scores, order = torch.gather(total, 1, topk_flat).sort(dim=-1, descending=True)
-                topk_flat = topk_flat.gather(-1, order)
-            else:
-                topk_scores, topk_flat = torch.topk(total, k=keep)
-            src = topk_flat // vocab
-            topk_idx = gather(running_idx, src)
-            topk_seqs = gather(running, src)
-            tokens = topk_flat % vocab
-            topk_seqs[:, :, cur_len] = tokens
-            topk_idx[:, :, cur_len - prompt_len] = src + batch_offset
-            ends = torch.full_like(tokens, cur_len + 1 >= max_length, dtype=torch.bool)
-            if eos:
-                ends = ends | torch.isin(tokens, eos_t)
-
-            # the K best that go on
-            open_scores = topk_scores + ends.to(torch.float32) * -1.0e9
-            chosen = torch.topk(open_scores, k=K)[1]
-            running = gather(topk_seqs, chosen)
-            running_scores = gather(open_scores, chosen)
-            running_idx = gather(topk_idx, chosen)
-
-            # the finished ones among the top K, length-penalised, against those finished before
-            just_finished = ends & top_k_mask[None, :]
-            done_scores = topk_scores / ((cur_len + 1 - prompt_len) ** penalty)
-            full = torch.all(is_finished, dim=-1, keepdim=True) & (early is True)
-            done_scores += full.to(torch.float32) * -1.0e9
-            done_scores += (~improvable).to(torch.float32) * -1.0e9
-            done_scores += (~just_finished) * -1.0e9
-            merged_scores = torch.cat((beam_scores, done_scores), dim=1)
-            best = torch.topk(merged_scores, k=K)[1]
-            sequences = gather(torch.cat((sequences, topk_seqs), dim=1), best)
-            beam_scores = gather(merged_scores, best)
-            beam_indices = gather(torch.cat((beam_indices, topk_idx), dim=1), best)
-            is_finished = gather(torch.cat((is_finished, just_finished), dim=1), best)
-
-            if cache is not None:  # each open beam continues the cache of the beam it came from
-                cache.reorder_cache(running_idx[..., cur_len - prompt_len].reshape(-1).long())
-            if padded:
-                mask = torch.cat([mask, mask.new_ones(flat, 1)], dim=-1)
-                positions = torch.cat([positions, positions[:, -1:] + 1], dim=-1)
-            if token_type_ids is not None:
-                token_type_ids = torch.cat([token_type_ids, token_type_ids[:, -1:]], dim=-1)
-            cur_len += 1
-
-            # stop when no open beam can beat the worst finished one (by transformers' estimate), when
-            # every slot is finished with early_stopping=True, or when every continuation ended
-            best_len = (max_length if early == "never" and penalty > 0.0 else cur_len) - prompt_len
-            best_open = running_scores[:, :1] / (best_len**penalty)
-            worst_done = torch.where(is_finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
-            improvable = improvable & torch.any(best_open > worst_done, dim=-1, keepdim=True)
-            all_full = bool(torch.all(is_finished)) and early is True
-            if not bool(improvable.any()) or all_full or bool(ends.all()):
-                break
-
-        n = beam["num_return_sequences"]
-        sequences = sequences[:, :n].reshape(batch * n, max_length)
-        scores = beam_scores[:, :n].reshape(batch * n)
-        beam_indices = beam_indices[:, :n].reshape(batch * n, new_tokens)
-        generated = int((beam_indices + 1).bool().sum(dim=1).max())
-        return sequences[:, : prompt_len + generated], scores, beam_indices[:, :generated]

@@ -509,28 +509,7 @@ class TokenClassificationPipeline(Pipeline):
                         }
                     )
             else:
-                # units: (start, end, tag, score, word), one per word, or per sub-token for "simple"
-                units: list[tuple[int, int, str, float, str]] = []
-                token = self.tokenizer.convert_ids_to_tokens
-                if strategy == "simple":
-                    for t in range(len(ids)):
-                        if covered[t]:
-                            k = int(probs[t].argmax())
-                            units.append((*offsets[t], id2label[k], float(probs[t][k]), token(ids[t])))
-                else:
-                    first = first_subtokens(wids, covered)
-                    last = {w: t for t, w in enumerate(wids) if w is not None}  # later sub-tokens widen the span
-                    for w in sorted(first):
-                        t = first[w]
-                        subs = [u for u in range(t, last[w] + 1) if wids[u] == w and covered[u]]
-                        word_probs = probs[t]
-                        if strategy == "average":
-                            word_probs = probs[subs].mean(0)
-                        elif strategy == "max":
-                            word_probs = probs[max(subs, key=lambda u: probs[u].max())]
-                        k = int(word_probs.argmax())
-                        word = self.tokenizer.convert_tokens_to_string([token(ids[u]) for u in subs])
-                        units.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(word_probs[k]), word))
+                units = self._units(strategy, ids, wids, offsets, probs, covered, id2label)
                 tags = [u[2] for u in units]
                 if scheme == "BIO":
                     spans = _group_bio_runs(tags)
@@ -551,6 +530,41 @@ class TokenClassificationPipeline(Pipeline):
                     )
             out.append(rows)
         return out if batched else out[0]
+
+    def _units(
+        self,
+        strategy: str,
+        ids: list[int],
+        wids: list[int | None],
+        offsets: list[tuple[int, ...]],
+        probs: np.ndarray,
+        covered: Any,
+        id2label: dict[int, str],
+    ) -> list[tuple[int, int, str, float, str]]:
+        """(start, end, tag, score, word), one per word as ``strategy`` labels it, or per sub-token for
+        "simple"; only the tokens a window covered."""
+        units: list[tuple[int, int, str, float, str]] = []
+        token = self.tokenizer.convert_ids_to_tokens
+        if strategy == "simple":
+            for t in range(len(ids)):
+                if covered[t]:
+                    k = int(probs[t].argmax())
+                    units.append((*offsets[t], id2label[k], float(probs[t][k]), token(ids[t])))
+            return units
+        first = first_subtokens(wids, covered)
+        last = {w: t for t, w in enumerate(wids) if w is not None}  # later sub-tokens widen the span
+        for w in sorted(first):
+            t = first[w]
+            subs = [u for u in range(t, last[w] + 1) if wids[u] == w and covered[u]]
+            word_probs = probs[t]
+            if strategy == "average":
+                word_probs = probs[subs].mean(0)
+            elif strategy == "max":
+                word_probs = probs[max(subs, key=lambda u: probs[u].max())]
+            k = int(word_probs.argmax())
+            word = self.tokenizer.convert_tokens_to_string([token(ids[u]) for u in subs])
+            units.append((offsets[t][0], offsets[last[w]][1], id2label[k], float(word_probs[k]), word))
+        return units
 
 
 class QuestionAnsweringPipeline(Pipeline):

@@ -557,6 +557,14 @@ def _embed_chunks(
             bar.update(len(part))
 
 
+def _joined_chunks(work: Path, rows: int, chunk_size: int, vector_dtype: str) -> np.ndarray:
+    """The work folder's saved chunks in order, as one matrix of L2-normalised rows."""
+    n_chunks = (rows + chunk_size - 1) // chunk_size
+    vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
+    norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
+    return (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
+
+
 def build_index(
     model: str | Path,
     input: str | Path,
@@ -623,10 +631,7 @@ def build_index(
     with held(work, "index", lambda v=None: A.said("--output", output if v is not None else None, name="output")):
         _partial_key(work, key, overwrite)
         (chunk_embedder or _embed_chunks)(emb, rows, work, chunk_size, vector_dtype, truncation, progress)
-        n_chunks = (len(rows) + chunk_size - 1) // chunk_size
-        vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
-        norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
-        vectors = (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
+        vectors = _joined_chunks(work, len(rows), chunk_size, vector_dtype)
         meta = {
             "model": str(model.resolve()),
             "model_fingerprint": weights_fingerprint(model),

@@ -177,7 +177,18 @@ def adopt(data: Any, cls: type[SentenceTransformerModelCardData]) -> SentenceTra
 
 
 # settings a card does not list: where the run writes and how it shows progress, not how it trains
-_NOT_HYPERPARAMETERS = {"output", "overwrite", "resume", "progress", "device", "threads", "run_name", "plot", "extra"}
+_NOT_HYPERPARAMETERS = {
+    "output",
+    "overwrite",
+    "resume",
+    "progress",
+    "device",
+    "threads",
+    "run_name",
+    "plot",
+    "extra",
+    "api",
+}
 
 
 def changed_arguments(args: Any) -> dict[str, Any]:

@@ -1,7 +1,11 @@
 """One Trainer for pretraining and fine-tuning (see :mod:`bertkit.training.trainer`).
 
 - :mod:`~bertkit.training.arguments`: the training arguments every trainer and command shares.
-- :mod:`~bertkit.training.trainer`: the loop (steps, logging, evaluation, early stopping, DDP).
+- :mod:`~bertkit.training.trainer`: the loop (steps, evaluation, early stopping), and its parts:
+  :mod:`~bertkit.training.state` (checkpoints, resume, the best model, ``trainer.state``),
+  :mod:`~bertkit.training.distributed` (torchrun), :mod:`~bertkit.training.trainer_logging` (metrics.jsonl,
+  the progress bar, callbacks), :mod:`~bertkit.training.hf_compat` (transformers' Trainer API) and
+  :mod:`~bertkit.training.optim` (AdamW, the schedule, the precision).
 - :mod:`~bertkit.training.checkpointing`: checkpoint files, retention, best and final model.
 - :mod:`~bertkit.training.plots`: metrics.png.
 - :mod:`~bertkit.training.outputs`: the folder rule and ``--resume`` identity of every training command.

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from bertkit import _args as A
 from bertkit._args import setting
 
 __all__ = [
+    "APIS",
     "PRECISIONS",
     "TRAINING_GROUP",
     "TRANSFORMERS_NAMES",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+
+# Whose conventions a run follows: bertkit's own, or transformers' (a call written in its names).
+APIS = ("bertkit", "transformers")
 
 TRAINING_GROUP = "training"  # the --help section of the shared settings (a recipe may add to it)
 
@@ -124,12 +128,9 @@ def _option(value: Any) -> str:
     return str(getattr(value, "value", value))
 
 
-def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """bertkit's fields for a call that uses transformers' names (see the module docs); a call without
-    any of them is returned as it is."""
-    if not _TRANSFORMERS_ONLY.intersection(kwargs):
-        return kwargs
-    hf = dict(kwargs)
+def _renamed(hf: dict[str, Any]) -> dict[str, Any]:
+    """bertkit's fields for the settings transformers names otherwise (popped from ``hf``), with the best
+    model's metric as transformers reads it."""
     out: dict[str, Any] = {}
     for name, field in TRANSFORMERS_NAMES.items():
         if name in hf:
@@ -146,6 +147,11 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
             hf["greater_is_better"] = not out["best_metric"].endswith("loss")
     if "greater_is_better" in hf and hf["greater_is_better"] is None:
         del hf["greater_is_better"]
+    return out
+
+
+def _translate_optimizer_and_device(hf: dict[str, Any], out: dict[str, Any]) -> None:
+    """Betas, precision, device, step count, warmup and progress bar, from transformers' settings for them."""
     if "adam_beta1" in hf or "adam_beta2" in hf:
         out["adam_betas"] = (float(hf.pop("adam_beta1", 0.9)), float(hf.pop("adam_beta2", 0.999)))
     bf16, fp16 = bool(hf.pop("bf16", False)), bool(hf.pop("fp16", False))
@@ -163,6 +169,9 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
     if hf.pop("disable_tqdm", False):
         out["progress"] = False
 
+
+def _translate_strategies(hf: dict[str, Any], out: dict[str, Any]) -> None:
+    """The logging, evaluation and checkpoint cadence from transformers' strategies and step counts."""
     logging = _option(hf.pop("logging_strategy", "steps"))
     if logging not in ("steps", "no"):
         raise _refuse("logging_strategy", logging, "is not supported: bertkit logs every logging_steps steps")
@@ -189,6 +198,10 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
             "is not supported: bertkit writes checkpoints every save_steps steps ('steps'), after every epoch "
             "('epoch') or none ('no'), and keeps the best model by metric_for_best_model in OUTPUT/best",
         )
+
+
+def _refuse_unsupported(hf: dict[str, Any], kwargs: dict[str, Any]) -> None:
+    """Refuse by name the transformers settings bertkit has no equivalent for, unless left at their no-op."""
     scheduler = _option(hf.pop("lr_scheduler_type", "linear"))
     if scheduler != "linear":
         raise _refuse("lr_scheduler_type", scheduler, "is not supported: bertkit's schedule is warmup, then linear")
@@ -208,6 +221,12 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
     ):
         if name in hf and hf.pop(name) not in (allowed,):
             raise _refuse(name, kwargs[name], f"is not supported: leave it at {allowed!r}")
+
+
+def _translate_extra(hf: dict[str, Any], out: dict[str, Any]) -> None:
+    """The settings the Trainer reads from ``extra``: activation checkpointing's keyword arguments, label
+    names, what compute_metrics also gets, input tokens counted, callbacks restored, the evaluation batch
+    size and whether unused columns are dropped."""
     # transformers' former name; the keyword arguments go to the model's activation_checkpointing_enable
     if hf.pop("gradient_checkpointing", None):
         out["activation_checkpointing"] = True
@@ -242,8 +261,21 @@ def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
         **({"restore_callback_states_from_checkpoint": True} if restore else {}),
         "per_device_eval_batch_size": hf.pop("per_device_eval_batch_size", 8),
         "remove_unused_columns": bool(hf.pop("remove_unused_columns", True)),
-        "names": "transformers",  # the Trainer then also checks the call as transformers' does
     }
+
+
+def _from_transformers(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """bertkit's fields for a call that uses transformers' names (see the module docs); a call without
+    any of them is returned as it is."""
+    if not _TRANSFORMERS_ONLY.intersection(kwargs):
+        return kwargs
+    hf = dict(kwargs)
+    out = _renamed(hf)
+    _translate_optimizer_and_device(hf, out)
+    _translate_strategies(hf, out)
+    _refuse_unsupported(hf, kwargs)
+    _translate_extra(hf, out)
+    out["api"] = "transformers"  # the Trainer then also checks and runs the call as transformers' does
     for name in ("do_train", "do_eval", "do_predict"):
         hf.pop(name, None)  # read by transformers' example scripts and dataset handling, not by the training
     for field, default in _TRANSFORMERS_DEFAULTS.items():
@@ -472,6 +504,15 @@ class TrainingArguments(metaclass=_ArgumentsType):
     )
     run_name: str | None = setting(None, cli=False, same_on_resume=False, help="shown in the progress bar")
     ddp_find_unused_parameters: bool = setting(False, cli=False, help="DDP: for heads that skip parameters")
+    api: Literal["bertkit", "transformers"] = setting(
+        "bertkit",
+        choices=APIS,
+        cli=False,
+        same_on_resume=False,
+        help="whose conventions the Trainer follows; 'transformers' for a call in transformers' names (set by "
+        "their translation): its data order, warmup rounded up, the gradient norm logged unclipped too, logs, "
+        "evaluations and checkpoints on its schedule only, and an evaluation schedule needs an eval_dataset",
+    )
     extra: dict[str, Any] = setting(
         default_factory=dict, cli=False, same_on_resume=False, help="stored in checkpoints, for the caller"
     )
