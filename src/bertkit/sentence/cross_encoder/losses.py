@@ -47,10 +47,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bertkit.sentence.losses.losses import (  # the same paper cited by the bi-encoder MarginMSELoss
-    _HOFSTATTER2021,
-    _fullname,
-)
+from bertkit.sentence.losses.base import _fullname
+from bertkit.sentence.losses.citations import _HOFSTATTER2021  # the paper the bi-encoder MarginMSELoss cites
 
 __all__ = [
     "ADRMSELoss",
