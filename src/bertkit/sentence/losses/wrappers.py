@@ -16,7 +16,7 @@ from bertkit.sentence.losses.pairs import SoftmaxLoss
 
 class MatryoshkaLoss(_Loss):
     """``sum_d weight_d * loss(first d dimensions of each vector, renormalised)`` over ``matryoshka_dims``,
-    so truncated vectors stay useful. ``loss`` is one of this module's losses (cached ones stay cached)."""
+    so truncated vectors stay useful. ``loss`` is one of bertkit.losses' losses (cached ones stay cached)."""
 
     def __init__(
         self,
