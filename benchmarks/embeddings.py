@@ -219,7 +219,7 @@ def memory_child(mode: str, max_length: int) -> None:
     import resource
 
     from bertkit.modeling.sentence import load_sentence_encoder
-    from bertkit.sentence.losses.functional import CachedLoss, MNRLoss
+    from bertkit.sentence.losses.functional import make_loss
 
     enc = load_sentence_encoder(str(asset_path("minilm")), max_seq_length=max_length)
     enc.model.eval()  # no dropout: the losses of the three runs are comparable
@@ -227,7 +227,7 @@ def memory_child(mode: str, max_length: int) -> None:
     rows = pairs("train")[:n]
     feats = [enc.tokenize([r[k] for r in rows]) for k in ("anchor", "positive")]
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    loss = (CachedLoss(MNRLoss(), 32) if mode == "cached256" else MNRLoss())(enc, feats)
+    loss = (make_loss("cached-mnrl", mini_batch_size=32) if mode == "cached256" else make_loss("mnrl"))(enc, feats)
     loss.backward()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"mode": mode, "peak_mb": (peak - before) / 1024, "loss": float(loss.detach())}))

@@ -1,6 +1,7 @@
 """Embedding losses against sentence-transformers' on the real MiniLM checkpoint and real BBC text:
-loss values and every parameter's gradient; GradCache against the full batch; the sentence-embedding
-folder loaded by both libraries."""
+loss values and every parameter's gradient of bertkit's loss classes (the ones ``fit``, the trainer and,
+through the same formulas, ``train-embedder`` train with); GradCache against the full batch, for the
+classes and for train-embedder's ``make_loss``; the sentence-embedding folder loaded by both libraries."""
 
 import json
 import re
@@ -8,6 +9,7 @@ import re
 import pytest
 import torch
 
+from bertkit import SentenceTransformer, losses
 from bertkit.assets import asset_path
 from bertkit.modeling.sentence import load_sentence_encoder
 from bertkit.sentence.losses import functional as L
@@ -31,9 +33,9 @@ def texts():
 def models():
     path = str(asset_path("minilm"))
     ref = st.SentenceTransformer(path, device="cpu")
-    ours = load_sentence_encoder(path)
+    ours = SentenceTransformer(path, device="cpu")
     ref.eval()
-    ours.model.eval()  # no dropout: both sides must see the same function
+    ours.training_model.eval()  # no dropout: both sides must see the same function
     return ref, ours
 
 
@@ -44,15 +46,15 @@ def _grads(params):
 def _run_both(models, texts_cols, ours_loss, ref_loss, labels=None):
     ref, ours = models
     ref.zero_grad()
-    ours.model.zero_grad()
+    ours.training_model.zero_grad()
     feats_ref = [ref.preprocess(c) for c in texts_cols]
     lab = labels if labels is not None else torch.zeros(len(texts_cols[0]))
     lr = ref_loss(feats_ref, lab)
     lr.backward()
     g_ref = _grads(ref[0].auto_model.named_parameters())
-    lo = ours_loss(ours, [ours.tokenize(c) for c in texts_cols], labels)
+    lo = ours_loss([ours.preprocess(c) for c in texts_cols], labels)
     lo.backward()
-    g_ours = _grads(ours.model.named_parameters())
+    g_ours = _grads(ours.training_model.named_parameters())
     return float(lo.detach()), float(lr.detach()), g_ours, g_ref
 
 
@@ -85,32 +87,37 @@ def test_mnrl_equals_sentence_transformers(models, texts, symmetric):
         )
     )
     cols = [a, p, n] if not symmetric else [a, p]
-    _assert_same(*_run_both(models, cols, L.MNRLoss(20.0, symmetric=symmetric), ref_loss))
+    kind = losses.MultipleNegativesSymmetricRankingLoss if symmetric else losses.MultipleNegativesRankingLoss
+    _assert_same(*_run_both(models, cols, kind(models[1], scale=20.0), ref_loss))
 
 
 def test_cosent_equals_sentence_transformers(models, texts):
     a, p, _ = texts
     scores = torch.tensor([0.9, 0.2, 0.75, 0.1, 0.5, 0.5, 0.33, 1.0])[: len(a)]
-    _assert_same(*_run_both(models, [a, p], L.CoSENTLoss(20.0), stl.CoSENTLoss(models[0]), labels=scores))
+    ours_loss = losses.CoSENTLoss(models[1], scale=20.0)
+    _assert_same(*_run_both(models, [a, p], ours_loss, stl.CoSENTLoss(models[0]), labels=scores))
 
 
 def test_triplet_equals_sentence_transformers(models, texts):
-    _assert_same(*_run_both(models, list(texts), L.TripletLoss(5.0), stl.TripletLoss(models[0])))
+    ours_loss = losses.TripletLoss(models[1], triplet_margin=5.0)
+    _assert_same(*_run_both(models, list(texts), ours_loss, stl.TripletLoss(models[0])))
 
 
 def test_matryoshka_mnrl_equals_sentence_transformers(models, texts):
     a, p, _ = texts
     dims = [384, 128, 32]
     ref_loss = stl.MatryoshkaLoss(models[0], stl.MultipleNegativesRankingLoss(models[0]), dims)
-    _assert_same(*_run_both(models, [a, p], L.MatryoshkaLoss(L.MNRLoss(), dims), ref_loss))
+    ours_loss = losses.MatryoshkaLoss(models[1], losses.MultipleNegativesRankingLoss(models[1]), dims)
+    _assert_same(*_run_both(models, [a, p], ours_loss, ref_loss))
 
 
 def _loss_and_grads(ours, loss, feats, seed=0):
+    """A loss class's ``loss(feats)``, or a ``make_loss`` function's ``loss(embed, feats)``."""
     torch.manual_seed(seed)
-    ours.model.zero_grad()
-    v = loss(ours, feats)
+    ours.training_model.zero_grad()
+    v = loss(feats) if isinstance(loss, torch.nn.Module) else loss(lambda f: ours(f)["sentence_embedding"], feats)
     v.backward()
-    return float(v.detach()), _grads(ours.model.named_parameters())
+    return float(v.detach()), _grads(ours.training_model.named_parameters())
 
 
 def _assert_grads_equal(r1, r2):
@@ -121,10 +128,10 @@ def _assert_grads_equal(r1, r2):
 def test_cached_mnrl_equals_full_batch(models, texts):
     """GradCache in uneven mini-batches of 3 gives the full batch's loss and gradients."""
     _, ours = models
-    feats = [ours.tokenize(c) for c in texts]
+    feats = [ours.preprocess(c) for c in texts]
     _assert_grads_equal(
-        _loss_and_grads(ours, L.MNRLoss(), feats),
-        _loss_and_grads(ours, L.CachedLoss(L.MNRLoss(), mini_batch_size=3), feats),
+        _loss_and_grads(ours, losses.MultipleNegativesRankingLoss(ours), feats),
+        _loss_and_grads(ours, losses.CachedMultipleNegativesRankingLoss(ours, mini_batch_size=3), feats),
     )
 
 
@@ -132,25 +139,27 @@ def test_cached_replays_dropout(models, texts):
     """With dropout on, one mini-batch per column draws the plain loss's dropout masks in its first
     forward; equal gradients show that the second forward (with grad) replays those same masks."""
     _, ours = models
-    feats = [ours.tokenize(c) for c in texts[:2]]
-    ours.model.train()
+    feats = [ours.preprocess(c) for c in texts[:2]]
+    mnrl = losses.MultipleNegativesRankingLoss(ours)
+    ours.training_model.train()
     try:
-        plain = _loss_and_grads(ours, L.MNRLoss(), feats)
-        _assert_grads_equal(plain, _loss_and_grads(ours, L.CachedLoss(L.MNRLoss(), mini_batch_size=N), feats))
-        ours.model.eval()
+        plain = _loss_and_grads(ours, mnrl, feats)
+        cached = losses.CachedMultipleNegativesRankingLoss(ours, mini_batch_size=N)
+        _assert_grads_equal(plain, _loss_and_grads(ours, cached, feats))
+        ours.training_model.eval()
         with torch.no_grad():  # and dropout was really on
-            assert abs(float(L.MNRLoss()(ours, feats)) - plain[0]) > 1e-4
+            assert abs(float(mnrl(feats)) - plain[0]) > 1e-4
     finally:
-        ours.model.eval()
+        ours.training_model.eval()
 
 
 def test_cached_matryoshka_equals_plain(models, texts):
     _, ours = models
-    feats = [ours.tokenize(c) for c in texts[:2]]
-    _assert_grads_equal(
-        _loss_and_grads(ours, L.make_loss("mnrl", [384, 64]), feats),
-        _loss_and_grads(ours, L.make_loss("cached-mnrl", [384, 64], mini_batch_size=3), feats),
-    )
+    feats = [ours.preprocess(c) for c in texts[:2]]
+    plain = _loss_and_grads(ours, L.make_loss("mnrl", [384, 64]), feats)
+    _assert_grads_equal(plain, _loss_and_grads(ours, L.make_loss("cached-mnrl", [384, 64], mini_batch_size=3), feats))
+    cached = losses.CachedMultipleNegativesRankingLoss(ours, mini_batch_size=3)
+    _assert_grads_equal(plain, _loss_and_grads(ours, losses.MatryoshkaLoss(ours, cached, [384, 64]), feats))
 
 
 def test_sentence_folder_loads_in_both(models, texts, tmp_path):

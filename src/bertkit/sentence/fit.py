@@ -270,7 +270,7 @@ def loader_examples(loader: Any, where: str) -> list[Any]:
 def _objectives(model: Any, train_objectives: Any) -> tuple[list[Any], list[list[Any]], list[nn.Module]]:
     """(DataLoaders, their examples, losses), each checked: examples there, the loss trains ``model``,
     and every example has as many texts as its loss reads."""
-    from bertkit.sentence.losses.losses import _Loss
+    from bertkit.sentence.losses.base import _Loss
 
     if (
         isinstance(train_objectives, tuple)

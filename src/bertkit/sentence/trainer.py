@@ -492,7 +492,7 @@ class SentenceTransformerTrainer:
 
     def _loss_type(self) -> tuple[type, str]:
         """The losses this trainer takes, and where they live (for the message refusing others)."""
-        from bertkit.sentence.losses.losses import _Loss
+        from bertkit.sentence.losses.base import _Loss
 
         return _Loss, "bertkit.losses"
 

@@ -32,7 +32,7 @@ import torch
 
 from bertkit import _args as A
 from bertkit.pipelines.text_ranking import TextRankingPipeline
-from bertkit.sentence.losses.losses import _fullname
+from bertkit.sentence.losses.base import _fullname
 from bertkit.sentence.module_calls import _ModuleCalls, _to_dtype
 
 __all__ = ["CrossEncoder"]

@@ -57,7 +57,7 @@ class _Collate:
 
 def _check_examples(loader: Any, num_labels: int, default_loss: bool) -> list[Any]:
     """The loader's InputExamples, each checked: two texts and a label the head's loss can take."""
-    from bertkit.sentence.cross_encoder.losses import class_id_problem, is_score
+    from bertkit.sentence.cross_encoder.losses.base import class_id_problem, is_score
     from bertkit.sentence.fit import loader_examples
 
     examples = loader_examples(loader, "train_dataloader")

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bertkit.sentence.cross_encoder.losses import _short
+from bertkit.sentence.cross_encoder.losses.base import _short
 from bertkit.sentence.trainer import LABEL_COLUMNS, SentenceTransformerTrainer, _Collate, _is_list, _Table
 from bertkit.sentence.training_args import SentenceTransformerTrainingArguments, _refuse_arg, _STArgumentsType
 
@@ -109,7 +109,7 @@ class CrossEncoderTrainer(SentenceTransformerTrainer):
         return CrossEncoder
 
     def _loss_type(self) -> tuple[type, str]:
-        from bertkit.sentence.cross_encoder.losses import CrossEncoderLoss
+        from bertkit.sentence.cross_encoder.losses.base import CrossEncoderLoss
 
         return CrossEncoderLoss, "bertkit.cross_encoder.losses"
 
