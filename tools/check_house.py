@@ -145,6 +145,12 @@ def package_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return circles(top)
 
 
+def _package_of(module: str, packages: set[str]) -> str | None:
+    """The one of ``packages`` that ``module`` is, or lies in (the longest such), else None."""
+    inside = [p for p in packages if module == p or module.startswith(p + ".")]
+    return max(inside, key=len) if inside else None
+
+
 def twin_classes() -> dict[str, list[str]]:
     """Public class names defined in more than one module."""
     where: dict[str, list[str]] = defaultdict(list)
@@ -157,12 +163,7 @@ def twin_classes() -> dict[str, list[str]]:
         if len(modules) < 2:
             continue
         allowed = SHARED_NAMES.get(name)
-        if (
-            allowed
-            and len(modules) == 2
-            and {m.rsplit(".", 1)[0] if m.count(".") > 2 else m for m in modules}
-            <= {p for a in allowed for p in (a, a.rsplit(".", 1)[0])}
-        ):
+        if allowed and len(modules) == 2 and {_package_of(m, allowed) for m in modules} == allowed:
             continue
         twins[name] = sorted(modules)
     return twins
