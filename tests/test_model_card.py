@@ -242,7 +242,7 @@ def test_a_folders_own_card_is_carried_over_while_untrained(tmp_path):
     model = bertkit.SentenceTransformer(folder)
     model.save(tmp_path / "copy")
     assert (tmp_path / "copy" / "README.md").read_text() == (folder / "README.md").read_text()
-    model.save(folder)  # saved in place: its own card is the one it came with
+    model.save(folder, overwrite=True)  # saved in place (asked for): its own card is the one it came with
     assert (folder / "README.md").read_text().endswith("# The authors' card\n")
 
 

@@ -4,27 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit._args import positive_int
-
-
-def _share(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number; give the held-out share, e.g. 0.2") from None
-    if not 0 < x < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1; give the held-out share, e.g. 0.2")
-    return x
-
-
-def _positive(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return x
+from bertkit._args import fraction_0_1_open, positive_float, positive_int, seed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,14 +15,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-column", default="label", help="the label column (default label)")
     p.add_argument("--max-rows", type=positive_int, default=2000, help="read at most this many rows (default 2000)")
     p.add_argument("--max-length", type=positive_int, default=128, help="tokens per text (default 128)")
-    p.add_argument("--test-size", type=_share, default=0.2, help="held-out share of the rows (default 0.2)")
+    p.add_argument("--test-size", type=fraction_0_1_open, default=0.2, help="held-out share of the rows (default 0.2)")
     p.add_argument(
         "--c",
-        type=_positive,
+        type=positive_float,
         default=0.01,
         help="inverse L2 strength of the probes, as scikit-learn's C (default 0.01)",
     )
-    p.add_argument("--seed", type=int, default=0, help="split, shuffled control labels and random model (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="split, shuffled control labels and random model (default 0)")
     p.add_argument(
         "--no-random-baseline",
         dest="random_baseline",

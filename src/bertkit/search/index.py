@@ -427,8 +427,8 @@ def _model_identity(model: Path) -> dict[str, Any]:
 
 
 def weights_fingerprint(model: str | Path) -> str:
-    """A digest of the weights a model folder loads (each file's name, size, and 16 blocks of 64 KiB spread
-    over it): the same for a copy of the folder, different for other weights, read in milliseconds."""
+    """SHA-256 of the weights a model folder loads (each file's name and bytes): the same for a copy of the
+    folder, different for any other weights, even one changed value (a model load reads them all anyway)."""
     from bertkit.checkpoint import find_weights_file
 
     model = Path(model)
@@ -442,12 +442,10 @@ def weights_fingerprint(model: str | Path) -> str:
         files += sorted(model.glob("*.safetensors" if ".safetensors" in main.name else "*.bin"))
     files += [p for pat in ("*/*.safetensors", "*/*.bin") for p in sorted(model.glob(pat))]  # Dense modules
     for f in files:
-        size = f.stat().st_size
-        h.update(f"{f.relative_to(model).as_posix()}\0{size}\0".encode())
+        h.update(f"{f.relative_to(model).as_posix()}\0{f.stat().st_size}\0".encode())
         with open(f, "rb") as fh:
-            for k in range(16):
-                fh.seek(size * k // 16)
-                h.update(fh.read(1 << 16))
+            for block in iter(lambda fh=fh: fh.read(1 << 22), b""):
+                h.update(block)
     return h.hexdigest()
 
 

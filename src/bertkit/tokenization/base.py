@@ -102,7 +102,6 @@ class TokenizerBase:
         """Register the added tokens a folder gives (by id), then the named and ``extra`` special tokens."""
         # added tokens: id -> AddedToken (insertion order), and the contents marked special, in order
         self._added: dict[int, AddedToken] = {}
-        self._shown_tokens: dict[int, str] = {}  # added tokens whose encoding form is not their content
         self._special_contents: dict[str, None] = {}
         given = [(_token_id(k, "added_tokens_decoder"), v) for k, v in (added_tokens_decoder or {}).items()]
         for tid, tok in sorted(given, key=lambda kv: kv[0]):
@@ -144,14 +143,9 @@ class TokenizerBase:
         self._added[tid] = tok
         self.vocab[tok.content] = tid
         # transformers shows a normalized added token in its normalized form (tokens(), decode())
-        # `tokenizers` gives a normalized added token's content for its id (decode, convert_ids_to_tokens)
-        # and its normalized form in an encoding's tokens
-        self.ids_to_tokens[tid] = tok.content
-        shown = self._shown(tok.content) if tok.normalized else tok.content
-        if shown != tok.content:
-            self._shown_tokens[tid] = shown
-        else:
-            self._shown_tokens.pop(tid, None)
+        # a normalized added token is shown (decode, convert_ids_to_tokens, tokens) in its normalized form,
+        # as `tokenizers` 0.23 gives it
+        self.ids_to_tokens[tid] = self._shown(tok.content) if tok.normalized else tok.content
 
     def _add(self, tokens: list[AddedToken], refresh: bool = True) -> int:
         """Add tokens the way `tokenizers` does: a content already known keeps its id, a new one gets the
@@ -186,7 +180,7 @@ class TokenizerBase:
         for tid in order:
             tok = self._added[tid]
             if tok.normalized:
-                pattern = self._shown_tokens.get(tid, tok.content)
+                pattern = self.ids_to_tokens[tid]
                 if pattern:  # a token that normalizes to nothing can never be found
                     norm.setdefault(pattern, tid)
             else:
@@ -266,7 +260,7 @@ class TokenizerBase:
             return None
         if tok.normalized:
             piece = self._shown(piece)
-        return piece if piece.strip() == self._shown_tokens.get(tid, tok.content).strip() else None
+        return piece if piece.strip() == self.ids_to_tokens[tid].strip() else None
 
     @property
     def added_tokens_decoder(self) -> dict[int, AddedToken]:
@@ -449,7 +443,7 @@ class TokenizerBase:
         the text are kept whole; ``add_special_tokens=True`` adds [CLS]/[SEP]. Other keyword arguments are
         ignored, as transformers ignores them here."""
         self._check_text(text)
-        if pair is None and not add_special_tokens and not self._strip_ids and not self._shown_tokens:
+        if pair is None and not add_special_tokens and not self._strip_ids:
             itt = self.ids_to_tokens
             return [itt[i] for i in self._ids(text)]
         if pair is not None:
@@ -961,9 +955,6 @@ class TokenizerBase:
         ids = seq.ids[start:stop]
         itt = self.ids_to_tokens
         toks = [itt[x] for x in ids]
-        if self._shown_tokens:
-            shown = self._shown_tokens
-            toks = [shown.get(x, t) for x, t in zip(ids, toks)]
         words = seq.words[start:stop]
         offs = seq.offsets[start:stop]
         if self._strip_ids:
