@@ -453,14 +453,18 @@ def test_pipelines_answer_as_transformers(model_type, tokenizer, tmp_path):
         return
     folder = _folder(model_type, "masked-lm", tokenizer, tmp_path / "mlm")
     ours = pipeline("fill-mask", model=folder)(f"this film is {tokenizer.mask_token}.", top_k=5)
-    theirs = transformers.pipeline("fill-mask", model=str(folder))(f"this film is {tokenizer.mask_token}.", top_k=5)
+    # the folder's WordPiece files, named for transformers (its ModernBERT default is a tokenizer.json)
+    hf_tok = transformers.BertTokenizerFast.from_pretrained(str(folder))
+    theirs = transformers.pipeline("fill-mask", model=str(folder), tokenizer=hf_tok)(
+        f"this film is {tokenizer.mask_token}.", top_k=5
+    )
     assert [x["token"] for x in ours] == [x["token"] for x in theirs]
     torch.testing.assert_close([x["score"] for x in ours], [x["score"] for x in theirs], rtol=1e-4, atol=1e-7)
     labels = {"id2label": {0: "neg", 1: "mid", 2: "pos"}, "label2id": {"neg": 0, "mid": 1, "pos": 2}}
     folder = _folder(model_type, "sequence-classification", tokenizer, tmp_path / "clf", **labels)
     ours = pipeline("text-classification", model=folder)(texts, top_k=None)
     hf = getattr(transformers, fam.class_name("sequence-classification")).from_pretrained(folder).eval()
-    enc = transformers.AutoTokenizer.from_pretrained(str(folder))(texts, padding=True, return_tensors="pt")
+    enc = transformers.BertTokenizerFast.from_pretrained(str(folder))(texts, padding=True, return_tensors="pt")
     if not fam.has_token_types:
         enc.pop("token_type_ids", None)
     with torch.no_grad():
