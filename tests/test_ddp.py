@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertkit._outputs import MARKER
+from bertkit._folders import MARKER
 from bertkit.assets import asset_path
 
 pytestmark = pytest.mark.slow  # multi-process runs: `make test-fast` skips them

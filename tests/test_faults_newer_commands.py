@@ -720,7 +720,7 @@ def test_a_change_to_an_index_another_process_is_changing_is_refused(capsys, tmp
         [
             sys.executable,
             "-c",
-            f"from bertkit._outputs import held; import sys\nwith held({str(out)!r}, "
+            f"from bertkit._folders import held; import sys\nwith held({str(out)!r}, "
             "'index', str): print('held', flush=True); sys.stdin.readline()",
         ],
         stdin=subprocess.PIPE,

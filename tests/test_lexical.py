@@ -186,7 +186,7 @@ def test_an_index_keeps_its_bm25_postings_for_its_own_texts_only(news_index):
     a later load reads them; texts edited by hand, a damaged file, or a delete make them built anew."""
     import shutil
 
-    from bertkit._outputs import MARKER
+    from bertkit._folders import MARKER
     from bertkit.search.index import BM25_FILE
     from bertkit.search.index_update import delete_from_index
 

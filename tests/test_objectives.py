@@ -623,7 +623,7 @@ def test_a_time_schedule_without_max_steps_runs_on_the_clock(corpus, tmp_path, m
     """`pretrain --schedule time --max-minutes M` without --max-steps trains for the M minutes: the
     default step count (shrunk here to 4 so the test is quick) sizes step-schedule runs only. A
     --warmup-ratio there has no step count to be a share of, and is refused by name."""
-    import bertkit.training.arguments as arguments
+    import bertkit.training.training_args as arguments
 
     monkeypatch.setattr(arguments, "DEFAULT_STEPS", 4)
     kw = dict(max_steps=None, save_every=0, eval_every=0)

@@ -1,7 +1,7 @@
 """Fault suite for outputs: nothing a user wrote is ever deleted or overwritten, writes are atomic
 under a full disk, resume is exact and survives a damaged newest checkpoint.
 
-The folder rule (see bertkit._outputs): new or empty folder; refuse a non-empty folder that is
+The folder rule (see bertkit._folders): new or empty folder; refuse a non-empty folder that is
 not the command's own earlier output; replace that only with --overwrite, and then only the
 files the command wrote; --resume checks that the run matches. Every test hashes the user's
 files before and after.
@@ -376,7 +376,7 @@ def test_failed_finetune_leaves_no_output_folder(capsys, tmp_path, tiny_model): 
 
 
 def test_claim_abandoned_after_a_failure_removes_the_new_folder(tmp_path):
-    from bertkit._outputs import claim_output_dir
+    from bertkit._folders import claim_output_dir
 
     claim = claim_output_dir(tmp_path / "new" / "out", "pretrain")
     assert (tmp_path / "new" / "out").is_dir()
@@ -459,7 +459,7 @@ def test_a_folder_a_live_run_writes_is_refused_and_freed_when_that_run_is_killed
 
 
 def test_a_claim_left_by_a_failure_in_the_same_process_is_taken_over(tmp_path):
-    from bertkit._outputs import LOCK, claim_output_dir
+    from bertkit._folders import LOCK, claim_output_dir
 
     out = tmp_path / "out"
     claim_output_dir(out, "finetune")  # never finished nor abandoned: a notebook cell that raised

@@ -230,7 +230,7 @@ def test_a_name_and_its_transformers_name_together_are_refused(tmp_path):
 def test_resume_from_checkpoint_continues_exactly(setup, tmp_path):
     """transformers' ``train(resume_from_checkpoint=...)``: from a named checkpoint the run ends on the
     weights of the run that was never stopped; True on a finished run changes nothing."""
-    from bertkit.training.checkpointing import checkpoints_newest_first
+    from bertkit.training.checkpoint_folders import checkpoints_newest_first
 
     folder, train, _ = setup
     call = {**_call(tmp_path / "run"), "save_strategy": "steps", "save_steps": 1, "eval_strategy": "no"}

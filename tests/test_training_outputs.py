@@ -23,10 +23,10 @@ import pytest
 from test_bad_input import TRAIN_ROWS, classifier, run, tiny_model, tree_hash  # noqa: F401 - fixtures
 
 from bertkit import _args as A
-from bertkit._outputs import MARKER
+from bertkit._folders import MARKER
 from bertkit.assets import asset_path
 from bertkit.cli import build_parser
-from bertkit.training.arguments import TrainingArguments
+from bertkit.training.training_args import TrainingArguments
 
 VOCAB = asset_path("vocab-uncased")
 
@@ -429,7 +429,7 @@ def test_resume_takes_a_setting_an_older_bertkit_did_not_record_at_its_default(
 
 
 def test_resume_compares_runs_recorded_by_an_older_bertkit_on_what_both_record(tmp_path):
-    from bertkit._outputs import claim_output_dir
+    from bertkit._folders import claim_output_dir
 
     out = tmp_path / "run"
     claim = claim_output_dir(out, "pretrain", run={"model": {"hidden_size": 128}, "data": {"seed": 1}})

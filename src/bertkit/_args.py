@@ -443,7 +443,7 @@ def add_dataclass_arguments(
     parsed namespace with :func:`from_namespace`.
 
     A new command's settings are one dataclass (typically inheriting
-    :class:`bertkit.training.arguments.TrainingArguments`)::
+    :class:`bertkit.training.training_args.TrainingArguments`)::
 
         @dataclass(kw_only=True)
         class MyArguments(TrainingArguments):

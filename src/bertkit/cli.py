@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(only=command).parse_args(argv)
     from bertkit._args import cli_names
     from bertkit._extras import MissingExtraError
-    from bertkit._outputs import RunFinished
+    from bertkit._folders import RunFinished
 
     try:
         with cli_names():  # the command's messages name its flags, not the Python arguments

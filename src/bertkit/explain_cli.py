@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     ):
         raise ValueError("nothing to write: give --output report.html, --json FILE, --png DIR or --verify")
     if args.projector is not None:
-        from bertkit._outputs import within_claim
+        from bertkit._folders import within_claim
         from bertkit.explain.api import check_outputs
         from bertkit.explain.projector import run_cli
 

@@ -43,8 +43,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from bertkit import _args as A
+from bertkit._folders import MARKER, claim_output_dir
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
-from bertkit._outputs import MARKER, claim_output_dir
 from bertkit._text import (
     ReplacementCounter,
     read_documents,

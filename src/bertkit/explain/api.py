@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit import _args as A
-from bertkit._outputs import OutputClaim, check_output_file, claim_output_dir, refuse_inside_input, within_claim
+from bertkit._folders import OutputClaim, check_output_file, claim_output_dir, refuse_inside_input, within_claim
 
 from .collect import Explanation, check_verifiable, collect, load_model, verify
 from .from_scratch import Check
@@ -68,7 +68,7 @@ def check_outputs(
     overwrite: bool = False,
 ) -> OutputClaim | None:
     """Refuse outputs that would replace a file without ``overwrite``, land in the ``model`` folder,
-    or coincide; claim ``png_dir`` (the folder rule of :mod:`bertkit._outputs`). Returns the claim,
+    or coincide; claim ``png_dir`` (the folder rule of :mod:`bertkit._folders`). Returns the claim,
     or None without ``png_dir``."""
     named = [("--output", "output", output), ("--json", "json_path", json_path)]
     files = [(flag, name, p) for flag, name, p in named if p is not None]

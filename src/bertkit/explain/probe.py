@@ -417,8 +417,8 @@ def probe(
     ``[CLS]`` and mean vectors, with a shuffled-label control task and, with ``random_baseline``, a
     randomly initialised model of the same shape beside it. The same ``seed`` gives the same numbers.
     Writes ``json_path`` and ``png_path`` (atomically) when given."""
+    from bertkit._folders import check_output_file, refuse_inside_input
     from bertkit._io import atomic_write_json
-    from bertkit._outputs import check_output_file, refuse_inside_input
 
     for flag, p in (("--json", json_path), ("--png", png_path)):
         if p is not None:

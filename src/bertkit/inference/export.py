@@ -53,7 +53,7 @@ def export_onnx(model_dir: str | Path, output: str | Path, opset: int | None = N
     Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, shape ``[batch, sequence]``).
     """
     from bertkit._extras import require
-    from bertkit._outputs import check_output_file, refuse_inside_input
+    from bertkit._folders import check_output_file, refuse_inside_input
     from bertkit.hub import resolve_model_arg
 
     # A model id resolves to its cache snapshot first, so the output is checked against (and never

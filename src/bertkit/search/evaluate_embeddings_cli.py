@@ -209,8 +209,8 @@ def evaluate_retrieval(
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit._folders import check_not_input, check_output_file
     from bertkit._io import atomic_write_json
-    from bertkit._outputs import check_not_input, check_output_file
     from bertkit.pipelines import pipeline
 
     if not args.sts and not (args.queries or args.corpus or args.qrels):

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from bertkit import _args as A
+from bertkit._folders import LOCK, MARKER, claim_output_dir, held, refuse_inside_input
 from bertkit._io import atomic_dir, atomic_path, atomic_update_dir, atomic_write_json
-from bertkit._outputs import LOCK, MARKER, claim_output_dir, held, refuse_inside_input
 from bertkit._text import decode_utf8, iter_lines, parse_json, read_json, read_text, split_records
 from bertkit.hub import resolve_model_arg
 from bertkit.sentence.util import top_k_exact
@@ -582,7 +582,7 @@ def build_index(
     """Embed every text of ``input`` with ``model`` (on ``device``, the CPU by default) and write an
     index folder at ``output``.
 
-    ``output`` follows the folder rule (:mod:`bertkit._outputs`): a new or empty folder, or an
+    ``output`` follows the folder rule (:mod:`bertkit._folders`): a new or empty folder, or an
     earlier index replaced only with ``overwrite``. Chunks of ``chunk_size`` vectors are saved as they
     finish in ``<output>.partial/``; a re-run over the same model and the same texts (by content)
     skips them (resume after a kill); other inputs are refused unless ``overwrite``. A text over the

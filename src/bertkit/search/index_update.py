@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from bertkit import _args as A
+from bertkit._folders import LOCK, MARKER, held
 from bertkit._io import atomic_dir, atomic_update_dir, atomic_write_json
-from bertkit._outputs import LOCK, MARKER, held
 
 from .long_texts import check_lengths, embed_texts
 

@@ -135,7 +135,7 @@ def distill_static(
         raise ValueError(f"sif_coefficient must be in (0, 1), got {sif_coefficient}")
     claim = None
     if output is not None:
-        from bertkit._outputs import claim_output_dir
+        from bertkit._folders import claim_output_dir
 
         owned = ("model.safetensors", "tokenizer.json", "config.json", "modules.json", "1_Normalize")
         claim = claim_output_dir(output, "distill-static", overwrite=overwrite, owned=owned, create=False)
@@ -158,7 +158,7 @@ def distill_static(
         )
         return StaticEmbedder(weight, static_tok, normalize=True, folder=output)
 
-    from bertkit._outputs import within_claim
+    from bertkit._folders import within_claim
 
     return within_claim(claim, work)
 

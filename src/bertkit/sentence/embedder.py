@@ -21,11 +21,11 @@ from typing import Any
 from bertkit import _args as A
 from bertkit import _hooks
 from bertkit._args import redefault, setting
+from bertkit._folders import file_fingerprint
 from bertkit._io import atomic_write_json, atomic_write_text
-from bertkit._outputs import file_fingerprint
 from bertkit.hub import resolve_model_arg
-from bertkit.training.arguments import TrainingArguments
-from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.run_folders import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.training_args import TrainingArguments
 
 __all__ = ["EMBEDDER_OUTPUTS", "EmbedderArguments", "EmbeddingTrainingArguments", "evaluate_rows", "train_embedder"]
 

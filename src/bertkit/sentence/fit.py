@@ -630,7 +630,7 @@ def _fit_arguments(
     device: torch.device,
 ) -> Any:
     """The Trainer's arguments for a fit: checkpoints (and plots) only into a ``checkpoint_path``."""
-    from bertkit.training.arguments import TrainingArguments
+    from bertkit.training.training_args import TrainingArguments
 
     return TrainingArguments(
         output=output,

@@ -196,7 +196,7 @@ def changed_arguments(args: Any) -> dict[str, Any]:
     setting has one (``learning_rate``, ``num_train_epochs``...)."""
     import dataclasses
 
-    from bertkit.training.arguments import TRANSFORMERS_NAMES
+    from bertkit.training.training_args import TRANSFORMERS_NAMES
 
     names = {field: name for name, field in TRANSFORMERS_NAMES.items()}
     names.update(eval_every="eval_steps", save_every="save_steps")

@@ -1,5 +1,6 @@
-"""sentence-transformers' training arguments: transformers' own (:class:`~bertkit.training.arguments.TrainingArguments`
-in transformers' names) and the batch samplers, prompts and per-parameter learning rates."""
+"""sentence-transformers' training arguments: transformers' own
+(:class:`~bertkit.training.training_args.TrainingArguments` in transformers' names) and the batch
+samplers, prompts and per-parameter learning rates."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from torch import nn
 
 from bertkit._args import setting
-from bertkit.training.arguments import TrainingArguments, _ArgumentsType
+from bertkit.training.training_args import TrainingArguments, _ArgumentsType
 
 __all__ = ["BatchSamplers", "MultiDatasetBatchSamplers", "SentenceTransformerTrainingArguments"]
 
@@ -167,7 +168,7 @@ def _prompt_for(prompts: Any, dataset: str | None, column: str) -> str | None:
 @dataclasses.dataclass(kw_only=True)
 class SentenceTransformerTrainingArguments(TrainingArguments, metaclass=_STArgumentsType):
     """sentence-transformers' training arguments: transformers' (every name and default of
-    :class:`~bertkit.training.arguments.TrainingArguments` called in transformers' names) and the
+    :class:`~bertkit.training.training_args.TrainingArguments` called in transformers' names) and the
     batch samplers."""
 
     batch_sampler: Any = setting(BatchSamplers.BATCH_SAMPLER, cli=False, help="how one dataset's rows are batched")

@@ -30,13 +30,13 @@ import torch
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
-from bertkit._outputs import check_output_file, file_fingerprint, refuse_inside_input
+from bertkit._folders import check_output_file, file_fingerprint, refuse_inside_input
 from bertkit._text import read_jsonl
 from bertkit.data.batching import LengthGroupedBatchSampler, collate_features
 from bertkit.hub import resolve_model_arg, resolve_model_path
 from bertkit.modeling.config import check_length_fits, check_vocab_fits
-from bertkit.training.arguments import TrainingArguments
-from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.run_folders import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.training_args import TrainingArguments
 
 from .._io import atomic_write_json, atomic_write_text
 from .tasks import TASKS, Task, TaskOptions, get_task, task_from_config

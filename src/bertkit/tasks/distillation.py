@@ -31,8 +31,8 @@ from torch import nn
 from bertkit import _args as A
 from bertkit._args import redefault, setting
 from bertkit.hub import resolve_model_arg
-from bertkit.training.arguments import TrainingArguments
-from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.run_folders import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.training_args import TrainingArguments
 
 __all__ = ["DistillArguments", "DistillConfig", "compare_speed", "distill", "distillation_loss", "student_from_teacher"]
 
@@ -250,12 +250,12 @@ def distill(args: DistillArguments) -> dict[str, Any]:
     """Distil the classifier in ``args.teacher`` into a student saved at ``args.output``; returns metrics.
 
     With a validation file the result holds the teacher's and the student's scores side by side.
-    ``--output`` follows the folder rule of every training command (:mod:`bertkit.training.outputs`)
+    ``--output`` follows the folder rule of every training command (:mod:`bertkit.training.run_folders`)
     and may not be the teacher's folder.
     """
     import dataclasses
 
-    from bertkit._outputs import file_fingerprint
+    from bertkit._folders import file_fingerprint
     from bertkit.data.batching import LengthGroupedBatchSampler, collate_features
     from bertkit.tasks.api import _Features, load_finetuned
     from bertkit.training import Trainer

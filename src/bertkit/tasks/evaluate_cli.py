@@ -43,7 +43,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit._outputs import check_output_file, refuse_inside_input
+    from bertkit._folders import check_output_file, refuse_inside_input
     from bertkit.hub import resolve_model_arg
 
     from .api import evaluate

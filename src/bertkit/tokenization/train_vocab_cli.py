@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit._outputs import check_output_file, refuse_inside_input
+    from bertkit._folders import check_output_file, refuse_inside_input
 
     from .vocab_trainer import DEFAULT_SPECIAL_TOKENS, WordPieceTrainer
 
@@ -104,7 +104,7 @@ _BPE_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.js
 
 def _run_bpe(args: argparse.Namespace) -> int:
     """Byte-level BPE into the folder ``--output``, as tokenizers' BpeTrainer learns it."""
-    from bertkit._outputs import claim_output_dir
+    from bertkit._folders import claim_output_dir
 
     from .bpe_trainer import ByteLevelBPETrainer
 
@@ -136,7 +136,7 @@ def _run_bpe(args: argparse.Namespace) -> int:
 
 def _run_unigram(args: argparse.Namespace) -> int:
     """A Unigram vocabulary into the folder ``--output`` (tokenizer.json and the configs)."""
-    from bertkit._outputs import claim_output_dir
+    from bertkit._folders import claim_output_dir
 
     from .unigram_trainer import UnigramTrainer
 

@@ -21,14 +21,14 @@ import torch
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
-from bertkit.training.arguments import (
+from bertkit.training.run_folders import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.training_args import (
     TRAINING_GROUP,
     TrainingArguments,
     check_step_length,
     step_length_help,
     with_step_length,
 )
-from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
 
 __all__ = [
     "CLMArguments",
@@ -243,7 +243,7 @@ def pretrain_clm(args: CLMArguments) -> dict[str, Any]:
 
     With a BERT WordPiece vocabulary the saved config names ``"tokenizer_class": "BertTokenizer"``,
     so ``AutoTokenizer`` (bertkit's or transformers') picks the right tokenizer. ``--output`` follows
-    the folder rule of every training command (:mod:`bertkit.training.outputs`). Returns the last metrics.
+    the folder rule of every training command (:mod:`bertkit.training.run_folders`). Returns the last metrics.
     """
     import dataclasses
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-import bertkit.training.checkpointing as ckpt_io
-from bertkit.training.arguments import TrainingArguments
+import bertkit.training.checkpoint_folders as ckpt_io
+from bertkit.training.training_args import TrainingArguments
 
 
 def training_device(config: TrainingArguments) -> torch.device:

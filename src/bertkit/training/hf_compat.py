@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit.training.arguments import TrainingArguments
 from bertkit.training.distributed import _to_device
+from bertkit.training.training_args import TrainingArguments
 
 if TYPE_CHECKING:
     from bertkit.training.trainer import Trainer

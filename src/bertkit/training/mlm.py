@@ -17,7 +17,7 @@ from typing import Any
 
 from bertkit import _args as A
 from bertkit._args import redefault, setting
-from bertkit.training.arguments import (
+from bertkit.training.training_args import (
     TRAINING_GROUP,
     TrainingArguments,
     check_step_length,

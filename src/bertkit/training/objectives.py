@@ -299,7 +299,7 @@ class ElectraPretrainingModel(nn.Module):
 
     def load_folder_weights(self, directory: Path) -> None:
         """Weights of a folder :meth:`save_pretrained` wrote (resuming from a checkpoint)."""
-        from bertkit.training.checkpointing import load_model_weights
+        from bertkit.training.checkpoint_folders import load_model_weights
 
         load_model_weights(self.generator, Path(directory) / "generator")
         load_model_weights(self.discriminator, Path(directory))  # last: the shared embeddings are its

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from bertkit._cpu import has_fast_bf16
-from bertkit.training.arguments import TrainingArguments
+from bertkit.training.training_args import TrainingArguments
 
 # encoder.layer.N (BERT, ELECTRA), transformer.layer.N (DistilBERT), transformer.h.N (GPT-2)
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:layer|h|layers)\.(\d+)\.")

@@ -11,9 +11,9 @@ from typing import Any
 
 from bertkit import _args as A
 from bertkit.hub import resolve_model_arg
-from bertkit.training.arguments import with_step_length
 from bertkit.training.mlm import PretrainingArguments, masked_fraction
-from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.run_folders import TRAINER_OUTPUTS, claim_training_output, run_identity, within_claim
+from bertkit.training.training_args import with_step_length
 
 __all__ = ["PRETRAIN_OUTPUTS", "mlm_identity", "train_mlm"]
 

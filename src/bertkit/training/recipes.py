@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from bertkit import _args as A
+from bertkit._folders import claim_output_dir
 from bertkit._io import atomic_write_bytes, atomic_write_json
-from bertkit._outputs import claim_output_dir
 from bertkit.training.mlm import MASK_RATE, RECIPES
 from bertkit.training.pretrain_run import PRETRAIN_OUTPUTS, train_mlm
 

@@ -1,6 +1,6 @@
 """The Trainer's run state: checkpoints written and resumed, the best model, and ``trainer.state``.
 
-A checkpoint (:mod:`bertkit.training.checkpointing`) holds the model, optimizer, scheduler, scaler, every
+A checkpoint (:mod:`bertkit.training.checkpoint_folders`) holds the model, optimizer, scheduler, scaler, every
 rank's RNG state and the data position; ``resume`` loads the newest one that loads, and a run that had
 already finished is left as it is. :class:`TrainerState` is the run's state under transformers' names.
 """
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import bertkit.training.checkpointing as ckpt_io
+import bertkit.training.checkpoint_folders as ckpt_io
 from bertkit._io import atomic_write_json
 from bertkit._text import read_jsonl
-from bertkit.training.checkpointing import latest_checkpoint
+from bertkit.training.checkpoint_folders import latest_checkpoint
 from bertkit.training.plots import plot_metrics
 
 

@@ -54,7 +54,7 @@ extra loss terms, lr, tokens_per_sec = tokens of the padded batches per second o
 data loading included, of all ranks together; losses are averaged over ranks under DDP;
 train_seconds; eval rows carry ``eval_*`` keys), ``metrics.png`` (curves, drawn at the
 end, :mod:`bertkit.training.plots`), ``checkpoints/step-NNNNNNN/`` every ``save_every`` steps
-(:mod:`bertkit.training.checkpointing`: each published in one rename; the last ``keep_last`` kept)
+(:mod:`bertkit.training.checkpoint_folders`: each published in one rename; the last ``keep_last`` kept)
 and, at the end, the model itself via
 ``model.save_pretrained(output)`` (plus ``tokenizer.save_pretrained``) or ``save_model(model,
 dir)``. ``resume=True`` restores model, optimizer, scheduler, scaler, RNG states and the data
@@ -91,13 +91,12 @@ import numpy as np
 import torch
 from torch import nn
 
-import bertkit.training.checkpointing as ckpt_io
+import bertkit.training.checkpoint_folders as ckpt_io
 from bertkit import _args as A
 from bertkit._memory import keep_freed_buffers
 from bertkit.modeling.inspect import set_dropout
-from bertkit.training.arguments import TrainingArguments
 from bertkit.training.callbacks import CallbackHandler, TrainerCallback, TrainerControl
-from bertkit.training.checkpointing import latest_checkpoint
+from bertkit.training.checkpoint_folders import latest_checkpoint
 
 # (noqa F401: _to_device, the process-group functions, _param_groups and layer_depths are imported from
 # here by other modules and the tests; they lived here before the Trainer was split)
@@ -121,6 +120,7 @@ from bertkit.training.optim import _adamw, _linear_schedule, _param_groups, laye
 from bertkit.training.plots import plot_metrics
 from bertkit.training.state import CheckpointState, TrainerState, TrainResult
 from bertkit.training.trainer_logging import CallbacksAndLogging, EarlyStoppingCallback, _with_callbacks
+from bertkit.training.training_args import TrainingArguments
 
 __all__ = [
     "TrainingArguments",

@@ -16,9 +16,9 @@ import torch
 
 from bertkit._io import atomic_write_json
 from bertkit._text import read_jsonl
-from bertkit.training.arguments import TrainingArguments
 from bertkit.training.callbacks import TrainerControl
 from bertkit.training.state import TrainerState
+from bertkit.training.training_args import TrainingArguments
 
 
 @dataclass

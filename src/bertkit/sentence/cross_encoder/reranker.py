@@ -29,7 +29,7 @@ from bertkit._io import atomic_write_json
 from bertkit._text import require_file
 from bertkit.hub import resolve_model_arg
 from bertkit.sentence.embedder import EmbeddingTrainingArguments
-from bertkit.training.outputs import TRAINER_OUTPUTS, claim_training_output, within_claim
+from bertkit.training.run_folders import TRAINER_OUTPUTS, claim_training_output, within_claim
 
 __all__ = ["RERANKER_OUTPUTS", "RerankerArguments", "read_reranker_rows", "train_reranker"]
 

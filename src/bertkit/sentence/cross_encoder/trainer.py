@@ -54,7 +54,7 @@ __all__ = ["CrossEncoderTrainer", "CrossEncoderTrainingArguments"]
 @dataclasses.dataclass(kw_only=True)
 class CrossEncoderTrainingArguments(SentenceTransformerTrainingArguments, metaclass=_STArgumentsType):
     """sentence-transformers' cross-encoder training arguments: transformers' (every name and default
-    of :class:`~bertkit.training.arguments.TrainingArguments` in transformers' names) and the same
+    of :class:`~bertkit.training.training_args.TrainingArguments` in transformers' names) and the same
     ``batch_sampler`` / ``multi_dataset_batch_sampler`` and ``learning_rate_mapping`` as the
     sentence-transformer's; ``prompts`` and ``router_mapping`` are refused by name."""
 

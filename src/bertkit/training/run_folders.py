@@ -1,10 +1,10 @@
 """The folder rule for every training command, in one place.
 
 A training command (``pretrain``, ``pretrain-clm``, ``distill``, ``finetune`` and the ones to come)
-claims its ``--output`` through :func:`bertkit._outputs.claim_output_dir`: a new or empty folder, or
+claims its ``--output`` through :func:`bertkit._folders.claim_output_dir`: a new or empty folder, or
 its own earlier output with ``--overwrite`` (only the files it wrote are removed) or ``--resume``.
 The run's identity recorded in the folder's marker is the command's settings that must not change
-on resume (:meth:`~bertkit.training.arguments.TrainingArguments.resume_settings`) plus what the
+on resume (:meth:`~bertkit.training.training_args.TrainingArguments.resume_settings`) plus what the
 recipe adds (model configuration, data fingerprint, objective), so ``--resume`` of another run lists
 every difference instead of silently training on. The output may never be, or hold, an input model.
 """
@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bertkit import _args as A
-from bertkit._outputs import OutputClaim, check_not_input, claim_output_dir, within_claim
-from bertkit.training.arguments import TrainingArguments
+from bertkit._folders import OutputClaim, check_not_input, claim_output_dir, within_claim
+from bertkit.training.training_args import TrainingArguments
 
 __all__ = ["claim_training_output", "run_identity", "within_claim"]
 
-# What the Trainer itself writes into its output (see bertkit.training.checkpointing).
+# What the Trainer itself writes into its output (see bertkit.training.checkpoint_folders).
 TRAINER_OUTPUTS = (
     "checkpoints",
     "best",
