@@ -105,7 +105,9 @@ def _small_model(model_type: str, vocab_size: int):
         "gpt2": dict(n_embd=32, n_layer=2, n_head=4, n_positions=128),
         "roberta": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
         "xlm-roberta": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
-        "modernbert": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
+        "modernbert": dict(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, pad_token_id=0
+        ),
     }
     assert model_type in shapes, f"add a small {model_type} shape here: the probe must run for every family"
     torch.manual_seed(0)

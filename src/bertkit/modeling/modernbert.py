@@ -190,6 +190,11 @@ class ModernBertConfig(SharedConfigFields):
             )
         if self.classifier_pooling not in ("cls", "mean"):
             raise ValueError(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id ({self.pad_token_id}) is not a row of the {self.vocab_size}-token vocabulary "
+                "(vocab_size); give the padding token's id"
+            )
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> ModernBertConfig:
