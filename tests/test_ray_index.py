@@ -16,10 +16,12 @@ import csv
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -81,12 +83,15 @@ def cluster(tmp_path_factory):
         "OMP_NUM_THREADS": "1",
     }
     port = _free_port()
+    # Ray's sockets live under --temp-dir, and a Unix socket's path holds at most 107 bytes: pytest's
+    # folders are too deep for it, so the cluster's files go in a short folder of their own
+    short = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))
     head = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "ray"),
             *("start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port)),
             *("--num-cpus", "2", "--object-store-memory", str(300 * 2**20), "--include-dashboard", "false"),
-            *("--temp-dir", str(d / "t"), "--disable-usage-stats"),
+            *("--temp-dir", str(short), "--disable-usage-stats"),
         ],
         env=env,
         stdout=open(d / "head.log", "w"),  # noqa: SIM115
@@ -116,6 +121,7 @@ def cluster(tmp_path_factory):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             head.wait()
+            shutil.rmtree(short, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
