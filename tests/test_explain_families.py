@@ -390,7 +390,8 @@ def test_verify_rebuilds_distilbert_and_electra_heads_from_raw_weights(tmp_path,
     bad = [c.name for c in verify(folder, TEXT, model=model, tokenizer=t) if not c.ok]
     assert bad and all("layer 1" in name for name in bad)
     gpt2 = _save(tmp_path, "GPT2LMHeadModel", _gpt2_cfg(tok), tok)
-    rebuilds = "verify_weights rebuilds the forward pass of bert, distilbert, electra; .*'gpt2'"
+    families = "bert, distilbert, electra, roberta, xlm-roberta, modernbert"
+    rebuilds = f"verify_weights rebuilds the forward pass of {families}; .*'gpt2'"
     with pytest.raises(ValueError, match=rebuilds):
         verify(gpt2, TEXT)
 

@@ -4,7 +4,7 @@
 attentions and hidden states, and derives every number the report shows: the embedding parts,
 per-head attention summaries, each layer's similarity to the embeddings, the sentence vectors and
 the head's predictions. :func:`verify` rebuilds the forward pass from the raw checkpoint weights
-(see ``from_scratch.py``) and compares.
+(see ``from_scratch.py``, and ``verify_modernbert.py`` for ModernBERT) and compares.
 """
 
 from __future__ import annotations
@@ -22,8 +22,12 @@ from bertkit import _args as A
 
 from .from_scratch import FAMILIES, Check, rebuild_and_compare
 from .neuron import queries_keys
+from .verify_modernbert import rebuild_and_compare_modernbert
 
-__all__ = ["Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
+__all__ = ["VERIFIABLE", "Explanation", "collect", "load_model", "model_class_name", "parse_layers", "verify"]
+
+# The families whose forward pass --verify rebuilds from the raw weights.
+VERIFIABLE = (*FAMILIES, "modernbert")
 
 
 # ---------------------------------------------------------------------------------------- loading
@@ -485,7 +489,7 @@ def collect(
 
 
 def model_outputs_for_check(model: Any, input_ids: list[int], token_type_ids: list[int]) -> dict[str, Any]:
-    """Run ``model`` (BERT, DistilBERT or ELECTRA) and return the outputs ``rebuild_and_compare`` compares against."""
+    """Run ``model`` (one of :data:`VERIFIABLE`) and return the outputs ``rebuild_and_compare`` compares against."""
     from bertkit.modeling.registry import model_task_of
 
     name = type(model).__name__
@@ -534,10 +538,10 @@ def check_verifiable(model: Any, folder: str | os.PathLike) -> None:
     """Raise a ValueError when ``--verify`` cannot rebuild ``model`` (another family, not float32):
     called before a report is written, so a refused run leaves no files."""
     verify = A.flag("verify_weights", "--verify")
-    if model.config.model_type not in FAMILIES:
-        # from_scratch.py writes out the post-LN encoder's equations; GPT-2 is a pre-LN causal decoder.
+    if model.config.model_type not in VERIFIABLE:
+        # from_scratch.py and verify_modernbert.py write out the encoders' equations; GPT-2 is a causal decoder.
         raise ValueError(
-            f"{verify} rebuilds the forward pass of {', '.join(FAMILIES)}; {folder} holds a "
+            f"{verify} rebuilds the forward pass of {', '.join(VERIFIABLE)}; {folder} holds a "
             f"{model.config.model_type!r} model (its report needs no {verify})"
         )
     if model.dtype != torch.float32:
@@ -570,5 +574,11 @@ def verify(
         )
     enc, _ = _encode(tokenizer, text, pair, model.config.max_position_embeddings)
     ids = list(enc["input_ids"])
-    types = list(enc.get("token_type_ids") or [0] * len(ids))
-    return rebuild_and_compare(state, config, ids, types, model_outputs_for_check(model.eval(), ids, types))
+    # A family without segments (RoBERTa's one token type) reads type 0 whatever the tokenizer says.
+    has_types = _family(model).has_token_types
+    types = list(enc.get("token_type_ids") or []) if has_types else []
+    types = types or [0] * len(ids)
+    outputs = model_outputs_for_check(model.eval(), ids, types)
+    if model.config.model_type == "modernbert":
+        return rebuild_and_compare_modernbert(state, config, ids, outputs)
+    return rebuild_and_compare(state, config, ids, types, outputs)

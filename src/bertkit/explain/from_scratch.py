@@ -1,4 +1,4 @@
-"""BERT (and DistilBERT, ELECTRA) rebuilt by hand from raw weights, and checked against the model's outputs.
+"""BERT (and DistilBERT, ELECTRA, RoBERTa, XLM-RoBERTa) rebuilt by hand from raw weights, and checked.
 
 This file is meant to be read. It takes the weights exactly as the checkpoint file stores them (a
 dict of name -> tensor) and redoes every step of a BERT forward pass with plain tensor code:
@@ -20,6 +20,10 @@ no pooler, names its layer's parts ``q_lin``, ``sa_layer_norm``, ``ffn.lin1`` ..
 classifier reads the first token through ``pre_classifier`` and ReLU. ELECTRA's embeddings may be
 narrower than the hidden size (``embeddings_project`` widens them); it has no pooler either, and its
 heads are a replaced-token discriminator, a generator (masked LM) and a classifier of the first token.
+RoBERTa and XLM-RoBERTa are BERT's layers with positions counted from ``pad_token_id + 1`` (fairseq's
+numbering), one token type, a masked-LM head with exact GELU (``lm_head``) and a two-layer classifier
+of the first token (``classifier.dense``, tanh, ``classifier.out_proj``). ModernBERT (rotary positions,
+local attention, pre-norm, GeGLU) has its own rebuild in ``verify_modernbert.py``.
 
 Shapes: N tokens, H hidden size, h heads, d = H / h.
 """
@@ -136,7 +140,10 @@ LAYER_NAMES = {
         "output_norm": "output_layer_norm",
     },
 }
-FAMILIES = ("bert", "distilbert", "electra")
+FAMILIES = ("bert", "distilbert", "electra", "roberta", "xlm-roberta")
+ROBERTA = ("roberta", "xlm-roberta")
+# The name the encoder's tensors sit under in a head model's checkpoint (XLM-RoBERTa keeps RoBERTa's).
+PREFIX = {"xlm-roberta": "roberta."}
 
 
 @dataclass
@@ -149,6 +156,7 @@ class Dims:
     layers: int
     eps: float
     act: str
+    pad: int = 0  # RoBERTa: pad_token_id, the position before the first token's
 
     @property
     def head_size(self) -> int:  # d
@@ -170,6 +178,7 @@ class Dims:
             config["num_hidden_layers"],
             config.get("layer_norm_eps", 1e-12),
             config.get("hidden_act", "gelu"),
+            config.get("pad_token_id", 0) if family in ROBERTA else 0,
         )
 
 
@@ -191,6 +200,9 @@ def rebuild_embeddings(W: Weights, dims: Dims, input_ids: list[int], token_type_
     """1. Embeddings: lookup tables, one row each per token, summed, then LayerNorm: (N, H)."""
     ids = torch.tensor(input_ids)
     positions = torch.arange(len(input_ids))
+    if dims.family in ROBERTA:  # real tokens count from pad + 1; a padding token sits at position pad
+        is_token = (ids != dims.pad).long()
+        positions = torch.cumsum(is_token, dim=0) * is_token + dims.pad
     x = W("embeddings.word_embeddings.weight")[ids] + W("embeddings.position_embeddings.weight")[positions]
     if dims.family != "distilbert":  # DistilBERT has no token types
         x = x + W("embeddings.token_type_embeddings.weight")[torch.tensor(token_type_ids)]
@@ -352,7 +364,39 @@ def rebuild_electra_heads(
         )
 
 
-_HEADS = {"bert": rebuild_bert_heads, "distilbert": rebuild_distilbert_heads, "electra": rebuild_electra_heads}
+def rebuild_roberta_heads(
+    W: Weights, dims: Dims, last: torch.Tensor, outputs: Mapping[str, object], check: Comparer
+) -> None:
+    """4 and 5. RoBERTa's pooler (bare model only), masked-LM head and first-token classifier."""
+    if outputs.get("pooler_output") is not None and W.has("pooler.dense.weight"):
+        pooled = torch.tanh(linear(last[0], W("pooler.dense.weight"), W("pooler.dense.bias")))
+        check("pooler: tanh(dense(h_<s>)) = pooler_output", pooled, outputs["pooler_output"])
+    if outputs.get("mlm_logits") is not None:  # exact GELU whatever hidden_act says
+        z = activation(linear(last, W("lm_head.dense.weight"), W("lm_head.dense.bias")), "gelu")
+        z = layer_norm(z, W("lm_head.layer_norm.weight"), W("lm_head.layer_norm.bias"), dims.eps)
+        bias = "lm_head.bias" if W.has("lm_head.bias") else "lm_head.decoder.bias"
+        check(
+            "masked LM: decoder(LayerNorm(gelu(dense(h)))) = logits",
+            _decoder(W, z, "lm_head.decoder.weight", bias),
+            outputs["mlm_logits"],
+        )
+    logits = outputs.get("classifier_logits")
+    if logits is not None and logits.dim() == 1:
+        z = torch.tanh(linear(last[0], W("classifier.dense.weight"), W("classifier.dense.bias")))
+        check(
+            "classifier: out_proj(tanh(dense(h_<s>))) = logits",
+            linear(z, W("classifier.out_proj.weight"), W("classifier.out_proj.bias")),
+            logits,
+        )
+
+
+_HEADS = {
+    "bert": rebuild_bert_heads,
+    "distilbert": rebuild_distilbert_heads,
+    "electra": rebuild_electra_heads,
+    "roberta": rebuild_roberta_heads,
+    "xlm-roberta": rebuild_roberta_heads,
+}
 
 
 def rebuild_and_compare(
@@ -372,10 +416,12 @@ def rebuild_and_compare(
     ``queries`` and ``keys`` (L of (h, N, d)).
     """
     dims = Dims.of(config)
-    W = Weights(state, dims.family + ".")
+    W = Weights(state, PREFIX.get(dims.family, dims.family + "."))
     check = Comparer(tolerance)
     x = rebuild_embeddings(W, dims, input_ids, token_type_ids)
     what = "LayerNorm(word + position)" if dims.family == "distilbert" else "LayerNorm(word + position + token_type)"
+    if dims.family in ROBERTA:
+        what = f"LayerNorm(word + position from {dims.pad + 1} + token_type)"
     if W.has("embeddings_project.weight"):
         what = f"embeddings_project({what})"
     check(f"embeddings: {what} = hidden_states[0]", x, model_outputs["hidden_states"][0])
