@@ -59,6 +59,7 @@ def _modernbert_cfg(tok, **kw):
 
 
 def _roberta_cfg(tok, xlm=False, **kw):
+    kw.setdefault("max_position_embeddings", 65)
     cls = transformers.XLMRobertaConfig if xlm else transformers.RobertaConfig
     return cls(
         vocab_size=len(tok.vocab),
@@ -66,7 +67,6 @@ def _roberta_cfg(tok, xlm=False, **kw):
         num_hidden_layers=2,
         num_attention_heads=4,
         intermediate_size=64,
-        max_position_embeddings=65,
         pad_token_id=0,
         bos_token_id=101,
         eos_token_id=102,
@@ -207,3 +207,17 @@ def test_roberta_rebuild_agrees_with_transformers_and_verify_passes(tmp_path, to
         model.roberta.embeddings.position_embeddings.weight[3, 2] += 0.5  # the third token's position row
     bad = [c.name for c in verify(folder, TEXT, model=model, tokenizer=t) if not c.ok]
     assert bad == ["embeddings: LayerNorm(word + position from 1 + token_type) = hidden_states[0]"]
+
+
+def test_roberta_text_longer_than_its_positions_is_truncated_to_them_and_verified(tmp_path, tok):
+    """With pad_token_id 1 a 34-row table holds positions 2-33: 32 tokens, not 34 (explain used to pass 34
+    tokens and the model refused them)."""
+    from bertkit.explain import explain
+
+    cfg = _roberta_cfg(tok, max_position_embeddings=34)
+    cfg.pad_token_id = 1
+    folder = _save(tmp_path, "RobertaForMaskedLM", cfg, tok)
+    res = explain(folder, " ".join(["word"] * 40), verify_weights=True, json_path=tmp_path / "r.json")
+    assert len(res.explanation.input_ids) == 32 and any("truncated to 32" in n for n in res.explanation.notes)
+    assert res.checks[0].name.startswith("embeddings: LayerNorm(word + position from 2 + token_type)")
+    assert all(c.ok for c in res.checks), [c.line() for c in res.checks if not c.ok]

@@ -165,6 +165,12 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1).float()
 
 
+def _max_tokens(model: Any) -> int:
+    """The longest input the model's positions cover: RoBERTa's table also holds the padding position
+    and the one before the first token, so roberta-base takes 512 tokens, not its 514 rows."""
+    return int(getattr(model, "max_positions", model.config.max_position_embeddings))
+
+
 def _encode(tokenizer: Any, text: str, pair: str | None, max_len: int) -> tuple[Any, list[str]]:
     if not isinstance(text, str) or not text.strip():
         raise ValueError('the text to explain is empty; give a sentence, e.g. bertkit explain --model DIR "a text"')
@@ -405,7 +411,7 @@ def collect(
     fam = _family(model)
     layer_ids = layers if isinstance(layers, list) else parse_layers(layers, cfg.num_hidden_layers)
     head_ids = heads if isinstance(heads, list) else parse_layers(heads, cfg.num_attention_heads, "heads", "heads")
-    enc, notes = _encode(tokenizer, text, pair, cfg.max_position_embeddings)
+    enc, notes = _encode(tokenizer, text, pair, _max_tokens(model))
     ids = torch.tensor([enc["input_ids"]])
     types = torch.tensor([enc.get("token_type_ids") or [0] * ids.shape[1]])
     model.eval()
@@ -572,7 +578,7 @@ def verify(
             "the from-scratch check covers absolute position embeddings only, not "
             f"{config['position_embedding_type']!r}"
         )
-    enc, _ = _encode(tokenizer, text, pair, model.config.max_position_embeddings)
+    enc, _ = _encode(tokenizer, text, pair, _max_tokens(model))
     ids = list(enc["input_ids"])
     # A family without segments (RoBERTa's one token type) reads type 0 whatever the tokenizer says.
     has_types = _family(model).has_token_types
