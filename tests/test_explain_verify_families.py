@@ -126,6 +126,15 @@ def test_modernbert_rebuild_agrees_with_transformers(tmp_path, tok):
     assert len(checks) == 1 + 3 * 4 + 3
     assert all(c.ok for c in checks), [c.line() for c in checks if not c.ok]
     assert "local (|i - j| <= 4)" in checks[1 + 5].name and "final_norm" in checks[-1].name
+    # The original config.json layout (ModernBERT-base's own) names the same model.
+    state, config = _raw(folder)
+    old = {k: v for k, v in config.items() if k not in ("layer_types", "rope_parameters")}
+    old.update(global_rope_theta=160000.0, local_rope_theta=10000.0, global_attn_every_n_layers=2)
+    assert all(c.ok for c in rebuild_and_compare_modernbert(state, old, ids, ref, tolerance=TOL))
+    # Each layer's rotary base matters: with the two swapped, every attention row of every layer is off.
+    old.update(global_rope_theta=10000.0, local_rope_theta=160000.0)
+    bad = [c.name for c in rebuild_and_compare_modernbert(state, old, ids, ref, tolerance=TOL) if not c.ok]
+    assert sum("head" in name for name in bad) == 3 * 4
 
 
 def test_verify_modernbert_heads_pass_and_a_corrupted_weight_fails(tmp_path, tok):
