@@ -12,9 +12,9 @@ whole on one core, in :func:`bertkit.inference.worker_pool`'s threads: the next 
 the others run, from the requests that arrived meanwhile. One batch at a time, split over the cores,
 left them idle while its answers went back and the next requests came in (a closed loop of 32 clients
 kept 1.3 of 2 cores busy). A batch of at least ``split_min_items`` items that finds no other batch
-running still runs on the batching thread, where its runner may spread it over every core: a lone large
-request is answered as fast as before. Kinds in ``serial_kinds`` (runners whose pipelines keep per-call
-state) never run beside each other.
+running, and holds one request only, still runs on the batching thread, where its runner may spread it
+over every core: a lone large request is answered as fast as before. Kinds in ``serial_kinds`` (runners
+whose pipelines keep per-call state) never run beside each other.
 """
 
 from __future__ import annotations
@@ -138,7 +138,9 @@ class Batcher:
                 self._slots.release()
                 continue
             batch, n_items, n_tokens = [first], len(first.items), first.tokens
-            deadline = time.perf_counter() + self.max_wait
+            # the wait is counted from the oldest request's arrival: one that already waited for a free
+            # slot has had its company arrive meanwhile, and waiting again would leave that core idle
+            deadline = first.enqueued + self.max_wait
             postponed: list[Job] = []
             while n_items < self.max_batch_size and not stopping:
                 try:
@@ -166,8 +168,10 @@ class Batcher:
             self._held.extendleft(reversed(postponed))
             with self._running_lock:
                 alone = self._running == 0
+                # only one request's batch: a batch gathered from many requests running on every core
+                # would hold up the next batch, and the closed loop of clients behind it, until it ends
                 pooled = self._pool is not None and not (
-                    alone and self.split_min_items is not None and n_items >= self.split_min_items
+                    alone and len(batch) == 1 and self.split_min_items is not None and n_items >= self.split_min_items
                 )
                 self._running += pooled
             if pooled:

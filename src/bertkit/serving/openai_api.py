@@ -100,7 +100,8 @@ def _ranker(service: Any) -> Any:
 def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_json: Any, run_job: Any) -> None:
     """Add ``/v1/embeddings`` and ``/rerank`` to ``app`` (helpers are the app's own request plumbing)."""
     from fastapi import Request
-    from fastapi.responses import JSONResponse
+
+    from .responses import JSONResponse
 
     size = int(service.embedder.dim)  # the vectors' width: a Dense module may change the encoder's
     served = Path(config.model).name
@@ -128,6 +129,8 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
                 headers=e.headers,
             )
 
+    app.state.direct_routes["/v1/embeddings"] = embeddings
+
     async def _embeddings(request: Request) -> JSONResponse:
         payload = await read_json(request)
         if not isinstance(payload, dict):
@@ -146,9 +149,7 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
             {
                 "object": "embedding",
                 "index": i,
-                "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
-                if fmt == "base64"
-                else v.tolist(),
+                "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") if fmt == "base64" else v,
             }
             for i, v in enumerate(vecs)
         ]
@@ -164,7 +165,8 @@ def mount_embedding_api(app: Any, config: Any, service: Any, batcher: Any, read_
 def _mount_rerank(app: Any, config: Any, service: Any, ranker: Any, read_json: Any, run_job: Any, metrics: Any) -> None:
     """``POST /rerank`` as text-embeddings-inference defines it, served from a cross-encoder folder."""
     from fastapi import Request
-    from fastapi.responses import JSONResponse
+
+    from .responses import JSONResponse
 
     @app.post("/rerank", summary="Rerank texts for a query (text-embeddings-inference)")
     async def rerank(request: Request) -> JSONResponse:
