@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # this cache by `bertkit fetch-assets`; bertkit never downloads at run time.
 export BERTKIT_ASSETS ?= $(CURDIR)/.assets
 
-.PHONY: venv assets chromium test test-fast test-cpu-kinds lint docs demo bench clean
+.PHONY: venv assets chromium test test-fast test-cpu-kinds lint docs demo bench bench-infinity clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,9 +84,19 @@ demo: assets
 	$(PY) examples/demo.py
 
 # The other engines timed beside bertkit (openvino, ctranslate2, onnxruntime) are the `bench` extra.
-bench: assets
+bench: assets bench-infinity
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+# infinity-emb, beside which benchmarks/serve.py times the server, in a virtual environment of its own (its
+# pins clash with the reference libraries'); the CPU wheel of torch, as everywhere.
+bench-infinity: .venv-infinity/.installed
+.venv-infinity/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-infinity
+	.venv-infinity/bin/pip install -q --disable-pip-version-check torch==2.13.0
+	.venv-infinity/bin/pip install -q --disable-pip-version-check \
+	  $$($(PYTHON) -c "import tomllib; print(' '.join(repr(x) for x in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['infinity']))")
+	touch $@
 
 clean:
 	rm -rf $(VENV) .pytest_cache runs site
