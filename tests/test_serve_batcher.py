@@ -81,3 +81,29 @@ def test_a_large_batch_alone_runs_on_the_batching_thread(items, on_batching_thre
     batcher = Batcher({"e": where}, Metrics(), max_batch_size=8, max_wait_ms=1, concurrency=2, split_min_items=4)
     (names,) = _run_jobs(batcher, [("e", items)])
     assert (names[0] == "bertkit-inference") == on_batching_thread, names
+
+
+def test_the_wait_for_company_is_skipped_for_a_lone_client_and_kept_under_load():
+    """Requests further apart than --max-wait-ms do not wait (nobody would join them); requests closer
+    together than it do, and a late one joins the batch. The window (3 s) dwarfs any scheduling delay."""
+    batches: list[list] = []
+
+    def record(items: list) -> list:
+        batches.append(list(items))
+        return items
+
+    async def main() -> tuple[float, list]:
+        batcher = Batcher({"e": record}, Metrics(), max_batch_size=8, max_wait_ms=3000)
+        t0 = time.perf_counter()
+        await batcher.submit("e", ["lone"], 1).future  # no arrivals before it: nothing to wait for
+        lone = time.perf_counter() - t0
+        await asyncio.gather(batcher.submit("e", ["a"], 1).future, batcher.submit("e", ["b"], 1).future)
+        first = batcher.submit("e", ["c"], 1)  # arrivals are now close together: this one waits
+        await asyncio.sleep(0.2)
+        await asyncio.gather(first.future, batcher.submit("e", ["d"], 1).future)
+        await asyncio.to_thread(batcher.close)
+        return lone, batches
+
+    lone, seen = asyncio.run(main())
+    assert lone < 1.5, f"a lone request waited {lone:.2f} s for company"
+    assert seen[0] == ["lone"] and ["c", "d"] in seen, seen

@@ -1,11 +1,12 @@
 """Dynamic batching: requests that arrive within ``max_wait_ms`` share one model forward.
 
-The event loop only enqueues :class:`Job` objects and awaits their futures; ONE batching thread takes
-the oldest job, keeps collecting jobs of the same kind until the wait runs out or the next job would
-pass ``max_batch_size`` texts or ``max_batch_tokens`` tokens, runs them as one call and hands each job
-exactly its own slice of the results. The queue is bounded: a full queue is refused at once (the HTTP
-layer answers 503), so memory never grows without bound. A job whose client went away (or timed out)
-before its batch started is skipped, and counted.
+The event loop only enqueues :class:`Job` objects and awaits their futures; ONE batching thread takes the
+oldest job, keeps collecting jobs of the same kind until the wait runs out or the next job would pass
+``max_batch_size`` texts or ``max_batch_tokens`` tokens, runs them as one call and hands each job exactly its
+own slice of the results. The wait counts from the oldest request's arrival, and is skipped while requests
+come further apart than it (a lone client would only wait longer). The queue is bounded: a full queue is
+refused at once (the HTTP layer answers 503), so memory never grows without bound. A job whose client went
+away (or timed out) before its batch started is skipped, and counted.
 
 With ``concurrency`` n > 1 (a CPU with n cores for the model), up to n batches run at once, each
 whole on one core, in :func:`bertkit.inference.worker_pool`'s threads: the next batch is formed while
@@ -35,6 +36,10 @@ from .metrics import Metrics
 __all__ = ["Batcher", "Job", "QueueFull"]
 
 logger = logging.getLogger("bertkit.serve")
+
+
+# the weight of the newest gap between two arrivals in their running mean
+_GAP_WEIGHT = 0.2
 
 
 class QueueFull(Exception):
@@ -88,6 +93,9 @@ class Batcher:
             from bertkit.inference import worker_pool
 
             self._pool = worker_pool(self.concurrency)  # each thread runs torch on one core
+        # the mean time between arrivals (an exponential average, written by the event loop only): a lone
+        # client's next request comes after its answer, so waiting for company would only add latency
+        self._gap, self._last_arrival = float("inf"), None
         self._thread = threading.Thread(target=self._loop, name="bertkit-inference", daemon=True)
         self._thread.start()
 
@@ -99,6 +107,10 @@ class Batcher:
         """Enqueue a job (from the event loop); raises :class:`QueueFull` when no room is left."""
         loop = asyncio.get_running_loop()
         job = Job(kind, items, tokens, loop.create_future(), loop)
+        if self._last_arrival is not None:
+            gap = job.enqueued - self._last_arrival
+            self._gap = gap if self._gap == float("inf") else self._gap + _GAP_WEIGHT * (gap - self._gap)
+        self._last_arrival = job.enqueued
         try:
             self._queue.put_nowait(job)
         except queue.Full:
@@ -139,8 +151,9 @@ class Batcher:
                 continue
             batch, n_items, n_tokens = [first], len(first.items), first.tokens
             # the wait is counted from the oldest request's arrival: one that already waited for a free
-            # slot has had its company arrive meanwhile, and waiting again would leave that core idle
-            deadline = first.enqueued + self.max_wait
+            # slot has had its company arrive meanwhile, and waiting again would leave that core idle.
+            # Nor does it wait where requests come further apart than the window: none would join it.
+            deadline = first.enqueued + (self.max_wait if self._gap < self.max_wait else 0.0)
             postponed: list[Job] = []
             while n_items < self.max_batch_size and not stopping:
                 try:
