@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import re
 import statistics
 import tempfile
@@ -102,8 +103,8 @@ def train_static(folder: Path, args: argparse.Namespace):
 
 def serve_rates(folders: dict[str, str], seconds: float, clients: int = 32) -> dict[str, float]:
     """Requests per second of `bertkit serve` on each folder: ``clients`` concurrent single-sentence
-    POSTs to /embed (the engine /v1/embeddings shares) for ``seconds``, with benchmarks/serve.py's
-    lean client; one server at a time, so each has the CPU."""
+    POSTs to /v1/embeddings for ``seconds``, with benchmarks/serve.py's lean client; one server at a time,
+    so each has the CPU, and each with a process per core (``--workers``, the server's fast setting)."""
     import asyncio
     import sys
 
@@ -115,9 +116,10 @@ def serve_rates(folders: dict[str, str], seconds: float, clients: int = 32) -> d
     texts = sentences(2000)
     out = {}
     for name, folder in folders.items():
-        with server_process(folder, ["--dtype", "auto", "--max-wait-ms", "5"]) as srv:
-            asyncio.run(load(srv.url, texts[:64], clients, 2.0, 10**6))  # warm-up
-            got = asyncio.run(load(srv.url, texts, clients, seconds, 10**6))
+        args = ["--dtype", "auto", "--max-wait-ms", "5", "--workers", str(os.cpu_count() or 1)]
+        with server_process(folder, args) as srv:
+            asyncio.run(load(srv.url, "/v1/embeddings", texts[:64], clients, 2.0, 10**6))  # warm-up
+            got = asyncio.run(load(srv.url, "/v1/embeddings", texts, clients, seconds, 10**6))
             srv.stop()
         if got["errors"]:
             raise RuntimeError(f"{name}: errors {got['errors']}")
@@ -207,7 +209,8 @@ def main() -> None:
     if args.serve_seconds > 0:
         rps = serve_rates({"MiniLM": teacher, "static": str(tmp / "bertkit")}, args.serve_seconds)
         print(
-            f"serve   /embed, 32 clients, single sentences: MiniLM {rps['MiniLM']:,.0f} req/s, static "
+            f"serve   /v1/embeddings, 32 clients, single sentences, --workers {os.cpu_count()}: "
+            f"MiniLM {rps['MiniLM']:,.0f} req/s, static "
             f"{rps['static']:,.0f} req/s -> {rps['static'] / rps['MiniLM']:.1f}x"
         )
     print(
