@@ -159,23 +159,47 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def export_onnx(folder: Path, out: Path) -> None:
+    """transformers' BertModel of ``folder`` as ONNX (inputs input_ids, attention_mask, token_type_ids; output
+    last_hidden_state, as optimum names them), by torch's TorchScript exporter: the file infinity's optimum
+    engine reads. Exported here, in the reference environment, because optimum's own exporter in infinity's
+    environment needs packages whose numpy pins clash with infinity's."""
+    import torch
+    from transformers import AutoModel
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, model: torch.nn.Module) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001, ANN201
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    ids = torch.ones(2, 8, dtype=torch.long)
+    with torch.no_grad():
+        torch.onnx.export(
+            Hidden(AutoModel.from_pretrained(folder).eval()),
+            (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+            str(out),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes={k: {0: "batch", 1: "sequence"} for k in [*names, "last_hidden_state"]},
+            opset_version=17,
+            dynamo=False,
+        )
+
+
 @contextlib.contextmanager
 def infinity_process(folder: Path, extra: str, work: Path):
     """infinity-emb's server on a free port, from ``.venv-infinity``; yields (url, pid). Its optimum engine
-    reads an ONNX file beside the weights: exported once, by infinity's own optimum, into ``work``."""
+    reads an ONNX file beside the weights, exported into a copy of the folder in ``work``."""
     model = folder
     if "optimum" in extra:
         model = work / "minilm-onnx"
-        if not (model / "model.onnx").exists():
-            shutil.copytree(folder, model, dirs_exist_ok=True)
-            out = work / "onnx-export"
-            cli = INFINITY_BIN.parent / "optimum-cli"
-            subprocess.run(
-                [str(cli), "export", "onnx", "--model", str(folder), "--task", "feature-extraction", str(out)],
-                check=True,
-                capture_output=True,
-            )
-            shutil.copy(out / "model.onnx", model / "model.onnx")
+        shutil.copytree(folder, model, dirs_exist_ok=True)
+        export_onnx(folder, model / "model.onnx")
     port = free_port()
     log = open(work / f"infinity-{port}.log", "wb")
     cmd = [
