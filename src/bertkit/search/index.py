@@ -803,8 +803,10 @@ def _write_shards(
         shard = work / entry["name"]
         sums = finished_shard(shard, entry) if shard.is_dir() else None
         if sums is None:
-            if shard.exists():  # in our work folder: an unfinished or damaged shard of ours
+            if shard.is_dir() and not shard.is_symlink():  # in our work folder: a damaged shard of ours
                 shutil.rmtree(shard)
+            elif shard.exists() or shard.is_symlink():
+                shard.unlink()
             start, end = entry["first_row"], entry["first_row"] + entry["rows"]
             vectors = _joined_chunks(work, start, end, chunk_size, meta["vector_dtype"])
             with atomic_dir(shard) as tmp:
