@@ -1,12 +1,15 @@
-"""`bertkit index --ray` on a real Ray cluster that the test starts on 127.0.0.1 (`ray start --head`, 2 CPUs,
-a 300 MB object store), with the real MiniLM checkpoint and real polarity sentences.
+"""`bertkit index --ray` on a real Ray cluster that the test starts on 127.0.0.1 (`ray start --head` and a
+worker node, `ray start --address HEAD`, one CPU and a 300 MB object store each, each in its own temp
+folder), with the real MiniLM checkpoint and real polarity sentences.
 
-* Two actors, one of them killed as the first chunks come back: Ray restarts it and its chunk is
-  embedded again; every chunk is saved once, and the index equals the one-process `index` (the same
-  ids and order, fp32 vectors equal to the bit).
+* Two actors, one on each node; the worker node's one killed as the first chunks come back: Ray
+  restarts it and its chunk is embedded again; every chunk is saved once, and the index equals the
+  one-process `index` (the same ids and order, fp32 vectors equal to the bit).
+* The corpus in two files, written as a sharded index: its shards hold the one-process index's rows
+  and vectors, and a search of it answers as the one-process index does.
 * A job stopped (its driver killed) resumes: the rerun embeds only the missing chunks.
-* A bad row names its file and line; an unreachable address is one line naming it; a missing extra
-  is the one-line hint.
+* A bad row names its file and line (the second of two files); an unreachable address is one line
+  naming it; a missing extra is the one-line hint.
 """
 
 from __future__ import annotations
@@ -68,9 +71,40 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+# `ray start`, except that it starts a worker node while multi-node clusters are off: off, every process
+# keeps 127.0.0.1 as it is (on, Ray swaps it for the machine's outward address, where nothing of this
+# cluster listens), and only `ray start --address` itself checks the switch, to refuse
+_RAY_START = """
+import sys, types
+import ray._private.ray_constants as constants
+import ray.scripts.scripts as scripts
+scripts.ray_constants = types.ModuleType("ray_constants")
+scripts.ray_constants.__dict__.update(vars(constants), ENABLE_RAY_CLUSTER=True)
+sys.argv[0] = "ray"
+sys.exit(scripts.main())
+"""
+
+
+def _start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", _RAY_START, "start", "--block", "--node-ip-address", "127.0.0.1", *args],
+        env=env,
+        stdout=open(log, "w"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _started(node: subprocess.Popen, log: Path, deadline: float) -> None:
+    while "Ray runtime started" not in log.read_text():
+        assert node.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A one-node Ray cluster on 127.0.0.1, this process its driver; every process it started is ended after."""
+    """A two-node Ray cluster on 127.0.0.1 (a head and a worker node, one CPU each), this process its
+    driver; every process it started is ended after. Yields (address, env, log folder, [head, worker])."""
     d = tmp_path_factory.mktemp("ray")
     env = {
         **os.environ,
@@ -85,19 +119,14 @@ def cluster(tmp_path_factory):
     port = _free_port()
     # Ray's sockets live under --temp-dir, and a Unix socket's path holds at most 107 bytes: pytest's
     # folders are too deep for it, so the cluster's files go in a short folder of their own
-    short = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))
-    head = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "ray"),
-            *("start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port)),
-            *("--num-cpus", "2", "--object-store-memory", str(300 * 2**20), "--include-dashboard", "false"),
-            *("--temp-dir", str(short), "--disable-usage-stats"),
-        ],
-        env=env,
-        stdout=open(d / "head.log", "w"),  # noqa: SIM115
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+    short = [Path(tempfile.mkdtemp(prefix="rk", dir="/tmp")) for _ in range(2)]
+    node = ("--num-cpus", "1", "--object-store-memory", str(300 * 2**20), "--disable-usage-stats")
+    head = _start(
+        ["--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", str(short[0]), *node],
+        d / "head.log",
+        env,
     )
+    nodes = [head]
     with pytest.MonkeyPatch.context() as mp:
         # read when ray is first imported: a driver imported without them resolves 127.0.0.1 to the
         # machine's outward address, where this cluster does not listen
@@ -108,20 +137,25 @@ def cluster(tmp_path_factory):
 
         address = f"127.0.0.1:{port}"
         deadline = time.time() + 120
-        # joined only once the head says it is up: a driver that comes too early can wait on its GCS for ever
-        while "Ray runtime started" not in (d / "head.log").read_text():
-            assert head.poll() is None and time.time() < deadline, (d / "head.log").read_text()[-2000:]
-            time.sleep(0.5)
-        ray.init(address=address, log_to_driver=False)
         try:
-            yield address, env, d, head
+            # joined only once the head says it is up: a driver that comes too early can wait on its GCS for ever
+            _started(head, d / "head.log", deadline)
+            nodes.append(_start(["--address", address, "--temp-dir", str(short[1]), *node], d / "worker.log", env))
+            _started(nodes[1], d / "worker.log", deadline)
+            ray.init(address=address, log_to_driver=False)
+            while sum(n["Alive"] for n in ray.nodes()) < 2:  # the worker node registered with the head
+                assert time.time() < deadline, (d / "worker.log").read_text()[-2000:]
+                time.sleep(0.2)
+            yield address, env, d, nodes
         finally:
             ray.shutdown()
-            for pid in _tree(head.pid):
+            for pid in [p for n in nodes for p in _tree(n.pid)]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            head.wait()
-            shutil.rmtree(short, ignore_errors=True)
+            for n in nodes:
+                n.wait()
+            for folder in short:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +196,7 @@ def test_a_killed_actor_is_retried_and_the_index_equals_one_process(cluster, cor
     from bertkit.search.index import build_index
     from bertkit.search.ray_index import RayChunks
 
-    address, env, d, head = cluster
+    address, env, d, nodes = cluster
     path, one = corpus
     out = tmp_path / "ray"
     step = RayChunks(Path(MINILM), actors=2, threads=1, dtype="fp32")
@@ -184,10 +218,10 @@ def test_a_killed_actor_is_retried_and_the_index_equals_one_process(cluster, cor
     while _chunks(work) == 0:
         assert worker.is_alive() and time.time() < deadline, failed
         time.sleep(0.01)
-    actors = [p for p in _tree(head.pid) if "MapWorker(MapBatches(_ChunkEmbedder))" in _cmdline(p)]
-    assert actors, "no actor process found"
+    actors = [[p for p in _tree(n.pid) if "MapWorker(MapBatches(_ChunkEmbedder))" in _cmdline(p)] for n in nodes]
+    assert actors[0] and actors[1], f"an actor on each node: {actors}"
     done_at_kill = len(step.written)
-    os.kill(actors[0], signal.SIGKILL)
+    os.kill(actors[1][0], signal.SIGKILL)  # the worker node's
     worker.join(300)
     assert not worker.is_alive() and not failed, failed
     assert done_at_kill < ROWS // CHUNK  # the kill landed mid-job
@@ -206,7 +240,7 @@ build_index_ray(sys.argv[1], sys.argv[2], sys.argv[3], address=sys.argv[4], acto
 def test_a_stopped_job_resumes_with_the_missing_chunks(cluster, corpus, tmp_path):
     from bertkit.search.ray_index import build_index_ray
 
-    address, env, d, head = cluster
+    address, env, d, nodes = cluster
     path, one = corpus
     out = tmp_path / "ray"
     work = out.with_name(out.name + ".partial")
@@ -239,9 +273,10 @@ def test_a_stopped_job_resumes_with_the_missing_chunks(cluster, corpus, tmp_path
 
 def test_bad_input_and_faults_are_one_line(cluster, tmp_path, monkeypatch, capsys):
     address, *_ = cluster
-    bad = tmp_path / "bad.jsonl"
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text('{"id": 0, "text": "fine"}\n')
     bad.write_text('{"id": 1, "text": "fine"}\n{"id": 2, "body": "no text field"}\n')
-    base = ["index", "--model", MINILM, "--input", str(bad), "--output", str(tmp_path / "o")]
+    base = ["index", "--model", MINILM, "--input", str(good), str(bad), "--output", str(tmp_path / "o")]
     assert main([*base, "--ray", address]) == 1
     assert f"{bad}:2: no string field 'text'" in capsys.readouterr().err.splitlines()[0]
 
@@ -256,3 +291,29 @@ def test_bad_input_and_faults_are_one_line(cluster, tmp_path, monkeypatch, capsy
         "bertkit index: error: bertkit index --ray needs ray, which is not installed: pip install 'bertkit[ray]'"
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_many_files_to_a_sharded_index(cluster, corpus, tmp_path):
+    from bertkit.search.index import open_index, top_k_exact
+    from bertkit.search.ray_index import build_index_ray
+
+    address, *_ = cluster
+    path, one = corpus
+    lines = path.read_text().splitlines(keepends=True)
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]  # the same rows, ids and order as the one file
+    files[0].write_text("".join(lines[:45]))
+    files[1].write_text("".join(lines[45:100]))
+    out = tmp_path / "sharded"
+    build_index_ray(
+        MINILM, files, out, address=address, actors=2, chunk_size=CHUNK, shard_size=30,
+        dtype="fp32", vector_dtype="float32", progress=False,
+    )  # fmt: skip
+    index = open_index(out)
+    assert [len(s) for s in index.shards] == [30, 30, 30, 10]
+    assert [i for s in index.shards for i in s.ids] == one.ids[:100]
+    vectors = np.concatenate([s.vectors for s in index.shards])
+    assert np.array_equal(vectors, one.vectors[:100])  # fp32: bit for bit (the same chunks)
+    queries = one.vectors[[3, 50, 99]] + 0.01
+    got = index.search_ids(queries, 5)
+    want = top_k_exact(vectors, queries, 5)
+    assert np.array_equal(got[1], want[1]) and np.allclose(got[0], want[0], rtol=0, atol=1e-6)

@@ -7,6 +7,7 @@ from .index import (
     build_index,
     embed_queries,
     load_index,
+    open_index,
     read_corpus,
     top_k_exact,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "build_index",
     "embed_queries",
     "load_index",
+    "open_index",
     "read_corpus",
     "top_k_exact",
 ]

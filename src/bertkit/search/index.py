@@ -12,6 +12,7 @@ collections.
 from __future__ import annotations
 
 import csv
+import glob
 import hashlib
 import json
 import shutil
@@ -31,6 +32,16 @@ from bertkit.hub import resolve_model_arg
 from bertkit.sentence.util import top_k_exact
 
 from .long_texts import check_lengths, cut_summary, embed_texts
+from .shards import (
+    MANIFEST,
+    ShardedIndex,
+    check_shard,
+    finished_shard,
+    plan_shards,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
 
 __all__ = [
     "BACKENDS",
@@ -41,6 +52,7 @@ __all__ = [
     "check_index_model",
     "embed_queries",
     "load_index",
+    "open_index",
     "read_corpus",
     "top_k_exact",
     "weights_fingerprint",
@@ -64,13 +76,14 @@ def _text_field(path: Path, n: int, what: str, value: str) -> str:
     return value
 
 
-def _read_txt(path: Path) -> Iterator[tuple[int, str, str]]:
+# The readers yield (line, id, text); id None: the row has none, and is named by its line number.
+def _read_txt(path: Path) -> Iterator[tuple[int, str | None, str]]:
     for n, line in iter_lines(path):  # records end at \n only, so ids are line numbers
         if line.strip():
-            yield n, str(n), line
+            yield n, None, line
 
 
-def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str, str]]:
+def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str | None, str]]:
     for n, line in iter_lines(path):
         if not line.strip():
             continue
@@ -80,7 +93,11 @@ def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[
             msg = f"{path}:{n}: no string field {text_column!r} (use {A.flag('text_column')})"
             raise ValueError(msg)  # noqa: TRY004
         # BEIR corpora name their ids "_id"; the line number when neither is there
-        ident = obj.get(id_column, obj.get("_id", n) if id_column == "id" else n)
+        key = id_column if id_column in obj or id_column != "id" else "_id"
+        if key not in obj:
+            yield n, None, obj[text_column]
+            continue
+        ident = obj[key]
         if not isinstance(ident, (str, int)) or isinstance(ident, bool):
             raise ValueError(
                 f"{path}:{n}: field {id_column!r} must be a string or an integer, got {type(ident).__name__}"
@@ -89,7 +106,7 @@ def _read_jsonl(path: Path, text_column: str, id_column: str) -> Iterator[tuple[
         yield n, _text_field(path, n, f"field {id_column!r}", str(ident)), obj[text_column]
 
 
-def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str, str]]:
+def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[int, str | None, str]]:
     text = read_text(path)  # UTF-8 errors name file and line; a byte-order mark is dropped
     old = csv.field_size_limit()
     # a long text is still a text: the csv module's 131,072-character default is no limit of ours
@@ -106,7 +123,7 @@ def _read_csv(path: Path, text_column: str, id_column: str) -> Iterator[tuple[in
             for n, rec in enumerate(reader, 2):
                 value = rec.get(text_column) or ""
                 if value.strip() or rec.get(id_column):  # a blank text under an id: skipped and counted
-                    yield n, str(rec.get(id_column) or n), value
+                    yield n, rec.get(id_column) or None, value
         except csv.Error as e:
             raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
     finally:
@@ -120,10 +137,15 @@ def read_corpus(path: str | Path, text_column: str = "text", id_column: str = "i
 
 
 def read_corpus_lines(
-    path: str | Path, text_column: str = "text", id_column: str = "id", skipped: list | None = None
+    path: str | Path,
+    text_column: str = "text",
+    id_column: str = "id",
+    skipped: list | None = None,
+    id_prefix: str = "",
 ) -> list[tuple[int, str, str]]:
     """:func:`read_corpus`'s rows with the line each starts on: (line, id, text). The (line, id) of each
-    row whose text is blank, which is skipped, is appended to ``skipped``."""
+    row whose text is blank, which is skipped, is appended to ``skipped``. A row without an id is named
+    ``id_prefix`` + its line number."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give a corpus file (.txt, .jsonl or .csv)")
@@ -138,7 +160,10 @@ def read_corpus_lines(
         records = _read_csv(path, text_column, id_column)
     else:
         raise ValueError(f"{path}: unsupported corpus format {suffix!r}; use .txt, .jsonl or .csv")
-    rows = [(n, ident, _text_field(path, n, "the text", text)) for n, ident, text in records]
+    rows = [
+        (n, f"{id_prefix}{n}" if ident is None else ident, _text_field(path, n, "the text", text))
+        for n, ident, text in records
+    ]
     if skipped is not None:
         skipped.extend((n, ident) for n, ident, text in rows if not text.strip())
     rows = [row for row in rows if row[2].strip()]
@@ -149,6 +174,58 @@ def read_corpus_lines(
         if ident in seen:
             raise ValueError(f"{path}:{n}: id {ident!r} is already the id of line {seen[ident]}; ids must be unique")
         seen[ident] = n
+    return rows
+
+
+CORPUS_SUFFIXES = (".txt", ".jsonl", ".csv")
+
+
+def corpus_files(input: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The corpus files ``input`` names, in order: a file as given, a folder's .txt/.jsonl/.csv files
+    sorted by name, a glob pattern's matches sorted (for a pattern the shell did not expand)."""
+    found: list[Path] = []
+    for item in [input] if isinstance(input, (str, Path)) else list(input):
+        path = Path(item)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix.lower() in CORPUS_SUFFIXES and p.is_file())
+            if not files:
+                raise FileNotFoundError(f"{path}: a folder with no corpus file (.txt, .jsonl or .csv) in it")
+        elif not path.exists() and any(c in str(item) for c in "*?["):
+            files = sorted(Path(p) for p in glob.glob(str(item)) if Path(p).is_file())
+            if not files:
+                raise FileNotFoundError(f"{item}: no file matches this pattern")
+        else:
+            files = [path]  # read_corpus_lines names a missing file, a wrong format
+        found += files
+    seen: set[Path] = set()
+    for f in found:
+        if f.resolve() in seen:  # its rows would be indexed twice, under the same ids
+            raise ValueError(f"{f}: this corpus file is given twice")
+        seen.add(f.resolve())
+    if not found:
+        raise ValueError("no corpus file given")
+    return found
+
+
+def read_corpus_files(
+    files: Sequence[Path], text_column: str = "text", skipped: list | None = None
+) -> list[tuple[Path, int, str, str]]:
+    """The rows of ``files`` in file order, then line order: (file, line, id, text). With several files a
+    row without an id is named ``FILE_NAME:LINE``; an id must be unique over all the files. The
+    (file, line, id) of each row with a blank text, which is skipped, is appended to ``skipped``."""
+    rows: list[tuple[Path, int, str, str]] = []
+    first: dict[str, tuple[Path, int]] = {}
+    for f in files:
+        blank: list[tuple[int, str]] = []
+        prefix = f"{f.name}:" if len(files) > 1 else ""
+        for n, ident, text in read_corpus_lines(f, text_column, skipped=blank, id_prefix=prefix):
+            if ident in first and first[ident][0] != f:  # in one file read_corpus_lines already refused it
+                g, m = first[ident]
+                raise ValueError(f"{f}:{n}: id {ident!r} is already the id of {g}:{m}; ids must be unique")
+            first.setdefault(ident, (f, n))
+            rows.append((f, n, ident, text))
+        if skipped is not None:
+            skipped.extend((f, n, ident) for n, ident in blank)
     return rows
 
 
@@ -221,7 +298,7 @@ class Index:
             from .lexical import BM25
 
             # hashed and built from the one read of load_index: postings of other texts are never saved
-            file, digest = self.path / BM25_FILE, self.texts_sha256 or _sha256_file(self.path / "texts.jsonl")
+            file, digest = self.path / BM25_FILE, self.texts_sha256 or sha256_file(self.path / "texts.jsonl")
             self._lexical = BM25.load(file, digest)
             if self._lexical is None:
                 self._lexical = BM25(self.texts)
@@ -292,6 +369,20 @@ class Index:
         return out
 
 
+def open_index(path: str | Path, backend: str = "exact") -> Index | ShardedIndex:
+    """:func:`load_index`, or for a sharded index (``--shard-size``: shard folders and a manifest) a
+    :class:`~bertkit.search.shards.ShardedIndex` of its shards, each checked against the manifest."""
+    path = Path(path)
+    if not (path / MANIFEST).is_file() or (path / "meta.json").is_file():
+        return load_index(path, backend)
+    manifest = read_manifest(path)
+    shards = []
+    for entry in manifest["shards"]:
+        shards.append(load_index(path / entry["name"], backend))
+        check_shard(path, entry, shards[-1], manifest)
+    return ShardedIndex(path, manifest, shards, backend)
+
+
 def load_index(path: str | Path, backend: str = "exact") -> Index:
     """Open an index folder made by :func:`build_index`; a faiss backend is built (and saved in the
     folder, atomically) the first time it is asked for."""
@@ -301,6 +392,8 @@ def load_index(path: str | Path, backend: str = "exact") -> Index:
     meta_file = path / "meta.json"
     if path.is_file():
         raise NotADirectoryError(f"{path} is a file, not an index folder; give the folder made by `bertkit index`")
+    if (path / MANIFEST).is_file() and not meta_file.is_file():
+        raise ValueError(f"{path} is a sharded index (manifest.json): `bertkit search` reads it; this needs one folder")
     if not meta_file.is_file():
         raise FileNotFoundError(f"{path}: not an index folder (no meta.json); build one with `bertkit index`")
     for _ in range(10):  # the three files of one version: read again if the folder changed while reading
@@ -341,14 +434,6 @@ def _record_in_marker(folder: Path, name: str) -> None:
     if isinstance(data, dict) and isinstance(data.get("files"), list) and name not in data["files"]:
         data["files"] = sorted([*data["files"], name])
         atomic_write_json(marker, data, indent=1)
-
-
-def _sha256_file(file: Path) -> str:
-    h = hashlib.sha256()
-    with open(file, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _load_vectors(file: Path) -> np.ndarray:
@@ -405,7 +490,7 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield start // size, start
 
 
-_OWNED = ("meta.json", "vectors.npy", "texts.jsonl", "faiss-*.index", BM25_FILE)
+_OWNED = ("meta.json", "vectors.npy", "texts.jsonl", "faiss-*.index", BM25_FILE, MANIFEST, "shard-[0-9]*")
 
 
 def _is_index(folder: Path) -> bool:
@@ -491,7 +576,10 @@ def _refuse_a_foreign_work_folder(work: Path) -> None:
     if work.exists():
         names = [p.name for p in work.iterdir()] if work.is_dir() else None
         ours = names is not None and (
-            ("key" in names and all(n in ("key", LOCK) or n.endswith((".npy", ".tmp")) for n in names))
+            (
+                "key" in names
+                and all(n in ("key", LOCK) or n.endswith((".npy", ".tmp")) or n.startswith("shard-") for n in names)
+            )
             # killed between taking the lock and writing the key, or while its temporary file was written
             or (LOCK in names and all(n == LOCK or (n.startswith(".key.") and n.endswith(".tmp")) for n in names))
         )
@@ -525,8 +613,10 @@ def _partial_key(work: Path, key: dict[str, Any], overwrite: bool) -> None:
             f"{work} holds an unfinished index of other inputs ({'; '.join(diffs)}); "
             f"pass {A.switch('overwrite')} to start afresh, or choose another {A.flag('output')}"
         )
-    for p in work.iterdir():  # an earlier start's chunks and key; the lock file stays, held
-        if p.name != LOCK:
+    for p in work.iterdir():  # an earlier start's chunks, shards and key; the lock file stays, held
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.name != LOCK:
             p.unlink()
     atomic_write_json(key_file, key)
 
@@ -555,17 +645,18 @@ def _embed_chunks(
             bar.update(len(part))
 
 
-def _joined_chunks(work: Path, rows: int, chunk_size: int, vector_dtype: str) -> np.ndarray:
-    """The work folder's saved chunks in order, as one matrix of L2-normalised rows."""
-    n_chunks = (rows + chunk_size - 1) // chunk_size
-    vectors = np.concatenate([np.load(work / f"{c:06d}.npy") for c in range(n_chunks)])
+def _joined_chunks(work: Path, start: int, end: int, chunk_size: int, vector_dtype: str) -> np.ndarray:
+    """Rows ``start`` to ``end`` of the work folder's saved chunks, as one matrix of L2-normalised rows."""
+    first = start // chunk_size
+    chunks = [np.load(work / f"{c:06d}.npy") for c in range(first, (end + chunk_size - 1) // chunk_size)]
+    vectors = np.concatenate(chunks)[start - first * chunk_size : end - first * chunk_size]
     norms = np.linalg.norm(vectors.astype(np.float32), axis=1, keepdims=True)
     return (vectors.astype(np.float32) / np.maximum(norms, 1e-12)).astype(vector_dtype)
 
 
 def build_index(
     model: str | Path,
-    input: str | Path,
+    input: str | Path | Sequence[str | Path],
     output: str | Path,
     text_column: str = "text",
     dtype: str = "auto",
@@ -578,18 +669,23 @@ def build_index(
     on_cut: Callable[[str], None] | None = None,
     device: str | None = None,
     chunk_embedder: Callable[..., None] | None = None,
+    shard_size: int | None = None,
 ) -> Path:
     """Embed every text of ``input`` with ``model`` (on ``device``, the CPU by default) and write an
     index folder at ``output``.
 
-    ``output`` follows the folder rule (:mod:`bertkit._folders`): a new or empty folder, or an
-    earlier index replaced only with ``overwrite``. Chunks of ``chunk_size`` vectors are saved as they
-    finish in ``<output>.partial/``; a re-run over the same model and the same texts (by content)
-    skips them (resume after a kill); other inputs are refused unless ``overwrite``. A text over the
-    model's limit is refused before any embedding unless ``truncation`` is "cut" (reported through
-    ``on_cut``, else a warning) or "chunk" (:mod:`bertkit.search.long_texts`). ``chunk_embedder``
-    replaces the step that embeds and saves the missing chunks (same arguments as ``_embed_chunks``),
-    e.g. with one that spreads them over a cluster (:mod:`bertkit.search.ray_index`).
+    ``input`` is a corpus file, a folder of them, a glob pattern, or a list of these
+    (:func:`corpus_files`); rows keep file order, then line order. ``output`` follows the folder rule
+    (:mod:`bertkit._folders`): a new or empty folder, or an earlier index replaced only with
+    ``overwrite``. Chunks of ``chunk_size`` vectors are saved as they finish in ``<output>.partial/``;
+    a re-run over the same model and the same texts (by content) skips them (resume after a kill);
+    other inputs are refused unless ``overwrite``. A text over the model's limit is refused before any
+    embedding unless ``truncation`` is "cut" (reported through ``on_cut``, else a warning) or "chunk"
+    (:mod:`bertkit.search.long_texts`). ``chunk_embedder`` replaces the step that embeds and saves the
+    missing chunks (same arguments as ``_embed_chunks``), e.g. with one that spreads them over a
+    cluster (:mod:`bertkit.search.ray_index`). ``shard_size`` writes a sharded index instead
+    (:mod:`bertkit.search.shards`): ``output/shard-NNNNN/`` index folders of that many rows each, and
+    ``output/manifest.json``.
     """
     # A model id resolves to its cache snapshot: the index records (and `bertkit search` later
     # embeds its queries with) that folder, which needs no cache settings to be found again.
@@ -598,18 +694,22 @@ def build_index(
         raise ValueError(f"vector dtype must be float16 or float32, got {vector_dtype!r}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if shard_size is not None and shard_size < 1:
+        raise ValueError(f"--shard-size must be at least 1 row, got {shard_size}")
     if backend != "exact":
         _faiss()  # before the embedding, not after
     refuse_inside_input(output, model)
-    run = {"model": str(model.resolve()), "source": str(Path(input).resolve()), "backend": backend}
+    files = corpus_files(input)
+    source: str | list[str] = [str(f.resolve()) for f in files] if len(files) > 1 else str(files[0].resolve())
+    run = {"model": str(model.resolve()), "source": source, "backend": backend}
     check = dict(command="index", overwrite=overwrite, run=run, owned=_OWNED, legacy=_is_index)
     claim = claim_output_dir(output, dry_run=True, **check)
-    blank: list[tuple[int, str]] = []
-    lines = read_corpus_lines(input, text_column, skipped=blank)
-    rows = [(ident, text) for _, ident, text in lines]
+    blank: list[tuple[Path, int, str]] = []
+    lines = read_corpus_files(files, text_column, skipped=blank)
+    rows = [(ident, text) for _, _, ident, text in lines]
     emb = _embedder(model, dtype, device)  # a model that cannot embed fails before any folder is made
     dropped = check_lengths(
-        emb, [t for _, t in rows], lambda i: f"{input}:{lines[i][0]} (id {lines[i][1]!r})", truncation
+        emb, [t for _, t in rows], lambda i: f"{lines[i][0]}:{lines[i][1]} (id {lines[i][2]!r})", truncation
     )
     key = {
         "model": _model_identity(model),
@@ -621,6 +721,8 @@ def build_index(
         "chunk_size": chunk_size,
         "truncation": truncation,
     }
+    if shard_size is not None:  # absent otherwise: the work folder of an earlier bertkit still resumes
+        key["shard_size"] = shard_size
     work = output.with_name(output.name + ".partial")
     _refuse_a_foreign_work_folder(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -629,40 +731,93 @@ def build_index(
     with held(work, "index", lambda v=None: A.said("--output", output if v is not None else None, name="output")):
         _partial_key(work, key, overwrite)
         (chunk_embedder or _embed_chunks)(emb, rows, work, chunk_size, vector_dtype, truncation, progress)
-        vectors = _joined_chunks(work, len(rows), chunk_size, vector_dtype)
-        meta = {
-            "model": str(model.resolve()),
-            "model_fingerprint": weights_fingerprint(model),
-            "source": str(Path(input).resolve()),
-            "text_column": text_column,
-            "count": int(vectors.shape[0]),
-            "dim": int(vectors.shape[1]),
-            "vector_dtype": vector_dtype,
-            "dtype": emb.dtype,
-            "pooling": emb.pooling,
-            "normalized": True,
-            "truncation": truncation,
-            "truncated_texts": sum(1 for d in dropped if d),
-            "truncated_tokens": sum(dropped),
-        }
-        if claim.foreign:
-            # the folder also holds the user's files: replace ours file by file, keep theirs
-            claim = claim_output_dir(output, create=False, **check)
-            publish = atomic_update_dir(output)
-        else:
-            publish = atomic_dir(output, replace=True)  # one rename; an old index stays whole until then
-        try:
-            with publish as tmp:
-                claim.write_marker(tmp)
+        meta = _meta(model, emb, source, text_column, vector_dtype, truncation, dropped)
+
+        def write(tmp: Path) -> None:
+            if shard_size is None:
+                vectors = _joined_chunks(work, 0, len(rows), chunk_size, vector_dtype)
+                meta.update(count=int(vectors.shape[0]), dim=int(vectors.shape[1]))
                 _write_index(tmp, vectors, rows, meta, backend)
-        except BaseException:
-            claim.release()
-            raise
-        claim.finish()
+            else:
+                _write_shards(tmp, work, rows, meta, shard_size, chunk_size, backend)
+
+        _publish(output, claim, check, write)
         shutil.rmtree(work, ignore_errors=True)  # our own chunks, now inside the published index
     _report_cut(dropped, emb.max_length, on_cut)
-    report_blank(blank, input, on_cut)
+    if blank:
+        report_blank([(n, ident) for _, n, ident in blank], blank[0][0], on_cut)
     return output
+
+
+def _meta(
+    model: Path, emb: Any, source: Any, text_column: str, vector_dtype: str, truncation: str, dropped: Sequence[int]
+) -> dict[str, Any]:
+    """meta.json's fields that the vectors' shape does not give (``count``, ``dim``)."""
+    return {
+        "model": str(model.resolve()),
+        "model_fingerprint": weights_fingerprint(model),
+        "source": source,
+        "text_column": text_column,
+        "vector_dtype": vector_dtype,
+        "dtype": emb.dtype,
+        "pooling": emb.pooling,
+        "normalized": True,
+        "truncation": truncation,
+        "truncated_texts": sum(1 for d in dropped if d),
+        "truncated_tokens": sum(dropped),
+    }
+
+
+def _publish(output: Path, claim: Any, check: dict[str, Any], write: Callable[[Path], None]) -> None:
+    """Publish what ``write(folder)`` writes as the index ``output`` (``claim``, checked dry, is its claim)."""
+    if claim.foreign:
+        # the folder also holds the user's files: replace ours file by file, keep theirs
+        claim = claim_output_dir(output, create=False, **check)
+        publish = atomic_update_dir(output)
+    else:
+        publish = atomic_dir(output, replace=True)  # one rename; an old index stays whole until then
+    try:
+        with publish as tmp:
+            claim.write_marker(tmp)
+            write(tmp)
+    except BaseException:
+        claim.release()
+        raise
+    claim.finish()
+
+
+def _write_shards(
+    folder: Path,
+    work: Path,
+    rows: Sequence[tuple[str, str]],
+    meta: dict[str, Any],
+    shard_size: int,
+    chunk_size: int,
+    backend: str,
+) -> None:
+    """Write each shard into ``work`` (one rename each; one finished by a killed run and unchanged since
+    is kept, any other redone), then move them all into ``folder`` and write its manifest, last."""
+    plan = plan_shards(len(rows), shard_size, lambda s, e: corpus_fingerprint(rows[s:e]))
+    entries = []
+    for entry in plan:
+        shard = work / entry["name"]
+        sums = finished_shard(shard, entry) if shard.is_dir() else None
+        if sums is None:
+            if shard.is_dir() and not shard.is_symlink():  # in our work folder: a damaged shard of ours
+                shutil.rmtree(shard)
+            elif shard.exists() or shard.is_symlink():
+                shard.unlink()
+            start, end = entry["first_row"], entry["first_row"] + entry["rows"]
+            vectors = _joined_chunks(work, start, end, chunk_size, meta["vector_dtype"])
+            with atomic_dir(shard) as tmp:
+                shard_meta = {**meta, "count": end - start, "dim": int(vectors.shape[1]), "shard": entry}
+                _write_index(tmp, vectors, rows[start:end], shard_meta, backend)
+            sums = read_json(shard / "meta.json")["sha256"]
+        entries.append({**entry, "sha256": sums})
+    meta["dim"] = read_json(work / plan[0]["name"] / "meta.json")["dim"]
+    for entry in entries:
+        (work / entry["name"]).rename(folder / entry["name"])
+    write_manifest(folder, meta, entries)
 
 
 def report_blank(blank: Sequence[tuple[int, str]], source: Any, on_cut: Callable[[str], None] | None) -> None:
@@ -690,6 +845,8 @@ def _write_index(
         np.save(f, vectors)
     with open(folder / "texts.jsonl", "w", encoding="utf-8") as f:
         f.writelines(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in rows)
+    if "shard" in meta:  # a resumed build and a load check the shard's files against these
+        meta = {**meta, "sha256": {n: sha256_file(folder / n) for n in ("vectors.npy", "texts.jsonl")}}
     atomic_write_json(folder / "meta.json", meta)
     if backend != "exact":
         faiss = _faiss()

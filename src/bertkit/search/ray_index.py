@@ -1,12 +1,14 @@
 """`bertkit index --ray [ADDRESS]`: the embedding of `bertkit index` spread over a Ray cluster.
 
-The corpus is read by bertkit's own readers (a bad row names its file and line, as ``index`` does),
+The corpus (one file or many: :func:`bertkit.search.index.corpus_files`) is read by bertkit's own
+readers (a bad row names its file and line, as ``index`` does),
 cut into the chunks ``index`` keeps in ``<output>.partial/``, and the chunks not done yet become a
 Ray dataset. ``map_batches`` sends them, one at a time, to a pool of actors, each holding one
 bertkit encoder (``auto`` precision unless told, its torch threads set to the CPUs it was given).
 The vectors come back through Ray's object store and the driver saves each chunk atomically as it
 arrives, so the cluster needs no shared file system. The index folder is then finished exactly as
-the one-process ``index`` finishes it: the same files, ids and order, and in fp32 the same vectors.
+the one-process ``index`` finishes it: the same files, ids and order, and in fp32 the same vectors;
+with ``shard_size``, the same sharded index (:mod:`bertkit.search.shards`).
 
 * An actor that dies (its process killed, its node lost) is restarted by Ray, and its chunk is
   embedded again; the driver writes each chunk once, so nothing is lost or written twice.
@@ -155,7 +157,7 @@ class RayChunks:
 
 def build_index_ray(
     model: str | Path,
-    input: str | Path,
+    input: str | Path | Sequence[str | Path],
     output: str | Path,
     address: str | None = None,
     actors: int = 1,

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .index import BACKENDS
     from .rerank import FUSIONS
 
-    p.add_argument("--index", default=None, help="folder made by `bertkit index`")
+    p.add_argument("--index", default=None, help="folder made by `bertkit index` (one index or a sharded one)")
     p.add_argument("--store", default=None, metavar="milvus://FILE_OR_URI", help="a Milvus collection made by `index`")
     p.add_argument("query", nargs="+", help="query text(s)")
     p.add_argument("--top-k", type=A.positive_int, default=10)
@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertkit.hub import resolve_model_arg
 
-    from .index import check_index_model, embed_queries, load_index
+    from .index import check_index_model, embed_queries, open_index
 
     if args.fusion != "none" and not args.rerank:
         raise ValueError(f"--fusion {args.fusion} fuses a cross-encoder's scores: give --rerank DIR")
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--backend {args.backend} is for index folders; the store searches with its own index")
         index = load_store(args.store, args.model)
     else:
-        index = load_index(args.index, backend=args.backend)
+        index = open_index(args.index, backend=args.backend)
     model = resolve_model_arg(args.model) if args.model else Path(index.meta["model"])
     queries = embed_queries(
         model,
