@@ -10,7 +10,7 @@
   path, model2vec's encode, bertkit's static encode (medians of ``--repeats``).
 
     python benchmarks/static.py [--threads 2] [--dims 256] [--dtype fp32] [--m2v-folder DIR]
-    python benchmarks/static.py --fit-teacher [--fit-epochs 3] [--fit-lr 0.2]
+    python benchmarks/static.py --fit-teacher [--fit-epochs 4] [--fit-lr 0.2]
 
 ``--m2v-folder`` reuses a model2vec distil saved earlier (its distillation is then not timed).
 ``--fit-teacher`` runs only the teacher fit: bertkit's distil, then `train-embedder --loss mse --teacher`
@@ -212,7 +212,7 @@ def main() -> None:
     p.add_argument("--train-lr", type=float, default=0.05)
     p.add_argument("--serve-seconds", type=float, default=10.0, help="load test of each server (0: none)")
     p.add_argument("--fit-teacher", action="store_true", help="run only the teacher fit (see above)")
-    p.add_argument("--fit-epochs", type=float, default=3)
+    p.add_argument("--fit-epochs", type=float, default=4)
     p.add_argument("--fit-lr", type=float, default=0.2)
     args = p.parse_args()
     if args.fit_teacher:
