@@ -10,8 +10,13 @@
   path, model2vec's encode, bertkit's static encode (medians of ``--repeats``).
 
     python benchmarks/static.py [--threads 2] [--dims 256] [--dtype fp32] [--m2v-folder DIR]
+    python benchmarks/static.py --fit-teacher [--fit-epochs 4] [--fit-lr 0.2]
 
 ``--m2v-folder`` reuses a model2vec distil saved earlier (its distillation is then not timed).
+``--fit-teacher`` runs only the teacher fit: bertkit's distil, then `train-embedder --loss mse --teacher`
+MiniLM on the assets' text without the BBC test split (the BBC training articles' sentences, the
+polarity training texts, the wikipedia asset's sentences), BBC MRR@10 before and after, beside MiniLM
+and model2vec's distil; the fit's time in CPU-minutes (this process's, teacher forward included).
 """
 
 from __future__ import annotations
@@ -101,6 +106,75 @@ def train_static(folder: Path, args: argparse.Namespace):
     return model
 
 
+def fit_corpus() -> list[str]:
+    """Sentences of the assets with no BBC test article in them (the BBC training articles', the
+    polarity training texts, the wikipedia asset's), each once."""
+    from bertkit._text import split_sentences
+
+    texts = [s for line in open(asset_path("bbcnews-train"), encoding="utf-8") for s in _sentences(line)]
+    with open(asset_path("polarity-train"), newline="", encoding="utf-8") as f:
+        texts += [r["text"] for r in csv.DictReader(f)]
+    texts += [s for line in open(asset_path("wiki"), encoding="utf-8") for s in split_sentences(line) if len(s) > 20]
+    return list(dict.fromkeys(texts))
+
+
+def _sentences(line: str) -> list[str]:
+    from bertkit._text import split_sentences
+
+    return [s for p in json.loads(line)["text"].split("\n") for s in split_sentences(p) if len(s) > 20]
+
+
+def fit_teacher(args: argparse.Namespace) -> None:
+    """bertkit's distil of MiniLM fitted to MiniLM's sentence vectors of :func:`fit_corpus` with
+    `train-embedder --loss mse --teacher` (tokenlearn's idea); BBC MRR@10 before and after."""
+    from bertkit import SentenceTransformer
+    from bertkit.sentence.distill_static import distill_static
+    from bertkit.sentence.embedder import EmbedderArguments, train_embedder
+
+    teacher = str(asset_path("minilm"))
+    tmp = Path(tempfile.mkdtemp(prefix="static-fit-"))
+    _, cpu, _ = timed(lambda: distill_static(teacher, tmp / "distil", dims=args.dims, dtype=args.dtype))
+    print(f"distil  bertkit MiniLM -> {args.dims} dims: {cpu / 60:.2f} CPU-min")
+    texts = fit_corpus()
+    (tmp / "fit.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    fit = EmbedderArguments(
+        model=str(tmp / "distil"),
+        train=str(tmp / "fit.txt"),
+        output=str(tmp / "fitted"),
+        loss="mse",
+        teacher=teacher,
+        lr=args.fit_lr,
+        epochs=args.fit_epochs,
+        batch_size=128,
+        threads=args.threads,
+        progress=False,
+    )
+    wall, cpu, _ = timed(lambda: train_embedder(fit))
+    print(
+        f"fit     MSE to MiniLM's vectors of {len(texts):,} texts (BBC train sentences, polarity train, wikipedia), "
+        f"{args.fit_epochs} epoch(s), batch 128, lr {args.fit_lr:g}: {cpu / 60:.2f} CPU-min "
+        f"({wall / 60:.2f} min wall), teacher forward included"
+    )
+    test = bbc_pairs("test")
+    minilm = SentenceTransformer(teacher, dtype="auto")
+    encoders = {f"MiniLM (bertkit {minilm.dtype})": lambda t: minilm.encode(t, batch_size=64)}
+    from model2vec import StaticModel
+
+    if args.m2v_folder is None:
+        from model2vec.distill import distill
+
+        distill(teacher, pca_dims=args.dims).save_pretrained(tmp / "model2vec")
+    theirs = StaticModel.from_pretrained(str(args.m2v_folder or tmp / "model2vec"))
+    encoders["model2vec distil (model2vec)"] = lambda t: theirs.encode(t)
+    for name, folder in (("bertkit distil", "distil"), ("bertkit distil + fit", "fitted")):
+        model = SentenceTransformer(str(tmp / folder))
+        encoders[f"{name} (bertkit)"] = model.encode
+    for name, enc in encoders.items():
+        print(
+            f"quality {name:<30} BBC MRR@10 {bbc_mrr(enc, test):.4f}  Lee Spearman {lee_spearman(enc):.4f}", flush=True
+        )
+
+
 def serve_rates(folders: dict[str, str], seconds: float, clients: int = 32) -> dict[str, float]:
     """Requests per second of `bertkit serve` on each folder: ``clients`` concurrent single-sentence
     POSTs to /v1/embeddings for ``seconds``, with benchmarks/serve.py's lean client; one server at a time,
@@ -139,7 +213,14 @@ def main() -> None:
     p.add_argument("--train-epochs", type=int, default=1)
     p.add_argument("--train-lr", type=float, default=0.05)
     p.add_argument("--serve-seconds", type=float, default=10.0, help="load test of each server (0: none)")
+    p.add_argument("--fit-teacher", action="store_true", help="run only the teacher fit (see above)")
+    p.add_argument("--fit-epochs", type=float, default=4)
+    p.add_argument("--fit-lr", type=float, default=0.2)
     args = p.parse_args()
+    if args.fit_teacher:
+        torch.set_num_threads(args.threads)
+        fit_teacher(args)
+        return
 
     from model2vec import StaticModel
 

@@ -39,6 +39,8 @@ EMBEDDER_OUTPUTS = (
     "mined-negatives.jsonl",
     "eval_results.json",
     "README.md",
+    "1_Normalize",  # a static model's (model2vec's layout: its files at the top, then a Normalize)
+    "teacher-targets.npy",
 )
 MINED = "mined-negatives.jsonl"
 
@@ -114,7 +116,8 @@ class EmbeddingTrainingArguments(TrainingArguments):
 
     def identity(self, **sections: Any) -> dict[str, Any]:
         """The run's identity on --resume: settings, the start model's weights and the data's content."""
-        weights = [Path(self.model) / n for n in ("config.json", "model.safetensors", "pytorch_model.bin")]
+        names = ("config.json", "model.safetensors", "pytorch_model.bin", "0_StaticEmbedding/model.safetensors")
+        weights = [Path(self.model) / n for n in names]
         return run_identity(
             self,
             model=file_fingerprint(*[f for f in weights if f.is_file()]),
@@ -135,10 +138,21 @@ class EmbedderArguments(EmbeddingTrainingArguments):
         metavar="FILE",
         group="data",
         same_on_resume=False,
-        help="JSONL/CSV/TSV: anchor,positive[,negative] rows; for --loss cosent sentence1,sentence2,score",
+        help="JSONL/CSV/TSV: anchor,positive[,negative] rows; for --loss cosent sentence1,sentence2,score; "
+        "for --loss mse texts, as `bertkit index` reads a corpus (.txt one a line, .jsonl/.csv with a text column)",
     )
     loss: str = setting(
-        "mnrl", choices=("mnrl", "cached-mnrl", "cosent", "triplet"), group="embedding", help="training loss"
+        "mnrl",
+        choices=("mnrl", "cached-mnrl", "cosent", "triplet", "mse"),
+        group="embedding",
+        help="training loss (mse: fit the model's vectors of --train's texts to --teacher's)",
+    )
+    teacher: str | None = setting(
+        None,
+        metavar="DIR",
+        group="embedding",
+        same_on_resume=False,
+        help="mse: the sentence model whose vectors are the targets (PCA-projected to the model's axes)",
     )
     symmetric: bool = setting(False, group="embedding", help="MNRL: also rank anchors for each positive")
     scale: float = setting(20.0, type=A.positive_float, group="embedding", help="MNRL/CoSENT: cosine scale")
@@ -198,6 +212,13 @@ class EmbedderArguments(EmbeddingTrainingArguments):
             )
         if self.hard_negatives and self.loss not in ("mnrl", "cached-mnrl", "triplet"):
             raise ValueError(f"hard negatives are for mnrl, cached-mnrl and triplet, not {self.loss}")
+        if self.loss == "mse" and not self.teacher:
+            raise ValueError(f"{A.given('loss', 'mse')} needs {A.flag('teacher')} (the model whose vectors to fit)")
+        if self.loss == "mse" and self.matryoshka_dims:
+            raise ValueError(
+                f"{A.flag('matryoshka_dims')} is not for {A.given('loss', 'mse')}: the teacher's projected "
+                "vectors have no nested sizes"
+            )
         loss = self.loss
         for name, used, why in (
             (
@@ -207,9 +228,10 @@ class EmbedderArguments(EmbeddingTrainingArguments):
             ),
             (
                 "scale",
-                loss != "triplet",
-                f"scales MNRL's and CoSENT's cosines; {A.flag('loss')} triplet has a margin instead",
+                loss not in ("triplet", "mse"),
+                f"scales MNRL's and CoSENT's cosines; {A.given('loss', str(loss))} has none",
             ),
+            ("teacher", loss == "mse", f"is mse's; {A.given('loss', str(loss))} reads no teacher"),
             (
                 "mini_batch_size",
                 loss == "cached-mnrl",
@@ -229,7 +251,7 @@ class EmbedderArguments(EmbeddingTrainingArguments):
             A.refuse_unused(self, name, used, why)
 
     def inputs(self) -> dict[str, str | None]:
-        return {**super().inputs(), "--mine-from": self.mine_from}
+        return {**super().inputs(), "--mine-from": self.mine_from, "--teacher": self.teacher}
 
     def identity(self, **sections: Any) -> dict[str, Any]:
         """As the base class, plus the content of a --mine-from index folder (a corpus file is already
@@ -238,6 +260,9 @@ class EmbedderArguments(EmbeddingTrainingArguments):
             folder = Path(self.mine_from)
             files = [folder / n for n in ("meta.json", "texts.jsonl", "vectors.npy")]
             sections = {"mine_from_index": file_fingerprint(*[f for f in files if f.is_file()]), **sections}
+        if self.teacher:  # another teacher's vectors would make another run
+            files = [Path(self.teacher) / n for n in ("config.json", "model.safetensors", "modules.json")]
+            sections = {"teacher": file_fingerprint(*[f for f in files if f.is_file()]), **sections}
         return super().identity(**sections)
 
 
@@ -287,6 +312,8 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
     """The training rows, with mined negatives (cached in the output folder for --resume)."""
     from bertkit.sentence.embedding_data import mine_hard_negatives, read_embedding_rows
 
+    if args.loss == "mse":
+        return _teacher_rows(args, encoder)
     rows = read_embedding_rows(args.train, scored=args.loss == "cosent", score_range=args.score_range)
     if args.loss == "triplet" and not args.hard_negatives and not rows[0]["negatives"]:
         raise ValueError(
@@ -328,17 +355,67 @@ def _training_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]
     return mined
 
 
+def _teacher_rows(args: EmbedderArguments, encoder: Any) -> list[dict[str, Any]]:
+    """--loss mse: each text of --train with its target, the teacher's vector projected into the
+    model's axes (computed once, kept in the output folder for --resume)."""
+    import numpy as np
+
+    from bertkit._io import atomic_path
+    from bertkit.sentence.static_fit import TARGETS, teacher_targets
+
+    # the corpus reader of `bertkit index` (bertkit.search, a layer above: reached through a hook)
+    texts, vectors, _ = _hooks.call("search.mining_corpus", args.train)
+    if vectors is not None:
+        raise ValueError(f"{A.given('train', str(args.train))} is an index folder; give its corpus file")
+    texts = list(dict.fromkeys(texts))
+    cached = Path(args.output) / TARGETS
+    if args.resume and cached.is_file():
+        targets = np.load(cached)
+    else:
+        assert args.teacher is not None  # __post_init__: mse needs a teacher
+        targets = teacher_targets(args.teacher, texts, encoder, progress=args.progress)
+        with atomic_path(cached) as tmp:
+            with open(tmp, "wb") as f:
+                np.save(f, targets)
+    if targets.shape != (len(texts), encoder.dim):
+        raise ValueError(f"{cached}: targets of shape {targets.shape}, expected {(len(texts), encoder.dim)}")
+    return [{"text": t, "target": v} for t, v in zip(texts, targets)]
+
+
+def _encoder(args: EmbedderArguments) -> Any:
+    """The model to train: a static folder's table, else a transformer encoder with its pooling."""
+    from bertkit.modeling.sentence import load_sentence_encoder
+    from bertkit.modeling.static import is_static_folder
+
+    if not is_static_folder(args.model):
+        return load_sentence_encoder(args.model, pooling=args.pooling, max_seq_length=args.max_length)
+    from bertkit.sentence.static_fit import load_static_encoder
+
+    for name in ("pooling", "max_length"):
+        if getattr(args, name) is not None:
+            raise ValueError(
+                f"{A.flag(name)} is not for a static model ({args.model}): it takes the mean of each text's "
+                "token vectors, whole"
+            )
+    return load_static_encoder(args.model)
+
+
 def train_embedder(args: EmbedderArguments) -> Any:
     """Run `bertkit train-embedder`; returns the Trainer's result."""
-    from bertkit.modeling.sentence import load_sentence_encoder, save_sentence_folder
+    from bertkit.modeling.sentence import save_sentence_folder
     from bertkit.sentence.embedding_data import EmbeddingCollator, read_embedding_rows
     from bertkit.sentence.losses.functional import make_loss
     from bertkit.training.trainer import Trainer
 
     # A model id resolves to its cache snapshot once (its sentence-transformers files are there too).
     args = dataclasses.replace(args, model=str(resolve_model_arg(args.model)))
+    if args.teacher:
+        args = dataclasses.replace(args, teacher=str(resolve_model_arg(args.teacher)))
     claim_training_output(args, "train-embedder", {}, EMBEDDER_OUTPUTS, args.inputs(), dry_run=True)
-    encoder = load_sentence_encoder(args.model, pooling=args.pooling, max_seq_length=args.max_length)
+    encoder = _encoder(args)
+    from bertkit.sentence.static_fit import StaticEncoder
+
+    static = isinstance(encoder, StaticEncoder)
     val_rows = (
         read_embedding_rows(args.validation, scored=args.loss == "cosent", score_range=args.score_range)
         if args.validation
@@ -358,6 +435,9 @@ def train_embedder(args: EmbedderArguments) -> Any:
             return loss(lambda f: encoder(f, model=model), batch["columns"], batch["labels"]), {}
 
         def save(model: Any, directory: Path) -> None:
+            if static:
+                encoder.save(directory)
+                return
             model.save_pretrained(str(directory))
             width = int(encoder.model.config.hidden_size)  # the token vectors' width, what Pooling's config records
             save_sentence_folder(directory, width, encoder.pooling, encoder.normalize, encoder.max_seq_length)
@@ -371,13 +451,14 @@ def train_embedder(args: EmbedderArguments) -> Any:
             collate_fn=EmbeddingCollator(encoder, args.loss == "cosent"),
             evaluate=evaluate,
             loss_fn=loss_fn,
-            tokenizer=encoder.tokenizer,
+            tokenizer=None if static else encoder.tokenizer,  # a static folder's tokenizer.json is save's
             save_model=save,
         )
         result = trainer.train()
         if result.last_metrics:
             atomic_write_json(Path(args.output) / "eval_results.json", result.last_metrics)
-        write_embedder_card(args, rows, trainer, val_rows)
+        if not static:  # a static model has no model card yet (sentence-transformers' card reads a transformer)
+            write_embedder_card(args, rows, trainer, val_rows)
         return result
 
     return within_claim(claim, work)
@@ -389,6 +470,8 @@ def _card_loss(args: EmbedderArguments, model: Any) -> Any:
 
     if args.loss == "cosent":
         loss = L.CoSENTLoss(model, scale=args.scale)
+    elif args.loss == "mse":
+        loss = L.MSELoss(model)
     elif args.loss == "triplet":
         loss = L.TripletLoss(model)
     else:  # --symmetric: both directions, each ranked over its own candidates (the deprecated

@@ -113,13 +113,16 @@ def read_embedding_rows(
 
 
 class EmbeddingCollator:
-    """Rows -> ``{"columns": [padded features per column], "labels": scores or None}``."""
+    """Rows -> ``{"columns": [padded features per column], "labels": scores, targets or None}``."""
 
     def __init__(self, encoder: Any, scored: bool = False) -> None:
         self.encoder, self.scored = encoder, scored
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        if self.scored:
+        if "target" in rows[0]:  # a text and the teacher's vector of it (--loss mse)
+            cols = [[r["text"] for r in rows]]
+            labels = torch.from_numpy(np.stack([np.asarray(r["target"], np.float32) for r in rows]))
+        elif self.scored:
             cols = [[r["sentence1"] for r in rows], [r["sentence2"] for r in rows]]
             labels = torch.tensor([r["score"] for r in rows], dtype=torch.float32)
         else:

@@ -157,7 +157,8 @@ class StaticSentenceTransformer(SentenceTransformer):
     """A :class:`~bertkit.SentenceTransformer` whose model is a :class:`StaticEmbedding` (then an
     optional Normalize): ``SentenceTransformer(folder)`` gives one for a static folder. encode runs
     the tokenizer's fast id path and one ``embedding_bag`` mean per block of texts: no padding, no
-    cut (a static model has no position limit). Training a static model is not supported yet."""
+    cut (a static model has no position limit). ``fit`` trains its table; so does `train-embedder`
+    (:mod:`bertkit.sentence.static_fit`)."""
 
     _BLOCK = 4096  # texts per tokenize + embedding_bag block; the vectors do not depend on it
 

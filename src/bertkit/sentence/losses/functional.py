@@ -79,7 +79,7 @@ Embed = Callable[[dict[str, Tensor]], Tensor]
 Similarity = Callable[[Tensor, Tensor], Tensor]
 FromEmbeddings = Callable[[Sequence[Tensor], Any], Tensor]
 EmbedderLoss = Callable[..., Tensor]  # (embed, columns, labels=None) -> the loss
-LOSSES = ("mnrl", "cached-mnrl", "cosent", "triplet")
+LOSSES = ("mnrl", "cached-mnrl", "cosent", "triplet", "mse")
 EMBED_DISTILL_METRICS = ("mse", "l2", "cosine")
 BATCH_TRIPLET_KINDS = ("hard", "soft_margin", "all", "semi_hard")
 
@@ -620,7 +620,16 @@ class _RandState:
 
 
 def _mini_batches(features: dict[str, Tensor], size: int) -> Iterator[dict[str, Tensor]]:
-    """Row slices of a padded batch, each cut to its own longest text (less padding to compute)."""
+    """Row slices of a padded batch, each cut to its own longest text (less padding to compute); of a
+    static model's flat ids, each slice's ids and its offsets from its own start."""
+    if "offsets" in features:
+        ids, offsets = features["input_ids"], features["offsets"]
+        n = offsets.shape[0]
+        for s in range(0, n, size):
+            e = min(n, s + size)
+            lo, hi = int(offsets[s]), int(offsets[e]) if e < n else ids.shape[0]
+            yield {"input_ids": ids[lo:hi], "offsets": offsets[s:e] - lo}
+        return
     n = features["input_ids"].shape[0]
     for s in range(0, n, size):
         mb = {k: v[s : s + size] for k, v in features.items()}
@@ -708,6 +717,10 @@ def make_loss(
 
         def base(reps: Sequence[Tensor], labels: Any = None) -> Tensor:
             return cosent(reps, labels, float(scale))
+    elif name == "mse":  # sentence-transformers' MSELoss: one column of texts, the teacher's vectors as labels
+
+        def base(reps: Sequence[Tensor], labels: Any = None) -> Tensor:
+            return F.mse_loss(reps[0].float(), labels.float())
     else:
 
         def base(reps: Sequence[Tensor], labels: Any = None) -> Tensor:
@@ -732,6 +745,8 @@ def make_loss(
 
 def loss_columns(name: str) -> tuple[str, ...]:
     """The data columns a loss reads (``negative`` optional for MNRL)."""
-    return {"cosent": ("sentence1", "sentence2", "score"), "triplet": ("anchor", "positive", "negative")}.get(
-        name, ("anchor", "positive")
-    )
+    return {
+        "cosent": ("sentence1", "sentence2", "score"),
+        "triplet": ("anchor", "positive", "negative"),
+        "mse": ("text",),
+    }.get(name, ("anchor", "positive"))
