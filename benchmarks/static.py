@@ -9,10 +9,12 @@
 - speed: sentences per second on sentences of the BBC training articles: bertkit's MiniLM ``auto``
   path, model2vec's encode, bertkit's static encode (medians of ``--repeats``).
 
-    python benchmarks/static.py [--threads 2] [--dims 256] [--dtype fp32] [--m2v-folder DIR]
+    python benchmarks/static.py [--threads 2] [--dims 256] [--dtype fp32] [--m2v-folder DIR] [--only distill]
     python benchmarks/static.py --fit-teacher [--fit-epochs 4] [--fit-lr 0.2]
 
 ``--m2v-folder`` reuses a model2vec distil saved earlier (its distillation is then not timed).
+``--only distill`` stops after the distillation times and the distils' BBC MRR@10 (no Lee, training,
+speed or serving).
 ``--fit-teacher`` runs only the teacher fit: bertkit's distil, then `train-embedder --loss mse --teacher`
 MiniLM on the assets' text without the BBC test split (the BBC training articles' sentences, the
 polarity training texts, the wikipedia asset's sentences), BBC MRR@10 before and after, beside MiniLM
@@ -216,6 +218,7 @@ def main() -> None:
     p.add_argument("--fit-teacher", action="store_true", help="run only the teacher fit (see above)")
     p.add_argument("--fit-epochs", type=float, default=4)
     p.add_argument("--fit-lr", type=float, default=0.2)
+    p.add_argument("--only", choices=["distill"], default=None, help="distill: the distillation and its quality only")
     args = p.parse_args()
     if args.fit_teacher:
         torch.set_num_threads(args.threads)
@@ -232,6 +235,11 @@ def main() -> None:
     teacher = str(asset_path("minilm"))
     print(f"CPU: {describe_cpu()}; torch threads {args.threads}. The machine is shared and busy: figures are noisy.")
     tmp = Path(tempfile.mkdtemp(prefix="static-bench-"))
+
+    # each library's modules imported before its distil is timed (model2vec.distill below, likewise)
+    import bertkit.inference
+    import bertkit.modeling.auto
+    import bertkit.modeling.static  # noqa: F401
 
     bk_wall, bk_cpu, _ = timed(lambda: distill_static(teacher, tmp / "bertkit", dims=args.dims, dtype=args.dtype))
     what = f"MiniLM -> {args.dims} dims, teacher {args.dtype}"
@@ -267,6 +275,11 @@ def main() -> None:
         "model2vec distil (bertkit)": lambda t: theirs_bk.encode(t),
     }
     test = bbc_pairs("test")
+    if args.only == "distill":
+        pick = {**encoders, **crossed}
+        for name in ("model2vec distil (model2vec)", "bertkit distil (bertkit)", "bertkit distil (model2vec)"):
+            print(f"quality {name:<30} BBC MRR@10 {bbc_mrr(pick[name], test):.4f}", flush=True)
+        return
     for name, enc in {**encoders, **crossed}.items():
         print(
             f"quality {name:<30} BBC MRR@10 {bbc_mrr(enc, test):.4f}  Lee Spearman {lee_spearman(enc):.4f}", flush=True

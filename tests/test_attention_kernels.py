@@ -37,6 +37,27 @@ def test_gemm_attention_equals_fp32_sdpa_under_a_padding_mask():
     assert cos.min() > 0.999, cos.min()
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_very_short_attention_equals_fp32_sdpa_under_a_padding_mask(n):
+    """Up to the elementwise limit (a token framed by [CLS] and [SEP], a one-word query) attention is a
+    few broadcast products in float32; past it, the batched GEMMs. Either equals fp32 SDPA."""
+    torch.manual_seed(n)
+    B, h, d = 6, 4, 32
+    x = torch.randn(B, n, 3, h, d)
+    lengths = torch.tensor([n, max(n - 1, 1), 1, n, max(n - 2, 1), n])
+    mask = (torch.arange(n)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, N)
+    q, k, v = x.permute(2, 0, 3, 1, 4).unbind(0)
+    for m in (mask, None):
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=m).transpose(1, 2).reshape(B * n, h * d)
+        with torch.no_grad():
+            got = layers._batched_gemm_attention(x.bfloat16(), m).float()
+            into = layers._batched_gemm_attention(x.bfloat16(), m, out=torch.empty(B * n, h * d).bfloat16())
+        assert torch.allclose(got, ref, atol=0.05, rtol=0.05), (got - ref).abs().max()
+        assert torch.equal(into.float(), got)
+        assert F.cosine_similarity(got, ref, dim=-1).min() > 0.999
+    assert (n <= layers._ELEMENTWISE_ATTENTION_MAX_LEN) == (n <= 4)
+
+
 def test_the_gemm_attention_limit_follows_the_cpu_kind(monkeypatch):
     """AMX moves the switch to SDPA's flash kernel to shorter sequences than AVX-512 BF16 alone, and
     the encoder follows this CPU's limit: one length over it takes SDPA, one at it the GEMMs."""

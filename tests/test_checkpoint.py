@@ -322,3 +322,27 @@ def test_a_config_json_path_loads_its_folder(minilm_dir, capsys):
         assert torch.equal(x, y), name
     assert main(["inspect", str(minilm_dir / "config.json")]) == 0
     assert "22,713,216" in capsys.readouterr().out
+
+
+def test_a_cold_load_imports_no_compiler_stack(minilm_dir):
+    """Building the model on meta skips torch's Python meta kernels, whose first calls import
+    torch._dynamo and sympy (about two CPU-seconds of a command's start); the weights still load."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from bertkit.modeling import BertModel\n"
+        "heavy = ('torch._dynamo', 'sympy')\n"
+        "before = {m for m in heavy if m in sys.modules}\n"
+        f"model = BertModel.from_pretrained({str(minilm_dir)!r})\n"
+        "print(sorted({m for m in heavy if m in sys.modules} - before))\n"
+        "print(model.embeddings.position_ids[0, :4].tolist(), model.embeddings.position_ids.device)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.splitlines() == ["[]", "[0, 1, 2, 3] cpu"], out
+    weights = load_file(str(minilm_dir / "model.safetensors"))
+    model = BertModel.from_pretrained(minilm_dir)
+    key = "embeddings.word_embeddings.weight"
+    assert torch.equal(model.state_dict()[key], weights[key])

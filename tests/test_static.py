@@ -80,6 +80,21 @@ def test_distilled_folder_loads_in_model2vec_and_sentence_transformers(distilled
     assert cfg["model_type"] == "model2vec" and cfg["normalize"] and cfg["hidden_dim"] == 16
 
 
+def test_pca_and_weights_equal_model2vecs():
+    """bertkit's PCA (float32 products on torch, a float64 eigenproblem) and Zipf weights against
+    model2vec's (NumPy), on rows with a fast-falling spectrum like a teacher's: the same scores, each
+    axis signed alike."""
+    inference = pytest.importorskip("model2vec.distill.inference")
+    from bertkit.sentence.distill_static import pca, zipf_weights
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3000, 48)) * np.geomspace(4.0, 0.1, 48)).astype(np.float32) + 0.5
+    theirs = inference._pca_fit_transform(x, 16)[0]
+    ours = pca(x, 16)
+    np.testing.assert_allclose(ours, theirs, atol=2e-4 * np.abs(theirs).max())
+    np.testing.assert_allclose(zipf_weights(1000, 1e-3), inference.compute_weights(1000, 1e-3), rtol=1e-12)
+
+
 def test_bertkit_reads_model2vecs_distil_and_matches_it(teacher, distilled, tmp_path):
     pytest.importorskip("model2vec")
     pytest.importorskip("skeletoken")

@@ -342,6 +342,26 @@ class LoadResult:
     weights_file: Path
 
 
+_RANDOM_INIT = frozenset([torch.Tensor.normal_, torch.Tensor.uniform_])
+
+
+class _LightMetaBuild(torch.overrides.TorchFunctionMode):
+    """A model built on the meta device without torch's Python meta kernels: initialisers
+    (``torch.nn.init``, in-place draws) are skipped, since they fill nothing, and ``arange`` (position
+    ids) runs on the CPU and moves to meta. The Python kernels' first calls import the compiler stack
+    and sympy, about two CPU-seconds of a cold start."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if func in _RANDOM_INIT or getattr(func, "__module__", None) == "torch.nn.init":
+            target = args[0] if args else kwargs.get("tensor")
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        if func is torch.arange and kwargs.get("device") is None:
+            return func(*args, **kwargs, device="cpu").to("meta")
+        return func(*args, **kwargs)
+
+
 def load_into_new_model(
     build: Callable[[], nn.Module],
     weights_file: Path,
@@ -360,7 +380,7 @@ def load_into_new_model(
     checkpoint lacked (or had with another shape) and any non-persistent buffer the model owns.
     """
     state = load_state_dict(weights_file)
-    with torch.device("meta"):
+    with torch.device("meta"), _LightMetaBuild():
         model = build()
     mapped, unexpected = map_checkpoint_keys(state, model, tied, rename)
     model_state = model.state_dict()
@@ -390,7 +410,8 @@ def load_into_new_model(
     for k, _, _ in mismatched:
         del mapped[k]
     missing = [k for k in persistent if k not in mapped]
-    model.to_empty(device="cpu")
+    # to_empty's empty_like of a meta tensor takes a Python kernel that imports sympy: empty() does not
+    model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device="cpu"))
     with torch.no_grad():
         if hasattr(model, "tie_weights"):
             model.tie_weights()

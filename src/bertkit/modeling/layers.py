@@ -232,6 +232,8 @@ def _batched_gemm_attention(
     float32 softmax runs about twice as fast as its bf16 one, and adding a (B, 1, 1, N) bias replaces
     a masked fill over every score."""
     B, N, _, h, d = x.shape
+    if N <= _ELEMENTWISE_ATTENTION_MAX_LEN:
+        return _elementwise_attention(x, mask, out)
     q, k, v = x.permute(2, 0, 3, 1, 4).reshape(3, B * h, N, d).unbind(0)  # each (B*h, N, d)
     scores = torch.baddbmm(q.new_empty(B * h, N, N), q, k.transpose(1, 2), beta=0, alpha=d**-0.5).float()
     if mask is not None:
@@ -241,5 +243,37 @@ def _batched_gemm_attention(
     y = torch.bmm(probs, v).view(B, h, N, d).transpose(1, 2)  # (B, N, h, d)
     if out is None:
         return y.reshape(B * N, h * d)
+    out.view(B, N, h, d).copy_(y)
+    return out
+
+
+# Up to this many keys, attention is N broadcast products per step rather than batched GEMMs: (N, d)
+# by (d, N) products are too small for a GEMM kernel's tiling to pay. Measured on AVX-512 BF16 (one
+# thread, 3072 tokens, 12 heads of 32): 3 keys 4.8 against 8.2 ms, 5 keys 5.7 against 6.9, 8 keys
+# 8.6 against 7.5.
+_ELEMENTWISE_ATTENTION_MAX_LEN = 4
+
+
+def _elementwise_attention(
+    x: torch.Tensor,  # (B, N, 3, h, d): q, k and v of each token, N tiny
+    mask: torch.Tensor | None,  # bool (B, 1, 1, N), True = attend; None = all
+    out: torch.Tensor | None = None,  # (B * N, h * d) to write the result into
+) -> torch.Tensor:  # (B * N, h * d)
+    """Softmax attention of very short sequences in float32, one key position at a time: the scores
+    ``(B, N queries, N keys, h)`` are N products summed over ``d``, the output N multiply-adds."""
+    B, N, _, h, d = x.shape
+    xf = x.float()
+    q = xf[:, :, 0].mul_(d**-0.5)  # (B, N, h, d)
+    k, v = xf[:, :, 1], xf[:, :, 2]
+    scores = torch.stack([(q * k[:, j : j + 1]).sum(-1) for j in range(N)], 2)  # (B, N, N, h)
+    if mask is not None:
+        bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill_(~mask, float("-inf"))
+        scores.add_(bias.reshape(B, 1, N, 1))
+    probs = torch.softmax(scores, 2)
+    y = probs[:, :, 0, :, None] * v[:, None, 0]  # (B, N, h, d)
+    for j in range(1, N):
+        y.addcmul_(probs[:, :, j, :, None], v[:, None, j])
+    if out is None:
+        return y.to(x.dtype).reshape(B * N, h * d)
     out.view(B, N, h, d).copy_(y)
     return out

@@ -75,6 +75,8 @@ def _load_teacher(model: str | Path, dtype: str) -> tuple[Path, Any, Any]:
         raise ValueError(f"{folder} is not a sentence model bertkit can run ({e})") from None
     if type(encoder).__name__.startswith("GPT2"):
         raise ValueError(f"{folder} is a text generator (GPT-2), not a sentence encoder")
+    if getattr(encoder, "pooler", None) is not None:
+        encoder.pooler = None  # the vectors are token means: the [CLS] pooler's product would be thrown away
     return folder, prepare_for_inference(encoder, dtype), tokenizer
 
 
