@@ -262,14 +262,31 @@ def test_classifier_folder_predict_embed_backpressure_and_drain(polarity_clf):
         assert done == [200] and code == 0
 
 
+def _status_count(srv, endpoint: str, status: str) -> int:
+    """Responses counted by /metrics for ``endpoint`` with ``status`` (0 before the first)."""
+    text = httpx.get(srv.url + "/metrics", headers=AUTH, timeout=30).text
+    found = re.search(rf'endpoint="{re.escape(endpoint)}",status="{status}"}} (\d+)', text)
+    return int(found.group(1)) if found else 0
+
+
 def test_a_client_that_leaves_or_times_out_has_its_work_dropped():
     """A 2.5 s batching window: a client that hangs up inside it, and one whose 1.5 s timeout runs
-    out inside it, both cost no model forward; a full batch still runs at once."""
+    out inside it, both cost no model forward; a full batch still runs at once. Two requests at once
+    come first: a server whose requests come further apart than the window does not wait at all."""
     import json
     import socket
+    from concurrent.futures import ThreadPoolExecutor
 
     args = ["--dtype", "fp32", "--max-batch-size", "4", "--max-wait-ms", "2500", "--request-timeout", "1.5"]
     with server_process(asset_path("minilm"), args) as srv:
+        with ThreadPoolExecutor(2) as pool:  # answered (200) or timed out in the window (504): either
+            list(pool.map(lambda t: httpx.post(srv.url + "/embed", json={"inputs": t}, timeout=30), "ab"))
+        deadline = time.monotonic() + 20
+        while _metric(srv, "bertkit_dropped_total") + _metric(srv, "bertkit_batch_size_sum") < 2:
+            assert time.monotonic() < deadline, "the two first requests were neither run nor dropped"
+            time.sleep(0.2)
+        ran, dropped = _metric(srv, "bertkit_batch_size_count"), _metric(srv, "bertkit_dropped_total")
+        left = _status_count(srv, "/embed", "499")
         host, port = srv.url.rsplit("/", 1)[1].split(":")
         body = json.dumps({"inputs": "a request whose client hangs up"}).encode()
         with socket.create_connection((host, int(port)), timeout=10) as s:
@@ -279,22 +296,22 @@ def test_a_client_that_leaves_or_times_out_has_its_work_dropped():
             )
             time.sleep(0.3)  # the request is in the batch window, waiting for company
         deadline = time.monotonic() + 20
-        while _metric(srv, "bertkit_dropped_total") < 1 and time.monotonic() < deadline:
+        while _metric(srv, "bertkit_dropped_total") < dropped + 1 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _metric(srv, "bertkit_dropped_total") == 1
-        assert 'endpoint="/embed",status="499"} 1' in httpx.get(srv.url + "/metrics", headers=AUTH, timeout=30).text
+        assert _metric(srv, "bertkit_dropped_total") == dropped + 1
+        assert _status_count(srv, "/embed", "499") == left + 1
 
         r = httpx.post(srv.url + "/embed", json={"inputs": "a request that times out"}, timeout=30)
         assert r.status_code == 504 and "1.5 s timeout" in r.json()["error"]
         deadline = time.monotonic() + 20
-        while _metric(srv, "bertkit_dropped_total") < 2 and time.monotonic() < deadline:
+        while _metric(srv, "bertkit_dropped_total") < dropped + 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _metric(srv, "bertkit_dropped_total") == 2
-        assert _metric(srv, "bertkit_batch_size_count") == 0  # neither reached the model
+        assert _metric(srv, "bertkit_dropped_total") == dropped + 2
+        assert _metric(srv, "bertkit_batch_size_count") == ran  # neither reached the model
 
         full = httpx.post(srv.url + "/embed", json={"inputs": _sentences(4)}, timeout=30)
         assert full.status_code == 200 and len(full.json()["embeddings"]) == 4
-        assert _metric(srv, "bertkit_batch_size_count") == 1
+        assert _metric(srv, "bertkit_batch_size_count") == ran + 1
         code = srv.stop()
     assert code == 0
 
