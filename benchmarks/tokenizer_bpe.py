@@ -20,7 +20,9 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from bertkit._cpu import cpu_flags, describe_cpu
 from bertkit.assets import asset_path
@@ -48,9 +50,12 @@ def bpe_pair():
     sep, cls = ("</s>", ref.token_to_id("</s>")), ("<s>", ref.token_to_id("<s>"))
     ref.post_processor = processors.RobertaProcessing(sep, cls, trim_offsets=True, add_prefix_space=False)
 
+    # bertkit reads the reference's own tokenizer.json: the same vocabulary, added tokens and post-processor
+    tmp = tempfile.TemporaryDirectory(prefix="bertkit-bench-")  # removed when the closure below goes
+    ref.save(str(Path(tmp.name) / "tokenizer.json"))
+
     def ours():
-        tok = RobertaTokenizer(folder / "vocab.json", folder / "merges.txt", model_max_length=10**9)
-        return tok
+        return RobertaTokenizer.from_pretrained(tmp.name, model_max_length=10**9)
 
     return ours, ref
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Callable
 
 # Unicode's White_Space property: what the Rust tokenizers' regex engine calls \s
 _WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -50,13 +51,11 @@ def _ranges(codes: list[int]) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=1)
-def gpt2_pattern() -> re.Pattern:
-    """GPT-2's pre-tokenizer pattern for Python's ``re``: ``\\p{L}`` and ``\\p{N}`` become the Unicode
-    letter and number categories written out, ``\\s`` the White_Space property (``re``'s own
-    classes differ: ``\\w`` has no category split and ``\\s`` takes the separators U+001C..U+001F)."""
+@lru_cache(maxsize=2)
+def _gpt2_regex(limit: int) -> re.Pattern:
+    """GPT-2's pattern with its classes written out for the code points below ``limit``."""
     letters, numbers = [], []
-    for cp in range(0x110000):
+    for cp in range(limit):
         cat = unicodedata.category(chr(cp))
         if cat[0] == "L":
             letters.append(cp)
@@ -64,6 +63,31 @@ def gpt2_pattern() -> re.Pattern:
             numbers.append(cp)
     L, N, S = _ranges(letters), _ranges(numbers), _WHITE_SPACE
     return re.compile(rf"'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+")
+
+
+def gpt2_pattern() -> re.Pattern:
+    """GPT-2's pre-tokenizer pattern for Python's ``re``: ``\\p{L}`` and ``\\p{N}`` become the Unicode
+    letter and number categories written out, ``\\s`` the White_Space property (``re``'s own
+    classes differ: ``\\w`` has no category split and ``\\s`` takes the separators U+001C..U+001F)."""
+    return _gpt2_regex(0x110000)
+
+
+_ASTRAL = "\U00010000"
+
+
+@lru_cache(maxsize=1)
+def gpt2_split() -> Callable[[str], list[str]]:
+    """``text`` -> its GPT-2 pieces, as ``gpt2_pattern().findall`` gives them, about 4x faster on text
+    with no character above U+FFFF (nearly all text). ``re`` keeps a class's characters above U+FFFF
+    as a list of ranges that every failed test walks; without them the classes are one table lookup."""
+    bmp = _gpt2_regex(0x10000).findall
+
+    def split(text: str) -> list[str]:
+        if text.isascii() or max(text) < _ASTRAL:
+            return bmp(text)
+        return gpt2_pattern().findall(text)
+
+    return split
 
 
 class _Cache(dict):
@@ -107,6 +131,13 @@ class ByteLevelBPE:
         # the same spans trimmed of the spaces each token starts or ends with (RoBERTa's offsets)
         self.tspans = _Cache()
         self.tspans.fill = self._trimmed_spans
+        # the spans as steps from the piece's start: start1, end1 - start1, start2 - end1, ...; when the
+        # last token ends where the piece does, a running sum over a text's pieces gives every offset
+        self.steps = _Cache()
+        self.steps.fill = lambda piece: self._steps(piece, self.spans[piece])
+        self.tsteps = _Cache()
+        self.tsteps.fill = lambda piece: self._steps(piece, self.tspans[piece])
+        self.uneven: set[str] = set()  # pieces whose steps do not end at the piece's end
 
     def symbols(self, piece: str) -> list[str]:
         """The BPE symbols of ``piece`` (cached: ids, spans and trimmed spans all start from them)."""
@@ -131,6 +162,15 @@ class ByteLevelBPE:
                 break
             sym[at : at + 2] = [sym[at] + sym[at + 1]]
         return sym
+
+    def _steps(self, piece: str, spans: list[tuple[int, int]]) -> tuple[int, ...]:
+        out, at = [], 0
+        for a, b in spans:
+            out += (a - at, b - a)
+            at = b
+        if at != len(piece):
+            self.uneven.add(piece)
+        return tuple(out)
 
     def _piece_ids(self, piece: str) -> list[int]:
         vocab, unk = self.vocab, self.unk_id

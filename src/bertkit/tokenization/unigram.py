@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
-from itertools import chain
+from itertools import accumulate, chain, islice, repeat
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -283,6 +283,8 @@ class UnigramTokenizer(TokenizerBase):
         self._model = _Viterbi(table, -1 if unk_id is None else unk_id, unk_score)
         self._model_ids = _Cache()
         self._model_ids.fill = lambda piece: self._model[piece][0]
+        self._model_lens = _Cache()  # each token's length, in characters of the piece
+        self._model_lens.fill = lambda piece: tuple(b - a for a, b in self._model[piece][1])
         self._warned_length = False
         mask = self._defaults.get("mask_token")
         if isinstance(mask, AddedToken) and self.mask_token == mask.content:
@@ -320,9 +322,7 @@ class UnigramTokenizer(TokenizerBase):
         if self._normalize is None:
             text = seg
         else:
-            text = self._normalize(seg, False)[0]
-            if need_spans and text != seg:
-                text, spans = self._normalize(seg, True)
+            text, spans = self._normalize(seg, need_spans, True)
         if not text:
             return [], None, False
         text = text.replace(" ", _SPACE)
@@ -339,28 +339,61 @@ class UnigramTokenizer(TokenizerBase):
         return pieces, ([spans[0]] + spans) if prefix else spans, prefix
 
     def _encode_details(self, text: str, w: int, ids: list, offsets: list | None, words: list | None) -> int:
-        """Append ids (and with ``offsets``, source offsets and word indices, one word per piece)."""
+        """Append ids (and with ``offsets``, source offsets and word indices, one word per piece).
+
+        A piece's tokens cover it end to end, so a segment's token boundaries are one running sum of
+        the cached token lengths, and its offsets pairs of neighbouring boundaries: C-level ``map``,
+        ``accumulate`` and ``zip`` over whole segments, no Python loop per token or per piece.
+        """
+        if offsets is not None and self.trim_offsets:
+            return self._trimmed_details(text, w, ids, offsets, words)
+        get_ids, get_lens = self._model_ids.__getitem__, self._model_lens.__getitem__
+        for tid, p0, p1 in self._split_added(text) or ((None, 0, len(text)),):
+            if tid is not None:
+                ids.append(tid)
+                if offsets is not None:
+                    offsets.append((p0, p1))
+                    if words is not None:
+                        words.append(w)
+                w += 1
+                continue
+            pieces, spans, prefix = self._segment_pieces(text[p0:p1], p0 == 0, offsets is not None)
+            ids.extend(chain.from_iterable(map(get_ids, pieces)))
+            if offsets is None or not pieces:
+                continue
+            lens = list(map(get_lens, pieces))
+            k0 = len(offsets)
+            if spans is None:  # positions kept: the prepended ▁ stands for the first character
+                bounds = list(accumulate(chain.from_iterable(lens), initial=p0 - 1 if prefix else p0))
+                offsets.extend(zip(bounds, islice(bounds, 1, None)))
+                if prefix:
+                    offsets[k0] = (p0, max(offsets[k0][1], p0 + 1))
+            else:  # a token runs from its first character's source start to its last one's source end
+                bounds = list(accumulate(chain.from_iterable(lens), initial=0))
+                starts = [p0 + a for a, _ in spans]
+                ends = [0, *[p0 + b for _, b in spans]]
+                offsets.extend(zip(map(starts.__getitem__, bounds[:-1]), map(ends.__getitem__, bounds[1:])))
+            if words is not None:
+                words.extend(chain.from_iterable(map(repeat, range(w, w + len(pieces)), map(len, lens))))
+            w += len(pieces)
+        return w
+
+    def _trimmed_details(self, text: str, w: int, ids: list, offsets: list, words: list | None) -> int:
+        """``_encode_details`` when the post-processor trims each token's offsets of its spaces."""
         cut = self._split_added(text)
-        model, get_ids = self._model, self._model_ids.__getitem__
-        need = offsets is not None
-        trim = need and bool(self.trim_offsets)
+        model = self._model
         n0 = len(ids)
         shown: list[str] = []  # each token's text, as the post-processor trims it
         for tid, p0, p1 in cut or ((None, 0, len(text)),):
             if tid is not None:
                 ids.append(tid)
-                if need:
-                    offsets.append((p0, p1))
-                    if words is not None:
-                        words.append(w)
-                    if trim:
-                        shown.append(text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid])
+                offsets.append((p0, p1))
+                if words is not None:
+                    words.append(w)
+                shown.append(text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid])
                 w += 1
                 continue
-            pieces, spans, prefix = self._segment_pieces(text[p0:p1], p0 == 0, need)
-            if not need:
-                ids.extend(chain.from_iterable(map(get_ids, pieces)))
-                continue
+            pieces, spans, prefix = self._segment_pieces(text[p0:p1], p0 == 0, True)
             s = 0
             base = p0 - 1 if prefix else p0
             for piece in pieces:
@@ -372,12 +405,10 @@ class UnigramTokenizer(TokenizerBase):
                     offsets.extend((p0 + spans[s + a][0], p0 + spans[s + b - 1][1]) for a, b in pspans)
                 if words is not None:
                     words.extend([w] * len(pids))
-                if trim:
-                    shown.extend(piece[a:b] for a, b in pspans)
+                shown.extend(piece[a:b] for a, b in pspans)
                 s += len(piece)
                 w += 1
-        if trim:
-            offsets[n0:] = trim_offsets(shown, offsets[n0:], self._trim_prefix)
+        offsets[n0:] = trim_offsets(shown, offsets[n0:], self._trim_prefix)
         return w
 
     def _ids(self, text: str) -> list[int]:
