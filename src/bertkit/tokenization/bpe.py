@@ -7,7 +7,7 @@ tests/test_tokenizer_bpe.py.
 from __future__ import annotations
 
 import os
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, repeat
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -207,8 +207,9 @@ class ByteLevelBPETokenizer(TokenizerBase):
             steps = list(map(get_steps, pieces))
             if not model.uneven or model.uneven.isdisjoint(pieces):
                 # one running sum gives start1, end1, start2, end2, ... of every token, all in C
-                marks = list(accumulate(chain.from_iterable(steps), initial=shift))
-                offsets.extend(zip(islice(marks, 1, None, 2), islice(marks, 2, None, 2)))
+                marks = accumulate(chain.from_iterable(steps), initial=shift)
+                next(marks)  # then start1, end1, start2, end2, ...: zip of the one iterator pairs them
+                offsets.extend(zip(marks, marks))
             else:  # a piece whose last token ends before the piece does: placed piece by piece
                 starts = accumulate(map(len, pieces), initial=shift)
                 offsets.extend([(s + a, s + b) for s, sp in zip(starts, map(get_spans, pieces)) for a, b in sp])

@@ -90,6 +90,9 @@ def gpt2_split() -> Callable[[str], list[str]]:
     return split
 
 
+_NO_MERGE = 1 << 62  # the rank of a pair that no merge joins
+
+
 class _Cache(dict):
     """piece -> value, computed on first use (``dict.__getitem__`` stays in C for the hits)."""
 
@@ -121,7 +124,7 @@ class ByteLevelBPE:
         self.ranks = {pair: i for i, pair in reversed(list(enumerate(merges)))}
         self.ignore_merges = ignore_merges
         self.unk_id = unk_id
-        self._table = byte_to_char()
+        self._table = dict(enumerate(byte_to_char()))  # a Latin-1 character -> GPT-2's one for that byte
         self._symbols = _Cache()
         self._symbols.fill = self._merge
         self.ids = _Cache()
@@ -146,21 +149,25 @@ class ByteLevelBPE:
     def _merge(self, piece: str) -> list[str]:
         """``piece``'s bytes written in GPT-2's table, then merged by rank: the lowest-ranked pair
         first, the leftmost among equals, as `tokenizers` merges."""
-        table = self._table
-        word = "".join(table[b] for b in piece.encode("utf-8"))
+        word = piece.encode("utf-8").decode("latin-1").translate(self._table)
         if self.ignore_merges and word in self.vocab:
             return [word]
         sym = list(word)
-        ranks = self.ranks
-        while len(sym) > 1:
-            best, at = None, -1
-            for i in range(len(sym) - 1):
-                r = ranks.get((sym[i], sym[i + 1]))
-                if r is not None and (best is None or r < best):
-                    best, at = r, i
-            if best is None:
+        get = self.ranks.get
+        # rank[i]: the rank of the pair (sym[i], sym[i + 1]); a merge changes only its two neighbours,
+        # and min() and index() find the lowest, leftmost one in C
+        rank = [get(pair, _NO_MERGE) for pair in zip(sym, sym[1:])]
+        while rank:
+            best = min(rank)
+            if best == _NO_MERGE:
                 break
+            at = rank.index(best)
             sym[at : at + 2] = [sym[at] + sym[at + 1]]
+            del rank[at]
+            if at:
+                rank[at - 1] = get((sym[at - 1], sym[at]), _NO_MERGE)
+            if at < len(rank):
+                rank[at] = get((sym[at], sym[at + 1]), _NO_MERGE)
         return sym
 
     def _steps(self, piece: str, spans: list[tuple[int, int]]) -> tuple[int, ...]:
@@ -217,13 +224,7 @@ _TRIMMED = frozenset(
 )
 
 
-def _run(tok: str, chars: frozenset) -> int:
-    n = 0
-    for c in tok:
-        if c not in chars:
-            break
-        n += 1
-    return n
+_TRIMMED_CHARS = "".join(sorted(_TRIMMED))
 
 
 def trim_offsets(tokens: list[str], offsets: list[tuple[int, int]], add_prefix_space: bool) -> list:
@@ -231,7 +232,7 @@ def trim_offsets(tokens: list[str], offsets: list[tuple[int, int]], add_prefix_s
     RoBERTa post-processors); with ``add_prefix_space`` the first token keeps the one space added."""
     out = []
     for i, (tok, (s, e)) in enumerate(zip(tokens, offsets)):
-        lead, trail = _run(tok, _TRIMMED), _run(tok[::-1], _TRIMMED)
+        lead, trail = len(tok) - len(tok.lstrip(_TRIMMED_CHARS)), len(tok) - len(tok.rstrip(_TRIMMED_CHARS))
         if lead and not (add_prefix_space and lead == 1 and (i == 0 or s == 0)):
             s = min(s + lead, e)
         if trail and e >= trail:

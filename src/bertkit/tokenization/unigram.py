@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, pairwise, repeat
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -156,6 +156,9 @@ def spec_from_sentencepiece(path: str | os.PathLike) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ the model
+_NOT_FOUND = (-1, 0.0, False)  # a string that neither is a piece nor starts one
+
+
 class _Viterbi(dict):
     """piece -> (ids, spans within the piece): the best Unigram cut, computed on first use."""
 
@@ -165,8 +168,11 @@ class _Viterbi(dict):
         self.unk_id = unk_id
         self.unk_score = unk_score
         self.max_len = max((len(p) for p in pieces), default=1)
-        # every proper prefix of a piece: extending a candidate past a non-prefix cannot find a piece
-        self.prefixes = frozenset(p[:k] for p in pieces for k in range(1, len(p)))
+        # one lookup per candidate: (id or -1 for a proper prefix only, score, whether a longer piece
+        # starts with it); past a string that is no piece's prefix no longer candidate can match
+        prefixes = {p[:k] for p in pieces for k in range(1, len(p))}
+        self.lattice = {p: (-1, 0.0, True) for p in prefixes}
+        self.lattice.update((p, (i, sc, p in prefixes)) for p, (i, sc) in pieces.items())
 
     def __missing__(self, word: str) -> tuple[list[int], list[tuple[int, int]]]:
         if len(self) > 1_000_000:
@@ -179,51 +185,41 @@ class _Viterbi(dict):
         candidate replaces a node's best only when strictly better; an unknown character scores the
         lowest piece score minus 10, and neighbouring unknowns fuse into one token."""
         n = len(word)
-        pieces, max_len, prefixes = self.pieces, self.max_len, self.prefixes
-        best: list[tuple[float, int, int] | None] = [None] * (n + 1)  # (score, start, id) of the best path to i
-        best[0] = (0.0, -1, -1)
+        get, max_len, unk_id, unk_score = self.lattice.get, self.max_len, self.unk_id, self.unk_score
+        # the best path to each position: its score, the start of its last token and that token's id
+        score = [0.0] + [float("-inf")] * n
+        start = [0] * (n + 1)
+        tid = [0] * (n + 1)
         for s in range(n):
-            here = best[s]
-            if here is None:
-                continue
-            base = here[0]
+            base = score[s]
             single = False
             for e in range(s + 1, min(n, s + max_len) + 1):
-                sub = word[s:e]
-                hit = pieces.get(sub)
-                if hit is None:
-                    if sub in prefixes:
-                        continue
+                pid, piece_score, longer = get(word[s:e], _NOT_FOUND)
+                if pid >= 0:
+                    if e == s + 1:
+                        single = True
+                    cand = base + piece_score
+                    if cand > score[e]:
+                        score[e], start[e], tid[e] = cand, s, pid
+                if not longer:
                     break
-                if e == s + 1:
-                    single = True
-                cand = base + hit[1]
-                node = best[e]
-                if node is None or cand > node[0]:
-                    best[e] = (cand, s, hit[0])
             if not single:
-                cand = base + self.unk_score
-                node = best[s + 1]
-                if node is None or cand > node[0]:
-                    best[s + 1] = (cand, s, self.unk_id)
-        ids: list[int] = []
-        spans: list[tuple[int, int]] = []
-        e = n
-        while e > 0:
-            _, s, tid = best[e]
-            ids.append(tid)
-            spans.append((s, e))
-            e = s
-        ids.reverse()
-        spans.reverse()
+                cand = base + unk_score
+                if cand > score[s + 1]:
+                    score[s + 1], start[s + 1], tid[s + 1] = cand, s, unk_id
         out_ids: list[int] = []
         out_spans: list[tuple[int, int]] = []
-        for tid, sp in zip(ids, spans):
-            if tid == self.unk_id and out_ids and out_ids[-1] == self.unk_id:
-                out_spans[-1] = (out_spans[-1][0], sp[1])
+        e = n
+        while e > 0:
+            s, t = start[e], tid[e]
+            if t == unk_id and out_ids and out_ids[-1] == unk_id:
+                out_spans[-1] = (s, out_spans[-1][1])  # neighbouring unknowns fuse
             else:
-                out_ids.append(tid)
-                out_spans.append(sp)
+                out_ids.append(t)
+                out_spans.append((s, e))
+            e = s
+        out_ids.reverse()
+        out_spans.reverse()
         return out_ids, out_spans
 
 
@@ -364,8 +360,7 @@ class UnigramTokenizer(TokenizerBase):
             lens = list(map(get_lens, pieces))
             k0 = len(offsets)
             if spans is None:  # positions kept: the prepended ▁ stands for the first character
-                bounds = list(accumulate(chain.from_iterable(lens), initial=p0 - 1 if prefix else p0))
-                offsets.extend(zip(bounds, islice(bounds, 1, None)))
+                offsets.extend(pairwise(accumulate(chain.from_iterable(lens), initial=p0 - 1 if prefix else p0)))
                 if prefix:
                     offsets[k0] = (p0, max(offsets[k0][1], p0 + 1))
             else:  # a token runs from its first character's source start to its last one's source end
