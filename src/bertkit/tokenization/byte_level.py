@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 # Unicode's White_Space property: what the Rust tokenizers' regex engine calls \s
 _WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -195,7 +195,10 @@ class ByteLevelBPE:
     def _piece_spans(self, piece: str) -> list[tuple[int, int]]:
         """(start, end) characters of each token within ``piece``: a token that holds part of a
         character's bytes spans the whole character, as `tokenizers` aligns it."""
-        char_of = [i for i, c in enumerate(piece) for _ in range(len(c.encode("utf-8")))]
+        if piece.isascii():  # one byte a character: the bytes' positions are the characters'
+            char_of: Any = range(len(piece))
+        else:
+            char_of = [i for i, c in enumerate(piece) for _ in range(len(c.encode("utf-8")))]
         out, b = [], 0
         vocab, unk = self.vocab, self.unk_id
         for s in self.symbols(piece):
