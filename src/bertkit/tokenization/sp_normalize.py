@@ -183,8 +183,12 @@ def precompiled(charsmap: CharsMap) -> Callable[[str, Spans], Normalized]:
                 single[ord(c)] = v[1]
         return v
 
+    # the ASCII characters that are not plain, found in ASCII text by one regex scan
+    odd = "".join(c for c in map(chr, range(128)) if not (classify(c) and c in plain))
+    odd_ascii = re.compile(f"[{re.escape(odd)}]").search if odd else lambda text: None
+
     def run(text: str, spans: Spans | None) -> Normalized:
-        if plain.issuperset(text):
+        if (text.isascii() and odd_ascii(text) is None) or plain.issuperset(text):
             return text, spans  # the common case: nothing to replace
         if one_to_one.issuperset(text):
             return text.translate(single), spans  # one character for one: every span stays

@@ -12,6 +12,7 @@ probabilities; the best cut of every piece is cached, so common words cost one d
 from __future__ import annotations
 
 import os
+import re
 import struct
 from itertools import accumulate, chain, pairwise, repeat
 from pathlib import Path
@@ -38,6 +39,8 @@ TOKENIZER_JSON = "tokenizer.json"
 SPM_FILE = "sentencepiece.bpe.model"
 _UNK_PENALTY = 10.0
 _SPACE = "\u2581"
+# Metaspace's split of ASCII text, its spaces kept for ▁: each piece from a space to the next
+_ascii_pieces = re.compile(" [^ ]*|[^ ]+").findall
 
 
 # ------------------------------------------------------------------------------ SentencePiece .model
@@ -278,9 +281,10 @@ class UnigramTokenizer(TokenizerBase):
         unk_score = min(s for _, s in self._pieces_list) - _UNK_PENALTY
         self._model = _Viterbi(table, -1 if unk_id is None else unk_id, unk_score)
         self._model_ids = _Cache()
-        self._model_ids.fill = lambda piece: self._model[piece][0]
+        # a piece's space stands for ▁ (see _segment_pieces)
+        self._model_ids.fill = lambda piece: self._model[piece.replace(" ", _SPACE)][0]
         self._model_lens = _Cache()  # each token's length, in characters of the piece
-        self._model_lens.fill = lambda piece: tuple(b - a for a, b in self._model[piece][1])
+        self._model_lens.fill = lambda piece: tuple(b - a for a, b in self._model[piece.replace(" ", _SPACE)][1])
         self._warned_length = False
         mask = self._defaults.get("mask_token")
         if isinstance(mask, AddedToken) and self.mask_token == mask.content:
@@ -313,7 +317,8 @@ class UnigramTokenizer(TokenizerBase):
         (spaces as ``▁``, one prepended, split before each ``▁``); with ``need_spans`` the source span of
         each character of the pieces joined, None when the normalizer kept the text as it was (then
         positions are the segment's own, the prepended ``▁`` standing for the first character); and
-        whether a ``▁`` was prepended."""
+        whether a ``▁`` was prepended. In ASCII text a piece keeps its space for the ``▁`` (the piece
+        caches read it as ``▁``): cut by one regex, the text stays one byte a character."""
         spans = None
         if self._normalize is None:
             text = seg
@@ -321,15 +326,20 @@ class UnigramTokenizer(TokenizerBase):
             text, spans = self._normalize(seg, need_spans, True)
         if not text:
             return [], None, False
-        text = text.replace(" ", _SPACE)
-        prefix = (self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)) and text[0] != _SPACE
-        if prefix:
-            text = _SPACE + text
-        if self.split:
+        always = self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)
+        prefix = always and text[0] != " " and text[0] != _SPACE
+        if text.isascii():
+            if prefix:
+                text = " " + text
+            pieces = _ascii_pieces(text) if self.split else [text]
+        elif self.split:
+            text = text.replace(" ", _SPACE)
+            if prefix:
+                text = _SPACE + text
             parts = text.split(_SPACE)
             pieces = ([parts[0]] if parts[0] else []) + [_SPACE + p for p in parts[1:]]
         else:
-            pieces = [text]
+            pieces = [(_SPACE if prefix else "") + text.replace(" ", _SPACE)]
         if spans is None:
             return pieces, None, prefix
         return pieces, ([spans[0]] + spans) if prefix else spans, prefix
@@ -392,6 +402,7 @@ class UnigramTokenizer(TokenizerBase):
             s = 0
             base = p0 - 1 if prefix else p0
             for piece in pieces:
+                piece = piece.replace(" ", _SPACE)
                 pids, pspans = model[piece]
                 ids.extend(pids)
                 if spans is None:  # positions kept: the prepended ▁ stands for the first character
