@@ -116,6 +116,19 @@ def test_xlm_roberta_layout_from_tokenizer_json(tmp_path):
     _same(XLMRobertaTokenizer.from_pretrained(tmp_path / "saved"), again, texts)
 
 
+@pytest.mark.parametrize("scheme", ["always", "first", "never"])
+@pytest.mark.parametrize("split", [True, False])
+def test_metaspace_prepend_schemes_and_no_split(tmp_path, scheme, split):
+    ref = _reference("botchan-unigram")
+    meta = {"replacement": "\u2581", "prepend_scheme": scheme, "split": split}
+    ref.pre_tokenizer = pre_tokenizers.Metaspace(**meta)
+    ref.decoder = decoders.Metaspace(**meta)
+    ref.save(str(tmp_path / "tokenizer.json"))
+    # ASCII and non-ASCII text (two paths to the pieces), spaces and a literal ▁ at either end
+    texts = TRICKY + [" lead", "trail ", "a\u2581b c", "\u2581x", "x  \u2581 y"] + TEXTS[12:40]
+    _same(UnigramTokenizer.from_pretrained(tmp_path), ref, texts)
+
+
 def test_vocabulary_tokenizers_trains_on_english_and_chinese(tmp_path):
     ref = tokenizers.Tokenizer(models.Unigram())
     ref.normalizer = tokenizers.normalizers.NFKC()
