@@ -6,12 +6,16 @@
 - Unigram: sentencepiece's ``kyoto_ja_unigram_8000`` model (Precompiled charsmap), read by bertkit
   from the ``.model`` and by the reference through transformers' converter; the same texts.
 
-Each side encodes the texts in batches, several times, alternating; the script prints tokens/s from
-the medians and the ratio bertkit / reference, for ids only and with offsets. The reference runs each
-batch on its own thread pool (all cores); bertkit runs on one core. bertkit's piece cache is warm after
-the first pass, so a fresh tokenizer's first (cold) pass is printed too.
+Both sides read the same files with the same special tokens and post-processor (bertkit's BPE reads
+the reference's own tokenizer.json). Each side encodes the texts in batches, several times,
+alternating; the script prints tokens/s from the medians and the ratio bertkit / reference, for ids
+only and with offsets (the reference's ``encode_batch`` always computes offsets). The reference runs
+each batch on its own thread pool (all cores, or RAYON_NUM_THREADS); bertkit runs on one core;
+``--one-thread`` also times the reference on one thread. bertkit's piece cache is warm after the first
+pass, so a fresh tokenizer's first (cold) pass is printed too, with its ratio to the reference.
 
     python benchmarks/tokenizer_bpe.py [--repeats 5] [--batch-size 1000] [--max-texts 20000]
+        [--models bpe,unigram] [--langs en,zh] [--one-thread]
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from bertkit._cpu import cpu_flags, describe_cpu
 from bertkit.assets import asset_path
 from bertkit.tokenization import RobertaTokenizer, UnigramTokenizer
+from bertkit.tokenization.byte_level import gpt2_pattern
 
 
 def load_texts(max_texts: int) -> dict[str, list[str]]:
@@ -48,9 +55,14 @@ def bpe_pair():
     sep, cls = ("</s>", ref.token_to_id("</s>")), ("<s>", ref.token_to_id("<s>"))
     ref.post_processor = processors.RobertaProcessing(sep, cls, trim_offsets=True, add_prefix_space=False)
 
+    # bertkit reads the reference's own tokenizer.json: the same vocabulary, added tokens and post-processor
+    # the pattern for text beyond U+FFFF is compiled once a process, on first need: here, outside the timings
+    gpt2_pattern()
+    tmp = tempfile.TemporaryDirectory(prefix="bertkit-bench-")  # removed when the closure below goes
+    ref.save(str(Path(tmp.name) / "tokenizer.json"))
+
     def ours():
-        tok = RobertaTokenizer(folder / "vocab.json", folder / "merges.txt", model_max_length=10**9)
-        return tok
+        return RobertaTokenizer.from_pretrained(tmp.name, model_max_length=10**9)
 
     return ours, ref
 
@@ -79,41 +91,73 @@ def run_once(tok, texts: list[str], batch_size: int, offsets: bool, is_ref: bool
     return time.perf_counter() - t0, n_tokens
 
 
+def ref_once(ref, texts: list[str], batch_size: int, one_thread: bool) -> float:
+    """One reference pass; with ``one_thread``, `tokenizers`' batch runs on the calling thread
+    (TOKENIZERS_PARALLELISM=false, which it reads at each call)."""
+    saved = os.environ.get("TOKENIZERS_PARALLELISM")
+    if one_thread:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        return run_once(ref, texts, batch_size, True, True)[0]
+    finally:
+        if one_thread:
+            if saved is None:
+                del os.environ["TOKENIZERS_PARALLELISM"]
+            else:
+                os.environ["TOKENIZERS_PARALLELISM"] = saved
+
+
+def measure(make, ours, ref, texts: list[str], offsets: bool, args: argparse.Namespace) -> str:
+    """One benchmark line: medians of alternating passes, the ratios, and a fresh tokenizer's cold pass."""
+    cold_dt, n_tok = run_once(make(), texts, args.batch_size, offsets, False)
+    times: dict[str, list[float]] = {"bertkit": [], "reference": [], "one thread": []}
+    for _ in range(args.repeats):
+        # alternate so that noise from the other tenants hits every side alike
+        times["bertkit"].append(run_once(ours, texts, args.batch_size, offsets, False)[0])
+        times["reference"].append(ref_once(ref, texts, args.batch_size, False))
+        if args.one_thread:
+            times["one thread"].append(ref_once(ref, texts, args.batch_size, True))
+    tps = {k: n_tok / statistics.median(v) for k, v in times.items() if v}
+    cold = n_tok / cold_dt
+    line = (
+        f"texts={len(texts)} tokens={n_tok}  bertkit {tps['bertkit']:,.0f} tok/s  tokenizers {tps['reference']:,.0f} "
+        f"tok/s  ratio {tps['bertkit'] / tps['reference']:.2f}x  (cold first pass {cold:,.0f} tok/s, "
+        f"{cold / tps['reference']:.2f}x)"
+    )
+    if args.one_thread:
+        line += f"  [tokenizers 1 thread {tps['one thread']:,.0f} tok/s: {tps['bertkit'] / tps['one thread']:.2f}x]"
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--max-texts", type=int, default=20000)
+    p.add_argument("--models", default="bpe,unigram", help="comma-separated: bpe, unigram")
+    p.add_argument("--langs", default="en,zh", help="comma-separated: en, zh")
+    p.add_argument("--one-thread", action="store_true", help="also time tokenizers with TOKENIZERS_PARALLELISM=false")
     args = p.parse_args(argv)
     import tokenizers
 
     flags = cpu_flags()
+    threads = os.environ.get("RAYON_NUM_THREADS") or str(len(os.sched_getaffinity(0)))
     print(
         f"cpus={os.cpu_count()} cpu=[{describe_cpu(flags)}] python={sys.version.split()[0]} "
-        f"tokenizers={tokenizers.__version__} RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')} "
-        f"repeats={args.repeats} batch_size={args.batch_size} loadavg={os.getloadavg()[0]:.1f} "
-        "(shared machine: figures are noisy)"
+        f"tokenizers={tokenizers.__version__} tokenizers_threads={threads} (RAYON_NUM_THREADS="
+        f"{os.environ.get('RAYON_NUM_THREADS', 'unset')}, TOKENIZERS_PARALLELISM="
+        f"{os.environ.get('TOKENIZERS_PARALLELISM', 'unset')}) bertkit_threads=1 repeats={args.repeats} "
+        f"batch_size={args.batch_size} loadavg={os.getloadavg()[0]:.1f} (shared machine: figures are noisy)"
     )
     corpora = load_texts(args.max_texts)
-    for model, (make, ref) in (("bpe", bpe_pair()), ("unigram", unigram_pair())):
+    pairs = {"bpe": bpe_pair, "unigram": unigram_pair}
+    for model in args.models.split(","):
+        make, ref = pairs[model]()
         ours = make()
-        for lang, texts in corpora.items():
+        for lang in args.langs.split(","):
             for offsets in (False, True):
-                mode = "offsets" if offsets else "ids"
-                cold_dt, n_tok = run_once(make(), texts, args.batch_size, offsets, False)
-                times: dict[str, list[float]] = {"bertkit": [], "reference": []}
-                for _ in range(args.repeats):
-                    # alternate so that noise from the other tenants hits both sides alike
-                    for name, tok in (("bertkit", ours), ("reference", ref)):
-                        dt, n = run_once(tok, texts, args.batch_size, offsets, name == "reference")
-                        times[name].append(dt)
-                med = {k: statistics.median(v) for k, v in times.items()}
-                ours_tps, ref_tps = n_tok / med["bertkit"], n_tok / med["reference"]
-                print(
-                    f"{model:7s} {lang} {mode:7s} texts={len(texts)} tokens={n_tok}  bertkit {ours_tps:,.0f} tok/s  "
-                    f"tokenizers {ref_tps:,.0f} tok/s  ratio {ours_tps / ref_tps:.2f}x  "
-                    f"(bertkit cold first pass {n_tok / cold_dt:,.0f} tok/s)"
-                )
+                line = measure(make, ours, ref, corpora[lang], offsets, args)
+                print(f"{model:7s} {lang} {'offsets' if offsets else 'ids':7s} {line}", flush=True)
     return 0
 
 

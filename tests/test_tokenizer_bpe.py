@@ -98,6 +98,11 @@ def _same(ours, ref, texts, pairs=None):
         pairs is not None
     )
     assert ours.encode_batch_ids(texts) == [ref.encode(t, add_special_tokens=False).ids for t in texts]
+    if pairs is None:  # the batch path with offsets, on pieces the cache now holds
+        got = ours(list(texts), return_offsets_mapping=True)
+        exp_batch = ref.encode_batch(list(texts))
+        assert got["input_ids"] == [e.ids for e in exp_batch]
+        assert got["offset_mapping"] == [e.offsets for e in exp_batch]
 
 
 def test_gpt2_real_ranks_match_tokenizers():

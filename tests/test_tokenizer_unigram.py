@@ -85,6 +85,11 @@ def _same(ours, ref, texts, pairs=None):
         for skip in (False, True):
             assert ours.decode(exp.ids, skip_special_tokens=skip) == ref.decode(exp.ids, skip_special_tokens=skip)
     assert ours.encode_batch_ids(texts) == [ref.encode(t, add_special_tokens=False).ids for t in texts]
+    if pairs is None:  # the batch path with offsets, on pieces the cache now holds
+        got = ours(list(texts), return_offsets_mapping=True)
+        exp_batch = ref.encode_batch(list(texts))
+        assert got["input_ids"] == [e.ids for e in exp_batch]
+        assert got["offset_mapping"] == [e.offsets for e in exp_batch]
 
 
 @pytest.mark.parametrize("name", sorted(SPM))
@@ -109,6 +114,19 @@ def test_xlm_roberta_layout_from_tokenizer_json(tmp_path):
     ours.save_pretrained(tmp_path / "saved")
     again = tokenizers.Tokenizer.from_file(str(tmp_path / "saved" / "tokenizer.json"))
     _same(XLMRobertaTokenizer.from_pretrained(tmp_path / "saved"), again, texts)
+
+
+@pytest.mark.parametrize("scheme", ["always", "first", "never"])
+@pytest.mark.parametrize("split", [True, False])
+def test_metaspace_prepend_schemes_and_no_split(tmp_path, scheme, split):
+    ref = _reference("botchan-unigram")
+    meta = {"replacement": "\u2581", "prepend_scheme": scheme, "split": split}
+    ref.pre_tokenizer = pre_tokenizers.Metaspace(**meta)
+    ref.decoder = decoders.Metaspace(**meta)
+    ref.save(str(tmp_path / "tokenizer.json"))
+    # ASCII and non-ASCII text (two paths to the pieces), spaces and a literal ▁ at either end
+    texts = TRICKY + [" lead", "trail ", "a\u2581b c", "\u2581x", "x  \u2581 y"] + TEXTS[12:40]
+    _same(UnigramTokenizer.from_pretrained(tmp_path), ref, texts)
 
 
 def test_vocabulary_tokenizers_trains_on_english_and_chinese(tmp_path):

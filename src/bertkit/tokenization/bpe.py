@@ -23,7 +23,7 @@ from .added_tokens import (
     _tokenizer_json_added,
 )
 from .base import TokenizerBase, _folder_config
-from .byte_level import ByteLevelBPE, decode_bytes, gpt2_pattern, trim_offsets
+from .byte_level import ByteLevelBPE, decode_bytes, gpt2_split, trim_offsets
 from .tokenizer_json import (
     NO_TEMPLATE,
     Template,
@@ -129,8 +129,7 @@ class ByteLevelBPETokenizer(TokenizerBase):
         self._model = ByteLevelBPE(self._bpe_vocab, self._merges, ignore_merges, self._bpe_vocab.get(unk_model_token))
         self._unk_model_token = unk_model_token
         self._ignore_merges = bool(ignore_merges)
-        self._findall = gpt2_pattern().findall
-        self._finditer = gpt2_pattern().finditer
+        self._findall = gpt2_split()
         self._warned_length = False
         # a mask token that eats the space before it, as transformers' RoBERTa sets it
         mask = self._defaults.get("mask_token")
@@ -178,12 +177,14 @@ class ByteLevelBPETokenizer(TokenizerBase):
         """Append ids, character offsets and word indices (one word per pre-token piece) of ``text``.
 
         Offsets come from per-piece cached spans (trimmed of spaces in the cache when the
-        post-processor trims and keeps no prefix space), placed with the running sum of piece lengths:
-        no per-match objects and no pass over the tokens afterwards in the common case.
+        post-processor trims and keeps no prefix space), written as steps from the piece's start:
+        one running sum over a segment's steps places every token, with no Python loop per token.
         """
         trims, late = self._trims(), self._trims() and self._trim_prefix
-        get_ids = self._model.ids.__getitem__
-        get_spans = (self._model.tspans if trims and not late else self._model.spans).__getitem__
+        model = self._model
+        get_ids = model.ids.__getitem__
+        get_spans = (model.tspans if trims and not late else model.spans).__getitem__
+        get_steps = (model.tsteps if trims and not late else model.steps).__getitem__
         n0 = len(ids)
         shown: dict[int, str] = {}  # an lstrip/rstrip added token is trimmed as the text it matched
         for tid, p0, p1 in self._split_added(text) or ((None, 0, len(text)),):
@@ -200,11 +201,18 @@ class ByteLevelBPETokenizer(TokenizerBase):
             src = self._segment(seg)
             shift = p0 - (len(src) - len(seg))  # the added space stands for the first character
             pieces = self._findall(src)
-            starts = list(accumulate(map(len, pieces), initial=shift))
             id_lists = list(map(get_ids, pieces))
             k0 = len(offsets)
             ids.extend(chain.from_iterable(id_lists))
-            offsets.extend([(s + a, s + b) for s, sp in zip(starts, map(get_spans, pieces)) for a, b in sp])
+            steps = list(map(get_steps, pieces))
+            if not model.uneven or model.uneven.isdisjoint(pieces):
+                # one running sum gives start1, end1, start2, end2, ... of every token, all in C
+                marks = accumulate(chain.from_iterable(steps), initial=shift)
+                next(marks)  # then start1, end1, start2, end2, ...: zip of the one iterator pairs them
+                offsets.extend(zip(marks, marks))
+            else:  # a piece whose last token ends before the piece does: placed piece by piece
+                starts = accumulate(map(len, pieces), initial=shift)
+                offsets.extend([(s + a, s + b) for s, sp in zip(starts, map(get_spans, pieces)) for a, b in sp])
             if words is not None:  # None: word ids are computed when BatchEncoding asks for them
                 words.extend(chain.from_iterable(map(repeat, range(w, w + len(pieces)), map(len, id_lists))))
             w += len(pieces)

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from bertkit._text import decode_utf8
 
-from .byte_level import byte_to_char, gpt2_pattern
+from .byte_level import byte_to_char, gpt2_split
 from .vocab_trainer import WordPieceTrainer, _bar, _count_pairs, _merge_pair
 
 __all__ = ["ByteLevelBPETrainer"]
@@ -29,7 +29,7 @@ class _Pieces:
     """Stands in for the WordPiece trainer's normalizer: ``words(text)`` gives GPT-2's pieces."""
 
     def __init__(self) -> None:
-        self._findall = gpt2_pattern().findall
+        self._findall = gpt2_split()
         table = byte_to_char()
         self._table = {i: table[i] for i in range(256)}
 

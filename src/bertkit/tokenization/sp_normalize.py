@@ -23,6 +23,14 @@ from typing import Any, Callable
 Spans = list[tuple[int, int]]
 Normalized = tuple[str, Spans]
 
+# Spans not written out yet: every character so far is at its source position. A step that keeps
+# positions passes it on; one that moves characters writes the spans out first (``_listed``).
+_KEPT: Spans = []
+
+
+def _listed(text: str, spans: Spans | None) -> Spans | None:
+    return [(i, i + 1) for i in range(len(text))] if spans is _KEPT else spans
+
 
 class CharsMap:
     """A SentencePiece precompiled charsmap: ``lookup(key)`` gives the replacement of the shortest
@@ -159,12 +167,31 @@ def _replace_changes(changes: list[tuple[str, int]], old: str, new: str) -> None
 def precompiled(charsmap: CharsMap) -> Callable[[str, Spans], Normalized]:
     # per character: (may it join a neighbour into a longer grapheme, its replacement or None)
     info: dict[str, tuple[bool, str | None]] = {}
+    # characters that join no neighbour: kept as they are (``plain``), or replaced by one character
+    # (``single``); a text of only these is answered by C-level set and translate calls
+    plain: set[str] = set()
+    one_to_one: set[str] = set()
+    single: dict[int, str] = {}
 
     def classify(c: str) -> tuple[bool, str | None]:
         v = info[c] = (_gcb(c) not in ("Other", "Control", "Pict"), charsmap.lookup(c))
+        if not v[0] and (v[1] is None or len(v[1]) == 1):
+            one_to_one.add(c)
+            if v[1] is None:
+                plain.add(c)
+            else:
+                single[ord(c)] = v[1]
         return v
 
+    # the ASCII characters that are not plain, found in ASCII text by one regex scan
+    odd = "".join(c for c in map(chr, range(128)) if not (classify(c) and c in plain))
+    odd_ascii = re.compile(f"[{re.escape(odd)}]").search if odd else lambda text: None
+
     def run(text: str, spans: Spans | None) -> Normalized:
+        if (text.isascii() and odd_ascii(text) is None) or plain.issuperset(text):
+            return text, spans  # the common case: nothing to replace
+        if one_to_one.issuperset(text):
+            return text.translate(single), spans  # one character for one: every span stays
         chars = set(text)
         seen = [info.get(c) or classify(c) for c in chars]
         if not any(j for j, _ in seen):
@@ -174,6 +201,7 @@ def precompiled(charsmap: CharsMap) -> Callable[[str, Spans], Normalized]:
             get = info.__getitem__
             if spans is None:
                 return "".join([c if (r := get(c)[1]) is None else r for c in text]), None
+            spans = _listed(text, spans)
             changes: list[tuple[str, int]] = []
             for c in text:
                 r = get(c)[1]
@@ -184,6 +212,7 @@ def precompiled(charsmap: CharsMap) -> Callable[[str, Spans], Normalized]:
             return _fix_empty(text, spans, [(c, n) for c, n in changes if c or n])
         changes = []
         modified = False
+        spans = _listed(text, spans)
         for a, b in graphemes(text):
             g = text[a:b]
             if len(g.encode("utf-8")) < 6:
@@ -240,6 +269,7 @@ def _unicode_form(form: str) -> Callable[[str, Spans], Normalized]:
             return text, spans
         if spans is None:
             return unicodedata.normalize(form, text), None
+        spans = _listed(text, spans)
         pieces: list[tuple[str, int]] = []
         for c in text:
             d = unicodedata.normalize(decompose, c) or c
@@ -269,6 +299,7 @@ def _replace(pattern: str, content: str, regex: bool) -> Callable[[str, Spans], 
             return text, spans
         if spans is None:
             return rx.sub(lambda m: content, text), None
+        spans = _listed(text, spans)
         chars: list[str] = []
         out: Spans = []
         done = 0
@@ -300,14 +331,19 @@ def _strip(left: bool, right: bool) -> Callable[[str, Spans], Normalized]:
             a += 1
         while right and b > a and text[b - 1] in _RUST_WHITESPACE:
             b -= 1
-        return text[a:b], None if spans is None else spans[a:b]
+        if a == 0 and (b == len(text) or spans is _KEPT):
+            return text[:b], spans  # a prefix keeps its positions
+        return text[a:b], None if spans is None else _listed(text, spans)[a:b]
 
     return run
 
 
 def _lowercase(text: str, spans: Spans | None) -> Normalized:
-    if spans is None:
-        return "".join(map(str.lower, text)), None
+    if spans is None or spans is _KEPT:
+        low = "".join(map(str.lower, text))
+        if spans is None or len(low) == len(text):  # same length: every character lowered to one
+            return low, spans
+    spans = _listed(text, spans)
     chars: list[str] = []
     out: Spans = []
     for c, sp in zip(text, spans):
@@ -321,7 +357,10 @@ def _prepend(prefix: str) -> Callable[[str, Spans], Normalized]:
     def run(text: str, spans: Spans) -> Normalized:
         if not text:
             return text, spans
-        return prefix + text, None if spans is None else [spans[0]] * len(prefix) + spans
+        if spans is None:
+            return prefix + text, None
+        spans = _listed(text, spans)
+        return prefix + text, [spans[0]] * len(prefix) + spans
 
     return run
 
@@ -332,11 +371,14 @@ def build_normalizer(spec: dict[str, Any] | None, where: str) -> Callable[[str],
         return None
     steps = _steps(spec, where)
 
-    def run(text: str, need_spans: bool = True) -> Normalized:
-        """``text`` normalized, with the source span of each character (None unless ``need_spans``)."""
-        spans = [(i, i + 1) for i in range(len(text))] if need_spans else None
+    def run(text: str, need_spans: bool = True, kept_as_none: bool = False) -> Normalized:
+        """``text`` normalized, with the source span of each character (None unless ``need_spans``;
+        with ``kept_as_none`` also None when every character is still at its source position)."""
+        spans = _KEPT if need_spans else None
         for step in steps:
             text, spans = step(text, spans)
+        if spans is _KEPT:
+            return text, None if kept_as_none else _listed(text, spans)
         return text, spans
 
     return run

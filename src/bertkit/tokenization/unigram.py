@@ -12,8 +12,9 @@ probabilities; the best cut of every piece is cached, so common words cost one d
 from __future__ import annotations
 
 import os
+import re
 import struct
-from itertools import chain
+from itertools import accumulate, chain, pairwise, repeat
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -38,6 +39,8 @@ TOKENIZER_JSON = "tokenizer.json"
 SPM_FILE = "sentencepiece.bpe.model"
 _UNK_PENALTY = 10.0
 _SPACE = "\u2581"
+# Metaspace's split of ASCII text, its spaces kept for ▁: each piece from a space to the next
+_ascii_pieces = re.compile(" [^ ]*|[^ ]+").findall
 
 
 # ------------------------------------------------------------------------------ SentencePiece .model
@@ -156,6 +159,9 @@ def spec_from_sentencepiece(path: str | os.PathLike) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ the model
+_NOT_FOUND = (-1, 0.0, False)  # a string that neither is a piece nor starts one
+
+
 class _Viterbi(dict):
     """piece -> (ids, spans within the piece): the best Unigram cut, computed on first use."""
 
@@ -165,8 +171,11 @@ class _Viterbi(dict):
         self.unk_id = unk_id
         self.unk_score = unk_score
         self.max_len = max((len(p) for p in pieces), default=1)
-        # every proper prefix of a piece: extending a candidate past a non-prefix cannot find a piece
-        self.prefixes = frozenset(p[:k] for p in pieces for k in range(1, len(p)))
+        # one lookup per candidate: (id or -1 for a proper prefix only, score, whether a longer piece
+        # starts with it); past a string that is no piece's prefix no longer candidate can match
+        prefixes = {p[:k] for p in pieces for k in range(1, len(p))}
+        self.lattice = {p: (-1, 0.0, True) for p in prefixes}
+        self.lattice.update((p, (i, sc, p in prefixes)) for p, (i, sc) in pieces.items())
 
     def __missing__(self, word: str) -> tuple[list[int], list[tuple[int, int]]]:
         if len(self) > 1_000_000:
@@ -179,51 +188,41 @@ class _Viterbi(dict):
         candidate replaces a node's best only when strictly better; an unknown character scores the
         lowest piece score minus 10, and neighbouring unknowns fuse into one token."""
         n = len(word)
-        pieces, max_len, prefixes = self.pieces, self.max_len, self.prefixes
-        best: list[tuple[float, int, int] | None] = [None] * (n + 1)  # (score, start, id) of the best path to i
-        best[0] = (0.0, -1, -1)
+        get, max_len, unk_id, unk_score = self.lattice.get, self.max_len, self.unk_id, self.unk_score
+        # the best path to each position: its score, the start of its last token and that token's id
+        score = [0.0] + [float("-inf")] * n
+        start = [0] * (n + 1)
+        tid = [0] * (n + 1)
         for s in range(n):
-            here = best[s]
-            if here is None:
-                continue
-            base = here[0]
+            base = score[s]
             single = False
             for e in range(s + 1, min(n, s + max_len) + 1):
-                sub = word[s:e]
-                hit = pieces.get(sub)
-                if hit is None:
-                    if sub in prefixes:
-                        continue
+                pid, piece_score, longer = get(word[s:e], _NOT_FOUND)
+                if pid >= 0:
+                    if e == s + 1:
+                        single = True
+                    cand = base + piece_score
+                    if cand > score[e]:
+                        score[e], start[e], tid[e] = cand, s, pid
+                if not longer:
                     break
-                if e == s + 1:
-                    single = True
-                cand = base + hit[1]
-                node = best[e]
-                if node is None or cand > node[0]:
-                    best[e] = (cand, s, hit[0])
             if not single:
-                cand = base + self.unk_score
-                node = best[s + 1]
-                if node is None or cand > node[0]:
-                    best[s + 1] = (cand, s, self.unk_id)
-        ids: list[int] = []
-        spans: list[tuple[int, int]] = []
-        e = n
-        while e > 0:
-            _, s, tid = best[e]
-            ids.append(tid)
-            spans.append((s, e))
-            e = s
-        ids.reverse()
-        spans.reverse()
+                cand = base + unk_score
+                if cand > score[s + 1]:
+                    score[s + 1], start[s + 1], tid[s + 1] = cand, s, unk_id
         out_ids: list[int] = []
         out_spans: list[tuple[int, int]] = []
-        for tid, sp in zip(ids, spans):
-            if tid == self.unk_id and out_ids and out_ids[-1] == self.unk_id:
-                out_spans[-1] = (out_spans[-1][0], sp[1])
+        e = n
+        while e > 0:
+            s, t = start[e], tid[e]
+            if t == unk_id and out_ids and out_ids[-1] == unk_id:
+                out_spans[-1] = (s, out_spans[-1][1])  # neighbouring unknowns fuse
             else:
-                out_ids.append(tid)
-                out_spans.append(sp)
+                out_ids.append(t)
+                out_spans.append((s, e))
+            e = s
+        out_ids.reverse()
+        out_spans.reverse()
         return out_ids, out_spans
 
 
@@ -282,7 +281,10 @@ class UnigramTokenizer(TokenizerBase):
         unk_score = min(s for _, s in self._pieces_list) - _UNK_PENALTY
         self._model = _Viterbi(table, -1 if unk_id is None else unk_id, unk_score)
         self._model_ids = _Cache()
-        self._model_ids.fill = lambda piece: self._model[piece][0]
+        # a piece's space stands for ▁ (see _segment_pieces)
+        self._model_ids.fill = lambda piece: self._model[piece.replace(" ", _SPACE)][0]
+        self._model_lens = _Cache()  # each token's length, in characters of the piece
+        self._model_lens.fill = lambda piece: tuple(b - a for a, b in self._model[piece.replace(" ", _SPACE)][1])
         self._warned_length = False
         mask = self._defaults.get("mask_token")
         if isinstance(mask, AddedToken) and self.mask_token == mask.content:
@@ -315,55 +317,92 @@ class UnigramTokenizer(TokenizerBase):
         (spaces as ``▁``, one prepended, split before each ``▁``); with ``need_spans`` the source span of
         each character of the pieces joined, None when the normalizer kept the text as it was (then
         positions are the segment's own, the prepended ``▁`` standing for the first character); and
-        whether a ``▁`` was prepended."""
+        whether a ``▁`` was prepended. In ASCII text a piece keeps its space for the ``▁`` (the piece
+        caches read it as ``▁``): cut by one regex, the text stays one byte a character."""
         spans = None
         if self._normalize is None:
             text = seg
         else:
-            text = self._normalize(seg, False)[0]
-            if need_spans and text != seg:
-                text, spans = self._normalize(seg, True)
+            text, spans = self._normalize(seg, need_spans, True)
         if not text:
             return [], None, False
-        text = text.replace(" ", _SPACE)
-        prefix = (self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)) and text[0] != _SPACE
-        if prefix:
-            text = _SPACE + text
-        if self.split:
+        always = self.prepend_scheme == "always" or (self.prepend_scheme == "first" and first)
+        prefix = always and text[0] != " " and text[0] != _SPACE
+        if text.isascii():
+            if prefix:
+                text = " " + text
+            pieces = _ascii_pieces(text) if self.split else [text]
+        elif self.split:
+            text = text.replace(" ", _SPACE)
+            if prefix:
+                text = _SPACE + text
             parts = text.split(_SPACE)
             pieces = ([parts[0]] if parts[0] else []) + [_SPACE + p for p in parts[1:]]
         else:
-            pieces = [text]
+            pieces = [(_SPACE if prefix else "") + text.replace(" ", _SPACE)]
         if spans is None:
             return pieces, None, prefix
         return pieces, ([spans[0]] + spans) if prefix else spans, prefix
 
     def _encode_details(self, text: str, w: int, ids: list, offsets: list | None, words: list | None) -> int:
-        """Append ids (and with ``offsets``, source offsets and word indices, one word per piece)."""
+        """Append ids (and with ``offsets``, source offsets and word indices, one word per piece).
+
+        A piece's tokens cover it end to end, so a segment's token boundaries are one running sum of
+        the cached token lengths, and its offsets pairs of neighbouring boundaries: C-level ``map``,
+        ``accumulate`` and ``zip`` over whole segments, no Python loop per token or per piece.
+        """
+        if offsets is not None and self.trim_offsets:
+            return self._trimmed_details(text, w, ids, offsets, words)
+        get_ids, get_lens = self._model_ids.__getitem__, self._model_lens.__getitem__
+        for tid, p0, p1 in self._split_added(text) or ((None, 0, len(text)),):
+            if tid is not None:
+                ids.append(tid)
+                if offsets is not None:
+                    offsets.append((p0, p1))
+                    if words is not None:
+                        words.append(w)
+                w += 1
+                continue
+            pieces, spans, prefix = self._segment_pieces(text[p0:p1], p0 == 0, offsets is not None)
+            ids.extend(chain.from_iterable(map(get_ids, pieces)))
+            if offsets is None or not pieces:
+                continue
+            lens = list(map(get_lens, pieces))
+            k0 = len(offsets)
+            if spans is None:  # positions kept: the prepended ▁ stands for the first character
+                offsets.extend(pairwise(accumulate(chain.from_iterable(lens), initial=p0 - 1 if prefix else p0)))
+                if prefix:
+                    offsets[k0] = (p0, max(offsets[k0][1], p0 + 1))
+            else:  # a token runs from its first character's source start to its last one's source end
+                bounds = list(accumulate(chain.from_iterable(lens), initial=0))
+                starts = [p0 + a for a, _ in spans]
+                ends = [0, *[p0 + b for _, b in spans]]
+                offsets.extend(zip(map(starts.__getitem__, bounds[:-1]), map(ends.__getitem__, bounds[1:])))
+            if words is not None:
+                words.extend(chain.from_iterable(map(repeat, range(w, w + len(pieces)), map(len, lens))))
+            w += len(pieces)
+        return w
+
+    def _trimmed_details(self, text: str, w: int, ids: list, offsets: list, words: list | None) -> int:
+        """``_encode_details`` when the post-processor trims each token's offsets of its spaces."""
         cut = self._split_added(text)
-        model, get_ids = self._model, self._model_ids.__getitem__
-        need = offsets is not None
-        trim = need and bool(self.trim_offsets)
+        model = self._model
         n0 = len(ids)
         shown: list[str] = []  # each token's text, as the post-processor trims it
         for tid, p0, p1 in cut or ((None, 0, len(text)),):
             if tid is not None:
                 ids.append(tid)
-                if need:
-                    offsets.append((p0, p1))
-                    if words is not None:
-                        words.append(w)
-                    if trim:
-                        shown.append(text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid])
+                offsets.append((p0, p1))
+                if words is not None:
+                    words.append(w)
+                shown.append(text[p0:p1] if tid in self._strip_ids else self.ids_to_tokens[tid])
                 w += 1
                 continue
-            pieces, spans, prefix = self._segment_pieces(text[p0:p1], p0 == 0, need)
-            if not need:
-                ids.extend(chain.from_iterable(map(get_ids, pieces)))
-                continue
+            pieces, spans, prefix = self._segment_pieces(text[p0:p1], p0 == 0, True)
             s = 0
             base = p0 - 1 if prefix else p0
             for piece in pieces:
+                piece = piece.replace(" ", _SPACE)
                 pids, pspans = model[piece]
                 ids.extend(pids)
                 if spans is None:  # positions kept: the prepended ▁ stands for the first character
@@ -372,12 +411,10 @@ class UnigramTokenizer(TokenizerBase):
                     offsets.extend((p0 + spans[s + a][0], p0 + spans[s + b - 1][1]) for a, b in pspans)
                 if words is not None:
                     words.extend([w] * len(pids))
-                if trim:
-                    shown.extend(piece[a:b] for a, b in pspans)
+                shown.extend(piece[a:b] for a, b in pspans)
                 s += len(piece)
                 w += 1
-        if trim:
-            offsets[n0:] = trim_offsets(shown, offsets[n0:], self._trim_prefix)
+        offsets[n0:] = trim_offsets(shown, offsets[n0:], self._trim_prefix)
         return w
 
     def _ids(self, text: str) -> list[int]:
