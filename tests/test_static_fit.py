@@ -15,30 +15,12 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_static import teacher  # noqa: F401  (the small random teacher, a module fixture)
 
 from bertkit.assets import asset_path
 from bertkit.cli import main
 
 FAST = ["--batch-size", "8", "--no-progress", "--lr", "0.05"]
-
-
-@pytest.fixture(scope="module")
-def teacher(tmp_path_factory):
-    from bertkit import BertConfig, BertModel, BertTokenizer
-
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("teacher")
-    cfg = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    BertModel(cfg).save_pretrained(folder)
-    BertTokenizer.from_pretrained(asset_path("minilm")).save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
