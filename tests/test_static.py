@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,11 +81,26 @@ def test_distilled_folder_loads_in_model2vec_and_sentence_transformers(distilled
     assert cfg["model_type"] == "model2vec" and cfg["normalize"] and cfg["hidden_dim"] == 16
 
 
+def _model2vec_inference():
+    """model2vec's own PCA and weights (model2vec/distill/inference.py), read without the package's
+    ``__init__``, which asks for the distill extra (whose pins hold transformers below 5.4)."""
+    import importlib.util
+
+    m2v = pytest.importorskip("model2vec")
+    path = Path(m2v.__file__).parent / "distill" / "inference.py"
+    if not path.exists():
+        pytest.skip(f"model2vec {m2v.__version__} has no distill/inference.py")
+    spec = importlib.util.spec_from_file_location("_model2vec_distill_inference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_pca_and_weights_equal_model2vecs():
     """bertkit's PCA (float32 products on torch, a float64 eigenproblem) and Zipf weights against
     model2vec's (NumPy), on rows with a fast-falling spectrum like a teacher's: the same scores, each
     axis signed alike."""
-    inference = pytest.importorskip("model2vec.distill.inference")
+    inference = _model2vec_inference()
     from bertkit.sentence.distill_static import pca, zipf_weights
 
     rng = np.random.default_rng(0)
