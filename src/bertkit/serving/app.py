@@ -526,21 +526,22 @@ class _DirectRoutes:
     endpoints are made; any other request goes on to FastAPI."""
 
     def __init__(self, app: Any, routes: dict[str, Any]) -> None:
+        from starlette.requests import Request
+
+        from .responses import JSONResponse
+
         self.app, self.routes = app, routes
+        self._request, self._response = Request, JSONResponse
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         handler = self.routes.get(scope.get("path")) if scope["type"] == "http" else None
         if handler is None or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        from starlette.requests import Request
-
-        from .responses import JSONResponse
-
         try:
-            response = await handler(Request(scope, receive))
+            response = await handler(self._request(scope, receive))
         except ApiError as e:
-            response = JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+            response = self._response({"error": e.message}, status_code=e.status, headers=e.headers)
         await response(scope, receive, send)
 
 

@@ -22,8 +22,9 @@ from .added_tokens import (
     _as_added_token,
     _tokenizer_json_added,
 )
-from .base import TokenizerBase, _folder_config
+from .base import _folder_config
 from .byte_level import ByteLevelBPE, decode_bytes, gpt2_split, trim_offsets
+from .pieces import PieceTokenizer
 from .tokenizer_json import (
     NO_TEMPLATE,
     Template,
@@ -33,7 +34,6 @@ from .tokenizer_json import (
     roberta_template,
     template_json,
 )
-from .truncation import _Seq
 
 __all__ = ["ByteLevelBPETokenizer", "GPT2Tokenizer", "RobertaTokenizer", "read_merges", "read_vocab_json"]
 
@@ -72,7 +72,7 @@ def check_merges(merges: list[tuple[str, str]], vocab: dict[str, int], where: st
                 raise ValueError(f"{where}: merge {n} ({a} {b}) needs {tok!r}, which is not in the vocabulary")
 
 
-class ByteLevelBPETokenizer(TokenizerBase):
+class ByteLevelBPETokenizer(PieceTokenizer):
     """A byte-level BPE tokenizer with transformers' calls; the subclasses set transformers' defaults."""
 
     model_input_names = ["input_ids", "attention_mask"]
@@ -229,30 +229,6 @@ class ByteLevelBPETokenizer(TokenizerBase):
 
     def _trims(self) -> bool:
         return bool(self.trim_offsets)
-
-    def _encode_seq(
-        self, text: str | Sequence[str], details: bool, split_words: bool = False, words: bool = True
-    ) -> _Seq:
-        if split_words:
-            if isinstance(text, str) or not all(isinstance(t, str) for t in text):
-                raise TypeError(
-                    f"with is_split_into_words=True each input must be a list of str, got {type(text).__name__}"
-                )
-            ids: list[int] = []
-            offsets: list = []
-            wids: list = []
-            for i, word in enumerate(text):
-                n0 = len(wids)
-                self._encode_details(word, 0, ids, offsets, wids)
-                wids[n0:] = [i] * (len(wids) - n0)
-            return _Seq(ids, offsets, wids)
-        text = self._check_text(text)
-        if not details:
-            return _Seq(self._ids(text))
-        ids, offsets = [], []
-        wids = [] if words else None
-        self._encode_details(text, 0, ids, offsets, wids)
-        return _Seq(ids, offsets, wids)
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
         """``tokens`` as text, the way the ByteLevel decoder joins them (bytes back to UTF-8)."""

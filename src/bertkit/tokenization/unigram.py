@@ -29,9 +29,9 @@ from .added_tokens import (
 )
 from .base import TokenizerBase, _folder_config
 from .byte_level import _Cache, trim_offsets
+from .pieces import PieceTokenizer
 from .sp_normalize import build_normalizer
 from .tokenizer_json import NO_TEMPLATE, Template, added_tokens_json, post_processor, read_spec, template_json
-from .truncation import _Seq
 
 __all__ = ["UnigramTokenizer", "XLMRobertaTokenizer", "read_sentencepiece_model"]
 
@@ -226,7 +226,7 @@ class _Viterbi(dict):
         return out_ids, out_spans
 
 
-class UnigramTokenizer(TokenizerBase):
+class UnigramTokenizer(PieceTokenizer):
     """A Unigram tokenizer with transformers' calls; XLMRobertaTokenizer sets XLM-R's defaults."""
 
     model_input_names = ["input_ids", "attention_mask"]
@@ -421,30 +421,6 @@ class UnigramTokenizer(TokenizerBase):
         ids: list[int] = []
         self._encode_details(text, 0, ids, None, None)
         return ids
-
-    def _encode_seq(
-        self, text: str | Sequence[str], details: bool, split_words: bool = False, words: bool = True
-    ) -> _Seq:
-        if split_words:
-            if isinstance(text, str) or not all(isinstance(t, str) for t in text):
-                raise TypeError(
-                    f"with is_split_into_words=True each input must be a list of str, got {type(text).__name__}"
-                )
-            ids: list[int] = []
-            offsets: list = []
-            wids: list = []
-            for i, word in enumerate(text):
-                n0 = len(wids)
-                self._encode_details(word, 0, ids, offsets, wids)
-                wids[n0:] = [i] * (len(wids) - n0)
-            return _Seq(ids, offsets, wids)
-        text = self._check_text(text)
-        if not details:
-            return _Seq(self._ids(text))
-        ids, offsets = [], []
-        wids = [] if words else None  # None: word ids are computed when BatchEncoding asks for them
-        self._encode_details(text, 0, ids, offsets, wids)
-        return _Seq(ids, offsets, wids)
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
         """The Metaspace decoder: ``▁`` back to a space, the first token's leading space dropped."""
