@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import PreTrainedModel
-from .config import SharedConfigFields
+from .config import PRESETS, SharedConfigFields
 from .layers import CheckpointedLayer, get_activation
 from .loading import no_init_weights
 from .outputs import BaseModelOutput
@@ -195,6 +195,26 @@ class ModernBertConfig(SharedConfigFields):
                 f"pad_token_id ({self.pad_token_id}) is not a row of the {self.vocab_size}-token vocabulary "
                 "(vocab_size); give the padding token's id"
             )
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> ModernBertConfig:
+        """A new model of BERT's preset size ``name`` (tiny ... large: the same layers, width and
+        64-wide heads), with a GeGLU feed-forward of about BERT's parameters (8/3 x hidden, rounded
+        to 64, where BERT's plain one is 4 x hidden) and BERT's 512 positions."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden = PRESETS[name]
+        kwargs: dict[str, Any] = dict(
+            num_hidden_layers=layers,
+            hidden_size=hidden,
+            num_attention_heads=hidden // 64,
+            intermediate_size=64 * round(8 * hidden / 3 / 64),
+            max_position_embeddings=512,
+        )
+        kwargs.update(overrides)
+        config = cls.from_dict(kwargs)
+        config.validate()
+        return config
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> ModernBertConfig:

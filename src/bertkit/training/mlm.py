@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 
+ARCHITECTURES = ("bert", "modernbert")  # the families `pretrain` builds a new model of
 RECIPES = ("cpu-hour",)  # whole schedules chosen from a time budget (bertkit.training.recipes)
 RECIPE_SCHEDULES = ("phases", "single")  # how a recipe's learning rate spans its phases
 
@@ -175,6 +176,14 @@ class PretrainingArguments(TrainingArguments):
         choices=("tiny", "mini", "small", "medium", "base", "large"),
         group="model",
         help="size of a new model (default mini; not with --model, whose config.json gives its size)",
+    )
+    architecture: str = setting(
+        "bert",
+        choices=ARCHITECTURES,
+        group="model",
+        help="family of a new model: bert, or modernbert (rotary positions, GeGLU, pre-norm, no biases, "
+        "local attention in two layers of three; masked LM only, so --objective mlm or --no-nsp); "
+        "not with --model, whose config.json gives its family",
     )
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="tokens per training instance")
     recipe: str | None = setting(
@@ -361,12 +370,36 @@ def _instances(args: Any, corpus: Any, data_dir: Path) -> tuple[Any, Any]:
     return train_inst, eval_inst
 
 
+def read_model_config(folder: str) -> dict[str, Any]:
+    """A --model folder's config.json as a dict; a missing or malformed file names itself."""
+    from bertkit._text import read_json
+
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{A.given('model', str(folder))}: no config.json there")
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def model_family(folder: str) -> str:
+    """The ``model_type`` of a model folder's config.json (``bert`` where it names none)."""
+    return str(read_model_config(folder).get("model_type") or "bert")
+
+
 def _pretraining_config(args: Any, vocab: list[str], vocab_path: Path, tokenizer: Any) -> Any:
     """The model configuration (a preset, or the continued model's), checked against the vocabulary and --seq-len."""
     from bertkit.modeling import BertConfig, check_vocab_fits
+    from bertkit.modeling.modernbert import ModernBertConfig
 
     if args.model:
-        config = BertConfig.from_pretrained(args.model)
+        modern = model_family(args.model) == "modernbert"
+        config = (ModernBertConfig if modern else BertConfig).from_pretrained(args.model)
+    elif getattr(args, "architecture", "bert") == "modernbert":
+        ids = {f"{k}_token_id": vocab.index(t) for k, t in (("pad", "[PAD]"), ("cls", "[CLS]"), ("sep", "[SEP]"))}
+        ends = {"bos_token_id": ids["cls_token_id"], "eos_token_id": ids["sep_token_id"]}
+        config = ModernBertConfig.from_preset(args.config, vocab_size=len(vocab), **ids, **ends)
     else:
         config = BertConfig.from_preset(args.config, vocab_size=len(vocab))
     check_vocab_fits(tokenizer, config, str(args.model or vocab_path))

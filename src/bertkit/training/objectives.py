@@ -33,6 +33,8 @@ from torch import nn
 from bertkit import _args as A
 from bertkit.modeling.outputs import ModelOutput
 from bertkit.training.mlm import OBJECTIVES, check_objective_args
+from bertkit.training.mlm import model_family as _folder_model_type
+from bertkit.training.mlm import read_model_config as _read_config
 
 __all__ = [
     "OBJECTIVES",
@@ -54,22 +56,6 @@ __all__ = [
 DISCRIMINATOR_WEIGHT = 50.0  # ELECTRA's lambda: the BCE is per token and far smaller than the MLM loss
 
 
-def _read_config(folder: str) -> dict[str, Any]:
-    from bertkit._text import read_json
-
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{A.given('model', str(folder))}: no config.json there")
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _folder_model_type(folder: str) -> str:
-    return str(_read_config(folder).get("model_type") or "bert")
-
-
 def _check_model_folder(args: Any) -> None:
     """--model must be of the objective's family: ELECTRA for electra, BERT for the others."""
     if not args.model:
@@ -81,9 +67,9 @@ def _check_model_folder(args: Any) -> None:
             f"folder of an earlier electra run); {A.given('model', str(args.model))} is a {found!r} model. Start a new "
             f"ELECTRA model with {A.flag('vocab')}, or pretrain this one with {A.flag('objective')} mlm"
         )
-    if args.objective != "electra" and found != "bert":
+    if args.objective != "electra" and found not in ("bert", "modernbert"):
         raise ValueError(
-            f"{A.given('objective', str(args.objective))} trains a BERT model; "
+            f"{A.given('objective', str(args.objective))} trains a BERT or ModernBERT model; "
             f"{A.given('model', str(args.model))} is a {found!r} "
             f"model" + (f" (use {A.flag('objective')} electra)" if found == "electra" else "")
         )
@@ -404,6 +390,36 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
     return ElectraPretrainingModel(disc, gen, tokenizer, args.generator_temperature)
 
 
+def _modernbert(args: Any) -> bool:
+    """Whether the run trains a ModernBERT (a --model folder's family, else --architecture); a
+    ModernBERT has no next-sentence head, so it trains masked LM only."""
+    modern = (
+        _folder_model_type(args.model) == "modernbert"
+        if args.model
+        else getattr(args, "architecture", "bert") == "modernbert"
+    )
+    if modern and args.objective == "electra":
+        raise ValueError(
+            f"{A.flag('objective')} electra trains ELECTRA models; a ModernBERT trains {A.flag('objective')} mlm"
+        )
+    if modern and args.objective == "mlm+nsp" and not args.no_nsp:
+        raise ValueError(
+            f"a ModernBERT has no next-sentence head: give {A.flag('objective')} mlm (or {A.flag('no_nsp')})"
+        )
+    return modern
+
+
+def _modernbert_mlm(args: Any) -> Any:  # (config, tokenizer) -> ModernBertForMaskedLM
+    from bertkit.modeling.modernbert import ModernBertForMaskedLM
+
+    def make(config: Any, tokenizer: Any) -> nn.Module:
+        if args.model:
+            return ModernBertForMaskedLM.from_pretrained(args.model, config=config)
+        return ModernBertForMaskedLM(config)
+
+    return make
+
+
 def build_objective(args: Any) -> dict[str, Any]:
     """:func:`~bertkit.training.pretraining.build_pretraining`'s parts for ``args.objective``, plus
     ``loss_fn`` and ``evaluate(model, dataset, collate, device, amp_dtype)``."""
@@ -411,8 +427,12 @@ def build_objective(args: Any) -> dict[str, Any]:
 
     objective = getattr(args, "objective", "mlm+nsp")
     _check_model_folder(args)
+    modern = _modernbert(args)
     if objective in ("mlm+nsp", "mlm"):
-        if objective == "mlm+nsp":
+        if modern:
+            parts = {**build_pretraining(args, make_model=_modernbert_mlm(args)), "loss_fn": mlm_loss}
+            parts["evaluate"] = evaluate_mlm
+        elif objective == "mlm+nsp":
             parts = {**build_pretraining(args), "loss_fn": mlm_nsp_loss, "evaluate": evaluate_pretraining}
         else:
             from bertkit.modeling import BertForMaskedLM
