@@ -4,7 +4,7 @@ MiniLM checkpoint and real polarity sentences.
 * Several files (listed, a folder, a glob) are read in file order, then line order; a row without an id
   is named FILE_NAME:LINE; a bad row names its own file and line; an id given in two files is refused.
 * A sharded index holds the one-folder index's rows and fp32 vectors, bit for bit, and `bertkit search`
-  answers it as it answers the one-folder index.
+  answers it as it answers the one-folder index; so does `bertkit serve --index` over HTTP.
 * A build killed while it writes its shards resumes: the finished shards are kept (the same folders),
   a damaged one is redone, none is written twice; a shard that does not match the manifest is refused.
 """
@@ -170,3 +170,40 @@ def test_a_build_killed_while_writing_shards_keeps_the_finished_ones(corpus, tmp
     assert not work.exists()
     _, vectors, ids = _sharded(out)
     assert ids == one.ids and np.array_equal(vectors, one.vectors)
+
+
+def test_serve_answers_a_sharded_index_as_the_one_folder_index(corpus, tmp_path):
+    """`bertkit serve --index SHARDED` over real HTTP: /search gives the library's hits on the one-folder
+    index; hybrid search, whose BM25 statistics need the whole collection, is refused by name."""
+    import httpx
+    import torch
+
+    from bertkit.search import embed_queries
+    from bertkit.search.index import build_index
+    from bertkit.serving.process import server_process
+
+    files, texts, one = corpus
+    torch.set_num_threads(1)
+    out = tmp_path / "sharded"
+    build_index(
+        MINILM, files, out, dtype="fp32", vector_dtype="float32", chunk_size=16, progress=False, shard_size=SHARD
+    )
+    queries = [texts[3][:40], texts[45][:30], "a dull film"]
+    want = one.search(embed_queries(MINILM, queries, dtype="fp32"), 5, queries)
+    with server_process(MINILM, ["--dtype", "fp32", "--index", str(out)]) as srv:
+        r = httpx.post(srv.url + "/search", json={"inputs": queries, "top_k": 5}, timeout=60)
+        assert r.status_code == 200, r.text
+        got = r.json()["results"]
+        assert [[h["id"] for h in hits] for hits in got] == [[h["id"] for h in hits] for hits in want]
+        for g, w in zip(got, want):
+            assert [h["score"] for h in g] == pytest.approx([h["score"] for h in w], abs=1e-5)
+        info = httpx.get(srv.url + "/info", timeout=30).json()
+        assert info["index"]["size"] == ROWS
+        r = httpx.post(srv.url + "/search", json={"inputs": "x", "lexical_weight": 0.5}, timeout=30)
+        assert r.status_code == 422 and r.json()["error"] == (
+            f"field 'lexical_weight': {out} is a sharded index; "
+            "hybrid search (lexical_weight > 0) needs one index folder"
+        )
+    with pytest.raises(RuntimeError, match="is a sharded index: hybrid search"):
+        with server_process(MINILM, ["--dtype", "fp32", "--index", str(out), "--lexical-weight", "0.3"]):
+            pass

@@ -5,6 +5,9 @@
 * The output folder loads in transformers' BertForPreTraining and BertForMaskedLM, which give the
   same logits as bertkit.
 * Bad input: a vocabulary whose size does not match the model names both numbers.
+* ``--architecture modernbert`` pretrains a ModernBERT whose folder transformers loads with the
+  same logits; ``--model`` continues it as a ModernBERT; a folder named as the other family, and
+  NSP on a ModernBERT, are refused in one line.
 """
 
 from __future__ import annotations
@@ -180,3 +183,60 @@ def test_no_nsp_whole_word_masking_run(tmp_path, corpus, env):
     assert rows[0]["loss"] == pytest.approx(rows[0]["mlm_loss"], rel=1e-5)
     evals = [x for x in _rows(out) if "eval_mlm_accuracy" in x]
     assert evals and "eval_nsp_accuracy" not in evals[-1]
+
+
+@pytest.fixture(scope="module")
+def modernbert_run(tmp_path_factory, corpus, env) -> Path:
+    out = tmp_path_factory.mktemp("modernbert") / "out"
+    cmd = _cmd(corpus, out, "--architecture", "modernbert", "--objective", "mlm")
+    cmd[cmd.index("--max-steps") + 1] = "20"
+    cmd[cmd.index("--save-every") + 1] = "0"
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def test_modernbert_pretraining_output_loads_in_transformers(modernbert_run):
+    import transformers
+
+    from bertkit.modeling.modernbert import ModernBertForMaskedLM
+
+    cfg = json.loads((modernbert_run / "config.json").read_text())
+    assert cfg["model_type"] == "modernbert" and cfg["architectures"] == ["ModernBertForMaskedLM"]
+    tok = transformers.BertTokenizerFast(str(modernbert_run / "vocab.txt"))
+    assert (cfg["pad_token_id"], cfg["cls_token_id"], cfg["sep_token_id"]) == (
+        tok.pad_token_id,
+        tok.cls_token_id,
+        tok.sep_token_id,
+    )
+    enc = tok(["the house of the [MASK] was old .", "she [MASK] a letter ."], padding=True, return_tensors="pt")
+    enc.pop("token_type_ids")
+    ours = ModernBertForMaskedLM.from_pretrained(modernbert_run).eval()
+    ref = transformers.ModernBertForMaskedLM.from_pretrained(modernbert_run, attn_implementation="eager").eval()
+    real = enc["attention_mask"].bool()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**enc).logits[real], ref(**enc).logits[real], atol=1e-4, rtol=1e-4)
+    rows = [r for r in _rows(modernbert_run) if "loss" in r]
+    assert len(rows) == 20 and "nsp_loss" not in rows[-1]
+    assert sum(r["mlm_loss"] for r in rows[-5:]) < sum(r["mlm_loss"] for r in rows[:5])
+
+
+def test_modernbert_continues_as_its_own_family(tmp_path, corpus, env, modernbert_run, full_run):
+    base = _cmd(corpus, tmp_path / "o", "--objective", "mlm")
+    i = base.index("--vocab")
+    del base[i : i + 2]
+    i = base.index("--config")
+    del base[i : i + 2]
+    base[base.index("--max-steps") + 1] = "3"
+    base[base.index("--save-every") + 1] = "0"
+    r = subprocess.run([*base, "--model", str(modernbert_run)], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["model_type"] == "modernbert"
+    # Bad input, one line each: a checkpoint of one family named as another, and NSP on a ModernBERT.
+    cmd = [*base, "--model", str(full_run), "--architecture", "modernbert", "--output", str(tmp_path / "p")]
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 1 and "'bert' model" in r.stderr and str(full_run) in r.stderr, r.stderr[-1000:]
+    cmd = _cmd(corpus, tmp_path / "q", "--architecture", "modernbert")
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 1 and "no next-sentence head" in r.stderr, r.stderr[-1000:]
+    assert not (tmp_path / "p").exists() and not (tmp_path / "q" / "model.safetensors").exists()

@@ -160,19 +160,27 @@ class ModelService:
         self.max_positions = self.embedder.model.config.max_position_embeddings
 
     def _load_index(self) -> Any:
-        """The --index folder, refused in one line when another model's vectors are in it."""
-        from bertkit.search import load_index
+        """The --index folder (one index, or a sharded one's manifest and shards), refused in one line
+        when another model's vectors are in it."""
+        from bertkit.search import open_index
         from bertkit.search.index import check_index_model
 
         config = self.config
-        index = load_index(config.index)
+        index = open_index(config.index)
         dim = self.embedder.dim
         if index.dim != dim:
             raise ValueError(f"{config.index}: vectors have {index.dim} dimensions but the model gives {dim}")
         check_index_model(index, self.folder)
         if config.lexical_weight:
+            if not self.index_is_whole(index):
+                raise ValueError(f"{config.index} is a sharded index: {SHARDED_HYBRID}")
             index.lexical  # noqa: B018  (built now, not inside the first request)
         return index
+
+    @staticmethod
+    def index_is_whole(index: Any) -> bool:
+        """Whether ``index`` is one folder, whose BM25 statistics are its whole collection's."""
+        return not hasattr(index, "shards")
 
     # ----------------------------------------------------------------- runners (the batcher's threads)
     def _vectors(self, features: list[dict], normalize: bool | None = None) -> Any:
@@ -518,6 +526,10 @@ class _MetricsMiddleware:
             self.metrics.count_request(path if path in _ENDPOINTS else "other", status["code"])
 
 
+# BM25's statistics are per collection, and one shard's are not the whole corpus's
+SHARDED_HYBRID = "hybrid search (lexical_weight > 0) needs one index folder"
+
+
 class _DirectRoutes:
     """POST routes answered by their handler directly, past FastAPI's router, dependency solving and
     exception layers: the same handler functions FastAPI documents and would call, with the same
@@ -771,6 +783,8 @@ def _add_search_route(app: Any, srv: _Server) -> None:
             raise ApiError(404, "no index loaded; start the server with --index DIR")
         items, batched = _inputs(payload, config.max_batch_size)
         top_k, weight, mode = _search_settings(payload, config)
+        if weight and not service.index_is_whole(service.index):
+            raise ApiError(422, f"field 'lexical_weight': {config.index} is a sharded index; {SHARDED_HYBRID}")
         texts = _strings(items, batched)
         for i, t in enumerate(texts):
             if not t.strip():  # it would still embed, and return hits that mean nothing

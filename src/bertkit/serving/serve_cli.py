@@ -37,7 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "field (or, on /rerank, 'truncate')",
     )
     p.add_argument("--workers", type=A.int_range(1, 64), default=1, help="server processes (each loads the model)")
-    p.add_argument("--index", default=None, help="a `bertkit index` folder to answer POST /search")
+    p.add_argument(
+        "--index", default=None, help="a `bertkit index` folder (one index, or a sharded one) to answer POST /search"
+    )
     p.add_argument(
         "--lexical-weight",
         type=A.fraction_0_1,

@@ -177,13 +177,13 @@ class PretrainingArguments(TrainingArguments):
         group="model",
         help="size of a new model (default mini; not with --model, whose config.json gives its size)",
     )
-    architecture: str = setting(
-        "bert",
+    architecture: str | None = setting(
+        None,
         choices=ARCHITECTURES,
         group="model",
         help="family of a new model: bert, or modernbert (rotary positions, GeGLU, pre-norm, no biases, "
         "local attention in two layers of three; masked LM only, so --objective mlm or --no-nsp); "
-        "not with --model, whose config.json gives its family",
+        "default bert, or with --model the folder's own family",
     )
     seq_len: int = setting(128, type=A.SEQ_LEN, group=TRAINING_GROUP, help="tokens per training instance")
     recipe: str | None = setting(

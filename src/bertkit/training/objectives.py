@@ -393,11 +393,14 @@ def _electra_model(args: Any, config: Any, tokenizer: Any) -> ElectraPretraining
 def _modernbert(args: Any) -> bool:
     """Whether the run trains a ModernBERT (a --model folder's family, else --architecture); a
     ModernBERT has no next-sentence head, so it trains masked LM only."""
-    modern = (
-        _folder_model_type(args.model) == "modernbert"
-        if args.model
-        else getattr(args, "architecture", "bert") == "modernbert"
-    )
+    given = getattr(args, "architecture", None)
+    family = _folder_model_type(args.model) if args.model else (given or "bert")
+    if given and family != given:  # a checkpoint of one family is never trained as another
+        raise ValueError(
+            f"{A.given('architecture', given)} trains a {given!r} model, but {A.given('model', str(args.model))} "
+            f"is a {family!r} model: leave out {A.flag('architecture')} to continue it as it is"
+        )
+    modern = family == "modernbert"
     if modern and args.objective == "electra":
         raise ValueError(
             f"{A.flag('objective')} electra trains ELECTRA models; a ModernBERT trains {A.flag('objective')} mlm"
