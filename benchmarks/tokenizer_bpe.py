@@ -9,7 +9,10 @@
 Both sides read the same files with the same special tokens and post-processor (bertkit's BPE reads
 the reference's own tokenizer.json). Each side encodes the texts in batches, several times,
 alternating; the script prints tokens/s from the medians and the ratio bertkit / reference, for ids
-only and with offsets (the reference's ``encode_batch`` always computes offsets). The reference runs
+only and with offsets (the reference's ``encode_batch`` always computes offsets, and leaves them in
+Rust). Beside it, transformers' ``PreTrainedTokenizerFast`` over the same Rust tokenizer, called as
+bertkit is called (``tok(batch, return_offsets_mapping=...)``, Python lists out): the comparison
+``benchmarks/tokenizer.py`` makes for WordPiece against ``BertTokenizerFast``. The reference runs
 each batch on its own thread pool (all cores, or RAYON_NUM_THREADS); bertkit runs on one core;
 ``--one-thread`` also times the reference on one thread. bertkit's piece cache is warm after the first
 pass, so a fresh tokenizer's first (cold) pass is printed too, with its ratio to the reference.
@@ -79,6 +82,13 @@ def unigram_pair():
     return (lambda: UnigramTokenizer.from_pretrained(path, model_max_length=10**9)), ref
 
 
+def fast_tokenizer(ref):
+    """transformers' fast tokenizer over the reference engine itself: the call users make."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=ref, model_max_length=10**9)
+
+
 def run_once(tok, texts: list[str], batch_size: int, offsets: bool, is_ref: bool) -> tuple[float, int]:
     n_tokens = 0
     t0 = time.perf_counter()
@@ -110,11 +120,13 @@ def ref_once(ref, texts: list[str], batch_size: int, one_thread: bool) -> float:
 def measure(make, ours, ref, texts: list[str], offsets: bool, args: argparse.Namespace) -> str:
     """One benchmark line: medians of alternating passes, the ratios, and a fresh tokenizer's cold pass."""
     cold_dt, n_tok = run_once(make(), texts, args.batch_size, offsets, False)
-    times: dict[str, list[float]] = {"bertkit": [], "reference": [], "one thread": []}
+    times: dict[str, list[float]] = {"bertkit": [], "reference": [], "fast": [], "one thread": []}
+    fast = fast_tokenizer(ref)
     for _ in range(args.repeats):
         # alternate so that noise from the other tenants hits every side alike
         times["bertkit"].append(run_once(ours, texts, args.batch_size, offsets, False)[0])
         times["reference"].append(ref_once(ref, texts, args.batch_size, False))
+        times["fast"].append(run_once(fast, texts, args.batch_size, offsets, False)[0])
         if args.one_thread:
             times["one thread"].append(ref_once(ref, texts, args.batch_size, True))
     tps = {k: n_tok / statistics.median(v) for k, v in times.items() if v}
@@ -122,7 +134,8 @@ def measure(make, ours, ref, texts: list[str], offsets: bool, args: argparse.Nam
     line = (
         f"texts={len(texts)} tokens={n_tok}  bertkit {tps['bertkit']:,.0f} tok/s  tokenizers {tps['reference']:,.0f} "
         f"tok/s  ratio {tps['bertkit'] / tps['reference']:.2f}x  (cold first pass {cold:,.0f} tok/s, "
-        f"{cold / tps['reference']:.2f}x)"
+        f"{cold / tps['reference']:.2f}x)  [transformers fast, same call: {tps['fast']:,.0f} tok/s, "
+        f"{tps['bertkit'] / tps['fast']:.2f}x]"
     )
     if args.one_thread:
         line += f"  [tokenizers 1 thread {tps['one thread']:,.0f} tok/s: {tps['bertkit'] / tps['one thread']:.2f}x]"

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from bertkit import _args as A
 
-__all__ = ["PRESETS", "BertConfig", "PretrainedConfig", "SharedConfigFields", "check_vocab_fits"]
+__all__ = ["PRESETS", "BertConfig", "PretrainedConfig", "SharedConfigFields", "check_vocab_fits", "preset_size"]
 
 # Google's BERT miniatures (Turc et al. 2019) plus the two original sizes: (layers, hidden).
 # Heads = hidden / 64 and intermediate = 4 * hidden, as in every released miniature.
@@ -285,9 +285,7 @@ class BertConfig(SharedConfigFields):
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A config by size name: tiny, mini, small, medium, base or large (Google's miniatures)."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        layers, hidden = PRESETS[name]
+        layers, hidden = preset_size(name)
         kwargs: dict[str, Any] = dict(
             num_hidden_layers=layers,
             hidden_size=hidden,
@@ -296,6 +294,13 @@ class BertConfig(SharedConfigFields):
         )
         kwargs.update(overrides)
         return cls.from_dict(kwargs)
+
+
+def preset_size(name: str) -> tuple[int, int]:
+    """(layers, hidden size) of a preset: tiny, mini, small, medium, base or large (Google's miniatures)."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return PRESETS[name]
 
 
 # sizes a model is built from: a whole number of at least 1 (0 builds empty layers that fail far from the cause)

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import PreTrainedModel
-from .config import PRESETS, SharedConfigFields
+from .config import SharedConfigFields, preset_size
 from .layers import CheckpointedLayer, get_activation
 from .loading import no_init_weights
 from .outputs import BaseModelOutput
@@ -201,17 +201,15 @@ class ModernBertConfig(SharedConfigFields):
         """A new model of BERT's preset size ``name`` (tiny ... large: the same layers, width and
         64-wide heads), with a GeGLU feed-forward of about BERT's parameters (8/3 x hidden, rounded
         to 64, where BERT's plain one is 4 x hidden) and BERT's 512 positions."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        layers, hidden = PRESETS[name]
-        kwargs: dict[str, Any] = dict(
-            num_hidden_layers=layers,
-            hidden_size=hidden,
-            num_attention_heads=hidden // 64,
-            intermediate_size=64 * round(8 * hidden / 3 / 64),
-            max_position_embeddings=512,
-        )
-        kwargs.update(overrides)
+        layers, hidden = preset_size(name)
+        kwargs: dict[str, Any] = {
+            "num_hidden_layers": layers,
+            "hidden_size": hidden,
+            "num_attention_heads": hidden // 64,
+            "intermediate_size": 64 * round(8 * hidden / 3 / 64),
+            "max_position_embeddings": 512,
+            **overrides,
+        }
         config = cls.from_dict(kwargs)
         config.validate()
         return config
