@@ -31,12 +31,11 @@ from .task_heads import (
     EncoderHeadMixin,
     EncoderInputs,
     LabelledHead,
+    LinearSpanHead,
+    LinearTokenClassification,
     MaskedLMHead,
     MultipleChoiceHead,
-    QuestionAnsweringHead,
     SequenceClassificationHead,
-    TokenClassificationHead,
-    check_span_config,
     classifier_dropout,
     head_output,
     masked_lm_logits_and_loss,
@@ -303,38 +302,12 @@ class ElectraForSequenceClassification(SequenceClassificationHead, _ElectraHeadM
         return self.classifier(out.last_hidden_state)
 
 
-class ElectraForTokenClassification(TokenClassificationHead, _ElectraHeadModel):
-    """Per-token classification (NER) on the last hidden states."""
-
-    _head_description = "token-classification head"
-
-    def __init__(self, config: ElectraConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, N, num_labels)
-        return self.classifier(self.dropout(out.last_hidden_state))
+class ElectraForTokenClassification(LinearTokenClassification, _ElectraHeadModel):
+    """Per-token classification (NER) on the last hidden states: ``dropout``, ``classifier``."""
 
 
-class ElectraForQuestionAnswering(QuestionAnsweringHead, _ElectraHeadModel):
+class ElectraForQuestionAnswering(LinearSpanHead, _ElectraHeadModel):
     """Extractive QA: start and end logits per token from ``qa_outputs``."""
-
-    _head_description = "question-answering (span) head"
-
-    def __init__(self, config: ElectraConfig):
-        super().__init__(config)
-        check_span_config(config)
-        self.num_labels = config.num_labels
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        # Span logits are normalised over every position, padding included, so padding is computed.
-        self.electra.pack_padding = False
-        self.post_init()
-
-    def _logits(self, out: BaseModelOutput) -> torch.Tensor:  # (B, N, 2)
-        return self.qa_outputs(out.last_hidden_state)
 
 
 class ElectraSequenceSummary(nn.Module):

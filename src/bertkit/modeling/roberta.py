@@ -37,12 +37,11 @@ from .model import BertEmbeddings, BertEncoder, BertModel, BertPooler, BertPreTr
 from .outputs import BaseModelOutputWithPooling
 from .task_heads import (
     EncoderHeadMixin,
+    LinearSpanHead,
+    LinearTokenClassification,
     MaskedLMHead,
     MultipleChoiceHead,
-    QuestionAnsweringHead,
     SequenceClassificationHead,
-    TokenClassificationHead,
-    check_span_config,
     classifier_dropout,
     masked_lm_logits_and_loss,
 )
@@ -273,38 +272,12 @@ class RobertaForSequenceClassification(SequenceClassificationHead, _RobertaHeadM
         return self.classifier(out.last_hidden_state)
 
 
-class RobertaForTokenClassification(TokenClassificationHead, _RobertaHeadModel):
-    """Per-token classification (NER) on the last hidden states."""
-
-    _head_description = "token-classification head"
-
-    def __init__(self, config: RobertaConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:  # (B, N, num_labels)
-        return self.classifier(self.dropout(out.last_hidden_state))
+class RobertaForTokenClassification(LinearTokenClassification, _RobertaHeadModel):
+    """Per-token classification (NER) on the last hidden states: ``dropout``, ``classifier``."""
 
 
-class RobertaForQuestionAnswering(QuestionAnsweringHead, _RobertaHeadModel):
+class RobertaForQuestionAnswering(LinearSpanHead, _RobertaHeadModel):
     """Extractive QA: start and end logits per token from ``qa_outputs``."""
-
-    _head_description = "question-answering (span) head"
-
-    def __init__(self, config: RobertaConfig):
-        super().__init__(config)
-        check_span_config(config)
-        self.num_labels = config.num_labels
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        # Span logits are normalised over every position, padding included, so padding is computed.
-        self.base_model.pack_padding = False
-        self.post_init()
-
-    def _logits(self, out: BaseModelOutputWithPooling) -> torch.Tensor:  # (B, N, 2)
-        return self.qa_outputs(out.last_hidden_state)
 
 
 class RobertaForMultipleChoice(MultipleChoiceHead, _RobertaHeadModel):

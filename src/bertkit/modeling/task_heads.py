@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .outputs import (
     MaskedLMOutput,
@@ -31,6 +32,8 @@ __all__ = [
     "EncoderHeadMixin",
     "EncoderInputs",
     "LabelledHead",
+    "LinearSpanHead",
+    "LinearTokenClassification",
     "MaskedLMHead",
     "MultipleChoiceHead",
     "QuestionAnsweringHead",
@@ -337,3 +340,43 @@ class QuestionAnsweringHead:
         start, end, loss = span_logits_and_loss(self._logits(out), start_positions, end_positions)
         output = head_output(QuestionAnsweringModelOutput, out, loss=loss, start_logits=start, end_logits=end)
         return self._pack(output, return_dict)
+
+
+# ---------------------------------------------------------------------------------------- linear heads
+# The token and span heads of the families whose heads are one Linear on the last hidden states
+# (ELECTRA, RoBERTa, XLM-RoBERTa), with transformers' module names. A family whose head differs
+# (BERT's shared classifier, DistilBERT's, ModernBERT's ``head``) writes its own.
+
+
+class LinearTokenClassification(TokenClassificationHead):
+    """Per-token classification (NER) on the last hidden states: dropout, then ``classifier``."""
+
+    _head_description = "token-classification head"
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def _logits(self, out: ModelOutput) -> torch.Tensor:  # (B, N, num_labels)
+        return self.classifier(self.dropout(out.last_hidden_state))
+
+
+class LinearSpanHead(QuestionAnsweringHead):
+    """Extractive QA: start and end logits per token from ``qa_outputs``."""
+
+    _head_description = "question-answering (span) head"
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        check_span_config(config)
+        self.num_labels = config.num_labels
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        # Span logits are normalised over every position, padding included, so padding is computed.
+        self.base_model.pack_padding = False
+        self.post_init()
+
+    def _logits(self, out: ModelOutput) -> torch.Tensor:  # (B, N, 2)
+        return self.qa_outputs(out.last_hidden_state)
