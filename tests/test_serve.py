@@ -338,6 +338,13 @@ def test_two_worker_processes_answer_and_drain():
         np.testing.assert_allclose(np.asarray([results[i] for i in range(len(texts))]), offline.numpy(), atol=1e-5)
         info = httpx.get(srv.url + "/info", timeout=30).json()
         assert info["dtype"] == "fp32" and info["device"] == "cpu"  # --device reaches every worker
+        # each worker listens on its own socket, so the kernel spreads connections over both (a shared
+        # socket once gave 31 of 32 clients to one worker); all 16 on one is a 1-in-32,768 chance
+        pids = set()
+        for _ in range(16):
+            with httpx.Client(timeout=30) as client:  # a new connection each
+                pids.add(client.get(srv.url + "/info").json()["pid"])
+        assert len(pids) == 2 and srv.proc.pid not in pids, pids
         code = srv.stop()
     assert code == 0
 

@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,7 +41,6 @@ __all__ = ["API_KEY_ENV", "ModelService", "ServeConfig", "create_app", "detect_t
 logger = logging.getLogger("bertkit.serve")
 
 API_KEY_ENV = "BERTKIT_API_KEY"
-_CONFIG_ENV = "BERTKIT_SERVE_CONFIG"
 
 # what a 413 for a long text suggests, on every endpoint
 
@@ -362,6 +361,7 @@ class ModelService:
                 "lexical_weight": cfg.lexical_weight,
             },
             "cpu_flags": cpu_flags(),
+            "pid": os.getpid(),  # with --workers, the worker that answered
         }
 
 
@@ -874,23 +874,6 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
     return app
 
 
-def _app_from_env() -> Any:
-    """App factory for ``--workers`` > 1 (each uvicorn worker process loads its own model).
-
-    The workers share the cores: each gets ``cores // workers`` torch threads, because more threads
-    than cores leave every worker's parallel regions waiting on threads that are not running.
-    """
-    import torch
-
-    from .process import exit_with_parent
-
-    exit_with_parent()  # a worker never outlives `bertkit serve`, even one killed by kill -9
-    config = ServeConfig(**json.loads(os.environ[_CONFIG_ENV]))
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.workers))
-    return create_app(config)
-
-
 def serve(config: ServeConfig) -> int:
     """Load the model and serve until SIGINT/SIGTERM (which drain in-flight requests); returns 0."""
     try:
@@ -907,19 +890,9 @@ def serve(config: ServeConfig) -> int:
         )
     t0 = time.perf_counter()
     if config.workers > 1:
-        os.environ[_CONFIG_ENV] = json.dumps(asdict(config))
-        os.environ["BERTKIT_SERVE_PARENT"] = str(os.getpid())  # see serving.process.exit_with_parent
-        uvicorn.run(
-            "bertkit.serving.app:_app_from_env",
-            factory=True,
-            host=config.host,
-            port=config.port,
-            workers=config.workers,
-            log_level="info",
-            access_log=False,  # a line per request costs each worker a tenth of a millisecond of its core
-            timeout_graceful_shutdown=config.request_timeout,
-        )
-        return 0
+        from .workers import run_workers
+
+        return run_workers(config)
     app = create_app(config)
     svc = app.state.service
     print(

@@ -1,0 +1,123 @@
+"""``bertkit serve --workers N``: N server processes on one port, each with a listening socket of its own.
+
+One socket shared by the workers (uvicorn's own ``--workers``) hands each new connection to whichever
+worker wakes first, so a burst of keep-alive connections piles onto one of them: 31 of 32 benchmark
+clients were seen on one worker while the other idled, and throughput was a lottery between runs.
+Here every worker binds the port with ``SO_REUSEPORT``, and the kernel spreads new connections over the
+listening sockets by a hash of their addresses. The parent only supervises: it starts the workers, starts
+a new one when one dies, and on SIGTERM or SIGINT tells each to drain and waits for them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+from .process import PARENT_ENV, exit_with_parent
+
+__all__ = ["run_workers", "worker_main"]
+
+logger = logging.getLogger("bertkit.serve")
+
+CONFIG_ENV = "BERTKIT_SERVE_CONFIG"  # the ServeConfig of the workers, as JSON
+_WORKER = "from bertkit.serving.workers import worker_main; worker_main()"
+
+
+def _listening_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
+
+
+def worker_main() -> None:
+    """One worker: load the model, then serve on a socket of its own (started by :func:`run_workers`).
+
+    The workers share the cores: each gets ``cores // workers`` torch threads, because more threads
+    than cores leave every worker's parallel regions waiting on threads that are not running."""
+    import torch
+    import uvicorn
+
+    from .app import ServeConfig, create_app
+
+    exit_with_parent()  # a worker never outlives `bertkit serve`, even one killed by kill -9
+    config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.workers))
+    app = create_app(config)
+    sock = _listening_socket(config.host, config.port, reuse_port=True)  # after the load: ready when listening
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # a line per request costs each worker a tenth of a millisecond of its core
+            timeout_graceful_shutdown=int(config.request_timeout),
+        )
+    )
+    signal.signal(signal.SIGTERM, lambda *_: None)  # uvicorn drains, then re-raises SIGTERM: end with 0
+    server.run(sockets=[sock])
+
+
+def run_workers(config: Any) -> int:  # config: bertkit.serving.app.ServeConfig
+    """Serve ``config`` with ``config.workers`` processes until SIGTERM or SIGINT; returns 0.
+
+    The port is checked before any model loads, so a taken one fails in one line at once."""
+    _listening_socket(config.host, config.port, reuse_port=False).close()
+    env = {**os.environ, CONFIG_ENV: json.dumps(asdict(config)), PARENT_ENV: str(os.getpid())}
+    stopping = threading.Event()
+
+    def start(i: int) -> subprocess.Popen:
+        # a fresh interpreter, not a fork: torch's threads and the model are never copied half-made
+        return subprocess.Popen([sys.executable, "-c", _WORKER], env=env)
+
+    procs = [start(i) for i in range(config.workers)]
+
+    def stop(signum: int, frame: Any) -> None:
+        stopping.set()
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)  # each drains its in-flight requests
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(
+        f"bertkit serve: {config.model} in {config.workers} worker processes (pids "
+        f"{', '.join(str(p.pid) for p in procs)}); http://{config.host}:{config.port} (docs at /docs)",
+        flush=True,
+    )
+    started = time.monotonic()
+    while not stopping.wait(0.5):
+        for i, p in enumerate(procs):
+            if p.poll() is not None and not stopping.is_set():
+                if time.monotonic() - started < 60 and p.returncode != 0:
+                    # one that fails while starting (a bad folder, a taken port) would fail again
+                    stop(signal.SIGTERM, None)
+                    break
+                logger.warning("worker %d (pid %d) exited with %s; starting another", i, p.pid, p.returncode)
+                procs[i] = start(i)
+    deadline = time.monotonic() + config.request_timeout + 10
+    code = 0
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+        code = code or (p.returncode if p.returncode not in (0, -signal.SIGTERM) else 0)
+    return code
