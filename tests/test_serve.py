@@ -2,6 +2,8 @@
 
 import csv
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -345,6 +347,10 @@ def test_two_worker_processes_answer_and_drain():
             with httpx.Client(timeout=30) as client:  # a new connection each
                 pids.add(client.get(srv.url + "/info").json()["pid"])
         assert len(pids) == 2 and srv.proc.pid not in pids, pids
+        port = srv.url.rsplit(":", 1)[1]  # taken: refused at once, in one line, before any model loads
+        cmd = [sys.executable, "-m", "bertkit", "serve", "--model", str(asset_path("minilm")), "--workers", "2"]
+        r = subprocess.run([*cmd, "--port", port], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and f"cannot listen on 127.0.0.1:{port}: Address already in use" in r.stderr
         code = srv.stop()
     assert code == 0
 

@@ -874,6 +874,36 @@ def create_app(config: ServeConfig, service: ModelService | None = None) -> Any:
     return app
 
 
+def worker_main() -> None:
+    """One ``--workers`` process: load the model, then serve on a socket of its own (started by
+    :func:`bertkit.serving.workers.run_workers`).
+
+    The workers share the cores: each gets ``cores // workers`` torch threads, because more threads
+    than cores leave every worker's parallel regions waiting on threads that are not running."""
+    import torch
+    import uvicorn
+
+    from .process import exit_with_parent
+    from .workers import CONFIG_ENV, listening_socket
+
+    exit_with_parent()  # a worker never outlives `bertkit serve`, even one killed by kill -9
+    config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.workers))
+    app = create_app(config)
+    sock = listening_socket(config.host, config.port, reuse_port=True)  # after the load: ready when listening
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # a line per request costs each worker a tenth of a millisecond of its core
+            timeout_graceful_shutdown=int(config.request_timeout),
+        )
+    )
+    signal.signal(signal.SIGTERM, lambda *_: None)  # uvicorn drains, then re-raises SIGTERM: end with 0
+    server.run(sockets=[sock])
+
+
 def serve(config: ServeConfig) -> int:
     """Load the model and serve until SIGINT/SIGTERM (which drain in-flight requests); returns 0."""
     try:

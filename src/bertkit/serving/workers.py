@@ -22,17 +22,19 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from .process import PARENT_ENV, exit_with_parent
+from .process import PARENT_ENV
 
-__all__ = ["run_workers", "worker_main"]
+__all__ = ["CONFIG_ENV", "listening_socket", "run_workers"]
 
 logger = logging.getLogger("bertkit.serve")
 
 CONFIG_ENV = "BERTKIT_SERVE_CONFIG"  # the ServeConfig of the workers, as JSON
-_WORKER = "from bertkit.serving.workers import worker_main; worker_main()"
+_WORKER = "from bertkit.serving.app import worker_main; worker_main()"  # see app.worker_main
 
 
-def _listening_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
+def listening_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``SO_REUSEPORT``: beside the other workers'); a taken port
+    or an address that cannot be bound fails in one line naming it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -46,39 +48,11 @@ def _listening_socket(host: str, port: int, reuse_port: bool) -> socket.socket:
     return sock
 
 
-def worker_main() -> None:
-    """One worker: load the model, then serve on a socket of its own (started by :func:`run_workers`).
-
-    The workers share the cores: each gets ``cores // workers`` torch threads, because more threads
-    than cores leave every worker's parallel regions waiting on threads that are not running."""
-    import torch
-    import uvicorn
-
-    from .app import ServeConfig, create_app
-
-    exit_with_parent()  # a worker never outlives `bertkit serve`, even one killed by kill -9
-    config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // config.workers))
-    app = create_app(config)
-    sock = _listening_socket(config.host, config.port, reuse_port=True)  # after the load: ready when listening
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,  # a line per request costs each worker a tenth of a millisecond of its core
-            timeout_graceful_shutdown=int(config.request_timeout),
-        )
-    )
-    signal.signal(signal.SIGTERM, lambda *_: None)  # uvicorn drains, then re-raises SIGTERM: end with 0
-    server.run(sockets=[sock])
-
-
 def run_workers(config: Any) -> int:  # config: bertkit.serving.app.ServeConfig
     """Serve ``config`` with ``config.workers`` processes until SIGTERM or SIGINT; returns 0.
 
     The port is checked before any model loads, so a taken one fails in one line at once."""
-    _listening_socket(config.host, config.port, reuse_port=False).close()
+    listening_socket(config.host, config.port, reuse_port=False).close()
     env = {**os.environ, CONFIG_ENV: json.dumps(asdict(config)), PARENT_ENV: str(os.getpid())}
     stopping = threading.Event()
 
