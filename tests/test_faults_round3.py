@@ -435,7 +435,7 @@ def test_09_workers_exit_when_the_parent_is_killed(server):
     import httpx
 
     def workers() -> list[int]:
-        return [p for p in _children(server.proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        return [p for p in _children(server.proc.pid) if b"worker_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
     deadline = time.monotonic() + 60
     while len(workers()) < 2 and time.monotonic() < deadline:  # the second may still be loading
