@@ -56,11 +56,11 @@ def run_workers(config: Any) -> int:  # config: bertkit.serving.app.ServeConfig
     env = {**os.environ, CONFIG_ENV: json.dumps(asdict(config)), PARENT_ENV: str(os.getpid())}
     stopping = threading.Event()
 
-    def start(i: int) -> subprocess.Popen:
+    def start() -> subprocess.Popen:
         # a fresh interpreter, not a fork: torch's threads and the model are never copied half-made
         return subprocess.Popen([sys.executable, "-c", _WORKER], env=env)
 
-    procs = [start(i) for i in range(config.workers)]
+    procs = [start() for _ in range(config.workers)]
 
     def stop(signum: int, frame: Any) -> None:
         stopping.set()
@@ -84,7 +84,7 @@ def run_workers(config: Any) -> int:  # config: bertkit.serving.app.ServeConfig
                     stop(signal.SIGTERM, None)
                     break
                 logger.warning("worker %d (pid %d) exited with %s; starting another", i, p.pid, p.returncode)
-                procs[i] = start(i)
+                procs[i] = start()
     deadline = time.monotonic() + config.request_timeout + 10
     code = 0
     for p in procs:
