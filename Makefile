@@ -94,8 +94,10 @@ bench-infinity: .venv-infinity/.installed
 .venv-infinity/.installed: pyproject.toml
 	$(PYTHON) -m venv .venv-infinity
 	.venv-infinity/bin/pip install -q --disable-pip-version-check torch==2.13.0
-	.venv-infinity/bin/pip install -q --disable-pip-version-check \
-	  $$($(PYTHON) -c "import tomllib; print(' '.join(repr(x) for x in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['infinity']))")
+	@# a requirements file: the extra's brackets and pins pass through no shell quoting
+	$(PYTHON) -c "import tomllib; print('\\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['infinity']))" \
+	  > .venv-infinity/requirements.txt
+	.venv-infinity/bin/pip install -q --disable-pip-version-check -r .venv-infinity/requirements.txt
 	touch $@
 
 clean:
