@@ -1,13 +1,18 @@
-"""Indexes in Milvus Lite (the embedded engine, a real Milvus in a local file), on the real MiniLM checkpoint
-and real polarity sentences, compared with bertkit's own folder index and its exact search.
+"""Indexes in Milvus, on the real MiniLM checkpoint and real polarity sentences, compared with bertkit's
+own folder index and its exact search. Two engines, both real and local: Milvus Lite (the embedded engine,
+``milvus://FILE``), and Milvus Lite's standalone gRPC server (``python -m milvus_lite server``), started as
+a process on 127.0.0.1 and reached by URI (``milvus://http://127.0.0.1:PORT``), the code path of a Milvus
+server. A full Milvus server (standalone or distributed) is not started here.
 
-* Write, append, delete, reopen: the collection then answers every query with the same top 10 as the
-  folder index that went through the same changes (recall@10 = 1.0 on fp32 with FLAT; cosines within 1e-5).
+* Write, append, delete, reopen, on the file and over the server: the collection then answers every query
+  with the same top 10 as the folder index that went through the same changes (recall@10 = 1.0 on fp32
+  with FLAT; cosines within 1e-5).
 * HNSW and IVF_FLAT, with the parameters the test states: recall@10 >= 0.95.
 * Hybrid search over the store's candidates equals the folder's hybrid search where the candidates are
   the whole corpus.
 * A run killed mid-write is finished by running it again: every row once.
-* Refused by name: another model, another dimension, an unreachable server (before any work).
+* Refused by name, on the file and over the server: another model, another dimension; and an unreachable
+  server (before any work).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import json
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +37,13 @@ from bertkit.assets import asset_path  # noqa: E402
 from bertkit.cli import main  # noqa: E402
 from bertkit.search.index import build_index, embed_queries, load_index  # noqa: E402
 from bertkit.search.index_update import delete_from_index  # noqa: E402
-from bertkit.search.milvus_store import delete_from_store, index_to_store, load_store  # noqa: E402
+from bertkit.search.milvus_store import (  # noqa: E402
+    delete_from_store,
+    index_to_store,
+    load_store,
+    parse_store,
+)
+from bertkit.serving.process import free_port  # noqa: E402
 
 MINILM = str(asset_path("minilm"))
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +71,46 @@ def data(tmp_path_factory):
     return d, rows, queries, qv, gone
 
 
+@pytest.fixture(scope="module")
+def milvus_server(tmp_path_factory):
+    """Milvus Lite's standalone gRPC server, a process on a free port of 127.0.0.1 with its own data folder:
+    its address, ``milvus://http://127.0.0.1:PORT``. Stopped by SIGINT (a drain), killed if it lingers."""
+    d = tmp_path_factory.mktemp("milvus-server")
+    port = free_port()
+    cmd = [sys.executable, "-u", "-m", "milvus_lite", "server", "--data-dir", str(d / "data"), "--host", "127.0.0.1"]
+    with open(d / "server.log", "w") as log:
+        proc = subprocess.Popen([*cmd, "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=d)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the Milvus Lite server exited with {proc.returncode}: {(d / 'server.log').read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the Milvus Lite server did not answer in 60 s: {(d / 'server.log').read_text()}")
+                time.sleep(0.2)
+        yield f"milvus://http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(params=["file", "server"])
+def store_at(request, tmp_path):
+    """name -> the address of a new store: a Milvus Lite file, or a collection on the standalone server."""
+    if request.param == "file":
+        return lambda name: f"milvus://{tmp_path / name}.db"
+    server = request.getfixturevalue("milvus_server")
+    return lambda name: f"{server}?collection={name}"
+
+
 def _ids(hits) -> list[list[str]]:
     return [[h["id"] for h in row] for row in hits]
 
@@ -66,18 +119,19 @@ def _recall(got: list[list[str]], want: list[list[str]]) -> float:
     return float(np.mean([len(set(g) & set(w)) / len(w) for g, w in zip(got, want)]))
 
 
-def test_write_append_delete_reopen_search_equals_the_folder_index(data, capsys):
+def test_write_append_delete_reopen_search_equals_the_folder_index(data, store_at, capsys):
     d, rows, queries, qv, gone = data
-    store = f"milvus://{d / 'flat.db'}"
+    store = store_at("flat")
+    collection = parse_store(store).collection
     assert index_to_store(MINILM, d / "first.jsonl", store, dtype="fp32") == (150, 0)
     args = ["index", "--model", MINILM, "--input", str(d / "all.jsonl"), "--store", store, "--dtype", "fp32"]
     assert main([*args, "--append"]) == 0
     assert "50 row(s) written" in capsys.readouterr().out  # only the new rows were embedded
     assert delete_from_store(store, gone) == len(gone)
-    with pytest.raises(ValueError, match=r"id 's0' is not in collection 'bertkit'"):
+    with pytest.raises(ValueError, match=rf"id 's0' is not in collection '{collection}' of {re.escape(store)}$"):
         delete_from_store(store, ["s0"])
 
-    folder, index = load_index(d / "folder"), load_store(store)  # reopened from the file
+    folder, index = load_index(d / "folder"), load_store(store)  # reopened
     try:
         assert len(index) == N - len(gone) == len(folder)
         want, got = folder.search(qv, 10), index.search(qv, 10)
@@ -85,7 +139,7 @@ def test_write_append_delete_reopen_search_equals_the_folder_index(data, capsys)
         for g, w in zip(got, want):
             np.testing.assert_allclose([h["score"] for h in g], [h["score"] for h in w], atol=1e-5)
             assert {h["id"]: h["text"] for h in g} == {h["id"]: h["text"] for h in w}
-        stored = index.client.get("bertkit", ids=folder.ids[:20], output_fields=["vector"])
+        stored = index.client.get(collection, ids=folder.ids[:20], output_fields=["vector"])
         np.testing.assert_allclose(np.array([r["vector"] for r in stored]), folder.vectors[:20], atol=1e-5)
         # hybrid over the store's max(100, 10 k) candidates: with k = 20 they are the whole corpus, so
         # BM25 and the standardisation see the same texts as the folder's hybrid search
@@ -161,20 +215,21 @@ def test_a_run_killed_mid_write_is_finished_without_duplicates(data, capsys):
     assert done + kept == 150 and kept >= 40  # only what the killed run had not written was embedded again
 
 
-def test_another_model_or_dimension_is_refused_by_name(data, tmp_path):
+def test_another_model_or_dimension_is_refused_by_name(data, store_at, tmp_path):
     import transformers
     from safetensors.torch import load_file, save_file
 
     d, rows, queries, *_ = data
-    store = f"milvus://{tmp_path / 'flat.db'}"
+    store = store_at("refused")
     index_to_store(MINILM, _jsonl(tmp_path / "few.jsonl", rows[:20]), store)
     other = tmp_path / "minilm-tuned"  # the same architecture, one weight changed
     shutil.copytree(MINILM, other, ignore=shutil.ignore_patterns("model.safetensors"))
     weights = load_file(Path(MINILM) / "model.safetensors")
     weights["embeddings.word_embeddings.weight"][0] += 1.0
     save_file(weights, other / "model.safetensors", metadata={"format": "pt"})
+    collection = parse_store(store).collection
     with pytest.raises(
-        ValueError, match=r"collection 'bertkit' of milvus://.*flat.db was built with the model .*minilm"
+        ValueError, match=rf"collection '{collection}' of {re.escape(store)} was built with the model .*minilm"
     ):
         load_store(store, other)
     assert main(["search", "--store", store, "--model", str(other), queries[0]]) == 1
@@ -189,12 +244,8 @@ def test_another_model_or_dimension_is_refused_by_name(data, tmp_path):
 
 
 def test_an_unreachable_server_is_one_line_naming_it_before_any_work(tmp_path, capsys):
-    import socket
-
     d = tmp_path
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     missing = d / "no-such-corpus.jsonl"  # reading it would be the first work, and a different error
     code = main(["index", "--model", MINILM, "--input", str(missing), "--store", f"milvus://127.0.0.1:{port}"])
     err = capsys.readouterr().err.splitlines()
