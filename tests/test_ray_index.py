@@ -8,8 +8,10 @@ folder), with the real MiniLM checkpoint and real polarity sentences.
 * The corpus in two files, written as a sharded index: its shards hold the one-process index's rows
   and vectors, and a search of it answers as the one-process index does.
 * A job stopped (its driver killed) resumes: the rerun embeds only the missing chunks.
-* A bad row names its file and line (the second of two files); an unreachable address is one line
-  naming it; a missing extra is the one-line hint.
+* The corpus files are read as a Ray dataset, each in a worker process of the cluster, and come back in
+  file order.
+* A bad row names its file and line (the second of two files, read on the cluster); an unreachable
+  address is one line naming it; a missing extra is the one-line hint.
 """
 
 from __future__ import annotations
@@ -291,6 +293,19 @@ def test_bad_input_and_faults_are_one_line(cluster, tmp_path, monkeypatch, capsy
         "bertkit index: error: bertkit index --ray needs ray, which is not installed: pip install 'bertkit[ray]'"
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_the_corpus_files_are_read_by_the_cluster_in_file_order(cluster, tmp_path):
+    """Each file is read in a Ray worker process, not in the driver, and the results come back in file
+    order whichever task finishes first."""
+    from bertkit.search.ray_index import ray_map_files
+
+    files = [tmp_path / f"{k}.txt" for k in range(5)]
+    for k, f in enumerate(files):
+        f.write_text("x\n" * (k + 1))
+    got = ray_map_files(lambda p: (p.name, len(p.read_text().splitlines()), os.getpid()), files)
+    assert [(name, n) for name, n, _ in got] == [(f.name, k + 1) for k, f in enumerate(files)]
+    assert os.getpid() not in {pid for *_, pid in got}
 
 
 def test_many_files_to_a_sharded_index(cluster, corpus, tmp_path):

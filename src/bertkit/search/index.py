@@ -12,6 +12,7 @@ collections.
 from __future__ import annotations
 
 import csv
+import functools
 import glob
 import hashlib
 import json
@@ -207,18 +208,28 @@ def corpus_files(input: str | Path | Sequence[str | Path]) -> list[Path]:
     return found
 
 
+def read_here(read: Callable[[Path], Any], files: Sequence[Path]) -> list[Any]:
+    """``read`` over ``files``, in order, in this process."""
+    return [read(f) for f in files]
+
+
 def read_corpus_files(
-    files: Sequence[Path], text_column: str = "text", skipped: list | None = None
+    files: Sequence[Path],
+    text_column: str = "text",
+    skipped: list | None = None,
+    map_files: Callable[[Callable[[Path], Any], Sequence[Path]], list[Any]] = read_here,
 ) -> list[tuple[Path, int, str, str]]:
     """The rows of ``files`` in file order, then line order: (file, line, id, text). With several files a
     row without an id is named ``FILE_NAME:LINE``; an id must be unique over all the files. The
-    (file, line, id) of each row with a blank text, which is skipped, is appended to ``skipped``."""
+    (file, line, id) of each row with a blank text, which is skipped, is appended to ``skipped``.
+    ``map_files(read, files)`` reads each file, its results in file order: in this process by default,
+    or spread over a cluster (:mod:`bertkit.search.ray_index`)."""
     rows: list[tuple[Path, int, str, str]] = []
     first: dict[str, tuple[Path, int]] = {}
-    for f in files:
-        blank: list[tuple[int, str]] = []
-        prefix = f"{f.name}:" if len(files) > 1 else ""
-        for n, ident, text in read_corpus_lines(f, text_column, skipped=blank, id_prefix=prefix):
+    several = len(files) > 1
+    read = functools.partial(_read_one, text_column=text_column, several=several)
+    for f, (lines, blank) in zip(files, map_files(read, files)):
+        for n, ident, text in lines:
             if ident in first and first[ident][0] != f:  # in one file read_corpus_lines already refused it
                 g, m = first[ident]
                 raise ValueError(f"{f}:{n}: id {ident!r} is already the id of {g}:{m}; ids must be unique")
@@ -227,6 +238,14 @@ def read_corpus_files(
         if skipped is not None:
             skipped.extend((f, n, ident) for n, ident in blank)
     return rows
+
+
+def _read_one(path: Path, text_column: str, several: bool) -> tuple[list[tuple[int, str, str]], list]:
+    """One file's part of :func:`read_corpus_files`, run wherever the file is read (here, or on a cluster's
+    node): its rows, (line, id, text), and its skipped blank rows, (line, id)."""
+    blank: list[tuple[int, str]] = []
+    rows = read_corpus_lines(path, text_column, skipped=blank, id_prefix=f"{path.name}:" if several else "")
+    return rows, blank
 
 
 def corpus_fingerprint(rows: Sequence[tuple[str, str]]) -> str:
@@ -670,6 +689,7 @@ def build_index(
     device: str | None = None,
     chunk_embedder: Callable[..., None] | None = None,
     shard_size: int | None = None,
+    map_files: Callable[[Callable[[Path], Any], Sequence[Path]], list[Any]] = read_here,
 ) -> Path:
     """Embed every text of ``input`` with ``model`` (on ``device``, the CPU by default) and write an
     index folder at ``output``.
@@ -683,7 +703,8 @@ def build_index(
     embedding unless ``truncation`` is "cut" (reported through ``on_cut``, else a warning) or "chunk"
     (:mod:`bertkit.search.long_texts`). ``chunk_embedder`` replaces the step that embeds and saves the
     missing chunks (same arguments as ``_embed_chunks``), e.g. with one that spreads them over a
-    cluster (:mod:`bertkit.search.ray_index`). ``shard_size`` writes a sharded index instead
+    cluster (:mod:`bertkit.search.ray_index`), and ``map_files`` the one that reads the corpus files
+    (:func:`read_corpus_files`). ``shard_size`` writes a sharded index instead
     (:mod:`bertkit.search.shards`): ``output/shard-NNNNN/`` index folders of that many rows each, and
     ``output/manifest.json``.
     """
@@ -705,7 +726,7 @@ def build_index(
     check = dict(command="index", overwrite=overwrite, run=run, owned=_OWNED, legacy=_is_index)
     claim = claim_output_dir(output, dry_run=True, **check)
     blank: list[tuple[Path, int, str]] = []
-    lines = read_corpus_files(files, text_column, skipped=blank)
+    lines = read_corpus_files(files, text_column, skipped=blank, map_files=map_files)
     rows = [(ident, text) for _, _, ident, text in lines]
     emb = _embedder(model, dtype, device)  # a model that cannot embed fails before any folder is made
     dropped = check_lengths(

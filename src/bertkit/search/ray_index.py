@@ -1,9 +1,11 @@
 """`bertkit index --ray [ADDRESS]`: the embedding of `bertkit index` spread over a Ray cluster.
 
-The corpus (one file or many: :func:`bertkit.search.index.corpus_files`) is read by bertkit's own
-readers (a bad row names its file and line, as ``index`` does),
-cut into the chunks ``index`` keeps in ``<output>.partial/``, and the chunks not done yet become a
-Ray dataset. ``map_batches`` sends them, one at a time, to a pool of actors, each holding one
+The corpus (one file or many: :func:`bertkit.search.index.corpus_files`) is read as a Ray dataset of
+its files: each file is read on a node of the cluster by bertkit's own readers (so a bad row names its
+file and line, as ``index`` does), which needs the files at the same path on every node, as Ray Data's
+own readers do. The driver gathers the rows in file order, checks the ids are unique over all the files,
+cuts them into the chunks ``index`` keeps in ``<output>.partial/``, and the chunks not done yet become a
+second Ray dataset. ``map_batches`` sends them, one at a time, to a pool of actors, each holding one
 bertkit encoder (``auto`` precision unless told, its torch threads set to the CPUs it was given).
 The vectors come back through Ray's object store and the driver saves each chunk atomically as it
 arrives, so the cluster needs no shared file system. The index folder is then finished exactly as
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,7 +34,7 @@ import numpy as np
 
 from bertkit._extras import require
 
-__all__ = ["build_index_ray", "connect"]
+__all__ = ["build_index_ray", "connect", "ray_map_files"]
 
 
 def _ray() -> Any:
@@ -90,6 +93,57 @@ class _ChunkEmbedder:
         return {"chunk": np.array(chunks, np.int64), "shape": np.stack(shapes), "data": np.array(data, dtype=object)}
 
 
+def _data_context(ray: Any, progress: bool) -> None:
+    """Ray Data's progress bars and per-dataset log lines only where bertkit shows its own progress."""
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = progress
+    ctx.print_on_execution_start = False
+    logging.getLogger("ray.data").setLevel(logging.INFO if progress else logging.WARNING)
+
+
+def _read_file_batch(batch: dict[str, np.ndarray], read: Callable[[Path], Any]) -> dict[str, np.ndarray]:
+    """One Ray task's share of the corpus files, each read by ``read`` on this node and pickled whole with
+    its outcome: the rows, or the reader's own error (a bad row naming its file and line), which Ray would
+    otherwise turn into a generic failure of the task."""
+    out = []
+    for name in batch["file"]:
+        path = Path(str(name))
+        try:
+            if not path.exists():
+                raise FileNotFoundError(
+                    f"{path}: no such corpus file on the Ray node {socket.gethostname()} (the corpus files must "
+                    "be at the same path on every node of the cluster)"
+                )
+            outcome: tuple[bool, Any] = (True, read(path))
+        except Exception as e:
+            outcome = (False, e)
+        out.append(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
+    return {"k": batch["k"], "rows": np.array(out, dtype=object)}
+
+
+def ray_map_files(read: Callable[[Path], Any], files: Sequence[Path]) -> list[Any]:
+    """``read`` over ``files`` as a Ray dataset of the files, one read task per file on the connected
+    cluster; the results in file order. The first file's error, in file order, is raised as its reader
+    raised it."""
+    ray = _ray()
+    _data_context(ray, False)  # a read per file: quick, and the embedding that follows shows progress
+    items = [{"k": k, "file": str(Path(f).resolve())} for k, f in enumerate(files)]
+    ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        _read_file_batch, fn_kwargs={"read": read}, batch_size=1, batch_format="numpy"
+    )
+    got: dict[int, tuple[bool, Any]] = {}
+    for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        for k, data in zip(batch["k"], batch["rows"]):
+            got[int(k)] = pickle.loads(data)
+    results = []
+    for k in range(len(files)):
+        ok, value = got[k]
+        if not ok:
+            raise value
+        results.append(value)
+    return results
+
+
 class RayChunks:
     """The chunk step of :func:`bertkit.search.index.build_index`, run on the connected Ray cluster."""
 
@@ -128,10 +182,7 @@ class RayChunks:
             )
         if not todo:
             return
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = progress
-        ctx.print_on_execution_start = False
-        logging.getLogger("ray.data").setLevel(logging.INFO if progress else logging.WARNING)
+        _data_context(ray, progress)
         items = [{"chunk": c, "texts": [t for _, t in rows[c * chunk_size : (c + 1) * chunk_size]]} for c in todo]
         ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
             _ChunkEmbedder,
@@ -176,4 +227,6 @@ def build_index_ray(
     connect(address)  # before any work: an unreachable address fails here
     model = resolve_model_arg(model)
     step = RayChunks(model, actors, threads, kwargs.get("dtype", "auto"), say)
-    return build_index(model, input, output, chunk_size=chunk_size, chunk_embedder=step, **kwargs)
+    return build_index(
+        model, input, output, chunk_size=chunk_size, chunk_embedder=step, map_files=ray_map_files, **kwargs
+    )
