@@ -14,7 +14,8 @@ servers' CPU, so their cost is printed too. For each client count (``--clients 1
 between the servers for a fixed time each; every client loop is bounded in count and time.
 
 Prints requests/s and real tokens/s, p50/p99 latency, errors (must be 0), the server's CPU cores, the
-ratio of each server's tokens/s to bertkit's offline pipeline on the same texts (target >= 0.85 at 32
+ratio of each server's tokens/s to bertkit's offline pipeline on the same texts (the median over rounds of
+each run's ratio to the offline run of its round, since the machine's speed drifts; target >= 0.85 at 32
 clients) and to infinity's (target 4x), and whether every returned vector equals the offline pipeline's.
 Prints the CPU flags and the load average.
 
@@ -30,6 +31,7 @@ import csv
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -258,9 +260,12 @@ def summarize(runs: list[dict], lengths: list[int]) -> dict:
         for k, v in x["errors"].items():
             errors[k] = errors.get(k, 0) + v
         got.update(x["got"])
-    keys = sorted(got)
-    tokens = sum(lengths[k] for k in keys) * ok / max(len(keys), 1)
+    # every client walks the texts in steps of the client count: the requests' mean length is the texts'
+    per_request = sum(lengths) / len(lengths)
+    tokens = ok * per_request
     return {
+        # the median over rounds of each run's tokens/s over the offline run's of its round
+        "vs_offline": statistics.median(x["ok"] * per_request / x["wall"] / x["offline_tps"] for x in runs),
         "rps": ok / wall,
         "tps": tokens / wall,
         "p50": lat[len(lat) // 2] * 1000 if lat else float("nan"),
@@ -325,23 +330,30 @@ def main(argv: list[str] | None = None) -> int:
         for url, _, path in servers.values():  # warm-up: every server has run a few batches
             asyncio.run(load(url, path, texts, 8, 2.0, 50))
         results: dict[tuple[str, int], list[dict]] = {(n, c): [] for n in servers for c in counts}
+        offline_runs: list[float] = []
         for c in counts:
             for r in range(args.rounds):
+                # the offline pipeline once a round, between the servers' runs: the machine's speed drifts
+                # (other tenants, clocks), and each server run is compared with the offline run beside it
+                off = offline_tokens_per_second(offline, texts, sum(lengths), repeats=1)
+                offline_runs.append(off)
                 for name in list(servers) if r % 2 == 0 else list(reversed(servers)):
                     url, pid, path = servers[name]
                     c0 = tree_cpu_seconds(pid)
                     res = asyncio.run(load(url, path, texts, c, args.seconds, 100000))
                     res["server_cpu"] = tree_cpu_seconds(pid) - c0
+                    res["offline_tps"] = off
                     results[(name, c)].append(res)
-    offline_tps = offline_tokens_per_second(offline, texts, sum(lengths))
+    runs = sorted(offline_runs)
     print(
-        f"offline pipeline: {offline_tps:,.0f} real tokens/s (the same {len(texts)} texts, length-sorted batches, "
-        f"median of 3), dtype {offline.dtype}"
+        f"offline pipeline: {runs[len(runs) // 2]:,.0f} real tokens/s, median of {len(runs)} runs between the servers' "
+        f"rounds ({runs[0]:,.0f} to {runs[-1]:,.0f}; the same {len(texts)} texts, length-sorted batches), "
+        f"dtype {offline.dtype}"
     )
-    return report(results, servers, counts, offline, offline_tps, texts, lengths, args)
+    return report(results, servers, counts, offline, texts, lengths, args)
 
 
-def report(results, servers, counts, offline, offline_tps, texts, lengths, args) -> int:
+def report(results, servers, counts, offline, texts, lengths, args) -> int:
     all_ok = True
     print(
         f"{'server':<22}{'clients':>8}{'req/s':>9}{'tokens/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}"
@@ -356,7 +368,7 @@ def report(results, servers, counts, offline, offline_tps, texts, lengths, args)
             vs_inf = f"{s['rps'] / base['rps']:.2f}x" if base and base["rps"] else "-"
             print(
                 f"{name:<22}{c:>8}{s['rps']:>9.1f}{s['tps']:>10,.0f}{s['p50']:>9.1f}{s['p99']:>9.1f}{n_err:>7}"
-                f"{s['server_cores']:>13.2f}{s['tps'] / offline_tps:>10.2f}{vs_inf:>11}"
+                f"{s['server_cores']:>13.2f}{s['vs_offline']:>10.2f}{vs_inf:>11}"
             )
             results[(name, c)] = s
     for name in servers:
@@ -373,7 +385,7 @@ def report(results, servers, counts, offline, offline_tps, texts, lengths, args)
             f"{'equal' if same else 'DIFFERENT'}"
         )
     top = max(counts)
-    summary = [f"{name} {results[(name, top)]['tps'] / offline_tps:.2f}" for name in servers]
+    summary = [f"{name} {results[(name, top)]['vs_offline']:.2f}" for name in servers]
     print(
         f"server / offline at {top} clients: {', '.join(summary)} (target >= 0.85); "
         f"{args.rounds} x {args.seconds:g} s per server and client count; load average after: "
