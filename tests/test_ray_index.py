@@ -297,7 +297,7 @@ def test_bad_input_and_faults_are_one_line(cluster, tmp_path, monkeypatch, capsy
 
 def test_the_corpus_files_are_read_by_the_cluster_in_file_order(cluster, tmp_path):
     """Each file is read in a Ray worker process, not in the driver, and the results come back in file
-    order whichever task finishes first."""
+    order whichever task finishes first, whole when sent in many pieces."""
     from bertkit.search.ray_index import ray_map_files
 
     files = [tmp_path / f"{k}.txt" for k in range(5)]
@@ -306,6 +306,9 @@ def test_the_corpus_files_are_read_by_the_cluster_in_file_order(cluster, tmp_pat
     got = ray_map_files(lambda p: (p.name, len(p.read_text().splitlines()), os.getpid()), files)
     assert [(name, n) for name, n, _ in got] == [(f.name, k + 1) for k, f in enumerate(files)]
     assert os.getpid() not in {pid for *_, pid in got}
+    # a file's result comes back in pieces (of 64 MiB unless told): 7 bytes a piece here, put back in order
+    big = ray_map_files(lambda p: [p.name] * 50, files[:2], piece_bytes=7)
+    assert big == [[f.name] * 50 for f in files[:2]]
 
 
 def test_many_files_to_a_sharded_index(cluster, corpus, tmp_path):

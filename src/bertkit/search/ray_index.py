@@ -26,7 +26,7 @@ import logging
 import os
 import pickle
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +101,18 @@ def _data_context(ray: Any, progress: bool) -> None:
     logging.getLogger("ray.data").setLevel(logging.INFO if progress else logging.WARNING)
 
 
-def _read_file_batch(batch: dict[str, np.ndarray], read: Callable[[Path], Any]) -> dict[str, np.ndarray]:
+# a file's pickled rows go back in pieces of at most this many bytes: a large file's rows in one value
+# would pass the 2 GiB a binary value of an Arrow block may hold
+_PIECE_BYTES = 64 * 2**20
+
+
+def _read_file_batch(
+    batch: dict[str, np.ndarray], read: Callable[[Path], Any], piece_bytes: int
+) -> Iterator[dict[str, np.ndarray]]:
     """One Ray task's share of the corpus files, each read by ``read`` on this node and pickled whole with
-    its outcome: the rows, or the reader's own error (a bad row naming its file and line), which Ray would
-    otherwise turn into a generic failure of the task."""
-    out = []
-    for name in batch["file"]:
+    its outcome, in pieces: the rows, or the reader's own error (a bad row naming its file and line),
+    which Ray would otherwise turn into a generic failure of the task."""
+    for k, name in zip(batch["k"], batch["file"]):
         path = Path(str(name))
         try:
             if not path.exists():
@@ -117,27 +123,40 @@ def _read_file_batch(batch: dict[str, np.ndarray], read: Callable[[Path], Any]) 
             outcome: tuple[bool, Any] = (True, read(path))
         except Exception as e:
             outcome = (False, e)
-        out.append(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
-    return {"k": batch["k"], "rows": np.array(out, dtype=object)}
+        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+        pieces = [data[i : i + piece_bytes] for i in range(0, len(data), piece_bytes)]
+        for part, piece in enumerate(pieces):
+            yield {
+                "k": np.array([k], np.int64),
+                "part": np.array([part], np.int64),
+                "parts": np.array([len(pieces)], np.int64),
+                "data": np.array([piece], dtype=object),
+            }
 
 
-def ray_map_files(read: Callable[[Path], Any], files: Sequence[Path]) -> list[Any]:
+def ray_map_files(read: Callable[[Path], Any], files: Sequence[Path], piece_bytes: int = _PIECE_BYTES) -> list[Any]:
     """``read`` over ``files`` as a Ray dataset of the files, one read task per file on the connected
-    cluster; the results in file order. The first file's error, in file order, is raised as its reader
-    raised it."""
+    cluster; the results in file order, each sent back in pieces of at most ``piece_bytes``. The first
+    file's error, in file order, is raised as its reader raised it."""
     ray = _ray()
     _data_context(ray, False)  # a read per file: quick, and the embedding that follows shows progress
     items = [{"k": k, "file": str(Path(f).resolve())} for k, f in enumerate(files)]
     ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        _read_file_batch, fn_kwargs={"read": read}, batch_size=1, batch_format="numpy"
+        _read_file_batch, fn_kwargs={"read": read, "piece_bytes": piece_bytes}, batch_size=1, batch_format="numpy"
     )
-    got: dict[int, tuple[bool, Any]] = {}
+    pieces: dict[int, dict[int, bytes]] = {k: {} for k in range(len(files))}
+    expected: dict[int, int] = {}
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
-        for k, data in zip(batch["k"], batch["rows"]):
-            got[int(k)] = pickle.loads(data)
+        for k, part, parts, data in zip(batch["k"], batch["part"], batch["parts"], batch["data"]):
+            pieces[int(k)][int(part)] = data  # a retried task's piece replaces its own, never adds one
+            expected[int(k)] = int(parts)
     results = []
     for k in range(len(files)):
-        ok, value = got[k]
+        got = pieces.pop(k)
+        if len(got) != expected.get(k, -1):
+            n = expected.get(k, "?")
+            raise RuntimeError(f"{files[k]}: {len(got)} of {n} pieces of its rows came back from Ray")
+        ok, value = pickle.loads(b"".join(got[p] for p in range(len(got))))
         if not ok:
             raise value
         results.append(value)
