@@ -344,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
                     res["server_cpu"] = tree_cpu_seconds(pid) - c0
                     res["offline_tps"] = off
                     results[(name, c)].append(res)
-    runs = sorted(offline_runs)
     print(
-        f"offline pipeline: {runs[len(runs) // 2]:,.0f} real tokens/s, median of {len(runs)} runs between the servers' "
-        f"rounds ({runs[0]:,.0f} to {runs[-1]:,.0f}; the same {len(texts)} texts, length-sorted batches), "
+        f"offline pipeline: {statistics.median(offline_runs):,.0f} real tokens/s, median of {len(offline_runs)} runs "
+        f"between the servers' rounds ({min(offline_runs):,.0f} to {max(offline_runs):,.0f}; the same {len(texts)} "
+        "texts, length-sorted batches), "
         f"dtype {offline.dtype}"
     )
     return report(results, servers, counts, offline, texts, lengths, args)

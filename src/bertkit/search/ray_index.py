@@ -152,10 +152,9 @@ def ray_map_files(read: Callable[[Path], Any], files: Sequence[Path], piece_byte
             expected[int(k)] = int(parts)
     results = []
     for k in range(len(files)):
-        got = pieces.pop(k)
-        if len(got) != expected.get(k, -1):
-            n = expected.get(k, "?")
-            raise RuntimeError(f"{files[k]}: {len(got)} of {n} pieces of its rows came back from Ray")
+        got, parts = pieces.pop(k), expected.get(k)
+        if len(got) != parts:
+            raise RuntimeError(f"{files[k]}: {len(got)} of {parts or '?'} pieces of its rows came back from Ray")
         ok, value = pickle.loads(b"".join(got[p] for p in range(len(got))))
         if not ok:
             raise value
